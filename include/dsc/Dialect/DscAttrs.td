@@ -1,0 +1,67 @@
+//===- DscAttrs.td - dsc attributes and enums --------------*- tablegen -*-===//
+#ifndef DSC_ATTRS
+#define DSC_ATTRS
+
+include "dsc/Dialect/DscDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Dsc_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "how GELU is evaluated", [
+      I32EnumAttrCase<"tanh", 0>,  // GPT-2 "gelu_new"
+      I32EnumAttrCase<"erf", 1>    // BERT "gelu"
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+}
+
+def Dsc_InitKind : I32EnumAttr<"InitKind", "parameter initialisation rule", [
+      I32EnumAttrCase<"normal", 0>, I32EnumAttrCase<"zeros", 1>,
+      I32EnumAttrCase<"ones", 2>
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+  let genSpecializedAttr = 0;
+}
+def Dsc_InitKindAttr : EnumAttr<Dsc_Dialect, Dsc_InitKind, "init">;
+
+def Dsc_StateKind : I32EnumAttr<"StateKind",
+    "what a train-step argument or result holds across calls", [
+      I32EnumAttrCase<"param", 0>, I32EnumAttrCase<"grad", 1>,
+      I32EnumAttrCase<"exp_avg", 2>, I32EnumAttrCase<"exp_avg_sq", 3>,
+      I32EnumAttrCase<"momentum", 4>, I32EnumAttrCase<"input_ids", 5>,
+      I32EnumAttrCase<"targets", 6>, I32EnumAttrCase<"step", 7>,
+      I32EnumAttrCase<"output", 8>
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+  let genSpecializedAttr = 0;
+}
+def Dsc_StateKindAttr : EnumAttr<Dsc_Dialect, Dsc_StateKind, "state_kind">;
+
+def Dsc_ParamAttr : AttrDef<Dsc_Dialect, "Param"> {
+  let mnemonic = "param";
+  let summary = "A model parameter: its Hugging Face name and init rule";
+  let description = [{
+    Attached to a `@forward` argument as `dsc.param`:
+    `#dsc.param<"transformer.h.0.attn.c_attn.weight", normal, 0.02>`. The name is
+    the one `save_pretrained` writes; layouts follow Hugging Face (GPT-2
+    `Conv1D` weights are [in, out], BERT `nn.Linear` weights are [out, in]).
+  }];
+  let parameters = (ins StringRefParameter<>:$name,
+                        "InitKind":$init,
+                        "FloatAttr":$std);
+  let assemblyFormat = "`<` $name `,` $init `,` $std `>`";
+}
+
+def Dsc_StateAttr : AttrDef<Dsc_Dialect, "State"> {
+  let mnemonic = "state";
+  let summary = "Role of a train-step argument or result";
+  let description = [{
+    `#dsc.state<grad, "transformer.wte.weight">` marks the gradient accumulator
+    of that parameter. A result whose state equals an argument's state
+    overwrites that argument's buffer: this is how the runtime knows which
+    values persist across calls. `output` results are read by the driver.
+  }];
+  let parameters = (ins "StateKind":$kind, StringRefParameter<>:$name);
+  let assemblyFormat = "`<` $kind `,` $name `>`";
+}
+
+#endif // DSC_ATTRS

@@ -1,0 +1,345 @@
+//===- DscOps.td - dsc operations --------------------------*- tablegen -*-===//
+//
+// Tensor-level ops of the training graph. Every op has value semantics on
+// builtin ranked tensors; shape rules are checked by verifiers implemented as
+// free functions in lib/Dialect/DscOps.cpp, and every differentiable op
+// implements GradientOpInterface (lib/Dialect/GradientRules.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_OPS
+#define DSC_OPS
+
+include "dsc/Dialect/DscDialect.td"
+include "dsc/Dialect/DscAttrs.td"
+include "dsc/Dialect/DscInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Dsc_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+def Dsc_IdTensor : RankedTensorOf<[I32]>;
+def Dsc_Scalar : 0DTensorOf<[F32]>;
+def Dsc_StepScalar : 0DTensorOf<[I64]>;
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class Dsc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dsc_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+  // Every op verifies its shapes through a free function in DscOps.cpp.
+  let hasVerifier = 1;
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+/// An op that `-dsc-autodiff` differentiates through.
+class Dsc_DiffOp<string mnemonic, list<Trait> traits = []>
+    : Dsc_Op<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<Dsc_GradientOpInterface>])>;
+
+//===----------------------------------------------------------------------===//
+// Sources
+//===----------------------------------------------------------------------===//
+
+def Dsc_FillOp : Dsc_Op<"fill"> {
+  let summary = "A tensor with every element equal to `value`";
+  let description = [{
+    `%z = dsc.fill {value = 0.0 : f64} : () -> tensor<4x8xf32>`. Integer
+    result types get the value truncated towards zero.
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Dsc_IotaOp : Dsc_Op<"iota"> {
+  let summary = "Position ids: result[i] = start + i * step";
+  let description = [{
+    `dsc.iota {start = 0, step = 1} : () -> tensor<16xi32>` gives GPT-2's
+    position ids; `step = 0` gives BERT's all-zero token-type ids.
+  }];
+  let arguments = (ins DefaultValuedAttr<I64Attr, "0">:$start,
+                       DefaultValuedAttr<I64Attr, "1">:$step);
+  let results = (outs RankedTensorOf<[I32]>:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+def Dsc_EmbeddingOp : Dsc_DiffOp<"embedding"> {
+  let summary = "Row gather: result[..., :] = table[ids[...], :]";
+  let arguments = (ins Dsc_FloatTensor:$table, Dsc_IdTensor:$ids);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_AddOp : Dsc_DiffOp<"add"> {
+  let summary = "Elementwise sum; `rhs` broadcasts to `lhs` numpy-style";
+  let description = [{
+    The result has the shape of `lhs`. `rhs` is right-aligned against `lhs`
+    and each of its dimensions equals the matching one or is 1, e.g. position
+    embeddings `tensor<16x64xf32>` added to token embeddings
+    `tensor<2x16x64xf32>`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$lhs, Dsc_FloatTensor:$rhs);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_LinearOp : Dsc_DiffOp<"linear"> {
+  let summary = "x @ W (+ bias) over the last dimension of x";
+  let description = [{
+    `x` is `[..., K]`. `weight` is `[K, N]` (GPT-2 `Conv1D` layout) or, with
+    `transpose_w`, `[N, K]` (`nn.Linear` layout, and tied output embeddings).
+    The optional `bias` is `[N]`. The result is `[..., N]`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$weight,
+                       Optional<Dsc_FloatTensor>:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_LayerNormOp : Dsc_DiffOp<"layer_norm"> {
+  let summary = "LayerNorm over the last dimension (biased variance)";
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
+                       Dsc_FloatTensor:$beta, F64Attr:$epsilon);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_GeluOp : Dsc_DiffOp<"gelu"> {
+  let summary = "GELU, tanh approximation (gelu_new) or exact erf (gelu)";
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       Dsc_GeluApproximation:$approximation);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $approximation $input attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dsc_DropoutOp : Dsc_DiffOp<"dropout"> {
+  let summary = "Inverted dropout with a Philox mask";
+  let description = [{
+    Element i is kept iff the Philox draw for (seed, step offset, `stream`, i)
+    is >= `rate`, and kept elements are scaled by 1/(1-rate). The mask is a
+    pure function of those values, so the gradient is the same op applied to
+    the incoming gradient, and a recomputed forward reproduces the mask.
+    `stream` is unique per dropout site in a module.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SplitHeadsOp : Dsc_DiffOp<"split_heads"> {
+  let summary = "[B, T, P*H*D] -> P tensors of [B, H, T, D]";
+  let description = [{
+    With one result this splits a projection into heads; with three it
+    splits a fused QKV projection (GPT-2 `c_attn`) into Q, K and V.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, I64Attr:$num_heads);
+  let results = (outs Variadic<Dsc_FloatTensor>:$parts);
+}
+
+def Dsc_MergeHeadsOp : Dsc_DiffOp<"merge_heads"> {
+  let summary = "P tensors of [B, H, T, D] -> [B, T, P*H*D]";
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$parts);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_BatchMatmulOp : Dsc_DiffOp<"batch_matmul"> {
+  let summary = "alpha * op(a) @ op(b) over equal leading batch dimensions";
+  let arguments = (ins Dsc_FloatTensor:$lhs, Dsc_FloatTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SoftmaxOp : Dsc_DiffOp<"softmax"> {
+  let summary = "Softmax of scale*x over the last dimension, optionally causal";
+  let description = [{
+    For `x : [..., Tq, Tk]` with `causal`, key j is masked for query i when
+    j > i + (Tk - Tq); masked probabilities are exactly zero.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_CrossEntropyOp : Dsc_DiffOp<"cross_entropy"> {
+  let summary = "Mean negative log-likelihood of `labels` under softmax(logits)";
+  let description = [{
+    Positions whose label equals `ignore_index` do not count (BERT's
+    unmasked positions). The result is a scalar.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IdTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Dsc_Scalar:$loss);
+}
+
+def Dsc_MlmMaskOp : Dsc_Op<"mlm_mask"> {
+  let summary = "BERT masked-LM corruption with the 80/10/10 rule";
+  let description = [{
+    Each position is selected with probability `mask_prob`; a selected token
+    becomes `mask_token_id` (80%), a uniformly random token (10%) or stays
+    (10%), and its label is the original token; unselected positions get the
+    label -100. All draws come from the Philox stream `stream`.
+  }];
+  let arguments = (ins Dsc_IdTensor:$ids, F64Attr:$mask_prob,
+                       I64Attr:$mask_token_id, I64Attr:$vocab_size,
+                       I64Attr:$stream);
+  let results = (outs Dsc_IdTensor:$inputs, Dsc_IdTensor:$labels);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+def Dsc_ReduceToOp : Dsc_Op<"reduce_to"> {
+  let summary = "Sum over the dimensions that `dsc.add` broadcast";
+  let arguments = (ins Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_EmbeddingGradOp : Dsc_Op<"embedding_grad"> {
+  let summary = "Scatter-add of row gradients into a [V, C] table gradient";
+  let arguments = (ins Dsc_IdTensor:$ids, Dsc_FloatTensor:$grad);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_LinearGradInputOp : Dsc_Op<"linear_grad_input"> {
+  let summary = "dx = dy @ W^T for dsc.linear";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$weight,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_LinearGradWeightOp : Dsc_Op<"linear_grad_weight"> {
+  let summary = "dW = x^T @ dy for dsc.linear, in the weight's layout";
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$grad,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_LayerNormGradOp : Dsc_Op<"layer_norm_grad"> {
+  let summary = "Gradients of dsc.layer_norm w.r.t. input, gamma and beta";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
+                       Dsc_FloatTensor:$gamma, F64Attr:$epsilon);
+  let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
+                      Dsc_FloatTensor:$beta_grad);
+}
+
+def Dsc_GeluGradOp : Dsc_Op<"gelu_grad"> {
+  let summary = "dx = dy * gelu'(x)";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
+                       Dsc_GeluApproximation:$approximation);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $approximation $grad `,` $input attr-dict `:` type($grad) `,` type($input)
+    `->` type($result)
+  }];
+}
+
+def Dsc_SoftmaxGradOp : Dsc_Op<"softmax_grad"> {
+  let summary = "dx = scale * y * (dy - sum(dy * y)) from the softmax output y";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$output,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_CrossEntropyGradOp : Dsc_Op<"cross_entropy_grad"> {
+  let summary = "dlogits = dloss * (softmax(logits) - onehot(labels)) / count";
+  let arguments = (ins Dsc_Scalar:$grad, Dsc_FloatTensor:$logits,
+                       Dsc_IdTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Training-step ops
+//===----------------------------------------------------------------------===//
+
+def Dsc_AllReduceOp : Dsc_Op<"all_reduce"> {
+  let summary = "Reduction across the data-parallel process group";
+  let description = [{
+    `op` is "sum" or "mean". On one rank this is the identity; the runtime's
+    Communicator performs it on N ranks.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"mean\"">:$op);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_GlobalNormOp : Dsc_Op<"global_norm"> {
+  let summary = "sqrt of the sum of squares of every element of every input";
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs);
+  let results = (outs Dsc_Scalar:$norm);
+}
+
+def Dsc_ClipCoefficientOp : Dsc_Op<"clip_coefficient"> {
+  let summary = "Gradient multiplier for global-norm clipping";
+  let description = [{
+    min(1, max_norm / (norm + 1e-6)), as DeepSpeed's `gradient_clipping`.
+  }];
+  let arguments = (ins Dsc_Scalar:$norm, F64Attr:$max_norm);
+  let results = (outs Dsc_Scalar:$coefficient);
+}
+
+def Dsc_LrScheduleOp : Dsc_Op<"lr_schedule"> {
+  let summary = "Learning rate of optimizer update `step` (1-based)";
+  let description = [{
+    `kind` is "constant", "WarmupLR", "WarmupDecayLR" or "WarmupCosineLR",
+    evaluated as DeepSpeed's lr_schedules.py does; the other attributes are
+    that scheduler's parameters (`lr` is the optimizer's base rate).
+  }];
+  let arguments = (ins Dsc_StepScalar:$step, StrAttr:$kind, F64Attr:$lr,
+                       F64Attr:$warmup_min_lr, F64Attr:$warmup_max_lr,
+                       I64Attr:$warmup_num_steps, I64Attr:$total_num_steps,
+                       StrAttr:$warmup_type, F64Attr:$warmup_min_ratio,
+                       F64Attr:$cos_min_ratio);
+  let results = (outs Dsc_Scalar:$lr_value);
+}
+
+def Dsc_AdamOp : Dsc_Op<"adam", [AllTypesMatch<["param", "new_param"]>]> {
+  let summary = "Adam / AdamW update with PyTorch semantics";
+  let description = [{
+    Gradients are multiplied by `grad_scale` (clipping) first. `adamw`
+    selects decoupled weight decay; otherwise decay is added to the gradient
+    (L2). Bias correction divides by 1 - beta^step.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
+                       Dsc_FloatTensor:$exp_avg, Dsc_FloatTensor:$exp_avg_sq,
+                       Dsc_Scalar:$lr, Dsc_StepScalar:$step,
+                       Dsc_Scalar:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, BoolAttr:$adamw,
+                       BoolAttr:$bias_correction);
+  let results = (outs Dsc_FloatTensor:$new_param, Dsc_FloatTensor:$new_exp_avg,
+                      Dsc_FloatTensor:$new_exp_avg_sq);
+}
+
+def Dsc_LambOp : Dsc_Op<"lamb", [AllTypesMatch<["param", "new_param"]>]> {
+  let summary = "LAMB update as DeepSpeed's FusedLamb";
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
+                       Dsc_FloatTensor:$exp_avg, Dsc_FloatTensor:$exp_avg_sq,
+                       Dsc_Scalar:$lr, Dsc_StepScalar:$step,
+                       Dsc_Scalar:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, BoolAttr:$bias_correction,
+                       F64Attr:$max_coeff, F64Attr:$min_coeff);
+  let results = (outs Dsc_FloatTensor:$new_param, Dsc_FloatTensor:$new_exp_avg,
+                      Dsc_FloatTensor:$new_exp_avg_sq);
+}
+
+def Dsc_SgdOp : Dsc_Op<"sgd", [AllTypesMatch<["param", "new_param"]>]> {
+  let summary = "SGD with momentum, torch.optim.SGD semantics";
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
+                       Dsc_FloatTensor:$momentum_buffer, Dsc_Scalar:$lr,
+                       Dsc_StepScalar:$step, Dsc_Scalar:$grad_scale,
+                       F64Attr:$momentum, F64Attr:$dampening,
+                       F64Attr:$weight_decay, BoolAttr:$nesterov);
+  let results = (outs Dsc_FloatTensor:$new_param,
+                      Dsc_FloatTensor:$new_momentum_buffer);
+}
+
+#endif // DSC_OPS

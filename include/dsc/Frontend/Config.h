@@ -1,0 +1,103 @@
+//===- Config.h - Model and training configuration -------------*- C++ -*-===//
+//
+// The two files a user brings: a Hugging Face `config.json` (ModelConfig) and
+// a DeepSpeed-style `ds_config.json` with a `dsc` section (TrainConfig).
+// Parsing is strict: malformed JSON, unknown keys, wrong types and values out
+// of range throw ConfigError with a one-line message naming the key path, the
+// value and what is allowed. This library links no MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_FRONTEND_CONFIG_H
+#define DSC_FRONTEND_CONFIG_H
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dsc {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class ModelType { GPT2, BERT };
+enum class GeluApprox { Tanh, Erf };
+
+/// Architecture hyper-parameters, normalised across GPT-2 and BERT key names.
+struct ModelConfig {
+  ModelType type = ModelType::GPT2;
+  int64_t vocabSize = 0;
+  int64_t maxPositions = 0;   ///< n_positions / max_position_embeddings
+  int64_t hidden = 0;         ///< n_embd / hidden_size
+  int64_t numLayers = 0;      ///< n_layer / num_hidden_layers
+  int64_t numHeads = 0;       ///< n_head / num_attention_heads
+  int64_t intermediate = 0;   ///< n_inner (null: 4*hidden) / intermediate_size
+  int64_t typeVocabSize = 0;  ///< BERT only (token_type_embeddings rows)
+  double layerNormEps = 1e-5; ///< layer_norm_epsilon / layer_norm_eps
+  double initializerRange = 0.02;
+  double embdDropout = 0.0;   ///< embd_pdrop / hidden_dropout_prob
+  double residDropout = 0.0;  ///< resid_pdrop / hidden_dropout_prob
+  double attnDropout = 0.0;   ///< attn_pdrop / attention_probs_dropout_prob
+  GeluApprox gelu = GeluApprox::Tanh; ///< gelu_new -> Tanh, gelu -> Erf
+  bool tieWordEmbeddings = true;
+};
+
+/// Reads and validates a Hugging Face config.json.
+ModelConfig parseModelConfig(const std::string &path);
+ModelConfig parseModelConfigText(const std::string &text,
+                                 const std::string &origin);
+
+enum class OptimizerType { Adam, AdamW, Lamb, SGD };
+
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::AdamW;
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  bool biasCorrection = true;
+  double maxCoeff = 10.0, minCoeff = 0.01; ///< Lamb trust-ratio clamp
+  double momentum = 0.0, dampening = 0.0;  ///< SGD
+  bool nesterov = false;                   ///< SGD
+};
+
+enum class SchedulerType { None, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+
+struct SchedulerConfig {
+  SchedulerType type = SchedulerType::None;
+  double warmupMinLr = 0.0, warmupMaxLr = 0.001;
+  int64_t warmupNumSteps = 1000;
+  int64_t totalNumSteps = 0;
+  bool warmupLog = true; ///< warmup_type: "log" (default) or "linear"
+  double warmupMinRatio = 0.0, cosMinRatio = 0.0001; ///< WarmupCosineLR
+};
+
+struct TrainConfig {
+  int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
+  int64_t microBatch = 1;
+  int64_t gradAccum = 1;
+  double gradClip = 0.0;      ///< 0: no clipping
+  int64_t stepsPerPrint = 1;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  // dsc section.
+  uint64_t seed = 42;
+  int64_t seqLen = 0;          ///< 0: the model's maxPositions
+  double mlmProbability = 0.15;
+  int64_t maskTokenId = -1;    ///< -1: 103 (bert-base) when the vocab has it
+};
+
+/// Reads and validates a ds_config.json. `worldSize` is the number of
+/// data-parallel ranks used to check train_batch_size.
+TrainConfig parseTrainConfig(const std::string &path, int64_t worldSize = 1);
+TrainConfig parseTrainConfigText(const std::string &text,
+                                 const std::string &origin,
+                                 int64_t worldSize = 1);
+
+/// Cross-checks that need both files (seq_len <= positions, mask token < vocab).
+void validateConfigs(const ModelConfig &model, const TrainConfig &train);
+
+} // namespace dsc
+
+#endif // DSC_FRONTEND_CONFIG_H

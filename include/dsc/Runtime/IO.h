@@ -1,0 +1,61 @@
+//===- IO.h - Tokens, safetensors and checkpoints --------------*- C++ -*-===//
+//
+// File formats of DESIGN.md "Data and weights". Every reader validates sizes
+// before trusting them and throws rt::Error naming the file; every writer
+// writes a temporary file in the same directory and renames it over the
+// target, so a failure never leaves a half-written file behind.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_IO_H
+#define DSC_RUNTIME_IO_H
+
+#include "dsc/Runtime/Program.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+/// A token file: llm.c .bin (256 x int32 header, magic 20240520, version 1,
+/// token count; then uint16 tokens), raw uint16 (.bin without the magic, or any
+/// other extension except .txt), or UTF-8 text (.txt, one token per byte).
+class TokenFile {
+public:
+  static TokenFile open(const std::string &path);
+  int64_t size() const { return int64_t(tokens.size()); }
+  const std::vector<int32_t> &data() const { return tokens; }
+  int32_t maxToken() const;
+  /// The batch of (step, micro): B*T inputs then B*T targets, starting at
+  /// ((step*A + micro)*B*T) mod (N - B*T - 1). Throws if N < B*T + 2.
+  void batch(int64_t step, int64_t micro, int64_t gradAccum, int64_t B,
+             int64_t T, int32_t *inputs, int32_t *targets) const;
+  std::string path;
+
+private:
+  std::vector<int32_t> tokens;
+};
+
+/// Writes an llm.c-format token file (used by tests and the demo).
+void writeTokenFile(const std::string &path, const std::vector<int32_t> &toks);
+
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;
+};
+
+/// safetensors: u64 header length, JSON header, raw little-endian data.
+struct Safetensors {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata; ///< "__metadata__"
+  static Safetensors read(const std::string &path);
+  void write(const std::string &path) const; ///< atomic
+};
+
+/// Writes `bytes` to `path` atomically (temp file + fsync + rename).
+void writeFileAtomic(const std::string &path, const std::string &bytes);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_IO_H

@@ -1,0 +1,141 @@
+//===- Program.h - The plain step description the runtime executes -*- C++ -*-===//
+//
+// The compiler (lib/Codegen) lowers the dsc module to a Program: a list of
+// buffers and, per entry function, a list of instructions over buffer ids.
+// The runtime executes Programs and links no MLIR, so it can be embedded and
+// tested alone. Every opcode below mirrors one dsc dialect op; its semantics
+// are those of the op (see include/dsc/Dialect/DscOps.td).
+//
+// Layout conventions: tensors are dense, row-major, fp32 unless the buffer's
+// dtype says otherwise (i32 for token ids and labels, i64 for the step).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_PROGRAM_H
+#define DSC_RUNTIME_PROGRAM_H
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace dsc::rt {
+
+enum class DType { F32, I32, I64 };
+
+size_t dtypeSize(DType t);
+const char *dtypeName(DType t);
+
+/// What a buffer holds across calls of the step.
+enum class BufferRole {
+  Temp,       ///< produced and consumed inside one function call
+  Param,      ///< model weight, persistent, saved in checkpoints
+  GradAcc,    ///< gradient accumulator of a parameter, persistent
+  OptState,   ///< optimizer state (exp_avg, exp_avg_sq, momentum), persistent
+  Input,      ///< written by the driver before a call (tokens, step counter)
+  Output,     ///< read by the driver after a call (loss, logits, grad norm)
+};
+
+enum class InitKind { None, Zeros, Ones, Normal };
+
+struct Buffer {
+  std::string name; ///< e.g. "transformer.h.0.ln_1.weight", "exp_avg/<param>"
+  BufferRole role = BufferRole::Temp;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  InitKind init = InitKind::None; ///< only for Param
+  double initStd = 0.0;           ///< only for InitKind::Normal
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  size_t bytes() const { return size_t(numElements()) * dtypeSize(dtype); }
+};
+
+enum class Opcode {
+  // Forward.
+  Fill,           ///< out[...] = attr "value" (f32 or i32 buffer)
+  Iota,           ///< out[i] = start + i * step (i32)
+  Embedding,      ///< in: table[V,C], ids[...]; out[..., C] = table[ids]
+  Add,            ///< in: a, b (b broadcast numpy-style to a's shape); out = a+b
+  Linear,         ///< in: x[...,K], w[K,N] (or [N,K] if transpose_w), [bias[N]]
+  LayerNorm,      ///< in: x[...,C], gamma[C], beta[C]; attr epsilon
+  Gelu,           ///< in: x; attr approximation = "tanh" | "erf"
+  Dropout,        ///< in: x; attrs rate, stream; Philox mask, scale 1/(1-rate)
+  SplitHeads,     ///< in: x[B,T,P*H*D]; outs: P tensors [B,H,T,D]; attr num_heads
+  MergeHeads,     ///< ins: P tensors [B,H,T,D]; out: [B,T,P*H*D]
+  BatchMatmul,    ///< in: a, b (rank>=3, same batch dims); attrs transpose_a,
+                  ///< transpose_b, alpha: out = alpha * op(a) @ op(b)
+  Softmax,        ///< in: x[..., Tq, Tk]; attrs scale, causal: softmax over the
+                  ///< last dim of scale*x with keys j > i + (Tk-Tq) masked out
+  CrossEntropy,   ///< in: logits[..., V], labels[...] (i32); attr ignore_index;
+                  ///< out: scalar mean NLL over labels != ignore_index
+  MlmMask,        ///< in: ids[...]; outs: inputs, labels; attrs mask_prob,
+                  ///< mask_token_id, vocab_size, stream (80/10/10 rule)
+  // Backward.
+  ReduceTo,       ///< in: x; out: sum of x over the dims broadcast by Add
+  EmbeddingGrad,  ///< in: ids[...], dy[...,C]; out: dtable[V,C] (scatter-add)
+  LinearGradInput,  ///< in: dy[...,N], w; attr transpose_w; out: dx[...,K]
+  LinearGradWeight, ///< in: x[...,K], dy[...,N]; attr transpose_w; out: dw
+  LayerNormGrad,  ///< in: dy, x, gamma; attr epsilon; outs: dx, dgamma, dbeta
+  GeluGrad,       ///< in: dy, x; attr approximation; out: dx
+  SoftmaxGrad,    ///< in: dy, y; attr scale; out: dx = scale*y*(dy-sum(dy*y))
+  CrossEntropyGrad, ///< in: dloss (scalar), logits, labels; attr ignore_index
+  // Training step.
+  Copy,           ///< out = in
+  GlobalNorm,     ///< ins: any number of tensors; out: scalar sqrt(sum x^2)
+  ClipCoefficient, ///< in: norm; attr max_norm; out: min(1, max_norm/(norm+1e-6))
+  LrSchedule,     ///< in: step (i64 scalar); attrs: see LrSchedule in the TD
+  Adam,           ///< ins: p, g, m, v, lr, step, gscale; outs: p, m, v
+  Lamb,           ///< ins: p, g, m, v, lr, step, gscale; outs: p, m, v
+  Sgd,            ///< ins: p, g, buf, lr, step, gscale; outs: p, buf
+  AllReduce,      ///< in: x; out: reduction over the communicator; attr op
+};
+
+const char *opcodeName(Opcode op);
+
+/// Attribute values carried by an instruction (from the dsc op's attributes).
+using AttrValue = std::variant<int64_t, double, std::string>;
+
+struct Instr {
+  Opcode op;
+  std::vector<int> inputs;  ///< buffer ids
+  std::vector<int> outputs; ///< buffer ids (may equal an input: in place)
+  std::map<std::string, AttrValue> attrs;
+
+  int64_t getInt(const std::string &name) const;
+  double getFloat(const std::string &name) const; ///< accepts int too
+  const std::string &getString(const std::string &name) const;
+  bool has(const std::string &name) const { return attrs.count(name) != 0; }
+};
+
+/// One entry point of the step (micro_step, apply_step).
+struct Function {
+  std::string name;
+  std::vector<Instr> body;
+};
+
+struct Program {
+  std::vector<Buffer> buffers;
+  std::map<std::string, Function> functions;
+  /// Module-level facts the driver needs: micro_batch, seq_len,
+  /// grad_accum, vocab_size, model_type, seed, ...
+  std::map<std::string, AttrValue> meta;
+
+  int findBuffer(BufferRole role, const std::string &name) const; ///< -1 if none
+  const Function &function(const std::string &name) const;
+};
+
+/// Every runtime failure (bad file, bad program, bad shapes) is an Error with a
+/// one-line message; the tools print it and exit non-zero.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_PROGRAM_H

@@ -1,0 +1,80 @@
+//===- Passes.td - dsc passes ------------------------------*- tablegen -*-===//
+#ifndef DSC_PASSES
+#define DSC_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def DscAutodiff : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Build the backward graph of @forward from per-op rules";
+  let description = [{
+    For the function `@forward(params..., inputs...) -> (loss, extra...)`
+    this adds `@forward_grad(params..., inputs..., %dloss) -> (loss, extra...,
+    grads...)` holding the forward ops followed by their reverse-mode
+    gradients, one gradient per argument carrying `dsc.param`. Gradients of
+    values with several uses are summed with `dsc.add`. Each op's rule comes
+    from its GradientOpInterface; an op on the path to the loss without one
+    is an error.
+
+    ```mlir
+    func.func @forward(%w: tensor<4x3xf32> {dsc.param = ...}, %x: ...) -> tensor<f32>
+    // =>
+    func.func @forward_grad(%w, %x, %dloss: tensor<f32>) -> (tensor<f32>, tensor<4x3xf32>)
+      ... forward ...
+      %dlogits = dsc.cross_entropy_grad %dloss, %logits, %labels ...
+      %dw = dsc.linear_grad_weight %x, %dlogits ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "Name of the function to differentiate">
+  ];
+}
+
+def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
+  let summary = "Turn @forward_grad into @micro_step and @apply_step";
+  let description = [{
+    `@micro_step(params, grad_accs, input_ids, targets) -> (loss, logits,
+    grad_accs')` runs one micro-batch and adds its gradients (seeded with
+    1/gradient_accumulation_steps, as DeepSpeed scales the loss) to the
+    accumulators. `@apply_step(params, grad_accs, opt_state, step) -> (params',
+    opt_state', grad_norm, lr)` averages the accumulators over data-parallel
+    ranks (`dsc.all_reduce`), clips by global norm, evaluates the learning-rate
+    schedule and applies the optimizer. Weight decay is applied to tensors of
+    rank >= 2 only. Every argument and result carries `dsc.state`, which tells
+    the runtime which buffers persist and which results overwrite them.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "adam | adamw | lamb | sgd">,
+    Option<"lr", "lr", "double", "1e-3", "Base learning rate">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam/LAMB beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam/LAMB beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam/LAMB epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "Weight decay (rank >= 2 tensors only)">,
+    Option<"biasCorrection", "bias-correction", "bool", "true",
+           "Adam/LAMB bias correction">,
+    Option<"maxCoeff", "max-coeff", "double", "10.0", "LAMB trust ratio max">,
+    Option<"minCoeff", "min-coeff", "double", "0.01", "LAMB trust ratio min">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"gradClip", "grad-clip", "double", "0.0",
+           "Global-norm gradient clipping (0: off)">,
+    Option<"gradAccum", "grad-accum", "int64_t", "1",
+           "Micro-batches per optimizer step">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"",
+           "constant | WarmupLR | WarmupDecayLR | WarmupCosineLR">,
+    Option<"warmupMinLr", "warmup-min-lr", "double", "0.0", "">,
+    Option<"warmupMaxLr", "warmup-max-lr", "double", "0.001", "">,
+    Option<"warmupNumSteps", "warmup-num-steps", "int64_t", "1000", "">,
+    Option<"totalNumSteps", "total-num-steps", "int64_t", "0", "">,
+    Option<"warmupType", "warmup-type", "std::string", "\"log\"", "log | linear">,
+    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0.0", "">,
+    Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001", "">
+  ];
+}
+
+#endif // DSC_PASSES

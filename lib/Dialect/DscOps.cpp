@@ -1,0 +1,438 @@
+//===- DscOps.cpp - dsc dialect, attributes and op verifiers -------------===//
+//
+// Registers the dialect and implements every op's verifier. Shape rules are
+// small free functions so the frontend can reuse them; each diagnostic names
+// the op (MLIR prefixes it) and prints the offending shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/DscOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+#include "dsc/Dialect/DscDialect.cpp.inc"
+#include "dsc/Dialect/DscEnums.cpp.inc"
+#include "dsc/Dialect/DscInterfaces.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dsc/Dialect/DscAttrs.cpp.inc"
+
+void DscDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dsc/Dialect/DscOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dsc/Dialect/DscAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i)
+      s += ", ";
+    s += ShapedType::isDynamic(d) ? "?" : std::to_string(d);
+  }
+  return s + "]";
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// Every float operand and result of `op` has the same element type.
+LogicalResult verifySameFloatElementType(Operation *op) {
+  Type expected;
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  for (Type t : types) {
+    auto type = dyn_cast<RankedTensorType>(t);
+    if (!type || !isa<FloatType>(type.getElementType()))
+      continue;
+    if (!expected)
+      expected = type.getElementType();
+    else if (type.getElementType() != expected)
+      return op->emitOpError("mixes element types ")
+             << expected << " and " << type.getElementType();
+  }
+  return success();
+}
+
+LogicalResult expectShape(Operation *op, StringRef what, ArrayRef<int64_t> got,
+                          ArrayRef<int64_t> want) {
+  if (got == want)
+    return success();
+  return op->emitOpError() << what << " has shape " << shapeStr(got)
+                           << ", expected " << shapeStr(want);
+}
+
+/// True when `rhs` broadcasts to `lhs` numpy-style (right-aligned, 1 or equal).
+bool broadcastsTo(ArrayRef<int64_t> rhs, ArrayRef<int64_t> lhs) {
+  if (rhs.size() > lhs.size())
+    return false;
+  size_t offset = lhs.size() - rhs.size();
+  for (auto [i, d] : llvm::enumerate(rhs))
+    if (d != 1 && d != lhs[offset + i])
+      return false;
+  return true;
+}
+
+} // namespace
+
+FailureOr<SmallVector<int64_t>>
+mlir::dsc::inferLinearShape(ArrayRef<int64_t> input, ArrayRef<int64_t> weight,
+                            bool transposeW, std::string &error) {
+  if (input.empty() || weight.size() != 2) {
+    error = "expects input of rank >= 1 and a rank-2 weight, got input " +
+            shapeStr(input) + " and weight " + shapeStr(weight);
+    return failure();
+  }
+  int64_t k = transposeW ? weight[1] : weight[0];
+  int64_t n = transposeW ? weight[0] : weight[1];
+  if (input.back() != k) {
+    error = "input " + shapeStr(input) + " does not match weight " +
+            shapeStr(weight) + (transposeW ? " (transpose_w)" : "") +
+            ": contraction sizes " + std::to_string(input.back()) + " vs " +
+            std::to_string(k);
+    return failure();
+  }
+  SmallVector<int64_t> result(input.begin(), input.end());
+  result.back() = n;
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult FillOp::verify() { return success(); }
+
+LogicalResult IotaOp::verify() {
+  if (getType().getRank() != 1)
+    return emitOpError("expects a rank-1 result, got ")
+           << shapeStr(getType().getShape());
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  ArrayRef<int64_t> table = shapeOf(getTable()), ids = shapeOf(getIds());
+  if (table.size() != 2)
+    return emitOpError("expects a rank-2 table, got ") << shapeStr(table);
+  SmallVector<int64_t> want(ids.begin(), ids.end());
+  want.push_back(table[1]);
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), want);
+}
+
+LogicalResult AddOp::verify() {
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  if (!broadcastsTo(rhs, lhs))
+    return emitOpError("rhs ") << shapeStr(rhs) << " does not broadcast to lhs "
+                               << shapeStr(lhs);
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), lhs);
+}
+
+LogicalResult LinearOp::verify() {
+  std::string error;
+  auto shape = inferLinearShape(shapeOf(getInput()), shapeOf(getWeight()),
+                                getTransposeW(), error);
+  if (failed(shape))
+    return emitOpError() << error;
+  if (getBias()) {
+    SmallVector<int64_t> biasShape = {shape->back()};
+    if (failed(expectShape(*this, "bias", shapeOf(getBias()), biasShape)))
+      return failure();
+  }
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), *shape);
+}
+
+/// gamma and beta (or their gradients) are [C] for an input [..., C].
+static LogicalResult verifyNormParams(Operation *op, Value input,
+                                      ArrayRef<Value> params) {
+  ArrayRef<int64_t> x = shapeOf(input);
+  if (x.empty())
+    return op->emitOpError("expects an input of rank >= 1");
+  SmallVector<int64_t> want = {x.back()};
+  for (Value p : params)
+    if (failed(expectShape(op, "normalization parameter", shapeOf(p), want)))
+      return failure();
+  return verifySameFloatElementType(op);
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError("expects epsilon > 0");
+  if (failed(verifyNormParams(*this, getInput(), {getGamma(), getBeta()})))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult GeluOp::verify() {
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (rate < 0 || rate >= 1)
+    return emitOpError("expects rate in [0, 1), got ") << rate;
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+/// [B, T, P*H*D] <-> P x [B, H, T, D].
+static LogicalResult verifyHeads(Operation *op, Value merged,
+                                 ValueRange parts, int64_t numHeads) {
+  ArrayRef<int64_t> m = shapeOf(merged);
+  if (parts.empty())
+    return op->emitOpError("expects at least one part");
+  if (m.size() != 3)
+    return op->emitOpError("expects a [B, T, C] tensor, got ") << shapeStr(m);
+  int64_t numParts = parts.size();
+  if (numHeads <= 0 || m[2] % (numParts * numHeads) != 0)
+    return op->emitOpError("width ")
+           << m[2] << " is not divisible into " << numParts << " part(s) of "
+           << numHeads << " heads";
+  SmallVector<int64_t> want = {m[0], numHeads, m[1],
+                               m[2] / (numParts * numHeads)};
+  for (Value part : parts)
+    if (failed(expectShape(op, "part", shapeOf(part), want)))
+      return failure();
+  return verifySameFloatElementType(op);
+}
+
+LogicalResult SplitHeadsOp::verify() {
+  return verifyHeads(*this, getInput(), getParts(), getNumHeads());
+}
+
+LogicalResult MergeHeadsOp::verify() {
+  ArrayRef<int64_t> part0 = shapeOf(getParts().front());
+  if (part0.size() != 4)
+    return emitOpError("expects [B, H, T, D] parts, got ") << shapeStr(part0);
+  return verifyHeads(*this, getResult(), getParts(), part0[1]);
+}
+
+LogicalResult BatchMatmulOp::verify() {
+  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
+  if (a.size() < 3 || a.size() != b.size())
+    return emitOpError("expects operands of equal rank >= 3, got ")
+           << shapeStr(a) << " and " << shapeStr(b);
+  size_t batch = a.size() - 2;
+  if (a.take_front(batch) != b.take_front(batch))
+    return emitOpError("batch dimensions differ: ")
+           << shapeStr(a) << " vs " << shapeStr(b);
+  int64_t m = getTransposeA() ? a[batch + 1] : a[batch];
+  int64_t ka = getTransposeA() ? a[batch] : a[batch + 1];
+  int64_t kb = getTransposeB() ? b[batch + 1] : b[batch];
+  int64_t n = getTransposeB() ? b[batch] : b[batch + 1];
+  if (ka != kb)
+    return emitOpError("contraction sizes differ: ")
+           << shapeStr(a) << (getTransposeA() ? "^T" : "") << " @ "
+           << shapeStr(b) << (getTransposeB() ? "^T" : "");
+  SmallVector<int64_t> want(a.take_front(batch));
+  want.append({m, n});
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), want);
+}
+
+LogicalResult SoftmaxOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  if (x.empty() || (getCausal() && x.size() < 2))
+    return emitOpError("expects rank >= 1 (>= 2 when causal), got ")
+           << shapeStr(x);
+  if (getCausal() && x[x.size() - 2] > x.back())
+    return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), x);
+}
+
+/// logits [..., V] against labels [...].
+static LogicalResult verifyLogitsLabels(Operation *op, Value logits,
+                                        Value labels) {
+  ArrayRef<int64_t> l = shapeOf(logits), y = shapeOf(labels);
+  if (l.empty() || l.drop_back() != y)
+    return op->emitOpError("logits ")
+           << shapeStr(l) << " do not match labels " << shapeStr(y)
+           << " (expected logits [..., V] over labels [...])";
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyLogitsLabels(*this, getLogits(), getLabels());
+}
+
+LogicalResult MlmMaskOp::verify() {
+  double p = getMaskProb().convertToDouble();
+  if (p <= 0 || p >= 1)
+    return emitOpError("expects mask_prob in (0, 1), got ") << p;
+  if (getMaskTokenId() < 0 || getMaskTokenId() >= getVocabSize())
+    return emitOpError("mask_token_id ")
+           << getMaskTokenId() << " is outside the vocabulary [0, "
+           << getVocabSize() << ")";
+  for (Value v : getResults())
+    if (failed(expectShape(*this, "result", shapeOf(v), shapeOf(getIds()))))
+      return failure();
+  return success();
+}
+
+LogicalResult ReduceToOp::verify() {
+  if (!broadcastsTo(shapeOf(getResult()), shapeOf(getInput())))
+    return emitOpError("result ")
+           << shapeStr(shapeOf(getResult())) << " does not broadcast to input "
+           << shapeStr(shapeOf(getInput()));
+  return verifySameFloatElementType(*this);
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  ArrayRef<int64_t> ids = shapeOf(getIds()), grad = shapeOf(getGrad()),
+                    table = shapeOf(getResult());
+  if (table.size() != 2 || grad.size() != ids.size() + 1 ||
+      grad.drop_back() != ids || grad.back() != table[1])
+    return emitOpError("gradient ")
+           << shapeStr(grad) << " does not match ids " << shapeStr(ids)
+           << " and table " << shapeStr(table);
+  return verifySameFloatElementType(*this);
+}
+
+LogicalResult LinearGradInputOp::verify() {
+  ArrayRef<int64_t> dy = shapeOf(getGrad()), w = shapeOf(getWeight());
+  if (w.size() != 2 || dy.empty())
+    return emitOpError("expects a rank-2 weight, got ") << shapeStr(w);
+  int64_t k = getTransposeW() ? w[1] : w[0];
+  int64_t n = getTransposeW() ? w[0] : w[1];
+  if (dy.back() != n)
+    return emitOpError("gradient ")
+           << shapeStr(dy) << " does not match weight " << shapeStr(w);
+  SmallVector<int64_t> want(dy.begin(), dy.end());
+  want.back() = k;
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), want);
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput()), dy = shapeOf(getGrad());
+  if (x.empty() || x.drop_back() != dy.drop_back())
+    return emitOpError("input ")
+           << shapeStr(x) << " and gradient " << shapeStr(dy)
+           << " differ in leading dimensions";
+  SmallVector<int64_t> want = {x.back(), dy.back()};
+  if (getTransposeW())
+    std::swap(want[0], want[1]);
+  if (failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), want);
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyNormParams(*this, getInput(),
+                              {getGamma(), getGammaGrad(), getBetaGrad()})))
+    return failure();
+  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getInput()))))
+    return failure();
+  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getInput()))))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getOutput()))))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getOutput()));
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getLogits()));
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getOp() != "sum" && getOp() != "mean")
+    return emitOpError("op must be \"sum\" or \"mean\", got \"")
+           << getOp() << "\"";
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult GlobalNormOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("expects at least one input");
+  return success();
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  if (getMaxNorm().convertToDouble() <= 0)
+    return emitOpError("expects max_norm > 0");
+  return success();
+}
+
+LogicalResult LrScheduleOp::verify() {
+  StringRef kind = getKind();
+  if (kind != "constant" && kind != "WarmupLR" && kind != "WarmupDecayLR" &&
+      kind != "WarmupCosineLR")
+    return emitOpError("unknown schedule kind \"") << kind << "\"";
+  if (getWarmupType() != "log" && getWarmupType() != "linear")
+    return emitOpError("warmup_type must be \"log\" or \"linear\"");
+  return success();
+}
+
+/// param, grad and every state tensor share one shape.
+static LogicalResult verifyOptimizerShapes(Operation *op, unsigned numTensors) {
+  ArrayRef<int64_t> param = shapeOf(op->getOperand(0));
+  for (unsigned i = 1; i < numTensors; ++i)
+    if (failed(expectShape(op, "operand #" + std::to_string(i),
+                           shapeOf(op->getOperand(i)), param)))
+      return failure();
+  for (Value v : op->getResults())
+    if (failed(expectShape(op, "result", shapeOf(v), param)))
+      return failure();
+  return success();
+}
+
+LogicalResult AdamOp::verify() { return verifyOptimizerShapes(*this, 4); }
+LogicalResult LambOp::verify() { return verifyOptimizerShapes(*this, 4); }
+LogicalResult SgdOp::verify() { return verifyOptimizerShapes(*this, 3); }
+
+#define GET_OP_CLASSES
+#include "dsc/Dialect/DscOps.cpp.inc"

@@ -1,0 +1,139 @@
+//===- GradientRules.cpp - Reverse-mode rules of dsc ops ------------------===//
+//
+// GradientOpInterface implementations. Each rule emits the ops that compute
+// operand gradients from result gradients; `-dsc-autodiff` only orders the
+// calls and sums gradients of values with several uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/DscOps.h"
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+/// The gradient of `v` when nothing flows into it: zeros of its type.
+static Value gradOrZeros(OpBuilder &b, Location loc, Value grad, Value v) {
+  if (grad)
+    return grad;
+  return b.create<FillOp>(loc, v.getType(), b.getF64FloatAttr(0.0));
+}
+
+void EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
+                                              getIds(), resultGrads[0]);
+}
+
+void AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                          SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  operandGrads[0] = dy;
+  operandGrads[1] = getRhs().getType() == dy.getType()
+                        ? dy
+                        : b.create<ReduceToOp>(getLoc(), getRhs().getType(), dy)
+                              .getResult();
+}
+
+void LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dy = resultGrads[0];
+  operandGrads[0] = b.create<LinearGradInputOp>(loc, getInput().getType(), dy,
+                                                getWeight(), getTransposeW());
+  operandGrads[1] = b.create<LinearGradWeightOp>(
+      loc, getWeight().getType(), getInput(), dy, getTransposeW());
+  if (getBias())
+    operandGrads[2] = b.create<ReduceToOp>(loc, getBias().getType(), dy);
+}
+
+void LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  auto grad = b.create<LayerNormGradOp>(
+      getLoc(), getInput().getType(), getGamma().getType(),
+      getBeta().getType(), resultGrads[0], getInput(), getGamma(),
+      getEpsilonAttr());
+  operandGrads[0] = grad.getInputGrad();
+  operandGrads[1] = grad.getGammaGrad();
+  operandGrads[2] = grad.getBetaGrad();
+}
+
+void GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                           SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] =
+      b.create<GeluGradOp>(getLoc(), getInput().getType(), resultGrads[0],
+                           getInput(), getApproximationAttr());
+}
+
+void DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // Same stream, same mask: the gradient is the dropout of the gradient.
+  operandGrads[0] = b.create<DropoutOp>(getLoc(), getInput().getType(),
+                                        resultGrads[0], getRateAttr(),
+                                        getStreamAttr());
+}
+
+void SplitHeadsOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  SmallVector<Value> parts;
+  for (auto [grad, part] : llvm::zip(resultGrads, getParts()))
+    parts.push_back(gradOrZeros(b, getLoc(), grad, part));
+  operandGrads[0] =
+      b.create<MergeHeadsOp>(getLoc(), getInput().getType(), parts);
+}
+
+void MergeHeadsOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  auto partType = cast<RankedTensorType>(getParts().front().getType());
+  SmallVector<Type> types(getParts().size(), partType);
+  auto split = b.create<SplitHeadsOp>(getLoc(), types, resultGrads[0],
+                                      partType.getShape()[1]);
+  for (auto [i, part] : llvm::enumerate(split.getParts()))
+    operandGrads[i] = part;
+}
+
+void BatchMatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // C = alpha * op(A) @ op(B). Each case writes dA and dB as one product
+  // whose own transpose flags absorb the transposes of A, B and dC.
+  Location loc = getLoc();
+  Value dc = resultGrads[0], a = getLhs(), bm = getRhs();
+  auto alpha = getAlphaAttr();
+  auto product = [&](Type type, Value x, Value y, bool tx, bool ty) -> Value {
+    return b.create<BatchMatmulOp>(loc, type, x, y, b.getBoolAttr(tx),
+                                   b.getBoolAttr(ty), alpha);
+  };
+  Type ta = a.getType(), tb = bm.getType();
+  switch ((getTransposeA() ? 2 : 0) | (getTransposeB() ? 1 : 0)) {
+  case 0: // C = A B
+    operandGrads[0] = product(ta, dc, bm, false, true);
+    operandGrads[1] = product(tb, a, dc, true, false);
+    break;
+  case 1: // C = A B^T
+    operandGrads[0] = product(ta, dc, bm, false, false);
+    operandGrads[1] = product(tb, dc, a, true, false);
+    break;
+  case 2: // C = A^T B
+    operandGrads[0] = product(ta, bm, dc, false, true);
+    operandGrads[1] = product(tb, a, dc, false, false);
+    break;
+  default: // C = A^T B^T
+    operandGrads[0] = product(ta, bm, dc, true, true);
+    operandGrads[1] = product(tb, dc, a, true, true);
+    break;
+  }
+}
+
+void SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // Masked positions have probability 0, so their gradient is 0 as well.
+  operandGrads[0] =
+      b.create<SoftmaxGradOp>(getLoc(), getInput().getType(), resultGrads[0],
+                              getResult(), getScaleAttr());
+}
+
+void CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<CrossEntropyGradOp>(
+      getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+      getLabels(), getIgnoreIndexAttr());
+}

@@ -1,0 +1,137 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of @forward -----------===//
+//
+// Builds @forward_grad: a copy of the forward function followed by the
+// backward graph. The pass is generic: it finds the values that depend on a
+// parameter ("active" values), walks the ops backwards from the loss and asks
+// each op's GradientOpInterface for its operand gradients, summing the
+// contributions of values with several uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCAUTODIFF
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+struct AutodiffPass : mlir::dsc::impl::DscAutodiffBase<AutodiffPass> {
+  using DscAutodiffBase::DscAutodiffBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>(function);
+    if (!forward) {
+      module.emitError("dsc-autodiff: no function @") << function;
+      return signalPassFailure();
+    }
+    if (failed(differentiate(forward)))
+      signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp forward);
+};
+
+} // namespace
+
+LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
+  FunctionType fnType = forward.getFunctionType();
+  if (fnType.getNumResults() == 0 ||
+      fnType.getResult(0) != RankedTensorType::get({}, Float32Type::get(
+                                                           &getContext())))
+    return forward.emitError("dsc-autodiff: result #0 of @")
+           << forward.getName() << " must be the scalar loss tensor<f32>";
+
+  // @forward_grad starts as a clone of @forward with a trailing %dloss.
+  OpBuilder moduleBuilder(forward);
+  moduleBuilder.setInsertionPointAfter(forward);
+  func::FuncOp grad = cast<func::FuncOp>(moduleBuilder.clone(*forward));
+  std::string gradName = (forward.getName() + "_grad").str();
+  if (SymbolTable::lookupSymbolIn(getOperation(), gradName))
+    return forward.emitError("dsc-autodiff: @") << gradName
+                                                << " already exists";
+  grad.setName(gradName);
+  Block &body = grad.getBody().front();
+  Type lossType = fnType.getResult(0);
+  Value dloss = body.addArgument(lossType, forward.getLoc());
+
+  // Parameters are the arguments carrying dsc.param.
+  SmallVector<BlockArgument> params;
+  for (BlockArgument arg : body.getArguments().drop_back())
+    if (grad.getArgAttr(arg.getArgNumber(), kParamAttrName))
+      params.push_back(arg);
+
+  // Active values: those that depend on a parameter.
+  llvm::DenseSet<Value> active(params.begin(), params.end());
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : body.without_terminator()) {
+    forwardOps.push_back(&op);
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return active.contains(v); }))
+      active.insert(op.getResults().begin(), op.getResults().end());
+  }
+
+  // Reverse sweep, emitting backward ops just before the return.
+  OpBuilder b(ret);
+  DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g, Location loc) {
+    auto [it, inserted] = grads.try_emplace(v, g);
+    if (!inserted)
+      it->second = b.create<AddOp>(loc, v.getType(), it->second, g);
+  };
+  grads[ret.getOperand(0)] = dloss;
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    if (!llvm::any_of(op->getOperands(),
+                      [&](Value v) { return active.contains(v); }))
+      continue;
+    SmallVector<Value> resultGrads;
+    for (Value r : op->getResults())
+      resultGrads.push_back(grads.lookup(r));
+    if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+      continue;
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule)
+      return op->emitOpError("lies between the parameters and the loss but "
+                             "has no gradient rule");
+    SmallVector<Value> operandGrads(op->getNumOperands());
+    rule.buildGradient(b, resultGrads, operandGrads);
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+      if (g && active.contains(operand))
+        accumulate(operand, g, op->getLoc());
+  }
+
+  // Return the forward results followed by one gradient per parameter.
+  SmallVector<Value> results(ret.getOperands());
+  for (BlockArgument p : params) {
+    Value g = grads.lookup(p);
+    if (!g) // A parameter that does not reach the loss gets a zero gradient.
+      g = b.create<FillOp>(grad.getLoc(), p.getType(),
+                           b.getF64FloatAttr(0.0));
+    results.push_back(g);
+  }
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+  ret.erase();
+
+  SmallVector<Type> argTypes(body.getArgumentTypes());
+  SmallVector<Type> resultTypes;
+  for (Value v : results)
+    resultTypes.push_back(v.getType());
+  grad.setFunctionType(FunctionType::get(&getContext(), argTypes, resultTypes));
+  // Keep argument attributes aligned with the new signature.
+  SmallVector<DictionaryAttr> argAttrs;
+  for (unsigned i = 0; i + 1 < body.getNumArguments(); ++i)
+    argAttrs.push_back(forward.getArgAttrDict(i));
+  argAttrs.push_back(DictionaryAttr::get(&getContext()));
+  grad.setAllArgAttrs(argAttrs);
+  grad.removeResAttrsAttr();
+  return success();
+}

@@ -1,0 +1,282 @@
+//===- BuildTrainStep.cpp - Accumulation, clipping and the optimizer -----===//
+//
+// Turns @forward_grad into the two entry points the runtime drives, the way
+// DeepSpeed's engine splits a step into backward() per micro-batch and step()
+// at the accumulation boundary:
+//
+//   @micro_step(params, grad_accs, input_ids, targets)
+//       -> (loss, logits, grad_accs + grads / A)
+//   @apply_step(params, grad_accs, optimizer state, step)
+//       -> (params', optimizer state', zeroed grad_accs, grad_norm, lr)
+//
+// Every argument and result carries #dsc.state; a result with the same state
+// as an argument overwrites that argument's buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCBUILDTRAINSTEP
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+struct Param {
+  StringRef name;
+  RankedTensorType type;
+};
+
+/// Collects argument/result types and their #dsc.state attributes.
+struct Signature {
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> attrs;
+  void add(MLIRContext *ctx, Type type, StateKind kind, StringRef name,
+           Attribute paramAttr = {}) {
+    types.push_back(type);
+    SmallVector<NamedAttribute> entries = {NamedAttribute(
+        StringAttr::get(ctx, kStateAttrName), StateAttr::get(ctx, kind, name))};
+    if (paramAttr)
+      entries.push_back(
+          NamedAttribute(StringAttr::get(ctx, kParamAttrName), paramAttr));
+    attrs.push_back(DictionaryAttr::get(ctx, entries));
+  }
+};
+
+struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainStepPass> {
+  using DscBuildTrainStepBase::DscBuildTrainStepBase;
+
+  void runOnOperation() override;
+  LogicalResult checkOptions(Operation *anchor);
+  func::FuncOp buildMicroStep(func::FuncOp fwdGrad, ArrayRef<Param> params);
+  func::FuncOp buildApplyStep(ModuleOp module, ArrayRef<Param> params,
+                              ArrayRef<Attribute> paramAttrs);
+  SmallVector<StateKind> stateKinds() const {
+    if (optimizer == "sgd")
+      return {StateKind::momentum};
+    return {StateKind::exp_avg, StateKind::exp_avg_sq};
+  }
+};
+
+} // namespace
+
+LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
+  if (optimizer != "adam" && optimizer != "adamw" && optimizer != "lamb" &&
+      optimizer != "sgd")
+    return anchor->emitError("dsc-build-train-step: unknown optimizer '")
+           << optimizer << "' (expected adam, adamw, lamb or sgd)";
+  if (gradAccum < 1)
+    return anchor->emitError("dsc-build-train-step: grad-accum must be >= 1");
+  if (gradClip < 0)
+    return anchor->emitError("dsc-build-train-step: grad-clip must be >= 0");
+  return success();
+}
+
+void BuildTrainStepPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (failed(checkOptions(module)))
+    return signalPassFailure();
+  auto fwdGrad = module.lookupSymbol<func::FuncOp>("forward_grad");
+  if (!fwdGrad) {
+    module.emitError("dsc-build-train-step: no @forward_grad; run "
+                     "-dsc-autodiff first");
+    return signalPassFailure();
+  }
+  SmallVector<Param> params;
+  SmallVector<Attribute> paramAttrs;
+  for (unsigned i = 0, e = fwdGrad.getNumArguments(); i < e; ++i)
+    if (auto attr = fwdGrad.getArgAttrOfType<ParamAttr>(i, kParamAttrName)) {
+      params.push_back(
+          {attr.getName(),
+           cast<RankedTensorType>(fwdGrad.getArgument(i).getType())});
+      paramAttrs.push_back(attr);
+    }
+  if (!buildMicroStep(fwdGrad, params) ||
+      !buildApplyStep(module, params, paramAttrs))
+    return signalPassFailure();
+  fwdGrad.erase();
+}
+
+func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
+                                                ArrayRef<Param> params) {
+  MLIRContext *ctx = &getContext();
+  Block &src = fwdGrad.getBody().front();
+  unsigned numParams = params.size();
+  unsigned numInputs = src.getNumArguments() - numParams - 1; // minus dloss
+  unsigned numForwardResults =
+      fwdGrad.getFunctionType().getNumResults() - numParams;
+  if (numInputs != 2 || numForwardResults != 2) {
+    fwdGrad.emitError("dsc-build-train-step: expected @forward_grad(params, "
+                      "input_ids, targets, dloss) -> (loss, logits, grads)");
+    return {};
+  }
+  // Parameters must come first, as the frontend emits them.
+  for (unsigned i = 0; i < numParams; ++i)
+    if (!fwdGrad.getArgAttr(i, kParamAttrName)) {
+      fwdGrad.emitError("dsc-build-train-step: parameters must precede the "
+                        "inputs in @forward_grad");
+      return {};
+    }
+
+  Signature args, results;
+  for (unsigned i = 0; i < numParams; ++i)
+    args.add(ctx, params[i].type, StateKind::param, params[i].name,
+             fwdGrad.getArgAttr(i, kParamAttrName));
+  for (const Param &p : params)
+    args.add(ctx, p.type, StateKind::grad, p.name);
+  args.add(ctx, src.getArgument(numParams).getType(), StateKind::input_ids,
+           "input_ids");
+  args.add(ctx, src.getArgument(numParams + 1).getType(), StateKind::targets,
+           "targets");
+  results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
+              "loss");
+  results.add(ctx, fwdGrad.getFunctionType().getResult(1), StateKind::output,
+              "logits");
+  for (const Param &p : params)
+    results.add(ctx, p.type, StateKind::grad, p.name);
+
+  OpBuilder mb(fwdGrad);
+  auto micro = mb.create<func::FuncOp>(
+      fwdGrad.getLoc(), "micro_step",
+      FunctionType::get(ctx, args.types, results.types));
+  micro.setAllArgAttrs(args.attrs);
+  micro.setAllResultAttrs(results.attrs);
+  Block *body = micro.addEntryBlock();
+  OpBuilder b = OpBuilder::atBlockEnd(body);
+  Location loc = fwdGrad.getLoc();
+
+  IRMapping map;
+  for (unsigned i = 0; i < numParams; ++i)
+    map.map(src.getArgument(i), body->getArgument(i));
+  map.map(src.getArgument(numParams), body->getArgument(2 * numParams));
+  map.map(src.getArgument(numParams + 1), body->getArgument(2 * numParams + 1));
+  // DeepSpeed scales each micro-batch loss by 1/A; the accumulated gradient
+  // is then the mean over the step's micro-batches.
+  Value seed = b.create<FillOp>(loc, src.getArguments().back().getType(),
+                                b.getF64FloatAttr(1.0 / double(gradAccum)));
+  map.map(src.getArguments().back(), seed);
+  for (Operation &op : src.without_terminator())
+    b.clone(op, map);
+
+  auto ret = cast<func::ReturnOp>(src.getTerminator());
+  SmallVector<Value> outs = {map.lookup(ret.getOperand(0)),
+                             map.lookup(ret.getOperand(1))};
+  for (unsigned i = 0; i < numParams; ++i) {
+    Value acc = body->getArgument(numParams + i);
+    Value g = map.lookup(ret.getOperand(numForwardResults + i));
+    outs.push_back(b.create<AddOp>(loc, acc.getType(), acc, g));
+  }
+  b.create<func::ReturnOp>(loc, outs);
+  return micro;
+}
+
+func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
+                                                ArrayRef<Param> params,
+                                                ArrayRef<Attribute> paramAttrs) {
+  MLIRContext *ctx = &getContext();
+  auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+  auto stepType = RankedTensorType::get({}, IntegerType::get(ctx, 64));
+  SmallVector<StateKind> kinds = stateKinds();
+  unsigned n = params.size();
+
+  Signature args, results;
+  for (auto [p, attr] : llvm::zip(params, paramAttrs))
+    args.add(ctx, p.type, StateKind::param, p.name, attr);
+  for (const Param &p : params)
+    args.add(ctx, p.type, StateKind::grad, p.name);
+  for (StateKind kind : kinds)
+    for (const Param &p : params)
+      args.add(ctx, p.type, kind, p.name);
+  args.add(ctx, stepType, StateKind::step, "step");
+
+  for (auto [p, attr] : llvm::zip(params, paramAttrs))
+    results.add(ctx, p.type, StateKind::param, p.name, attr);
+  for (StateKind kind : kinds)
+    for (const Param &p : params)
+      results.add(ctx, p.type, kind, p.name);
+  for (const Param &p : params)
+    results.add(ctx, p.type, StateKind::grad, p.name);
+  results.add(ctx, f32Scalar, StateKind::output, "grad_norm");
+  results.add(ctx, f32Scalar, StateKind::output, "lr");
+
+  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+  Location loc = module.getLoc();
+  auto apply = mb.create<func::FuncOp>(
+      loc, "apply_step", FunctionType::get(ctx, args.types, results.types));
+  apply.setAllArgAttrs(args.attrs);
+  apply.setAllResultAttrs(results.attrs);
+  Block *body = apply.addEntryBlock();
+  OpBuilder b = OpBuilder::atBlockEnd(body);
+  auto arg = [&](unsigned group, unsigned i) {
+    return body->getArgument(group * n + i);
+  };
+  Value step = body->getArguments().back();
+
+  // Average over data-parallel ranks, then clip by the global norm.
+  SmallVector<Value> grads;
+  for (unsigned i = 0; i < n; ++i)
+    grads.push_back(b.create<AllReduceOp>(loc, params[i].type, arg(1, i),
+                                          b.getStringAttr("mean")));
+  Value norm = b.create<GlobalNormOp>(loc, f32Scalar, grads);
+  Value scale =
+      gradClip > 0
+          ? b.create<ClipCoefficientOp>(loc, f32Scalar, norm,
+                                        b.getF64FloatAttr(gradClip))
+                .getResult()
+          : b.create<FillOp>(loc, f32Scalar, b.getF64FloatAttr(1.0))
+                .getResult();
+  auto f = [&](double v) { return b.getF64FloatAttr(v); };
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  Value lrValue = b.create<LrScheduleOp>(
+      loc, f32Scalar, step, b.getStringAttr(schedule), f(lr), f(warmupMinLr),
+      f(warmupMaxLr), i64(warmupNumSteps), i64(totalNumSteps),
+      b.getStringAttr(warmupType), f(warmupMinRatio), f(cosMinRatio));
+
+  SmallVector<Value> newParams;
+  SmallVector<SmallVector<Value>> newState(kinds.size());
+  for (unsigned i = 0; i < n; ++i) {
+    Type t = params[i].type;
+    // Biases and norm weights are not decayed.
+    double wd = params[i].type.getRank() >= 2 ? double(weightDecay) : 0.0;
+    Value p = arg(0, i), g = grads[i];
+    if (optimizer == "sgd") {
+      auto op = b.create<SgdOp>(loc, TypeRange{t, t}, p, g, arg(2, i), lrValue,
+                                step, scale, f(momentum), f(dampening), f(wd),
+                                b.getBoolAttr(nesterov));
+      newParams.push_back(op.getNewParam());
+      newState[0].push_back(op.getNewMomentumBuffer());
+    } else if (optimizer == "lamb") {
+      auto op = b.create<LambOp>(loc, TypeRange{t, t, t}, p, g, arg(2, i),
+                                 arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
+                                 f(eps), f(wd), b.getBoolAttr(biasCorrection),
+                                 f(maxCoeff), f(minCoeff));
+      newParams.push_back(op.getNewParam());
+      newState[0].push_back(op.getNewExpAvg());
+      newState[1].push_back(op.getNewExpAvgSq());
+    } else {
+      auto op = b.create<AdamOp>(loc, TypeRange{t, t, t}, p, g, arg(2, i),
+                                 arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
+                                 f(eps), f(wd),
+                                 b.getBoolAttr(optimizer == "adamw"),
+                                 b.getBoolAttr(biasCorrection));
+      newParams.push_back(op.getNewParam());
+      newState[0].push_back(op.getNewExpAvg());
+      newState[1].push_back(op.getNewExpAvgSq());
+    }
+  }
+
+  SmallVector<Value> outs(newParams);
+  for (auto &group : newState)
+    outs.append(group);
+  for (const Param &p : params) // Accumulators restart at zero.
+    outs.push_back(b.create<FillOp>(loc, p.type, b.getF64FloatAttr(0.0)));
+  outs.append({norm, lrValue});
+  b.create<func::ReturnOp>(loc, outs);
+  return apply;
+}
