@@ -9,6 +9,9 @@
 //   @apply_step(params, grad_accs, optimizer state, step)
 //       -> (params', optimizer state', zeroed grad_accs, grad_norm, lr)
 //
+//   @eval_step(params, input_ids, targets) -> (loss, logits)
+//       the forward alone, for evaluation and sampling
+//
 // Every argument and result carries #dsc.state; a result with the same state
 // as an argument overwrites that argument's buffer.
 //
@@ -57,6 +60,7 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
   func::FuncOp buildMicroStep(func::FuncOp fwdGrad, ArrayRef<Param> params);
   func::FuncOp buildApplyStep(ModuleOp module, ArrayRef<Param> params,
                               ArrayRef<Attribute> paramAttrs);
+  func::FuncOp buildEvalStep(ModuleOp module, unsigned numParams);
   SmallVector<StateKind> stateKinds() const {
     if (optimizer == "sgd")
       return {StateKind::momentum};
@@ -98,9 +102,14 @@ void BuildTrainStepPass::runOnOperation() {
       paramAttrs.push_back(attr);
     }
   if (!buildMicroStep(fwdGrad, params) ||
-      !buildApplyStep(module, params, paramAttrs))
+      !buildApplyStep(module, params, paramAttrs) ||
+      !buildEvalStep(module, params.size()))
     return signalPassFailure();
   fwdGrad.erase();
+  // The driver runs @micro_step this many times per @apply_step.
+  module->setAttr("dsc.grad_accum",
+                  IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                   int64_t(gradAccum)));
 }
 
 func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
@@ -279,4 +288,38 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   outs.append({norm, lrValue});
   b.create<func::ReturnOp>(loc, outs);
   return apply;
+}
+
+func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,
+                                               unsigned numParams) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward) {
+    module.emitError("dsc-build-train-step: no @forward to evaluate");
+    return {};
+  }
+  MLIRContext *ctx = &getContext();
+  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+  auto eval = cast<func::FuncOp>(mb.clone(*forward));
+  eval.setName("eval_step");
+  // Evaluation runs without dropout.
+  eval.walk([](DropoutOp op) {
+    op.getResult().replaceAllUsesWith(op.getInput());
+    op.erase();
+  });
+  auto stateAttr = [&](StateKind kind, StringRef name) {
+    return StateAttr::get(ctx, kind, name);
+  };
+  for (unsigned i = 0; i < numParams; ++i)
+    eval.setArgAttr(i, kStateAttrName,
+                    stateAttr(StateKind::param,
+                              eval.getArgAttrOfType<ParamAttr>(i, kParamAttrName)
+                                  .getName()));
+  eval.setArgAttr(numParams, kStateAttrName,
+                  stateAttr(StateKind::input_ids, "input_ids"));
+  eval.setArgAttr(numParams + 1, kStateAttrName,
+                  stateAttr(StateKind::targets, "targets"));
+  eval.setResultAttr(0, kStateAttrName, stateAttr(StateKind::output, "loss"));
+  eval.setResultAttr(1, kStateAttrName,
+                     stateAttr(StateKind::output, "logits"));
+  return eval;
 }

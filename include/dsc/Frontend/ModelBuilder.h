@@ -1,0 +1,40 @@
+//===- ModelBuilder.h - Model config -> dsc IR -----------------*- C++ -*-===//
+//
+// Imports a GPT-2 or BERT architecture as
+//   func.func @forward(params..., %input_ids: tensor<BxTxi32>,
+//                      %targets: tensor<BxTxi32>) -> (loss, logits)
+// in dsc ops. Every parameter argument carries #dsc.param with its Hugging
+// Face name (as save_pretrained writes it), layout and init rule.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_FRONTEND_MODELBUILDER_H
+#define DSC_FRONTEND_MODELBUILDER_H
+
+#include "dsc/Frontend/Config.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace dsc {
+
+struct ImportOptions {
+  int64_t microBatch = 1;
+  int64_t seqLen = 0;
+  double mlmProbability = 0.15; ///< BERT only
+  int64_t maskTokenId = 103;    ///< BERT only
+};
+
+/// Builds the forward module. The configs must already be validated.
+mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &ctx,
+                                              const ModelConfig &model,
+                                              const ImportOptions &opts);
+
+/// Module attribute names recording what the runtime driver needs.
+inline constexpr const char *kMicroBatchAttr = "dsc.micro_batch";
+inline constexpr const char *kSeqLenAttr = "dsc.seq_len";
+inline constexpr const char *kVocabSizeAttr = "dsc.vocab_size";
+inline constexpr const char *kModelTypeAttr = "dsc.model_type";
+
+} // namespace dsc
+
+#endif // DSC_FRONTEND_MODELBUILDER_H

@@ -1,0 +1,75 @@
+//===- Trainer.h - The driver loop around a compiled step ------*- C++ -*-===//
+//
+// Owns the storage of a Program and drives it: A calls of @micro_step on
+// consecutive micro-batches, one @apply_step, logging, weights and
+// checkpoints. Counter-based randomness keyed by (seed, step) makes a resumed
+// run continue bit-identically. Links no MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TRAINER_H
+#define DSC_RUNTIME_TRAINER_H
+
+#include "dsc/Runtime/IO.h"
+#include "dsc/Runtime/Runtime.h"
+
+namespace dsc::rt {
+
+struct StepStats {
+  int64_t step = 0;       ///< 0-based index of the step just taken
+  double loss = 0.0;      ///< mean micro-batch loss, before the update
+  double lr = 0.0;
+  double gradNorm = 0.0;  ///< global norm before clipping
+  double tokensPerSecond = 0.0;
+};
+
+class Trainer {
+public:
+  Trainer(Program program, Backend &backend, Communicator &comm,
+          uint64_t seed);
+
+  const Program &program() const { return prog; }
+  int64_t microBatch() const { return B; }
+  int64_t seqLen() const { return T; }
+  int64_t gradAccum() const { return A; }
+  int64_t vocabSize() const { return V; }
+  int64_t currentStep() const { return step; }
+
+  /// Hugging Face initialisation from the seeded Philox stream.
+  void initializeWeights();
+  /// Loads every parameter from a safetensors file; names may carry the
+  /// `transformer.`/`bert.` prefix or not. Missing or mis-shaped tensors are
+  /// errors naming the file and tensor.
+  void loadWeights(const std::string &path);
+  /// Writes what save_pretrained writes: every parameter, Hugging Face names.
+  void saveWeights(const std::string &path) const;
+  /// Weights + optimizer state + step + seed, in one atomic safetensors file.
+  void saveCheckpoint(const std::string &path) const;
+  void loadCheckpoint(const std::string &path);
+
+  /// One optimizer step on the batches of `data` for the current step.
+  StepStats trainStep(const TokenFile &data);
+  /// Runs @micro_step once on (step, micro) = (current, 0) and returns the
+  /// named buffers a reference test compares: input_ids, targets, logits,
+  /// loss, and grad.<param> for every parameter.
+  Safetensors inspectMicroStep(const TokenFile &data);
+  /// Greedy continuation of `prompt` by @eval_step (needs a causal model).
+  std::vector<int32_t> generate(const std::vector<int32_t> &prompt,
+                                int64_t maxNewTokens, int32_t stopToken);
+
+private:
+  void runMicroStep(const TokenFile &data, int64_t micro);
+  int buffer(BufferRole role, const std::string &name) const;
+  Tensor tensorOf(int buffer) const;
+
+  Program prog;
+  Backend &backend;
+  Communicator &comm;
+  Storage storage;
+  uint64_t seed;
+  int64_t B, T, A, V;
+  int64_t step = 0;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TRAINER_H

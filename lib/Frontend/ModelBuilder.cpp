@@ -1,0 +1,276 @@
+//===- ModelBuilder.cpp - GPT-2 and BERT as dsc IR -----------------------===//
+//
+// Emits the forward graph of GPT2LMHeadModel and BertForMaskedLM the way
+// Hugging Face computes them, op by op, so the IR is what a user who knows
+// those models expects to read. Parameter names and layouts are Hugging
+// Face's: GPT-2 Conv1D weights are [in, out], BERT nn.Linear weights are
+// [out, in] (dsc.linear with transpose_w), output embeddings are tied.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Frontend/ModelBuilder.h"
+
+#include "dsc/Dialect/DscOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// Emits ops at the end of @forward's body and collects parameter arguments
+/// (inserted before the two input arguments).
+class GraphBuilder {
+public:
+  GraphBuilder(func::FuncOp fn)
+      : ctx(fn.getContext()), b(ctx), loc(fn.getLoc()),
+        block(&fn.getBody().front()), f32(Float32Type::get(ctx)) {
+    b.setInsertionPointToEnd(block);
+  }
+
+  Value param(const std::string &name, ArrayRef<int64_t> shape,
+              InitKind init, double std = 0.0) {
+    Value v = block->insertArgument(numParams++,
+                                    RankedTensorType::get(shape, f32), loc);
+    paramAttrs.push_back(
+        ParamAttr::get(ctx, name, init, b.getF64FloatAttr(std)));
+    return v;
+  }
+  Value normalParam(const std::string &name, ArrayRef<int64_t> shape,
+                    double std) {
+    return param(name, shape, InitKind::normal, std);
+  }
+  Value zerosParam(const std::string &name, ArrayRef<int64_t> shape) {
+    return param(name, shape, InitKind::zeros);
+  }
+
+  RankedTensorType typeOf(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+  RankedTensorType f32Type(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, f32);
+  }
+
+  Value embedding(Value table, Value ids) {
+    SmallVector<int64_t> shape(typeOf(ids).getShape());
+    shape.push_back(typeOf(table).getShape()[1]);
+    return b.create<EmbeddingOp>(loc, f32Type(shape), table, ids);
+  }
+  Value iota(int64_t n, int64_t step) {
+    return b.create<IotaOp>(loc,
+                            RankedTensorType::get({n}, b.getIntegerType(32)),
+                            b.getI64IntegerAttr(0), b.getI64IntegerAttr(step));
+  }
+  Value add(Value lhs, Value rhs) {
+    return b.create<AddOp>(loc, lhs.getType(), lhs, rhs);
+  }
+  Value linear(Value x, Value w, Value bias, bool transposeW) {
+    std::string error;
+    auto shape = inferLinearShape(typeOf(x).getShape(), typeOf(w).getShape(),
+                                  transposeW, error);
+    assert(succeeded(shape) && "frontend built mismatched linear");
+    return b.create<LinearOp>(loc, f32Type(*shape), x, w, bias,
+                              b.getBoolAttr(transposeW));
+  }
+  /// LayerNorm with parameters `<prefix>.weight` (ones) and `.bias` (zeros).
+  Value layerNorm(Value x, const std::string &prefix, double eps) {
+    int64_t c = typeOf(x).getShape().back();
+    Value gamma = param(prefix + ".weight", {c}, InitKind::ones);
+    Value beta = zerosParam(prefix + ".bias", {c});
+    return b.create<LayerNormOp>(loc, x.getType(), x, gamma, beta,
+                                 b.getF64FloatAttr(eps));
+  }
+  Value gelu(Value x, ::dsc::GeluApprox approx) {
+    return b.create<GeluOp>(loc, x.getType(), x,
+                            approx == ::dsc::GeluApprox::Tanh
+                                ? GeluApproximation::tanh
+                                : GeluApproximation::erf);
+  }
+  /// Dropout sites get consecutive Philox streams; rate 0 emits nothing.
+  Value dropout(Value x, double rate) {
+    if (rate == 0.0)
+      return x;
+    return b.create<DropoutOp>(loc, x.getType(), x, b.getF64FloatAttr(rate),
+                               b.getI64IntegerAttr(nextStream++));
+  }
+  int64_t takeStream() { return nextStream++; }
+
+  /// Multi-head attention core on projected [B, T, P*C] inputs: the P parts
+  /// are split into heads, attended, and merged back to [B, T, C].
+  Value attention(ValueRange projections, int64_t heads, bool causal,
+                  double attnDropout) {
+    SmallVector<Value> qkv;
+    for (Value proj : projections) {
+      auto shape = typeOf(proj).getShape();
+      // One fused projection holds Q, K and V; separate ones hold one each.
+      int64_t parts = projections.size() == 1 ? 3 : 1;
+      int64_t width = shape[2] / parts;
+      auto headType =
+          f32Type({shape[0], heads, shape[1], width / heads});
+      SmallVector<Type> types(parts, headType);
+      auto split = b.create<SplitHeadsOp>(loc, types, proj,
+                                          b.getI64IntegerAttr(heads));
+      llvm::append_range(qkv, split.getParts());
+    }
+    assert(qkv.size() == 3 && "attention needs q, k and v");
+    auto headShape = typeOf(qkv[0]).getShape(); // [B, H, T, D]
+    int64_t t = headShape[2], d = headShape[3];
+    auto scoreType = f32Type({headShape[0], heads, t, t});
+    Value scores = b.create<BatchMatmulOp>(
+        loc, scoreType, qkv[0], qkv[1], b.getBoolAttr(false),
+        b.getBoolAttr(true), b.getF64FloatAttr(1.0));
+    Value probs = b.create<SoftmaxOp>(loc, scoreType, scores,
+                                      b.getF64FloatAttr(1.0 / std::sqrt(d)),
+                                      b.getBoolAttr(causal));
+    probs = dropout(probs, attnDropout);
+    Value context = b.create<BatchMatmulOp>(
+        loc, qkv[0].getType(), probs, qkv[2], b.getBoolAttr(false),
+        b.getBoolAttr(false), b.getF64FloatAttr(1.0));
+    return b.create<MergeHeadsOp>(
+        loc, f32Type({headShape[0], t, heads * d}), ValueRange{context});
+  }
+
+  Value crossEntropy(Value logits, Value labels) {
+    return b.create<CrossEntropyOp>(loc, f32Type({}), logits, labels,
+                                    b.getI64IntegerAttr(-100));
+  }
+
+  MLIRContext *ctx;
+  OpBuilder b;
+  Location loc;
+  Block *block;
+  Type f32;
+  unsigned numParams = 0;
+  SmallVector<Attribute> paramAttrs;
+  int64_t nextStream = 1;
+};
+
+/// GPT2LMHeadModel: pre-LayerNorm blocks, fused c_attn, tied lm_head.
+Value buildGpt2(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
+                Value targets, Value &logits) {
+  const std::string p = "transformer.";
+  int64_t c = m.hidden, t = cast<RankedTensorType>(ids.getType()).getShape()[1];
+  double std = m.initializerRange;
+  // Hugging Face scales residual projections by 1/sqrt(2 * n_layer).
+  double projStd = std / std::sqrt(2.0 * m.numLayers);
+  Value wte = g.normalParam(p + "wte.weight", {m.vocabSize, c}, std);
+  Value wpe = g.normalParam(p + "wpe.weight", {m.maxPositions, c}, std);
+  Value h = g.add(g.embedding(wte, ids), g.embedding(wpe, g.iota(t, 1)));
+  h = g.dropout(h, m.embdDropout);
+  for (int64_t l = 0; l < m.numLayers; ++l) {
+    std::string lp = p + "h." + std::to_string(l) + ".";
+    Value a = g.layerNorm(h, lp + "ln_1", m.layerNormEps);
+    Value qkv = g.linear(a, g.normalParam(lp + "attn.c_attn.weight", {c, 3 * c}, std),
+                         g.zerosParam(lp + "attn.c_attn.bias", {3 * c}), false);
+    a = g.attention(ValueRange{qkv}, m.numHeads, /*causal=*/true,
+                    m.attnDropout);
+    a = g.linear(a, g.normalParam(lp + "attn.c_proj.weight", {c, c}, projStd),
+                 g.zerosParam(lp + "attn.c_proj.bias", {c}), false);
+    h = g.add(h, g.dropout(a, m.residDropout));
+    Value f = g.layerNorm(h, lp + "ln_2", m.layerNormEps);
+    f = g.linear(f, g.normalParam(lp + "mlp.c_fc.weight", {c, m.intermediate}, std),
+                 g.zerosParam(lp + "mlp.c_fc.bias", {m.intermediate}), false);
+    f = g.gelu(f, m.gelu);
+    f = g.linear(f,
+                 g.normalParam(lp + "mlp.c_proj.weight", {m.intermediate, c}, projStd),
+                 g.zerosParam(lp + "mlp.c_proj.bias", {c}), false);
+    h = g.add(h, g.dropout(f, m.residDropout));
+  }
+  h = g.layerNorm(h, p + "ln_f", m.layerNormEps);
+  logits = g.linear(h, wte, Value(), /*transposeW=*/true);
+  return g.crossEntropy(logits, targets);
+}
+
+/// BertForMaskedLM: post-LayerNorm encoder, MLM head tied to the word
+/// embeddings; the inputs are corrupted in-graph by dsc.mlm_mask.
+Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
+                const ::dsc::ImportOptions &opts, Value ids, Value &logits) {
+  auto idType = cast<RankedTensorType>(ids.getType());
+  int64_t c = m.hidden, t = idType.getShape()[1];
+  double std = m.initializerRange;
+  auto mask = g.b.create<MlmMaskOp>(
+      g.loc, TypeRange{idType, idType}, ids,
+      g.b.getF64FloatAttr(opts.mlmProbability),
+      g.b.getI64IntegerAttr(opts.maskTokenId),
+      g.b.getI64IntegerAttr(m.vocabSize), g.b.getI64IntegerAttr(g.takeStream()));
+  const std::string e = "bert.embeddings.";
+  Value words = g.normalParam(e + "word_embeddings.weight", {m.vocabSize, c}, std);
+  Value pos = g.normalParam(e + "position_embeddings.weight",
+                            {m.maxPositions, c}, std);
+  Value types = g.normalParam(e + "token_type_embeddings.weight",
+                              {m.typeVocabSize, c}, std);
+  Value h = g.add(g.embedding(words, mask.getInputs()),
+                  g.embedding(pos, g.iota(t, 1)));
+  h = g.add(h, g.embedding(types, g.iota(t, 0)));
+  h = g.layerNorm(h, e + "LayerNorm", m.layerNormEps);
+  h = g.dropout(h, m.embdDropout);
+  auto dense = [&](Value x, const std::string &prefix, int64_t in,
+                   int64_t out) {
+    return g.linear(x, g.normalParam(prefix + ".weight", {out, in}, std),
+                    g.zerosParam(prefix + ".bias", {out}), /*transposeW=*/true);
+  };
+  for (int64_t l = 0; l < m.numLayers; ++l) {
+    std::string lp = "bert.encoder.layer." + std::to_string(l) + ".";
+    std::string sp = lp + "attention.self.";
+    Value q = dense(h, sp + "query", c, c), k = dense(h, sp + "key", c, c),
+          v = dense(h, sp + "value", c, c);
+    Value a = g.attention(ValueRange{q, k, v}, m.numHeads, /*causal=*/false,
+                          m.attnDropout);
+    a = g.dropout(dense(a, lp + "attention.output.dense", c, c), m.residDropout);
+    h = g.layerNorm(g.add(a, h), lp + "attention.output.LayerNorm",
+                    m.layerNormEps);
+    Value f = g.gelu(dense(h, lp + "intermediate.dense", c, m.intermediate),
+                     m.gelu);
+    f = g.dropout(dense(f, lp + "output.dense", m.intermediate, c),
+                  m.residDropout);
+    h = g.layerNorm(g.add(f, h), lp + "output.LayerNorm", m.layerNormEps);
+  }
+  const std::string cp = "cls.predictions.";
+  Value x = g.gelu(dense(h, cp + "transform.dense", c, c), m.gelu);
+  x = g.layerNorm(x, cp + "transform.LayerNorm", m.layerNormEps);
+  logits = g.linear(x, words, g.zerosParam(cp + "bias", {m.vocabSize}),
+                    /*transposeW=*/true);
+  return g.crossEntropy(logits, mask.getLabels());
+}
+
+} // namespace
+
+auto ::dsc::importModel(MLIRContext &ctx,
+                                       const ::dsc::ModelConfig &model,
+                         const ::dsc::ImportOptions &opts)
+    -> OwningOpRef<ModuleOp> {
+  ctx.loadDialect<DscDialect, func::FuncDialect>();
+  Location loc = NameLoc::get(StringAttr::get(
+      &ctx, model.type == ::dsc::ModelType::GPT2 ? "gpt2" : "bert"));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder mb = OpBuilder::atBlockEnd(module->getBody());
+  auto idType = RankedTensorType::get({opts.microBatch, opts.seqLen},
+                                      mb.getIntegerType(32));
+  auto fn = mb.create<func::FuncOp>(loc, "forward",
+                                    mb.getFunctionType({idType, idType}, {}));
+  Block *block = fn.addEntryBlock();
+  GraphBuilder g(fn);
+  Value ids = block->getArgument(0), targets = block->getArgument(1);
+  Value logits;
+  Value loss = model.type == ::dsc::ModelType::GPT2
+                   ? buildGpt2(g, model, ids, targets, logits)
+                   : buildBert(g, model, opts, ids, logits);
+  g.b.create<func::ReturnOp>(loc, ValueRange{loss, logits});
+
+  fn.setFunctionType(mb.getFunctionType(block->getArgumentTypes(),
+                                        {loss.getType(), logits.getType()}));
+  for (auto [i, attr] : llvm::enumerate(g.paramAttrs))
+    fn.setArgAttr(i, kParamAttrName, attr);
+
+  module->getOperation()->setAttr(::dsc::kMicroBatchAttr,
+                                  mb.getI64IntegerAttr(opts.microBatch));
+  module->getOperation()->setAttr(::dsc::kSeqLenAttr, mb.getI64IntegerAttr(opts.seqLen));
+  module->getOperation()->setAttr(::dsc::kVocabSizeAttr,
+                                  mb.getI64IntegerAttr(model.vocabSize));
+  module->getOperation()->setAttr(
+      ::dsc::kModelTypeAttr,
+      mb.getStringAttr(model.type == ::dsc::ModelType::GPT2 ? "gpt2" : "bert"));
+  return module;
+}

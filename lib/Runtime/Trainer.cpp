@@ -1,0 +1,231 @@
+//===- Trainer.cpp - The driver loop around a compiled step --------------===//
+
+#include "dsc/Runtime/Trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+using namespace dsc::rt;
+
+namespace {
+
+int64_t metaInt(const Program &p, const std::string &key) {
+  auto it = p.meta.find(key);
+  if (it == p.meta.end() || !std::holds_alternative<int64_t>(it->second))
+    throw Error("compiled step lacks module attribute dsc." + key);
+  return std::get<int64_t>(it->second);
+}
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Hugging Face checkpoints name encoder weights with or without the base
+/// model prefix; dsc's names always carry it (cls.* belongs to the head).
+std::vector<std::string> candidateNames(const std::string &name) {
+  std::vector<std::string> names = {name};
+  for (const char *prefix : {"transformer.", "bert."})
+    if (name.rfind(prefix, 0) == 0)
+      names.push_back(name.substr(std::strlen(prefix)));
+  return names;
+}
+
+} // namespace
+
+Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
+                 uint64_t seed)
+    : prog(std::move(program)), backend(backend), comm(comm), storage(prog),
+      seed(seed) {
+  B = metaInt(prog, "micro_batch");
+  T = metaInt(prog, "seq_len");
+  A = metaInt(prog, "grad_accum");
+  V = metaInt(prog, "vocab_size");
+  prog.function("micro_step");
+  prog.function("apply_step");
+}
+
+int Trainer::buffer(BufferRole role, const std::string &name) const {
+  int id = prog.findBuffer(role, name);
+  if (id < 0)
+    throw Error("compiled step has no buffer '" + name + "'");
+  return id;
+}
+
+Tensor Trainer::tensorOf(int id) const {
+  const Buffer &buf = prog.buffers[id];
+  Tensor t;
+  t.dtype = buf.dtype;
+  t.shape = buf.shape;
+  const char *src = static_cast<const char *>(
+      const_cast<Storage &>(storage).data(id));
+  t.bytes.assign(src, src + buf.bytes());
+  return t;
+}
+
+void Trainer::initializeWeights() {
+  initializeParameters(prog, storage, seed);
+  step = 0;
+}
+
+void Trainer::loadWeights(const std::string &path) {
+  Safetensors file = Safetensors::read(path);
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const Buffer &buf = prog.buffers[id];
+    if (buf.role != BufferRole::Param)
+      continue;
+    const Tensor *found = nullptr;
+    for (const std::string &name : candidateNames(buf.name))
+      if (auto it = file.tensors.find(name); it != file.tensors.end()) {
+        found = &it->second;
+        break;
+      }
+    if (!found)
+      throw Error(path + ": missing tensor '" + buf.name + "'");
+    if (found->shape != buf.shape || found->dtype != buf.dtype)
+      throw Error(path + ": tensor '" + buf.name + "' has shape " +
+                  shapeStr(found->shape) + " " + dtypeName(found->dtype) +
+                  ", the model expects " + shapeStr(buf.shape) + " " +
+                  dtypeName(buf.dtype));
+    std::memcpy(storage.data(int(id)), found->bytes.data(), buf.bytes());
+  }
+}
+
+void Trainer::saveWeights(const std::string &path) const {
+  Safetensors file;
+  file.metadata["format"] = "pt";
+  for (size_t id = 0; id < prog.buffers.size(); ++id)
+    if (prog.buffers[id].role == BufferRole::Param)
+      file.tensors[prog.buffers[id].name] = tensorOf(int(id));
+  file.write(path);
+}
+
+void Trainer::saveCheckpoint(const std::string &path) const {
+  Safetensors file;
+  file.metadata["format"] = "dsc-checkpoint";
+  file.metadata["step"] = std::to_string(step);
+  file.metadata["seed"] = std::to_string(seed);
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    BufferRole role = prog.buffers[id].role;
+    // Accumulators are zero between steps, so they are not stored.
+    if (role == BufferRole::Param || role == BufferRole::OptState)
+      file.tensors[prog.buffers[id].name] = tensorOf(int(id));
+  }
+  file.write(path);
+}
+
+void Trainer::loadCheckpoint(const std::string &path) {
+  Safetensors file = Safetensors::read(path);
+  auto meta = [&](const std::string &key) -> const std::string & {
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end())
+      throw Error(path + ": not a dsc checkpoint (no '" + key +
+                  "' in its metadata)");
+    return it->second;
+  };
+  if (meta("format") != "dsc-checkpoint")
+    throw Error(path + ": not a dsc checkpoint");
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const Buffer &buf = prog.buffers[id];
+    if (buf.role != BufferRole::Param && buf.role != BufferRole::OptState)
+      continue;
+    auto it = file.tensors.find(buf.name);
+    if (it == file.tensors.end())
+      throw Error(path + ": missing tensor '" + buf.name +
+                  "' (checkpoint of a different model or optimizer?)");
+    if (it->second.shape != buf.shape || it->second.dtype != buf.dtype)
+      throw Error(path + ": tensor '" + buf.name + "' has shape " +
+                  shapeStr(it->second.shape) + ", expected " +
+                  shapeStr(buf.shape));
+    std::memcpy(storage.data(int(id)), it->second.bytes.data(), buf.bytes());
+  }
+  try {
+    step = std::stoll(meta("step"));
+    seed = std::stoull(meta("seed"));
+  } catch (const std::logic_error &) {
+    throw Error(path + ": malformed step or seed in checkpoint metadata");
+  }
+  for (size_t id = 0; id < prog.buffers.size(); ++id)
+    if (prog.buffers[id].role == BufferRole::GradAcc)
+      std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
+}
+
+void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
+  data.batch(step, micro, A, B, T, storage.i32(buffer(BufferRole::Input, "input_ids")),
+             storage.i32(buffer(BufferRole::Input, "targets")));
+  RngContext rng{seed, uint64_t(step * A + micro)};
+  backend.run(prog, prog.function("micro_step"), storage, rng);
+}
+
+StepStats Trainer::trainStep(const TokenFile &data) {
+  auto start = std::chrono::steady_clock::now();
+  StepStats stats;
+  stats.step = step;
+  int lossBuf = buffer(BufferRole::Output, "loss");
+  for (int64_t m = 0; m < A; ++m) {
+    runMicroStep(data, m);
+    stats.loss += storage.f32(lossBuf)[0] / double(A);
+  }
+  *storage.i64(buffer(BufferRole::Input, "step")) = step + 1;
+  backend.run(prog, prog.function("apply_step"), storage,
+              RngContext{seed, uint64_t(step)});
+  stats.lr = storage.f32(buffer(BufferRole::Output, "lr"))[0];
+  stats.gradNorm = storage.f32(buffer(BufferRole::Output, "grad_norm"))[0];
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  stats.tokensPerSecond = double(A * B * T * comm.size()) / seconds;
+  ++step;
+  return stats;
+}
+
+Safetensors Trainer::inspectMicroStep(const TokenFile &data) {
+  for (size_t id = 0; id < prog.buffers.size(); ++id)
+    if (prog.buffers[id].role == BufferRole::GradAcc)
+      std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
+  runMicroStep(data, 0);
+  Safetensors out;
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const Buffer &buf = prog.buffers[id];
+    if (buf.role == BufferRole::GradAcc)
+      out.tensors["grad." + buf.name.substr(std::strlen("grad/"))] =
+          tensorOf(int(id));
+    else if (buf.role == BufferRole::Output &&
+             (buf.name == "loss" || buf.name == "logits"))
+      out.tensors[buf.name] = tensorOf(int(id));
+  }
+  out.tensors["input_ids"] = tensorOf(buffer(BufferRole::Input, "input_ids"));
+  out.tensors["targets"] = tensorOf(buffer(BufferRole::Input, "targets"));
+  // BERT corrupts its inputs in-graph: expose what the model saw.
+  for (const Instr &instr : prog.function("micro_step").body)
+    if (instr.op == Opcode::MlmMask) {
+      out.tensors["mlm_inputs"] = tensorOf(instr.outputs[0]);
+      out.tensors["mlm_labels"] = tensorOf(instr.outputs[1]);
+    }
+  return out;
+}
+
+std::vector<int32_t> Trainer::generate(const std::vector<int32_t> &prompt,
+                                       int64_t maxNewTokens,
+                                       int32_t stopToken) {
+  const Function &eval = prog.function("eval_step");
+  int32_t *ids = storage.i32(buffer(BufferRole::Input, "input_ids"));
+  const float *logits = storage.f32(buffer(BufferRole::Output, "logits"));
+  std::vector<int32_t> tokens = prompt;
+  for (int64_t n = 0; n < maxNewTokens && int64_t(tokens.size()) < T; ++n) {
+    // Row 0 holds the sequence; the causal mask makes the padding after it
+    // irrelevant to the logits at its last position.
+    std::fill(ids, ids + B * T, 0);
+    std::copy(tokens.begin(), tokens.end(), ids);
+    backend.run(prog, eval, storage, RngContext{seed, 0});
+    const float *row = logits + (tokens.size() - 1) * V;
+    int32_t next = int32_t(std::max_element(row, row + V) - row);
+    tokens.push_back(next);
+    if (next == stopToken)
+      break;
+  }
+  return {tokens.begin() + prompt.size(), tokens.end()};
+}

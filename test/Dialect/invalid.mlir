@@ -1,0 +1,271 @@
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics
+
+func.func @embedding_table_rank(%t: tensor<50xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{'dsc.embedding' op expects a rank-2 table, got [50]}}
+  %0 = dsc.embedding %t, %ids : (tensor<50xf32>, tensor<2x8xi32>) -> tensor<2x8x24xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_result(%t: tensor<50x24xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{'dsc.embedding' op result has shape [2, 8, 16], expected [2, 8, 24]}}
+  %0 = dsc.embedding %t, %ids : (tensor<50x24xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @add_broadcast(%a: tensor<2x8x24xf32>, %b: tensor<7x24xf32>) {
+  // expected-error @+1 {{'dsc.add' op rhs [7, 24] does not broadcast to lhs [2, 8, 24]}}
+  %0 = dsc.add %a, %b : (tensor<2x8x24xf32>, tensor<7x24xf32>) -> tensor<2x8x24xf32>
+  return
+}
+
+// -----
+
+func.func @add_mixed_types(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error @+1 {{'dsc.add' op mixes element types 'f32' and 'f16'}}
+  %0 = dsc.add %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_contraction(%x: tensor<2x8x24xf32>, %w: tensor<16x72xf32>) {
+  // expected-error @+1 {{'dsc.linear' op input [2, 8, 24] does not match weight [16, 72]: contraction sizes 24 vs 16}}
+  %0 = dsc.linear %x, %w : (tensor<2x8x24xf32>, tensor<16x72xf32>) -> tensor<2x8x72xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<2x8x24xf32>, %w: tensor<24x72xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.linear' op bias has shape [24], expected [72]}}
+  %0 = dsc.linear %x, %w, %b : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<24xf32>) -> tensor<2x8x72xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_rank(%x: tensor<2x8x24xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.linear' op expects input of rank >= 1 and a rank-2 weight, got input [2, 8, 24] and weight [24]}}
+  %0 = dsc.linear %x, %w : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_eps(%x: tensor<2x24xf32>, %g: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.layer_norm' op expects epsilon > 0}}
+  %0 = dsc.layer_norm %x, %g, %g {epsilon = 0.0 : f64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<2x24xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_gamma(%x: tensor<2x24xf32>, %g: tensor<23xf32>) {
+  // expected-error @+1 {{'dsc.layer_norm' op normalization parameter has shape [23], expected [24]}}
+  %0 = dsc.layer_norm %x, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x24xf32>, tensor<23xf32>, tensor<23xf32>) -> tensor<2x24xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_rate(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'dsc.dropout' op expects rate in [0, 1), got 1.000000e+00}}
+  %0 = dsc.dropout %x {rate = 1.0 : f64, stream = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @split_heads_width(%x: tensor<2x8x70xf32>) {
+  // expected-error @+1 {{'dsc.split_heads' op width 70 is not divisible into 3 part(s) of 3 heads}}
+  %q, %k, %v = dsc.split_heads %x {num_heads = 3 : i64} : (tensor<2x8x70xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  return
+}
+
+// -----
+
+func.func @split_heads_part(%x: tensor<2x8x24xf32>) {
+  // expected-error @+1 {{'dsc.split_heads' op part has shape [2, 8, 3, 8], expected [2, 3, 8, 8]}}
+  %q = dsc.split_heads %x {num_heads = 3 : i64} : (tensor<2x8x24xf32>) -> tensor<2x8x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @merge_heads_rank(%x: tensor<2x8x24xf32>) {
+  // expected-error @+1 {{'dsc.merge_heads' op expects [B, H, T, D] parts, got [2, 8, 24]}}
+  %0 = dsc.merge_heads %x : (tensor<2x8x24xf32>) -> tensor<2x8x24xf32>
+  return
+}
+
+// -----
+
+func.func @bmm_rank(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{'dsc.batch_matmul' op expects operands of equal rank >= 3, got [8, 8] and [8, 8]}}
+  %0 = dsc.batch_matmul %a, %a : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @bmm_batch(%a: tensor<2x8x4xf32>, %b: tensor<3x4x8xf32>) {
+  // expected-error @+1 {{'dsc.batch_matmul' op batch dimensions differ: [2, 8, 4] vs [3, 4, 8]}}
+  %0 = dsc.batch_matmul %a, %b : (tensor<2x8x4xf32>, tensor<3x4x8xf32>) -> tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @bmm_contraction(%a: tensor<2x8x4xf32>, %b: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{'dsc.batch_matmul' op contraction sizes differ: [2, 8, 4] @ [2, 5, 8]}}
+  %0 = dsc.batch_matmul %a, %b : (tensor<2x8x4xf32>, tensor<2x5x8xf32>) -> tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_causal(%x: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{'dsc.softmax' op causal mask needs Tq <= Tk, got [2, 8, 4]}}
+  %0 = dsc.softmax %x {causal = true} : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_labels(%l: tensor<2x8x50xf32>, %y: tensor<2x7xi32>) {
+  // expected-error @+1 {{'dsc.cross_entropy' op logits [2, 8, 50] do not match labels [2, 7] (expected logits [..., V] over labels [...])}}
+  %0 = dsc.cross_entropy %l, %y : (tensor<2x8x50xf32>, tensor<2x7xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @mlm_prob(%ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{'dsc.mlm_mask' op expects mask_prob in (0, 1), got 0.000000e+00}}
+  %a, %b = dsc.mlm_mask %ids {mask_prob = 0.0 : f64, mask_token_id = 3 : i64, stream = 1 : i64, vocab_size = 50 : i64} : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xi32>)
+  return
+}
+
+// -----
+
+func.func @mlm_token(%ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{'dsc.mlm_mask' op mask_token_id 50 is outside the vocabulary [0, 50)}}
+  %a, %b = dsc.mlm_mask %ids {mask_prob = 0.15 : f64, mask_token_id = 50 : i64, stream = 1 : i64, vocab_size = 50 : i64} : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xi32>)
+  return
+}
+
+// -----
+
+func.func @reduce_to(%x: tensor<2x8x24xf32>) {
+  // expected-error @+1 {{'dsc.reduce_to' op result [7] does not broadcast to input [2, 8, 24]}}
+  %0 = dsc.reduce_to %x : (tensor<2x8x24xf32>) -> tensor<7xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad(%ids: tensor<2x8xi32>, %dy: tensor<2x8x24xf32>) {
+  // expected-error @+1 {{'dsc.embedding_grad' op gradient [2, 8, 24] does not match ids [2, 8] and table [50, 16]}}
+  %0 = dsc.embedding_grad %ids, %dy : (tensor<2x8xi32>, tensor<2x8x24xf32>) -> tensor<50x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_input(%dy: tensor<2x8x24xf32>, %w: tensor<24x72xf32>) {
+  // expected-error @+1 {{'dsc.linear_grad_input' op gradient [2, 8, 24] does not match weight [24, 72]}}
+  %0 = dsc.linear_grad_input %dy, %w : (tensor<2x8x24xf32>, tensor<24x72xf32>) -> tensor<2x8x24xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_weight(%x: tensor<2x8x24xf32>, %dy: tensor<2x7x72xf32>) {
+  // expected-error @+1 {{'dsc.linear_grad_weight' op input [2, 8, 24] and gradient [2, 7, 72] differ in leading dimensions}}
+  %0 = dsc.linear_grad_weight %x, %dy : (tensor<2x8x24xf32>, tensor<2x7x72xf32>) -> tensor<24x72xf32>
+  return
+}
+
+// -----
+
+func.func @gelu_grad(%dy: tensor<4xf32>, %x: tensor<5xf32>) {
+  // expected-error @+1 {{'dsc.gelu_grad' op gradient has shape [4], expected [5]}}
+  %0 = dsc.gelu_grad tanh %dy, %x : tensor<4xf32>, tensor<5xf32> -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad(%dy: tensor<4xf32>, %y: tensor<5xf32>) {
+  // expected-error @+1 {{'dsc.softmax_grad' op gradient has shape [4], expected [5]}}
+  %0 = dsc.softmax_grad %dy, %y : (tensor<4xf32>, tensor<5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_op(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'dsc.all_reduce' op op must be "sum" or "mean", got "max"}}
+  %0 = dsc.all_reduce %x {op = "max"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @global_norm_empty() {
+  // expected-error @+1 {{'dsc.global_norm' op expects at least one input}}
+  %0 = dsc.global_norm : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @clip(%n: tensor<f32>) {
+  // expected-error @+1 {{'dsc.clip_coefficient' op expects max_norm > 0}}
+  %0 = dsc.clip_coefficient %n {max_norm = 0.0 : f64} : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @lr_kind(%s: tensor<i64>) {
+  // expected-error @+1 {{'dsc.lr_schedule' op unknown schedule kind "OneCycle"}}
+  %lr = dsc.lr_schedule %s {kind = "OneCycle", lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = "log", warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @lr_warmup_type(%s: tensor<i64>) {
+  // expected-error @+1 {{'dsc.lr_schedule' op warmup_type must be "log" or "linear"}}
+  %lr = dsc.lr_schedule %s {kind = "WarmupLR", lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = "cubic", warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @adam_state_shape(%p: tensor<4x4xf32>, %m: tensor<4x3xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'dsc.adam' op operand #2 has shape [4, 3], expected [4, 4]}}
+  %a:3 = dsc.adam %p, %p, %m, %p, %lr, %s, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, adamw = true, bias_correction = true} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x3xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @sgd_result(%p: tensor<4x4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'dsc.sgd' op result has shape [4], expected [4, 4]}}
+  %a:2 = dsc.sgd %p, %p, %p, %lr, %s, %lr {momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @iota_rank() {
+  // expected-error @+1 {{'dsc.iota' op expects a rank-1 result, got [2, 4]}}
+  %0 = dsc.iota : () -> tensor<2x4xi32>
+  return
+}

@@ -1,0 +1,90 @@
+// RUN: dsc-opt %s | FileCheck %s
+// RUN: dsc-opt %s | dsc-opt | FileCheck %s
+// RUN: dsc-opt %s --mlir-print-op-generic | dsc-opt | FileCheck %s
+
+// CHECK-LABEL: func @forward_ops
+func.func @forward_ops(%ids: tensor<2x8xi32>, %wte: tensor<50x24xf32>,
+                       %w: tensor<24x72xf32>, %b: tensor<72xf32>,
+                       %g: tensor<24xf32>, %labels: tensor<2x8xi32>) -> tensor<f32> {
+  // CHECK: dsc.iota : () -> tensor<8xi32>
+  %pos = dsc.iota {step = 1 : i64} : () -> tensor<8xi32>
+  // CHECK: dsc.iota {step = 0 : i64} : () -> tensor<8xi32>
+  %types = dsc.iota {step = 0 : i64} : () -> tensor<8xi32>
+  // CHECK: %[[TOK:.*]] = dsc.embedding %{{.*}}, %{{.*}} : (tensor<50x24xf32>, tensor<2x8xi32>) -> tensor<2x8x24xf32>
+  %tok = dsc.embedding %wte, %ids : (tensor<50x24xf32>, tensor<2x8xi32>) -> tensor<2x8x24xf32>
+  %pe = dsc.embedding %wte, %pos : (tensor<50x24xf32>, tensor<8xi32>) -> tensor<8x24xf32>
+  // CHECK: dsc.add %[[TOK]], %{{.*}} : (tensor<2x8x24xf32>, tensor<8x24xf32>) -> tensor<2x8x24xf32>
+  %h = dsc.add %tok, %pe : (tensor<2x8x24xf32>, tensor<8x24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.layer_norm {{.*}} {epsilon = 1.000000e-05 : f64}
+  %n = dsc.layer_norm %h, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.linear {{.*}} : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<72xf32>) -> tensor<2x8x72xf32>
+  %qkv = dsc.linear %n, %w, %b : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<72xf32>) -> tensor<2x8x72xf32>
+  // CHECK: %[[QKV:.*]]:3 = dsc.split_heads {{.*}} {num_heads = 3 : i64}
+  %q, %k, %v = dsc.split_heads %qkv {num_heads = 3 : i64} : (tensor<2x8x72xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  // CHECK: dsc.batch_matmul %[[QKV]]#0, %[[QKV]]#1 {transpose_b = true}
+  %s = dsc.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: dsc.softmax {{.*}} {causal = true, scale = 0.35355339059327373 : f64}
+  %p = dsc.softmax %s {causal = true, scale = 0.35355339059327373 : f64} : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: dsc.dropout {{.*}} {rate = 1.000000e-01 : f64, stream = 7 : i64}
+  %pd = dsc.dropout %p {rate = 0.1 : f64, stream = 7 : i64} : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %o = dsc.batch_matmul %pd, %v : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: dsc.merge_heads {{.*}} : (tensor<2x3x8x8xf32>) -> tensor<2x8x24xf32>
+  %m = dsc.merge_heads %o : (tensor<2x3x8x8xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.gelu tanh {{.*}} : tensor<2x8x24xf32> -> tensor<2x8x24xf32>
+  %a = dsc.gelu tanh %m : tensor<2x8x24xf32> -> tensor<2x8x24xf32>
+  // CHECK: dsc.gelu erf
+  %a2 = dsc.gelu erf %a : tensor<2x8x24xf32> -> tensor<2x8x24xf32>
+  // CHECK: dsc.linear {{.*}} {transpose_w = true} : (tensor<2x8x24xf32>, tensor<50x24xf32>) -> tensor<2x8x50xf32>
+  %logits = dsc.linear %a2, %wte {transpose_w = true} : (tensor<2x8x24xf32>, tensor<50x24xf32>) -> tensor<2x8x50xf32>
+  // CHECK: dsc.mlm_mask {{.*}} {mask_prob = 1.500000e-01 : f64, mask_token_id = 3 : i64, stream = 1 : i64, vocab_size = 50 : i64}
+  %in, %lab = dsc.mlm_mask %ids {mask_prob = 0.15 : f64, mask_token_id = 3 : i64, stream = 1 : i64, vocab_size = 50 : i64} : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xi32>)
+  // CHECK: dsc.cross_entropy {{.*}} : (tensor<2x8x50xf32>, tensor<2x8xi32>) -> tensor<f32>
+  %loss = dsc.cross_entropy %logits, %labels : (tensor<2x8x50xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func @gradient_ops
+func.func @gradient_ops(%ids: tensor<2x8xi32>, %dy: tensor<2x8x24xf32>,
+                        %x: tensor<2x8x24xf32>, %w: tensor<24x24xf32>,
+                        %g: tensor<24xf32>, %dl: tensor<f32>,
+                        %logits: tensor<2x8x50xf32>, %labels: tensor<2x8xi32>) {
+  // CHECK: dsc.reduce_to {{.*}} : (tensor<2x8x24xf32>) -> tensor<24xf32>
+  %0 = dsc.reduce_to %dy : (tensor<2x8x24xf32>) -> tensor<24xf32>
+  // CHECK: dsc.embedding_grad {{.*}} -> tensor<50x24xf32>
+  %1 = dsc.embedding_grad %ids, %dy : (tensor<2x8xi32>, tensor<2x8x24xf32>) -> tensor<50x24xf32>
+  // CHECK: dsc.linear_grad_input
+  %2 = dsc.linear_grad_input %dy, %w : (tensor<2x8x24xf32>, tensor<24x24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.linear_grad_weight {{.*}} {transpose_w = true}
+  %3 = dsc.linear_grad_weight %x, %dy {transpose_w = true} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> tensor<24x24xf32>
+  // CHECK: dsc.layer_norm_grad
+  %4:3 = dsc.layer_norm_grad %dy, %x, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  // CHECK: dsc.gelu_grad erf
+  %5 = dsc.gelu_grad erf %dy, %x : tensor<2x8x24xf32>, tensor<2x8x24xf32> -> tensor<2x8x24xf32>
+  // CHECK: dsc.softmax_grad
+  %6 = dsc.softmax_grad %dy, %x {scale = 0.5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.cross_entropy_grad
+  %7 = dsc.cross_entropy_grad %dl, %logits, %labels : (tensor<f32>, tensor<2x8x50xf32>, tensor<2x8xi32>) -> tensor<2x8x50xf32>
+  // CHECK: dsc.fill {value = 0.000000e+00 : f64} : () -> tensor<4xf32>
+  %8 = dsc.fill {value = 0.0 : f64} : () -> tensor<4xf32>
+  return
+}
+
+// CHECK-LABEL: func @optimizer_ops
+func.func @optimizer_ops(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %m: tensor<4x4xf32>,
+                         %v: tensor<4x4xf32>, %step: tensor<i64>) {
+  // CHECK: dsc.all_reduce {{.*}} {op = "sum"}
+  %g1 = dsc.all_reduce %g {op = "sum"} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  // CHECK: dsc.global_norm
+  %n = dsc.global_norm %g1, %g : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
+  // CHECK: dsc.clip_coefficient
+  %c = dsc.clip_coefficient %n {max_norm = 1.0 : f64} : (tensor<f32>) -> tensor<f32>
+  // CHECK: dsc.lr_schedule {{.*}}kind = "WarmupLR"
+  %lr = dsc.lr_schedule %step {kind = "WarmupLR", lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = "log", warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
+  // CHECK: dsc.adam
+  %a:3 = dsc.adam %p, %g1, %m, %v, %lr, %step, %c {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64, adamw = true, bias_correction = true} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  // CHECK: dsc.lamb
+  %l:3 = dsc.lamb %p, %g1, %m, %v, %lr, %step, %c {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.01 : f64, bias_correction = true, max_coeff = 10.0 : f64, min_coeff = 0.01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  // CHECK: dsc.sgd
+  %s:2 = dsc.sgd %p, %g1, %m, %lr, %step, %c {momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}

@@ -1,0 +1,29 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "DSC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
+
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+# Small models: keep the CPU backend from oversubscribing the CI machine.
+config.environment["OMP_NUM_THREADS"] = "2"
+config.environment["OPENBLAS_NUM_THREADS"] = "1"
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.dsc_tools_dir, append_path=True)
+
+config.substitutions.append(("%examples", os.path.join(config.dsc_src_root, "examples")))
+config.substitutions.append(("%reference", os.path.join(config.dsc_src_root, "test", "reference")))
+# Debian's python3-torch imports only under the system interpreter.
+config.substitutions.append(("%torch_python", "/usr/bin/python3"))
+
+tools = ["dsc-opt", "dsc-run", "FileCheck", "not", "count"]
+llvm_config.add_tool_substitutions(tools, [config.dsc_tools_dir, config.llvm_tools_dir])

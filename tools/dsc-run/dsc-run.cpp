@@ -1,0 +1,377 @@
+//===- dsc-run.cpp - Train, compile and inspect dsc training steps -------===//
+//
+//   dsc-run train --model M.json --config C.json --data D [options]
+//   dsc-run train step.mlir --data D [options]
+//   dsc-run compile --model M.json --config C.json [--seq-len T] -o step.mlir
+//   dsc-run inspect --model M.json --config C.json --data D --out F.safetensors
+//   dsc-run demo [--steps N]
+//
+// Every failure is one line on stderr and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Compile.h"
+#include "Demo.h"
+
+#include "dsc/Runtime/Trainer.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+using namespace dsc;
+
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char *kUsage =
+    "usage: dsc-run <command> [options]\n"
+    "  train   --model M.json --config C.json --data D | train STEP.mlir --data D\n"
+    "          [--steps N] [--seq-len T] [--init-from W.safetensors]\n"
+    "          [--save W.safetensors] [--checkpoint CK.safetensors]\n"
+    "          [--resume CK.safetensors] [--log-json F] [--backend cpu]\n"
+    "  compile --model M.json --config C.json [--seq-len T] -o STEP.mlir\n"
+    "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
+    "          [--init-from W.safetensors] --out DUMP.safetensors\n"
+    "  demo    [--steps N]   train a small GPT on generated additions\n";
+
+/// Flags of one sub-command: `--name value` pairs and positional arguments.
+class Args {
+public:
+  Args(const std::string &command, int argc, char **argv,
+       const std::set<std::string> &known)
+      : command(command) {
+    for (int i = 0; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg.rfind("-", 0) != 0) {
+        positional.push_back(arg);
+        continue;
+      }
+      if (!known.count(arg))
+        throw UsageError("dsc-run " + command + ": unknown option '" + arg +
+                         "'");
+      if (i + 1 >= argc)
+        throw UsageError("dsc-run " + command + ": option '" + arg +
+                         "' needs a value");
+      if (!values.emplace(arg, argv[++i]).second)
+        throw UsageError("dsc-run " + command + ": option '" + arg +
+                         "' given twice");
+    }
+  }
+  bool has(const std::string &flag) const { return values.count(flag); }
+  std::string get(const std::string &flag) const {
+    auto it = values.find(flag);
+    if (it == values.end())
+      throw UsageError("dsc-run " + command + ": missing required option '" +
+                       flag + "'");
+    return it->second;
+  }
+  std::string getOr(const std::string &flag, const std::string &dflt) const {
+    return has(flag) ? values.at(flag) : dflt;
+  }
+  int64_t getInt(const std::string &flag, int64_t dflt, int64_t min) const {
+    if (!has(flag))
+      return dflt;
+    const std::string &text = values.at(flag);
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(text, &used);
+    } catch (const std::logic_error &) {
+      used = 0;
+    }
+    if (used != text.size() || text.empty() || v < min)
+      throw UsageError("dsc-run " + command + ": " + flag + " '" + text +
+                       "' is not an integer >= " + std::to_string(min));
+    return v;
+  }
+  std::string command;
+  std::vector<std::string> positional;
+
+private:
+  std::map<std::string, std::string> values;
+};
+
+/// The only backend this build has; `--backend cuda` is rejected clearly.
+void checkBackend(const Args &args) {
+  std::string backend = args.getOr("--backend", "cpu");
+  if (backend != "cpu")
+    throw UsageError("dsc-run " + args.command + ": --backend '" + backend +
+                     "' is not available in this build (available: cpu)");
+}
+
+struct Configs {
+  ModelConfig model;
+  TrainConfig train;
+};
+
+Configs readConfigs(const Args &args) {
+  Configs c;
+  c.model = parseModelConfig(args.get("--model"));
+  c.train = parseTrainConfig(args.get("--config"));
+  if (args.has("--seq-len"))
+    c.train.seqLen = args.getInt("--seq-len", 0, 1);
+  validateConfigs(c.model, c.train);
+  return c;
+}
+
+void printStep(const rt::StepStats &s, std::ostream &os) {
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "step %5lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s",
+                (long long)s.step, s.loss, s.lr, s.gradNorm,
+                s.tokensPerSecond);
+  os << line << "\n";
+}
+
+void writeJsonRecord(std::ofstream &log, const rt::StepStats &s) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                "\"grad_norm\": %.9g, \"tokens_per_s\": %.6g}\n",
+                (long long)s.step, s.loss, s.lr, s.gradNorm,
+                s.tokensPerSecond);
+  log << line;
+  log.flush();
+}
+
+/// Runs `steps` training steps with per-step lines, a progress bar on a
+/// terminal, and the JSON-lines log.
+void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
+               int64_t printEvery, const std::string &logPath) {
+  std::ofstream log;
+  if (!logPath.empty()) {
+    log.open(logPath, trainer.currentStep() == 0 ? std::ios::trunc
+                                                 : std::ios::app);
+    if (!log)
+      throw rt::Error("cannot write log file " + logPath);
+  }
+  bool tty = isatty(STDOUT_FILENO);
+  int64_t first = trainer.currentStep();
+  for (int64_t i = 0; i < steps; ++i) {
+    rt::StepStats s = trainer.trainStep(data);
+    if (log.is_open())
+      writeJsonRecord(log, s);
+    if (tty)
+      std::cout << "\r\033[K";
+    if (s.step % printEvery == 0 || i + 1 == steps)
+      printStep(s, std::cout);
+    if (tty) {
+      int width = 30, done = int(width * (i + 1) / steps);
+      std::cout << "[" << std::string(done, '#')
+                << std::string(width - done, '.') << "] " << (i + 1) << "/"
+                << steps << " steps (step " << first + i << ")" << std::flush;
+    }
+  }
+  if (tty)
+    std::cout << "\r\033[K" << std::flush;
+}
+
+void writeText(const std::string &path, const std::string &text) {
+  std::string error;
+  auto out = mlir::openOutputFile(path, &error);
+  if (!out)
+    throw rt::Error("cannot write " + path + ": " + error);
+  out->os() << text;
+  out->keep();
+}
+
+int cmdCompile(int argc, char **argv) {
+  Args args("compile", argc, argv, {"--model", "--config", "--seq-len", "-o"});
+  if (!args.positional.empty())
+    throw UsageError("dsc-run compile: unexpected argument '" +
+                     args.positional[0] + "'");
+  Configs c = readConfigs(args);
+  mlir::MLIRContext ctx;
+  auto module = compileStep(ctx, c.model, c.train);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  writeText(args.get("-o"), os.str());
+  return 0;
+}
+
+int cmdTrain(int argc, char **argv) {
+  Args args("train", argc, argv,
+            {"--model", "--config", "--data", "--steps", "--seq-len",
+             "--init-from", "--save", "--checkpoint", "--resume",
+             "--log-json", "--backend"});
+  checkBackend(args);
+  mlir::MLIRContext ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (args.positional.size() > 1)
+    throw UsageError("dsc-run train: more than one compiled step given");
+  if (args.positional.size() == 1) {
+    if (args.has("--model") || args.has("--config") || args.has("--seq-len"))
+      throw UsageError("dsc-run train: give either a compiled step or "
+                       "--model/--config, not both");
+    module = loadStep(ctx, args.positional[0]);
+  } else {
+    Configs c = readConfigs(args);
+    module = compileStep(ctx, c.model, c.train);
+  }
+  rt::Program program = lowerStep(*module);
+  auto meta = [&](const char *key, int64_t dflt) {
+    auto it = program.meta.find(key);
+    return it == program.meta.end() ? dflt : std::get<int64_t>(it->second);
+  };
+  auto comm = rt::createSingleRankCommunicator();
+  auto backend = rt::createCpuBackend(*comm);
+  rt::Trainer trainer(std::move(program), *backend, *comm,
+                      uint64_t(meta("seed", 42)));
+  int64_t steps = args.getInt("--steps", 100, 0);
+  rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
+  if (data.maxToken() >= trainer.vocabSize())
+    throw rt::Error(args.get("--data") + ": token " +
+                    std::to_string(data.maxToken()) +
+                    " is outside the model's vocabulary of " +
+                    std::to_string(trainer.vocabSize()));
+  if (args.has("--resume") && args.has("--init-from"))
+    throw UsageError("dsc-run train: --resume already restores the weights; "
+                     "drop --init-from");
+  if (args.has("--resume"))
+    trainer.loadCheckpoint(args.get("--resume"));
+  else if (args.has("--init-from"))
+    trainer.loadWeights(args.get("--init-from"));
+  else
+    trainer.initializeWeights();
+  trainLoop(trainer, data, steps, meta("steps_per_print", 1),
+            args.getOr("--log-json", ""));
+  if (args.has("--save"))
+    trainer.saveWeights(args.get("--save"));
+  if (args.has("--checkpoint"))
+    trainer.saveCheckpoint(args.get("--checkpoint"));
+  return 0;
+}
+
+int cmdInspect(int argc, char **argv) {
+  Args args("inspect", argc, argv,
+            {"--model", "--config", "--data", "--seq-len", "--init-from",
+             "--out"});
+  Configs c = readConfigs(args);
+  mlir::MLIRContext ctx;
+  auto module = compileStep(ctx, c.model, c.train);
+  auto comm = rt::createSingleRankCommunicator();
+  auto backend = rt::createCpuBackend(*comm);
+  rt::Trainer trainer(lowerStep(*module), *backend, *comm, c.train.seed);
+  if (args.has("--init-from"))
+    trainer.loadWeights(args.get("--init-from"));
+  else
+    trainer.initializeWeights();
+  rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
+  trainer.inspectMicroStep(data).write(args.get("--out"));
+  return 0;
+}
+
+int cmdDemo(int argc, char **argv) {
+  Args args("demo", argc, argv, {"--steps"});
+  int64_t steps = args.getInt("--steps", 400, 1);
+  ModelConfig model;
+  model.type = ModelType::GPT2;
+  model.vocabSize = 128; // ASCII
+  model.maxPositions = 64;
+  model.hidden = 128;
+  model.numLayers = 4;
+  model.numHeads = 4;
+  model.intermediate = 512;
+  model.gelu = GeluApprox::Tanh;
+  TrainConfig train;
+  train.microBatch = 16;
+  train.seqLen = 64;
+  train.gradClip = 1.0;
+  train.stepsPerPrint = 25;
+  train.optimizer.type = OptimizerType::AdamW;
+  train.optimizer.lr = 3e-3;
+  train.optimizer.weightDecay = 0.01;
+  train.scheduler.type = SchedulerType::WarmupDecayLR;
+  train.scheduler.warmupMinLr = 0;
+  train.scheduler.warmupMaxLr = 3e-3;
+  train.scheduler.warmupNumSteps = 30;
+  train.scheduler.warmupLog = false;
+  train.scheduler.totalNumSteps = steps;
+  validateConfigs(model, train);
+
+  std::cout << "dsc demo: a 4-layer GPT (d=128, 0.8M parameters) learns "
+               "two-digit addition from generated text\n";
+  std::string text = makeAdditionText(/*seed=*/1, /*numLines=*/40000);
+  std::string path = "/tmp/dsc-demo-" + std::to_string(getpid()) + ".txt";
+  writeText(path, text);
+  rt::TokenFile data = rt::TokenFile::open(path);
+  std::remove(path.c_str());
+
+  mlir::MLIRContext ctx;
+  auto module = compileStep(ctx, model, train);
+  auto comm = rt::createSingleRankCommunicator();
+  auto backend = rt::createCpuBackend(*comm);
+  rt::Trainer trainer(lowerStep(*module), *backend, *comm, train.seed);
+  trainer.initializeWeights();
+  trainLoop(trainer, data, steps, train.stepsPerPrint, "");
+
+  std::cout << "\nsamples (greedy decoding; sums drawn with another seed):\n";
+  std::string held = makeAdditionText(/*seed=*/777, /*numLines=*/40);
+  size_t pos = 0;
+  int shown = 0, correct = 0, total = 0;
+  while (pos < held.size()) {
+    size_t eq = held.find('=', pos), nl = held.find('\n', pos);
+    std::string prompt = held.substr(pos, eq + 1 - pos);
+    std::string expected = held.substr(eq + 1, nl - eq - 1);
+    std::vector<int32_t> out =
+        trainer.generate(bytesToTokens(prompt), 4, int32_t('\n'));
+    std::string got;
+    for (int32_t t : out)
+      if (t != '\n')
+        got += char(t);
+    bool ok = got == expected;
+    correct += ok;
+    ++total;
+    if (shown++ < 8)
+      std::cout << "  " << prompt << got << (ok ? "   ok" : "   (expected " + expected + ")") << "\n";
+    pos = nl + 1;
+  }
+  std::cout << "exact-match accuracy on " << total << " held-out sums: "
+            << correct << "/" << total << "\n";
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" ||
+      std::string(argv[1]) == "-h") {
+    std::cerr << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  std::string command = argv[1];
+  try {
+    if (command == "train")
+      return cmdTrain(argc - 2, argv + 2);
+    if (command == "compile")
+      return cmdCompile(argc - 2, argv + 2);
+    if (command == "inspect")
+      return cmdInspect(argc - 2, argv + 2);
+    if (command == "demo")
+      return cmdDemo(argc - 2, argv + 2);
+    throw UsageError("dsc-run: unknown command '" + command +
+                     "' (expected train, compile, inspect or demo)");
+  } catch (const UsageError &e) {
+    std::cerr << "error: " << e.what() << "\n";
+  } catch (const ConfigError &e) {
+    std::cerr << "error: " << e.what() << "\n";
+  } catch (const rt::Error &e) {
+    std::cerr << "error: " << e.what() << "\n";
+  } catch (const std::bad_alloc &) {
+    std::cerr << "error: out of memory\n";
+  }
+  return 1;
+}
