@@ -74,6 +74,17 @@ public:
     return b.create<LinearOp>(loc, f32Type(*shape), x, w, bias,
                               b.getBoolAttr(transposeW));
   }
+  /// A projection with parameters `<prefix>.weight` (normal(std), created
+  /// first) and `<prefix>.bias` (zeros). `transposeW` selects nn.Linear's
+  /// [out, in] layout over Conv1D's [in, out].
+  Value projection(Value x, const std::string &prefix, int64_t in,
+                   int64_t out, double std, bool transposeW) {
+    SmallVector<int64_t> shape = transposeW ? SmallVector<int64_t>{out, in}
+                                            : SmallVector<int64_t>{in, out};
+    Value w = normalParam(prefix + ".weight", shape, std);
+    Value bias = zerosParam(prefix + ".bias", {out});
+    return linear(x, w, bias, transposeW);
+  }
   /// LayerNorm with parameters `<prefix>.weight` (ones) and `.bias` (zeros).
   Value layerNorm(Value x, const std::string &prefix, double eps) {
     int64_t c = typeOf(x).getShape().back();
@@ -157,25 +168,21 @@ Value buildGpt2(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   double projStd = std / std::sqrt(2.0 * m.numLayers);
   Value wte = g.normalParam(p + "wte.weight", {m.vocabSize, c}, std);
   Value wpe = g.normalParam(p + "wpe.weight", {m.maxPositions, c}, std);
-  Value h = g.add(g.embedding(wte, ids), g.embedding(wpe, g.iota(t, 1)));
+  Value tokens = g.embedding(wte, ids);
+  Value h = g.add(tokens, g.embedding(wpe, g.iota(t, 1)));
   h = g.dropout(h, m.embdDropout);
   for (int64_t l = 0; l < m.numLayers; ++l) {
     std::string lp = p + "h." + std::to_string(l) + ".";
     Value a = g.layerNorm(h, lp + "ln_1", m.layerNormEps);
-    Value qkv = g.linear(a, g.normalParam(lp + "attn.c_attn.weight", {c, 3 * c}, std),
-                         g.zerosParam(lp + "attn.c_attn.bias", {3 * c}), false);
+    Value qkv = g.projection(a, lp + "attn.c_attn", c, 3 * c, std, false);
     a = g.attention(ValueRange{qkv}, m.numHeads, /*causal=*/true,
                     m.attnDropout);
-    a = g.linear(a, g.normalParam(lp + "attn.c_proj.weight", {c, c}, projStd),
-                 g.zerosParam(lp + "attn.c_proj.bias", {c}), false);
+    a = g.projection(a, lp + "attn.c_proj", c, c, projStd, false);
     h = g.add(h, g.dropout(a, m.residDropout));
     Value f = g.layerNorm(h, lp + "ln_2", m.layerNormEps);
-    f = g.linear(f, g.normalParam(lp + "mlp.c_fc.weight", {c, m.intermediate}, std),
-                 g.zerosParam(lp + "mlp.c_fc.bias", {m.intermediate}), false);
+    f = g.projection(f, lp + "mlp.c_fc", c, m.intermediate, std, false);
     f = g.gelu(f, m.gelu);
-    f = g.linear(f,
-                 g.normalParam(lp + "mlp.c_proj.weight", {m.intermediate, c}, projStd),
-                 g.zerosParam(lp + "mlp.c_proj.bias", {c}), false);
+    f = g.projection(f, lp + "mlp.c_proj", m.intermediate, c, projStd, false);
     h = g.add(h, g.dropout(f, m.residDropout));
   }
   h = g.layerNorm(h, p + "ln_f", m.layerNormEps);
@@ -201,21 +208,21 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
                             {m.maxPositions, c}, std);
   Value types = g.normalParam(e + "token_type_embeddings.weight",
                               {m.typeVocabSize, c}, std);
-  Value h = g.add(g.embedding(words, mask.getInputs()),
-                  g.embedding(pos, g.iota(t, 1)));
+  Value h = g.embedding(words, mask.getInputs());
+  h = g.add(h, g.embedding(pos, g.iota(t, 1)));
   h = g.add(h, g.embedding(types, g.iota(t, 0)));
   h = g.layerNorm(h, e + "LayerNorm", m.layerNormEps);
   h = g.dropout(h, m.embdDropout);
   auto dense = [&](Value x, const std::string &prefix, int64_t in,
                    int64_t out) {
-    return g.linear(x, g.normalParam(prefix + ".weight", {out, in}, std),
-                    g.zerosParam(prefix + ".bias", {out}), /*transposeW=*/true);
+    return g.projection(x, prefix, in, out, std, /*transposeW=*/true);
   };
   for (int64_t l = 0; l < m.numLayers; ++l) {
     std::string lp = "bert.encoder.layer." + std::to_string(l) + ".";
     std::string sp = lp + "attention.self.";
-    Value q = dense(h, sp + "query", c, c), k = dense(h, sp + "key", c, c),
-          v = dense(h, sp + "value", c, c);
+    Value q = dense(h, sp + "query", c, c);
+    Value k = dense(h, sp + "key", c, c);
+    Value v = dense(h, sp + "value", c, c);
     Value a = g.attention(ValueRange{q, k, v}, m.numHeads, /*causal=*/false,
                           m.attnDropout);
     a = g.dropout(dense(a, lp + "attention.output.dense", c, c), m.residDropout);

@@ -11,6 +11,7 @@
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::dsc {
@@ -120,6 +121,11 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   }
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
+  // Rules build every operand gradient; drop the ones no parameter needs
+  // (the input gradient of a first layer, say).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
 
   SmallVector<Type> argTypes(body.getArgumentTypes());
   SmallVector<Type> resultTypes;

@@ -78,7 +78,8 @@ const char *scheduleName(dsc::SchedulerType type) {
 
 OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        const ModelConfig &model,
-                                       const TrainConfig &train) {
+                                       const TrainConfig &train,
+                                       bool buildStep) {
   DiagnosticCapture diags(ctx);
   ImportOptions import;
   import.microBatch = train.microBatch;
@@ -90,6 +91,11 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
                      b.getI64IntegerAttr(train.stepsPerPrint));
+  if (!buildStep) {
+    if (mlir::failed(mlir::verify(*module)))
+      diags.fail("importing the model failed");
+    return module;
+  }
 
   const OptimizerConfig &o = train.optimizer;
   const SchedulerConfig &s = train.scheduler;

@@ -16,11 +16,13 @@
 
 namespace dsc {
 
-/// Imports the model and runs --dsc-train-pipeline with the optimizer,
-/// schedule, clipping and accumulation of `train`.
+/// Imports the model as @forward; with `buildStep`, also runs autodiff and
+/// build-train-step with the optimizer, schedule, clipping and accumulation
+/// of `train`.
 mlir::OwningOpRef<mlir::ModuleOp> compileStep(mlir::MLIRContext &ctx,
                                               const ModelConfig &model,
-                                              const TrainConfig &train);
+                                              const TrainConfig &train,
+                                              bool buildStep = true);
 
 /// Parses and verifies a step written by `dsc-run compile` or dsc-opt.
 mlir::OwningOpRef<mlir::ModuleOp> loadStep(mlir::MLIRContext &ctx,

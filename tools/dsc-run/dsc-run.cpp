@@ -41,7 +41,8 @@ const char *kUsage =
     "          [--steps N] [--seq-len T] [--init-from W.safetensors]\n"
     "          [--save W.safetensors] [--checkpoint CK.safetensors]\n"
     "          [--resume CK.safetensors] [--log-json F] [--backend cpu]\n"
-    "  compile --model M.json --config C.json [--seq-len T] -o STEP.mlir\n"
+    "  compile --model M.json --config C.json [--seq-len T]\n"
+    "          [--stage forward|step] -o STEP.mlir\n"
     "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
     "          [--init-from W.safetensors] --out DUMP.safetensors\n"
     "  demo    [--steps N]   train a small GPT on generated additions\n";
@@ -188,13 +189,18 @@ void writeText(const std::string &path, const std::string &text) {
 }
 
 int cmdCompile(int argc, char **argv) {
-  Args args("compile", argc, argv, {"--model", "--config", "--seq-len", "-o"});
+  Args args("compile", argc, argv,
+            {"--model", "--config", "--seq-len", "--stage", "-o"});
+  std::string stage = args.getOr("--stage", "step");
+  if (stage != "forward" && stage != "step")
+    throw UsageError("dsc-run compile: --stage '" + stage +
+                     "' is not one of forward, step");
   if (!args.positional.empty())
     throw UsageError("dsc-run compile: unexpected argument '" +
                      args.positional[0] + "'");
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
-  auto module = compileStep(ctx, c.model, c.train);
+  auto module = compileStep(ctx, c.model, c.train, stage == "step");
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);

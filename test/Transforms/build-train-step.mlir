@@ -1,0 +1,69 @@
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw weight-decay=0.01 grad-accum=4 grad-clip=1.0 schedule=WarmupLR warmup-num-steps=10" | FileCheck %s
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGD
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb weight-decay=0.01" | FileCheck %s --check-prefix=LAMB
+// RUN: dsc-opt %s --dsc-train-pipeline="optimizer=adam grad-accum=2" | FileCheck %s --check-prefix=PIPE
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// RUN: not dsc-opt %s -dsc-build-train-step 2>&1 | FileCheck %s --check-prefix=NOGRAD
+
+// CHECK: module attributes {dsc.grad_accum = 4 : i64}
+// CHECK-LABEL: func.func @forward(
+
+// micro_step: the loss seed is 1/grad-accum and gradients are added to the
+// accumulators, which are returned with the same #dsc.state (in place).
+// CHECK-LABEL: func.func @micro_step(
+// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x8xf32> {dsc.param = {{.*}}, dsc.state = #dsc.state<param, "w">}
+// CHECK-SAME: %[[ACCW:[a-z0-9]+]]: tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
+// CHECK-SAME: %[[ACCB:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<grad, "b">}
+// CHECK-SAME: tensor<2x4xi32> {dsc.state = #dsc.state<input_ids, "input_ids">}
+// CHECK-SAME: tensor<2x4xi32> {dsc.state = #dsc.state<targets, "targets">}
+// CHECK-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "logits">}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}, tensor<8xf32> {dsc.state = #dsc.state<grad, "b">})
+// CHECK: %[[SEED:.*]] = dsc.fill {value = 2.500000e-01 : f64} : () -> tensor<f32>
+// CHECK: dsc.cross_entropy_grad %[[SEED]]
+// CHECK: %[[NEWW:.*]] = dsc.add %[[ACCW]], %{{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>)
+// CHECK: %[[NEWB:.*]] = dsc.add %[[ACCB]], %{{.*}} : (tensor<8xf32>, tensor<8xf32>)
+// CHECK: return %{{.*}}, %{{.*}}, %[[NEWW]], %[[NEWB]]
+
+// apply_step: mean over ranks, global norm, clipping, schedule, AdamW with
+// weight decay on the matrix only, accumulators reset.
+// CHECK-LABEL: func.func @apply_step(
+// CHECK-SAME: {dsc.state = #dsc.state<exp_avg, "w">}
+// CHECK-SAME: {dsc.state = #dsc.state<exp_avg_sq, "b">}
+// CHECK-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {dsc.state = #dsc.state<step, "step">}
+// CHECK: %[[GW:.*]] = dsc.all_reduce %{{.*}} : (tensor<8x8xf32>)
+// CHECK: %[[GB:.*]] = dsc.all_reduce %{{.*}} : (tensor<8xf32>)
+// CHECK: %[[NORM:.*]] = dsc.global_norm %[[GW]], %[[GB]]
+// CHECK: %[[CLIP:.*]] = dsc.clip_coefficient %[[NORM]] {max_norm = 1.000000e+00 : f64}
+// CHECK: %[[LR:.*]] = dsc.lr_schedule %[[STEP]] {{{.*}}kind = "WarmupLR"{{.*}}warmup_num_steps = 10 : i64
+// CHECK: dsc.adam %{{.*}}, %[[GW]], %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %[[CLIP]] {adamw = true, {{.*}}weight_decay = 1.000000e-02 : f64}
+// CHECK: dsc.adam %{{.*}}, %[[GB]], %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %[[CLIP]] {adamw = true, {{.*}}weight_decay = 0.000000e+00 : f64}
+// CHECK: dsc.fill {value = 0.000000e+00 : f64} : () -> tensor<8x8xf32>
+// CHECK-LABEL: func.func @eval_step(
+// CHECK-NOT: dsc.dropout
+// CHECK: return
+
+// SGD-LABEL: func.func @apply_step(
+// SGD-SAME: {dsc.state = #dsc.state<momentum, "w">}
+// SGD: %[[ONE:.*]] = dsc.fill {value = 1.000000e+00 : f64} : () -> tensor<f32>
+// SGD: kind = "constant"
+// SGD: dsc.sgd {{.*}}, %[[ONE]] {dampening = 0.000000e+00 : f64, momentum = 9.000000e-01 : f64, nesterov = true, weight_decay = 0.000000e+00 : f64}
+
+// LAMB-LABEL: func.func @apply_step(
+// LAMB: dsc.lamb {{.*}} {beta1 = 9.000000e-01 : f64, {{.*}}max_coeff = 1.000000e+01 : f64, min_coeff = 1.000000e-02 : f64, weight_decay = 1.000000e-02 : f64}
+// LAMB: dsc.lamb {{.*}}weight_decay = 0.000000e+00 : f64}
+
+// PIPE: dsc.grad_accum = 2
+// PIPE: dsc.fill {value = 5.000000e-01 : f64} : () -> tensor<f32>
+// PIPE: dsc.adam {{.*}}adamw = false
+
+// BADOPT: error: dsc-build-train-step: unknown optimizer 'adagrad' (expected adam, adamw, lamb or sgd)
+// NOGRAD: error: dsc-build-train-step: no @forward_grad; run -dsc-autodiff first
+
+func.func @forward(%w: tensor<8x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
+                   %b: tensor<8xf32> {dsc.param = #dsc.param<"b", zeros, 0.0 : f64>},
+                   %x: tensor<2x4xi32>, %y: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) {
+  %e = dsc.embedding %w, %x : (tensor<8x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %d = dsc.dropout %e {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %l = dsc.linear %d, %w, %b {transpose_w = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %loss = dsc.cross_entropy %l, %y : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss, %l : tensor<f32>, tensor<2x4x8xf32>
+}

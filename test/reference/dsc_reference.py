@@ -1,0 +1,724 @@
+"""Independent PyTorch references for dsc's numerical tests.
+
+Everything here is written from the public descriptions of the formats and
+algorithms (safetensors, llm.c token files, Hugging Face GPT2LMHeadModel and
+BertForMaskedLM, torch.optim, DeepSpeed's lr_schedules.py and FusedLamb,
+Random123's Philox4x32-10), never from dsc's C++, so the tests check dsc
+against an outside oracle.
+
+Run under Debian's interpreter (/usr/bin/python3): python3-torch imports only
+there. Only torch and numpy are needed.
+"""
+
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIGS = os.path.join(HERE, "configs")
+
+# ---------------------------------------------------------------------------
+# safetensors: u64 LE header length, JSON header {name: {dtype, shape,
+# data_offsets: [begin, end)}} (+ optional "__metadata__"), raw LE data.
+# ---------------------------------------------------------------------------
+
+_ST_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16,
+    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+    "U8": np.uint8, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64,
+    "BOOL": np.bool_,
+}
+_ST_NAMES = {np.dtype(v).str: k for k, v in _ST_DTYPES.items()}
+
+
+def load_safetensors(path):
+    """Returns {name: numpy array} in file order."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise ValueError(f"{path}: too short for a safetensors file")
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    data = memoryview(blob)[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _ST_DTYPES[info["dtype"]]
+        b, e = info["data_offsets"]
+        arr = np.frombuffer(data[b:e], dtype=np.dtype(dtype).newbyteorder("<"))
+        out[name] = arr.reshape(info["shape"]).copy()
+    return out
+
+
+def save_safetensors(path, tensors, metadata=None):
+    """tensors: {name: numpy array or torch tensor}."""
+    header, chunks, off = {}, [], 0
+    for name, a in tensors.items():
+        if isinstance(a, torch.Tensor):
+            a = a.detach().cpu().numpy()
+        a = np.ascontiguousarray(a)
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        raw = a.tobytes()
+        header[name] = {"dtype": _ST_NAMES[np.dtype(a.dtype).newbyteorder("<").str],
+                        "shape": list(a.shape),
+                        "data_offsets": [off, off + len(raw)]}
+        chunks.append(raw)
+        off += len(raw)
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * ((8 - len(h) % 8) % 8)  # keep the data 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for c in chunks:
+            f.write(c)
+
+
+# ---------------------------------------------------------------------------
+# llm.c token files: 256 int32 header (magic 20240520, version 1, count),
+# then uint16 tokens.
+# ---------------------------------------------------------------------------
+
+LLMC_MAGIC = 20240520
+
+
+def write_tokens(path, tokens):
+    tokens = np.asarray(tokens)
+    if tokens.min() < 0 or tokens.max() > 0xFFFF:
+        raise ValueError("tokens must fit in uint16")
+    header = np.zeros(256, dtype="<i4")
+    header[0], header[1], header[2] = LLMC_MAGIC, 1, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype("<u2").tobytes())
+
+
+def read_tokens(path):
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype="<i4")
+        assert header[0] == LLMC_MAGIC and header[1] == 1, path
+        toks = np.frombuffer(f.read(), dtype="<u2")
+    assert len(toks) == header[2], path
+    return toks.astype(np.int64)
+
+
+def random_tokens(n, vocab, seed=0):
+    return np.random.RandomState(seed).randint(0, vocab, size=n)
+
+
+def batch_at(tokens, step, micro, B, T, A):
+    """llm.c-style batching as specified in DESIGN.md (no shuffle)."""
+    N = len(tokens)
+    start = ((step * A + micro) * B * T) % (N - B * T - 1)
+    chunk = tokens[start:start + B * T + 1]
+    x = torch.from_numpy(chunk[:-1].reshape(B, T).copy())
+    y = torch.from_numpy(chunk[1:].reshape(B, T).copy())
+    return x, y
+
+
+# ---------------------------------------------------------------------------
+# Model configs (Hugging Face config.json keys and defaults)
+# ---------------------------------------------------------------------------
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def model_type(cfg):
+    return cfg["model_type"]
+
+
+def _act(name):
+    # transformers.activations: "gelu" = exact erf GELU, "gelu_new" and
+    # "gelu_pytorch_tanh" = tanh approximation.
+    if name == "gelu":
+        return lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return lambda x: 0.5 * x * (1.0 + torch.tanh(
+            math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+    raise ValueError(f"unsupported activation {name!r}")
+
+
+def _ln(x, P, prefix, eps):
+    return F.layer_norm(x, (x.shape[-1],), P[prefix + ".weight"],
+                        P[prefix + ".bias"], eps)
+
+
+# ---------------------------------------------------------------------------
+# GPT2LMHeadModel (modeling_gpt2.py), functional over a {HF name: tensor} dict
+# ---------------------------------------------------------------------------
+
+def gpt2_forward(P, cfg, ids, targets=None):
+    """Returns (logits [B,T,V], loss).
+
+    dsc's batches already hold next-token targets (llm.c convention), so the
+    loss is CrossEntropy(logits, targets) over all positions; this equals HF's
+    GPT2LMHeadModel(labels=...) which does the shift itself."""
+    C = cfg["n_embd"]
+    H = cfg["n_head"]
+    D = C // H
+    eps = cfg.get("layer_norm_epsilon", 1e-5)
+    act = _act(cfg.get("activation_function", "gelu_new"))
+    B, T = ids.shape
+    p = "transformer."
+    h = P[p + "wte.weight"][ids] + P[p + "wpe.weight"][torch.arange(T)]
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(cfg["n_layer"]):
+        lp = f"{p}h.{l}."
+        a = _ln(h, P, lp + "ln_1", eps)
+        # Conv1D: y = x @ W + b with W [in, out]
+        qkv = a @ P[lp + "attn.c_attn.weight"] + P[lp + "attn.c_attn.bias"]
+        q, k, v = qkv.split(C, dim=2)
+        heads = lambda t: t.view(B, T, H, D).permute(0, 2, 1, 3)
+        q, k, v = heads(q), heads(k), heads(v)
+        w = q @ k.transpose(-1, -2)
+        w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype)
+        w = torch.where(causal, w, torch.tensor(torch.finfo(w.dtype).min,
+                                                dtype=w.dtype))
+        w = torch.softmax(w, dim=-1)
+        o = (w @ v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
+        o = o @ P[lp + "attn.c_proj.weight"] + P[lp + "attn.c_proj.bias"]
+        h = h + o
+        m = _ln(h, P, lp + "ln_2", eps)
+        m = act(m @ P[lp + "mlp.c_fc.weight"] + P[lp + "mlp.c_fc.bias"])
+        m = m @ P[lp + "mlp.c_proj.weight"] + P[lp + "mlp.c_proj.bias"]
+        h = h + m
+    h = _ln(h, P, p + "ln_f", eps)
+    logits = h @ P[p + "wte.weight"].t()  # tied lm_head, no bias
+    loss = None
+    if targets is not None:
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)),
+                               targets.reshape(-1), ignore_index=-100)
+    return logits, loss
+
+
+# ---------------------------------------------------------------------------
+# BertForMaskedLM (modeling_bert.py)
+# ---------------------------------------------------------------------------
+
+def bert_forward(P, cfg, ids, labels=None):
+    """ids: the already-masked inputs; labels: -100 where not predicted.
+
+    NOTE: dsc does not implement padding_idx (HF's word_embeddings has
+    padding_idx=pad_token_id=0, which only zeroes row 0's *gradient*); dsc
+    treats row 0 as an ordinary row, so this reference uses a plain gather
+    (no padding_idx) as well. No attention mask: every position is real
+    (HF's extended mask is then all zeros)."""
+    C = cfg["hidden_size"]
+    H = cfg["num_attention_heads"]
+    D = C // H
+    eps = cfg.get("layer_norm_eps", 1e-12)
+    act = _act(cfg.get("hidden_act", "gelu"))
+    B, T = ids.shape
+    lin = lambda x, pre: F.linear(x, P[pre + ".weight"], P[pre + ".bias"])
+    e = "bert.embeddings."
+    tt = torch.zeros(B, T, dtype=torch.long)  # token_type_ids all zero
+    h = (P[e + "word_embeddings.weight"][ids]
+         + P[e + "token_type_embeddings.weight"][tt]
+         + P[e + "position_embeddings.weight"][torch.arange(T)])
+    h = _ln(h, P, e + "LayerNorm", eps)
+    heads = lambda t: t.view(B, T, H, D).permute(0, 2, 1, 3)
+    for l in range(cfg["num_hidden_layers"]):
+        lp = f"bert.encoder.layer.{l}."
+        sp = lp + "attention.self."
+        q, k, v = (heads(lin(h, sp + n)) for n in ("query", "key", "value"))
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        pr = torch.softmax(s, dim=-1)
+        o = (pr @ v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
+        a = _ln(lin(o, lp + "attention.output.dense") + h, P,
+                lp + "attention.output.LayerNorm", eps)
+        f = act(lin(a, lp + "intermediate.dense"))
+        h = _ln(lin(f, lp + "output.dense") + a, P, lp + "output.LayerNorm", eps)
+    c = "cls.predictions."
+    x = _ln(act(lin(h, c + "transform.dense")), P, c + "transform.LayerNorm", eps)
+    logits = F.linear(x, P[e + "word_embeddings.weight"], P[c + "bias"])
+    loss = None
+    if labels is not None:
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)),
+                               labels.reshape(-1), ignore_index=-100)
+    return logits, loss
+
+
+def forward(P, cfg, ids, labels):
+    if model_type(cfg) == "gpt2":
+        return gpt2_forward(P, cfg, ids, labels)
+    if model_type(cfg) == "bert":
+        return bert_forward(P, cfg, ids, labels)
+    raise ValueError(cfg["model_type"])
+
+
+# ---------------------------------------------------------------------------
+# Philox4x32-10 (Salmon et al. 2011; Random123) and BERT 80/10/10 masking
+# ---------------------------------------------------------------------------
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(ctr, key):
+    """ctr: 4 arrays (or ints) of uint32 counter words; key: (k0, k1).
+    Returns 4 uint64 arrays holding the uint32 output words."""
+    c = [np.asarray(x, dtype=np.uint64) & _M32 for x in ctr]
+    c = np.broadcast_arrays(*c)
+    c0, c1, c2, c3 = (x.copy() for x in c)
+    k0, k1 = np.uint64(key[0]) & _M32, np.uint64(key[1]) & _M32
+    m0, m1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+    w0, w1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
+    s32 = np.uint64(32)
+    for _ in range(10):
+        p0 = m0 * c0  # < 2^64: exact in uint64
+        p1 = m1 * c2
+        c0, c1, c2, c3 = ((p1 >> s32) ^ c1 ^ k0, p1 & _M32,
+                          (p0 >> s32) ^ c3 ^ k1, p0 & _M32)
+        k0 = (k0 + w0) & _M32
+        k1 = (k1 + w1) & _M32
+    return c0, c1, c2, c3
+
+
+def philox_selftest():
+    """Random123 known-answer vectors for philox4x32-10."""
+    got = [int(x) for x in philox4x32_10([0, 0, 0, 0], (0, 0))]
+    want = [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]
+    if got != want:
+        raise AssertionError(f"philox KAT (ctr 0, key 0): got "
+                             f"{[hex(x) for x in got]}, want {[hex(x) for x in want]}")
+    got = [int(x) for x in philox4x32_10([0xffffffff] * 4, (0xffffffff, 0xffffffff))]
+    want = [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd]
+    if got != want:
+        raise AssertionError(f"philox KAT (all ones): got {[hex(x) for x in got]}")
+    ctr = [0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344]
+    got = [int(x) for x in philox4x32_10(ctr, (0xa4093822, 0x299f31d0))]
+    want = [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]
+    if got != want:
+        raise AssertionError(f"philox KAT (pi): got {[hex(x) for x in got]}")
+
+
+def _uniform(x):
+    # 24 high bits -> float in [0, 1), exact in fp32
+    return (x >> np.uint64(8)).astype(np.float32) * np.float32(2.0 ** -24)
+
+
+def mlm_mask(ids, mask_prob, mask_token, vocab, seed, offset, stream=1):
+    """BERT's 80/10/10 corruption drawn from Philox: element i of the
+    micro-batch uses counter {i, stream, offset lo, offset hi} under key
+    {seed lo, seed hi}; word 0 decides selection (u < p), word 1 the
+    80/10/10 branch, word 2 the random token (mod vocab)."""
+    flat = np.asarray(ids, dtype=np.int64).reshape(-1)
+    n = flat.size
+    i = np.arange(n, dtype=np.uint64)
+    o = int(offset)
+    r0, r1, r2, _ = philox4x32_10(
+        [i, stream, o & 0xFFFFFFFF, o >> 32],
+        (seed & 0xFFFFFFFF, seed >> 32))
+    sel = _uniform(r0) < np.float32(mask_prob)
+    u = _uniform(r1)
+    inputs = flat.copy()
+    labels = np.full(n, -100, dtype=np.int64)
+    labels[sel] = flat[sel]
+    mask_tok = sel & (u < np.float32(0.8))
+    rand_tok = sel & ~(u < np.float32(0.8)) & (u < np.float32(0.9))
+    inputs[mask_tok] = mask_token
+    inputs[rand_tok] = (r2[rand_tok] % np.uint64(vocab)).astype(np.int64)
+    shape = np.asarray(ids).shape
+    return (torch.from_numpy(inputs.reshape(shape)),
+            torch.from_numpy(labels.reshape(shape)))
+
+
+# ---------------------------------------------------------------------------
+# Training config helpers
+# ---------------------------------------------------------------------------
+
+class TrainCfg:
+    """The parts of a ds_config.json the reference needs, with DeepSpeed's
+    defaults."""
+
+    def __init__(self, ds):
+        self.ds = ds
+        self.B = ds["train_micro_batch_size_per_gpu"]
+        self.A = ds.get("gradient_accumulation_steps", 1)
+        self.clip = ds.get("gradient_clipping", 0.0)
+        d = ds.get("dsc", {})
+        self.seed = d.get("seed", 42)
+        self.T = d["seq_len"]
+        self.mlm_probability = d.get("mlm_probability", 0.15)
+        self.mask_token_id = d.get("mask_token_id", 103)
+        self.opt = ds["optimizer"]
+        self.sched = ds.get("scheduler")
+
+
+def micro_batch(tokens, tc, mcfg, step, micro):
+    """(model inputs, labels) for one micro-batch, as dsc should see them."""
+    x, y = batch_at(tokens, step, micro, tc.B, tc.T, tc.A)
+    if model_type(mcfg) == "bert":
+        return mlm_mask(x.numpy(), tc.mlm_probability, tc.mask_token_id,
+                        mcfg["vocab_size"], tc.seed, step * tc.A + micro)
+    return x, y
+
+
+# ---------------------------------------------------------------------------
+# DeepSpeed LR schedules (deepspeed/runtime/lr_schedules.py), stateful like
+# the originals and driven the way DeepSpeedEngine does: constructed with
+# last_batch_iteration=-1 (the constructor applies get_lr() without
+# stepping), then optimizer.step() followed by scheduler.step() every step.
+# One parameter group's learning rate (dsc has one schedule).
+# ---------------------------------------------------------------------------
+
+class _Warmup:
+    def __init__(self, warmup_num_steps, warmup_type):
+        self.warmup_num_steps = max(2, warmup_num_steps)
+        self.warmup_type = warmup_type if warmup_type in ("log", "linear") else "log"
+        self.inverse_log_warm_up = 1.0 / math.log(self.warmup_num_steps)
+        self.last_batch_iteration = -1
+
+    def _warm(self):
+        if self.warmup_type == "log":
+            return self.inverse_log_warm_up * math.log(self.last_batch_iteration + 1)
+        return self.last_batch_iteration / self.warmup_num_steps
+
+    def step(self):
+        self.last_batch_iteration += 1
+        self.lr = self.get_lr()
+
+
+class WarmupLR(_Warmup):
+    def __init__(self, warmup_min_lr=0.0, warmup_max_lr=0.001,
+                 warmup_num_steps=1000, warmup_type="log"):
+        super().__init__(warmup_num_steps, warmup_type)
+        self.min_lr, self.delta = warmup_min_lr, warmup_max_lr - warmup_min_lr
+        self.lr = self.get_lr()
+
+    def get_lr(self):
+        if self.last_batch_iteration < 0:
+            return self.min_lr
+        return self.min_lr + self.delta * self._gamma()
+
+    def _gamma(self):
+        if self.last_batch_iteration < self.warmup_num_steps:
+            return self._warm()
+        return 1.0
+
+
+class WarmupDecayLR(WarmupLR):
+    def __init__(self, total_num_steps, **kw):
+        self.total_num_steps = total_num_steps
+        super().__init__(**kw)
+
+    def _gamma(self):
+        if self.last_batch_iteration < self.warmup_num_steps:
+            return self._warm()
+        return max(0.0, float(self.total_num_steps - self.last_batch_iteration)
+                   / float(max(1.0, self.total_num_steps - self.warmup_num_steps)))
+
+
+class WarmupCosineLR(_Warmup):
+    def __init__(self, org_lr, total_num_steps, warmup_min_ratio=0.0,
+                 warmup_num_steps=1000, cos_min_ratio=0.0001, warmup_type="log"):
+        super().__init__(warmup_num_steps, warmup_type)
+        self.org_lr, self.total_num_steps = org_lr, total_num_steps
+        self.warmup_min_ratio, self.cos_min_ratio = warmup_min_ratio, cos_min_ratio
+        self.lr = self.get_lr()
+
+    def get_lr(self):
+        if self.last_batch_iteration < 0:
+            return 0.0
+        if self.last_batch_iteration < self.warmup_num_steps:
+            r = self._warm()
+            return self.org_lr * (self.warmup_min_ratio + r * (1.0 - self.warmup_min_ratio))
+        real_last = self.last_batch_iteration - self.warmup_num_steps + 1
+        real_total = self.total_num_steps - self.warmup_num_steps
+        r = (1 + math.cos(math.pi * real_last / real_total)) / 2
+        return self.org_lr * max(0.0, self.cos_min_ratio + (1.0 - self.cos_min_ratio) * r)
+
+
+class ConstantLR:
+    def __init__(self, lr):
+        self.lr = lr
+
+    def step(self):
+        pass
+
+
+def make_scheduler(tc):
+    lr = tc.opt.get("params", {}).get("lr", 1e-3)
+    s = tc.sched
+    if not s:
+        return ConstantLR(lr)
+    p = dict(s.get("params", {}))
+    if s["type"] == "WarmupLR":
+        return WarmupLR(**p)
+    if s["type"] == "WarmupDecayLR":
+        return WarmupDecayLR(**p)
+    if s["type"] == "WarmupCosineLR":
+        return WarmupCosineLR(lr, **p)
+    raise ValueError(s["type"])
+
+
+# ---------------------------------------------------------------------------
+# Optimizers. Adam/AdamW/SGD are torch.optim's own; LAMB is DeepSpeed's
+# FusedLamb (csrc/lamb/fused_lamb_cuda_kernel.cu, eps outside the sqrt).
+# Weight decay goes to tensors of rank >= 2 only (two param groups).
+# ---------------------------------------------------------------------------
+
+class FusedLambRef:
+    """DeepSpeed FusedLamb, one tensor at a time:
+        m = b1 m + (1-b1) g ;  v = b2 v + (1-b2) g^2     (no bias correction
+        update = m / (sqrt(v) + eps) + wd * p             on m, v themselves)
+        coeff = clamp(||p|| / ||update||, min_coeff, max_coeff)
+                (1 if either norm is 0)
+        step_size = lr * sqrt(1 - b2^t) / (1 - b1^t)  (bias_correction)
+        p -= step_size * coeff * update"""
+
+    def __init__(self, groups, betas=(0.9, 0.999), eps=1e-8, max_coeff=10.0,
+                 min_coeff=0.01, bias_correction=True):
+        self.param_groups = groups
+        self.b1, self.b2 = betas
+        self.eps, self.max_coeff, self.min_coeff = eps, max_coeff, min_coeff
+        self.bias_correction = bias_correction
+        self.state = {}
+        self.coeffs = []
+
+    @torch.no_grad()
+    def step(self):
+        self.coeffs = []
+        for g in self.param_groups:
+            lr, wd = g["lr"], g["weight_decay"]
+            for p in g["params"]:
+                st = self.state.setdefault(id(p), {"t": 0, "m": torch.zeros_like(p),
+                                                   "v": torch.zeros_like(p)})
+                st["t"] += 1
+                t, m, v, grad = st["t"], st["m"], st["v"], p.grad
+                m.mul_(self.b1).add_((1 - self.b1) * grad)
+                v.mul_(self.b2).add_((1 - self.b2) * grad * grad)
+                upd = m / (v.sqrt() + self.eps) + wd * p
+                wn, un = p.norm().item(), upd.norm().item()
+                coeff = 1.0
+                if wn != 0 and un != 0:
+                    coeff = min(max(wn / un, self.min_coeff), self.max_coeff) \
+                        if self.min_coeff <= self.max_coeff else wn / un
+                    coeff = min(wn / un, self.max_coeff)
+                    coeff = max(coeff, self.min_coeff)
+                if self.bias_correction:
+                    ss = lr * math.sqrt(1 - self.b2 ** t) / (1 - self.b1 ** t)
+                else:
+                    ss = lr
+                p.sub_(ss * coeff * upd)
+                self.coeffs.append(coeff)
+
+
+def make_optimizer(tc, named_params):
+    o = tc.opt
+    t = o["type"].lower()
+    p = o.get("params", {})
+    wd = p.get("weight_decay", 0.0)
+    decay = [v for v in named_params.values() if v.dim() >= 2]
+    no_decay = [v for v in named_params.values() if v.dim() < 2]
+    groups = [{"params": decay, "weight_decay": wd},
+              {"params": no_decay, "weight_decay": 0.0}]
+    lr = p.get("lr", 1e-3)
+    betas = tuple(p.get("betas", (0.9, 0.999)))
+    eps = p.get("eps", 1e-8)
+    if t in ("adam", "adamw"):
+        if not p.get("bias_correction", True):
+            raise NotImplementedError("bias_correction false: torch.optim has no such Adam")
+        # DeepSpeed: "Adam" is AdamW unless adam_w_mode is false.
+        if t == "adam" and p.get("adam_w_mode", True) is False:
+            return torch.optim.Adam(groups, lr=lr, betas=betas, eps=eps)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+    if t == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=p.get("momentum", 0.0),
+                               dampening=p.get("dampening", 0.0),
+                               nesterov=p.get("nesterov", False))
+    if t == "lamb":
+        for g in groups:
+            g["lr"] = lr
+        return FusedLambRef(groups, betas=betas, eps=eps,
+                            max_coeff=p.get("max_coeff", 10.0),
+                            min_coeff=p.get("min_coeff", 0.01),
+                            bias_correction=p.get("bias_correction", True))
+    raise ValueError(o["type"])
+
+
+def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64):
+    """DeepSpeed-engine semantics: per micro-batch backward of loss/A,
+    global-norm clipping (max_norm / (norm + 1e-6) when < 1), optimizer step
+    at the scheduler's current lr, then scheduler.step().
+    Returns (final params, [per-step dict(loss, lr, grad_norm)])."""
+    P = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in P0.items()}
+    opt = make_optimizer(tc, P)
+    sched = make_scheduler(tc)
+    log = []
+    for s in range(steps):
+        for v in P.values():
+            v.grad = None
+        total = 0.0
+        for m in range(tc.A):
+            x, y = micro_batch(tokens, tc, mcfg, s, m)
+            _, loss = forward(P, mcfg, x, y)
+            (loss / tc.A).backward()
+            total += loss.item() / tc.A
+        grads = [v.grad for v in P.values()]
+        norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
+        if tc.clip > 0:
+            coef = tc.clip / (norm + 1e-6)
+            if coef < 1:
+                for g in grads:
+                    g.mul_(coef)
+        lr = sched.lr
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.step()
+        sched.step()
+        log.append({"loss": total, "lr": lr, "grad_norm": norm})
+    return {k: v.detach() for k, v in P.items()}, log
+
+
+# ---------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------
+
+def is_norm_weight(name):
+    return name.endswith(".weight") and ("ln_" in name or "LayerNorm" in name)
+
+
+def perturb(weights, seed=0):
+    """Make LayerNorm gammas non-unit and every bias nonzero, so the tests
+    see them."""
+    rs = np.random.RandomState(seed)
+    out = {}
+    for k, v in weights.items():
+        v = v.copy()
+        if is_norm_weight(k):
+            v = (1.0 + 0.1 * rs.randn(*v.shape)).astype(v.dtype)
+        elif k.endswith("bias"):
+            v = (0.05 * rs.randn(*v.shape)).astype(v.dtype)
+        out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Comparison
+# ---------------------------------------------------------------------------
+
+class Checker:
+    """err = max|a - b| / max(max|b|, tiny) per tensor (b = reference)."""
+
+    def __init__(self, tol=1e-4, verbose=True):
+        self.tol, self.verbose = tol, verbose
+        self.rows, self.failed = [], []
+
+    def check(self, name, got, ref, tol=None):
+        tol = self.tol if tol is None else tol
+        a = torch.as_tensor(np.asarray(got) if not isinstance(got, torch.Tensor) else got).double()
+        b = torch.as_tensor(np.asarray(ref) if not isinstance(ref, torch.Tensor) else ref).double()
+        if tuple(a.shape) != tuple(b.shape):
+            self.failed.append(name)
+            print(f"FAIL {name}: shape {tuple(a.shape)} vs reference {tuple(b.shape)}")
+            return math.inf
+        if not torch.isfinite(a).all():
+            self.failed.append(name)
+            print(f"FAIL {name}: dsc value has non-finite entries")
+            return math.inf
+        denom = max(b.abs().max().item() if b.numel() else 0.0, 1e-30)
+        err = (a - b).abs().max().item() / denom if b.numel() else 0.0
+        self.rows.append((name, err, tol))
+        ok = err <= tol
+        if not ok:
+            self.failed.append(name)
+        if self.verbose or not ok:
+            print(f"{'ok  ' if ok else 'FAIL'} {name:58s} rel err {err:.3e}"
+                  f" (max|ref| {denom:.3e}, tol {tol:.0e})")
+        return err
+
+    def check_equal(self, name, got, ref):
+        a, b = np.asarray(got), np.asarray(ref)
+        ok = a.shape == b.shape and np.array_equal(a, b)
+        if not ok:
+            self.failed.append(name)
+            bad = "shape" if a.shape != b.shape else f"{int((a != b).sum())} mismatching elements"
+            print(f"FAIL {name}: not identical to the reference ({bad})")
+        elif self.verbose:
+            print(f"ok   {name:58s} identical")
+        self.rows.append((name, 0.0 if ok else math.inf, 0.0))
+
+    def worst(self):
+        if not self.rows:
+            return ("-", 0.0)
+        r = max(self.rows, key=lambda r: r[1])
+        return r[0], r[1]
+
+    def finish(self, what):
+        name, err = self.worst()
+        if self.failed:
+            print(f"{what}: FAILED: {len(self.failed)} tensor(s) out of tolerance: "
+                  f"{', '.join(self.failed[:10])}{' ...' if len(self.failed) > 10 else ''}")
+            sys.exit(1)
+        print(f"{what}: PASS ({len(self.rows)} checks; worst {name} rel err {err:.3e})")
+
+
+# ---------------------------------------------------------------------------
+# Driving dsc-run
+# ---------------------------------------------------------------------------
+
+class DscRun:
+    def __init__(self, exe, workdir):
+        self.exe, self.workdir = exe, workdir
+        os.makedirs(workdir, exist_ok=True)
+
+    def path(self, name):
+        return os.path.join(self.workdir, name)
+
+    def run(self, *args):
+        cmd = [self.exe] + [str(a) for a in args]
+        r = subprocess.run(cmd, cwd=self.workdir, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"dsc-run failed ({r.returncode}): {' '.join(cmd)}\n"
+                               f"{r.stdout}{r.stderr}")
+        return r.stdout
+
+    def initial_weights(self, model, config, data, out):
+        self.run("train", "--model", model, "--config", config, "--data", data,
+                 "--steps", 0, "--save", out)
+        return load_safetensors(out)
+
+    def inspect(self, model, config, data, init_from, out):
+        self.run("inspect", "--model", model, "--config", config, "--data", data,
+                 "--init-from", init_from, "--out", out)
+        return load_safetensors(out)
+
+    def train(self, model, config, data, steps, init_from, save, log_json):
+        self.run("train", "--model", model, "--config", config, "--data", data,
+                 "--steps", steps, "--init-from", init_from, "--save", save,
+                 "--log-json", log_json)
+        with open(log_json) as f:
+            log = [json.loads(line) for line in f if line.strip()]
+        return load_safetensors(save), log
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+    return path
+
+
+def common_args(ap):
+    ap.add_argument("--dsc-run", default="dsc-run", help="dsc-run binary")
+    ap.add_argument("--model", choices=["gpt2", "bert"], default="gpt2")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--quiet", action="store_true")
+
+
+def setup_threads():
+    n = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+    if n > 0:
+        torch.set_num_threads(n)
