@@ -1,0 +1,1109 @@
+//===- Config.cpp - Model and training configuration parsing --------------===//
+//
+// Strict readers for a Hugging Face config.json (GPT-2, BERT) and a DeepSpeed
+// ds_config.json subset plus the `dsc` section. Every error is a ConfigError
+// with a one-line message "<origin>: <key path>: <what is wrong>".
+//
+// Decisions worth knowing (see also the comments at each place):
+//  * Optimizer "Adam" follows DeepSpeed, not PyTorch: DeepSpeed builds Adam
+//    with params.adam_w_mode defaulting to true, i.e. decoupled weight decay
+//    (AdamW). A ds_config written for DeepSpeed must train the same here, so
+//    type "Adam" resolves to OptimizerType::AdamW unless params.adam_w_mode is
+//    false, which gives OptimizerType::Adam (torch.optim.Adam: L2 decay added
+//    to the gradient). "AdamW" is always AdamW; "AdamW" with adam_w_mode false
+//    is rejected as contradictory. The enum holds the resolved semantics.
+//  * Batch sizes follow DeepSpeed: any two of train_batch_size,
+//    train_micro_batch_size_per_gpu, gradient_accumulation_steps determine the
+//    third; all three must satisfy tb = micro * accum * world size. Where
+//    DeepSpeed would floor-divide and then fail its own assertion, we report
+//    the indivisibility directly.
+//  * warmup_num_steps is stored as max(2, value), as DeepSpeed's WarmupLR /
+//    WarmupDecayLR / WarmupCosineLR do in their constructors, so a consumer
+//    that implements DeepSpeed's formulas reproduces its learning rates.
+//  * Hugging Face files carry bookkeeping keys that do not change the
+//    architecture; they are accepted and ignored (lists below). Keys that do
+//    change the architecture are accepted only at the value dsc implements
+//    (e.g. scale_attn_weights must be true, is_decoder must be false).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Frontend/Config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sys/stat.h>
+
+namespace dsc {
+namespace {
+
+using json = nlohmann::json;
+
+/// Largest value accepted for sizes (dimensions, batch sizes, steps): keeps
+/// every product the compiler forms well inside int64.
+constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;
+
+std::string oneLine(std::string s) {
+  for (char &c : s)
+    if (c == '\n' || c == '\r' || c == '\t')
+      c = ' ';
+  return s;
+}
+
+/// A JSON value as the user wrote it, kept short and on one line.
+std::string show(const json &v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 64)
+    s = s.substr(0, 60) + "...";
+  return s;
+}
+
+std::string join(const std::vector<std::string> &names) {
+  std::string out;
+  for (const std::string &n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::string path(const std::string &prefix, const std::string &key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+std::string lower(std::string s) {
+  for (char &c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// " (did you mean 'x'?)" when a known name is close to `key`.
+std::string suggest(const std::string &key,
+                    const std::vector<std::string> &known) {
+  std::string best;
+  size_t bestDist = 3; // accept distance <= 2
+  for (const std::string &k : known) {
+    size_t d = editDistance(lower(key), lower(k));
+    if (d < bestDist) {
+      bestDist = d;
+      best = k;
+    }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+/// Error reporting and typed access to JSON values, all naming `origin`.
+class Ctx {
+public:
+  explicit Ctx(std::string origin) : origin(std::move(origin)) {}
+
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw ConfigError(oneLine(origin + ": " + msg));
+  }
+
+  /// "<path>: <value> is not allowed; expected <expected>".
+  [[noreturn]] void bad(const std::string &p, const json &v,
+                        const std::string &expected) const {
+    std::string msg = p + ": " + show(v) + " is not allowed; expected " +
+                      expected;
+    if (v.is_string() && v.get_ref<const std::string &>() == "auto")
+      msg += " (\"auto\" is filled in by the Hugging Face Trainer "
+             "integration; write the value itself)";
+    fail(msg);
+  }
+
+  int64_t integer(const std::string &p, const json &v, int64_t min,
+                  int64_t max, const std::string &expected) const {
+    if (!v.is_number_integer())
+      bad(p, v, expected);
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      bad(p, v, expected);
+    int64_t x = v.get<int64_t>();
+    if (x < min || x > max)
+      bad(p, v, expected);
+    return x;
+  }
+  int64_t positive(const std::string &p, const json &v) const {
+    return integer(p, v, 1, kMaxSize, "a positive integer (at most 2^31-1)");
+  }
+  int64_t nonNegative(const std::string &p, const json &v) const {
+    return integer(p, v, 0, kMaxSize,
+                   "an integer >= 0 (at most 2^31-1)");
+  }
+
+  double number(const std::string &p, const json &v,
+                const std::function<bool(double)> &ok,
+                const std::string &expected) const {
+    if (!v.is_number())
+      bad(p, v, expected);
+    double x = v.get<double>();
+    if (!std::isfinite(x) || !ok(x))
+      bad(p, v, expected);
+    return x;
+  }
+  double probability(const std::string &p, const json &v) const {
+    return number(p, v, [](double x) { return x >= 0 && x < 1; },
+                  "a number in [0, 1)");
+  }
+  double nonNegativeNumber(const std::string &p, const json &v) const {
+    return number(p, v, [](double x) { return x >= 0; }, "a number >= 0");
+  }
+  double positiveNumber(const std::string &p, const json &v) const {
+    return number(p, v, [](double x) { return x > 0; }, "a number > 0");
+  }
+
+  bool boolean(const std::string &p, const json &v) const {
+    if (!v.is_boolean())
+      bad(p, v, "true or false");
+    return v.get<bool>();
+  }
+
+  const std::string &string(const std::string &p, const json &v,
+                            const std::string &expected) const {
+    if (!v.is_string())
+      bad(p, v, expected);
+    return v.get_ref<const std::string &>();
+  }
+
+  const json &object(const std::string &p, const json &v) const {
+    if (!v.is_object())
+      bad(p, v, "a JSON object");
+    return v;
+  }
+
+  /// Train-config style unknown key: "<path>: unknown key; allowed here: ...".
+  [[noreturn]] void unknownKey(const std::string &prefix,
+                               const std::string &key,
+                               const std::vector<std::string> &allowed) const {
+    fail(path(prefix, key) + ": unknown key" + suggest(key, allowed) +
+         "; allowed here: " + join(allowed));
+  }
+
+  /// Fails on the first key of `obj` that is not in `allowed`.
+  void checkKeys(const std::string &prefix, const json &obj,
+                 const std::vector<std::string> &allowed) const {
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+      if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end())
+        unknownKey(prefix, it.key(), allowed);
+  }
+
+  std::string origin;
+};
+
+std::string readFile(const std::string &file) {
+  errno = 0;
+  std::FILE *f = std::fopen(file.c_str(), "rb");
+  if (!f)
+    throw ConfigError(oneLine("cannot open " + file + ": " +
+                              std::strerror(errno)));
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::fclose(f);
+    throw ConfigError(oneLine("cannot open " + file + ": " +
+                              std::strerror(EISDIR)));
+  }
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+    text.append(buf, n);
+  bool failed = std::ferror(f);
+  int err = errno;
+  std::fclose(f);
+  if (failed)
+    throw ConfigError(oneLine("cannot read " + file + ": " +
+                              std::strerror(err)));
+  return text;
+}
+
+/// Parses strict JSON (no comments, no NaN) and rejects duplicate keys, which
+/// nlohmann::json would otherwise resolve silently (last one wins).
+json parseJson(const std::string &text, const Ctx &c) {
+  struct Frame {
+    bool isObject;
+    std::string path;
+    std::set<std::string> keys;
+    std::string lastKey;
+  };
+  std::vector<Frame> stack;
+  auto childPath = [&]() -> std::string {
+    if (stack.empty())
+      return "";
+    const Frame &f = stack.back();
+    return f.isObject ? path(f.path, f.lastKey) : f.path + "[]";
+  };
+  json::parser_callback_t cb = [&](int, json::parse_event_t ev,
+                                   json &parsed) -> bool {
+    switch (ev) {
+    case json::parse_event_t::object_start:
+      stack.push_back({true, childPath(), {}, {}});
+      break;
+    case json::parse_event_t::array_start:
+      stack.push_back({false, childPath(), {}, {}});
+      break;
+    case json::parse_event_t::object_end:
+    case json::parse_event_t::array_end:
+      if (!stack.empty())
+        stack.pop_back();
+      break;
+    case json::parse_event_t::key: {
+      Frame &f = stack.back();
+      std::string k = parsed.get<std::string>();
+      if (!f.keys.insert(k).second)
+        c.fail(path(f.path, k) + ": duplicate key");
+      f.lastKey = k;
+      break;
+    }
+    default:
+      break;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, cb);
+  } catch (const json::parse_error &e) {
+    std::string msg = e.what();
+    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
+    if (!msg.empty() && msg[0] == '[') {
+      size_t close = msg.find("] ");
+      if (close != std::string::npos)
+        msg = msg.substr(close + 2);
+    }
+    c.fail("malformed JSON: " + msg);
+  }
+  if (!j.is_object())
+    c.fail(std::string("expected a JSON object at the top level, got ") +
+           j.type_name());
+  return j;
+}
+
+//===----------------------------------------------------------------------===//
+// Model config (Hugging Face config.json)
+//===----------------------------------------------------------------------===//
+
+/// A key accepted and ignored, optionally only at one value (`required`, a
+/// JSON literal) because other values would change the architecture.
+struct IgnoredKey {
+  const char *name;
+  const char *required; // nullptr: any value
+  const char *why;      // shown when `required` is violated
+};
+
+/// PretrainedConfig keys common to all models: serialisation bookkeeping,
+/// task heads, tokenizer ids and generation defaults. None changes the
+/// pre-training architecture dsc builds (embeddings, blocks, LM/MLM head).
+const std::vector<IgnoredKey> kCommonIgnored = {
+    {"_name_or_path", nullptr, nullptr},
+    {"_commit_hash", nullptr, nullptr},
+    {"_attn_implementation", nullptr, nullptr},
+    {"_attn_implementation_autoset", nullptr, nullptr},
+    {"architectures", nullptr, nullptr},
+    {"transformers_version", nullptr, nullptr},
+    {"torch_dtype", nullptr, nullptr},     // storage dtype of the weights
+    {"use_bfloat16", nullptr, nullptr},
+    {"bos_token_id", nullptr, nullptr},
+    {"eos_token_id", nullptr, nullptr},
+    {"pad_token_id", nullptr, nullptr},
+    {"sep_token_id", nullptr, nullptr},
+    {"decoder_start_token_id", nullptr, nullptr},
+    {"use_cache", nullptr, nullptr},       // inference KV cache
+    {"output_past", nullptr, nullptr},     // old name of use_cache
+    {"task_specific_params", nullptr, nullptr},
+    {"id2label", nullptr, nullptr},
+    {"label2id", nullptr, nullptr},
+    {"num_labels", nullptr, nullptr},
+    {"_num_labels", nullptr, nullptr},
+    {"finetuning_task", nullptr, nullptr},
+    {"problem_type", nullptr, nullptr},
+    {"classifier_dropout", nullptr, nullptr}, // classification heads only
+    {"tokenizer_class", nullptr, nullptr},
+    {"prefix", nullptr, nullptr},
+    {"return_dict", nullptr, nullptr},
+    {"output_hidden_states", nullptr, nullptr},
+    {"output_attentions", nullptr, nullptr},
+    {"torchscript", nullptr, nullptr},
+    {"tf_legacy_loss", nullptr, nullptr},
+    {"chunk_size_feed_forward", nullptr, nullptr}, // same math, chunked
+    {"gradient_checkpointing", nullptr, nullptr},  // HF training switch
+    {"tie_encoder_decoder", nullptr, nullptr},
+    {"cross_attention_hidden_size", nullptr, nullptr},
+    // Generation defaults (inference only).
+    {"max_length", nullptr, nullptr},
+    {"min_length", nullptr, nullptr},
+    {"do_sample", nullptr, nullptr},
+    {"early_stopping", nullptr, nullptr},
+    {"num_beams", nullptr, nullptr},
+    {"num_beam_groups", nullptr, nullptr},
+    {"diversity_penalty", nullptr, nullptr},
+    {"temperature", nullptr, nullptr},
+    {"top_k", nullptr, nullptr},
+    {"top_p", nullptr, nullptr},
+    {"typical_p", nullptr, nullptr},
+    {"repetition_penalty", nullptr, nullptr},
+    {"length_penalty", nullptr, nullptr},
+    {"no_repeat_ngram_size", nullptr, nullptr},
+    {"encoder_no_repeat_ngram_size", nullptr, nullptr},
+    {"bad_words_ids", nullptr, nullptr},
+    {"num_return_sequences", nullptr, nullptr},
+    {"output_scores", nullptr, nullptr},
+    {"return_dict_in_generate", nullptr, nullptr},
+    {"forced_bos_token_id", nullptr, nullptr},
+    {"forced_eos_token_id", nullptr, nullptr},
+    {"remove_invalid_values", nullptr, nullptr},
+    {"exponential_decay_length_penalty", nullptr, nullptr},
+    {"suppress_tokens", nullptr, nullptr},
+    {"begin_suppress_tokens", nullptr, nullptr},
+    // Accepted only at the value that keeps the plain encoder / decoder.
+    {"is_decoder", "false", "a causal BERT decoder is not supported"},
+    {"add_cross_attention", "false", "cross-attention is not supported"},
+    {"is_encoder_decoder", "false", "encoder-decoder models are not supported"},
+    {"pruned_heads", "{}", "pruned attention heads are not supported"},
+};
+
+/// GPT2Config keys beyond the architecture ones parsed explicitly.
+const std::vector<IgnoredKey> kGpt2Ignored = {
+    {"summary_type", nullptr, nullptr}, // GPT2DoubleHeadsModel head only
+    {"summary_use_proj", nullptr, nullptr},
+    {"summary_activation", nullptr, nullptr},
+    {"summary_proj_to_labels", nullptr, nullptr},
+    {"summary_first_dropout", nullptr, nullptr},
+    {"reorder_and_upcast_attn", nullptr, nullptr}, // fp16 precision detail
+    {"predict_special_tokens", nullptr, nullptr},
+    {"scale_attn_weights", "true",
+     "attention without 1/sqrt(head_dim) scaling is not supported"},
+    {"scale_attn_by_inverse_layer_idx", "false",
+     "per-layer attention scaling is not supported"},
+    {"n_special", "0", "extra special-token embeddings are not supported"},
+};
+
+/// BertConfig keys beyond the architecture ones parsed explicitly (legacy
+/// keys from the original TF checkpoints' configs, unused by transformers).
+const std::vector<IgnoredKey> kBertIgnored = {
+    {"directionality", nullptr, nullptr},
+    {"pooler_fc_size", nullptr, nullptr},
+    {"pooler_num_attention_heads", nullptr, nullptr},
+    {"pooler_num_fc_layers", nullptr, nullptr},
+    {"pooler_size_per_head", nullptr, nullptr},
+    {"pooler_type", nullptr, nullptr},
+};
+
+/// Returns true when `key` is an ignored key (checking its required value).
+bool handleIgnored(const Ctx &c, const std::string &key, const json &v,
+                   const std::vector<IgnoredKey> &table) {
+  for (const IgnoredKey &k : table) {
+    if (key != k.name)
+      continue;
+    if (k.required && v != json::parse(k.required))
+      c.fail(key + ": " + show(v) + " is not supported; expected " +
+             k.required + " (" + k.why + ")");
+    return true;
+  }
+  return false;
+}
+
+GeluApprox parseGelu(const Ctx &c, const std::string &key, const json &v) {
+  const char *expected = "one of \"gelu_new\", \"gelu_pytorch_tanh\", "
+                         "\"gelu_fast\" (tanh approximation), \"gelu\", "
+                         "\"gelu_python\" (exact erf)";
+  const std::string &s = c.string(key, v, expected);
+  // transformers' ACT2FN: gelu_new, gelu_pytorch_tanh and gelu_fast are the
+  // same tanh approximation written three ways; gelu / gelu_python are erf.
+  if (s == "gelu_new" || s == "gelu_pytorch_tanh" || s == "gelu_fast")
+    return GeluApprox::Tanh;
+  if (s == "gelu" || s == "gelu_python")
+    return GeluApprox::Erf;
+  c.bad(key, v, expected);
+}
+
+[[noreturn]] void unknownModelKey(const Ctx &c, const std::string &key,
+                                  const std::vector<std::string> &archKeys) {
+  c.fail("unknown key '" + key + "' in model config" + suggest(key, archKeys));
+}
+
+void checkDivisible(const Ctx &c, const char *hiddenKey, int64_t hidden,
+                    const char *headsKey, int64_t heads) {
+  if (hidden % heads != 0)
+    c.fail(std::string(hiddenKey) + " (" + std::to_string(hidden) +
+           ") must be divisible by " + headsKey + " (" +
+           std::to_string(heads) + ")");
+}
+
+ModelConfig parseGpt2(const Ctx &c, const json &j) {
+  // Defaults of transformers' GPT2Config.
+  ModelConfig m;
+  m.type = ModelType::GPT2;
+  m.vocabSize = 50257;
+  m.maxPositions = 1024;
+  m.hidden = 768;
+  m.numLayers = 12;
+  m.numHeads = 12;
+  m.intermediate = 0; // n_inner null: 4 * n_embd, set below
+  m.typeVocabSize = 0;
+  m.layerNormEps = 1e-5;
+  m.initializerRange = 0.02;
+  m.embdDropout = m.residDropout = m.attnDropout = 0.1;
+  m.gelu = GeluApprox::Tanh; // activation_function "gelu_new"
+  m.tieWordEmbeddings = true;
+  std::optional<int64_t> nCtx;
+
+  static const std::vector<std::string> archKeys = {
+      "model_type",        "vocab_size",        "n_positions",
+      "n_ctx",             "n_embd",            "n_layer",
+      "n_head",            "n_inner",           "activation_function",
+      "resid_pdrop",       "embd_pdrop",        "attn_pdrop",
+      "layer_norm_epsilon", "initializer_range", "tie_word_embeddings"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string &k = it.key();
+    const json &v = it.value();
+    if (k == "model_type")
+      continue;
+    else if (k == "vocab_size")
+      m.vocabSize = c.positive(k, v);
+    else if (k == "n_positions")
+      m.maxPositions = c.positive(k, v);
+    else if (k == "n_ctx")
+      nCtx = c.positive(k, v);
+    else if (k == "n_embd")
+      m.hidden = c.positive(k, v);
+    else if (k == "n_layer")
+      m.numLayers = c.positive(k, v);
+    else if (k == "n_head")
+      m.numHeads = c.positive(k, v);
+    else if (k == "n_inner")
+      m.intermediate = v.is_null() ? 0 : c.integer(k, v, 1, kMaxSize,
+                                                   "null or a positive integer");
+    else if (k == "activation_function")
+      m.gelu = parseGelu(c, k, v);
+    else if (k == "resid_pdrop")
+      m.residDropout = c.probability(k, v);
+    else if (k == "embd_pdrop")
+      m.embdDropout = c.probability(k, v);
+    else if (k == "attn_pdrop")
+      m.attnDropout = c.probability(k, v);
+    else if (k == "layer_norm_epsilon")
+      m.layerNormEps = c.positiveNumber(k, v);
+    else if (k == "initializer_range")
+      m.initializerRange = c.nonNegativeNumber(k, v);
+    else if (k == "tie_word_embeddings")
+      m.tieWordEmbeddings = c.boolean(k, v);
+    else if (!handleIgnored(c, k, v, kCommonIgnored) &&
+             !handleIgnored(c, k, v, kGpt2Ignored))
+      unknownModelKey(c, k, archKeys);
+  }
+  if (m.intermediate == 0)
+    m.intermediate = 4 * m.hidden;
+  checkDivisible(c, "n_embd", m.hidden, "n_head", m.numHeads);
+  // transformers sizes the position table and the causal mask from
+  // n_positions and ignores n_ctx; a different n_ctx is almost surely a bug.
+  if (nCtx && *nCtx != m.maxPositions)
+    c.fail("n_ctx (" + std::to_string(*nCtx) + ") must equal n_positions (" +
+           std::to_string(m.maxPositions) +
+           "); transformers sizes the model from n_positions");
+  return m;
+}
+
+ModelConfig parseBert(const Ctx &c, const json &j) {
+  // Defaults of transformers' BertConfig.
+  ModelConfig m;
+  m.type = ModelType::BERT;
+  m.vocabSize = 30522;
+  m.hidden = 768;
+  m.numLayers = 12;
+  m.numHeads = 12;
+  m.intermediate = 3072;
+  m.maxPositions = 512;
+  m.typeVocabSize = 2;
+  m.layerNormEps = 1e-12;
+  m.initializerRange = 0.02;
+  m.embdDropout = m.residDropout = m.attnDropout = 0.1;
+  m.gelu = GeluApprox::Erf; // hidden_act "gelu"
+  m.tieWordEmbeddings = true;
+
+  static const std::vector<std::string> archKeys = {
+      "model_type",
+      "vocab_size",
+      "hidden_size",
+      "num_hidden_layers",
+      "num_attention_heads",
+      "intermediate_size",
+      "hidden_act",
+      "hidden_dropout_prob",
+      "attention_probs_dropout_prob",
+      "max_position_embeddings",
+      "type_vocab_size",
+      "initializer_range",
+      "layer_norm_eps",
+      "position_embedding_type",
+      "tie_word_embeddings"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string &k = it.key();
+    const json &v = it.value();
+    if (k == "model_type")
+      continue;
+    else if (k == "vocab_size")
+      m.vocabSize = c.positive(k, v);
+    else if (k == "hidden_size")
+      m.hidden = c.positive(k, v);
+    else if (k == "num_hidden_layers")
+      m.numLayers = c.positive(k, v);
+    else if (k == "num_attention_heads")
+      m.numHeads = c.positive(k, v);
+    else if (k == "intermediate_size")
+      m.intermediate = c.positive(k, v);
+    else if (k == "hidden_act")
+      m.gelu = parseGelu(c, k, v);
+    else if (k == "hidden_dropout_prob")
+      m.embdDropout = m.residDropout = c.probability(k, v);
+    else if (k == "attention_probs_dropout_prob")
+      m.attnDropout = c.probability(k, v);
+    else if (k == "max_position_embeddings")
+      m.maxPositions = c.positive(k, v);
+    else if (k == "type_vocab_size")
+      m.typeVocabSize = c.positive(k, v);
+    else if (k == "initializer_range")
+      m.initializerRange = c.nonNegativeNumber(k, v);
+    else if (k == "layer_norm_eps")
+      m.layerNormEps = c.positiveNumber(k, v);
+    else if (k == "position_embedding_type") {
+      if (!v.is_string() || v.get_ref<const std::string &>() != "absolute")
+        c.bad(k, v, "\"absolute\" (relative position embeddings are not "
+                    "supported)");
+    } else if (k == "tie_word_embeddings")
+      m.tieWordEmbeddings = c.boolean(k, v);
+    else if (!handleIgnored(c, k, v, kCommonIgnored) &&
+             !handleIgnored(c, k, v, kBertIgnored))
+      unknownModelKey(c, k, archKeys);
+  }
+  checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
+                 m.numHeads);
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// Training config (DeepSpeed ds_config.json subset + dsc section)
+//===----------------------------------------------------------------------===//
+
+void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
+  c.object("optimizer", sec);
+  c.checkKeys("optimizer", sec, {"type", "params"});
+  const char *types = "one of \"Adam\", \"AdamW\", \"Lamb\", \"SGD\" "
+                      "(case-insensitive)";
+  auto typeIt = sec.find("type");
+  if (typeIt == sec.end())
+    c.fail(std::string("optimizer.type: missing; expected ") + types);
+  const std::string &typeName = c.string("optimizer.type", *typeIt, types);
+  // DeepSpeed lower-cases the names of its own optimizers.
+  std::string t = lower(typeName);
+  if (t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb")
+    c.fail("optimizer.type '" + typeName + "' is not supported yet");
+  bool adamLike = t == "adam" || t == "adamw";
+  if (adamLike)
+    o.type = OptimizerType::AdamW; // refined by adam_w_mode below
+  else if (t == "lamb")
+    o.type = OptimizerType::Lamb;
+  else if (t == "sgd")
+    o.type = OptimizerType::SGD;
+  else
+    c.bad("optimizer.type", *typeIt, types);
+
+  std::vector<std::string> allowed = {"lr", "weight_decay"};
+  if (adamLike)
+    allowed.insert(allowed.end(), {"betas", "eps", "bias_correction",
+                                   "adam_w_mode", "torch_adam", "amsgrad"});
+  else if (o.type == OptimizerType::Lamb)
+    allowed.insert(allowed.end(), {"betas", "eps", "bias_correction",
+                                   "max_coeff", "min_coeff"});
+  else
+    allowed.insert(allowed.end(), {"momentum", "dampening", "nesterov"});
+  static const std::vector<std::string> allKnown = {
+      "lr",        "weight_decay", "betas",      "eps",      "bias_correction",
+      "adam_w_mode", "torch_adam", "amsgrad",    "max_coeff", "min_coeff",
+      "momentum",  "dampening",    "nesterov"};
+
+  std::optional<bool> adamWMode;
+  auto paramsIt = sec.find("params");
+  if (paramsIt != sec.end()) {
+    const json &params = c.object("optimizer.params", *paramsIt);
+    for (auto it = params.begin(); it != params.end(); ++it) {
+      const std::string &k = it.key();
+      const json &v = it.value();
+      std::string p = "optimizer.params." + k;
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        if (std::find(allKnown.begin(), allKnown.end(), k) != allKnown.end())
+          c.fail(p + ": not a parameter of optimizer type '" + typeName +
+                 "'; allowed: " + join(allowed));
+        c.unknownKey("optimizer.params", k, allowed);
+      }
+      if (k == "lr")
+        o.lr = c.nonNegativeNumber(p, v);
+      else if (k == "weight_decay")
+        o.weightDecay = c.nonNegativeNumber(p, v);
+      else if (k == "betas") {
+        const char *exp = "an array of two numbers in [0, 1)";
+        if (!v.is_array() || v.size() != 2)
+          c.bad(p, v, exp);
+        auto ok = [](double x) { return x >= 0 && x < 1; };
+        o.beta1 = c.number(p + "[0]", v[0], ok, "a number in [0, 1)");
+        o.beta2 = c.number(p + "[1]", v[1], ok, "a number in [0, 1)");
+      } else if (k == "eps")
+        o.eps = c.positiveNumber(p, v);
+      else if (k == "bias_correction")
+        o.biasCorrection = c.boolean(p, v);
+      else if (k == "adam_w_mode")
+        adamWMode = c.boolean(p, v);
+      else if (k == "torch_adam")
+        c.boolean(p, v); // picks DeepSpeed's implementation; same math
+      else if (k == "amsgrad") {
+        if (c.boolean(p, v))
+          c.fail(p + ": true is not supported yet (AMSGrad)");
+      } else if (k == "max_coeff")
+        o.maxCoeff = c.positiveNumber(p, v);
+      else if (k == "min_coeff")
+        o.minCoeff = c.nonNegativeNumber(p, v);
+      else if (k == "momentum")
+        o.momentum = c.nonNegativeNumber(p, v);
+      else if (k == "dampening")
+        o.dampening = c.nonNegativeNumber(p, v);
+      else if (k == "nesterov")
+        o.nesterov = c.boolean(p, v);
+    }
+  }
+
+  if (adamLike) {
+    // DeepSpeed: effective_adam_w_mode = (type == "adamw") || adam_w_mode,
+    // with adam_w_mode defaulting to true. So "Adam" is AdamW unless
+    // adam_w_mode is false; see the file comment.
+    if (t == "adamw" && adamWMode && !*adamWMode)
+      c.fail("optimizer.params.adam_w_mode: false contradicts optimizer.type '" +
+             typeName + "'; use type \"Adam\" with adam_w_mode false for "
+             "L2-coupled weight decay (torch.optim.Adam)");
+    o.type = (t == "adam" && adamWMode && !*adamWMode) ? OptimizerType::Adam
+                                                         : OptimizerType::AdamW;
+  }
+  if (o.type == OptimizerType::Lamb && o.minCoeff > o.maxCoeff)
+    c.fail("optimizer.params.min_coeff (" + show(json(o.minCoeff)) +
+           ") must not exceed max_coeff (" + show(json(o.maxCoeff)) + ")");
+  // torch.optim.SGD's rule.
+  if (o.type == OptimizerType::SGD && o.nesterov &&
+      (o.momentum <= 0 || o.dampening != 0))
+    c.fail("optimizer.params.nesterov: true requires momentum > 0 and "
+           "dampening 0 (got momentum " + show(json(o.momentum)) +
+           ", dampening " + show(json(o.dampening)) + ")");
+}
+
+void parseScheduler(const Ctx &c, const json &sec, SchedulerConfig &s) {
+  c.object("scheduler", sec);
+  c.checkKeys("scheduler", sec, {"type", "params"});
+  const char *types = "one of \"WarmupLR\", \"WarmupDecayLR\", "
+                      "\"WarmupCosineLR\"";
+  auto typeIt = sec.find("type");
+  if (typeIt == sec.end())
+    c.fail(std::string("scheduler.type: missing; expected ") + types);
+  const std::string &t = c.string("scheduler.type", *typeIt, types);
+  std::vector<std::string> allowed;
+  if (t == "WarmupLR") {
+    s.type = SchedulerType::WarmupLR;
+    allowed = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+               "warmup_type"};
+  } else if (t == "WarmupDecayLR") {
+    s.type = SchedulerType::WarmupDecayLR;
+    allowed = {"total_num_steps", "warmup_min_lr", "warmup_max_lr",
+               "warmup_num_steps", "warmup_type"};
+  } else if (t == "WarmupCosineLR") {
+    s.type = SchedulerType::WarmupCosineLR;
+    allowed = {"total_num_steps", "warmup_min_ratio", "warmup_num_steps",
+               "cos_min_ratio", "warmup_type"};
+  } else if (t == "OneCycle" || t == "LRRangeTest") {
+    c.fail("scheduler.type '" + t + "' is not supported yet");
+  } else {
+    // DeepSpeed looks scheduler classes up by exact name.
+    std::string hint;
+    for (const char *n : {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"})
+      if (lower(t) == lower(n))
+        hint = std::string(" (names are case-sensitive: '") + n + "')";
+    c.fail("scheduler.type: " + show(*typeIt) + " is not allowed; expected " +
+           types + hint);
+  }
+
+  // DeepSpeed defaults (deepspeed/runtime/lr_schedules.py); the struct's
+  // initial values are those defaults.
+  bool haveTotal = false;
+  int64_t warmupSteps = s.warmupNumSteps;
+  auto paramsIt = sec.find("params");
+  if (paramsIt != sec.end()) {
+    const json &params = c.object("scheduler.params", *paramsIt);
+    c.checkKeys("scheduler.params", params, allowed);
+    for (auto it = params.begin(); it != params.end(); ++it) {
+      const std::string &k = it.key();
+      const json &v = it.value();
+      std::string p = "scheduler.params." + k;
+      if (k == "warmup_min_lr")
+        s.warmupMinLr = c.nonNegativeNumber(p, v);
+      else if (k == "warmup_max_lr")
+        s.warmupMaxLr = c.nonNegativeNumber(p, v);
+      else if (k == "warmup_num_steps")
+        warmupSteps = c.nonNegative(p, v);
+      else if (k == "total_num_steps") {
+        s.totalNumSteps = c.positive(p, v);
+        haveTotal = true;
+      } else if (k == "warmup_type") {
+        const char *exp = "\"log\" or \"linear\"";
+        const std::string &w = c.string(p, v, exp);
+        if (w != "log" && w != "linear")
+          c.bad(p, v, exp);
+        s.warmupLog = w == "log";
+      } else if (k == "warmup_min_ratio")
+        s.warmupMinRatio = c.number(
+            p, v, [](double x) { return x >= 0 && x <= 1; },
+            "a number in [0, 1]");
+      else if (k == "cos_min_ratio")
+        s.cosMinRatio = c.number(
+            p, v, [](double x) { return x >= 0 && x <= 1; },
+            "a number in [0, 1]");
+    }
+  }
+  if ((s.type == SchedulerType::WarmupDecayLR ||
+       s.type == SchedulerType::WarmupCosineLR) &&
+      !haveTotal)
+    c.fail("scheduler.params.total_num_steps: missing; required by " + t);
+  if (haveTotal && s.totalNumSteps < warmupSteps)
+    c.fail("scheduler.params.total_num_steps (" +
+           std::to_string(s.totalNumSteps) +
+           ") must be at least warmup_num_steps (" +
+           std::to_string(warmupSteps) + ")");
+  if (s.type != SchedulerType::WarmupCosineLR &&
+      s.warmupMinLr > s.warmupMaxLr)
+    c.fail("scheduler.params.warmup_min_lr (" + show(json(s.warmupMinLr)) +
+           ") must not exceed warmup_max_lr (" + show(json(s.warmupMaxLr)) +
+           ")");
+  // DeepSpeed's schedulers clamp the warmup length to at least 2 steps.
+  s.warmupNumSteps = std::max<int64_t>(2, warmupSteps);
+}
+
+/// Sections whose features are not implemented in this milestone: accepted
+/// when absent or disabled, an error naming the enabling key otherwise.
+void checkFp16(const Ctx &c, const std::string &name, const json &sec) {
+  c.object(name, sec);
+  c.checkKeys(name, sec,
+              {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
+               "loss_scale_window", "hysteresis", "consecutive_hysteresis",
+               "min_loss_scale", "fp16_master_weights_and_grads"});
+  // DeepSpeed: fp16.enabled defaults to false.
+  auto it = sec.find("enabled");
+  if (it != sec.end() && c.boolean(name + ".enabled", *it))
+    c.fail(name + ".enabled: mixed precision is not supported yet");
+}
+
+void checkBf16(const Ctx &c, const std::string &name, const json &sec) {
+  c.object(name, sec);
+  c.checkKeys(name, sec, {"enabled"});
+  auto it = sec.find("enabled");
+  if (it != sec.end() && c.boolean(name + ".enabled", *it))
+    c.fail(name + ".enabled: mixed precision is not supported yet");
+}
+
+void checkZero(const Ctx &c, const json &sec) {
+  // Old DeepSpeed accepted a bare boolean (true meaning stage 1).
+  if (sec.is_boolean()) {
+    if (sec.get<bool>())
+      c.fail("zero_optimization: true (stage 1) is not supported yet; "
+             "ZeRO sharding is not implemented, use stage 0");
+    return;
+  }
+  c.object("zero_optimization", sec);
+  c.checkKeys(
+      "zero_optimization", sec,
+      {"stage", "allgather_partitions", "allgather_bucket_size",
+       "overlap_comm", "reduce_scatter", "reduce_bucket_size",
+       "contiguous_gradients", "offload_param", "offload_optimizer",
+       "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
+       "sub_group_size", "stage3_max_live_parameters",
+       "stage3_max_reuse_distance", "stage3_prefetch_bucket_size",
+       "stage3_param_persistence_threshold", "stage3_model_persistence_threshold",
+       "stage3_gather_16bit_weights_on_model_save",
+       "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint",
+       "round_robin_gradients", "ignore_unused_parameters",
+       "load_from_fp32_weights", "legacy_stage1", "memory_efficient_linear",
+       "zero_hpz_partition_size", "zero_quantized_weights",
+       "zero_quantized_gradients", "mics_shard_size",
+       "mics_hierarchical_params_gather"});
+  auto it = sec.find("stage");
+  if (it == sec.end())
+    return; // DeepSpeed default: stage 0
+  int64_t stage = c.integer("zero_optimization.stage", *it, 0, 3,
+                            "an integer in [0, 3]");
+  if (stage != 0)
+    c.fail("zero_optimization.stage: " + std::to_string(stage) +
+           " is not supported yet; ZeRO sharding is not implemented, use "
+           "stage 0");
+}
+
+void checkActivationCheckpointing(const Ctx &c, const json &sec) {
+  const std::string name = "activation_checkpointing";
+  c.object(name, sec);
+  c.checkKeys(name, sec,
+              {"partition_activations", "contiguous_memory_optimization",
+               "cpu_checkpointing", "number_checkpoints",
+               "synchronize_checkpoint_boundary", "profile"});
+  // In DeepSpeed this section only tunes deepspeed.checkpointing; it is
+  // accepted when every switch that changes what is stored is off.
+  for (const char *k : {"partition_activations",
+                        "contiguous_memory_optimization", "cpu_checkpointing"}) {
+    auto it = sec.find(k);
+    if (it != sec.end() && c.boolean(name + "." + k, *it))
+      c.fail(name + "." + k +
+             ": true is not supported yet (activation checkpointing is not "
+             "implemented)");
+  }
+  auto it = sec.find("number_checkpoints");
+  if (it != sec.end() && !it->is_null())
+    c.fail(name + ".number_checkpoints: " + show(*it) +
+           " is not supported yet (activation checkpointing is not "
+           "implemented); expected null");
+  for (const char *k : {"synchronize_checkpoint_boundary", "profile"}) {
+    auto jt = sec.find(k);
+    if (jt != sec.end())
+      c.boolean(name + "." + k, *jt);
+  }
+}
+
+void checkTransformerKernel(const Ctx &c, const json &sec) {
+  const std::string name = "transformer_kernel";
+  c.object(name, sec);
+  const std::vector<std::string> keys = {"stochastic_mode",
+                                         "normalize_invertible",
+                                         "gelu_checkpoint",
+                                         "attn_dropout_checkpoint"};
+  c.checkKeys(name, sec, keys);
+  for (const std::string &k : keys) {
+    auto it = sec.find(k);
+    if (it != sec.end() && c.boolean(name + "." + k, *it))
+      c.fail(name + "." + k + ": true is not supported yet");
+  }
+}
+
+void parseDsc(const Ctx &c, const json &sec, TrainConfig &t) {
+  c.object("dsc", sec);
+  c.checkKeys("dsc", sec,
+              {"seed", "seq_len", "mlm_probability", "mask_token_id"});
+  for (auto it = sec.begin(); it != sec.end(); ++it) {
+    const std::string &k = it.key();
+    const json &v = it.value();
+    std::string p = "dsc." + k;
+    if (k == "seed") {
+      if (!v.is_number_unsigned())
+        c.bad(p, v, "an integer in [0, 2^64)");
+      t.seed = v.get<uint64_t>();
+    } else if (k == "seq_len")
+      t.seqLen = c.positive(p, v);
+    else if (k == "mlm_probability")
+      t.mlmProbability = c.number(p, v,
+                                  [](double x) { return x > 0 && x < 1; },
+                                  "a number in (0, 1)");
+    else if (k == "mask_token_id")
+      t.maskTokenId = c.nonNegative(p, v);
+  }
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+} // namespace
+
+ModelConfig parseModelConfigText(const std::string &text,
+                                 const std::string &origin) {
+  Ctx c(origin);
+  json j = parseJson(text, c);
+  const char *types = "\"gpt2\" or \"bert\"";
+  auto it = j.find("model_type");
+  if (it == j.end())
+    c.fail(std::string("model_type: missing; expected ") + types);
+  const std::string &t = c.string("model_type", *it, types);
+  if (t == "gpt2")
+    return parseGpt2(c, j);
+  if (t == "bert")
+    return parseBert(c, j);
+  c.fail("model_type: " + show(*it) + " is not supported; expected " + types);
+}
+
+ModelConfig parseModelConfig(const std::string &file) {
+  return parseModelConfigText(readFile(file), file);
+}
+
+TrainConfig parseTrainConfigText(const std::string &text,
+                                 const std::string &origin,
+                                 int64_t worldSize) {
+  Ctx c(origin);
+  if (worldSize < 1)
+    c.fail("world size " + str(worldSize) + " is not allowed; expected >= 1");
+  json j = parseJson(text, c);
+  TrainConfig t;
+  std::optional<int64_t> tb, mb, ga;
+
+  static const std::vector<std::string> topKeys = {
+      "train_batch_size",
+      "train_micro_batch_size_per_gpu",
+      "gradient_accumulation_steps",
+      "gradient_clipping",
+      "steps_per_print",
+      "wall_clock_breakdown",
+      "memory_breakdown",
+      "optimizer",
+      "scheduler",
+      "fp16",
+      "bf16",
+      "bfloat16",
+      "zero_optimization",
+      "activation_checkpointing",
+      "sparse_attention",
+      "transformer_kernel",
+      "dsc"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string &k = it.key();
+    const json &v = it.value();
+    if (k == "train_batch_size")
+      tb = c.positive(k, v);
+    else if (k == "train_micro_batch_size_per_gpu")
+      mb = c.positive(k, v);
+    else if (k == "gradient_accumulation_steps")
+      ga = c.positive(k, v);
+    else if (k == "gradient_clipping")
+      t.gradClip = c.nonNegativeNumber(k, v);
+    else if (k == "steps_per_print")
+      t.stepsPerPrint = c.positive(k, v);
+    else if (k == "wall_clock_breakdown" || k == "memory_breakdown")
+      c.boolean(k, v); // reporting switches; accepted and ignored
+    else if (k == "optimizer")
+      parseOptimizer(c, v, t.optimizer);
+    else if (k == "scheduler")
+      parseScheduler(c, v, t.scheduler);
+    else if (k == "fp16")
+      checkFp16(c, k, v);
+    else if (k == "bf16" || k == "bfloat16") // DeepSpeed accepts both names
+      checkBf16(c, k, v);
+    else if (k == "zero_optimization")
+      checkZero(c, v);
+    else if (k == "activation_checkpointing")
+      checkActivationCheckpointing(c, v);
+    else if (k == "sparse_attention")
+      // DeepSpeed has no "enabled" switch here: the section's presence
+      // turns block-sparse attention on.
+      c.fail("sparse_attention: block-sparse attention is not supported yet; "
+             "remove the section");
+    else if (k == "transformer_kernel")
+      checkTransformerKernel(c, v);
+    else if (k == "dsc")
+      parseDsc(c, v, t);
+    else
+      c.unknownKey("", k, topKeys);
+  }
+
+  // DeepSpeed's rule (DeepSpeedConfig._set_batch_related_parameters).
+  using i128 = __int128;
+  const int64_t w = worldSize;
+  const std::string W = "world size (" + str(w) + ")";
+  auto need = [&](int64_t total, int64_t divisor, const std::string &what) {
+    if (total % divisor != 0)
+      c.fail("train_batch_size (" + str(total) + ") is not divisible by " +
+             what + " = " + str(divisor));
+  };
+  if (tb && mb && ga) {
+    if (i128(*mb) * *ga * w != *tb)
+      c.fail("train_batch_size (" + str(*tb) +
+             ") must equal train_micro_batch_size_per_gpu (" + str(*mb) +
+             ") * gradient_accumulation_steps (" + str(*ga) + ") * " + W);
+  } else if (tb && mb) {
+    if (i128(*mb) * w > *tb)
+      c.fail("train_batch_size (" + str(*tb) +
+             ") is smaller than train_micro_batch_size_per_gpu (" + str(*mb) +
+             ") * " + W);
+    need(*tb, *mb * w,
+         "train_micro_batch_size_per_gpu (" + str(*mb) + ") * " + W);
+    ga = *tb / (*mb * w);
+  } else if (tb && ga) {
+    if (i128(*ga) * w > *tb)
+      c.fail("train_batch_size (" + str(*tb) +
+             ") is smaller than gradient_accumulation_steps (" + str(*ga) +
+             ") * " + W);
+    need(*tb, *ga * w,
+         "gradient_accumulation_steps (" + str(*ga) + ") * " + W);
+    mb = *tb / (*ga * w);
+  } else if (mb && ga) {
+    i128 total = i128(*mb) * *ga * w;
+    if (total > std::numeric_limits<int64_t>::max())
+      c.fail("train_micro_batch_size_per_gpu (" + str(*mb) +
+             ") * gradient_accumulation_steps (" + str(*ga) + ") * " + W +
+             " is too large");
+    tb = int64_t(total);
+  } else if (tb) {
+    ga = 1;
+    if (w > *tb)
+      c.fail("train_batch_size (" + str(*tb) + ") is smaller than the " + W);
+    need(*tb, w, W);
+    mb = *tb / w;
+  } else if (mb) {
+    ga = 1;
+    tb = *mb * w;
+  } else {
+    c.fail("train_batch_size or train_micro_batch_size_per_gpu must be set "
+           "(train_batch_size = train_micro_batch_size_per_gpu * "
+           "gradient_accumulation_steps * world size)");
+  }
+  t.trainBatchSize = *tb;
+  t.microBatch = *mb;
+  t.gradAccum = *ga;
+  return t;
+}
+
+TrainConfig parseTrainConfig(const std::string &file, int64_t worldSize) {
+  return parseTrainConfigText(readFile(file), file, worldSize);
+}
+
+void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
+  bool gpt2 = model.type == ModelType::GPT2;
+  const char *posKey = gpt2 ? "n_positions" : "max_position_embeddings";
+  if (model.vocabSize <= 0 || model.maxPositions <= 0)
+    throw ConfigError("model config: vocab_size and " + std::string(posKey) +
+                      " must be positive");
+  if (train.seqLen > model.maxPositions)
+    throw ConfigError("dsc.seq_len (" + str(train.seqLen) +
+                      ") exceeds the model's " + posKey + " (" +
+                      str(model.maxPositions) + ")");
+  if (train.maskTokenId >= model.vocabSize)
+    throw ConfigError("dsc.mask_token_id (" + str(train.maskTokenId) +
+                      ") must be less than the model's vocab_size (" +
+                      str(model.vocabSize) + ")");
+  if (!gpt2 && train.maskTokenId < 0 && model.vocabSize <= 103)
+    throw ConfigError(
+        "dsc.mask_token_id is not set and the default 103 (bert-base [MASK]) "
+        "is outside the model's vocab_size (" +
+        str(model.vocabSize) + "); set dsc.mask_token_id in the training "
+        "config");
+}
+
+} // namespace dsc

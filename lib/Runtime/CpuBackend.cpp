@@ -1,0 +1,618 @@
+//===- CpuBackend.cpp - Executes a Program function on the CPU -----------===//
+//
+// Each instruction is validated (buffer ids, dtypes, element counts; cheap
+// checks only) and dispatched to a kernel of CpuKernels.cpp. Every error is an
+// rt::Error whose message starts with the opcode name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include "dsc/Runtime/Runtime.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace dsc::rt {
+
+namespace {
+
+std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+/// Validation and typed access for one instruction.
+class Exec {
+public:
+  Exec(const Program &prog, Storage &st, const Instr &instr)
+      : P(prog), S(st), I(instr), op(opcodeName(instr.op)) {}
+
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw Error(std::string(op) + ": " + msg);
+  }
+
+  void numIns(size_t lo, size_t hi) const {
+    if (I.inputs.size() < lo || I.inputs.size() > hi)
+      fail("expects " +
+           (lo == hi ? std::to_string(lo)
+                     : std::to_string(lo) + ".." + std::to_string(hi)) +
+           " inputs, got " + std::to_string(I.inputs.size()));
+  }
+  void numIns(size_t n) const { numIns(n, n); }
+  void numOuts(size_t n) const {
+    if (I.outputs.size() != n)
+      fail("expects " + std::to_string(n) + " outputs, got " +
+           std::to_string(I.outputs.size()));
+  }
+
+  int checkId(int id) const {
+    if (id < 0 || size_t(id) >= P.buffers.size())
+      fail("buffer id " + std::to_string(id) + " out of range (program has " +
+           std::to_string(P.buffers.size()) + " buffers)");
+    return id;
+  }
+  int inId(size_t k) const { return checkId(I.inputs.at(k)); }
+  int outId(size_t k) const { return checkId(I.outputs.at(k)); }
+  const Buffer &in(size_t k) const { return P.buffers[size_t(inId(k))]; }
+  const Buffer &out(size_t k) const { return P.buffers[size_t(outId(k))]; }
+
+  void dtype(const Buffer &b, DType t, const char *role) const {
+    if (b.dtype != t)
+      fail(std::string(role) + " '" + b.name + "' must be " + dtypeName(t) +
+           ", got " + dtypeName(b.dtype));
+  }
+  void count(const Buffer &b, int64_t n, const char *role) const {
+    if (b.numElements() != n)
+      fail(std::string(role) + " '" + b.name + "' " + shapeStr(b.shape) +
+           " has " + std::to_string(b.numElements()) + " elements, expected " +
+           std::to_string(n));
+  }
+  int64_t lastDim(const Buffer &b, const char *role) const {
+    if (b.shape.empty())
+      fail(std::string(role) + " '" + b.name + "' must have rank >= 1");
+    return b.shape.back();
+  }
+
+  const float *fin(size_t k, const char *role) {
+    dtype(in(k), DType::F32, role);
+    return S.f32(inId(k));
+  }
+  float *fout(size_t k, const char *role) {
+    dtype(out(k), DType::F32, role);
+    return S.f32(outId(k));
+  }
+  const int32_t *iin(size_t k, const char *role) {
+    dtype(in(k), DType::I32, role);
+    return S.i32(inId(k));
+  }
+  int32_t *iout(size_t k, const char *role) {
+    dtype(out(k), DType::I32, role);
+    return S.i32(outId(k));
+  }
+  float scalarIn(size_t k, const char *role) {
+    count(in(k), 1, role);
+    return fin(k, role)[0];
+  }
+  /// The optimizer step counter: an i64 scalar (i32 accepted too).
+  int64_t stepIn(size_t k) {
+    const Buffer &b = in(k);
+    count(b, 1, "step");
+    if (b.dtype == DType::I64)
+      return S.i64(inId(k))[0];
+    if (b.dtype == DType::I32)
+      return S.i32(inId(k))[0];
+    fail("step '" + b.name + "' must be i64, got " + dtypeName(b.dtype));
+  }
+  /// Copies input k into output j when they are different buffers, so that an
+  /// in-place kernel can run on the output.
+  float *inPlace(size_t k, size_t j, const char *role) {
+    const float *src = fin(k, role);
+    float *dst = fout(j, role);
+    count(out(j), in(k).numElements(), role);
+    if (dst != src)
+      cpu::copyBytes(dst, src, size_t(in(k).numElements()) * 4);
+    return dst;
+  }
+
+  const Program &P;
+  Storage &S;
+  const Instr &I;
+  const char *op;
+};
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(Communicator &comm) : comm(comm) {
+    cpu::configureBlasThreads();
+  }
+  const char *name() const override { return "cpu"; }
+
+  void run(const Program &program, const Function &fn, Storage &storage,
+           const RngContext &rng) override {
+    for (const Instr &instr : fn.body)
+      execute(program, storage, instr, rng);
+  }
+
+private:
+  void execute(const Program &P, Storage &S, const Instr &I,
+               const RngContext &rng);
+  Communicator &comm;
+};
+
+void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
+                         const RngContext &rng) {
+  Exec e(P, S, I);
+  switch (I.op) {
+  case Opcode::Fill: {
+    e.numIns(0);
+    e.numOuts(1);
+    const Buffer &o = e.out(0);
+    double v = I.getFloat("value");
+    if (o.dtype == DType::F32)
+      cpu::fillF32(S.f32(e.outId(0)), o.numElements(), float(v));
+    else if (o.dtype == DType::I32)
+      cpu::fillI32(S.i32(e.outId(0)), o.numElements(), int32_t(v));
+    else {
+      int64_t *p = S.i64(e.outId(0));
+      for (int64_t i = 0; i < o.numElements(); ++i)
+        p[i] = int64_t(v);
+    }
+    return;
+  }
+  case Opcode::Iota: {
+    e.numIns(0);
+    e.numOuts(1);
+    int32_t *o = e.iout(0, "output");
+    cpu::iota(o, e.out(0).numElements(), I.getInt("start"), I.getInt("step"));
+    return;
+  }
+  case Opcode::Embedding: {
+    e.numIns(2);
+    e.numOuts(1);
+    const Buffer &t = e.in(0);
+    if (t.shape.size() != 2)
+      e.fail("table '" + t.name + "' must be [V,C], got " + shapeStr(t.shape));
+    const int64_t V = t.shape[0], C = t.shape[1];
+    const int64_t rows = e.in(1).numElements();
+    e.count(e.out(0), rows * C, "output");
+    const float *table = e.fin(0, "table");
+    const int32_t *ids = e.iin(1, "ids");
+    cpu::embedding(table, ids, e.fout(0, "output"), rows, V, C);
+    return;
+  }
+  case Opcode::EmbeddingGrad: {
+    e.numIns(2);
+    e.numOuts(1);
+    const Buffer &t = e.out(0);
+    if (t.shape.size() != 2)
+      e.fail("dtable '" + t.name + "' must be [V,C], got " + shapeStr(t.shape));
+    const int64_t V = t.shape[0], C = t.shape[1];
+    const int64_t rows = e.in(0).numElements();
+    e.count(e.in(1), rows * C, "dy");
+    const int32_t *ids = e.iin(0, "ids");
+    const float *dy = e.fin(1, "dy");
+    cpu::embeddingGrad(ids, dy, e.fout(0, "dtable"), rows, V, C);
+    return;
+  }
+  case Opcode::Add: {
+    e.numIns(2);
+    e.numOuts(1);
+    const Buffer &a = e.in(0), &b = e.in(1);
+    if (!cpu::broadcastable(a.shape, b.shape))
+      e.fail("cannot broadcast '" + b.name + "' " + shapeStr(b.shape) +
+             " to '" + a.name + "' " + shapeStr(a.shape));
+    e.count(e.out(0), a.numElements(), "output");
+    const float *pa = e.fin(0, "a"), *pb = e.fin(1, "b");
+    cpu::addBroadcast(pa, pb, e.fout(0, "output"), a.shape, b.shape);
+    return;
+  }
+  case Opcode::ReduceTo: {
+    e.numIns(1);
+    e.numOuts(1);
+    const Buffer &x = e.in(0), &o = e.out(0);
+    if (!cpu::broadcastable(x.shape, o.shape))
+      e.fail("output '" + o.name + "' " + shapeStr(o.shape) +
+             " does not broadcast to input '" + x.name + "' " +
+             shapeStr(x.shape));
+    const float *px = e.fin(0, "input");
+    float *po = e.fout(0, "output");
+    if (px == po)
+      e.fail("output must not alias the input");
+    cpu::reduceTo(px, po, x.shape, o.shape);
+    return;
+  }
+  case Opcode::Linear:
+  case Opcode::LinearGradInput:
+  case Opcode::LinearGradWeight: {
+    const bool tw = I.has("transpose_w") && I.getInt("transpose_w") != 0;
+    const bool fwd = I.op == Opcode::Linear;
+    if (fwd)
+      e.numIns(2, 3);
+    else
+      e.numIns(2);
+    e.numOuts(1);
+    const Buffer &w = I.op == Opcode::LinearGradWeight ? e.out(0) : e.in(1);
+    if (w.shape.size() != 2)
+      e.fail("weight '" + w.name + "' must be rank 2, got " +
+             shapeStr(w.shape));
+    const int64_t K = tw ? w.shape[1] : w.shape[0];
+    const int64_t N = tw ? w.shape[0] : w.shape[1];
+    if (I.op == Opcode::Linear) {
+      const Buffer &x = e.in(0);
+      if (e.lastDim(x, "x") != K)
+        e.fail("x '" + x.name + "' " + shapeStr(x.shape) +
+               " does not match weight " + shapeStr(w.shape) +
+               (tw ? " (transposed)" : ""));
+      const int64_t M = K ? x.numElements() / K : 0;
+      e.count(e.out(0), M * N, "output");
+      const float *bias = nullptr;
+      if (I.inputs.size() == 3) {
+        e.count(e.in(2), N, "bias");
+        bias = e.fin(2, "bias");
+      }
+      const float *px = e.fin(0, "x"), *pw = e.fin(1, "weight");
+      cpu::linear(px, pw, bias, e.fout(0, "output"), M, K, N, tw);
+    } else if (I.op == Opcode::LinearGradInput) {
+      const Buffer &dy = e.in(0);
+      if (e.lastDim(dy, "dy") != N)
+        e.fail("dy '" + dy.name + "' " + shapeStr(dy.shape) +
+               " does not match weight " + shapeStr(w.shape));
+      const int64_t M = N ? dy.numElements() / N : 0;
+      e.count(e.out(0), M * K, "dx");
+      const float *pdy = e.fin(0, "dy"), *pw = e.fin(1, "weight");
+      cpu::linearGradInput(pdy, pw, e.fout(0, "dx"), M, K, N, tw);
+    } else {
+      const Buffer &x = e.in(0), &dy = e.in(1);
+      if (e.lastDim(x, "x") != K || e.lastDim(dy, "dy") != N)
+        e.fail("x " + shapeStr(x.shape) + " and dy " + shapeStr(dy.shape) +
+               " do not match dw " + shapeStr(w.shape));
+      const int64_t M = K ? x.numElements() / K : 0;
+      e.count(dy, M * N, "dy");
+      const float *px = e.fin(0, "x"), *pdy = e.fin(1, "dy");
+      cpu::linearGradWeight(px, pdy, e.fout(0, "dw"), M, K, N, tw);
+    }
+    return;
+  }
+  case Opcode::BatchMatmul: {
+    e.numIns(2);
+    e.numOuts(1);
+    const Buffer &a = e.in(0), &b = e.in(1);
+    if (a.shape.size() < 3 || b.shape.size() != a.shape.size())
+      e.fail("operands must have equal rank >= 3, got " + shapeStr(a.shape) +
+             " and " + shapeStr(b.shape));
+    int64_t batch = 1;
+    for (size_t i = 0; i + 2 < a.shape.size(); ++i) {
+      if (a.shape[i] != b.shape[i])
+        e.fail("batch dims differ: " + shapeStr(a.shape) + " vs " +
+               shapeStr(b.shape));
+      batch *= a.shape[i];
+    }
+    const bool ta = I.has("transpose_a") && I.getInt("transpose_a") != 0;
+    const bool tb = I.has("transpose_b") && I.getInt("transpose_b") != 0;
+    const float alpha = I.has("alpha") ? float(I.getFloat("alpha")) : 1.0f;
+    const size_t r = a.shape.size();
+    const int64_t M = ta ? a.shape[r - 1] : a.shape[r - 2];
+    const int64_t K = ta ? a.shape[r - 2] : a.shape[r - 1];
+    const int64_t Kb = tb ? b.shape[r - 1] : b.shape[r - 2];
+    const int64_t N = tb ? b.shape[r - 2] : b.shape[r - 1];
+    if (K != Kb)
+      e.fail("contraction dims differ: " + shapeStr(a.shape) +
+             (ta ? "^T" : "") + " @ " + shapeStr(b.shape) + (tb ? "^T" : ""));
+    e.count(e.out(0), batch * M * N, "output");
+    const float *pa = e.fin(0, "a"), *pb = e.fin(1, "b");
+    cpu::batchMatmul(pa, pb, e.fout(0, "output"), batch, M, N, K, ta, tb,
+                     alpha);
+    return;
+  }
+  case Opcode::LayerNorm: {
+    e.numIns(3);
+    e.numOuts(1);
+    const Buffer &x = e.in(0);
+    const int64_t C = e.lastDim(x, "x");
+    e.count(e.in(1), C, "gamma");
+    e.count(e.in(2), C, "beta");
+    e.count(e.out(0), x.numElements(), "output");
+    const float *px = e.fin(0, "x"), *pg = e.fin(1, "gamma"),
+                *pb = e.fin(2, "beta");
+    cpu::layerNorm(px, pg, pb, e.fout(0, "output"), C ? x.numElements() / C : 0,
+                   C, float(I.getFloat("epsilon")));
+    return;
+  }
+  case Opcode::LayerNormGrad: {
+    e.numIns(3);
+    e.numOuts(3);
+    const Buffer &x = e.in(1);
+    const int64_t C = e.lastDim(x, "x");
+    e.count(e.in(0), x.numElements(), "dy");
+    e.count(e.in(2), C, "gamma");
+    e.count(e.out(0), x.numElements(), "dx");
+    e.count(e.out(1), C, "dgamma");
+    e.count(e.out(2), C, "dbeta");
+    const float *dy = e.fin(0, "dy"), *px = e.fin(1, "x"),
+                *pg = e.fin(2, "gamma");
+    float *dx = e.fout(0, "dx"), *dg = e.fout(1, "dgamma"),
+          *db = e.fout(2, "dbeta");
+    cpu::layerNormGrad(dy, px, pg, dx, dg, db, C ? x.numElements() / C : 0, C,
+                       float(I.getFloat("epsilon")));
+    return;
+  }
+  case Opcode::Gelu:
+  case Opcode::GeluGrad: {
+    const bool grad = I.op == Opcode::GeluGrad;
+    e.numIns(grad ? 2 : 1);
+    e.numOuts(1);
+    const std::string approx =
+        I.has("approximation") ? I.getString("approximation") : "tanh";
+    if (approx != "tanh" && approx != "erf" && approx != "none")
+      e.fail("approximation must be \"tanh\" or \"erf\", got \"" + approx +
+             "\"");
+    const bool useTanh = approx == "tanh";
+    const int64_t n = e.in(0).numElements();
+    e.count(e.out(0), n, "output");
+    if (grad) {
+      e.count(e.in(1), n, "x");
+      const float *dy = e.fin(0, "dy"), *x = e.fin(1, "x");
+      cpu::geluGrad(dy, x, e.fout(0, "dx"), n, useTanh);
+    } else {
+      const float *x = e.fin(0, "x");
+      cpu::gelu(x, e.fout(0, "output"), n, useTanh);
+    }
+    return;
+  }
+  case Opcode::Dropout: {
+    e.numIns(1);
+    e.numOuts(1);
+    const int64_t n = e.in(0).numElements();
+    e.count(e.out(0), n, "output");
+    const double rate = I.getFloat("rate");
+    if (!(rate >= 0.0 && rate < 1.0))
+      e.fail("rate must be in [0, 1), got " + std::to_string(rate));
+    const float *x = e.fin(0, "x");
+    cpu::dropout(x, e.fout(0, "output"), n, rate,
+                 uint32_t(I.getInt("stream")), rng.seed, rng.offset);
+    return;
+  }
+  case Opcode::SplitHeads:
+  case Opcode::MergeHeads: {
+    const bool split = I.op == Opcode::SplitHeads;
+    if (split) {
+      e.numIns(1);
+      if (I.outputs.empty())
+        e.fail("expects at least one output");
+    } else {
+      e.numOuts(1);
+      if (I.inputs.empty())
+        e.fail("expects at least one input");
+    }
+    const Buffer &x = split ? e.in(0) : e.out(0);
+    const int64_t P = int64_t(split ? I.outputs.size() : I.inputs.size());
+    if (x.shape.size() != 3)
+      e.fail("'" + x.name + "' must be [B,T,P*H*D], got " + shapeStr(x.shape));
+    const int64_t H = I.getInt("num_heads");
+    const int64_t B = x.shape[0], T = x.shape[1], W = x.shape[2];
+    if (H <= 0 || W % (P * H) != 0)
+      e.fail("last dim " + std::to_string(W) + " of '" + x.name +
+             "' is not divisible by " + std::to_string(P) + " parts x " +
+             std::to_string(H) + " heads");
+    const int64_t D = W / (P * H);
+    for (int64_t p = 0; p < P; ++p) {
+      const Buffer &h = split ? e.out(size_t(p)) : e.in(size_t(p));
+      e.count(h, B * H * T * D, "head tensor");
+    }
+    if (split) {
+      const float *px = e.fin(0, "x");
+      std::vector<float *> outs;
+      for (int64_t p = 0; p < P; ++p)
+        outs.push_back(e.fout(size_t(p), "output"));
+      cpu::splitHeads(px, outs, B, T, H, D);
+    } else {
+      std::vector<const float *> ins;
+      for (int64_t p = 0; p < P; ++p)
+        ins.push_back(e.fin(size_t(p), "input"));
+      cpu::mergeHeads(ins, e.fout(0, "output"), B, T, H, D);
+    }
+    return;
+  }
+  case Opcode::Softmax: {
+    e.numIns(1);
+    e.numOuts(1);
+    const Buffer &x = e.in(0);
+    const int64_t Tk = e.lastDim(x, "x");
+    const int64_t Tq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
+    e.count(e.out(0), x.numElements(), "output");
+    const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
+    const bool causal = I.has("causal") && I.getInt("causal") != 0;
+    const float *px = e.fin(0, "x");
+    cpu::softmax(px, e.fout(0, "output"), Tk ? x.numElements() / Tk : 0, Tq,
+                 Tk, scale, causal);
+    return;
+  }
+  case Opcode::SoftmaxGrad: {
+    e.numIns(2);
+    e.numOuts(1);
+    const Buffer &y = e.in(1);
+    const int64_t Tk = e.lastDim(y, "y");
+    e.count(e.in(0), y.numElements(), "dy");
+    e.count(e.out(0), y.numElements(), "dx");
+    const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
+    const float *dy = e.fin(0, "dy"), *py = e.fin(1, "y");
+    cpu::softmaxGrad(dy, py, e.fout(0, "dx"), Tk ? y.numElements() / Tk : 0,
+                     Tk, scale);
+    return;
+  }
+  case Opcode::CrossEntropy:
+  case Opcode::CrossEntropyGrad: {
+    const bool grad = I.op == Opcode::CrossEntropyGrad;
+    e.numIns(grad ? 3 : 2);
+    e.numOuts(1);
+    const size_t li = grad ? 1 : 0;
+    const Buffer &lg = e.in(li);
+    const int64_t V = e.lastDim(lg, "logits");
+    const int64_t rows = V ? lg.numElements() / V : 0;
+    e.count(e.in(li + 1), rows, "labels");
+    const int64_t ignore =
+        I.has("ignore_index") ? I.getInt("ignore_index") : -100;
+    const float *logits = e.fin(li, "logits");
+    const int32_t *labels = e.iin(li + 1, "labels");
+    if (grad) {
+      const float dloss = e.scalarIn(0, "dloss");
+      e.count(e.out(0), lg.numElements(), "dlogits");
+      cpu::crossEntropyGrad(dloss, logits, labels, e.fout(0, "dlogits"), rows,
+                            V, ignore);
+    } else {
+      e.count(e.out(0), 1, "loss");
+      float *o = e.fout(0, "loss");
+      o[0] = cpu::crossEntropy(logits, labels, rows, V, ignore);
+    }
+    return;
+  }
+  case Opcode::MlmMask: {
+    e.numIns(1);
+    e.numOuts(2);
+    const int64_t n = e.in(0).numElements();
+    e.count(e.out(0), n, "inputs");
+    e.count(e.out(1), n, "labels");
+    const int64_t vocab = I.getInt("vocab_size");
+    if (vocab <= 0)
+      e.fail("vocab_size must be positive, got " + std::to_string(vocab));
+    const int32_t *ids = e.iin(0, "ids");
+    int32_t *inputs = e.iout(0, "inputs"), *labels = e.iout(1, "labels");
+    if (ids == inputs || ids == labels || inputs == labels)
+      e.fail("outputs must not alias the input or each other");
+    cpu::mlmMask(ids, inputs, labels, n, I.getFloat("mask_prob"),
+                 int32_t(I.getInt("mask_token_id")), vocab,
+                 uint32_t(I.getInt("stream")), rng.seed, rng.offset);
+    return;
+  }
+  case Opcode::Copy: {
+    e.numIns(1);
+    e.numOuts(1);
+    const Buffer &i = e.in(0), &o = e.out(0);
+    if (i.dtype != o.dtype)
+      e.fail("dtypes differ: " + std::string(dtypeName(i.dtype)) + " -> " +
+             dtypeName(o.dtype));
+    e.count(o, i.numElements(), "output");
+    cpu::copyBytes(S.data(e.outId(0)), S.data(e.inId(0)), i.bytes());
+    return;
+  }
+  case Opcode::GlobalNorm: {
+    e.numOuts(1);
+    e.count(e.out(0), 1, "output");
+    double total = 0.0;
+    for (size_t k = 0; k < I.inputs.size(); ++k)
+      total += cpu::sumSquares(e.fin(k, "input"), e.in(k).numElements());
+    e.fout(0, "output")[0] = float(std::sqrt(total));
+    return;
+  }
+  case Opcode::ClipCoefficient: {
+    e.numIns(1);
+    e.numOuts(1);
+    e.count(e.out(0), 1, "output");
+    float norm = e.scalarIn(0, "norm");
+    e.fout(0, "output")[0] = cpu::clipCoefficient(norm, I.getFloat("max_norm"));
+    return;
+  }
+  case Opcode::LrSchedule: {
+    e.numIns(1);
+    e.numOuts(1);
+    e.count(e.out(0), 1, "output");
+    const int64_t step = e.stepIn(0);
+    cpu::LrScheduleParams p;
+    p.kind = I.has("kind") ? I.getString("kind") : "constant";
+    auto optF = [&](const char *n, double &v) {
+      if (I.has(n))
+        v = I.getFloat(n);
+    };
+    optF("lr", p.lr);
+    optF("warmup_min_lr", p.warmupMinLr);
+    optF("warmup_max_lr", p.warmupMaxLr);
+    optF("warmup_min_ratio", p.warmupMinRatio);
+    optF("cos_min_ratio", p.cosMinRatio);
+    if (I.has("warmup_num_steps"))
+      p.warmupNumSteps = I.getInt("warmup_num_steps");
+    if (I.has("warmup_type"))
+      p.warmupType = I.getString("warmup_type");
+    if (p.kind == "constant")
+      p.lr = I.getFloat("lr");
+    if (p.kind == "WarmupDecayLR" || p.kind == "WarmupCosineLR")
+      p.totalNumSteps = I.getInt("total_num_steps");
+    if (p.kind == "WarmupCosineLR")
+      p.lr = I.getFloat("lr");
+    e.fout(0, "output")[0] = float(cpu::lrSchedule(p, step));
+    return;
+  }
+  case Opcode::Adam:
+  case Opcode::Lamb: {
+    e.numIns(7);
+    e.numOuts(3);
+    const int64_t n = e.in(0).numElements();
+    for (size_t k = 1; k < 4; ++k)
+      e.count(e.in(k), n, k == 1 ? "grad" : "state");
+    float *p = e.inPlace(0, 0, "param");
+    const float *g = e.fin(1, "grad");
+    float *m = e.inPlace(2, 1, "exp_avg");
+    float *v = e.inPlace(3, 2, "exp_avg_sq");
+    const float lr = e.scalarIn(4, "lr");
+    const int64_t step = e.stepIn(5);
+    const float gscale = e.scalarIn(6, "gscale");
+    if (step < 1)
+      e.fail("step counter must be >= 1, got " + std::to_string(step));
+    if (I.op == Opcode::Adam) {
+      cpu::AdamParams hp{I.getFloat("beta1"),        I.getFloat("beta2"),
+                         I.getFloat("eps"),          I.getFloat("weight_decay"),
+                         I.getInt("adamw") != 0,
+                         I.getInt("bias_correction") != 0};
+      cpu::adam(p, g, m, v, n, lr, step, gscale, hp);
+    } else {
+      cpu::LambParams hp{I.getFloat("beta1"),        I.getFloat("beta2"),
+                         I.getFloat("eps"),          I.getFloat("weight_decay"),
+                         I.getFloat("max_coeff"),    I.getFloat("min_coeff"),
+                         I.getInt("bias_correction") != 0};
+      cpu::lamb(p, g, m, v, n, lr, step, gscale, hp);
+    }
+    return;
+  }
+  case Opcode::Sgd: {
+    e.numIns(6);
+    e.numOuts(2);
+    const int64_t n = e.in(0).numElements();
+    e.count(e.in(1), n, "grad");
+    e.count(e.in(2), n, "momentum_buffer");
+    float *p = e.inPlace(0, 0, "param");
+    const float *g = e.fin(1, "grad");
+    float *buf = e.inPlace(2, 1, "momentum_buffer");
+    const float lr = e.scalarIn(3, "lr");
+    const int64_t step = e.stepIn(4);
+    const float gscale = e.scalarIn(5, "gscale");
+    if (step < 1)
+      e.fail("step counter must be >= 1, got " + std::to_string(step));
+    cpu::SgdParams hp{I.getFloat("momentum"), I.getFloat("dampening"),
+                      I.getFloat("weight_decay"), I.getInt("nesterov") != 0};
+    cpu::sgd(p, g, buf, n, lr, step, gscale, hp);
+    return;
+  }
+  case Opcode::AllReduce: {
+    e.numIns(1);
+    e.numOuts(1);
+    const std::string opName = I.has("op") ? I.getString("op") : "sum";
+    if (opName != "sum" && opName != "mean")
+      e.fail("op must be \"sum\" or \"mean\", got \"" + opName + "\"");
+    float *o = e.inPlace(0, 0, "tensor");
+    comm.allReduce(o, e.out(0).numElements(), opName == "mean");
+    return;
+  }
+  }
+  throw Error("unknown opcode " + std::to_string(int(I.op)));
+}
+
+} // namespace
+
+std::unique_ptr<Backend> createCpuBackend(Communicator &comm) {
+  return std::make_unique<CpuBackend>(comm);
+}
+
+} // namespace dsc::rt

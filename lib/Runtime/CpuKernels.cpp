@@ -1,0 +1,1018 @@
+//===- CpuKernels.cpp - CPU kernels: OpenBLAS GEMMs, OpenMP elsewhere -----===//
+//
+// Threading: OpenBLAS is made single-threaded and every GEMM is tiled over
+// OpenMP threads here, so the process runs one thread pool instead of an
+// OpenMP pool and an OpenBLAS pthread pool spinning against each other.
+// Every reduction has a fixed order, so results do not depend on the number
+// of threads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include "dsc/Runtime/Philox.h"
+#include "dsc/Runtime/Program.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+namespace dsc::rt::cpu {
+
+namespace {
+
+inline int numThreads() { return omp_get_max_threads(); }
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+//===----------------------------------------------------------------------===//
+// Vectorisable math. Written branch-free so `#pragma omp simd` loops compile
+// to AVX2 code (the libm calls would not vectorise).
+//===----------------------------------------------------------------------===//
+
+inline float bitsToFloat(int32_t i) {
+  float f;
+  std::memcpy(&f, &i, 4);
+  return f;
+}
+
+/// exp(x), Cephes polynomial on [-ln2/2, ln2/2], ~2 ulp for x in
+/// [-87.3, 88.3]; inputs are clamped to that range (exp(-87.3) ~ 1e-38).
+inline float expApprox(float x) {
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.3f ? 88.3f : x;
+  // Round x*log2(e) to the nearest integer n with the 1.5*2^23 trick: the
+  // integer lands in the low mantissa bits of k (no roundps/cvt needed).
+  const float k = x * 1.44269504088896341f + 12582912.0f;
+  int32_t ki;
+  std::memcpy(&ki, &k, 4);
+  const float n = k - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * bitsToFloat((ki - 0x4B400000 + 127) << 23);
+}
+
+/// erf(x): the rational approximation used by Eigen/XLA (few ulp in fp32).
+inline float erfApprox(float x) {
+  x = x > 4.0f ? 4.0f : x;
+  x = x < -4.0f ? -4.0f : x;
+  const float x2 = x * x;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  p = p * x;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  return p / q;
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+std::once_flag blasOnce;
+
+} // namespace
+
+void configureBlasThreads() {
+  std::call_once(blasOnce, [] { openblas_set_num_threads(1); });
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM tiling
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct NoPrologue {
+  void operator()(int64_t, int64_t, int64_t, int64_t, int64_t) const {}
+};
+
+/// C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b < batch, row-major,
+/// op(A) is [M,K], op(B) is [K,N]. The (batch, M-tile, N-tile) space is split
+/// over OpenMP threads, each calling single-threaded sgemm on its tile; `pre`
+/// runs on a tile just before its sgemm (bias prefill). Tiling changes no
+/// per-element summation order (K is never split).
+template <typename Pre = NoPrologue>
+void gemmTiled(int64_t batch, bool tA, bool tB, int64_t M, int64_t N,
+               int64_t K, float alpha, const float *A, int64_t lda,
+               int64_t strideA, const float *B, int64_t ldb, int64_t strideB,
+               float beta, float *C, int64_t ldc, int64_t strideC,
+               Pre pre = Pre()) {
+  if (batch <= 0 || M <= 0 || N <= 0)
+    return;
+  configureBlasThreads();
+  const CBLAS_TRANSPOSE ta = tA ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = tB ? CblasTrans : CblasNoTrans;
+  const int nt = numThreads();
+  const double flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
+  int64_t pm = 1, pn = 1;
+  if (nt > 1 && flops >= 4e6 && batch < 2 * nt) {
+    // Tiles per matrix so that batch * tiles covers the threads about twice.
+    int64_t want = ceilDiv(2 * nt, batch);
+    pm = std::min<int64_t>(want, std::max<int64_t>(1, M / 32));
+    pn = std::min<int64_t>(ceilDiv(want, pm), std::max<int64_t>(1, N / 64));
+  }
+  const int64_t mb = ceilDiv(ceilDiv(M, pm), 8) * 8;
+  const int64_t nb = ceilDiv(ceilDiv(N, pn), 16) * 16;
+  const int64_t tm = ceilDiv(M, mb), tn = ceilDiv(N, nb);
+  const int64_t tasks = batch * tm * tn;
+  auto runTask = [&](int64_t t) {
+    int64_t b = t / (tm * tn), rem = t % (tm * tn);
+    int64_t m0 = (rem / tn) * mb, n0 = (rem % tn) * nb;
+    int64_t m1 = std::min(M, m0 + mb), n1 = std::min(N, n0 + nb);
+    const float *a = A + b * strideA + (tA ? m0 : m0 * lda);
+    const float *bb = B + b * strideB + (tB ? n0 * ldb : n0);
+    float *c = C + b * strideC + m0 * ldc + n0;
+    pre(b, m0, m1, n0, n1);
+    cblas_sgemm(CblasRowMajor, ta, tb, int(m1 - m0), int(n1 - n0), int(K),
+                alpha, a, int(lda), bb, int(ldb), beta, c, int(ldc));
+  };
+  if (tasks == 1 || nt == 1 || flops < 4e6) {
+    for (int64_t t = 0; t < tasks; ++t)
+      runTask(t);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < tasks; ++t)
+    runTask(t);
+}
+
+} // namespace
+
+void linear(const float *x, const float *w, const float *bias, float *out,
+            int64_t M, int64_t K, int64_t N, bool transW) {
+  const int64_t ldw = transW ? K : N;
+  if (bias) {
+    auto pre = [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      for (int64_t m = m0; m < m1; ++m)
+        std::memcpy(out + m * N + n0, bias + n0, size_t(n1 - n0) * 4);
+    };
+    gemmTiled(1, false, transW, M, N, K, 1.0f, x, K, 0, w, ldw, 0, 1.0f, out,
+              N, 0, pre);
+  } else {
+    gemmTiled(1, false, transW, M, N, K, 1.0f, x, K, 0, w, ldw, 0, 0.0f, out,
+              N, 0);
+  }
+}
+
+void linearGradInput(const float *dy, const float *w, float *dx, int64_t M,
+                     int64_t K, int64_t N, bool transW) {
+  // dx[M,K] = dy[M,N] @ W^T; W^T is w^T for w[K,N], or w itself for w[N,K].
+  if (transW)
+    gemmTiled(1, false, false, M, K, N, 1.0f, dy, N, 0, w, K, 0, 0.0f, dx, K,
+              0);
+  else
+    gemmTiled(1, false, true, M, K, N, 1.0f, dy, N, 0, w, N, 0, 0.0f, dx, K,
+              0);
+}
+
+void linearGradWeight(const float *x, const float *dy, float *dw, int64_t M,
+                      int64_t K, int64_t N, bool transW) {
+  if (transW) // dw[N,K] = dy^T[N,M] @ x[M,K]
+    gemmTiled(1, true, false, N, K, M, 1.0f, dy, N, 0, x, K, 0, 0.0f, dw, K,
+              0);
+  else // dw[K,N] = x^T[K,M] @ dy[M,N]
+    gemmTiled(1, true, false, K, N, M, 1.0f, x, K, 0, dy, N, 0, 0.0f, dw, N,
+              0);
+}
+
+void batchMatmul(const float *a, const float *b, float *out, int64_t batch,
+                 int64_t M, int64_t N, int64_t K, bool transA, bool transB,
+                 float alpha) {
+  const int64_t lda = transA ? M : K, ldb = transB ? K : N;
+  gemmTiled(batch, transA, transB, M, N, K, alpha, a, lda, M * K, b, ldb,
+            K * N, 0.0f, out, N, M * N);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and data movement
+//===----------------------------------------------------------------------===//
+
+void fillF32(float *out, int64_t n, float v) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = v;
+}
+
+void fillI32(int32_t *out, int64_t n, int32_t v) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = v;
+}
+
+void iota(int32_t *out, int64_t n, int64_t start, int64_t step) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = int32_t(start + i * step);
+}
+
+void copyBytes(void *out, const void *in, size_t bytes) {
+  if (out == in || bytes == 0)
+    return;
+  const size_t chunk = 1 << 20;
+  const int64_t chunks = int64_t((bytes + chunk - 1) / chunk);
+  char *o = static_cast<char *>(out);
+  const char *s = static_cast<const char *>(in);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    size_t b = size_t(c) * chunk;
+    std::memmove(o + b, s + b, std::min(chunk, bytes - b));
+  }
+}
+
+void embedding(const float *table, const int32_t *ids, float *out,
+               int64_t rows, int64_t V, int64_t C) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (ids[r] < 0 || ids[r] >= V)
+      throw Error("embedding: token id " + std::to_string(ids[r]) +
+                  " out of range [0," + std::to_string(V) + ")");
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out + r * C, table + int64_t(ids[r]) * C, size_t(C) * 4);
+}
+
+void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
+                   int64_t rows, int64_t V, int64_t C) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (ids[r] < 0 || ids[r] >= V)
+      throw Error("embedding_grad: token id " + std::to_string(ids[r]) +
+                  " out of range [0," + std::to_string(V) + ")");
+  fillF32(dtable, V * C, 0.0f);
+  // Each thread owns a column slice of the table: no races, and every
+  // element sums its rows in token order whatever the thread count.
+  const int64_t cb = 64;
+  const int64_t slices = ceilDiv(C, cb);
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t c0 = s * cb, c1 = std::min(C, c0 + cb);
+    for (int64_t r = 0; r < rows; ++r) {
+      float *dst = dtable + int64_t(ids[r]) * C;
+      const float *src = dy + r * C;
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c)
+        dst[c] += src[c];
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcasting
+//===----------------------------------------------------------------------===//
+
+bool broadcastable(const std::vector<int64_t> &aShape,
+                   const std::vector<int64_t> &bShape) {
+  if (bShape.size() > aShape.size())
+    return false;
+  size_t off = aShape.size() - bShape.size();
+  for (size_t i = 0; i < bShape.size(); ++i)
+    if (bShape[i] != aShape[off + i] && bShape[i] != 1)
+      return false;
+  return true;
+}
+
+namespace {
+
+/// a's dims with size-1 dims dropped and runs of "b has it" (full) or "b
+/// broadcasts it" (bcast) merged. Always at least one dim.
+struct MergedDims {
+  std::vector<int64_t> len;
+  std::vector<bool> full;
+  std::vector<int64_t> bStride; ///< stride in b (0 for bcast dims)
+  int64_t rows() const {
+    int64_t r = 1;
+    for (size_t i = 0; i + 1 < len.size(); ++i)
+      r *= len[i];
+    return r;
+  }
+};
+
+MergedDims mergeDims(const std::vector<int64_t> &aShape,
+                     const std::vector<int64_t> &bShape) {
+  MergedDims m;
+  size_t off = aShape.size() - bShape.size();
+  for (size_t i = 0; i < aShape.size(); ++i) {
+    if (aShape[i] == 1)
+      continue;
+    bool full = i >= off && bShape[i - off] == aShape[i];
+    if (!m.len.empty() && m.full.back() == full)
+      m.len.back() *= aShape[i];
+    else {
+      m.len.push_back(aShape[i]);
+      m.full.push_back(full);
+    }
+  }
+  if (m.len.empty()) {
+    m.len.push_back(1);
+    m.full.push_back(true);
+  }
+  m.bStride.assign(m.len.size(), 0);
+  int64_t s = 1;
+  for (size_t i = m.len.size(); i-- > 0;)
+    if (m.full[i]) {
+      m.bStride[i] = s;
+      s *= m.len[i];
+    }
+  return m;
+}
+
+/// Offset in b of a's row r (row = all merged dims but the last).
+inline int64_t bRowOffset(const MergedDims &m, int64_t r) {
+  int64_t off = 0;
+  for (size_t i = m.len.size() - 1; i-- > 0;) {
+    int64_t idx = r % m.len[i];
+    r /= m.len[i];
+    off += idx * m.bStride[i];
+  }
+  return off;
+}
+
+} // namespace
+
+void addBroadcast(const float *a, const float *b, float *out,
+                  const std::vector<int64_t> &aShape,
+                  const std::vector<int64_t> &bShape) {
+  MergedDims m = mergeDims(aShape, bShape);
+  const int64_t L = m.len.back(), rows = m.rows();
+  const bool lastFull = m.full.back();
+  const int64_t chunk = 16384;
+  const int64_t perRow = ceilDiv(L, chunk), tasks = rows * perRow;
+#pragma omp parallel for schedule(static) if (rows * L > (1 << 15))
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t r = t / perRow, j0 = (t % perRow) * chunk;
+    int64_t j1 = std::min(L, j0 + chunk);
+    const float *ar = a + r * L;
+    float *o = out + r * L;
+    const float *br = b + bRowOffset(m, r);
+    if (lastFull) {
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j)
+        o[j] = ar[j] + br[j];
+    } else {
+      const float s = br[0];
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j)
+        o[j] = ar[j] + s;
+    }
+  }
+}
+
+void reduceTo(const float *x, float *out, const std::vector<int64_t> &aShape,
+              const std::vector<int64_t> &bShape) {
+  MergedDims m = mergeDims(aShape, bShape);
+  const size_t k = m.len.size();
+  const int64_t L = m.len.back();
+  const bool lastFull = m.full.back();
+  // Row strides of x over the merged dims but the last.
+  std::vector<int64_t> xStride(k, 0);
+  {
+    int64_t s = L;
+    for (size_t i = k - 1; i-- > 0;) {
+      xStride[i] = s;
+      s *= m.len[i];
+    }
+  }
+  // Outer dims (all but last) split into full (output) and bcast (summed).
+  std::vector<size_t> fullDims, bcastDims;
+  for (size_t i = 0; i + 1 < k; ++i)
+    (m.full[i] ? fullDims : bcastDims).push_back(i);
+  int64_t outRows = 1, sumRows = 1;
+  for (size_t i : fullDims)
+    outRows *= m.len[i];
+  for (size_t i : bcastDims)
+    sumRows *= m.len[i];
+  auto xRowOffset = [&](int64_t o, int64_t q) {
+    int64_t off = 0;
+    for (size_t j = fullDims.size(); j-- > 0;) {
+      size_t d = fullDims[j];
+      off += (o % m.len[d]) * xStride[d];
+      o /= m.len[d];
+    }
+    for (size_t j = bcastDims.size(); j-- > 0;) {
+      size_t d = bcastDims[j];
+      off += (q % m.len[d]) * xStride[d];
+      q /= m.len[d];
+    }
+    return off;
+  };
+  const bool par = outRows * sumRows * L > (1 << 15);
+  if (lastFull) {
+    // out is [outRows, L]; each task owns a column slice of one out row and
+    // sums x rows in a fixed order.
+    const int64_t cb = 64, slices = ceilDiv(L, cb), tasks = outRows * slices;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t t = 0; t < tasks; ++t) {
+      int64_t o = t / slices, c0 = (t % slices) * cb,
+              c1 = std::min(L, c0 + cb);
+      float *dst = out + o * L;
+      for (int64_t c = c0; c < c1; ++c)
+        dst[c] = 0.0f;
+      for (int64_t q = 0; q < sumRows; ++q) {
+        const float *src = x + xRowOffset(o, q);
+#pragma omp simd
+        for (int64_t c = c0; c < c1; ++c)
+          dst[c] += src[c];
+      }
+    }
+  } else {
+    // The innermost run is broadcast: each out element sums contiguous runs.
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t o = 0; o < outRows; ++o) {
+      double acc = 0.0;
+      for (int64_t q = 0; q < sumRows; ++q) {
+        const float *src = x + xRowOffset(o, q);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t c = 0; c < L; ++c)
+          s += src[c];
+        acc += s;
+      }
+      out[o] = float(acc);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNorm
+//===----------------------------------------------------------------------===//
+
+namespace {
+inline void rowMoments(const float *x, int64_t C, float eps, float &mean,
+                       float &rstd) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < C; ++c)
+    s += x[c];
+  mean = s / float(C);
+  float v = 0.0f;
+  const float mu = mean;
+#pragma omp simd reduction(+ : v)
+  for (int64_t c = 0; c < C; ++c) {
+    float d = x[c] - mu;
+    v += d * d;
+  }
+  rstd = 1.0f / std::sqrt(v / float(C) + eps);
+}
+} // namespace
+
+void layerNorm(const float *x, const float *gamma, const float *beta,
+               float *y, int64_t rows, int64_t C, float eps) {
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * C;
+    float *yr = y + r * C;
+    float mean, rstd;
+    rowMoments(xr, C, eps, mean, rstd);
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      yr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
+  }
+}
+
+void layerNormGrad(const float *dy, const float *x, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta, int64_t rows,
+                   int64_t C, float eps) {
+  // dgamma/dbeta: per fixed-size row block partial sums, then a fixed-order
+  // merge, so the result is independent of the thread count.
+  const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
+  std::vector<float> part(size_t(blocks * 2 * C), 0.0f);
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    float *pg = part.data() + blk * 2 * C, *pb = pg + C;
+    const int64_t r1 = std::min(rows, (blk + 1) * RB);
+    for (int64_t r = blk * RB; r < r1; ++r) {
+      const float *xr = x + r * C, *dyr = dy + r * C;
+      float *dxr = dx + r * C;
+      float mean, rstd;
+      rowMoments(xr, C, eps, mean, rstd);
+      float sg = 0.0f, sgx = 0.0f;
+#pragma omp simd reduction(+ : sg, sgx)
+      for (int64_t c = 0; c < C; ++c) {
+        float xh = (xr[c] - mean) * rstd;
+        float g = dyr[c] * gamma[c];
+        sg += g;
+        sgx += g * xh;
+        pg[c] += dyr[c] * xh;
+        pb[c] += dyr[c];
+      }
+      const float mg = sg / float(C), mgx = sgx / float(C);
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        float xh = (xr[c] - mean) * rstd;
+        dxr[c] = rstd * (dyr[c] * gamma[c] - mg - xh * mgx);
+      }
+    }
+  }
+  const int64_t cb = 64, slices = ceilDiv(C, cb);
+#pragma omp parallel for schedule(static) if (blocks * C > (1 << 14))
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t c0 = s * cb, c1 = std::min(C, c0 + cb);
+    for (int64_t c = c0; c < c1; ++c) {
+      dgamma[c] = 0.0f;
+      dbeta[c] = 0.0f;
+    }
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const float *pg = part.data() + blk * 2 * C, *pb = pg + C;
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) {
+        dgamma[c] += pg[c];
+        dbeta[c] += pb[c];
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// GELU
+//===----------------------------------------------------------------------===//
+
+void gelu(const float *x, float *y, int64_t n, bool tanhApprox) {
+  if (tanhApprox) {
+    // 0.5 x (1 + tanh(u)) == x * sigmoid(2u): no cancellation near u << 0.
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      float u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+      float s = 1.0f / (1.0f + expApprox(-2.0f * u));
+      y[i] = v * s;
+    }
+  } else {
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      y[i] = 0.5f * v * (1.0f + erfApprox(v * kInvSqrt2));
+    }
+  }
+}
+
+void geluGrad(const float *dy, const float *x, float *dx, int64_t n,
+              bool tanhApprox) {
+  if (tanhApprox) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      float u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+      float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
+      float s = 1.0f / (1.0f + expApprox(-2.0f * u)); // 0.5 (1 + tanh u)
+      // d/dx [x s(2u)] = s + x * 2 s (1 - s) u'
+      dx[i] = dy[i] * (s + v * 2.0f * s * (1.0f - s) * du);
+    }
+  } else {
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      float cdf = 0.5f * (1.0f + erfApprox(v * kInvSqrt2));
+      float pdf = kInvSqrt2Pi * expApprox(-0.5f * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax
+//===----------------------------------------------------------------------===//
+
+void softmax(const float *x, float *y, int64_t rows, int64_t Tq, int64_t Tk,
+             float scale, bool causal) {
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * Tk;
+    float *yr = y + r * Tk;
+    int64_t valid = Tk;
+    if (causal) {
+      int64_t i = r % Tq;
+      valid = std::clamp<int64_t>(i + (Tk - Tq) + 1, 0, Tk);
+    }
+    // A fully masked row (only possible when Tq > Tk) is all zeros.
+    float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < valid; ++j)
+      mx = std::max(mx, scale * xr[j]);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < valid; ++j) {
+      float e = expApprox(scale * xr[j] - mx);
+      yr[j] = e;
+      sum += e;
+    }
+    const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+#pragma omp simd
+    for (int64_t j = 0; j < valid; ++j)
+      yr[j] *= inv;
+    for (int64_t j = valid; j < Tk; ++j)
+      yr[j] = 0.0f;
+  }
+}
+
+void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
+                 int64_t Tk, float scale) {
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *dyr = dy + r * Tk, *yr = y + r * Tk;
+    float *dxr = dx + r * Tk;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < Tk; ++j)
+      dot += dyr[j] * yr[j];
+#pragma omp simd
+    for (int64_t j = 0; j < Tk; ++j)
+      dxr[j] = scale * yr[j] * (dyr[j] - dot);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Randomness
+//===----------------------------------------------------------------------===//
+
+void dropout(const float *x, float *y, int64_t n, double rate, uint32_t stream,
+             uint64_t seed, uint64_t offset) {
+  if (rate <= 0.0) {
+    copyBytes(y, x, size_t(n) * 4);
+    return;
+  }
+  if (rate >= 1.0) {
+    fillF32(y, n, 0.0f);
+    return;
+  }
+  const auto key = philoxKey(seed);
+  const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
+  const float r = float(rate), s = float(1.0 / (1.0 - rate));
+  const int64_t blocks = ceilDiv(n, 4);
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t q = 0; q < blocks; ++q) {
+    PhiloxBlock bits = philox4x32_10({uint32_t(q), stream, lo, hi}, key);
+    const int64_t i0 = q * 4, i1 = std::min(n, i0 + 4);
+    for (int64_t i = i0; i < i1; ++i)
+      y[i] = philoxUniform(bits[size_t(i - i0)]) >= r ? x[i] * s : 0.0f;
+  }
+}
+
+void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,
+             double maskProb, int32_t maskToken, int64_t vocab,
+             uint32_t stream, uint64_t seed, uint64_t offset) {
+  const auto key = philoxKey(seed);
+  const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
+  const float p = float(maskProb);
+#pragma omp parallel for schedule(static) if (n > (1 << 14))
+  for (int64_t i = 0; i < n; ++i) {
+    PhiloxBlock b = philox4x32_10({uint32_t(i), stream, lo, hi}, key);
+    const int32_t id = ids[i];
+    if (philoxUniform(b[0]) < p) {
+      labels[i] = id;
+      float u = philoxUniform(b[1]);
+      if (u < 0.8f)
+        inputs[i] = maskToken;
+      else if (u < 0.9f)
+        inputs[i] = int32_t(b[2] % uint32_t(vocab));
+      else
+        inputs[i] = id;
+    } else {
+      labels[i] = -100;
+      inputs[i] = id;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Heads
+//===----------------------------------------------------------------------===//
+
+void splitHeads(const float *x, const std::vector<float *> &outs, int64_t B,
+                int64_t T, int64_t H, int64_t D) {
+  const int64_t P = int64_t(outs.size()), W = P * H * D;
+#pragma omp parallel for schedule(static) if (B * T * W > (1 << 15))
+  for (int64_t bt = 0; bt < B * T; ++bt) {
+    const int64_t b = bt / T, t = bt % T;
+    const float *src = x + bt * W;
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(outs[size_t(p)] + ((b * H + h) * T + t) * D,
+                    src + (p * H + h) * D, size_t(D) * 4);
+  }
+}
+
+void mergeHeads(const std::vector<const float *> &ins, float *out, int64_t B,
+                int64_t T, int64_t H, int64_t D) {
+  const int64_t P = int64_t(ins.size()), W = P * H * D;
+#pragma omp parallel for schedule(static) if (B * T * W > (1 << 15))
+  for (int64_t bt = 0; bt < B * T; ++bt) {
+    const int64_t b = bt / T, t = bt % T;
+    float *dst = out + bt * W;
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(dst + (p * H + h) * D,
+                    ins[size_t(p)] + ((b * H + h) * T + t) * D, size_t(D) * 4);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Cross entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkLabels(const int32_t *labels, int64_t rows, int64_t V,
+                 int64_t ignoreIndex, const char *op, int64_t &count) {
+  count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    if (labels[r] < 0 || labels[r] >= V)
+      throw Error(std::string(op) + ": label " + std::to_string(labels[r]) +
+                  " at position " + std::to_string(r) + " out of range [0," +
+                  std::to_string(V) + ") and not ignore_index " +
+                  std::to_string(ignoreIndex));
+    ++count;
+  }
+}
+
+/// log(sum(exp(row))) with the row max; two passes over a cache-hot row.
+inline void rowLogSumExp(const float *z, int64_t V, float &mx, float &sum) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < V; ++j)
+    m = std::max(m, z[j]);
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < V; ++j)
+    s += expApprox(z[j] - m);
+  mx = m;
+  sum = s;
+}
+} // namespace
+
+float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
+                   int64_t V, int64_t ignoreIndex) {
+  int64_t count;
+  checkLabels(labels, rows, V, ignoreIndex, "cross_entropy", count);
+  if (count == 0)
+    return 0.0f;
+  std::vector<double> loss(size_t(rows), 0.0);
+#pragma omp parallel for schedule(static) if (rows * V > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    const float *z = logits + r * V;
+    float mx, sum;
+    rowLogSumExp(z, V, mx, sum);
+    loss[size_t(r)] = double(mx) + std::log(double(sum)) - double(z[labels[r]]);
+  }
+  double total = 0.0;
+  for (double l : loss)
+    total += l;
+  return float(total / double(count));
+}
+
+void crossEntropyGrad(float dloss, const float *logits, const int32_t *labels,
+                      float *dlogits, int64_t rows, int64_t V,
+                      int64_t ignoreIndex) {
+  int64_t count;
+  checkLabels(labels, rows, V, ignoreIndex, "cross_entropy_grad", count);
+  const float k = count > 0 ? dloss / float(count) : 0.0f;
+#pragma omp parallel for schedule(static) if (rows * V > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *z = logits + r * V;
+    float *d = dlogits + r * V;
+    if (labels[r] == ignoreIndex) {
+      std::memset(d, 0, size_t(V) * 4);
+      continue;
+    }
+    float mx, sum;
+    rowLogSumExp(z, V, mx, sum);
+    const float f = k / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < V; ++j)
+      d[j] = f * expApprox(z[j] - mx);
+    d[labels[r]] -= k;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Training step
+//===----------------------------------------------------------------------===//
+
+double sumSquares(const float *x, int64_t n) {
+  // Fixed-size chunks summed in order: independent of the thread count.
+  const int64_t cb = 1 << 14, chunks = ceilDiv(n, cb);
+  std::vector<double> part(size_t(std::max<int64_t>(chunks, 1)), 0.0);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i0 = c * cb, i1 = std::min(n, i0 + cb);
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = i0; i < i1; ++i)
+      s += double(x[i]) * double(x[i]);
+    part[size_t(c)] = s;
+  }
+  double total = 0.0;
+  for (double s : part)
+    total += s;
+  return total;
+}
+
+float clipCoefficient(float norm, double maxNorm) {
+  double n = double(norm) + 1e-6;
+  if (maxNorm > 0.0 && n > maxNorm)
+    return float(maxNorm / n);
+  return 1.0f;
+}
+
+// torch.optim.Adam / AdamW (single-tensor path), fp32.
+void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+          int64_t step, float gscale, const AdamParams &hp) {
+  const float b1 = float(hp.beta1), b2 = float(hp.beta2), eps = float(hp.eps),
+              wd = float(hp.weightDecay);
+  double bc1 = 1.0, bc2 = 1.0;
+  if (hp.biasCorrection) {
+    bc1 = 1.0 - std::pow(hp.beta1, double(step));
+    bc2 = 1.0 - std::pow(hp.beta2, double(step));
+  }
+  const float stepSize = float(double(lr) / bc1);
+  const float bc2Sqrt = float(std::sqrt(bc2));
+  const float decay = float(1.0 - double(lr) * hp.weightDecay);
+  // As PyTorch: (1 - beta) is a Python double, applied as an fp32 scalar.
+  const float c1 = float(1.0 - hp.beta1), c2 = float(1.0 - hp.beta2);
+  const bool adamw = hp.adamw, l2 = !hp.adamw && wd != 0.0f;
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] * gscale;
+    float pi = p[i];
+    if (l2)
+      gi += wd * pi;
+    if (adamw)
+      pi *= decay;
+    float mi = b1 * m[i] + c1 * gi;
+    float vi = b2 * v[i] + c2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = std::sqrt(vi) / bc2Sqrt + eps;
+    p[i] = pi - stepSize * (mi / denom);
+  }
+}
+
+// DeepSpeed FusedLamb, read from microsoft/DeepSpeed
+// csrc/lamb/fused_lamb_cuda_kernel.cu (lamb_cuda_kernel_part1/part3 and
+// fused_lamb_cuda) and deepspeed/ops/lamb/fused_lamb.py (eps_inside_sqrt
+// defaults to False -> eps_mode 1, "eps outside sqrt"):
+//   g'     = g * gscale           (DeepSpeed: g / grad_scale; dsc passes the
+//                                  reciprocal combined scale as gscale)
+//   m      = b1 m + (1-b1) g'      v = b2 v + (1-b2) g'^2     (no bias corr.)
+//   update = m / (sqrt(v) + eps) + weight_decay * p           (p before step)
+//   w_norm = ||p||,  u_norm = ||update||
+//   coeff  = (w_norm != 0 && u_norm != 0) ? clamp(w_norm/u_norm, min, max) : 1
+//            (applied as `> max -> max` then `< min -> min`)
+//   step_size = bias_correction ? lr * sqrt(1-b2^s) / (1-b1^s) : lr
+//   p     -= step_size * coeff * update
+// Norms accumulate in double here (DeepSpeed: fp32 block reductions).
+float lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+           int64_t step, float gscale, const LambParams &hp) {
+  const float b1 = float(hp.beta1), b2 = float(hp.beta2), eps = float(hp.eps),
+              wd = float(hp.weightDecay);
+  const int64_t cb = 1 << 14, chunks = std::max<int64_t>(1, ceilDiv(n, cb));
+  std::vector<double> pw(size_t(chunks), 0.0), pu(size_t(chunks), 0.0);
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i0 = c * cb, i1 = std::min(n, i0 + cb);
+    double sw = 0.0, su = 0.0;
+#pragma omp simd reduction(+ : sw, su)
+    for (int64_t i = i0; i < i1; ++i) {
+      float gi = g[i] * gscale;
+      float mi = b1 * m[i] + (1.0f - b1) * gi;
+      float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      float u = mi / (std::sqrt(vi) + eps) + wd * p[i];
+      sw += double(p[i]) * double(p[i]);
+      su += double(u) * double(u);
+    }
+    pw[size_t(c)] = sw;
+    pu[size_t(c)] = su;
+  }
+  double w2 = 0.0, u2 = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    w2 += pw[size_t(c)];
+    u2 += pu[size_t(c)];
+  }
+  const float wn = float(std::sqrt(w2)), un = float(std::sqrt(u2));
+  float coeff = 1.0f;
+  if (wn != 0.0f && un != 0.0f) {
+    coeff = wn / un;
+    if (coeff > float(hp.maxCoeff))
+      coeff = float(hp.maxCoeff);
+    if (coeff < float(hp.minCoeff))
+      coeff = float(hp.minCoeff);
+  }
+  float stepSize = lr;
+  if (hp.biasCorrection) {
+    const float bc1 = float(1.0 - std::pow(hp.beta1, double(step)));
+    const float bc2 = float(1.0 - std::pow(hp.beta2, double(step)));
+    stepSize = lr * std::sqrt(bc2) / bc1;
+  }
+  const float k = stepSize * coeff;
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float u = m[i] / (std::sqrt(v[i]) + eps) + wd * p[i];
+    p[i] = p[i] - k * u;
+  }
+  return coeff;
+}
+
+// torch.optim.SGD (single-tensor path).
+void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
+         int64_t step, float gscale, const SgdParams &hp) {
+  const float mom = float(hp.momentum), oneMinusDamp = float(1.0 - hp.dampening),
+              wd = float(hp.weightDecay);
+  const bool useMom = hp.momentum != 0.0, first = step <= 1,
+             nesterov = hp.nesterov;
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] * gscale + wd * p[i];
+    if (useMom) {
+      float b = first ? gi : mom * buf[i] + oneMinusDamp * gi;
+      buf[i] = b;
+      gi = nesterov ? gi + mom * b : b;
+    }
+    p[i] = p[i] - lr * gi;
+  }
+}
+
+// DeepSpeed deepspeed/runtime/lr_schedules.py (WarmupLR, WarmupDecayLR,
+// WarmupCosineLR; microsoft/DeepSpeed @38327e07, lines 633-858) driven the way
+// deepspeed/runtime/engine.py drives it: the scheduler is constructed with
+// last_batch_iteration = -1, and the constructor only *applies* get_lr() at
+// -1 (it does not step). DeepSpeedEngine._take_model_step (engine.py lines
+// 2216-2271 at the same commit) calls
+// optimizer.step() and only afterwards lr_scheduler.step(). So optimizer
+// update s (1-based) runs with last_batch_iteration = s - 2:
+//   s = 1 -> -1: WarmupLR/WarmupDecayLR give warmup_min_lr, WarmupCosineLR
+//                gives 0.0 (get_lr() returns [0.0] before the start);
+//   s = 2 ->  0: log warmup gives log(1) = 0 -> warmup_min_lr again, ...
+// warmup_num_steps is max(2, warmup_num_steps) as in DeepSpeed.
+double lrSchedule(const LrScheduleParams &p, int64_t step) {
+  if (p.kind == "constant")
+    return p.lr;
+  const bool isCos = p.kind == "WarmupCosineLR";
+  if (p.kind != "WarmupLR" && p.kind != "WarmupDecayLR" && !isCos)
+    throw Error("LrSchedule: unknown schedule kind '" + p.kind + "'");
+  if (p.warmupType != "log" && p.warmupType != "linear")
+    throw Error("LrSchedule: unknown warmup_type '" + p.warmupType +
+                "' (expected log or linear)");
+  const int64_t last = step - 2; // last_batch_iteration
+  const int64_t warmup = std::max<int64_t>(2, p.warmupNumSteps);
+  const double invLog = 1.0 / std::log(double(warmup));
+  auto warmupGamma = [&]() {
+    return p.warmupType == "log" ? invLog * std::log(double(last + 1))
+                                 : double(last) / double(warmup);
+  };
+  if (isCos) {
+    if (last < 0)
+      return 0.0;
+    double ratio;
+    if (last < warmup) {
+      ratio = p.warmupMinRatio + warmupGamma() * (1.0 - p.warmupMinRatio);
+    } else {
+      const int64_t realLast = last - warmup + 1;
+      const int64_t realTotal = p.totalNumSteps - warmup;
+      if (realTotal == 0)
+        throw Error("LrSchedule: WarmupCosineLR needs total_num_steps (" +
+                    std::to_string(p.totalNumSteps) +
+                    ") different from warmup_num_steps (" +
+                    std::to_string(warmup) + ")");
+      double c = (1.0 + std::cos(M_PI * double(realLast) / double(realTotal))) /
+                 2.0;
+      ratio = std::max(0.0, p.cosMinRatio + (1.0 - p.cosMinRatio) * c);
+    }
+    return p.lr * ratio;
+  }
+  if (last < 0)
+    return p.warmupMinLr;
+  double gamma;
+  if (last < warmup)
+    gamma = warmupGamma();
+  else if (p.kind == "WarmupLR")
+    gamma = 1.0;
+  else
+    gamma = std::max(0.0, double(p.totalNumSteps - last) /
+                              std::max(1.0, double(p.totalNumSteps - warmup)));
+  return p.warmupMinLr + (p.warmupMaxLr - p.warmupMinLr) * gamma;
+}
+
+} // namespace dsc::rt::cpu

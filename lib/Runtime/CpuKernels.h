@@ -1,0 +1,136 @@
+//===- CpuKernels.h - CPU reference kernels (private) ----------*- C++ -*-===//
+//
+// Plain-pointer kernels behind the CPU backend. Shapes are passed as flat
+// sizes; the backend validates buffers before calling. Every kernel is
+// deterministic: its result does not depend on the number of OpenMP threads.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_LIB_RUNTIME_CPUKERNELS_H
+#define DSC_LIB_RUNTIME_CPUKERNELS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::rt::cpu {
+
+/// Makes OpenBLAS single-threaded: GEMMs are partitioned over OpenMP threads
+/// by the callers below, so the process has one thread pool, not two fighting
+/// over the cores. Idempotent.
+void configureBlasThreads();
+
+// Elementwise / data movement.
+void fillF32(float *out, int64_t n, float v);
+void fillI32(int32_t *out, int64_t n, int32_t v);
+void iota(int32_t *out, int64_t n, int64_t start, int64_t step);
+void copyBytes(void *out, const void *in, size_t bytes);
+
+/// out[r, :] = table[ids[r], :]; throws rt::Error on an id outside [0, V).
+void embedding(const float *table, const int32_t *ids, float *out,
+               int64_t rows, int64_t V, int64_t C);
+/// dtable = 0; dtable[ids[r], :] += dy[r, :]. Throws on a bad id.
+void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
+                   int64_t rows, int64_t V, int64_t C);
+
+/// out = a + broadcast(b). `aShape`/`bShape` follow numpy rules (b right
+/// aligned, each dim equal or 1). out may alias a.
+void addBroadcast(const float *a, const float *b, float *out,
+                  const std::vector<int64_t> &aShape,
+                  const std::vector<int64_t> &bShape);
+/// out (shape bShape) = sum of x (shape aShape) over the broadcast dims.
+void reduceTo(const float *x, float *out, const std::vector<int64_t> &aShape,
+              const std::vector<int64_t> &bShape);
+/// True when bShape broadcasts to aShape.
+bool broadcastable(const std::vector<int64_t> &aShape,
+                   const std::vector<int64_t> &bShape);
+
+// GEMM-based ops (OpenBLAS sgemm, partitioned over OpenMP threads).
+/// out[M,N] = x[M,K] @ W (+ bias[N]); W is w[K,N], or w[N,K] if transW.
+void linear(const float *x, const float *w, const float *bias, float *out,
+            int64_t M, int64_t K, int64_t N, bool transW);
+/// dx[M,K] = dy[M,N] @ W^T.
+void linearGradInput(const float *dy, const float *w, float *dx, int64_t M,
+                     int64_t K, int64_t N, bool transW);
+/// dw = x^T @ dy ([K,N]) or dy^T @ x ([N,K] if transW).
+void linearGradWeight(const float *x, const float *dy, float *dw, int64_t M,
+                      int64_t K, int64_t N, bool transW);
+/// out[b] = alpha * op(a[b]) @ op(b[b]); op(a) is [M,K], op(b) is [K,N].
+void batchMatmul(const float *a, const float *b, float *out, int64_t batch,
+                 int64_t M, int64_t N, int64_t K, bool transA, bool transB,
+                 float alpha);
+
+// Normalisation and activations.
+void layerNorm(const float *x, const float *gamma, const float *beta,
+               float *y, int64_t rows, int64_t C, float eps);
+void layerNormGrad(const float *dy, const float *x, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta, int64_t rows,
+                   int64_t C, float eps);
+void gelu(const float *x, float *y, int64_t n, bool tanhApprox);
+void geluGrad(const float *dy, const float *x, float *dx, int64_t n,
+              bool tanhApprox);
+/// Softmax over the last dim of x[rows, Tk], rows = batch*Tq.
+void softmax(const float *x, float *y, int64_t rows, int64_t Tq, int64_t Tk,
+             float scale, bool causal);
+void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
+                 int64_t Tk, float scale);
+
+// Randomness (Philox conventions of Philox.h).
+void dropout(const float *x, float *y, int64_t n, double rate, uint32_t stream,
+             uint64_t seed, uint64_t offset);
+void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,
+             double maskProb, int32_t maskToken, int64_t vocab,
+             uint32_t stream, uint64_t seed, uint64_t offset);
+
+// Heads.
+void splitHeads(const float *x, const std::vector<float *> &outs, int64_t B,
+                int64_t T, int64_t H, int64_t D);
+void mergeHeads(const std::vector<const float *> &ins, float *out, int64_t B,
+                int64_t T, int64_t H, int64_t D);
+
+// Loss.
+float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
+                   int64_t V, int64_t ignoreIndex);
+void crossEntropyGrad(float dloss, const float *logits, const int32_t *labels,
+                      float *dlogits, int64_t rows, int64_t V,
+                      int64_t ignoreIndex);
+
+// Training step.
+/// sum of squares, accumulated in double.
+double sumSquares(const float *x, int64_t n);
+float clipCoefficient(float norm, double maxNorm);
+
+struct AdamParams {
+  double beta1, beta2, eps, weightDecay;
+  bool adamw, biasCorrection;
+};
+void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+          int64_t step, float gscale, const AdamParams &hp);
+
+struct LambParams {
+  double beta1, beta2, eps, weightDecay, maxCoeff, minCoeff;
+  bool biasCorrection;
+};
+/// Returns the trust ratio (lamb coefficient) that was applied.
+float lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+           int64_t step, float gscale, const LambParams &hp);
+
+struct SgdParams {
+  double momentum, dampening, weightDecay;
+  bool nesterov;
+};
+void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
+         int64_t step, float gscale, const SgdParams &hp);
+
+struct LrScheduleParams {
+  std::string kind = "constant";
+  double lr = 0, warmupMinLr = 0, warmupMaxLr = 0.001;
+  int64_t warmupNumSteps = 1000, totalNumSteps = 0;
+  std::string warmupType = "log";
+  double warmupMinRatio = 0, cosMinRatio = 0.0001;
+};
+/// Learning rate of optimizer update number `step` (1-based).
+double lrSchedule(const LrScheduleParams &p, int64_t step);
+
+} // namespace dsc::rt::cpu
+
+#endif // DSC_LIB_RUNTIME_CPUKERNELS_H

@@ -1,0 +1,369 @@
+//===- IO.cpp - Token files, safetensors, atomic writes -------------------===//
+
+#include "dsc/Runtime/IO.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace dsc::rt {
+
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr int64_t kLlmcHeaderBytes = 256 * 4;
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20; // 100 MB
+
+std::string errnoText() { return std::strerror(errno); }
+
+/// Reads a whole file; throws "cannot open X: <reason>".
+std::string readWholeFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error("cannot open " + path + ": " + errnoText());
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof(buf));
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      std::string msg = "cannot read " + path + ": " + errnoText();
+      ::close(fd);
+      throw Error(msg);
+    }
+    if (r == 0)
+      break;
+    out.append(buf, size_t(r));
+  }
+  ::close(fd);
+  return out;
+}
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+template <typename T> T loadLE(const char *p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T)); // x86-64 is little-endian
+  return v;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Token files
+//===----------------------------------------------------------------------===//
+
+TokenFile TokenFile::open(const std::string &path) {
+  TokenFile tf;
+  tf.path = path;
+  std::string bytes = readWholeFile(path);
+  const int64_t size = int64_t(bytes.size());
+  if (endsWith(path, ".txt")) {
+    tf.tokens.resize(bytes.size());
+    for (size_t i = 0; i < bytes.size(); ++i)
+      tf.tokens[i] = int32_t(static_cast<unsigned char>(bytes[i]));
+    return tf;
+  }
+  const char *data = bytes.data();
+  int64_t first = 0, count = 0;
+  if (size >= 4 && loadLE<int32_t>(data) == kLlmcMagic) {
+    if (size < kLlmcHeaderBytes)
+      throw Error(path + ": truncated llm.c header (" + std::to_string(size) +
+                  " bytes, need " + std::to_string(kLlmcHeaderBytes) + ")");
+    int32_t version = loadLE<int32_t>(data + 4);
+    if (version != 1)
+      throw Error(path + ": unsupported llm.c token file version " +
+                  std::to_string(version) + " (expected 1)");
+    int64_t header = loadLE<int32_t>(data + 8);
+    if (header < 0)
+      throw Error(path + ": llm.c header has a negative token count " +
+                  std::to_string(header));
+    int64_t holds = (size - kLlmcHeaderBytes) / 2;
+    if (holds < header)
+      throw Error(path + ": truncated (header says " + std::to_string(header) +
+                  " tokens, file holds " + std::to_string(holds) + ")");
+    if (size != kLlmcHeaderBytes + 2 * header)
+      throw Error(path + ": size mismatch (header says " +
+                  std::to_string(header) + " tokens, file holds " +
+                  std::to_string(size - kLlmcHeaderBytes) +
+                  " bytes of tokens)");
+    first = kLlmcHeaderBytes;
+    count = header;
+  } else {
+    if (size % 2 != 0)
+      throw Error(path + ": raw uint16 token file has an odd byte length (" +
+                  std::to_string(size) + ")");
+    count = size / 2;
+  }
+  tf.tokens.resize(size_t(count));
+  const unsigned char *u =
+      reinterpret_cast<const unsigned char *>(data + first);
+  for (int64_t i = 0; i < count; ++i)
+    tf.tokens[size_t(i)] = int32_t(uint32_t(u[2 * i]) | (uint32_t(u[2 * i + 1]) << 8));
+  return tf;
+}
+
+int32_t TokenFile::maxToken() const {
+  int32_t m = -1;
+  for (int32_t t : tokens)
+    m = std::max(m, t);
+  return m;
+}
+
+void TokenFile::batch(int64_t step, int64_t micro, int64_t gradAccum,
+                      int64_t B, int64_t T, int32_t *inputs,
+                      int32_t *targets) const {
+  if (B <= 0 || T <= 0 || gradAccum <= 0 || step < 0 || micro < 0)
+    throw Error("batch: invalid arguments (B=" + std::to_string(B) +
+                ", T=" + std::to_string(T) +
+                ", grad_accum=" + std::to_string(gradAccum) + ")");
+  const int64_t N = size(), BT = B * T;
+  if (N < BT + 2)
+    throw Error("data file " + path + " has " + std::to_string(N) +
+                " tokens; need at least " + std::to_string(BT + 2) +
+                " (B*T+2) for micro-batch " + std::to_string(B) +
+                " and seq-len " + std::to_string(T));
+  const unsigned __int128 span = uint64_t(N - BT - 1);
+  const unsigned __int128 idx =
+      (unsigned __int128)(uint64_t(step)) * uint64_t(gradAccum) + uint64_t(micro);
+  const uint64_t start = uint64_t((idx % span) * uint64_t(BT) % span);
+  const int32_t *src = tokens.data() + start;
+  std::memcpy(inputs, src, size_t(BT) * sizeof(int32_t));
+  std::memcpy(targets, src + 1, size_t(BT) * sizeof(int32_t));
+}
+
+void writeTokenFile(const std::string &path, const std::vector<int32_t> &toks) {
+  std::string out(size_t(kLlmcHeaderBytes) + 2 * toks.size(), '\0');
+  int32_t header[256] = {};
+  header[0] = kLlmcMagic;
+  header[1] = 1;
+  if (toks.size() > size_t(INT32_MAX))
+    throw Error(path + ": too many tokens for an llm.c file");
+  header[2] = int32_t(toks.size());
+  std::memcpy(out.data(), header, sizeof(header));
+  for (size_t i = 0; i < toks.size(); ++i) {
+    if (toks[i] < 0 || toks[i] > 65535)
+      throw Error(path + ": token " + std::to_string(toks[i]) +
+                  " does not fit in uint16");
+    uint16_t v = uint16_t(toks[i]);
+    std::memcpy(out.data() + kLlmcHeaderBytes + 2 * i, &v, 2);
+  }
+  writeFileAtomic(path, out);
+}
+
+//===----------------------------------------------------------------------===//
+// safetensors
+//===----------------------------------------------------------------------===//
+
+namespace {
+const char *stDtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "F32";
+  case DType::I32:
+    return "I32";
+  case DType::I64:
+    return "I64";
+  }
+  return "?";
+}
+} // namespace
+
+Safetensors Safetensors::read(const std::string &path) {
+  std::string bytes = readWholeFile(path);
+  const uint64_t size = bytes.size();
+  if (size < 8)
+    throw Error(path + ": truncated safetensors file (" +
+                std::to_string(size) + " bytes, no header length)");
+  const uint64_t n = loadLE<uint64_t>(bytes.data());
+  if (n > size - 8)
+    throw Error(path + ": safetensors header length " + std::to_string(n) +
+                " exceeds the file size " + std::to_string(size));
+  if (n >= kMaxHeaderBytes)
+    throw Error(path + ": safetensors header length " + std::to_string(n) +
+                " is over the 100MB limit");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
+  } catch (const nlohmann::json::exception &e) {
+    throw Error(path + ": invalid safetensors header JSON: " + e.what());
+  }
+  if (!header.is_object())
+    throw Error(path + ": safetensors header is not a JSON object");
+  const uint64_t dataStart = 8 + n, dataSize = size - dataStart;
+  Safetensors st;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string &name = it.key();
+    const nlohmann::json &v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object())
+        throw Error(path + ": __metadata__ must be an object of strings");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          throw Error(path + ": __metadata__ value '" + m.key() +
+                      "' is not a string");
+        st.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string &what) {
+      return Error(path + ": tensor '" + name + "': " + what);
+    };
+    if (!v.is_object())
+      throw bad("entry is not an object");
+    auto dt = v.find("dtype");
+    auto sh = v.find("shape");
+    auto off = v.find("data_offsets");
+    if (dt == v.end() || !dt->is_string())
+      throw bad("missing or non-string dtype");
+    if (sh == v.end() || !sh->is_array())
+      throw bad("missing or non-array shape");
+    if (off == v.end() || !off->is_array() || off->size() != 2 ||
+        !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
+      throw bad("data_offsets must be two non-negative integers");
+    Tensor t;
+    std::string dts = dt->get<std::string>();
+    if (dts == "F32")
+      t.dtype = DType::F32;
+    else if (dts == "I32")
+      t.dtype = DType::I32;
+    else if (dts == "I64")
+      t.dtype = DType::I64;
+    else
+      throw bad("unsupported dtype " + dts + " (supported: F32, I32, I64)");
+    uint64_t numel = 1;
+    for (const auto &d : *sh) {
+      if (!d.is_number_unsigned())
+        throw bad("shape entries must be non-negative integers");
+      uint64_t dim = d.get<uint64_t>();
+      if (dim != 0 && numel > (uint64_t(1) << 62) / dim)
+        throw bad("shape is too large");
+      numel *= dim;
+      t.shape.push_back(int64_t(dim));
+    }
+    uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
+    if (b > e || e > dataSize)
+      throw bad("data_offsets [" + std::to_string(b) + ", " +
+                std::to_string(e) + "] outside the data section of " +
+                std::to_string(dataSize) + " bytes");
+    uint64_t want = numel * dtypeSize(t.dtype);
+    if (e - b != want)
+      throw bad("data_offsets span " + std::to_string(e - b) +
+                " bytes but shape and dtype need " + std::to_string(want));
+    t.bytes.assign(bytes.begin() + int64_t(dataStart + b),
+                   bytes.begin() + int64_t(dataStart + e));
+    st.tensors.emplace(name, std::move(t));
+  }
+  return st;
+}
+
+void Safetensors::write(const std::string &path) const {
+  // nlohmann::json objects are std::maps: keys come out sorted, and the data
+  // section follows the same (sorted) order.
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto &[name, t] : tensors) {
+    if (name == "__metadata__")
+      throw Error(path + ": '__metadata__' is not a valid tensor name");
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0)
+        throw Error(path + ": tensor '" + name + "' has a negative dimension");
+      numel *= uint64_t(d);
+    }
+    uint64_t nbytes = numel * dtypeSize(t.dtype);
+    if (nbytes != t.bytes.size())
+      throw Error(path + ": tensor '" + name + "' holds " +
+                  std::to_string(t.bytes.size()) + " bytes but shape and " +
+                  "dtype need " + std::to_string(nbytes));
+    header[name] = {{"dtype", stDtypeName(t.dtype)},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+  }
+  if (!metadata.empty()) {
+    nlohmann::json meta = nlohmann::json::object();
+    for (const auto &[k, v] : metadata)
+      meta[k] = v;
+    header["__metadata__"] = meta;
+  }
+  std::string h = header.dump();
+  // Pad with spaces (valid JSON whitespace) so the data starts 8-aligned.
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::string out;
+  out.reserve(8 + h.size() + offset);
+  uint64_t n = h.size();
+  out.append(reinterpret_cast<const char *>(&n), 8);
+  out += h;
+  for (const auto &[name, t] : tensors)
+    out.append(t.bytes.data(), t.bytes.size());
+  writeFileAtomic(path, out);
+}
+
+//===----------------------------------------------------------------------===//
+// Atomic writes
+//===----------------------------------------------------------------------===//
+
+void writeFileAtomic(const std::string &path, const std::string &bytes) {
+  std::string dir = ".";
+  size_t slash = path.rfind('/');
+  if (slash != std::string::npos)
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+  std::string tmpl = path + ".tmp.XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0)
+    throw Error("cannot write " + path + ": cannot create a temporary file (" +
+                errnoText() + ")");
+  auto fail = [&](const std::string &what) {
+    std::string msg = "cannot write " + path + ": " + what + " (" +
+                      errnoText() + ")";
+    if (fd >= 0)
+      ::close(fd);
+    ::unlink(name.data());
+    throw Error(msg);
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      fail("write failed");
+    }
+    if (w == 0) {
+      errno = EIO;
+      fail("write failed");
+    }
+    done += size_t(w);
+  }
+  if (::fchmod(fd, 0644) != 0)
+    fail("chmod failed");
+  if (::fsync(fd) != 0)
+    fail("fsync failed");
+  int rc = ::close(fd);
+  fd = -1;
+  if (rc != 0)
+    fail("close failed");
+  if (::rename(name.data(), path.c_str()) != 0)
+    fail("rename failed");
+  // Persist the rename itself (best effort: some filesystems refuse).
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,99 @@
+//===- Storage.cpp - Buffer memory and parameter initialization ----------===//
+
+#include "dsc/Runtime/Philox.h"
+#include "dsc/Runtime/Runtime.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace dsc::rt {
+
+namespace {
+void freeAligned(char *p) { std::free(p); }
+} // namespace
+
+Storage::Storage(const Program &program) {
+  owned.reserve(program.buffers.size());
+  ptrs.reserve(program.buffers.size());
+  for (const Buffer &b : program.buffers) {
+    for (int64_t d : b.shape)
+      if (d < 0)
+        throw Error("buffer '" + b.name + "' has a negative dimension");
+    size_t bytes = b.bytes();
+    // Round up to a whole number of cache lines (aligned_alloc requires a
+    // multiple of the alignment) and never allocate zero bytes.
+    size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    char *p = static_cast<char *>(std::aligned_alloc(64, padded));
+    if (!p)
+      throw Error("out of memory allocating " + std::to_string(bytes) +
+                  " bytes for buffer '" + b.name + "'");
+    std::memset(p, 0, padded);
+    owned.emplace_back(p, &freeAligned);
+    ptrs.push_back(p);
+    total += bytes;
+  }
+}
+
+/// FNV-1a, 32 bits: the per-parameter Philox stream id.
+static uint32_t nameHash(const std::string &s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+// Initialization scheme (independent of thread count and of every other
+// buffer in the program, so adding a buffer or a pass never changes weights):
+//   key     = philoxKey(seed)
+//   element pair j (elements 2j, 2j+1) of a Normal(0, std) parameter draws
+//   block   = philox4x32_10({j, fnv1a32(buffer name), 0x1417, 0}, key)
+//   u1      = ((block[0] >> 8) + 1) * 2^-24   in (0, 1]   (log never sees 0)
+//   u2      = (block[1] >> 8) * 2^-24         in [0, 1)
+//   r       = sqrt(-2 ln u1)  (double precision)
+//   x[2j]   = std * r * cos(2 pi u2),  x[2j+1] = std * r * sin(2 pi u2)
+// Zeros/None -> 0, Ones -> 1. Every other persistent buffer (GradAcc,
+// OptState, Output) is zeroed; Temp and Input buffers are left alone.
+void initializeParameters(const Program &program, Storage &storage,
+                          uint64_t seed) {
+  const auto key = philoxKey(seed);
+  for (size_t bi = 0; bi < program.buffers.size(); ++bi) {
+    const Buffer &b = program.buffers[bi];
+    if (b.role == BufferRole::Temp || b.role == BufferRole::Input)
+      continue;
+    const int64_t n = b.numElements();
+    void *raw = storage.data(int(bi));
+    if (b.role != BufferRole::Param || b.init == InitKind::None ||
+        b.init == InitKind::Zeros) {
+      std::memset(raw, 0, b.bytes());
+      continue;
+    }
+    if (b.dtype != DType::F32)
+      throw Error("parameter '" + b.name + "' must be f32 to be initialized");
+    float *x = static_cast<float *>(raw);
+    if (b.init == InitKind::Ones) {
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = 1.0f;
+      continue;
+    }
+    const uint32_t stream = nameHash(b.name);
+    const double stdev = b.initStd;
+    const int64_t pairs = (n + 1) / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < pairs; ++j) {
+      PhiloxBlock r = philox4x32_10(
+          {uint32_t(j), stream, 0x1417u, uint32_t(uint64_t(j) >> 32)}, key);
+      double u1 = (double((r[0] >> 8) + 1)) * 0x1p-24;
+      double u2 = double(r[1] >> 8) * 0x1p-24;
+      double rad = std::sqrt(-2.0 * std::log(u1));
+      double th = 2.0 * M_PI * u2;
+      x[2 * j] = float(stdev * rad * std::cos(th));
+      if (2 * j + 1 < n)
+        x[2 * j + 1] = float(stdev * rad * std::sin(th));
+    }
+  }
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,623 @@
+//===- ConfigTest.cpp - Tests for the config.json / ds_config.json parser -===//
+
+#include "dsc/Frontend/Config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+using namespace dsc;
+
+namespace {
+
+/// The message of the ConfigError `fn` throws; fails the test otherwise.
+template <typename Fn> std::string errorOf(Fn &&fn) {
+  try {
+    fn();
+  } catch (const ConfigError &e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "multi-line: " << msg;
+    return msg;
+  } catch (const std::exception &e) {
+    ADD_FAILURE() << "threw a non-ConfigError: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no ConfigError thrown";
+  return "";
+}
+
+std::string modelError(const std::string &text) {
+  return errorOf([&] { parseModelConfigText(text, "m.json"); });
+}
+std::string trainError(const std::string &text, int64_t world = 1) {
+  return errorOf([&] { parseTrainConfigText(text, "ds.json", world); });
+}
+TrainConfig train(const std::string &text, int64_t world = 1) {
+  return parseTrainConfigText(text, "ds.json", world);
+}
+/// A valid minimal ds_config with `extra` members appended.
+std::string ds(const std::string &extra) {
+  return R"({"train_micro_batch_size_per_gpu": 2)" +
+         (extra.empty() ? std::string() : ", " + extra) + "}";
+}
+
+std::string examplesDir() {
+#ifdef DSC_EXAMPLES_DIR
+  return DSC_EXAMPLES_DIR;
+#else
+  std::string f = __FILE__; // <root>/unittests/Frontend/ConfigTest.cpp
+  for (int i = 0; i < 3; ++i)
+    f = f.substr(0, f.find_last_of('/'));
+  return f + "/examples";
+#endif
+}
+
+std::string writeTemp(const std::string &name, const std::string &text) {
+  std::string p = ::testing::TempDir() + "/" + name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+#define EXPECT_HAS(msg, part)                                                  \
+  EXPECT_NE((msg).find(part), std::string::npos)                               \
+      << "message: " << (msg) << "\nexpected to contain: " << (part)
+
+//===----------------------------------------------------------------------===//
+// Model config
+//===----------------------------------------------------------------------===//
+
+TEST(ModelConfig, Gpt2Defaults) {
+  ModelConfig m = parseModelConfigText(R"({"model_type": "gpt2"})", "m");
+  EXPECT_EQ(m.type, ModelType::GPT2);
+  EXPECT_EQ(m.vocabSize, 50257);
+  EXPECT_EQ(m.maxPositions, 1024);
+  EXPECT_EQ(m.hidden, 768);
+  EXPECT_EQ(m.numLayers, 12);
+  EXPECT_EQ(m.numHeads, 12);
+  EXPECT_EQ(m.intermediate, 4 * 768);
+  EXPECT_DOUBLE_EQ(m.layerNormEps, 1e-5);
+  EXPECT_DOUBLE_EQ(m.initializerRange, 0.02);
+  EXPECT_DOUBLE_EQ(m.embdDropout, 0.1);
+  EXPECT_DOUBLE_EQ(m.residDropout, 0.1);
+  EXPECT_DOUBLE_EQ(m.attnDropout, 0.1);
+  EXPECT_EQ(m.gelu, GeluApprox::Tanh);
+  EXPECT_TRUE(m.tieWordEmbeddings);
+}
+
+TEST(ModelConfig, BertDefaults) {
+  ModelConfig m = parseModelConfigText(R"({"model_type": "bert"})", "m");
+  EXPECT_EQ(m.type, ModelType::BERT);
+  EXPECT_EQ(m.vocabSize, 30522);
+  EXPECT_EQ(m.hidden, 768);
+  EXPECT_EQ(m.numLayers, 12);
+  EXPECT_EQ(m.numHeads, 12);
+  EXPECT_EQ(m.intermediate, 3072);
+  EXPECT_EQ(m.maxPositions, 512);
+  EXPECT_EQ(m.typeVocabSize, 2);
+  EXPECT_DOUBLE_EQ(m.layerNormEps, 1e-12);
+  EXPECT_DOUBLE_EQ(m.embdDropout, 0.1);
+  EXPECT_DOUBLE_EQ(m.attnDropout, 0.1);
+  EXPECT_EQ(m.gelu, GeluApprox::Erf);
+  EXPECT_TRUE(m.tieWordEmbeddings);
+}
+
+TEST(ModelConfig, Gpt2Normalisation) {
+  ModelConfig m = parseModelConfigText(R"({
+    "model_type": "gpt2", "vocab_size": 256, "n_positions": 64, "n_ctx": 64,
+    "n_embd": 64, "n_layer": 2, "n_head": 4, "n_inner": 100,
+    "activation_function": "gelu", "resid_pdrop": 0.0, "embd_pdrop": 0.25,
+    "attn_pdrop": 0, "layer_norm_epsilon": 1e-6, "initializer_range": 0.01,
+    "tie_word_embeddings": false})",
+                                       "m");
+  EXPECT_EQ(m.vocabSize, 256);
+  EXPECT_EQ(m.maxPositions, 64);
+  EXPECT_EQ(m.hidden, 64);
+  EXPECT_EQ(m.numLayers, 2);
+  EXPECT_EQ(m.numHeads, 4);
+  EXPECT_EQ(m.intermediate, 100);
+  EXPECT_EQ(m.gelu, GeluApprox::Erf);
+  EXPECT_DOUBLE_EQ(m.residDropout, 0.0);
+  EXPECT_DOUBLE_EQ(m.embdDropout, 0.25);
+  EXPECT_DOUBLE_EQ(m.attnDropout, 0.0);
+  EXPECT_DOUBLE_EQ(m.layerNormEps, 1e-6);
+  EXPECT_DOUBLE_EQ(m.initializerRange, 0.01);
+  EXPECT_FALSE(m.tieWordEmbeddings);
+  // n_inner null means 4 * n_embd.
+  m = parseModelConfigText(
+      R"({"model_type": "gpt2", "n_embd": 32, "n_head": 2, "n_inner": null})",
+      "m");
+  EXPECT_EQ(m.intermediate, 128);
+}
+
+TEST(ModelConfig, GeluNames) {
+  auto gelu = [](const char *key, const char *type, const char *name) {
+    return parseModelConfigText(std::string("{\"model_type\": \"") + type +
+                                    "\", \"" + key + "\": \"" + name + "\"}",
+                                "m")
+        .gelu;
+  };
+  EXPECT_EQ(gelu("activation_function", "gpt2", "gelu_new"), GeluApprox::Tanh);
+  EXPECT_EQ(gelu("activation_function", "gpt2", "gelu_pytorch_tanh"),
+            GeluApprox::Tanh);
+  EXPECT_EQ(gelu("activation_function", "gpt2", "gelu"), GeluApprox::Erf);
+  EXPECT_EQ(gelu("hidden_act", "bert", "gelu"), GeluApprox::Erf);
+  EXPECT_EQ(gelu("hidden_act", "bert", "gelu_new"), GeluApprox::Tanh);
+  std::string msg = modelError(
+      R"({"model_type": "gpt2", "activation_function": "relu"})");
+  EXPECT_HAS(msg, "m.json: activation_function: \"relu\" is not allowed");
+  msg = modelError(R"({"model_type": "bert", "hidden_act": "silu"})");
+  EXPECT_HAS(msg, "hidden_act: \"silu\" is not allowed");
+}
+
+TEST(ModelConfig, BertDropoutMapping) {
+  ModelConfig m = parseModelConfigText(
+      R"({"model_type": "bert", "hidden_dropout_prob": 0.2,
+          "attention_probs_dropout_prob": 0.3, "type_vocab_size": 1})",
+      "m");
+  EXPECT_DOUBLE_EQ(m.embdDropout, 0.2);
+  EXPECT_DOUBLE_EQ(m.residDropout, 0.2);
+  EXPECT_DOUBLE_EQ(m.attnDropout, 0.3);
+  EXPECT_EQ(m.typeVocabSize, 1);
+}
+
+TEST(ModelConfig, MalformedJson) {
+  std::string msg = modelError("{\"model_type\": \"gpt2\",\n \"n_layer\": }");
+  EXPECT_HAS(msg, "m.json: malformed JSON: ");
+  EXPECT_HAS(msg, "line 2");
+  EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
+  EXPECT_HAS(modelError(""), "m.json: malformed JSON");
+  EXPECT_HAS(modelError("{\"a\": NaN}"), "malformed JSON");
+  EXPECT_HAS(modelError("[1, 2]"), "m.json: expected a JSON object");
+}
+
+TEST(ModelConfig, DuplicateKey) {
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_layer": 2, "n_layer": 3})"),
+             "m.json: n_layer: duplicate key");
+}
+
+TEST(ModelConfig, HeadsMustDivideHidden) {
+  EXPECT_EQ(modelError(R"({"model_type": "gpt2", "n_embd": 10, "n_head": 3})"),
+            "m.json: n_embd (10) must be divisible by n_head (3)");
+  EXPECT_EQ(modelError(
+                R"({"model_type": "bert", "hidden_size": 10,
+                    "num_attention_heads": 4})"),
+            "m.json: hidden_size (10) must be divisible by "
+            "num_attention_heads (4)");
+}
+
+TEST(ModelConfig, ModelType) {
+  EXPECT_HAS(modelError(R"({"n_layer": 2})"), "m.json: model_type: missing");
+  EXPECT_HAS(modelError(R"({"model_type": "llama"})"),
+             "m.json: model_type: \"llama\" is not supported");
+  EXPECT_HAS(modelError(R"({"model_type": 2})"), "model_type: 2 is not allowed");
+}
+
+TEST(ModelConfig, UnknownKey) {
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_embdd": 64})"),
+             "m.json: unknown key 'n_embdd' in model config (did you mean "
+             "'n_embd'?)");
+  // A BERT key in a GPT-2 config is unknown there.
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "hidden_size": 64})"),
+             "unknown key 'hidden_size' in model config");
+  EXPECT_HAS(modelError(R"({"model_type": "bert", "n_layer": 2})"),
+             "unknown key 'n_layer' in model config");
+}
+
+TEST(ModelConfig, IgnoredKeys) {
+  ModelConfig m = parseModelConfigText(R"({
+    "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+    "transformers_version": "4.46.1", "torch_dtype": "float32",
+    "bos_token_id": 50256, "eos_token_id": 50256, "use_cache": true,
+    "summary_type": "cls_index", "summary_activation": null,
+    "scale_attn_weights": true, "reorder_and_upcast_attn": false,
+    "scale_attn_by_inverse_layer_idx": false, "_name_or_path": "gpt2",
+    "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},
+    "task_specific_params": {"text-generation": {"max_length": 50}},
+    "pruned_heads": {}, "is_decoder": false})",
+                                       "m");
+  EXPECT_EQ(m.numLayers, 12);
+  m = parseModelConfigText(R"({"model_type": "bert", "pad_token_id": 0,
+      "gradient_checkpointing": false, "classifier_dropout": null,
+      "position_embedding_type": "absolute", "directionality": "bidi"})",
+                           "m");
+  EXPECT_EQ(m.numLayers, 12);
+}
+
+TEST(ModelConfig, ArchitectureChangingKeysAreChecked) {
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "scale_attn_weights": false})"),
+             "m.json: scale_attn_weights: false is not supported; expected true");
+  EXPECT_HAS(modelError(R"({"model_type": "bert", "is_decoder": true})"),
+             "is_decoder: true is not supported");
+  EXPECT_HAS(modelError(
+                 R"({"model_type": "bert", "position_embedding_type": "relative_key"})"),
+             "position_embedding_type: \"relative_key\" is not allowed; "
+             "expected \"absolute\"");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_ctx": 512})"),
+             "n_ctx (512) must equal n_positions (1024)");
+}
+
+TEST(ModelConfig, WrongType) {
+  EXPECT_EQ(modelError(R"({"model_type": "gpt2", "n_layer": "12"})"),
+            "m.json: n_layer: \"12\" is not allowed; expected a positive "
+            "integer (at most 2^31-1)");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_layer": 12.0})"),
+             "n_layer: 12.0 is not allowed");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "tie_word_embeddings": 1})"),
+             "tie_word_embeddings: 1 is not allowed; expected true or false");
+  EXPECT_HAS(modelError(R"({"model_type": "bert", "layer_norm_eps": "1e-12"})"),
+             "layer_norm_eps: \"1e-12\" is not allowed; expected a number > 0");
+}
+
+TEST(ModelConfig, OutOfRange) {
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_layer": 0})"),
+             "m.json: n_layer: 0 is not allowed; expected a positive integer");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "vocab_size": -5})"),
+             "vocab_size: -5 is not allowed");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_embd": 4294967296})"),
+             "n_embd: 4294967296 is not allowed");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "attn_pdrop": 1.0})"),
+             "attn_pdrop: 1.0 is not allowed; expected a number in [0, 1)");
+  EXPECT_HAS(modelError(R"({"model_type": "bert", "hidden_dropout_prob": -0.1})"),
+             "hidden_dropout_prob: -0.1 is not allowed");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "layer_norm_epsilon": 0})"),
+             "layer_norm_epsilon: 0 is not allowed; expected a number > 0");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_inner": 0})"),
+             "n_inner: 0 is not allowed; expected null or a positive integer");
+}
+
+TEST(ModelConfig, Files) {
+  std::string missing = ::testing::TempDir() + "/does-not-exist.json";
+  EXPECT_EQ(errorOf([&] { parseModelConfig(missing); }),
+            "cannot open " + missing + ": No such file or directory");
+  EXPECT_HAS(errorOf([&] { parseModelConfig(::testing::TempDir()); }),
+             "Is a directory");
+  std::string p = writeTemp("bad-model.json", "{\"model_type\": \"gpt2\",}");
+  EXPECT_HAS(errorOf([&] { parseModelConfig(p); }), p + ": malformed JSON");
+  p = writeTemp("good-model.json", R"({"model_type": "gpt2", "n_layer": 3})");
+  EXPECT_EQ(parseModelConfig(p).numLayers, 3);
+}
+
+//===----------------------------------------------------------------------===//
+// Training config
+//===----------------------------------------------------------------------===//
+
+TEST(TrainConfig, Defaults) {
+  TrainConfig t = train(ds(""));
+  EXPECT_EQ(t.microBatch, 2);
+  EXPECT_EQ(t.gradAccum, 1);
+  EXPECT_EQ(t.trainBatchSize, 2);
+  EXPECT_DOUBLE_EQ(t.gradClip, 0.0);
+  EXPECT_EQ(t.optimizer.type, OptimizerType::AdamW);
+  EXPECT_EQ(t.scheduler.type, SchedulerType::None);
+  EXPECT_EQ(t.seed, 42u);
+  EXPECT_EQ(t.seqLen, 0);
+  EXPECT_DOUBLE_EQ(t.mlmProbability, 0.15);
+  EXPECT_EQ(t.maskTokenId, -1);
+}
+
+TEST(TrainConfig, BatchSizeDerivation) {
+  TrainConfig t = train(R"({"train_batch_size": 32,
+                            "train_micro_batch_size_per_gpu": 4})",
+                        2);
+  EXPECT_EQ(t.gradAccum, 4);
+  t = train(R"({"train_batch_size": 32, "gradient_accumulation_steps": 2})", 4);
+  EXPECT_EQ(t.microBatch, 4);
+  t = train(R"({"train_micro_batch_size_per_gpu": 3,
+                "gradient_accumulation_steps": 5})",
+            2);
+  EXPECT_EQ(t.trainBatchSize, 30);
+  t = train(R"({"train_batch_size": 16})", 4);
+  EXPECT_EQ(t.microBatch, 4);
+  EXPECT_EQ(t.gradAccum, 1);
+  t = train(R"({"train_micro_batch_size_per_gpu": 8})", 2);
+  EXPECT_EQ(t.trainBatchSize, 16);
+  t = train(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4,
+                "gradient_accumulation_steps": 2})",
+            2);
+  EXPECT_EQ(t.trainBatchSize, 16);
+}
+
+TEST(TrainConfig, InconsistentBatchSizes) {
+  EXPECT_EQ(trainError(R"({"train_batch_size": 32,
+                           "train_micro_batch_size_per_gpu": 8,
+                           "gradient_accumulation_steps": 2})"),
+            "ds.json: train_batch_size (32) must equal "
+            "train_micro_batch_size_per_gpu (8) * gradient_accumulation_steps "
+            "(2) * world size (1)");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 10,
+                            "train_micro_batch_size_per_gpu": 4})"),
+             "train_batch_size (10) is not divisible by "
+             "train_micro_batch_size_per_gpu (4) * world size (1)");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8})", 3),
+             "train_batch_size (8) is not divisible by world size (3)");
+  EXPECT_HAS(trainError(R"({"gradient_accumulation_steps": 2})"),
+             "train_batch_size or train_micro_batch_size_per_gpu must be set");
+  EXPECT_HAS(trainError("{}"),
+             "train_batch_size or train_micro_batch_size_per_gpu must be set");
+  EXPECT_HAS(trainError(ds(""), 0), "world size 0 is not allowed");
+}
+
+TEST(TrainConfig, AdamFollowsDeepSpeed) {
+  // DeepSpeed's "Adam" has adam_w_mode = true by default: decoupled decay.
+  TrainConfig t = train(ds(R"("optimizer": {"type": "Adam"})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::AdamW);
+  t = train(ds(R"("optimizer": {"type": "adam",
+                   "params": {"adam_w_mode": false, "weight_decay": 0.1}})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::Adam);
+  EXPECT_DOUBLE_EQ(t.optimizer.weightDecay, 0.1);
+  t = train(ds(R"("optimizer": {"type": "ADAMW", "params": {"lr": 3e-4,
+                   "betas": [0.8, 0.95], "eps": 1e-6, "bias_correction": false,
+                   "torch_adam": true}})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::AdamW);
+  EXPECT_DOUBLE_EQ(t.optimizer.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(t.optimizer.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(t.optimizer.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(t.optimizer.eps, 1e-6);
+  EXPECT_FALSE(t.optimizer.biasCorrection);
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW",
+                              "params": {"adam_w_mode": false}})")),
+             "optimizer.params.adam_w_mode: false contradicts");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "Adam",
+                              "params": {"amsgrad": true}})")),
+             "optimizer.params.amsgrad: true is not supported yet");
+}
+
+TEST(TrainConfig, OptimizerTypes) {
+  TrainConfig t = train(ds(R"("optimizer": {"type": "Lamb", "params":
+                                {"max_coeff": 5, "min_coeff": 0.1}})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::Lamb);
+  EXPECT_DOUBLE_EQ(t.optimizer.maxCoeff, 5.0);
+  EXPECT_DOUBLE_EQ(t.optimizer.minCoeff, 0.1);
+  t = train(ds(R"("optimizer": {"type": "sgd", "params": {"lr": 0.1,
+                  "momentum": 0.9, "nesterov": true}})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::SGD);
+  EXPECT_DOUBLE_EQ(t.optimizer.momentum, 0.9);
+  EXPECT_TRUE(t.optimizer.nesterov);
+  EXPECT_EQ(trainError(ds(R"("optimizer": {"type": "OneBitAdam"})")),
+            "ds.json: optimizer.type 'OneBitAdam' is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"})")),
+             "optimizer.type 'ZeroOneAdam' is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "Adagrad"})")),
+             "optimizer.type: \"Adagrad\" is not allowed; expected one of");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"params": {}})")),
+             "optimizer.type: missing");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW",
+                              "params": {"momentum": 0.9}})")),
+             "optimizer.params.momentum: not a parameter of optimizer type "
+             "'AdamW'");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "SGD",
+                              "params": {"betas": [0.9, 0.99]}})")),
+             "optimizer.params.betas: not a parameter of optimizer type 'SGD'");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "SGD",
+                              "params": {"nesterov": true}})")),
+             "optimizer.params.nesterov: true requires momentum > 0");
+}
+
+TEST(TrainConfig, UnknownKeyAtDepth) {
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW",
+                              "params": {"betaz": [0.9, 0.99]}})")),
+             "ds.json: optimizer.params.betaz: unknown key (did you mean "
+             "'betas'?)");
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "WarmupLR",
+                              "params": {"warmup_steps": 10}})")),
+             "ds.json: scheduler.params.warmup_steps: unknown key");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"seqlen": 10})")),
+             "ds.json: dsc.seqlen: unknown key (did you mean 'seq_len'?)");
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": false, "loss_scael": 0})")),
+             "fp16.loss_scael: unknown key");
+  EXPECT_HAS(trainError(ds(R"("optimiser": {})")),
+             "ds.json: optimiser: unknown key (did you mean 'optimizer'?)");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW", "foo": 1})")),
+             "optimizer.foo: unknown key");
+}
+
+TEST(TrainConfig, WrongTypeAndRange) {
+  EXPECT_EQ(trainError(R"({"train_micro_batch_size_per_gpu": "auto"})"),
+            "ds.json: train_micro_batch_size_per_gpu: \"auto\" is not "
+            "allowed; expected a positive integer (at most 2^31-1) (\"auto\" "
+            "is filled in by the Hugging Face Trainer integration; write the "
+            "value itself)");
+  EXPECT_HAS(trainError(R"({"train_micro_batch_size_per_gpu": 0})"),
+             "train_micro_batch_size_per_gpu: 0 is not allowed");
+  EXPECT_HAS(trainError(R"({"train_micro_batch_size_per_gpu": 2.5})"),
+             "train_micro_batch_size_per_gpu: 2.5 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("gradient_clipping": -1)")),
+             "gradient_clipping: -1 is not allowed; expected a number >= 0");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW",
+                              "params": {"betas": [0.9]}})")),
+             "optimizer.params.betas: [0.9] is not allowed; expected an "
+             "array of two numbers");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW",
+                              "params": {"betas": [0.9, 1.5]}})")),
+             "optimizer.params.betas[1]: 1.5 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW",
+                              "params": {"lr": "1e-3"}})")),
+             "optimizer.params.lr: \"1e-3\" is not allowed");
+  EXPECT_HAS(trainError(ds(R"("optimizer": "AdamW")")),
+             "optimizer: \"AdamW\" is not allowed; expected a JSON object");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"seed": -1})")),
+             "dsc.seed: -1 is not allowed; expected an integer in [0, 2^64)");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"mlm_probability": 1})")),
+             "dsc.mlm_probability: 1 is not allowed; expected a number in "
+             "(0, 1)");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"seq_len": 0})")),
+             "dsc.seq_len: 0 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"mask_token_id": -1})")),
+             "dsc.mask_token_id: -1 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("wall_clock_breakdown": "yes")")),
+             "wall_clock_breakdown: \"yes\" is not allowed; expected true or "
+             "false");
+}
+
+TEST(TrainConfig, DscSection) {
+  TrainConfig t = train(ds(R"("dsc": {"seed": 18446744073709551615,
+      "seq_len": 128, "mlm_probability": 0.2, "mask_token_id": 4})"));
+  EXPECT_EQ(t.seed, 18446744073709551615ull);
+  EXPECT_EQ(t.seqLen, 128);
+  EXPECT_DOUBLE_EQ(t.mlmProbability, 0.2);
+  EXPECT_EQ(t.maskTokenId, 4);
+}
+
+TEST(TrainConfig, Schedulers) {
+  TrainConfig t = train(ds(R"("scheduler": {"type": "WarmupLR"})"));
+  EXPECT_EQ(t.scheduler.type, SchedulerType::WarmupLR);
+  EXPECT_DOUBLE_EQ(t.scheduler.warmupMinLr, 0.0);
+  EXPECT_DOUBLE_EQ(t.scheduler.warmupMaxLr, 0.001);
+  EXPECT_EQ(t.scheduler.warmupNumSteps, 1000);
+  EXPECT_TRUE(t.scheduler.warmupLog);
+  t = train(ds(R"("scheduler": {"type": "WarmupDecayLR", "params": {
+      "total_num_steps": 100, "warmup_num_steps": 0, "warmup_type": "linear",
+      "warmup_min_lr": 1e-5, "warmup_max_lr": 1e-3}})"));
+  EXPECT_EQ(t.scheduler.type, SchedulerType::WarmupDecayLR);
+  EXPECT_EQ(t.scheduler.totalNumSteps, 100);
+  EXPECT_EQ(t.scheduler.warmupNumSteps, 2); // DeepSpeed clamps to >= 2
+  EXPECT_FALSE(t.scheduler.warmupLog);
+  EXPECT_DOUBLE_EQ(t.scheduler.warmupMinLr, 1e-5);
+  t = train(ds(R"("scheduler": {"type": "WarmupCosineLR", "params": {
+      "total_num_steps": 1000, "warmup_num_steps": 10,
+      "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01}})"));
+  EXPECT_EQ(t.scheduler.type, SchedulerType::WarmupCosineLR);
+  EXPECT_DOUBLE_EQ(t.scheduler.warmupMinRatio, 0.1);
+  EXPECT_DOUBLE_EQ(t.scheduler.cosMinRatio, 0.01);
+  EXPECT_EQ(t.scheduler.warmupNumSteps, 10);
+
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "WarmupDecayLR"})")),
+             "scheduler.params.total_num_steps: missing; required by "
+             "WarmupDecayLR");
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "WarmupCosineLR",
+      "params": {"total_num_steps": 5, "warmup_num_steps": 10}})")),
+             "total_num_steps (5) must be at least warmup_num_steps (10)");
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "WarmupLR",
+      "params": {"warmup_type": "cosine"}})")),
+             "scheduler.params.warmup_type: \"cosine\" is not allowed; "
+             "expected \"log\" or \"linear\"");
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "WarmupLR",
+      "params": {"total_num_steps": 5}})")),
+             "scheduler.params.total_num_steps: unknown key");
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "WarmupCosineLR",
+      "params": {"total_num_steps": 5000, "warmup_max_lr": 0.1}})")),
+             "scheduler.params.warmup_max_lr: unknown key");
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "warmuplr"})")),
+             "names are case-sensitive: 'WarmupLR'");
+  EXPECT_HAS(trainError(ds(R"("scheduler": {"type": "OneCycle"})")),
+             "scheduler.type 'OneCycle' is not supported yet");
+}
+
+TEST(TrainConfig, UnimplementedSections) {
+  // Absent or disabled: accepted.
+  train(ds(R"("fp16": {"enabled": false, "loss_scale": 0,
+              "initial_scale_power": 16}, "bf16": {"enabled": false},
+              "zero_optimization": {"stage": 0, "overlap_comm": true},
+              "activation_checkpointing": {"partition_activations": false,
+              "number_checkpoints": null}, "transformer_kernel": {
+              "normalize_invertible": false}, "wall_clock_breakdown": false)"));
+  train(ds(R"("fp16": {"loss_scale": 0}, "zero_optimization": false)"));
+  EXPECT_EQ(trainError(ds(R"("fp16": {"enabled": true})")),
+            "ds.json: fp16.enabled: mixed precision is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("bf16": {"enabled": true})")),
+             "bf16.enabled: mixed precision is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2})")),
+             "zero_optimization.stage: 2 is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 4})")),
+             "zero_optimization.stage: 4 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("activation_checkpointing":
+                              {"partition_activations": true})")),
+             "activation_checkpointing.partition_activations: true is not "
+             "supported yet");
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "fixed"})")),
+             "sparse_attention: block-sparse attention is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("transformer_kernel":
+                              {"normalize_invertible": true})")),
+             "transformer_kernel.normalize_invertible: true is not supported "
+             "yet");
+}
+
+TEST(TrainConfig, MalformedAndDuplicate) {
+  EXPECT_HAS(trainError("{\"train_batch_size\": 8,,}"),
+             "ds.json: malformed JSON: parse error at line 1");
+  EXPECT_HAS(trainError(R"({"train_micro_batch_size_per_gpu": 2,
+      "optimizer": {"type": "AdamW", "params": {"lr": 1, "lr": 2}}})"),
+             "ds.json: optimizer.params.lr: duplicate key");
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-checks
+//===----------------------------------------------------------------------===//
+
+TEST(ValidateConfigs, SeqLenAndMaskToken) {
+  ModelConfig gpt2 = parseModelConfigText(
+      R"({"model_type": "gpt2", "n_positions": 64})", "m");
+  TrainConfig t = train(ds(R"("dsc": {"seq_len": 64})"));
+  validateConfigs(gpt2, t);
+  t.seqLen = 65;
+  EXPECT_EQ(errorOf([&] { validateConfigs(gpt2, t); }),
+            "dsc.seq_len (65) exceeds the model's n_positions (64)");
+
+  ModelConfig bert = parseModelConfigText(
+      R"({"model_type": "bert", "vocab_size": 100})", "m");
+  t = train(ds(""));
+  EXPECT_HAS(errorOf([&] { validateConfigs(bert, t); }),
+             "dsc.mask_token_id is not set and the default 103");
+  t.maskTokenId = 100;
+  EXPECT_HAS(errorOf([&] { validateConfigs(bert, t); }),
+             "dsc.mask_token_id (100) must be less than the model's "
+             "vocab_size (100)");
+  t.maskTokenId = 99;
+  validateConfigs(bert, t);
+  t.seqLen = 513;
+  EXPECT_HAS(errorOf([&] { validateConfigs(bert, t); }),
+             "exceeds the model's max_position_embeddings (512)");
+  // bert-base: the default [MASK] id 103 is inside the vocabulary.
+  bert = parseModelConfigText(R"({"model_type": "bert"})", "m");
+  validateConfigs(bert, train(ds("")));
+}
+
+//===----------------------------------------------------------------------===//
+// Shipped examples
+//===----------------------------------------------------------------------===//
+
+TEST(Examples, Parse) {
+  std::string dir = examplesDir();
+  ModelConfig g = parseModelConfig(dir + "/gpt2-tiny.json");
+  EXPECT_EQ(g.type, ModelType::GPT2);
+  EXPECT_EQ(g.vocabSize, 256);
+  EXPECT_EQ(g.maxPositions, 64);
+  EXPECT_EQ(g.hidden, 64);
+  EXPECT_EQ(g.numLayers, 2);
+  EXPECT_EQ(g.numHeads, 4);
+  EXPECT_EQ(g.intermediate, 256);
+  EXPECT_DOUBLE_EQ(g.embdDropout + g.residDropout + g.attnDropout, 0.0);
+
+  ModelConfig b = parseModelConfig(dir + "/bert-tiny.json");
+  EXPECT_EQ(b.type, ModelType::BERT);
+  EXPECT_EQ(b.vocabSize, 256);
+
+  ModelConfig small = parseModelConfig(dir + "/gpt2-small.json");
+  EXPECT_EQ(small.vocabSize, 50257);
+  EXPECT_EQ(small.hidden, 768);
+  EXPECT_EQ(small.gelu, GeluApprox::Tanh);
+  ModelConfig base = parseModelConfig(dir + "/bert-base.json");
+  EXPECT_EQ(base.vocabSize, 30522);
+  EXPECT_EQ(base.gelu, GeluApprox::Erf);
+  EXPECT_DOUBLE_EQ(base.layerNormEps, 1e-12);
+
+  TrainConfig t = parseTrainConfig(dir + "/ds_config.json");
+  EXPECT_EQ(t.optimizer.type, OptimizerType::AdamW);
+  EXPECT_DOUBLE_EQ(t.optimizer.lr, 1e-3);
+  EXPECT_EQ(t.scheduler.type, SchedulerType::WarmupLR);
+  EXPECT_EQ(t.microBatch, 8);
+  EXPECT_EQ(t.gradAccum, 1);
+  EXPECT_DOUBLE_EQ(t.gradClip, 1.0);
+  validateConfigs(g, t);
+  validateConfigs(small, t);
+
+  TrainConfig tb = parseTrainConfig(dir + "/ds_config_bert.json");
+  EXPECT_GE(tb.maskTokenId, 0);
+  EXPECT_LT(tb.maskTokenId, b.vocabSize);
+  validateConfigs(b, tb);
+  validateConfigs(base, tb);
+}
+
+} // namespace

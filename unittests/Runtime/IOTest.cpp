@@ -1,0 +1,279 @@
+// Token files, safetensors and atomic writes, including every error path.
+#include "TestUtil.h"
+
+#include "dsc/Runtime/IO.h"
+
+#include <cstdint>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace dsc::rt;
+using namespace dsc::rt::test;
+
+namespace {
+void writeRaw(const std::string &path, const std::string &bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+}
+std::string readRaw(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+std::string llmcHeader(int32_t magic, int32_t version, int32_t count) {
+  std::string h(1024, '\0');
+  int32_t w[3] = {magic, version, count};
+  std::memcpy(h.data(), w, sizeof(w));
+  return h;
+}
+std::vector<std::string> listDir(const std::string &dir) {
+  std::vector<std::string> names;
+  DIR *d = opendir(dir.c_str());
+  while (dirent *e = readdir(d))
+    if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, ".."))
+      names.push_back(e->d_name);
+  closedir(d);
+  return names;
+}
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+bool contains(const std::string &s, const std::string &sub) {
+  return s.find(sub) != std::string::npos;
+}
+} // namespace
+
+TEST(TokenFile, LlmcRoundTrip) {
+  std::string dir = tempDir(), path = dir + "/train.bin";
+  std::vector<int32_t> toks = {0, 1, 50256, 65535, 7};
+  writeTokenFile(path, toks);
+  EXPECT_EQ(readRaw(path).size(), 1024u + 10);
+  TokenFile tf = TokenFile::open(path);
+  EXPECT_EQ(tf.data(), toks);
+  EXPECT_EQ(tf.size(), 5);
+  EXPECT_EQ(tf.maxToken(), 65535);
+  EXPECT_EQ(tf.path, path);
+  EXPECT_THROW(writeTokenFile(dir + "/bad.bin", {70000}), Error);
+}
+
+TEST(TokenFile, RawUint16AndText) {
+  std::string dir = tempDir();
+  std::string raw("\x01\x00\x02\x01\xff\xff", 6);
+  writeRaw(dir + "/a.bin", raw);
+  writeRaw(dir + "/a.u16", raw);
+  EXPECT_EQ(TokenFile::open(dir + "/a.bin").data(),
+            (std::vector<int32_t>{1, 258, 65535}));
+  EXPECT_EQ(TokenFile::open(dir + "/a.u16").data(),
+            (std::vector<int32_t>{1, 258, 65535}));
+  writeRaw(dir + "/t.txt", "hi\xc3\xa9");
+  EXPECT_EQ(TokenFile::open(dir + "/t.txt").data(),
+            (std::vector<int32_t>{'h', 'i', 0xc3, 0xa9}));
+}
+
+TEST(TokenFile, Errors) {
+  std::string dir = tempDir();
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir + "/nope.bin"); }),
+            "cannot open " + dir + "/nope.bin: No such file or directory");
+  // Header says 10 tokens, file holds 3.
+  writeRaw(dir + "/trunc.bin", llmcHeader(20240520, 1, 10) + std::string(6, '\1'));
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir + "/trunc.bin"); }),
+            dir + "/trunc.bin: truncated (header says 10 tokens, file holds 3)");
+  // Trailing bytes beyond the header's count.
+  writeRaw(dir + "/long.bin", llmcHeader(20240520, 1, 1) + std::string(4, '\1'));
+  EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/long.bin"); }),
+                       "header says 1 tokens"));
+  // Right magic, wrong version.
+  writeRaw(dir + "/ver.bin", llmcHeader(20240520, 2, 0));
+  EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/ver.bin"); }),
+                       "version 2"));
+  // Magic but shorter than the header.
+  writeRaw(dir + "/hdr.bin", llmcHeader(20240520, 1, 0).substr(0, 100));
+  EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/hdr.bin"); }),
+                       "truncated llm.c header"));
+  // Raw uint16 with an odd length.
+  writeRaw(dir + "/odd.u16", std::string(5, '\0'));
+  EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/odd.u16"); }),
+                       "odd byte length"));
+}
+
+TEST(TokenFile, BatchPositionsAndTooShort) {
+  std::string dir = tempDir(), path = dir + "/d.bin";
+  std::vector<int32_t> toks(50);
+  for (int i = 0; i < 50; ++i)
+    toks[size_t(i)] = i;
+  writeTokenFile(path, toks);
+  TokenFile tf = TokenFile::open(path);
+  const int64_t B = 2, T = 3, A = 2; // span = 50 - 6 - 1 = 43
+  int32_t in[6], tg[6];
+  for (int64_t step : {0, 1, 5}) {
+    for (int64_t micro : {0, 1}) {
+      tf.batch(step, micro, A, B, T, in, tg);
+      int64_t start = ((step * A + micro) * B * T) % 43;
+      for (int k = 0; k < 6; ++k) {
+        ASSERT_EQ(in[k], start + k);
+        ASSERT_EQ(tg[k], start + k + 1);
+      }
+    }
+  }
+  writeTokenFile(dir + "/s.bin", {1, 2, 3, 4, 5, 6, 7});
+  TokenFile small = TokenFile::open(dir + "/s.bin");
+  EXPECT_EQ(errorOf([&] { small.batch(0, 0, 1, B, T, in, tg); }),
+            "data file " + dir +
+                "/s.bin has 7 tokens; need at least 8 (B*T+2) for micro-batch "
+                "2 and seq-len 3");
+  writeTokenFile(dir + "/e.bin", toks);
+  EXPECT_NO_THROW(TokenFile::open(dir + "/e.bin").batch(1000000007, 1, 8, B, T, in, tg));
+}
+
+namespace {
+Tensor f32Tensor(std::vector<int64_t> shape, std::vector<float> v) {
+  Tensor t;
+  t.dtype = DType::F32;
+  t.shape = std::move(shape);
+  t.bytes.resize(v.size() * 4);
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+/// A safetensors file with the given JSON header and data bytes.
+std::string stFile(const std::string &header, const std::string &data) {
+  uint64_t n = header.size();
+  std::string out(reinterpret_cast<const char *>(&n), 8);
+  return out + header + data;
+}
+} // namespace
+
+TEST(Safetensors, RoundTripSortedAligned) {
+  std::string dir = tempDir(), path = dir + "/m.safetensors";
+  Safetensors st;
+  st.tensors["wte.weight"] = f32Tensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  st.tensors["a.bias"] = f32Tensor({3}, {-1, 0, 1});
+  Tensor ids;
+  ids.dtype = DType::I32;
+  ids.shape = {2};
+  ids.bytes.assign(8, '\x07');
+  st.tensors["ids"] = ids;
+  Tensor step;
+  step.dtype = DType::I64;
+  step.shape = {};
+  int64_t sv = 123456789012345;
+  step.bytes.resize(8);
+  std::memcpy(step.bytes.data(), &sv, 8);
+  st.tensors["step"] = step;
+  st.metadata["format"] = "pt";
+  st.write(path);
+  std::string raw = readRaw(path);
+  uint64_t n;
+  std::memcpy(&n, raw.data(), 8);
+  EXPECT_EQ((8 + n) % 8, 0u);
+  std::string header = raw.substr(8, n);
+  EXPECT_LT(header.find("\"a.bias\""), header.find("\"ids\""));
+  EXPECT_LT(header.find("\"ids\""), header.find("\"step\""));
+  EXPECT_LT(header.find("\"step\""), header.find("\"wte.weight\""));
+  EXPECT_TRUE(contains(header, "\"__metadata__\":{\"format\":\"pt\"}"));
+  Safetensors back = Safetensors::read(path);
+  ASSERT_EQ(back.tensors.size(), 4u);
+  EXPECT_EQ(back.metadata, st.metadata);
+  for (const auto &[name, t] : st.tensors) {
+    const Tensor &b = back.tensors.at(name);
+    EXPECT_EQ(b.dtype, t.dtype) << name;
+    EXPECT_EQ(b.shape, t.shape) << name;
+    EXPECT_EQ(b.bytes, t.bytes) << name;
+  }
+  EXPECT_EQ(listDir(dir).size(), 1u); // no temp file left
+}
+
+TEST(Safetensors, ReadErrors) {
+  std::string dir = tempDir();
+  auto err = [&](const std::string &name, const std::string &content) {
+    writeRaw(dir + "/" + name, content);
+    return errorOf([&] { Safetensors::read(dir + "/" + name); });
+  };
+  EXPECT_EQ(errorOf([&] { Safetensors::read(dir + "/missing.safetensors"); }),
+            "cannot open " + dir + "/missing.safetensors: No such file or directory");
+  EXPECT_TRUE(contains(err("short", "abc"), "truncated"));
+  {
+    std::string f = stFile("{}", "");
+    uint64_t big = 1000;
+    std::memcpy(f.data(), &big, 8);
+    EXPECT_TRUE(contains(err("hdrlen", f), "exceeds the file size"));
+  }
+  EXPECT_TRUE(contains(err("json", stFile("{\"a\": [", "")), "invalid safetensors header JSON"));
+  std::string s = err("bf16", stFile(R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})",
+                                     std::string(4, '\0')));
+  EXPECT_TRUE(contains(s, "'w'") && contains(s, "BF16") && contains(s, "/bf16")) << s;
+  s = err("oob", stFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                        std::string(4, '\0')));
+  EXPECT_TRUE(contains(s, "'w'") && contains(s, "outside the data section")) << s;
+  s = err("shape", stFile(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                          std::string(8, '\0')));
+  EXPECT_TRUE(contains(s, "'w'") && contains(s, "need 12")) << s;
+  s = err("nooff", stFile(R"({"w":{"dtype":"F32","shape":[3]}})", ""));
+  EXPECT_TRUE(contains(s, "data_offsets")) << s;
+  // A file cut short after a valid write.
+  Safetensors st;
+  st.tensors["x"] = f32Tensor({4}, {1, 2, 3, 4});
+  st.write(dir + "/ok.safetensors");
+  std::string ok = readRaw(dir + "/ok.safetensors");
+  s = err("cut.safetensors", ok.substr(0, ok.size() - 4));
+  EXPECT_TRUE(contains(s, "'x'")) << s;
+}
+
+TEST(Safetensors, WriteRejectsInconsistentTensor) {
+  std::string dir = tempDir();
+  Safetensors st;
+  st.tensors["x"] = f32Tensor({5}, {1, 2, 3, 4});
+  EXPECT_THROW(st.write(dir + "/x.safetensors"), Error);
+  EXPECT_TRUE(listDir(dir).empty());
+}
+
+TEST(AtomicWrite, FailedWriteKeepsOldFileAndRemovesTemp) {
+  std::string dir = tempDir(), path = dir + "/ckpt.safetensors";
+  writeFileAtomic(path, "old contents");
+  EXPECT_EQ(readRaw(path), "old contents");
+  // Simulate a full disk: a file-size limit makes write() fail with EFBIG.
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto oldHandler = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string msg = errorOf([&] { writeFileAtomic(path, std::string(1 << 20, 'x')); });
+  setrlimit(RLIMIT_FSIZE, &saved);
+  signal(SIGXFSZ, oldHandler);
+  EXPECT_TRUE(contains(msg, "cannot write " + path)) << msg;
+  EXPECT_EQ(readRaw(path), "old contents");
+  EXPECT_EQ(listDir(dir), std::vector<std::string>{"ckpt.safetensors"});
+}
+
+TEST(AtomicWrite, RenameFailureRemovesTemp) {
+  std::string dir = tempDir(), target = dir + "/isdir";
+  ASSERT_EQ(mkdir(target.c_str(), 0755), 0);
+  std::string msg = errorOf([&] { writeFileAtomic(target, "data"); });
+  EXPECT_TRUE(contains(msg, "rename failed")) << msg;
+  EXPECT_EQ(listDir(dir), std::vector<std::string>{"isdir"});
+}
+
+TEST(AtomicWrite, MissingOrUnwritableDirectory) {
+  std::string dir = tempDir();
+  EXPECT_TRUE(contains(errorOf([&] { writeFileAtomic(dir + "/no/such/f", "x"); }),
+                       "cannot write " + dir + "/no/such/f"));
+  if (geteuid() != 0) { // root ignores directory permissions
+    std::string ro = dir + "/ro";
+    ASSERT_EQ(mkdir(ro.c_str(), 0755), 0);
+    writeFileAtomic(ro + "/f", "old");
+    chmod(ro.c_str(), 0555);
+    EXPECT_THROW(writeFileAtomic(ro + "/f", "new"), Error);
+    chmod(ro.c_str(), 0755);
+    EXPECT_EQ(readRaw(ro + "/f"), "old");
+  }
+}

@@ -1,0 +1,101 @@
+// initializeParameters: the documented Philox/Box-Muller scheme.
+#include "TestUtil.h"
+
+#include "dsc/Runtime/Philox.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+using namespace dsc::rt;
+
+namespace {
+Buffer param(const std::string &name, std::vector<int64_t> shape, InitKind k,
+             double std = 0.0) {
+  Buffer b;
+  b.name = name;
+  b.role = BufferRole::Param;
+  b.shape = std::move(shape);
+  b.init = k;
+  b.initStd = std;
+  return b;
+}
+uint32_t fnv1a(const std::string &s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+} // namespace
+
+TEST(Init, NormalFollowsDocumentedScheme) {
+  Program p;
+  p.buffers.push_back(param("wte", {101, 33}, InitKind::Normal, 0.02));
+  Storage s(p);
+  initializeParameters(p, s, 42);
+  const float *x = s.f32(0);
+  // Element pair 5 by hand.
+  PhiloxBlock b = philox4x32_10({5, fnv1a("wte"), 0x1417, 0}, philoxKey(42));
+  double u1 = double((b[0] >> 8) + 1) * 0x1p-24, u2 = double(b[1] >> 8) * 0x1p-24;
+  double r = std::sqrt(-2 * std::log(u1));
+  EXPECT_FLOAT_EQ(x[10], float(0.02 * r * std::cos(2 * M_PI * u2)));
+  EXPECT_FLOAT_EQ(x[11], float(0.02 * r * std::sin(2 * M_PI * u2)));
+  // Moments of 3333 draws (odd count: the last pair is half used).
+  double m = 0, v = 0;
+  const int64_t n = 101 * 33;
+  for (int64_t i = 0; i < n; ++i)
+    m += x[i];
+  m /= n;
+  for (int64_t i = 0; i < n; ++i)
+    v += (x[i] - m) * (x[i] - m);
+  v /= n;
+  EXPECT_NEAR(m, 0.0, 0.02 * 4 / std::sqrt(double(n)));
+  EXPECT_NEAR(std::sqrt(v), 0.02, 0.02 * 0.06);
+}
+
+TEST(Init, IndependentOfThreadsAndOtherBuffers) {
+  Program a;
+  a.buffers.push_back(param("h.0.w", {1000}, InitKind::Normal, 1.0));
+  Program b;
+  b.buffers.push_back({"tmp", BufferRole::Temp, DType::F32, {7}});
+  b.buffers.push_back(param("other", {10}, InitKind::Normal, 1.0));
+  b.buffers.push_back(param("h.0.w", {1000}, InitKind::Normal, 1.0));
+  Storage sa(a), sb(b);
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  initializeParameters(a, sa, 7);
+  omp_set_num_threads(saved);
+  initializeParameters(b, sb, 7);
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_EQ(sa.f32(0)[i], sb.f32(2)[i]);
+  // Different parameters and different seeds draw different values.
+  EXPECT_NE(sb.f32(1)[0], sb.f32(2)[0]);
+  Storage sc(a);
+  initializeParameters(a, sc, 8);
+  EXPECT_NE(sa.f32(0)[0], sc.f32(0)[0]);
+}
+
+TEST(Init, FillsAndZeroesByRole) {
+  Program p;
+  p.buffers.push_back(param("ln.weight", {4}, InitKind::Ones));
+  p.buffers.push_back(param("ln.bias", {4}, InitKind::Zeros));
+  p.buffers.push_back({"grad/ln.weight", BufferRole::GradAcc, DType::F32, {4}});
+  p.buffers.push_back({"exp_avg/ln.weight", BufferRole::OptState, DType::F32, {4}});
+  p.buffers.push_back({"tokens", BufferRole::Input, DType::I32, {4}});
+  p.buffers.push_back({"tmp", BufferRole::Temp, DType::F32, {4}});
+  Storage s(p);
+  for (int b = 0; b < 6; ++b)
+    for (int i = 0; i < 4; ++i)
+      s.f32(b)[i] = 5.0f;
+  initializeParameters(p, s, 1);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(s.f32(0)[i], 1.0f);
+    EXPECT_EQ(s.f32(1)[i], 0.0f);
+    EXPECT_EQ(s.f32(2)[i], 0.0f);
+    EXPECT_EQ(s.f32(3)[i], 0.0f);
+    EXPECT_EQ(s.f32(4)[i], 5.0f); // Input untouched
+    EXPECT_EQ(s.f32(5)[i], 5.0f); // Temp untouched
+  }
+}

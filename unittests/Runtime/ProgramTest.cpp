@@ -1,0 +1,145 @@
+#include "TestUtil.h"
+
+#include "dsc/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+using namespace dsc::rt;
+using dsc::rt::test::Harness;
+
+TEST(Program, DtypeAndOpcodeNames) {
+  EXPECT_EQ(dtypeSize(DType::F32), 4u);
+  EXPECT_EQ(dtypeSize(DType::I32), 4u);
+  EXPECT_EQ(dtypeSize(DType::I64), 8u);
+  EXPECT_STREQ(dtypeName(DType::I64), "i64");
+  EXPECT_STREQ(opcodeName(Opcode::LayerNormGrad), "LayerNormGrad");
+  EXPECT_STREQ(opcodeName(Opcode::AllReduce), "AllReduce");
+}
+
+TEST(Program, InstrGetters) {
+  Instr in;
+  in.op = Opcode::Softmax;
+  in.attrs["scale"] = 0.5;
+  in.attrs["causal"] = int64_t(1);
+  in.attrs["kind"] = std::string("x");
+  EXPECT_EQ(in.getInt("causal"), 1);
+  EXPECT_DOUBLE_EQ(in.getFloat("scale"), 0.5);
+  EXPECT_DOUBLE_EQ(in.getFloat("causal"), 1.0); // int accepted as float
+  EXPECT_EQ(in.getString("kind"), "x");
+  try {
+    in.getInt("missing");
+    FAIL() << "no throw";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("Softmax"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
+  }
+  try {
+    in.getInt("scale");
+    FAIL() << "no throw";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("'scale'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("Softmax"), std::string::npos);
+  }
+  EXPECT_THROW(in.getString("scale"), Error);
+  EXPECT_THROW(in.getFloat("kind"), Error);
+}
+
+TEST(Program, FindBufferAndFunction) {
+  Program p;
+  p.buffers.push_back({"w", BufferRole::Param, DType::F32, {2}});
+  p.buffers.push_back({"w", BufferRole::GradAcc, DType::F32, {2}});
+  EXPECT_EQ(p.findBuffer(BufferRole::GradAcc, "w"), 1);
+  EXPECT_EQ(p.findBuffer(BufferRole::Param, "w"), 0);
+  EXPECT_EQ(p.findBuffer(BufferRole::OptState, "w"), -1);
+  p.functions["micro_step"].name = "micro_step";
+  EXPECT_EQ(p.function("micro_step").name, "micro_step");
+  EXPECT_THROW(p.function("apply_step"), Error);
+}
+
+TEST(Storage, AlignedAndZeroed) {
+  Program p;
+  p.buffers.push_back({"a", BufferRole::Temp, DType::F32, {3, 5}});
+  p.buffers.push_back({"b", BufferRole::Input, DType::I64, {}});
+  p.buffers.push_back({"c", BufferRole::Temp, DType::I32, {0}});
+  Storage s(p);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data(i)) % 64, 0u);
+  for (int k = 0; k < 15; ++k)
+    EXPECT_EQ(s.f32(0)[k], 0.0f);
+  EXPECT_EQ(s.i64(1)[0], 0);
+  EXPECT_EQ(s.totalBytes(), 15u * 4 + 8);
+}
+
+TEST(Backend, ValidatesDtypesAndCounts) {
+  Harness h;
+  int x = h.buf({2, 4});
+  int ids = h.buf({3}, DType::F32); // wrong dtype for ids
+  int o = h.buf({3, 4});
+  int bad = h.buf({5});
+  h.alloc();
+  try {
+    h.run(Opcode::Embedding, {x, ids}, {o});
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind("Embedding: ", 0), 0u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("i32"), std::string::npos);
+  }
+  try {
+    h.run(Opcode::Gelu, {x}, {bad}, {{"approximation", std::string("tanh")}});
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind("Gelu: ", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(h.run(Opcode::Gelu, {x}, {99}), Error);
+  EXPECT_THROW(h.run(Opcode::Copy, {x, x}, {o}), Error);
+  EXPECT_THROW(h.run(Opcode::Gelu, {x}, {x},
+                     {{"approximation", std::string("fast")}}),
+               Error);
+}
+
+TEST(Backend, RunsFunctionBodyInOrder) {
+  Harness h;
+  int a = h.buf({4});
+  int b = h.buf({4});
+  h.alloc();
+  Function fn;
+  Instr fill;
+  fill.op = Opcode::Fill;
+  fill.outputs = {a};
+  fill.attrs["value"] = 2.5;
+  Instr add;
+  add.op = Opcode::Add;
+  add.inputs = {a, a};
+  add.outputs = {b};
+  fn.body = {fill, add};
+  auto comm = createSingleRankCommunicator();
+  auto be = createCpuBackend(*comm);
+  EXPECT_STREQ(be->name(), "cpu");
+  be->run(h.prog, fn, *h.storage, h.rng);
+  for (float v : h.get(b))
+    EXPECT_EQ(v, 5.0f);
+}
+
+TEST(Communicator, SingleRank) {
+  auto c = createSingleRankCommunicator();
+  EXPECT_EQ(c->rank(), 0);
+  EXPECT_EQ(c->size(), 1);
+  float x[3] = {1, 2, 3};
+  c->allReduce(x, 3, true);
+  EXPECT_EQ(x[2], 3.0f);
+  c->barrier();
+}
+
+TEST(Backend, AllReduceCopiesWhenNotInPlace) {
+  Harness h;
+  int a = h.buf({3});
+  int b = h.buf({3});
+  h.alloc();
+  h.set(a, {1, 2, 3});
+  h.run(Opcode::AllReduce, {a}, {b}, {{"op", std::string("mean")}});
+  EXPECT_EQ(h.get(b), (std::vector<float>{1, 2, 3}));
+  h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("sum")}});
+  EXPECT_EQ(h.get(a), (std::vector<float>{1, 2, 3}));
+  EXPECT_THROW(h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("max")}}),
+               Error);
+}
