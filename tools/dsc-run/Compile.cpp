@@ -32,7 +32,12 @@ public:
               message.empty()) {
             std::string loc;
             llvm::raw_string_ostream os(loc);
-            os << diag.getLocation();
+            if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(
+                    diag.getLocation()))
+              os << file.getFilename().strref() << ":" << file.getLine()
+                 << ":" << file.getColumn();
+            else
+              os << diag.getLocation();
             message = os.str() + ": " + diag.str();
           }
           return mlir::success();

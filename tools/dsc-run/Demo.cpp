@@ -4,14 +4,24 @@
 
 #include "dsc/Runtime/Philox.h"
 
-std::string dsc::makeAdditionText(uint64_t seed, int64_t numLines) {
+#include <cstdio>
+
+std::string dsc::makeCountingText(uint64_t seed, int64_t numLines) {
   std::string text;
   auto key = rt::philoxKey(seed);
+  char number[8];
   for (int64_t i = 0; i < numLines; ++i) {
-    rt::PhiloxBlock r = rt::philox4x32_10({uint32_t(i), 0x0add, 0, 0}, key);
-    int a = int(r[0] % 100), b = int(r[1] % 100);
-    text += std::to_string(a) + "+" + std::to_string(b) + "=" +
-            std::to_string(a + b) + "\n";
+    rt::PhiloxBlock r = rt::philox4x32_10({uint32_t(i), 0xc0de, 0, 0}, key);
+    // Numbers of varying width on lines of varying length: with fixed-width
+    // fields every batch row would start at the same phase of the text, and
+    // the position embeddings would learn the phase instead of the task.
+    int count = 3 + int(r[1] % 6);
+    int start = int(r[0] % (1000 - count));
+    for (int k = 0; k < count; ++k) {
+      std::snprintf(number, sizeof number, "%d", start + k);
+      text += number;
+      text += k + 1 < count ? ' ' : '\n';
+    }
   }
   return text;
 }

@@ -8,9 +8,11 @@
 
 namespace dsc {
 
-/// `a+b=c` lines, a and b in [0, 100), from a fixed seed: deterministic,
-/// learnable, and needs no files.
-std::string makeAdditionText(uint64_t seed, int64_t numLines);
+/// Lines of 3 to 8 consecutive numbers from a random start, e.g.
+/// "97 98 99 100 101": deterministic after the first number, so
+/// the loss can fall far, and learning it needs attention (copy the previous
+/// number, add one, carry). Generated from a fixed seed; needs no files.
+std::string makeCountingText(uint64_t seed, int64_t numLines);
 
 /// The byte-level tokens of `text`.
 std::vector<int32_t> bytesToTokens(const std::string &text);
