@@ -15,6 +15,8 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 # Small models: keep the CPU backend from oversubscribing the CI machine.
 config.environment["OMP_NUM_THREADS"] = "2"
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
+# Spinning OpenMP workers starve each other when lit runs tests in parallel.
+config.environment["OMP_WAIT_POLICY"] = "passive"
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
