@@ -10,7 +10,12 @@
 
 #include "dsc/Runtime/Runtime.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <cstring>
 #include <sstream>
 
@@ -124,23 +129,67 @@ public:
   const char *op;
 };
 
+/// With DSC_PROFILE set, the backend times every instruction and prints the
+/// time per opcode to stderr when it is destroyed.
+class OpcodeProfile {
+public:
+  void add(Opcode op, double seconds) {
+    auto &[total, calls] = entries[op];
+    total += seconds;
+    ++calls;
+  }
+  ~OpcodeProfile() {
+    if (entries.empty())
+      return;
+    std::vector<std::pair<double, Opcode>> order;
+    double all = 0;
+    for (auto &[op, entry] : entries) {
+      order.push_back({entry.first, op});
+      all += entry.first;
+    }
+    std::sort(order.rbegin(), order.rend());
+    std::fprintf(stderr, "dsc cpu profile: %.3f s in %zu opcodes\n", all,
+                 order.size());
+    for (auto &[seconds, op] : order)
+      std::fprintf(stderr, "  %-18s %9.3f s %5.1f%% %8lld calls\n",
+                   opcodeName(op), seconds, 100 * seconds / all,
+                   (long long)entries[op].second);
+  }
+
+private:
+  std::map<Opcode, std::pair<double, int64_t>> entries;
+};
+
 class CpuBackend final : public Backend {
 public:
-  explicit CpuBackend(Communicator &comm) : comm(comm) {
+  explicit CpuBackend(Communicator &comm)
+      : comm(comm), profile(std::getenv("DSC_PROFILE")
+                                ? std::make_unique<OpcodeProfile>()
+                                : nullptr) {
     cpu::configureBlasThreads();
   }
   const char *name() const override { return "cpu"; }
 
   void run(const Program &program, const Function &fn, Storage &storage,
            const RngContext &rng) override {
-    for (const Instr &instr : fn.body)
+    for (const Instr &instr : fn.body) {
+      if (!profile) {
+        execute(program, storage, instr, rng);
+        continue;
+      }
+      auto start = std::chrono::steady_clock::now();
       execute(program, storage, instr, rng);
+      profile->add(instr.op, std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count());
+    }
   }
 
 private:
   void execute(const Program &P, Storage &S, const Instr &I,
                const RngContext &rng);
   Communicator &comm;
+  std::unique_ptr<OpcodeProfile> profile;
 };
 
 void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
