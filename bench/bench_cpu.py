@@ -22,7 +22,22 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+
+def _threads_from_argv():
+    for i, arg in enumerate(sys.argv):
+        if arg == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if arg.startswith("--threads="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())
+
+
+# OpenBLAS (under numpy and Debian's torch) sizes its thread pool when it is
+# loaded, so the thread count must be in the environment before numpy is
+# imported; setting it later leaves PyTorch's GEMMs on every core.
+os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = _threads_from_argv()
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "reference"))
@@ -113,10 +128,8 @@ def bench_torch(a, R, tokens, w0):
 
 def main():
     a = parse()
-    # Same thread count for both sides. OpenBLAS (used by dsc and by
-    # Debian's torch) reads OMP_NUM_THREADS when it is loaded, so set it
-    # before torch is imported here.
-    os.environ["OMP_NUM_THREADS"] = str(a.threads)
+    # Same thread count for both sides (see the top of this file).
+    assert os.environ["OMP_NUM_THREADS"] == str(a.threads)
     import dsc_reference as R
     wd = a.workdir or tempfile.mkdtemp(prefix="dsc-bench-")
     os.makedirs(wd, exist_ok=True)
