@@ -240,12 +240,18 @@ void copyBytes(void *out, const void *in, size_t bytes) {
   }
 }
 
-void embedding(const float *table, const int32_t *ids, float *out,
-               int64_t rows, int64_t V, int64_t C) {
+/// Every id indexes a row of a [V, C] table.
+static void checkIds(const char *op, const int32_t *ids, int64_t rows,
+                     int64_t V) {
   for (int64_t r = 0; r < rows; ++r)
     if (ids[r] < 0 || ids[r] >= V)
-      throw Error("embedding: token id " + std::to_string(ids[r]) +
+      throw Error(std::string(op) + ": token id " + std::to_string(ids[r]) +
                   " out of range [0," + std::to_string(V) + ")");
+}
+
+void embedding(const float *table, const int32_t *ids, float *out,
+               int64_t rows, int64_t V, int64_t C) {
+  checkIds("embedding", ids, rows, V);
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(out + r * C, table + int64_t(ids[r]) * C, size_t(C) * 4);
@@ -253,10 +259,7 @@ void embedding(const float *table, const int32_t *ids, float *out,
 
 void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
                    int64_t rows, int64_t V, int64_t C) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (ids[r] < 0 || ids[r] >= V)
-      throw Error("embedding_grad: token id " + std::to_string(ids[r]) +
-                  " out of range [0," + std::to_string(V) + ")");
+  checkIds("embedding_grad", ids, rows, V);
   fillF32(dtable, V * C, 0.0f);
   // Each thread owns a column slice of the table: no races, and every
   // element sums its rows in token order whatever the thread count.
