@@ -163,6 +163,21 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
                                  .getShape()[1];
             return true;
           })
+          .Case([&](BiasSplitHeadsOp o) {
+            instr.op = Opcode::BiasSplitHeads;
+            a["num_heads"] = int64_t(o.getNumHeads());
+            return true;
+          })
+          .Case([&](ConcatOp o) {
+            instr.op = Opcode::Concat;
+            a["axis"] = int64_t(o.getAxis());
+            return true;
+          })
+          .Case([&](SplitOp o) {
+            instr.op = Opcode::Split;
+            a["axis"] = int64_t(o.getAxis());
+            return true;
+          })
           .Case([&](BatchMatmulOp o) {
             instr.op = Opcode::BatchMatmul;
             a["transpose_a"] = int64_t(o.getTransposeA());

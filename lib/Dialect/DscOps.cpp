@@ -239,6 +239,47 @@ LogicalResult MergeHeadsOp::verify() {
   return verifyHeads(*this, getResult(), getParts(), part0[1]);
 }
 
+/// `pieces` concatenated along `axis` give `whole`.
+static LogicalResult verifyConcatShapes(Operation *op, ValueRange pieces,
+                                        Value whole, int64_t axis) {
+  ArrayRef<int64_t> w = shapeOf(whole);
+  if (pieces.empty())
+    return op->emitOpError("expects at least one piece");
+  if (axis < 0 || axis >= int64_t(w.size()))
+    return op->emitOpError("axis ") << axis << " is out of range for "
+                                    << shapeStr(w);
+  int64_t total = 0;
+  for (Value piece : pieces) {
+    ArrayRef<int64_t> p = shapeOf(piece);
+    SmallVector<int64_t> want(w.begin(), w.end());
+    if (p.size() == w.size())
+      want[axis] = p[axis];
+    if (failed(expectShape(op, "piece", p, want)))
+      return failure();
+    total += p[axis];
+  }
+  if (total != w[axis])
+    return op->emitOpError("pieces sum to ")
+           << total << " along axis " << axis << ", expected " << w[axis];
+  return verifySameFloatElementType(op);
+}
+
+LogicalResult ConcatOp::verify() {
+  return verifyConcatShapes(*this, getInputs(), getResult(), getAxis());
+}
+
+LogicalResult SplitOp::verify() {
+  return verifyConcatShapes(*this, getPieces(), getInput(), getAxis());
+}
+
+LogicalResult BiasSplitHeadsOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  SmallVector<int64_t> biasShape = {x.empty() ? 0 : x.back()};
+  if (failed(expectShape(*this, "bias", shapeOf(getBias()), biasShape)))
+    return failure();
+  return verifyHeads(*this, getInput(), getParts(), getNumHeads());
+}
+
 LogicalResult BatchMatmulOp::verify() {
   ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
   if (a.size() < 3 || a.size() != b.size())

@@ -137,3 +137,31 @@ void CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
       getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
       getLabels(), getIgnoreIndexAttr());
 }
+
+void ConcatOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  auto split = b.create<SplitOp>(getLoc(), getInputs().getTypes(),
+                                 resultGrads[0], getAxisAttr());
+  for (auto [i, piece] : llvm::enumerate(split.getPieces()))
+    operandGrads[i] = piece;
+}
+
+void SplitOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  SmallVector<Value> pieces;
+  for (auto [grad, piece] : llvm::zip(resultGrads, getPieces()))
+    pieces.push_back(gradOrZeros(b, getLoc(), grad, piece));
+  operandGrads[0] = b.create<ConcatOp>(getLoc(), getInput().getType(), pieces,
+                                       getAxisAttr());
+}
+
+void BiasSplitHeadsOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  SmallVector<Value> parts;
+  for (auto [grad, part] : llvm::zip(resultGrads, getParts()))
+    parts.push_back(gradOrZeros(b, getLoc(), grad, part));
+  Value merged =
+      b.create<MergeHeadsOp>(getLoc(), getInput().getType(), parts);
+  operandGrads[0] = merged;
+  operandGrads[1] = b.create<ReduceToOp>(getLoc(), getBias().getType(), merged);
+}

@@ -908,10 +908,21 @@ void checkTransformerKernel(const Ctx &c, const json &sec) {
   }
 }
 
+/// dsc.fusion: one switch per graph fusion, all on by default.
+void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
+  const std::string name = "dsc.fusion";
+  c.object(name, sec);
+  c.checkKeys(name, sec, {"qkv"});
+  for (auto it = sec.begin(); it != sec.end(); ++it)
+    if (it.key() == "qkv")
+      f.qkv = c.boolean(name + ".qkv", it.value());
+}
+
 void parseDsc(const Ctx &c, const json &sec, TrainConfig &t) {
   c.object("dsc", sec);
   c.checkKeys("dsc", sec,
-              {"seed", "seq_len", "mlm_probability", "mask_token_id"});
+              {"seed", "seq_len", "mlm_probability", "mask_token_id",
+               "fusion"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -928,6 +939,8 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t) {
                                   "a number in (0, 1)");
     else if (k == "mask_token_id")
       t.maskTokenId = c.nonNegative(p, v);
+    else if (k == "fusion")
+      parseFusion(c, v, t.fusion);
   }
 }
 

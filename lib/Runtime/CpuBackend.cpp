@@ -426,10 +426,12 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     return;
   }
   case Opcode::SplitHeads:
+  case Opcode::BiasSplitHeads:
   case Opcode::MergeHeads: {
-    const bool split = I.op == Opcode::SplitHeads;
+    const bool split = I.op != Opcode::MergeHeads;
+    const bool biased = I.op == Opcode::BiasSplitHeads;
     if (split) {
-      e.numIns(1);
+      e.numIns(biased ? 2 : 1);
       if (I.outputs.empty())
         e.fail("expects at least one output");
     } else {
@@ -454,15 +456,66 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     }
     if (split) {
       const float *px = e.fin(0, "x");
+      const float *bias = nullptr;
+      if (biased) {
+        e.count(e.in(1), W, "bias");
+        bias = e.fin(1, "bias");
+      }
       std::vector<float *> outs;
       for (int64_t p = 0; p < P; ++p)
         outs.push_back(e.fout(size_t(p), "output"));
-      cpu::splitHeads(px, outs, B, T, H, D);
+      cpu::splitHeads(px, bias, outs, B, T, H, D);
     } else {
       std::vector<const float *> ins;
       for (int64_t p = 0; p < P; ++p)
         ins.push_back(e.fin(size_t(p), "input"));
       cpu::mergeHeads(ins, e.fout(0, "output"), B, T, H, D);
+    }
+    return;
+  }
+  case Opcode::Concat:
+  case Opcode::Split: {
+    // The whole tensor and its pieces, viewed as [outer, width, inner].
+    const bool concat = I.op == Opcode::Concat;
+    const size_t pieces = concat ? I.inputs.size() : I.outputs.size();
+    if (concat)
+      e.numOuts(1);
+    else
+      e.numIns(1);
+    if (pieces == 0)
+      e.fail("expects at least one piece");
+    const Buffer &whole = concat ? e.out(0) : e.in(0);
+    const int64_t axis = I.getInt("axis");
+    if (axis < 0 || axis >= int64_t(whole.shape.size()))
+      e.fail("axis " + std::to_string(axis) + " out of range for " +
+             shapeStr(whole.shape));
+    int64_t outer = 1, inner = 1, total = 0;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= whole.shape[size_t(d)];
+    for (size_t d = size_t(axis) + 1; d < whole.shape.size(); ++d)
+      inner *= whole.shape[d];
+    std::vector<int64_t> widths;
+    for (size_t k = 0; k < pieces; ++k) {
+      const Buffer &piece = concat ? e.in(k) : e.out(k);
+      const int64_t width = piece.numElements() / std::max<int64_t>(1, outer * inner);
+      e.count(piece, outer * width * inner, "piece");
+      widths.push_back(width);
+      total += width;
+    }
+    if (total != whole.shape[size_t(axis)])
+      e.fail("pieces sum to " + std::to_string(total) + " along axis " +
+             std::to_string(axis) + ", expected " +
+             std::to_string(whole.shape[size_t(axis)]));
+    if (concat) {
+      std::vector<const float *> ins;
+      for (size_t k = 0; k < pieces; ++k)
+        ins.push_back(e.fin(k, "piece"));
+      cpu::concat(ins, widths, e.fout(0, "output"), outer, inner);
+    } else {
+      std::vector<float *> outs;
+      for (size_t k = 0; k < pieces; ++k)
+        outs.push_back(e.fout(k, "piece"));
+      cpu::split(e.fin(0, "input"), outs, widths, outer, inner);
     }
     return;
   }

@@ -699,17 +699,26 @@ void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,
 // Heads
 //===----------------------------------------------------------------------===//
 
-void splitHeads(const float *x, const std::vector<float *> &outs, int64_t B,
-                int64_t T, int64_t H, int64_t D) {
+void splitHeads(const float *x, const float *bias,
+                const std::vector<float *> &outs, int64_t B, int64_t T,
+                int64_t H, int64_t D) {
   const int64_t P = int64_t(outs.size()), W = P * H * D;
 #pragma omp parallel for schedule(static) if (B * T * W > (1 << 15))
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const int64_t b = bt / T, t = bt % T;
     const float *src = x + bt * W;
     for (int64_t p = 0; p < P; ++p)
-      for (int64_t h = 0; h < H; ++h)
-        std::memcpy(outs[size_t(p)] + ((b * H + h) * T + t) * D,
-                    src + (p * H + h) * D, size_t(D) * 4);
+      for (int64_t h = 0; h < H; ++h) {
+        float *dst = outs[size_t(p)] + ((b * H + h) * T + t) * D;
+        const int64_t col = (p * H + h) * D;
+        if (!bias) {
+          std::memcpy(dst, src + col, size_t(D) * 4);
+          continue;
+        }
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d)
+          dst[d] = src[col + d] + bias[col + d];
+      }
   }
 }
 
@@ -724,6 +733,41 @@ void mergeHeads(const std::vector<const float *> &ins, float *out, int64_t B,
       for (int64_t h = 0; h < H; ++h)
         std::memcpy(dst + (p * H + h) * D,
                     ins[size_t(p)] + ((b * H + h) * T + t) * D, size_t(D) * 4);
+  }
+}
+
+void concat(const std::vector<const float *> &ins,
+            const std::vector<int64_t> &widths, float *out, int64_t outer,
+            int64_t inner) {
+  int64_t total = 0;
+  for (int64_t w : widths)
+    total += w;
+#pragma omp parallel for schedule(static) if (outer * total * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t at = 0;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      std::memcpy(out + (o * total + at) * inner,
+                  ins[i] + o * widths[i] * inner,
+                  size_t(widths[i] * inner) * 4);
+      at += widths[i];
+    }
+  }
+}
+
+void split(const float *in, const std::vector<float *> &outs,
+           const std::vector<int64_t> &widths, int64_t outer, int64_t inner) {
+  int64_t total = 0;
+  for (int64_t w : widths)
+    total += w;
+#pragma omp parallel for schedule(static) if (outer * total * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t at = 0;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      std::memcpy(outs[i] + o * widths[i] * inner,
+                  in + (o * total + at) * inner,
+                  size_t(widths[i] * inner) * 4);
+      at += widths[i];
+    }
   }
 }
 

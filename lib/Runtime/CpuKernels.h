@@ -82,10 +82,19 @@ void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,
              uint32_t stream, uint64_t seed, uint64_t offset);
 
 // Heads.
-void splitHeads(const float *x, const std::vector<float *> &outs, int64_t B,
-                int64_t T, int64_t H, int64_t D);
+/// `bias` ([P*H*D], or null) is added on the way (dsc.bias_split_heads).
+void splitHeads(const float *x, const float *bias,
+                const std::vector<float *> &outs, int64_t B, int64_t T,
+                int64_t H, int64_t D);
 void mergeHeads(const std::vector<const float *> &ins, float *out, int64_t B,
                 int64_t T, int64_t H, int64_t D);
+/// Concatenation / split along one axis of tensors viewed as
+/// [outer, width_i, inner].
+void concat(const std::vector<const float *> &ins,
+            const std::vector<int64_t> &widths, float *out, int64_t outer,
+            int64_t inner);
+void split(const float *in, const std::vector<float *> &outs,
+           const std::vector<int64_t> &widths, int64_t outer, int64_t inner);
 
 // Loss.
 float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,

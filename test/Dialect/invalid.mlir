@@ -269,3 +269,35 @@ func.func @iota_rank() {
   %0 = dsc.iota : () -> tensor<2x4xi32>
   return
 }
+
+// -----
+
+func.func @concat_axis(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'dsc.concat' op axis 2 is out of range for [8, 3]}}
+  %0 = dsc.concat %a, %a {axis = 2 : i64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_sum(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'dsc.concat' op pieces sum to 8 along axis 0, expected 9}}
+  %0 = dsc.concat %a, %a {axis = 0 : i64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<9x3xf32>
+  return
+}
+
+// -----
+
+func.func @split_piece(%a: tensor<8x3xf32>) {
+  // expected-error @+1 {{'dsc.split' op piece has shape [4, 2], expected [4, 3]}}
+  %0, %1 = dsc.split %a {axis = 0 : i64} : (tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @bias_split_heads_bias(%x: tensor<2x8x72xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.bias_split_heads' op bias has shape [24], expected [72]}}
+  %q, %k, %v = dsc.bias_split_heads %x, %b {num_heads = 3 : i64} : (tensor<2x8x72xf32>, tensor<24xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  return
+}

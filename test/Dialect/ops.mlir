@@ -43,6 +43,18 @@ func.func @forward_ops(%ids: tensor<2x8xi32>, %wte: tensor<50x24xf32>,
   return %loss : tensor<f32>
 }
 
+// CHECK-LABEL: func @fusion_ops
+func.func @fusion_ops(%x: tensor<2x8x72xf32>, %w: tensor<24x24xf32>, %b: tensor<24xf32>) {
+  // CHECK: %[[W:.*]] = dsc.concat %{{.*}}, %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<24x24xf32>, tensor<24x24xf32>, tensor<24x24xf32>) -> tensor<72x24xf32>
+  %w3 = dsc.concat %w, %w, %w {axis = 0 : i64} : (tensor<24x24xf32>, tensor<24x24xf32>, tensor<24x24xf32>) -> tensor<72x24xf32>
+  // CHECK: dsc.split %[[W]] {axis = 1 : i64} : (tensor<72x24xf32>) -> (tensor<72x8xf32>, tensor<72x16xf32>)
+  %p0, %p1 = dsc.split %w3 {axis = 1 : i64} : (tensor<72x24xf32>) -> (tensor<72x8xf32>, tensor<72x16xf32>)
+  %b3 = dsc.concat %b, %b, %b {axis = 0 : i64} : (tensor<24xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<72xf32>
+  // CHECK: dsc.bias_split_heads %{{.*}}, %{{.*}} {num_heads = 3 : i64} : (tensor<2x8x72xf32>, tensor<72xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  %q, %k, %v = dsc.bias_split_heads %x, %b3 {num_heads = 3 : i64} : (tensor<2x8x72xf32>, tensor<72xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  return
+}
+
 // CHECK-LABEL: func @gradient_ops
 func.func @gradient_ops(%ids: tensor<2x8xi32>, %dy: tensor<2x8x24xf32>,
                         %x: tensor<2x8x24xf32>, %w: tensor<24x24xf32>,

@@ -129,6 +129,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   step.cosMinRatio = s.cosMinRatio;
 
   PassManager pm(&ctx);
+  if (train.fusion.qkv)
+    pm.addPass(mlir::dsc::createDscFuseQkv());
   pm.addPass(mlir::dsc::createDscAutodiff());
   pm.addPass(mlir::dsc::createDscBuildTrainStep(step));
   if (mlir::failed(mlir::verify(*module)) || mlir::failed(pm.run(*module)))

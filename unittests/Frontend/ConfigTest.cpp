@@ -460,6 +460,15 @@ TEST(TrainConfig, DscSection) {
   EXPECT_EQ(t.maskTokenId, 4);
 }
 
+TEST(TrainConfig, FusionSwitches) {
+  EXPECT_TRUE(train(ds("")).fusion.qkv); // on by default
+  EXPECT_FALSE(train(ds(R"("dsc": {"fusion": {"qkv": false}})")).fusion.qkv);
+  EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"qkv": 1}})")),
+             "dsc.fusion.qkv");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"gelu": true}})")),
+             "dsc.fusion.gelu");
+}
+
 TEST(TrainConfig, Schedulers) {
   TrainConfig t = train(ds(R"("scheduler": {"type": "WarmupLR"})"));
   EXPECT_EQ(t.scheduler.type, SchedulerType::WarmupLR);

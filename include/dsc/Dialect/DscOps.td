@@ -191,6 +191,37 @@ def Dsc_MlmMaskOp : Dsc_Op<"mlm_mask"> {
   let results = (outs Dsc_IdTensor:$inputs, Dsc_IdTensor:$labels);
 }
 
+def Dsc_ConcatOp : Dsc_DiffOp<"concat"> {
+  let summary = "Concatenation along `axis`";
+  let description = [{
+    `-dsc-fuse-qkv` concatenates BERT's query/key/value weights and biases so
+    the three projections become one GEMM; the parameters keep their own
+    Hugging Face names. The gradient is `dsc.split` of the result gradient.
+  }];
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SplitOp : Dsc_DiffOp<"split"> {
+  let summary = "Split along `axis` into pieces of the result sizes";
+  let arguments = (ins Dsc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<Dsc_FloatTensor>:$pieces);
+}
+
+def Dsc_BiasSplitHeadsOp : Dsc_DiffOp<"bias_split_heads"> {
+  let summary = "Fused QKV epilogue: add the bias and split into heads";
+  let description = [{
+    `%q, %k, %v = dsc.bias_split_heads %qkv, %bias {num_heads = H}` with
+    `%qkv : [B, T, 3*H*D]`, `%bias : [3*H*D]` and results `[B, H, T, D]` is
+    `dsc.split_heads (dsc.add %qkv, %bias)` in one pass: each element is read
+    once, biased and written straight into its head-major position (DeepSpeed's
+    bias+transpose kernel). Produced by `-dsc-fuse-qkv`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias,
+                       I64Attr:$num_heads);
+  let results = (outs Variadic<Dsc_FloatTensor>:$parts);
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient ops
 //===----------------------------------------------------------------------===//

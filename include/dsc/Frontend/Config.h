@@ -73,6 +73,11 @@ struct SchedulerConfig {
   double warmupMinRatio = 0.0, cosMinRatio = 0.0001; ///< WarmupCosineLR
 };
 
+/// Graph fusions of the `dsc.fusion` section (each can be switched off).
+struct FusionConfig {
+  bool qkv = true; ///< -dsc-fuse-qkv
+};
+
 struct TrainConfig {
   int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
   int64_t microBatch = 1;
@@ -86,6 +91,7 @@ struct TrainConfig {
   int64_t seqLen = 0;          ///< 0: the model's maxPositions
   double mlmProbability = 0.15;
   int64_t maskTokenId = -1;    ///< -1: 103 (bert-base) when the vocab has it
+  FusionConfig fusion;
 };
 
 /// Reads and validates a ds_config.json. `worldSize` is the number of

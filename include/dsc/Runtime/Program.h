@@ -46,6 +46,10 @@ struct Buffer {
   std::vector<int64_t> shape;
   InitKind init = InitKind::None; ///< only for Param
   double initStd = 0.0;           ///< only for InitKind::Normal
+  /// Byte offset in the program's arena when it has a memory plan
+  /// (Program::arenaBytes >= 0, see include/dsc/Codegen/MemoryPlan.h); -1
+  /// when the buffer is allocated on its own.
+  int64_t offset = -1;
 
   int64_t numElements() const {
     int64_t n = 1;
@@ -68,6 +72,10 @@ enum class Opcode {
   Dropout,        ///< in: x; attrs rate, stream; Philox mask, scale 1/(1-rate)
   SplitHeads,     ///< in: x[B,T,P*H*D]; outs: P tensors [B,H,T,D]; attr num_heads
   MergeHeads,     ///< ins: P tensors [B,H,T,D]; out: [B,T,P*H*D]
+  BiasSplitHeads, ///< in: x[B,T,P*H*D], bias[P*H*D]; outs: P x [B,H,T,D] of
+                  ///< x + bias; attr num_heads
+  Concat,         ///< ins: pieces; out: their concatenation along attr axis
+  Split,          ///< in: x; outs: pieces along attr axis (sizes from outs)
   BatchMatmul,    ///< in: a, b (rank>=3, same batch dims); attrs transpose_a,
                   ///< transpose_b, alpha: out = alpha * op(a) @ op(b)
   Softmax,        ///< in: x[..., Tq, Tk]; attrs scale, causal: softmax over the
@@ -106,6 +114,10 @@ struct Instr {
   std::vector<int> inputs;  ///< buffer ids
   std::vector<int> outputs; ///< buffer ids (may equal an input: in place)
   std::map<std::string, AttrValue> attrs;
+  /// Provenance, for memory reports: the transformer layer of the op
+  /// (`dsc.layer`, -1 outside layers) and whether autodiff built it (`dsc.grad`).
+  int layer = -1;
+  bool backward = false;
 
   int64_t getInt(const std::string &name) const;
   double getFloat(const std::string &name) const; ///< accepts int too
@@ -125,6 +137,9 @@ struct Program {
   /// Module-level facts the driver needs: micro_batch, seq_len,
   /// grad_accum, vocab_size, model_type, seed, ...
   std::map<std::string, AttrValue> meta;
+  /// Bytes of the static arena holding every buffer at its Buffer::offset;
+  /// -1 when the program has no memory plan (one allocation per buffer).
+  int64_t arenaBytes = -1;
 
   int findBuffer(BufferRole role, const std::string &name) const; ///< -1 if none
   const Function &function(const std::string &name) const;

@@ -31,6 +31,35 @@ def DscAutodiff : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscFuseQkv : Pass<"dsc-fuse-qkv", "::mlir::ModuleOp"> {
+  let summary = "One GEMM for Q, K and V, then a fused bias + split-heads";
+  let description = [{
+    DeepSpeed's QKV fusion as a graph rewrite on the forward graph (run it
+    before -dsc-autodiff; the gradient follows from the new ops' rules).
+
+    Three projections of the same input into single-part `dsc.split_heads`
+    (BERT's query/key/value) become one projection over the concatenated
+    weights and biases; the parameters stay separate arguments, so loading
+    and saving keep their Hugging Face names:
+
+    ```mlir
+    %q = dsc.linear %x, %wq, %bq {transpose_w = true}  // and %k, %v
+    %qh = dsc.split_heads %q {num_heads = 12}          // and %kh, %vh
+    // =>
+    %w = dsc.concat %wq, %wk, %wv {axis = 0}
+    %b = dsc.concat %bq, %bk, %bv {axis = 0}
+    %qkv = dsc.linear %x, %w {transpose_w = true}
+    %qh, %kh, %vh = dsc.bias_split_heads %qkv, %b {num_heads = 12}
+    ```
+
+    A biased projection whose only user is a `dsc.split_heads` (GPT-2's
+    `c_attn`, and the result of the rewrite above) loses its bias to a
+    `dsc.bias_split_heads`, which adds it while writing Q, K and V in
+    [batch, heads, seq, head_dim] layout.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Turn @forward_grad into @micro_step and @apply_step";
   let description = [{
