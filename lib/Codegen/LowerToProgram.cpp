@@ -345,6 +345,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     FailureOr<::dsc::rt::Instr> instr = lowerOp(&op);
     if (failed(instr))
       return failure();
+    if (auto layer = op.getAttrOfType<IntegerAttr>(kLayerAttrName))
+      instr->layer = int(layer.getInt());
+    instr->backward = op.hasAttr(kGradAttrName);
     for (Value operand : op.getOperands())
       instr->inputs.push_back(buffers.lookup(operand));
     for (Value result : op.getResults()) {

@@ -108,6 +108,15 @@ public:
   }
   int64_t takeStream() { return nextStream++; }
 
+  /// The last op emitted so far (null if none); with tagLayer, marks the
+  /// ops of one transformer layer with dsc.layer for the memory report.
+  Operation *lastOp() { return block->empty() ? nullptr : &block->back(); }
+  void tagLayer(Operation *before, int64_t layer) {
+    auto it = before ? std::next(before->getIterator()) : block->begin();
+    for (; it != block->end(); ++it)
+      it->setAttr(kLayerAttrName, b.getI64IntegerAttr(layer));
+  }
+
   /// Multi-head attention core on projected [B, T, P*C] inputs: the P parts
   /// are split into heads, attended, and merged back to [B, T, C].
   Value attention(ValueRange projections, int64_t heads, bool causal,
@@ -172,6 +181,7 @@ Value buildGpt2(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   Value h = g.add(tokens, g.embedding(wpe, g.iota(t, 1)));
   h = g.dropout(h, m.embdDropout);
   for (int64_t l = 0; l < m.numLayers; ++l) {
+    Operation *before = g.lastOp();
     std::string lp = p + "h." + std::to_string(l) + ".";
     Value a = g.layerNorm(h, lp + "ln_1", m.layerNormEps);
     Value qkv = g.projection(a, lp + "attn.c_attn", c, 3 * c, std, false);
@@ -184,6 +194,7 @@ Value buildGpt2(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
     f = g.gelu(f, m.gelu);
     f = g.projection(f, lp + "mlp.c_proj", m.intermediate, c, projStd, false);
     h = g.add(h, g.dropout(f, m.residDropout));
+    g.tagLayer(before, l);
   }
   h = g.layerNorm(h, p + "ln_f", m.layerNormEps);
   logits = g.linear(h, wte, Value(), /*transposeW=*/true);
@@ -218,6 +229,7 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
     return g.projection(x, prefix, in, out, std, /*transposeW=*/true);
   };
   for (int64_t l = 0; l < m.numLayers; ++l) {
+    Operation *before = g.lastOp();
     std::string lp = "bert.encoder.layer." + std::to_string(l) + ".";
     std::string sp = lp + "attention.self.";
     Value q = dense(h, sp + "query", c, c);
@@ -233,6 +245,7 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
     f = g.dropout(dense(f, lp + "output.dense", m.intermediate, c),
                   m.residDropout);
     h = g.layerNorm(g.add(f, h), lp + "output.LayerNorm", m.layerNormEps);
+    g.tagLayer(before, l);
   }
   const std::string cp = "cls.predictions.";
   Value x = g.gelu(dense(h, cp + "transform.dense", c, c), m.gelu);

@@ -104,19 +104,29 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
       return op->emitOpError("lies between the parameters and the loss but "
                              "has no gradient rule");
     SmallVector<Value> operandGrads(op->getNumOperands());
+    Operation *last = ret->getPrevNode();
     rule.buildGradient(b, resultGrads, operandGrads);
     for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
       if (g && active.contains(operand))
         accumulate(operand, g, op->getLoc());
+    // Provenance for the memory report: backward ops carry dsc.grad and
+    // the dsc.layer of the op they differentiate.
+    for (Operation *o = last->getNextNode(); o != ret; o = o->getNextNode()) {
+      o->setAttr(kGradAttrName, b.getUnitAttr());
+      if (Attribute layer = op->getAttr(kLayerAttrName))
+        o->setAttr(kLayerAttrName, layer);
+    }
   }
 
   // Return the forward results followed by one gradient per parameter.
   SmallVector<Value> results(ret.getOperands());
   for (BlockArgument p : params) {
     Value g = grads.lookup(p);
-    if (!g) // A parameter that does not reach the loss gets a zero gradient.
+    if (!g) { // A parameter that does not reach the loss gets a zero gradient.
       g = b.create<FillOp>(grad.getLoc(), p.getType(),
                            b.getF64FloatAttr(0.0));
+      g.getDefiningOp()->setAttr(kGradAttrName, b.getUnitAttr());
+    }
     results.push_back(g);
   }
   b.create<func::ReturnOp>(ret.getLoc(), results);

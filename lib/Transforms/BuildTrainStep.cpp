@@ -169,6 +169,7 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   // is then the mean over the step's micro-batches.
   Value seed = b.create<FillOp>(loc, src.getArguments().back().getType(),
                                 b.getF64FloatAttr(1.0 / double(gradAccum)));
+  seed.getDefiningOp()->setAttr(kGradAttrName, b.getUnitAttr()); // dloss
   map.map(src.getArguments().back(), seed);
   for (Operation &op : src.without_terminator())
     b.clone(op, map);

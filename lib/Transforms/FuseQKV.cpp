@@ -95,6 +95,11 @@ void fuseSeparateProjections(Block &block) {
         partTypes.push_back(p.split.getParts()[0].getType());
       auto split = b.create<SplitHeadsOp>(loc, partTypes, fused,
                                           qkv[0].split.getNumHeadsAttr());
+      // The memory report attributes activations by dsc.layer: keep it.
+      if (Attribute layer = q->getAttr(kLayerAttrName))
+        for (Operation *op : {w.getDefiningOp(), bias.getDefiningOp(),
+                              fused.getDefiningOp(), split.getOperation()})
+          op->setAttr(kLayerAttrName, layer);
       for (auto [i, p] : llvm::enumerate(qkv)) {
         p.split.getParts()[0].replaceAllUsesWith(split.getParts()[i]);
         p.split.erase();
@@ -122,6 +127,10 @@ void fuseBiasSplitHeads(Block &block) {
     auto fused = b.create<BiasSplitHeadsOp>(
         split.getLoc(), split.getParts().getTypes(), unbiased,
         linear.getBias(), split.getNumHeadsAttr());
+    if (Attribute layer = linear->getAttr(kLayerAttrName)) { // memory report
+      unbiased.getDefiningOp()->setAttr(kLayerAttrName, layer);
+      fused->setAttr(kLayerAttrName, layer);
+    }
     split.replaceAllUsesWith(fused.getParts());
     split.erase();
     linear.erase();

@@ -10,13 +10,13 @@
 // CHECK: %[[A:.*]] = dsc.gelu tanh %[[H]]
 // CHECK: %[[L:.*]] = dsc.linear %[[A]], %[[W]] {transpose_w = true}
 // CHECK: %[[LOSS:.*]] = dsc.cross_entropy %[[L]], %[[Y]]
-// CHECK: %[[DL:.*]] = dsc.cross_entropy_grad %[[DLOSS]], %[[L]], %[[Y]]
-// CHECK: %[[DA:.*]] = dsc.linear_grad_input %[[DL]], %[[W]] {transpose_w = true}
-// CHECK: %[[DW1:.*]] = dsc.linear_grad_weight %[[A]], %[[DL]] {transpose_w = true}
-// CHECK: %[[DH:.*]] = dsc.gelu_grad tanh %[[DA]], %[[H]]
+// CHECK: %[[DL:.*]] = dsc.cross_entropy_grad %[[DLOSS]], %[[L]], %[[Y]] {dsc.grad}
+// CHECK: %[[DA:.*]] = dsc.linear_grad_input %[[DL]], %[[W]] {dsc.grad, transpose_w = true}
+// CHECK: %[[DW1:.*]] = dsc.linear_grad_weight %[[A]], %[[DL]] {dsc.grad, transpose_w = true}
+// CHECK: %[[DH:.*]] = dsc.gelu_grad tanh %[[DA]], %[[H]] {dsc.grad}
 // CHECK-NOT: dsc.linear_grad_input
 // CHECK: %[[DW2:.*]] = dsc.linear_grad_weight %[[X]], %[[DH]]
-// CHECK: %[[DB:.*]] = dsc.reduce_to %[[DH]] : (tensor<2x4x8xf32>) -> tensor<8xf32>
+// CHECK: %[[DB:.*]] = dsc.reduce_to %[[DH]] {dsc.grad} : (tensor<2x4x8xf32>) -> tensor<8xf32>
 // CHECK: %[[DW:.*]] = dsc.add %[[DW1]], %[[DW2]]
 // CHECK: return %[[LOSS]], %[[L]], %[[DW]], %[[DB]]
 func.func @forward(%w: tensor<8x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
@@ -39,13 +39,13 @@ func.func @forward(%w: tensor<8x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02
 // CHECK: %[[S:.*]] = dsc.batch_matmul %[[QKV]]#0, %[[QKV]]#1 {transpose_b = true}
 // CHECK: %[[P:.*]] = dsc.softmax %[[S]] {causal = true, scale = 5.000000e-01 : f64}
 // CHECK: %[[O:.*]] = dsc.batch_matmul %[[P]], %[[QKV]]#2
-// CHECK: %[[DO:.*]] = dsc.split_heads %{{.*}} {num_heads = 2 : i64} : (tensor<1x4x8xf32>) -> tensor<1x2x4x4xf32>
-// CHECK: %[[DP:.*]] = dsc.batch_matmul %[[DO]], %[[QKV]]#2 {transpose_b = true}
-// CHECK: %[[DV:.*]] = dsc.batch_matmul %[[P]], %[[DO]] {transpose_a = true}
-// CHECK: %[[DS:.*]] = dsc.softmax_grad %[[DP]], %[[P]] {scale = 5.000000e-01 : f64}
-// CHECK: %[[DQ:.*]] = dsc.batch_matmul %[[DS]], %[[QKV]]#1 :
-// CHECK: %[[DK:.*]] = dsc.batch_matmul %[[DS]], %[[QKV]]#0 {transpose_a = true}
-// CHECK: dsc.merge_heads %[[DQ]], %[[DK]], %[[DV]] : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x4x24xf32>
+// CHECK: %[[DO:.*]] = dsc.split_heads %{{.*}} {dsc.grad, num_heads = 2 : i64} : (tensor<1x4x8xf32>) -> tensor<1x2x4x4xf32>
+// CHECK: %[[DP:.*]] = dsc.batch_matmul %[[DO]], %[[QKV]]#2 {dsc.grad, transpose_b = true}
+// CHECK: %[[DV:.*]] = dsc.batch_matmul %[[P]], %[[DO]] {dsc.grad, transpose_a = true}
+// CHECK: %[[DS:.*]] = dsc.softmax_grad %[[DP]], %[[P]] {dsc.grad, scale = 5.000000e-01 : f64}
+// CHECK: %[[DQ:.*]] = dsc.batch_matmul %[[DS]], %[[QKV]]#1 {dsc.grad} :
+// CHECK: %[[DK:.*]] = dsc.batch_matmul %[[DS]], %[[QKV]]#0 {dsc.grad, transpose_a = true}
+// CHECK: dsc.merge_heads %[[DQ]], %[[DK]], %[[DV]] {dsc.grad} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x4x24xf32>
 func.func @forward(%w: tensor<8x24xf32> {dsc.param = #dsc.param<"c_attn", normal, 0.02 : f64>},
                    %x: tensor<1x4x8xf32>, %y: tensor<1x4xi32>) -> (tensor<f32>, tensor<1x4x8xf32>) {
   %qkv = dsc.linear %x, %w : (tensor<1x4x8xf32>, tensor<8x24xf32>) -> tensor<1x4x24xf32>
@@ -66,8 +66,8 @@ func.func @forward(%w: tensor<8x24xf32> {dsc.param = #dsc.param<"c_attn", normal
 // CHECK-LABEL: func.func @forward_grad(
 // CHECK: %[[D:.*]] = dsc.dropout %{{.*}} {rate = 2.500000e-01 : f64, stream = 9 : i64}
 // CHECK: %[[DD:.*]] = dsc.cross_entropy_grad
-// CHECK: %[[DX:.*]] = dsc.dropout %[[DD]] {rate = 2.500000e-01 : f64, stream = 9 : i64}
-// CHECK: %[[ZERO:.*]] = dsc.fill {value = 0.000000e+00 : f64} : () -> tensor<3xf32>
+// CHECK: %[[DX:.*]] = dsc.dropout %[[DD]] {dsc.grad, rate = 2.500000e-01 : f64, stream = 9 : i64}
+// CHECK: %[[ZERO:.*]] = dsc.fill {dsc.grad, value = 0.000000e+00 : f64} : () -> tensor<3xf32>
 // CHECK: return %{{.*}}, %{{.*}}, %{{.*}}, %[[ZERO]]
 func.func @forward(%e: tensor<5x4xf32> {dsc.param = #dsc.param<"e", normal, 0.02 : f64>},
                    %unused: tensor<3xf32> {dsc.param = #dsc.param<"u", zeros, 0.0 : f64>},
@@ -76,6 +76,30 @@ func.func @forward(%e: tensor<5x4xf32> {dsc.param = #dsc.param<"e", normal, 0.02
   %d = dsc.dropout %h {rate = 0.25 : f64, stream = 9 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
   %loss = dsc.cross_entropy %d, %y : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
   return %loss, %d : tensor<f32>, tensor<2x4xf32>
+}
+
+// -----
+
+// Provenance for the memory report: every op autodiff builds carries
+// dsc.grad and the dsc.layer of the forward op it differentiates (the sum of
+// the two contributions to %w's gradient is built while differentiating the
+// layer-0 op); forward ops keep their tags, untagged ops stay untagged.
+
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK: %[[H:.*]] = dsc.linear %{{.*}}, %{{.*}} {dsc.layer = 0 : i64}
+// CHECK: %[[L:.*]] = dsc.linear %[[H]], %{{.*}} {dsc.layer = 1 : i64}
+// CHECK: dsc.cross_entropy %[[L]], %{{.*}} :
+// CHECK: %[[DL:.*]] = dsc.cross_entropy_grad {{.*}} {dsc.grad} :
+// CHECK: %[[DH:.*]] = dsc.linear_grad_input %[[DL]], %{{.*}} {dsc.grad, dsc.layer = 1 : i64}
+// CHECK: %[[DW1:.*]] = dsc.linear_grad_weight %[[H]], %[[DL]] {dsc.grad, dsc.layer = 1 : i64}
+// CHECK: %[[DW0:.*]] = dsc.linear_grad_weight %{{.*}}, %[[DH]] {dsc.grad, dsc.layer = 0 : i64}
+// CHECK: dsc.add %[[DW1]], %[[DW0]] {dsc.grad, dsc.layer = 0 : i64}
+func.func @forward(%w: tensor<4x4xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
+                   %x: tensor<2x4xf32>, %y: tensor<2xi32>) -> (tensor<f32>, tensor<2x4xf32>) {
+  %h = dsc.linear %x, %w {dsc.layer = 0 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %l = dsc.linear %h, %w {dsc.layer = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %loss = dsc.cross_entropy %l, %y : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  return %loss, %l : tensor<f32>, tensor<2x4xf32>
 }
 
 // -----

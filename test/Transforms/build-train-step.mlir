@@ -17,7 +17,7 @@
 // CHECK-SAME: tensor<2x4xi32> {dsc.state = #dsc.state<input_ids, "input_ids">}
 // CHECK-SAME: tensor<2x4xi32> {dsc.state = #dsc.state<targets, "targets">}
 // CHECK-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "logits">}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}, tensor<8xf32> {dsc.state = #dsc.state<grad, "b">})
-// CHECK: %[[SEED:.*]] = dsc.fill {value = 2.500000e-01 : f64} : () -> tensor<f32>
+// CHECK: %[[SEED:.*]] = dsc.fill {dsc.grad, value = 2.500000e-01 : f64} : () -> tensor<f32>
 // CHECK: dsc.cross_entropy_grad %[[SEED]]
 // CHECK: %[[NEWW:.*]] = dsc.add %[[ACCW]], %{{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>)
 // CHECK: %[[NEWB:.*]] = dsc.add %[[ACCB]], %{{.*}} : (tensor<8xf32>, tensor<8xf32>)
@@ -52,7 +52,7 @@
 // LAMB: dsc.lamb {{.*}}weight_decay = 0.000000e+00 : f64}
 
 // PIPE: dsc.grad_accum = 2
-// PIPE: dsc.fill {value = 5.000000e-01 : f64} : () -> tensor<f32>
+// PIPE: dsc.fill {dsc.grad, value = 5.000000e-01 : f64} : () -> tensor<f32>
 // PIPE: dsc.adam {{.*}}adamw = false
 
 // BADOPT: error: dsc-build-train-step: unknown optimizer 'adagrad' (expected adam, adamw, lamb or sgd)

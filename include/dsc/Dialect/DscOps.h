@@ -21,6 +21,14 @@ namespace mlir::dsc {
 inline constexpr llvm::StringLiteral kParamAttrName = "dsc.param";
 inline constexpr llvm::StringLiteral kStateAttrName = "dsc.state";
 
+/// Discardable provenance attributes on ops, read by the memory report:
+/// `dsc.layer = i : i64` on every op the frontend builds for transformer
+/// layer i (embeddings, final norm, head and loss carry none), and the unit
+/// attribute `dsc.grad` on every op -dsc-autodiff builds (which also copies
+/// the dsc.layer of the forward op it differentiates).
+inline constexpr llvm::StringLiteral kLayerAttrName = "dsc.layer";
+inline constexpr llvm::StringLiteral kGradAttrName = "dsc.grad";
+
 /// Shape of `lhs` @ W for a dsc.linear with the given weight shape, or
 /// failure with a message. Shared by the verifier and the frontend.
 FailureOr<SmallVector<int64_t>> inferLinearShape(ArrayRef<int64_t> input,
