@@ -3,6 +3,7 @@
 #include "dsc/Runtime/Philox.h"
 #include "dsc/Runtime/Runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,12 +15,40 @@ void freeAligned(char *p) { std::free(p); }
 } // namespace
 
 Storage::Storage(const Program &program) {
-  owned.reserve(program.buffers.size());
-  ptrs.reserve(program.buffers.size());
   for (const Buffer &b : program.buffers) {
     for (int64_t d : b.shape)
       if (d < 0)
         throw Error("buffer '" + b.name + "' has a negative dimension");
+    sizes.push_back(b.bytes());
+  }
+  if (program.arenaBytes >= 0) {
+    // One arena; the plan (lib/Codegen/MemoryPlan.cpp) placed every buffer.
+    arenaSize = size_t(program.arenaBytes);
+    for (size_t i = 0; i < program.buffers.size(); ++i) {
+      const Buffer &b = program.buffers[i];
+      if (b.offset < 0 || b.offset % 64 != 0 ||
+          size_t(b.offset) + sizes[i] > arenaSize)
+        throw Error("memory plan places buffer '" + b.name + "' (" +
+                    std::to_string(sizes[i]) + " bytes) at offset " +
+                    std::to_string(b.offset) + ", outside the " +
+                    std::to_string(arenaSize) +
+                    "-byte arena or not 64-byte aligned");
+    }
+    size_t padded = std::max<size_t>(64, (arenaSize + 63) / 64 * 64);
+    arena = static_cast<char *>(std::aligned_alloc(64, padded));
+    if (!arena)
+      throw Error("out of memory allocating the " + std::to_string(arenaSize) +
+                  "-byte arena");
+    std::memset(arena, 0, padded);
+    owned.emplace_back(arena, &freeAligned);
+    for (const Buffer &b : program.buffers)
+      ptrs.push_back(arena + b.offset);
+    total = arenaSize;
+    return;
+  }
+  owned.reserve(program.buffers.size());
+  ptrs.reserve(program.buffers.size());
+  for (const Buffer &b : program.buffers) {
     size_t bytes = b.bytes();
     // Round up to a whole number of cache lines (aligned_alloc requires a
     // multiple of the alignment) and never allocate zero bytes.
@@ -33,6 +62,12 @@ Storage::Storage(const Program &program) {
     ptrs.push_back(p);
     total += bytes;
   }
+}
+
+void Storage::noteUse(int buffer) {
+  size_t end = size_t(static_cast<char *>(ptrs[size_t(buffer)]) - arena) +
+               sizes[size_t(buffer)];
+  highWater = std::max(highWater, end);
 }
 
 /// FNV-1a, 32 bits: the per-parameter Philox stream id.

@@ -29,19 +29,36 @@ public:
 /// The communicator of a job with one process.
 std::unique_ptr<Communicator> createSingleRankCommunicator();
 
-/// Host memory for every buffer of a Program, 64-byte aligned.
+/// Host memory for every buffer of a Program, 64-byte aligned. A program
+/// with a memory plan (Program::arenaBytes >= 0) gets one zeroed arena and
+/// each buffer lives at arena + Buffer::offset; otherwise every buffer is
+/// allocated on its own.
 class Storage {
 public:
   explicit Storage(const Program &program);
-  void *data(int buffer) { return ptrs[buffer]; }
-  float *f32(int buffer) { return static_cast<float *>(ptrs[buffer]); }
-  int32_t *i32(int buffer) { return static_cast<int32_t *>(ptrs[buffer]); }
-  int64_t *i64(int buffer) { return static_cast<int64_t *>(ptrs[buffer]); }
+  void *data(int buffer) {
+    if (arena)
+      noteUse(buffer);
+    return ptrs[buffer];
+  }
+  float *f32(int buffer) { return static_cast<float *>(data(buffer)); }
+  int32_t *i32(int buffer) { return static_cast<int32_t *>(data(buffer)); }
+  int64_t *i64(int buffer) { return static_cast<int64_t *>(data(buffer)); }
   size_t totalBytes() const { return total; }
+  /// Planned programs: the arena's size (Program::arenaBytes); else 0.
+  size_t arenaBytes() const { return arenaSize; }
+  /// The measured peak of the arena: the highest end (address - arena base
+  /// + bytes) of any buffer handed out since construction, i.e. of every
+  /// operand of every instruction the backend executed. 0 without a plan.
+  size_t arenaHighWater() const { return highWater; }
 
 private:
+  void noteUse(int buffer);
   std::vector<std::unique_ptr<char[], void (*)(char *)>> owned;
   std::vector<void *> ptrs;
+  std::vector<size_t> sizes;
+  char *arena = nullptr;
+  size_t arenaSize = 0, highWater = 0;
   size_t total = 0;
 };
 
