@@ -3,6 +3,7 @@
 //   dsc-run train --model M.json --config C.json --data D [options]
 //   dsc-run train step.mlir --data D [options]
 //   dsc-run compile --model M.json --config C.json [--seq-len T] -o step.mlir
+//   dsc-run estimate --model M.json --config C.json [--memory-report F.json]
 //   dsc-run inspect --model M.json --config C.json --data D --out F.safetensors
 //   dsc-run demo [--steps N]
 //
@@ -12,6 +13,7 @@
 
 #include "Compile.h"
 #include "Demo.h"
+#include "Memory.h"
 
 #include "dsc/Runtime/Trainer.h"
 
@@ -41,6 +43,9 @@ const char *kUsage =
     "          [--steps N] [--seq-len T] [--init-from W.safetensors]\n"
     "          [--save W.safetensors] [--checkpoint CK.safetensors]\n"
     "          [--resume CK.safetensors] [--log-json F] [--backend cpu]\n"
+    "          [--memory-report F.json]\n"
+    "  estimate --model M.json --config C.json [--seq-len T]\n"
+    "          [--memory-report F.json]   plan the step's memory, run nothing\n"
     "  compile --model M.json --config C.json [--seq-len T]\n"
     "          [--stage forward|step] -o STEP.mlir\n"
     "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
@@ -212,7 +217,7 @@ int cmdTrain(int argc, char **argv) {
   Args args("train", argc, argv,
             {"--model", "--config", "--data", "--steps", "--seq-len",
              "--init-from", "--save", "--checkpoint", "--resume",
-             "--log-json", "--backend"});
+             "--log-json", "--backend", "--memory-report"});
   checkBackend(args);
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -228,6 +233,8 @@ int cmdTrain(int argc, char **argv) {
     module = compileStep(ctx, c.model, c.train);
   }
   rt::Program program = lowerStep(*module);
+  bool planned = memoryPlanningEnabled();
+  MemoryReport memory = planStep(program, planned);
   auto meta = [&](const char *key, int64_t dflt) {
     auto it = program.meta.find(key);
     return it == program.meta.end() ? dflt : std::get<int64_t>(it->second);
@@ -258,6 +265,30 @@ int cmdTrain(int argc, char **argv) {
     trainer.saveWeights(args.get("--save"));
   if (args.has("--checkpoint"))
     trainer.saveCheckpoint(args.get("--checkpoint"));
+  if (args.has("--memory-report")) {
+    if (planned)
+      memory.measuredPeakBytes = int64_t(trainer.memory().arenaHighWater());
+    writeMemoryReport(memory, args.get("--memory-report"));
+  }
+  return 0;
+}
+
+/// Compiles and plans the step like `train` but allocates and runs nothing,
+/// so it works for models far larger than this machine's memory.
+int cmdEstimate(int argc, char **argv) {
+  Args args("estimate", argc, argv,
+            {"--model", "--config", "--seq-len", "--memory-report"});
+  if (!args.positional.empty())
+    throw UsageError("dsc-run estimate: unexpected argument '" +
+                     args.positional[0] + "'");
+  Configs c = readConfigs(args);
+  mlir::MLIRContext ctx;
+  auto module = compileStep(ctx, c.model, c.train);
+  rt::Program program = lowerStep(*module);
+  MemoryReport memory = planStep(program, /*apply=*/false);
+  std::cout << formatMemoryTable(memory);
+  if (args.has("--memory-report"))
+    writeMemoryReport(memory, args.get("--memory-report"));
   return 0;
 }
 
@@ -320,7 +351,9 @@ int cmdDemo(int argc, char **argv) {
   auto module = compileStep(ctx, model, train);
   auto comm = rt::createSingleRankCommunicator();
   auto backend = rt::createCpuBackend(*comm);
-  rt::Trainer trainer(lowerStep(*module), *backend, *comm, train.seed);
+  rt::Program program = lowerStep(*module);
+  planStep(program, memoryPlanningEnabled());
+  rt::Trainer trainer(std::move(program), *backend, *comm, train.seed);
   trainer.initializeWeights();
   trainLoop(trainer, data, steps, train.stepsPerPrint, "");
 
@@ -372,12 +405,14 @@ int main(int argc, char **argv) {
       return cmdTrain(argc - 2, argv + 2);
     if (command == "compile")
       return cmdCompile(argc - 2, argv + 2);
+    if (command == "estimate")
+      return cmdEstimate(argc - 2, argv + 2);
     if (command == "inspect")
       return cmdInspect(argc - 2, argv + 2);
     if (command == "demo")
       return cmdDemo(argc - 2, argv + 2);
     throw UsageError("dsc-run: unknown command '" + command +
-                     "' (expected train, compile, inspect or demo)");
+                     "' (expected train, compile, estimate, inspect or demo)");
   } catch (const UsageError &e) {
     std::cerr << "error: " << e.what() << "\n";
   } catch (const ConfigError &e) {

@@ -33,6 +33,8 @@ public:
   int64_t gradAccum() const { return A; }
   int64_t vocabSize() const { return V; }
   int64_t currentStep() const { return step; }
+  /// The buffers (and, for a planned program, the arena's measured peak).
+  const Storage &memory() const { return storage; }
 
   /// Hugging Face initialisation from the seeded Philox stream.
   void initializeWeights();

@@ -106,4 +106,39 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
+  let summary = "Plan the lowered step's static arena and print its memory";
+  let description = [{
+    Lowers a training step (`@micro_step`, `@apply_step`, optional
+    `@eval_step`, as `-dsc-build-train-step` leaves them) to the runtime
+    program exactly as `dsc-run` does, plans every buffer into one static,
+    64-byte aligned arena (persistent buffers first; each function's
+    temporaries packed by liveness, greedy by size, best fit, and shared
+    between functions because they run one at a time) and prints the memory
+    report to stdout. The IR is not changed.
+
+    ```
+    memory plan: one static arena, 64-byte aligned buffers
+      category                                bytes          MiB
+      parameters                                 96         0.00
+      ...
+      activations (saved)                       128         0.00
+      workspace                                 256         0.00
+      peak                                      992         0.00
+    saved activations per layer:
+      layer 0                                   128         0.00
+    ```
+
+    Saved activations are temporaries written by a forward op and read by
+    an op carrying `dsc.grad`; they are attributed to the forward op's
+    `dsc.layer`. A module that is not a lowered step, or holds an op the
+    runtime cannot execute, is an error on that op.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"format", "format", "std::string", "\"table\"",
+           "table | json (the JSON of dsc-run --memory-report)">
+  ];
+}
+
 #endif // DSC_PASSES

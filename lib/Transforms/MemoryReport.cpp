@@ -1,0 +1,53 @@
+//===- MemoryReport.cpp - Print the static memory plan of a step ----------===//
+//
+// -dsc-memory-report: the compiler-side view of what `dsc-run estimate`
+// prints. The module is lowered to the runtime Program (the same lowering
+// dsc-run uses, so the numbers agree), planned by lib/Codegen/MemoryPlan.cpp
+// and reported on stdout; the IR is left untouched.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Codegen/LowerToProgram.h"
+#include "dsc/Codegen/MemoryPlan.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCMEMORYREPORT
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+
+namespace {
+
+struct MemoryReportPass
+    : mlir::dsc::impl::DscMemoryReportBase<MemoryReportPass> {
+  using DscMemoryReportBase::DscMemoryReportBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (format != "table" && format != "json") {
+      module.emitError("dsc-memory-report: format must be table or json, got '")
+          << format << "'";
+      return signalPassFailure();
+    }
+    FailureOr<::dsc::rt::Program> program = ::dsc::lowerToProgram(module);
+    if (failed(program))
+      return signalPassFailure();
+    ::dsc::MemoryPlan plan;
+    std::string error;
+    if (!::dsc::planMemory(*program, plan, error)) {
+      module.emitError("dsc-memory-report: ") << error;
+      return signalPassFailure();
+    }
+    ::dsc::MemoryReport report = ::dsc::reportMemory(*program, plan);
+    llvm::outs() << (format == "json" ? ::dsc::formatMemoryJson(report)
+                                      : ::dsc::formatMemoryTable(report));
+    llvm::outs().flush();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

@@ -1,0 +1,45 @@
+//===- Memory.cpp - dsc-run's memory planning and reports -----------------===//
+
+#include "Memory.h"
+
+#include "dsc/Runtime/Program.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+using namespace dsc;
+
+bool dsc::memoryPlanningEnabled() {
+  const char *off = std::getenv("DSC_NO_MEMORY_PLAN");
+  return !off || std::string(off) == "0" || std::string(off).empty();
+}
+
+MemoryReport dsc::planStep(rt::Program &program, bool apply) {
+  MemoryPlan plan;
+  std::string error;
+  if (!planMemory(program, plan, error))
+    throw rt::Error("cannot plan the step's memory: " + error);
+  if (apply)
+    applyMemoryPlan(program, plan);
+  return reportMemory(program, plan);
+}
+
+void dsc::writeMemoryReport(const MemoryReport &report,
+                            const std::string &path) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << formatMemoryJson(report);
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw rt::Error("cannot write memory report " + path);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw rt::Error("cannot write memory report " + path);
+  }
+}
