@@ -44,8 +44,34 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   T = metaInt(prog, "seq_len");
   A = metaInt(prog, "grad_accum");
   V = metaInt(prog, "vocab_size");
+  for (auto [name, value] : {std::pair{"micro_batch", B}, {"seq_len", T},
+                             {"grad_accum", A}, {"vocab_size", V}})
+    if (value < 1)
+      throw Error("compiled step: module attribute dsc." + std::string(name) +
+                  " must be >= 1, got " + std::to_string(value));
   prog.function("micro_step");
   prog.function("apply_step");
+  // The driver writes and reads these buffers directly: their types must be
+  // what the module attributes promise, or a hand-edited step would make it
+  // write out of bounds.
+  expectBuffer(BufferRole::Input, "input_ids", DType::I32, B * T);
+  expectBuffer(BufferRole::Input, "targets", DType::I32, B * T);
+  expectBuffer(BufferRole::Input, "step", DType::I64, 1);
+  expectBuffer(BufferRole::Output, "loss", DType::F32, 1);
+  expectBuffer(BufferRole::Output, "lr", DType::F32, 1);
+  expectBuffer(BufferRole::Output, "grad_norm", DType::F32, 1);
+  expectBuffer(BufferRole::Output, "logits", DType::F32, B * T * V);
+}
+
+void Trainer::expectBuffer(BufferRole role, const std::string &name,
+                           DType dtype, int64_t elements) const {
+  const Buffer &buf = prog.buffers[buffer(role, name)];
+  if (buf.dtype != dtype || buf.numElements() != elements)
+    throw Error("compiled step: buffer '" + name + "' is " +
+                shapeStr(buf.shape) + " " + dtypeName(buf.dtype) +
+                ", expected " + std::to_string(elements) + " elements of " +
+                dtypeName(dtype) + " (from dsc.micro_batch, dsc.seq_len, "
+                "dsc.vocab_size)");
 }
 
 int Trainer::buffer(BufferRole role, const std::string &name) const {

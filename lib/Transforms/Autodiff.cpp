@@ -44,6 +44,9 @@ struct AutodiffPass : mlir::dsc::impl::DscAutodiffBase<AutodiffPass> {
 } // namespace
 
 LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
+  if (forward.isExternal() || !forward.getBody().hasOneBlock())
+    return forward.emitError("dsc-autodiff: @")
+           << forward.getName() << " must have a body of exactly one block";
   FunctionType fnType = forward.getFunctionType();
   if (fnType.getNumResults() == 0 ||
       fnType.getResult(0) != RankedTensorType::get({}, Float32Type::get(

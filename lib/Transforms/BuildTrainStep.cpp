@@ -115,6 +115,11 @@ void BuildTrainStepPass::runOnOperation() {
 func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
                                                 ArrayRef<Param> params) {
   MLIRContext *ctx = &getContext();
+  if (fwdGrad.isExternal() || !fwdGrad.getBody().hasOneBlock()) {
+    fwdGrad.emitError("dsc-build-train-step: @forward_grad must have a body "
+                      "of exactly one block");
+    return {};
+  }
   Block &src = fwdGrad.getBody().front();
   unsigned numParams = params.size();
   unsigned numInputs = src.getNumArguments() - numParams - 1; // minus dloss
@@ -296,6 +301,20 @@ func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward) {
     module.emitError("dsc-build-train-step: no @forward to evaluate");
+    return {};
+  }
+  // @eval_step shares the parameters of @micro_step: @forward must still
+  // have the signature @forward_grad was built from.
+  FunctionType type = forward.getFunctionType();
+  bool matches = !forward.isExternal() &&
+                 type.getNumInputs() == numParams + 2 &&
+                 type.getNumResults() == 2;
+  for (unsigned i = 0; matches && i < numParams; ++i)
+    matches = bool(forward.getArgAttrOfType<ParamAttr>(i, kParamAttrName));
+  if (!matches) {
+    forward.emitError("dsc-build-train-step: @forward must take the ")
+        << numParams << " parameters of @forward_grad, then input_ids and "
+        << "targets, and return (loss, logits)";
     return {};
   }
   MLIRContext *ctx = &getContext();

@@ -22,6 +22,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -50,7 +52,7 @@ const char *kUsage =
     "          [--stage forward|step] -o STEP.mlir\n"
     "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
     "          [--init-from W.safetensors] --out DUMP.safetensors\n"
-    "  demo    [--steps N]   train a small GPT on generated additions\n";
+    "  demo    [--steps N]   train a small GPT to count (generated data)\n";
 
 /// Flags of one sub-command: `--name value` pairs and positional arguments.
 class Args {
@@ -74,6 +76,11 @@ public:
         throw UsageError("dsc-run " + command + ": option '" + arg +
                          "' given twice");
     }
+  }
+  void noPositional() const {
+    if (!positional.empty())
+      throw UsageError("dsc-run " + command + ": unexpected argument '" +
+                       positional[0] + "'");
   }
   bool has(const std::string &flag) const { return values.count(flag); }
   std::string get(const std::string &flag) const {
@@ -126,8 +133,14 @@ Configs readConfigs(const Args &args) {
   Configs c;
   c.model = parseModelConfig(args.get("--model"));
   c.train = parseTrainConfig(args.get("--config"));
-  if (args.has("--seq-len"))
+  if (args.has("--seq-len")) {
     c.train.seqLen = args.getInt("--seq-len", 0, 1);
+    if (c.train.seqLen > c.model.maxPositions)
+      throw UsageError("dsc-run " + args.command + ": --seq-len " +
+                       std::to_string(c.train.seqLen) +
+                       " exceeds the model's " +
+                       std::to_string(c.model.maxPositions) + " positions");
+  }
   validateConfigs(c.model, c.train);
   return c;
 }
@@ -141,14 +154,20 @@ void printStep(const rt::StepStats &s, std::ostream &os) {
   os << line << "\n";
 }
 
+/// A JSON number, or null for NaN and infinities (which JSON cannot spell).
+std::string jsonNumber(double v, int digits) {
+  if (!std::isfinite(v))
+    return "null";
+  char text[40];
+  std::snprintf(text, sizeof text, "%.*g", digits, v);
+  return text;
+}
+
 void writeJsonRecord(std::ofstream &log, const rt::StepStats &s) {
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                "\"grad_norm\": %.9g, \"tokens_per_s\": %.6g}\n",
-                (long long)s.step, s.loss, s.lr, s.gradNorm,
-                s.tokensPerSecond);
-  log << line;
+  log << "{\"step\": " << s.step << ", \"loss\": " << jsonNumber(s.loss, 9)
+      << ", \"lr\": " << jsonNumber(s.lr, 9)
+      << ", \"grad_norm\": " << jsonNumber(s.gradNorm, 9)
+      << ", \"tokens_per_s\": " << jsonNumber(s.tokensPerSecond, 6) << "}\n";
   log.flush();
 }
 
@@ -200,9 +219,7 @@ int cmdCompile(int argc, char **argv) {
   if (stage != "forward" && stage != "step")
     throw UsageError("dsc-run compile: --stage '" + stage +
                      "' is not one of forward, step");
-  if (!args.positional.empty())
-    throw UsageError("dsc-run compile: unexpected argument '" +
-                     args.positional[0] + "'");
+  args.noPositional();
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train, stage == "step");
@@ -235,14 +252,22 @@ int cmdTrain(int argc, char **argv) {
   rt::Program program = lowerStep(*module);
   bool planned = memoryPlanningEnabled();
   MemoryReport memory = planStep(program, planned);
-  auto meta = [&](const char *key, int64_t dflt) {
+  auto meta = [&](const char *key, int64_t dflt, int64_t min) {
     auto it = program.meta.find(key);
-    return it == program.meta.end() ? dflt : std::get<int64_t>(it->second);
+    if (it == program.meta.end())
+      return dflt;
+    if (!std::holds_alternative<int64_t>(it->second) ||
+        std::get<int64_t>(it->second) < min)
+      throw rt::Error("compiled step: module attribute dsc." +
+                      std::string(key) + " must be an integer" +
+                      (min == INT64_MIN ? "" : " >= " + std::to_string(min)));
+    return std::get<int64_t>(it->second);
   };
+  const uint64_t seed = uint64_t(meta("seed", 42, INT64_MIN));
+  const int64_t printEvery = meta("steps_per_print", 1, 1);
   auto comm = rt::createSingleRankCommunicator();
   auto backend = rt::createCpuBackend(*comm);
-  rt::Trainer trainer(std::move(program), *backend, *comm,
-                      uint64_t(meta("seed", 42)));
+  rt::Trainer trainer(std::move(program), *backend, *comm, seed);
   int64_t steps = args.getInt("--steps", 100, 0);
   rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
   if (data.maxToken() >= trainer.vocabSize())
@@ -259,8 +284,7 @@ int cmdTrain(int argc, char **argv) {
     trainer.loadWeights(args.get("--init-from"));
   else
     trainer.initializeWeights();
-  trainLoop(trainer, data, steps, meta("steps_per_print", 1),
-            args.getOr("--log-json", ""));
+  trainLoop(trainer, data, steps, printEvery, args.getOr("--log-json", ""));
   if (args.has("--save"))
     trainer.saveWeights(args.get("--save"));
   if (args.has("--checkpoint"))
@@ -296,6 +320,7 @@ int cmdInspect(int argc, char **argv) {
   Args args("inspect", argc, argv,
             {"--model", "--config", "--data", "--seq-len", "--init-from",
              "--out"});
+  args.noPositional();
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
@@ -313,6 +338,7 @@ int cmdInspect(int argc, char **argv) {
 
 int cmdDemo(int argc, char **argv) {
   Args args("demo", argc, argv, {"--steps"});
+  args.noPositional();
   int64_t steps = args.getInt("--steps", 1000, 1);
   ModelConfig model;
   model.type = ModelType::GPT2;
@@ -393,7 +419,22 @@ int cmdDemo(int argc, char **argv) {
 
 } // namespace
 
+/// The CPU kernels are compiled for AVX2/FMA (DSC_CPU_ARCH); say so rather
+/// than die on an illegal instruction. This file is built without -march.
+bool cpuRunsKernels() {
+#if defined(DSC_RUNTIME_NEEDS_AVX2) && defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    std::cerr << "error: this dsc build's CPU kernels need AVX2 and FMA, "
+                 "which this CPU lacks; rebuild with -DDSC_CPU_ARCH=x86-64\n";
+    return false;
+  }
+#endif
+  return true;
+}
+
 int main(int argc, char **argv) {
+  if (!cpuRunsKernels())
+    return 1;
   if (argc < 2 || std::string(argv[1]) == "--help" ||
       std::string(argv[1]) == "-h") {
     std::cerr << kUsage;
@@ -421,6 +462,8 @@ int main(int argc, char **argv) {
     std::cerr << "error: " << e.what() << "\n";
   } catch (const std::bad_alloc &) {
     std::cerr << "error: out of memory\n";
+  } catch (const std::exception &e) {
+    std::cerr << "error: " << e.what() << "\n";
   }
   return 1;
 }

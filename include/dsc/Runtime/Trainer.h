@@ -61,6 +61,8 @@ public:
 private:
   void runMicroStep(const TokenFile &data, int64_t micro);
   int buffer(BufferRole role, const std::string &name) const;
+  void expectBuffer(BufferRole role, const std::string &name, DType dtype,
+                    int64_t elements) const;
   Tensor tensorOf(int buffer) const;
 
   Program prog;
