@@ -32,7 +32,8 @@ private:
   LogicalResult lowerFunction(func::FuncOp fn);
   FailureOr<::dsc::rt::Instr> lowerOp(Operation *op);
   int newBuffer(Value v, BufferRole role, std::string name);
-  int stateBuffer(StateAttr state, Type type, ParamAttr param, Location loc);
+  FailureOr<int> stateBuffer(StateAttr state, Type type, ParamAttr param,
+                             Location loc);
 
   ModuleOp module;
   ::dsc::rt::Program program;
@@ -41,7 +42,11 @@ private:
 };
 
 FailureOr<::dsc::rt::DType> dtypeOf(Type type, Location loc) {
-  Type elem = cast<RankedTensorType>(type).getElementType();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return emitError(loc, "the runtime needs statically shaped tensors, got ")
+           << type;
+  Type elem = tensor.getElementType();
   if (elem.isF32())
     return ::dsc::rt::DType::F32;
   if (elem.isInteger(32))
@@ -62,11 +67,23 @@ int Lowering::newBuffer(Value v, BufferRole role, std::string name) {
   return int(program.buffers.size()) - 1;
 }
 
-int Lowering::stateBuffer(StateAttr state, Type type, ParamAttr param,
-                          Location loc) {
+FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
+                                     ParamAttr param, Location loc) {
+  FailureOr<::dsc::rt::DType> dtype = dtypeOf(type, loc);
+  if (failed(dtype))
+    return failure();
+  auto tensor = cast<RankedTensorType>(type);
   auto key = std::make_pair(state.getKind(), state.getName().str());
-  if (auto it = states.find(key); it != states.end())
+  if (auto it = states.find(key); it != states.end()) {
+    // Every function sees a state through the same buffer.
+    const ::dsc::rt::Buffer &buf = program.buffers[it->second];
+    if (buf.dtype != *dtype ||
+        !llvm::equal(buf.shape, tensor.getShape()))
+      return emitError(loc, "state ")
+             << state << " is " << type
+             << " here but has another type elsewhere in the module";
     return it->second;
+  }
   BufferRole role = BufferRole::OptState;
   std::string name = state.getName().str();
   switch (state.getKind()) {
@@ -89,11 +106,10 @@ int Lowering::stateBuffer(StateAttr state, Type type, ParamAttr param,
     name = stringifyStateKind(state.getKind()).str() + "/" + name;
     break;
   }
-  auto tensor = cast<RankedTensorType>(type);
   ::dsc::rt::Buffer buf;
   buf.name = name;
   buf.role = role;
-  buf.dtype = *dtypeOf(tensor, loc);
+  buf.dtype = *dtype;
   buf.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
   if (param) {
     buf.init = param.getInit() == InitKind::normal  ? ::dsc::rt::InitKind::Normal
@@ -140,6 +156,14 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
             instr.op = Opcode::LayerNorm;
             a["epsilon"] = f(o.getEpsilon());
             return true;
+          })
+          .Case([&](InvertibleLayerNormOp o) {
+            instr.op = Opcode::InvertibleLayerNorm;
+            a["epsilon"] = f(o.getEpsilon());
+            return true;
+          })
+          .Case([&](LayerNormGradFromOutputOp) {
+            return instr.op = Opcode::LayerNormGradFromOutput, true;
           })
           .Case([&](GeluOp o) {
             instr.op = Opcode::Gelu;
@@ -298,6 +322,9 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
 }
 
 LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
+  if (fn.isExternal() || !fn.getBody().hasOneBlock())
+    return fn.emitError("@") << fn.getName()
+                             << " must have a body of exactly one block";
   Block &body = fn.getBody().front();
   ::dsc::rt::Function &out = program.functions[fn.getName().str()];
   out.name = fn.getName().str();
@@ -309,12 +336,13 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
       return fn.emitError("argument #")
              << arg.getArgNumber() << " of @" << fn.getName()
              << " has no #dsc.state";
-    if (failed(dtypeOf(arg.getType(), arg.getLoc())))
-      return failure();
-    buffers[arg] = stateBuffer(
+    FailureOr<int> id = stateBuffer(
         state, arg.getType(),
         fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName),
         fn.getLoc());
+    if (failed(id))
+      return failure();
+    buffers[arg] = *id;
   }
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -326,7 +354,10 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     if (!state)
       return fn.emitError("result #") << i << " of @" << fn.getName()
                                       << " has no #dsc.state";
-    int target = stateBuffer(state, v.getType(), {}, fn.getLoc());
+    FailureOr<int> targetId = stateBuffer(state, v.getType(), {}, fn.getLoc());
+    if (failed(targetId))
+      return failure();
+    int target = *targetId;
     Operation *def = v.getDefiningOp();
     // The argument that currently holds `target` must be dead after `def`.
     bool safe = def && !inPlace.count(v);

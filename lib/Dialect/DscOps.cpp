@@ -190,6 +190,35 @@ LogicalResult LayerNormOp::verify() {
                      shapeOf(getInput()));
 }
 
+/// rstd holds one value per row of `input` ([..., C] -> [...]).
+static LogicalResult verifyRowStats(Operation *op, Value input, Value rstd) {
+  ArrayRef<int64_t> x = shapeOf(input);
+  return expectShape(op, "rstd", shapeOf(rstd), x.drop_back());
+}
+
+LogicalResult InvertibleLayerNormOp::verify() {
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError("expects epsilon > 0");
+  if (failed(verifyNormParams(*this, getInput(), {getGamma(), getBeta()})) ||
+      failed(verifyRowStats(*this, getInput(), getRstd())))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult LayerNormGradFromOutputOp::verify() {
+  if (failed(verifyNormParams(*this, getOutput(),
+                              {getGamma(), getBeta(), getGammaGrad(),
+                               getBetaGrad()})) ||
+      failed(verifyRowStats(*this, getOutput(), getRstd())))
+    return failure();
+  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getOutput()))))
+    return failure();
+  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
+                     shapeOf(getOutput()));
+}
+
 LogicalResult GeluOp::verify() {
   if (failed(verifySameFloatElementType(*this)))
     return failure();

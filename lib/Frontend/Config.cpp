@@ -797,6 +797,14 @@ void parseScheduler(const Ctx &c, const json &sec, SchedulerConfig &s) {
            std::to_string(s.totalNumSteps) +
            ") must be at least warmup_num_steps (" +
            std::to_string(warmupSteps) + ")");
+  // The cosine phase divides by total - warmup (DeepSpeed would raise
+  // ZeroDivisionError at the first step after warmup).
+  if (s.type == SchedulerType::WarmupCosineLR && haveTotal &&
+      s.totalNumSteps == warmupSteps)
+    c.fail("scheduler.params.total_num_steps (" +
+           std::to_string(s.totalNumSteps) +
+           ") must exceed warmup_num_steps (" + std::to_string(warmupSteps) +
+           ", at least 2) for WarmupCosineLR");
   if (s.type != SchedulerType::WarmupCosineLR &&
       s.warmupMinLr > s.warmupMaxLr)
     c.fail("scheduler.params.warmup_min_lr (" + show(json(s.warmupMinLr)) +
@@ -893,7 +901,10 @@ void checkActivationCheckpointing(const Ctx &c, const json &sec) {
   }
 }
 
-void checkTransformerKernel(const Ctx &c, const json &sec) {
+/// transformer_kernel: normalize_invertible runs -dsc-invertible;
+/// stochastic_mode is recorded (the CPU backend is always deterministic);
+/// the checkpointing flags belong to the remat milestone.
+void parseTransformerKernel(const Ctx &c, const json &sec, TrainConfig &t) {
   const std::string name = "transformer_kernel";
   c.object(name, sec);
   const std::vector<std::string> keys = {"stochastic_mode",
@@ -903,7 +914,14 @@ void checkTransformerKernel(const Ctx &c, const json &sec) {
   c.checkKeys(name, sec, keys);
   for (const std::string &k : keys) {
     auto it = sec.find(k);
-    if (it != sec.end() && c.boolean(name + "." + k, *it))
+    if (it == sec.end())
+      continue;
+    bool on = c.boolean(name + "." + k, *it);
+    if (k == "normalize_invertible")
+      t.kernel.normalizeInvertible = on;
+    else if (k == "stochastic_mode")
+      t.kernel.stochasticMode = on;
+    else if (on)
       c.fail(name + "." + k + ": true is not supported yet");
   }
 }
@@ -1029,7 +1047,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
       c.fail("sparse_attention: block-sparse attention is not supported yet; "
              "remove the section");
     else if (k == "transformer_kernel")
-      checkTransformerKernel(c, v);
+      parseTransformerKernel(c, v, t);
     else if (k == "dsc")
       parseDsc(c, v, t);
     else
@@ -1111,9 +1129,10 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
     throw ConfigError("dsc.mask_token_id (" + str(train.maskTokenId) +
                       ") must be less than the model's vocab_size (" +
                       str(model.vocabSize) + ")");
-  if (!gpt2 && train.maskTokenId < 0 && model.vocabSize <= 103)
+  if (!gpt2 && train.maskTokenId < 0 && model.vocabSize <= kBertMaskTokenId)
     throw ConfigError(
-        "dsc.mask_token_id is not set and the default 103 (bert-base [MASK]) "
+        "dsc.mask_token_id is not set and the default " +
+        str(kBertMaskTokenId) + " (bert-base [MASK]) "
         "is outside the model's vocab_size (" +
         str(model.vocabSize) + "); set dsc.mask_token_id in the training "
         "config");

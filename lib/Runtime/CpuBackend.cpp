@@ -357,18 +357,45 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
                      alpha);
     return;
   }
-  case Opcode::LayerNorm: {
+  case Opcode::LayerNorm:
+  case Opcode::InvertibleLayerNorm: {
+    const bool withRstd = I.op == Opcode::InvertibleLayerNorm;
     e.numIns(3);
-    e.numOuts(1);
+    e.numOuts(withRstd ? 2 : 1);
     const Buffer &x = e.in(0);
     const int64_t C = e.lastDim(x, "x");
+    const int64_t rows = C ? x.numElements() / C : 0;
     e.count(e.in(1), C, "gamma");
     e.count(e.in(2), C, "beta");
     e.count(e.out(0), x.numElements(), "output");
+    float *rstd = nullptr;
+    if (withRstd) {
+      e.count(e.out(1), rows, "rstd");
+      rstd = e.fout(1, "rstd");
+    }
     const float *px = e.fin(0, "x"), *pg = e.fin(1, "gamma"),
                 *pb = e.fin(2, "beta");
-    cpu::layerNorm(px, pg, pb, e.fout(0, "output"), C ? x.numElements() / C : 0,
-                   C, float(I.getFloat("epsilon")));
+    cpu::layerNorm(px, pg, pb, e.fout(0, "output"), rows, C,
+                   float(I.getFloat("epsilon")), rstd);
+    return;
+  }
+  case Opcode::LayerNormGradFromOutput: {
+    e.numIns(5);
+    e.numOuts(3);
+    const Buffer &y = e.in(1);
+    const int64_t C = e.lastDim(y, "y");
+    const int64_t rows = C ? y.numElements() / C : 0;
+    e.count(e.in(0), y.numElements(), "dy");
+    e.count(e.in(2), C, "gamma");
+    e.count(e.in(3), C, "beta");
+    e.count(e.in(4), rows, "rstd");
+    e.count(e.out(0), y.numElements(), "dx");
+    e.count(e.out(1), C, "dgamma");
+    e.count(e.out(2), C, "dbeta");
+    cpu::layerNormGradFromOutput(
+        e.fin(0, "dy"), e.fin(1, "y"), e.fin(2, "gamma"), e.fin(3, "beta"),
+        e.fin(4, "rstd"), e.fout(0, "dx"), e.fout(1, "dgamma"),
+        e.fout(2, "dbeta"), rows, C);
     return;
   }
   case Opcode::LayerNormGrad: {

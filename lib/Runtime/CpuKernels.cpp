@@ -478,22 +478,29 @@ inline void rowMoments(const float *x, int64_t C, float eps, float &mean,
 } // namespace
 
 void layerNorm(const float *x, const float *gamma, const float *beta,
-               float *y, int64_t rows, int64_t C, float eps) {
+               float *y, int64_t rows, int64_t C, float eps, float *rstdOut) {
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * C;
     float *yr = y + r * C;
     float mean, rstd;
     rowMoments(xr, C, eps, mean, rstd);
+    if (rstdOut)
+      rstdOut[r] = rstd;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c)
       yr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
   }
 }
 
-void layerNormGrad(const float *dy, const float *x, const float *gamma,
-                   float *dx, float *dgamma, float *dbeta, int64_t rows,
-                   int64_t C, float eps) {
+namespace {
+
+/// LayerNorm backward given, per row, the normalised input x_hat and 1/std:
+/// `rowStats(r, xh)` writes row r's x_hat into xh and returns its rstd.
+template <typename RowStats>
+void layerNormGradRows(const float *dy, const float *gamma, float *dx,
+                       float *dgamma, float *dbeta, int64_t rows, int64_t C,
+                       RowStats rowStats) {
   // dgamma/dbeta: per fixed-size row block partial sums, then a fixed-order
   // merge, so the result is independent of the thread count.
   const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
@@ -501,28 +508,26 @@ void layerNormGrad(const float *dy, const float *x, const float *gamma,
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
   for (int64_t blk = 0; blk < blocks; ++blk) {
     float *pg = part.data() + blk * 2 * C, *pb = pg + C;
+    std::vector<float> xhRow(static_cast<size_t>(C));
+    float *xh = xhRow.data();
     const int64_t r1 = std::min(rows, (blk + 1) * RB);
     for (int64_t r = blk * RB; r < r1; ++r) {
-      const float *xr = x + r * C, *dyr = dy + r * C;
+      const float *dyr = dy + r * C;
       float *dxr = dx + r * C;
-      float mean, rstd;
-      rowMoments(xr, C, eps, mean, rstd);
+      const float rstd = rowStats(r, xh);
       float sg = 0.0f, sgx = 0.0f;
 #pragma omp simd reduction(+ : sg, sgx)
       for (int64_t c = 0; c < C; ++c) {
-        float xh = (xr[c] - mean) * rstd;
         float g = dyr[c] * gamma[c];
         sg += g;
-        sgx += g * xh;
-        pg[c] += dyr[c] * xh;
+        sgx += g * xh[c];
+        pg[c] += dyr[c] * xh[c];
         pb[c] += dyr[c];
       }
       const float mg = sg / float(C), mgx = sgx / float(C);
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        float xh = (xr[c] - mean) * rstd;
-        dxr[c] = rstd * (dyr[c] * gamma[c] - mg - xh * mgx);
-      }
+      for (int64_t c = 0; c < C; ++c)
+        dxr[c] = rstd * (dyr[c] * gamma[c] - mg - xh[c] * mgx);
     }
   }
   const int64_t cb = 64, slices = ceilDiv(C, cb);
@@ -542,6 +547,44 @@ void layerNormGrad(const float *dy, const float *x, const float *gamma,
       }
     }
   }
+}
+
+} // namespace
+
+void layerNormGrad(const float *dy, const float *x, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta, int64_t rows,
+                   int64_t C, float eps) {
+  layerNormGradRows(dy, gamma, dx, dgamma, dbeta, rows, C,
+                    [&](int64_t r, float *xh) {
+                      const float *xr = x + r * C;
+                      float mean, rstd;
+                      rowMoments(xr, C, eps, mean, rstd);
+#pragma omp simd
+                      for (int64_t c = 0; c < C; ++c)
+                        xh[c] = (xr[c] - mean) * rstd;
+                      return rstd;
+                    });
+}
+
+void layerNormGradFromOutput(const float *dy, const float *y,
+                             const float *gamma, const float *beta,
+                             const float *rstd, float *dx, float *dgamma,
+                             float *dbeta, int64_t rows, int64_t C) {
+  for (int64_t c = 0; c < C; ++c)
+    if (gamma[c] == 0.0f)
+      throw Error("layer_norm_grad_from_output: LayerNorm weight element " +
+                  std::to_string(c) +
+                  " is 0, so the input cannot be recovered from the output; "
+                  "switch off transformer_kernel.normalize_invertible");
+  // y = gamma * x_hat + beta  =>  x_hat = (y - beta) / gamma.
+  layerNormGradRows(dy, gamma, dx, dgamma, dbeta, rows, C,
+                    [&](int64_t r, float *xh) {
+                      const float *yr = y + r * C;
+#pragma omp simd
+                      for (int64_t c = 0; c < C; ++c)
+                        xh[c] = (yr[c] - beta[c]) / gamma[c];
+                      return rstd[r];
+                    });
 }
 
 //===----------------------------------------------------------------------===//

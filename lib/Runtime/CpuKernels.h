@@ -60,11 +60,19 @@ void batchMatmul(const float *a, const float *b, float *out, int64_t batch,
                  float alpha);
 
 // Normalisation and activations.
+/// `rstdOut` (rows floats, or null) receives each row's 1/std.
 void layerNorm(const float *x, const float *gamma, const float *beta,
-               float *y, int64_t rows, int64_t C, float eps);
+               float *y, int64_t rows, int64_t C, float eps,
+               float *rstdOut = nullptr);
 void layerNormGrad(const float *dy, const float *x, const float *gamma,
                    float *dx, float *dgamma, float *dbeta, int64_t rows,
                    int64_t C, float eps);
+/// The same gradient from the output y and the saved 1/std (the invertible
+/// LayerNorm): x_hat = (y - beta) / gamma. Throws if gamma has a zero.
+void layerNormGradFromOutput(const float *dy, const float *y,
+                             const float *gamma, const float *beta,
+                             const float *rstd, float *dx, float *dgamma,
+                             float *dbeta, int64_t rows, int64_t C);
 void gelu(const float *x, float *y, int64_t n, bool tanhApprox);
 void geluGrad(const float *dy, const float *x, float *dx, int64_t n,
               bool tanhApprox);

@@ -301,3 +301,19 @@ func.func @bias_split_heads_bias(%x: tensor<2x8x72xf32>, %b: tensor<24xf32>) {
   %q, %k, %v = dsc.bias_split_heads %x, %b {num_heads = 3 : i64} : (tensor<2x8x72xf32>, tensor<24xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
   return
 }
+
+// -----
+
+func.func @invertible_rstd(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.invertible_layer_norm' op rstd has shape [2, 24], expected [2, 8]}}
+  %y, %r = dsc.invertible_layer_norm %x, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x24xf32>)
+  return
+}
+
+// -----
+
+func.func @grad_from_output_beta(%y: tensor<2x8x24xf32>, %g: tensor<24xf32>, %b: tensor<23xf32>, %r: tensor<2x8xf32>) {
+  // expected-error @+1 {{'dsc.layer_norm_grad_from_output' op normalization parameter has shape [23], expected [24]}}
+  %dx, %dg, %db = dsc.layer_norm_grad_from_output %y, %y, %g, %b, %r : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<23xf32>, tensor<2x8xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  return
+}

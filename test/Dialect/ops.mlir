@@ -55,6 +55,15 @@ func.func @fusion_ops(%x: tensor<2x8x72xf32>, %w: tensor<24x24xf32>, %b: tensor<
   return
 }
 
+// CHECK-LABEL: func @invertible_ops
+func.func @invertible_ops(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>, %dy: tensor<2x8x24xf32>) {
+  // CHECK: %[[Y:.*]], %[[R:.*]] = dsc.invertible_layer_norm {{.*}} -> (tensor<2x8x24xf32>, tensor<2x8xf32>)
+  %y, %r = dsc.invertible_layer_norm %x, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8xf32>)
+  // CHECK: dsc.layer_norm_grad_from_output %{{.*}}, %[[Y]], %{{.*}}, %{{.*}}, %[[R]]
+  %dx, %dg, %db = dsc.layer_norm_grad_from_output %dy, %y, %g, %g, %r : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>, tensor<2x8xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  return
+}
+
 // CHECK-LABEL: func @gradient_ops
 func.func @gradient_ops(%ids: tensor<2x8xi32>, %dy: tensor<2x8x24xf32>,
                         %x: tensor<2x8x24xf32>, %w: tensor<24x24xf32>,

@@ -54,13 +54,23 @@ def main():
     data = os.path.join(a.workdir, "tokens.bin")
     R.write_tokens(data, tokens)
 
+    # Both runs start from the same weights, perturbed so that LayerNorm
+    # gammas are not 1 and biases not 0 (initial values hide those paths).
+    w0 = os.path.join(a.workdir, "w0.safetensors")
+    subprocess.run([a.dsc_run, "train", "--model", a.model, "--config", a.config,
+                    "--data", data, "--steps", "0", "--save", w0],
+                   check=True, stdout=subprocess.DEVNULL)
+    init = os.path.join(a.workdir, "w0p.safetensors")
+    R.save_safetensors(init, R.perturb(R.load_safetensors(w0), seed=3))
+
     dumps = []
     for name, cfg in (("base", base), ("variant", variant)):
         path = os.path.join(a.workdir, name + ".json")
         json.dump(cfg, open(path, "w"))
         out = os.path.join(a.workdir, name + ".safetensors")
         subprocess.run([a.dsc_run, "inspect", "--model", a.model, "--config", path,
-                        "--data", data, "--out", out], check=True)
+                        "--data", data, "--init-from", init, "--out", out],
+                       check=True)
         dumps.append(R.load_safetensors(out))
 
     base_dump, var_dump = dumps

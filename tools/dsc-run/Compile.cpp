@@ -90,7 +90,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   import.microBatch = train.microBatch;
   import.seqLen = train.seqLen > 0 ? train.seqLen : model.maxPositions;
   import.mlmProbability = train.mlmProbability;
-  import.maskTokenId = train.maskTokenId >= 0 ? train.maskTokenId : 103;
+  import.maskTokenId =
+      train.maskTokenId >= 0 ? train.maskTokenId : kBertMaskTokenId;
   OwningOpRef<ModuleOp> module = importModel(ctx, model, import);
   Builder b(&ctx);
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
@@ -133,6 +134,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
     pm.addPass(mlir::dsc::createDscFuseQkv());
   pm.addPass(mlir::dsc::createDscAutodiff());
   pm.addPass(mlir::dsc::createDscBuildTrainStep(step));
+  if (train.kernel.normalizeInvertible)
+    pm.addPass(mlir::dsc::createDscInvertible());
   if (mlir::failed(mlir::verify(*module)) || mlir::failed(pm.run(*module)))
     diags.fail("compiling the training step failed");
   return module;

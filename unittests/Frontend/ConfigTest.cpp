@@ -538,9 +538,21 @@ TEST(TrainConfig, UnimplementedSections) {
   EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "fixed"})")),
              "sparse_attention: block-sparse attention is not supported yet");
   EXPECT_HAS(trainError(ds(R"("transformer_kernel":
-                              {"normalize_invertible": true})")),
-             "transformer_kernel.normalize_invertible: true is not supported "
-             "yet");
+                              {"gelu_checkpoint": true})")),
+             "transformer_kernel.gelu_checkpoint: true is not supported yet");
+}
+
+TEST(TrainConfig, TransformerKernel) {
+  TrainConfig t = train(ds(""));
+  EXPECT_FALSE(t.kernel.normalizeInvertible);
+  EXPECT_FALSE(t.kernel.stochasticMode);
+  t = train(ds(R"("transformer_kernel": {"normalize_invertible": true,
+                  "stochastic_mode": true})"));
+  EXPECT_TRUE(t.kernel.normalizeInvertible);
+  EXPECT_TRUE(t.kernel.stochasticMode);
+  EXPECT_HAS(trainError(ds(R"("transformer_kernel":
+                              {"normalize_invertible": "yes"})")),
+             "transformer_kernel.normalize_invertible");
 }
 
 TEST(TrainConfig, MalformedAndDuplicate) {

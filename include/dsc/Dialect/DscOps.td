@@ -260,6 +260,33 @@ def Dsc_LayerNormGradOp : Dsc_Op<"layer_norm_grad"> {
                       Dsc_FloatTensor:$beta_grad);
 }
 
+def Dsc_InvertibleLayerNormOp : Dsc_Op<"invertible_layer_norm"> {
+  let summary = "LayerNorm that also returns each row's 1/std";
+  let description = [{
+    `%y, %rstd = dsc.invertible_layer_norm %x, %gamma, %beta` with
+    `%x : [..., C]` and `%rstd : [...]`. With the per-row `%rstd` saved, the
+    backward needs only `%y` (`dsc.layer_norm_grad_from_output`), so `%x` need
+    not be kept for it. Produced by `-dsc-invertible`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
+                       Dsc_FloatTensor:$beta, F64Attr:$epsilon);
+  let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$rstd);
+}
+
+def Dsc_LayerNormGradFromOutputOp : Dsc_Op<"layer_norm_grad_from_output"> {
+  let summary = "LayerNorm gradients from the output and the saved 1/std";
+  let description = [{
+    x_hat = (y - beta) / gamma, then the usual LayerNorm backward. Requires
+    every gamma element to be non-zero (checked by the kernels at run time:
+    a zero is an error, not a wrong gradient) and the forward beta.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$output,
+                       Dsc_FloatTensor:$gamma, Dsc_FloatTensor:$beta,
+                       Dsc_FloatTensor:$rstd);
+  let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
+                      Dsc_FloatTensor:$beta_grad);
+}
+
 def Dsc_GeluGradOp : Dsc_Op<"gelu_grad"> {
   let summary = "dx = dy * gelu'(x)";
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,

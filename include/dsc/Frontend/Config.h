@@ -73,9 +73,20 @@ struct SchedulerConfig {
   double warmupMinRatio = 0.0, cosMinRatio = 0.0001; ///< WarmupCosineLR
 };
 
+/// `dsc.mask_token_id` when unset: bert-base-uncased's [MASK].
+constexpr int64_t kBertMaskTokenId = 103;
+
 /// Graph fusions of the `dsc.fusion` section (each can be switched off).
 struct FusionConfig {
   bool qkv = true; ///< -dsc-fuse-qkv
+};
+
+/// DeepSpeed's `transformer_kernel` switches dsc implements.
+struct KernelConfig {
+  bool normalizeInvertible = false; ///< -dsc-invertible
+  /// Accepted for compatibility: the CPU backend is always deterministic;
+  /// the CUDA backend will choose atomics over fixed-order reductions.
+  bool stochasticMode = false;
 };
 
 struct TrainConfig {
@@ -90,8 +101,9 @@ struct TrainConfig {
   uint64_t seed = 42;
   int64_t seqLen = 0;          ///< 0: the model's maxPositions
   double mlmProbability = 0.15;
-  int64_t maskTokenId = -1;    ///< -1: 103 (bert-base) when the vocab has it
+  int64_t maskTokenId = -1;    ///< -1: kBertMaskTokenId
   FusionConfig fusion;
+  KernelConfig kernel;
 };
 
 /// Reads and validates a ds_config.json. `worldSize` is the number of

@@ -68,6 +68,7 @@ enum class Opcode {
   Add,            ///< in: a, b (b broadcast numpy-style to a's shape); out = a+b
   Linear,         ///< in: x[...,K], w[K,N] (or [N,K] if transpose_w), [bias[N]]
   LayerNorm,      ///< in: x[...,C], gamma[C], beta[C]; attr epsilon
+  InvertibleLayerNorm, ///< LayerNorm with a second output: rstd[...] (1/std)
   Gelu,           ///< in: x; attr approximation = "tanh" | "erf"
   Dropout,        ///< in: x; attrs rate, stream; Philox mask, scale 1/(1-rate)
   SplitHeads,     ///< in: x[B,T,P*H*D]; outs: P tensors [B,H,T,D]; attr num_heads
@@ -90,6 +91,8 @@ enum class Opcode {
   LinearGradInput,  ///< in: dy[...,N], w; attr transpose_w; out: dx[...,K]
   LinearGradWeight, ///< in: x[...,K], dy[...,N]; attr transpose_w; out: dw
   LayerNormGrad,  ///< in: dy, x, gamma; attr epsilon; outs: dx, dgamma, dbeta
+  LayerNormGradFromOutput, ///< in: dy, y, gamma, beta, rstd; outs: dx,
+                           ///< dgamma, dbeta (x_hat = (y - beta) / gamma)
   GeluGrad,       ///< in: dy, x; attr approximation; out: dx
   SoftmaxGrad,    ///< in: dy, y; attr scale; out: dx = scale*y*(dy-sum(dy*y))
   CrossEntropyGrad, ///< in: dloss (scalar), logits, labels; attr ignore_index

@@ -60,6 +60,34 @@ def DscFuseQkv : Pass<"dsc-fuse-qkv", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscInvertible : Pass<"dsc-invertible", "::mlir::ModuleOp"> {
+  let summary = "LayerNorm backward from its output (normalize_invertible)";
+  let description = [{
+    DeepSpeed's `normalize_invertible`: the LayerNorm backward is computed
+    from the LayerNorm output and a saved per-row 1/std instead of its input,
+    so the input is no longer kept alive for the backward pass. Run it after
+    -dsc-autodiff (or -dsc-build-train-step):
+
+    ```mlir
+    %y = dsc.layer_norm %x, %g, %b {epsilon = 1e-5}
+    ...
+    %dx, %dg, %db = dsc.layer_norm_grad %dy, %x, %g {epsilon = 1e-5}
+    // =>
+    %y, %rstd = dsc.invertible_layer_norm %x, %g, %b {epsilon = 1e-5}
+    ...
+    %dx, %dg, %db = dsc.layer_norm_grad_from_output %dy, %y, %g, %b, %rstd
+    ```
+
+    Inversion needs gamma != 0 in every element (x_hat = (y - beta)/gamma)
+    and the forward's beta. The pass cannot prove gamma != 0 at compile time
+    (it is a trained parameter), so it rewrites whenever asked and the kernel
+    checks gamma at run time: a zero element is a clear error, never a wrong
+    gradient. Softmax needs no rewrite: dsc.softmax_grad already reads only
+    the softmax output.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Turn @forward_grad into @micro_step and @apply_step";
   let description = [{
