@@ -872,29 +872,39 @@ void checkZero(const Ctx &c, const json &sec) {
            "stage 0");
 }
 
-void checkActivationCheckpointing(const Ctx &c, const json &sec) {
+/// activation_checkpointing: DeepSpeed has no on/off key here; a model
+/// uses checkpointing by calling deepspeed.checkpointing.checkpoint on its
+/// layers, and includes this section exactly when it does. dsc has no model
+/// code to call it, so the section's presence turns on per-layer
+/// checkpointing (-dsc-remat per-layer: keep each layer's input, recompute
+/// the layer in the backward, as Megatron's checkpoint_num_layers = 1).
+void parseActivationCheckpointing(const Ctx &c, const json &sec,
+                                  TrainConfig &t) {
   const std::string name = "activation_checkpointing";
   c.object(name, sec);
   c.checkKeys(name, sec,
               {"partition_activations", "contiguous_memory_optimization",
                "cpu_checkpointing", "number_checkpoints",
                "synchronize_checkpoint_boundary", "profile"});
-  // In DeepSpeed this section only tunes deepspeed.checkpointing; it is
-  // accepted when every switch that changes what is stored is off.
-  for (const char *k : {"partition_activations",
-                        "contiguous_memory_optimization", "cpu_checkpointing"}) {
+  t.remat.perLayer = true;
+  const char *why[] = {
+      "partitioning checkpoints across model-parallel ranks needs tensor "
+      "parallelism, which dsc does not implement yet",
+      "offloading checkpoints to CPU memory is not implemented yet"};
+  int n = 0;
+  for (const char *k : {"partition_activations", "cpu_checkpointing"}) {
     auto it = sec.find(k);
     if (it != sec.end() && c.boolean(name + "." + k, *it))
-      c.fail(name + "." + k +
-             ": true is not supported yet (activation checkpointing is not "
-             "implemented)");
+      c.fail(name + "." + k + ": true is not supported yet (" + why[n] + ")");
+    ++n;
   }
+  // The static arena already keeps checkpoints in one contiguous region,
+  // sized by the planner: these only tune DeepSpeed's buffer.
   auto it = sec.find("number_checkpoints");
   if (it != sec.end() && !it->is_null())
-    c.fail(name + ".number_checkpoints: " + show(*it) +
-           " is not supported yet (activation checkpointing is not "
-           "implemented); expected null");
-  for (const char *k : {"synchronize_checkpoint_boundary", "profile"}) {
+    c.positive(name + ".number_checkpoints", *it);
+  for (const char *k : {"contiguous_memory_optimization",
+                        "synchronize_checkpoint_boundary", "profile"}) {
     auto jt = sec.find(k);
     if (jt != sec.end())
       c.boolean(name + "." + k, *jt);
@@ -903,7 +913,8 @@ void checkActivationCheckpointing(const Ctx &c, const json &sec) {
 
 /// transformer_kernel: normalize_invertible runs -dsc-invertible;
 /// stochastic_mode is recorded (the CPU backend is always deterministic);
-/// the checkpointing flags belong to the remat milestone.
+/// gelu_checkpoint and attn_dropout_checkpoint select -dsc-remat's
+/// recomputations.
 void parseTransformerKernel(const Ctx &c, const json &sec, TrainConfig &t) {
   const std::string name = "transformer_kernel";
   c.object(name, sec);
@@ -921,9 +932,51 @@ void parseTransformerKernel(const Ctx &c, const json &sec, TrainConfig &t) {
       t.kernel.normalizeInvertible = on;
     else if (k == "stochastic_mode")
       t.kernel.stochasticMode = on;
-    else if (on)
-      c.fail(name + "." + k + ": true is not supported yet");
+    else if (k == "gelu_checkpoint")
+      t.remat.geluCheckpoint = on;
+    else
+      t.remat.attnDropoutCheckpoint = on;
   }
+}
+
+/// dsc.remat: the -dsc-remat policy. An explicit policy is resolved against
+/// the DeepSpeed switches in resolveRemat once the whole file is read.
+void parseRemat(const Ctx &c, const json &sec, TrainConfig &t,
+                std::string &policy) {
+  const std::string name = "dsc.remat";
+  c.object(name, sec);
+  c.checkKeys(name, sec, {"policy", "memory_budget_bytes", "recompute_cheap"});
+  for (auto it = sec.begin(); it != sec.end(); ++it) {
+    const std::string p = name + "." + it.key();
+    if (it.key() == "policy") {
+      policy = c.string(p, it.value(), "\"none\", \"deepspeed\" or \"budget\"");
+      if (policy != "none" && policy != "deepspeed" && policy != "budget")
+        c.bad(p, it.value(), "\"none\", \"deepspeed\" or \"budget\"");
+    } else if (it.key() == "memory_budget_bytes")
+      t.remat.memoryBudgetBytes =
+          c.integer(p, it.value(), 1, std::numeric_limits<int64_t>::max(),
+                    "a positive integer (bytes)");
+    else
+      t.remat.recomputeCheap = c.boolean(p, it.value());
+  }
+}
+
+void resolveRemat(const Ctx &c, const std::string &policy, RematConfig &r) {
+  bool ds = r.geluCheckpoint || r.attnDropoutCheckpoint || r.perLayer;
+  if (policy.empty())
+    r.policy = r.memoryBudgetBytes > 0 ? "budget" : ds ? "deepspeed" : "none";
+  else
+    r.policy = policy;
+  if (r.policy == "budget" && r.memoryBudgetBytes == 0)
+    c.fail("dsc.remat.policy: \"budget\" needs dsc.remat.memory_budget_bytes");
+  if (r.policy != "budget" && r.memoryBudgetBytes > 0)
+    c.fail("dsc.remat.memory_budget_bytes: only used by policy \"budget\", "
+           "but the policy is \"" + r.policy + "\"");
+  if (r.policy != "deepspeed" && ds)
+    c.fail("dsc.remat.policy: \"" + r.policy +
+           "\" conflicts with transformer_kernel.gelu_checkpoint / "
+           "attn_dropout_checkpoint / activation_checkpointing, which select "
+           "policy \"deepspeed\"");
 }
 
 /// dsc.fusion: one switch per graph fusion, all on by default.
@@ -936,11 +989,12 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
       f.qkv = c.boolean(name + ".qkv", it.value());
 }
 
-void parseDsc(const Ctx &c, const json &sec, TrainConfig &t) {
+void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
+              std::string &rematPolicy) {
   c.object("dsc", sec);
   c.checkKeys("dsc", sec,
               {"seed", "seq_len", "mlm_probability", "mask_token_id",
-               "fusion"});
+               "fusion", "remat"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -959,6 +1013,8 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t) {
       t.maskTokenId = c.nonNegative(p, v);
     else if (k == "fusion")
       parseFusion(c, v, t.fusion);
+    else if (k == "remat")
+      parseRemat(c, v, t, rematPolicy);
   }
 }
 
@@ -995,6 +1051,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
   json j = parseJson(text, c);
   TrainConfig t;
   std::optional<int64_t> tb, mb, ga;
+  std::string rematPolicy; // dsc.remat.policy; empty: derived
 
   static const std::vector<std::string> topKeys = {
       "train_batch_size",
@@ -1040,7 +1097,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
     else if (k == "zero_optimization")
       checkZero(c, v);
     else if (k == "activation_checkpointing")
-      checkActivationCheckpointing(c, v);
+      parseActivationCheckpointing(c, v, t);
     else if (k == "sparse_attention")
       // DeepSpeed has no "enabled" switch here: the section's presence
       // turns block-sparse attention on.
@@ -1049,10 +1106,11 @@ TrainConfig parseTrainConfigText(const std::string &text,
     else if (k == "transformer_kernel")
       parseTransformerKernel(c, v, t);
     else if (k == "dsc")
-      parseDsc(c, v, t);
+      parseDsc(c, v, t, rematPolicy);
     else
       c.unknownKey("", k, topKeys);
   }
+  resolveRemat(c, rematPolicy, t.remat);
 
   // DeepSpeed's rule (DeepSpeedConfig._set_batch_related_parameters).
   using i128 = __int128;

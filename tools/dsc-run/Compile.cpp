@@ -136,6 +136,16 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   pm.addPass(mlir::dsc::createDscBuildTrainStep(step));
   if (train.kernel.normalizeInvertible)
     pm.addPass(mlir::dsc::createDscInvertible());
+  if (train.remat.policy != "none") {
+    mlir::dsc::DscRematOptions remat;
+    remat.policy = train.remat.policy;
+    remat.gelu = train.remat.geluCheckpoint;
+    remat.attnDropout = train.remat.attnDropoutCheckpoint;
+    remat.perLayer = train.remat.perLayer;
+    remat.budgetBytes = train.remat.memoryBudgetBytes;
+    remat.recomputeCheap = train.remat.recomputeCheap;
+    pm.addPass(mlir::dsc::createDscRemat(remat));
+  }
   if (mlir::failed(mlir::verify(*module)) || mlir::failed(pm.run(*module)))
     diags.fail("compiling the training step failed");
   return module;

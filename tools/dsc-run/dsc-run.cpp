@@ -17,6 +17,7 @@
 
 #include "dsc/Runtime/Trainer.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -311,6 +312,12 @@ int cmdEstimate(int argc, char **argv) {
   rt::Program program = lowerStep(*module);
   MemoryReport memory = planStep(program, /*apply=*/false);
   std::cout << formatMemoryTable(memory);
+  // -dsc-remat records what its clones cost on the function it rewrote.
+  if (auto fn = module->lookupSymbol<mlir::func::FuncOp>("micro_step"))
+    if (auto flops = fn->getAttrOfType<mlir::IntegerAttr>(
+            "dsc.remat.recompute_flops"))
+      std::cout << "recompute FLOPs per micro-step (-dsc-remat): "
+                << flops.getInt() << "\n";
   if (args.has("--memory-report"))
     writeMemoryReport(memory, args.get("--memory-report"));
   return 0;

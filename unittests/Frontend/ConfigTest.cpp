@@ -537,9 +537,57 @@ TEST(TrainConfig, UnimplementedSections) {
              "supported yet");
   EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "fixed"})")),
              "sparse_attention: block-sparse attention is not supported yet");
-  EXPECT_HAS(trainError(ds(R"("transformer_kernel":
-                              {"gelu_checkpoint": true})")),
-             "transformer_kernel.gelu_checkpoint: true is not supported yet");
+}
+
+TEST(TrainConfig, Remat) {
+  RematConfig r = train(ds("")).remat;
+  EXPECT_EQ(r.policy, "none");
+  EXPECT_TRUE(r.recomputeCheap);
+  // DeepSpeed's switches select the deepspeed policy.
+  r = train(ds(R"("transformer_kernel": {"gelu_checkpoint": true,
+                  "attn_dropout_checkpoint": true})")).remat;
+  EXPECT_EQ(r.policy, "deepspeed");
+  EXPECT_TRUE(r.geluCheckpoint && r.attnDropoutCheckpoint && !r.perLayer);
+  r = train(ds(R"("transformer_kernel": {"gelu_checkpoint": false})")).remat;
+  EXPECT_EQ(r.policy, "none");
+  // The activation_checkpointing section means per-layer checkpointing.
+  r = train(ds(R"("activation_checkpointing": {"partition_activations":
+                  false, "contiguous_memory_optimization": true,
+                  "number_checkpoints": 12, "profile": false})")).remat;
+  EXPECT_EQ(r.policy, "deepspeed");
+  EXPECT_TRUE(r.perLayer);
+  EXPECT_HAS(trainError(ds(R"("activation_checkpointing":
+                              {"cpu_checkpointing": true})")),
+             "activation_checkpointing.cpu_checkpointing: true is not "
+             "supported yet (offloading");
+  EXPECT_HAS(trainError(ds(R"("activation_checkpointing":
+                              {"number_checkpoints": 0})")),
+             "activation_checkpointing.number_checkpoints: 0 is not allowed");
+  // dsc.remat.
+  r = train(ds(R"("dsc": {"remat": {"memory_budget_bytes": 12737225984,
+                  "recompute_cheap": false}})")).remat;
+  EXPECT_EQ(r.policy, "budget");
+  EXPECT_EQ(r.memoryBudgetBytes, 12737225984);
+  EXPECT_FALSE(r.recomputeCheap);
+  EXPECT_EQ(train(ds(R"("dsc": {"remat": {"policy": "deepspeed"}})"))
+                .remat.policy,
+            "deepspeed");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"remat": {"policy": "budget"}})")),
+             "dsc.remat.policy: \"budget\" needs "
+             "dsc.remat.memory_budget_bytes");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"remat": {"policy": "all"}})")),
+             "dsc.remat.policy: \"all\" is not allowed");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"remat": {"memory_budget_bytes": 0}})")),
+             "dsc.remat.memory_budget_bytes: 0 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"remat": {"policy": "none",
+                  "memory_budget_bytes": 5}})")),
+             "only used by policy \"budget\"");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"remat": {"policy": "budget",
+                  "memory_budget_bytes": 5}}, "transformer_kernel":
+                  {"gelu_checkpoint": true})")),
+             "dsc.remat.policy: \"budget\" conflicts with");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"remat": {"budget": 5}})")),
+             "dsc.remat.budget");
 }
 
 TEST(TrainConfig, TransformerKernel) {

@@ -89,6 +89,21 @@ struct KernelConfig {
   bool stochasticMode = false;
 };
 
+/// -dsc-remat: `dsc.remat` {policy, memory_budget_bytes, recompute_cheap},
+/// DeepSpeed's transformer_kernel.{gelu,attn_dropout}_checkpoint and the
+/// activation_checkpointing section (per-layer checkpointing).
+struct RematConfig {
+  /// none | deepspeed | budget. Unset in the file: budget when
+  /// memory_budget_bytes is set, deepspeed when a DeepSpeed switch is on,
+  /// else none.
+  std::string policy = "none";
+  bool geluCheckpoint = false;        ///< transformer_kernel.gelu_checkpoint
+  bool attnDropoutCheckpoint = false; ///< ...attn_dropout_checkpoint
+  bool perLayer = false;              ///< activation_checkpointing present
+  int64_t memoryBudgetBytes = 0;      ///< planned peak, policy budget
+  bool recomputeCheap = true;         ///< recompute add/GELU/dropout
+};
+
 struct TrainConfig {
   int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
   int64_t microBatch = 1;
@@ -104,6 +119,7 @@ struct TrainConfig {
   int64_t maskTokenId = -1;    ///< -1: kBertMaskTokenId
   FusionConfig fusion;
   KernelConfig kernel;
+  RematConfig remat;
 };
 
 /// Reads and validates a ds_config.json. `worldSize` is the number of

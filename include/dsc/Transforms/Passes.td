@@ -169,4 +169,91 @@ def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscRemat : Pass<"dsc-remat", "::mlir::ModuleOp"> {
+  let summary = "Recompute vs store: recompute saved activations in the backward";
+  let description = [{
+    A saved activation is a result of a forward op that a gradient op
+    (`dsc.grad`) reads; it stays alive from the forward to the backward. For
+    each forward op with such results (the unit of decision; its results are
+    recomputed together) the pass decides store or recompute. A recomputed op
+    is cloned, with the chain of forward ops whose results it needs and that
+    are not saved, right before the first gradient op that reads it; the
+    gradient ops read the clone, so the forward value dies after its last
+    forward use. Clones carry `dsc.grad` and `dsc.remat`; the function gets
+    `dsc.remat.recompute_flops` (the FLOPs of the clones). Run after
+    -dsc-build-train-step (and -dsc-invertible), on `@micro_step`:
+
+    ```mlir
+    %h = dsc.linear %x, %w1, %b1 : ...
+    %g = dsc.gelu tanh %h : ...
+    %y = dsc.linear %g, %w2, %b2 : ...
+    ...
+    %dg = dsc.linear_grad_input %dy, %w2 {dsc.grad}
+    %dw2 = dsc.linear_grad_weight %g, %dy {dsc.grad}
+    %dh = dsc.gelu_grad tanh %dg, %h {dsc.grad}
+    // => %g dies after the forward linear
+    %dg = dsc.linear_grad_input %dy, %w2 {dsc.grad}
+    %g2 = dsc.gelu tanh %h {dsc.grad, dsc.remat}
+    %dw2 = dsc.linear_grad_weight %g2, %dy {dsc.grad}
+    %dh = dsc.gelu_grad tanh %dg, %h {dsc.grad}
+    ```
+
+    Recomputation is exact (bitwise): ops are pure and dropout regenerates
+    its mask from (seed, step, stream, element).
+
+    Policies (`policy`):
+    - `none`: no change.
+    - `deepspeed`: DeepSpeed's switches: `gelu` (transformer_kernel.
+      gelu_checkpoint: GELU outputs), `attn-dropout` (attn_dropout_checkpoint:
+      the dropout of the attention probabilities), `per-layer`
+      (activation_checkpointing: every op of transformer layer i (`dsc.layer`)
+      is recomputed except those read by an op outside the layer, i.e. only
+      each layer's output (the next layer's input) is kept).
+    - `budget`: the least recompute cost with planned peak <= `budget-bytes`.
+
+    In `deepspeed` and `budget`, with `recompute-cheap` (default true), every
+    op whose recomputation (the op and its unsaved chain) consists only of
+    ops CostOpInterface calls cheap is recomputed: dsc.add (bias and residual
+    adds), dsc.gelu, dsc.dropout, dsc.bias_split_heads, dsc.split_heads,
+    dsc.merge_heads, dsc.concat, dsc.split, dsc.fill, dsc.iota. In practice:
+    GELU outputs and attention-probability dropouts (their inputs are saved
+    anyway); a residual add whose operand is a GEMM output is not cheap.
+
+    Algorithm of `budget`. Cost of recomputing a candidate = FLOPs + bytes
+    moved (CostOpInterface) of the op and its unsaved chain. Memory model:
+    peak(R) = P0 - sum of the saved bytes of the recomputed set R, where P0
+    is the planned peak (lib/Codegen/MemoryPlan: the real planner on the
+    lowered step) after the cheap recomputations. Minimising the cost subject
+    to peak(R) <= budget is a 0/1 knapsack (store the candidates of largest
+    total cost whose bytes fit budget - (P0 - all candidate bytes)), solved
+    exactly by dynamic programming over bytes (dsc::remat::chooseRecompute).
+    The choice is then applied to a copy of the module and re-planned; if
+    the real peak exceeds the budget (the model ignores the short-lived
+    recomputed values and packing), the capacity shrinks by the excess and
+    the knapsack is solved again. So: optimal for the additive model, and
+    always meeting the budget as the real planner measures it; a budget
+    that even recomputing everything misses is an error.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"function", "function", "std::string", "\"micro_step\"",
+           "Function whose saved activations are considered">,
+    Option<"policy", "policy", "std::string", "\"none\"",
+           "none | deepspeed | budget">,
+    Option<"gelu", "gelu", "bool", "false",
+           "deepspeed: recompute GELU outputs (gelu_checkpoint)">,
+    Option<"attnDropout", "attn-dropout", "bool", "false",
+           "deepspeed: recompute the attention-probability dropout "
+           "(attn_dropout_checkpoint)">,
+    Option<"perLayer", "per-layer", "bool", "false",
+           "deepspeed: keep only each layer's output, recompute the layer in "
+           "the backward (activation_checkpointing)">,
+    Option<"budgetBytes", "budget-bytes", "int64_t", "0",
+           "budget: planned peak of the step in bytes">,
+    Option<"recomputeCheap", "recompute-cheap", "bool", "true",
+           "deepspeed/budget: recompute ops that are cheap (add, GELU, "
+           "dropout, head splits)">
+  ];
+}
+
 #endif // DSC_PASSES

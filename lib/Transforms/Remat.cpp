@@ -1,0 +1,329 @@
+//===- Remat.cpp - Recompute vs store for saved activations ---------------===//
+//
+// -dsc-remat decides, for every forward op whose results the backward reads
+// (a "saved activation"), whether the result stays alive from the forward to
+// the backward or is recomputed in the backward. A recomputed value is
+// cloned (with the chain of forward ops it needs whose results are not
+// saved anyway) right before the first gradient op that reads it, and every
+// gradient op reads the clone, so the forward value dies after its last
+// forward use. The clones carry `dsc.grad` (they run in the backward, so the
+// memory report does not count their results as saved) and `dsc.remat`.
+//
+// Recomputing is exact: every op is a pure function of its operands, and
+// dropout regenerates its mask from (seed, step, stream, element), so a clone
+// yields bitwise the value the forward produced.
+//
+// Policies (see Passes.td for the user-facing description):
+//   none       nothing is recomputed;
+//   deepspeed  cheap ops, plus DeepSpeed's gelu_checkpoint /
+//              attn_dropout_checkpoint / per-layer activation checkpointing;
+//   budget     cheap ops, plus the cheapest set of recomputations that brings
+//              the planned peak under the budget (RematSolver.cpp's knapsack,
+//              corrected against the real memory planner).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Codegen/LowerToProgram.h"
+#include "dsc/Codegen/MemoryPlan.h"
+#include "dsc/Dialect/CostModel.h"
+#include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/RematSolver.h"
+
+#include "mlir/IR/IRMapping.h"
+
+#include <functional>
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCREMAT
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+constexpr llvm::StringLiteral kRematAttrName = "dsc.remat";
+constexpr llvm::StringLiteral kRecomputeFlopsAttrName =
+    "dsc.remat.recompute_flops";
+
+int64_t bytesOf(Value v) {
+  auto t = dyn_cast<ShapedType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// One forward op with saved results: the unit of decision (a multi-result
+/// op such as dsc.bias_split_heads is recomputed as a whole).
+struct Candidate {
+  Operation *op;
+  int64_t bytes = 0;      ///< its results that the backward reads
+  int64_t cost = 0;       ///< op + the unsaved forward chain it needs
+  bool cheap = false;     ///< op and chain are all cheap to recompute
+  bool boundary = false;  ///< read by a forward op outside its layer
+};
+
+/// The forward/backward split of one function and its candidates, in block
+/// order (so two analyses of clones of one function number them alike).
+struct Analysis {
+  DenseSet<Operation *> backward;
+  DenseSet<Value> saved;
+  SmallVector<Candidate> candidates;
+
+  bool analyze(func::FuncOp fn) {
+    Block &body = fn.getBody().front();
+    for (Operation &op : body.without_terminator()) {
+      bool bwd = op.hasAttr(kGradAttrName);
+      for (Value v : op.getOperands())
+        if (Operation *def = v.getDefiningOp())
+          bwd |= backward.contains(def);
+      if (bwd)
+        backward.insert(&op);
+    }
+    Operation *ret = body.getTerminator();
+    for (Operation &op : body.without_terminator()) {
+      if (backward.contains(&op))
+        continue;
+      Candidate c{&op};
+      bool returned = false;
+      std::optional<int64_t> layer;
+      if (auto l = op.getAttrOfType<IntegerAttr>(kLayerAttrName))
+        layer = l.getInt();
+      for (Value r : op.getResults()) {
+        bool readBack = false;
+        for (Operation *user : r.getUsers()) {
+          if (user == ret)
+            returned = true;
+          else if (backward.contains(user))
+            readBack = true;
+          else if (auto l = user->getAttrOfType<IntegerAttr>(kLayerAttrName);
+                   !layer || !l || l.getInt() != *layer)
+            c.boundary = true;
+        }
+        if (readBack) {
+          saved.insert(r);
+          c.bytes += bytesOf(r);
+        }
+      }
+      if (c.bytes > 0 && !returned)
+        candidates.push_back(c);
+    }
+    // Price each candidate with the chain of unsaved forward values it needs.
+    SmallVector<Candidate> priced;
+    for (Candidate c : candidates) {
+      DenseSet<Operation *> chain;
+      bool ok = true, cheap = true;
+      std::function<void(Operation *)> visit = [&](Operation *op) {
+        if (!ok || !chain.insert(op).second)
+          return;
+        auto cost = dyn_cast<CostOpInterface>(op);
+        if (!cost) {
+          ok = false;
+          return;
+        }
+        c.cost += recomputeCost(op);
+        cheap &= cost.isCheapToRecompute();
+        for (Value v : op->getOperands())
+          if (Operation *def = v.getDefiningOp())
+            if (!saved.contains(v))
+              visit(def);
+      };
+      visit(c.op);
+      if (!ok)
+        continue;
+      c.cheap = cheap;
+      priced.push_back(c);
+    }
+    candidates = std::move(priced);
+    return true;
+  }
+};
+
+/// Clones the recomputed ops before their first backward reader and
+/// redirects the backward readers. Returns the FLOPs of the clones.
+int64_t applyRemat(func::FuncOp fn, const Analysis &a,
+                   const DenseSet<Operation *> &recompute) {
+  Block &body = fn.getBody().front();
+  SmallVector<Operation *> readers;
+  for (Operation &op : body.without_terminator())
+    if (a.backward.contains(&op))
+      readers.push_back(&op);
+  DenseMap<Value, Value> clones;
+  int64_t flops = 0;
+  MLIRContext *ctx = fn.getContext();
+  std::function<Value(Value, Operation *)> materialize =
+      [&](Value v, Operation *before) -> Value {
+    if (Value c = clones.lookup(v))
+      return c;
+    Operation *def = v.getDefiningOp();
+    if (!def || a.backward.contains(def) ||
+        (a.saved.contains(v) && !recompute.contains(def)))
+      return v;
+    IRMapping map;
+    for (Value operand : def->getOperands())
+      map.map(operand, materialize(operand, before));
+    OpBuilder b(before);
+    Operation *clone = b.clone(*def, map);
+    clone->setAttr(kGradAttrName, UnitAttr::get(ctx));
+    clone->setAttr(kRematAttrName, UnitAttr::get(ctx));
+    if (auto cost = dyn_cast<CostOpInterface>(def))
+      flops += cost.getFlops();
+    for (auto [orig, copy] : llvm::zip(def->getResults(), clone->getResults()))
+      clones[orig] = copy;
+    return clones.lookup(v);
+  };
+  for (Operation *op : readers)
+    for (OpOperand &use : op->getOpOperands())
+      if (Operation *def = use.get().getDefiningOp())
+        if (recompute.contains(def))
+          use.set(materialize(use.get(), op));
+  fn->setAttr(kRecomputeFlopsAttrName,
+              IntegerAttr::get(IntegerType::get(ctx, 64), flops));
+  return flops;
+}
+
+struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
+  using DscRematBase::DscRematBase;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    DscRematBase::getDependentDialects(registry);
+    registerCostModel(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (policy != "none" && policy != "deepspeed" && policy != "budget") {
+      module.emitError("dsc-remat: policy must be none, deepspeed or budget, "
+                       "got '")
+          << policy << "'";
+      return signalPassFailure();
+    }
+    if (policy == "budget" && budgetBytes <= 0) {
+      module.emitError("dsc-remat: policy=budget needs budget-bytes > 0, got ")
+          << budgetBytes.getValue();
+      return signalPassFailure();
+    }
+    if (policy != "deepspeed" && (gelu || attnDropout || perLayer)) {
+      module.emitError("dsc-remat: gelu, attn-dropout and per-layer belong to "
+                       "policy=deepspeed, got policy=")
+          << policy.getValue();
+      return signalPassFailure();
+    }
+    auto fn = module.lookupSymbol<func::FuncOp>(function);
+    if (!fn || fn.isExternal() || !fn.getBody().hasOneBlock()) {
+      module.emitError("dsc-remat: no single-block function @")
+          << function.getValue() << " to rematerialise";
+      return signalPassFailure();
+    }
+    if (policy == "none")
+      return;
+
+    Analysis a;
+    a.analyze(fn);
+    DenseSet<Operation *> chosen;
+    for (const Candidate &c : a.candidates)
+      if (selectedByFlags(c))
+        chosen.insert(c.op);
+    if (policy == "budget" && failed(solveBudget(module, a, chosen)))
+      return signalPassFailure();
+    applyRemat(fn, a, chosen);
+  }
+
+  bool selectedByFlags(const Candidate &c) const {
+    if (recomputeCheap && c.cheap)
+      return true;
+    if (gelu && isa<GeluOp>(c.op))
+      return true;
+    if (attnDropout && isa<DropoutOp>(c.op))
+      if (Operation *in = c.op->getOperand(0).getDefiningOp();
+          in && isa<SoftmaxOp>(in))
+        return true;
+    return perLayer && c.op->hasAttr(kLayerAttrName) && !c.boundary;
+  }
+
+  /// Planned peak of the module with `recompute` (indices into the
+  /// candidates) applied to a copy of it, or failure.
+  FailureOr<int64_t> measure(ModuleOp module, ArrayRef<bool> recompute) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto fn = copy->lookupSymbol<func::FuncOp>(function);
+    Analysis a;
+    a.analyze(fn);
+    DenseSet<Operation *> set;
+    for (auto [c, r] : llvm::zip(a.candidates, recompute))
+      if (r)
+        set.insert(c.op);
+    applyRemat(fn, a, set);
+    FailureOr<::dsc::rt::Program> program = ::dsc::lowerToProgram(*copy);
+    if (failed(program)) {
+      module.emitError("dsc-remat: policy=budget measures the peak of the "
+                       "lowered step, and this module does not lower");
+      return failure();
+    }
+    ::dsc::MemoryPlan plan;
+    std::string error;
+    if (!::dsc::planMemory(*program, plan, error)) {
+      module.emitError("dsc-remat: ") << error;
+      return failure();
+    }
+    return plan.arenaBytes;
+  }
+
+  /// Adds to `chosen` the cheapest recomputations under which the planned
+  /// peak is <= budgetBytes. Model: peak(R) = P0 - sum_{i in R} bytes_i,
+  /// where P0 is the measured peak with only `chosen` recomputed; the
+  /// knapsack is exact for that model, and the measured peak of its choice
+  /// corrects the capacity until the real plan meets the budget.
+  LogicalResult solveBudget(ModuleOp module, const Analysis &a,
+                            DenseSet<Operation *> &chosen) {
+    const int64_t budget = budgetBytes;
+    SmallVector<bool> base;
+    std::vector<::dsc::remat::Item> items;
+    SmallVector<size_t> itemOf;
+    int64_t sumBytes = 0;
+    for (auto [i, c] : llvm::enumerate(a.candidates)) {
+      base.push_back(chosen.contains(c.op));
+      if (!base.back()) {
+        items.push_back({c.bytes, c.cost});
+        itemOf.push_back(i);
+        sumBytes += c.bytes;
+      }
+    }
+    FailureOr<int64_t> p0 = measure(module, base);
+    if (failed(p0))
+      return failure();
+    int64_t capacity = budget - (*p0 - sumBytes);
+    SmallVector<bool> best = base;
+    int64_t peak = *p0, lowest = *p0;
+    for (int iter = 0; iter < 16 && peak > budget; ++iter) {
+      ::dsc::remat::Choice choice =
+          ::dsc::remat::chooseRecompute(items, capacity);
+      SmallVector<bool> trial = base;
+      for (auto [k, r] : llvm::enumerate(choice.recompute))
+        trial[itemOf[k]] = r;
+      FailureOr<int64_t> p = measure(module, trial);
+      if (failed(p))
+        return failure();
+      best = trial;
+      peak = *p;
+      lowest = std::min(lowest, peak);
+      if (!choice.feasible)
+        break;
+      capacity -= std::max<int64_t>(peak - budget, 1);
+    }
+    if (peak > budget) {
+      module.emitError("dsc-remat: the memory budget of ")
+          << budget << " bytes cannot be met: the lowest planned peak "
+          << "found is " << lowest << " bytes (recomputing everything "
+          << "re-runs the whole forward at once and saves nothing; try "
+          << "per-layer checkpointing)";
+      return failure();
+    }
+    for (auto [c, r] : llvm::zip(a.candidates, best))
+      if (r)
+        chosen.insert(c.op);
+    return success();
+  }
+};
+
+} // namespace
