@@ -165,6 +165,28 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
           .Case([&](LayerNormGradFromOutputOp) {
             return instr.op = Opcode::LayerNormGradFromOutput, true;
           })
+          .Case([&](BiasGeluOp o) {
+            instr.op = Opcode::BiasGelu;
+            a["approximation"] = gelu(o.getApproximation());
+            return true;
+          })
+          .Case([&](BiasGeluGradOp o) {
+            instr.op = Opcode::BiasGeluGrad;
+            a["approximation"] = gelu(o.getApproximation());
+            return true;
+          })
+          .Case([&](BiasDropoutAddOp o) {
+            instr.op = Opcode::BiasDropoutAdd;
+            a["rate"] = f(o.getRate());
+            a["stream"] = int64_t(o.getStream());
+            return true;
+          })
+          .Case([&](DropoutBiasGradOp o) {
+            instr.op = Opcode::DropoutBiasGrad;
+            a["rate"] = f(o.getRate());
+            a["stream"] = int64_t(o.getStream());
+            return true;
+          })
           .Case([&](GeluOp o) {
             instr.op = Opcode::Gelu;
             a["approximation"] = gelu(o.getApproximation());

@@ -219,6 +219,62 @@ LogicalResult LayerNormGradFromOutputOp::verify() {
                      shapeOf(getOutput()));
 }
 
+/// A bias [N] for an input [..., N].
+static LogicalResult verifyBias(Operation *op, Value input, Value bias) {
+  ArrayRef<int64_t> x = shapeOf(input);
+  if (x.empty())
+    return op->emitOpError("expects an input of rank >= 1");
+  SmallVector<int64_t> want = {x.back()};
+  return expectShape(op, "bias", shapeOf(bias), want);
+}
+
+static LogicalResult verifyRate(Operation *op, APFloat rate) {
+  double r = rate.convertToDouble();
+  if (r < 0 || r >= 1)
+    return op->emitOpError("expects rate in [0, 1), got ") << r;
+  return success();
+}
+
+LogicalResult BiasGeluOp::verify() {
+  if (failed(verifyBias(*this, getInput(), getBias())) ||
+      failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult BiasGeluGradOp::verify() {
+  if (failed(verifyBias(*this, getInput(), getBias())) ||
+      failed(verifySameFloatElementType(*this)) ||
+      failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getInput()))) ||
+      failed(expectShape(*this, "bias gradient", shapeOf(getBiasGrad()),
+                         shapeOf(getBias()))))
+    return failure();
+  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult BiasDropoutAddOp::verify() {
+  if (failed(verifyRate(*this, getRate())) ||
+      failed(verifyBias(*this, getInput(), getBias())) ||
+      failed(verifySameFloatElementType(*this)) ||
+      failed(expectShape(*this, "residual", shapeOf(getResidual()),
+                         shapeOf(getInput()))))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult DropoutBiasGradOp::verify() {
+  if (failed(verifyRate(*this, getRate())) ||
+      failed(verifyBias(*this, getGrad(), getBiasGrad())) ||
+      failed(verifySameFloatElementType(*this)))
+    return failure();
+  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
+                     shapeOf(getGrad()));
+}
+
 LogicalResult GeluOp::verify() {
   if (failed(verifySameFloatElementType(*this)))
     return failure();

@@ -165,3 +165,24 @@ void BiasSplitHeadsOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[0] = merged;
   operandGrads[1] = b.create<ReduceToOp>(getLoc(), getBias().getType(), merged);
 }
+
+void BiasGeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  auto grad = b.create<BiasGeluGradOp>(
+      getLoc(), getInput().getType(), getBias().getType(), resultGrads[0],
+      getInput(), getBias(), getApproximationAttr());
+  operandGrads[0] = grad.getInputGrad();
+  operandGrads[1] = grad.getBiasGrad();
+}
+
+void BiasDropoutAddOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  // Same stream, same mask: the input gradient is the dropout of the
+  // result gradient, the bias gradient its sum over rows.
+  auto grad = b.create<DropoutBiasGradOp>(
+      getLoc(), getInput().getType(), getBias().getType(), resultGrads[0],
+      getRateAttr(), getStreamAttr());
+  operandGrads[0] = grad.getInputGrad();
+  operandGrads[1] = grad.getBiasGrad();
+  operandGrads[2] = resultGrads[0];
+}

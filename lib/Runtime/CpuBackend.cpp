@@ -452,6 +452,68 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
                  uint32_t(I.getInt("stream")), rng.seed, rng.offset);
     return;
   }
+  case Opcode::BiasGelu:
+  case Opcode::BiasGeluGrad:
+  case Opcode::BiasDropoutAdd:
+  case Opcode::DropoutBiasGrad: {
+    // [rows, N] tensors with a bias [N]; inputs/outputs by opcode:
+    //   BiasGelu(x, b) -> y            BiasGeluGrad(dy, x, b) -> dx, db
+    //   BiasDropoutAdd(x, b, res) -> y  DropoutBiasGrad(dy) -> dx, db
+    const bool grad =
+        I.op == Opcode::BiasGeluGrad || I.op == Opcode::DropoutBiasGrad;
+    const bool geluOp =
+        I.op == Opcode::BiasGelu || I.op == Opcode::BiasGeluGrad;
+    const size_t ins = I.op == Opcode::BiasGelu          ? 2
+                       : I.op == Opcode::DropoutBiasGrad ? 1
+                                                         : 3;
+    e.numIns(ins);
+    e.numOuts(grad ? 2 : 1);
+    const Buffer &x = e.in(0);
+    const int64_t N = e.lastDim(x, "input");
+    const int64_t n = x.numElements(), rows = N ? n / N : 0;
+    if (I.op == Opcode::BiasGeluGrad) {
+      e.count(e.in(1), n, "x");
+      e.count(e.in(2), N, "bias");
+    } else if (ins > 1) {
+      e.count(e.in(1), N, "bias");
+      if (ins > 2)
+        e.count(e.in(2), n, "residual");
+    }
+    e.count(e.out(0), n, "output");
+    if (grad)
+      e.count(e.out(1), N, "bias gradient");
+    double rate = 0.0;
+    if (!geluOp) {
+      rate = I.getFloat("rate");
+      if (!(rate >= 0.0 && rate < 1.0))
+        e.fail("rate must be in [0, 1), got " + std::to_string(rate));
+    }
+    const uint32_t stream = geluOp ? 0 : uint32_t(I.getInt("stream"));
+    const bool tanhApprox =
+        geluOp && I.getString("approximation") != "erf";
+    switch (I.op) {
+    case Opcode::BiasGelu:
+      cpu::biasGelu(e.fin(0, "x"), e.fin(1, "bias"), e.fout(0, "output"),
+                    rows, N, tanhApprox);
+      break;
+    case Opcode::BiasGeluGrad:
+      cpu::biasGeluGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fin(2, "bias"),
+                        e.fout(0, "dx"), e.fout(1, "dbias"), rows, N,
+                        tanhApprox);
+      break;
+    case Opcode::BiasDropoutAdd:
+      cpu::biasDropoutAdd(e.fin(0, "x"), e.fin(1, "bias"),
+                          e.fin(2, "residual"), e.fout(0, "output"), rows, N,
+                          rate, stream, rng.seed, rng.offset);
+      break;
+    default:
+      cpu::dropoutBiasGrad(e.fin(0, "dy"), e.fout(0, "dx"),
+                           e.fout(1, "dbias"), rows, N, rate, stream,
+                           rng.seed, rng.offset);
+      break;
+    }
+    return;
+  }
   case Opcode::SplitHeads:
   case Opcode::BiasSplitHeads:
   case Opcode::MergeHeads: {

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 
 namespace dsc::rt::cpu {
 
@@ -591,46 +592,164 @@ void layerNormGradFromOutput(const float *dy, const float *y,
 // GELU
 //===----------------------------------------------------------------------===//
 
-void gelu(const float *x, float *y, int64_t n, bool tanhApprox) {
-  if (tanhApprox) {
+namespace {
+
+/// GELU and its derivative at v. Shared by the plain and the fused kernels
+/// so both compute bit-identical values; the approximation is a template
+/// parameter so the loops that call them vectorise.
+template <bool Tanh> inline float geluAt(float v) {
+  if constexpr (Tanh) {
     // 0.5 x (1 + tanh(u)) == x * sigmoid(2u): no cancellation near u << 0.
-#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
-    for (int64_t i = 0; i < n; ++i) {
-      float v = x[i];
-      float u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-      float s = 1.0f / (1.0f + expApprox(-2.0f * u));
-      y[i] = v * s;
-    }
+    float u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    return v * (1.0f / (1.0f + expApprox(-2.0f * u)));
   } else {
-#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
-    for (int64_t i = 0; i < n; ++i) {
-      float v = x[i];
-      y[i] = 0.5f * v * (1.0f + erfApprox(v * kInvSqrt2));
-    }
+    return 0.5f * v * (1.0f + erfApprox(v * kInvSqrt2));
   }
+}
+
+template <bool Tanh> inline float geluDerivativeAt(float v) {
+  if constexpr (Tanh) {
+    float u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
+    float s = 1.0f / (1.0f + expApprox(-2.0f * u)); // 0.5 (1 + tanh u)
+    // d/dx [x s(2u)] = s + x * 2 s (1 - s) u'
+    return s + v * 2.0f * s * (1.0f - s) * du;
+  } else {
+    float cdf = 0.5f * (1.0f + erfApprox(v * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * expApprox(-0.5f * v * v);
+    return cdf + v * pdf;
+  }
+}
+
+/// Calls `body(std::bool_constant<Tanh>)` with the approximation as a
+/// compile-time constant.
+template <typename Body> inline void withGelu(bool tanhApprox, Body body) {
+  if (tanhApprox)
+    body(std::true_type());
+  else
+    body(std::false_type());
+}
+
+/// Rows of [rows, N] in blocks of 32 (in parallel); `row(r, acc)` handles
+/// row r and adds its bias-gradient contribution into `acc` ([N]); the
+/// block sums are merged into `db` in block order, so the result does not
+/// depend on the thread count.
+template <typename RowFn>
+void rowsWithColumnSum(int64_t rows, int64_t N, float *db, RowFn row) {
+  const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
+  std::vector<float> part(size_t(blocks * N), 0.0f);
+#pragma omp parallel for schedule(static) if (rows * N > (1 << 15))
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    float *acc = part.data() + blk * N;
+    for (int64_t r = blk * RB, r1 = std::min(rows, r + RB); r < r1; ++r)
+      row(r, acc);
+  }
+  fillF32(db, N, 0.0f);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const float *acc = part.data() + blk * N;
+#pragma omp simd
+    for (int64_t c = 0; c < N; ++c)
+      db[c] += acc[c];
+  }
+}
+
+/// Calls `f(i, keep)` for i in [i0, i1) with the Philox dropout decision of
+/// element i (keep is always true for rate 0): the mask of dsc.dropout.
+template <typename F>
+inline void forDropoutMask(int64_t i0, int64_t i1, double rate,
+                           uint32_t stream, uint64_t seed, uint64_t offset,
+                           F f) {
+  if (rate <= 0.0) {
+    for (int64_t i = i0; i < i1; ++i)
+      f(i, true);
+    return;
+  }
+  const auto key = philoxKey(seed);
+  const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
+  const float r = float(rate);
+  for (int64_t i = i0; i < i1;) {
+    PhiloxBlock bits = philox4x32_10({uint32_t(i / 4), stream, lo, hi}, key);
+    for (int64_t lane = i % 4; lane < 4 && i < i1; ++lane, ++i)
+      f(i, philoxUniform(bits[size_t(lane)]) >= r);
+  }
+}
+
+} // namespace
+
+void gelu(const float *x, float *y, int64_t n, bool tanhApprox) {
+  withGelu(tanhApprox, [&](auto tanh) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = geluAt<tanh()>(x[i]);
+  });
 }
 
 void geluGrad(const float *dy, const float *x, float *dx, int64_t n,
               bool tanhApprox) {
-  if (tanhApprox) {
+  withGelu(tanhApprox, [&](auto tanh) {
 #pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
-    for (int64_t i = 0; i < n; ++i) {
-      float v = x[i];
-      float u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-      float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
-      float s = 1.0f / (1.0f + expApprox(-2.0f * u)); // 0.5 (1 + tanh u)
-      // d/dx [x s(2u)] = s + x * 2 s (1 - s) u'
-      dx[i] = dy[i] * (s + v * 2.0f * s * (1.0f - s) * du);
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = dy[i] * geluDerivativeAt<tanh()>(x[i]);
+  });
+}
+
+void biasGelu(const float *x, const float *b, float *y, int64_t rows,
+              int64_t N, bool tanhApprox) {
+  withGelu(tanhApprox, [&](auto tanh) {
+#pragma omp parallel for schedule(static) if (rows * N > (1 << 15))
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x + r * N;
+      float *yr = y + r * N;
+#pragma omp simd
+      for (int64_t c = 0; c < N; ++c)
+        yr[c] = geluAt<tanh()>(xr[c] + b[c]);
     }
-  } else {
-#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
-    for (int64_t i = 0; i < n; ++i) {
-      float v = x[i];
-      float cdf = 0.5f * (1.0f + erfApprox(v * kInvSqrt2));
-      float pdf = kInvSqrt2Pi * expApprox(-0.5f * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
-  }
+  });
+}
+
+void biasGeluGrad(const float *dy, const float *x, const float *b, float *dx,
+                  float *db, int64_t rows, int64_t N, bool tanhApprox) {
+  withGelu(tanhApprox, [&](auto tanh) {
+    rowsWithColumnSum(rows, N, db, [&](int64_t r, float *acc) {
+      const float *dyr = dy + r * N, *xr = x + r * N;
+      float *dxr = dx + r * N;
+#pragma omp simd
+      for (int64_t c = 0; c < N; ++c) {
+        float g = dyr[c] * geluDerivativeAt<tanh()>(xr[c] + b[c]);
+        dxr[c] = g;
+        acc[c] += g;
+      }
+    });
+  });
+}
+
+void biasDropoutAdd(const float *x, const float *b, const float *res,
+                    float *y, int64_t rows, int64_t N, double rate,
+                    uint32_t stream, uint64_t seed, uint64_t offset) {
+  const float scale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+#pragma omp parallel for schedule(static) if (rows * N > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r)
+    forDropoutMask(r * N, (r + 1) * N, rate, stream, seed, offset,
+                   [&](int64_t i, bool keep) {
+                     float v = x[i] + b[i % N];
+                     y[i] = res[i] + (keep ? (rate > 0.0 ? v * scale : v)
+                                           : 0.0f);
+                   });
+}
+
+void dropoutBiasGrad(const float *dy, float *dx, float *db, int64_t rows,
+                     int64_t N, double rate, uint32_t stream, uint64_t seed,
+                     uint64_t offset) {
+  const float scale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+  rowsWithColumnSum(rows, N, db, [&](int64_t r, float *acc) {
+    forDropoutMask(r * N, (r + 1) * N, rate, stream, seed, offset,
+                   [&](int64_t i, bool keep) {
+                     float g = keep ? (rate > 0.0 ? dy[i] * scale : dy[i])
+                                    : 0.0f;
+                     dx[i] = g;
+                     acc[i - r * N] += g;
+                   });
+  });
 }
 
 //===----------------------------------------------------------------------===//

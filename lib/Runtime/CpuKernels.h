@@ -74,6 +74,20 @@ void layerNormGradFromOutput(const float *dy, const float *y,
                              const float *rstd, float *dx, float *dgamma,
                              float *dbeta, int64_t rows, int64_t C);
 void gelu(const float *x, float *y, int64_t n, bool tanhApprox);
+// Fused epilogues over [rows, N] with a bias [N]; bias gradients are summed
+// per 32-row block and merged in block order (thread-count independent).
+void biasGelu(const float *x, const float *b, float *y, int64_t rows,
+              int64_t N, bool tanhApprox);
+void biasGeluGrad(const float *dy, const float *x, const float *b, float *dx,
+                  float *db, int64_t rows, int64_t N, bool tanhApprox);
+/// y = res + dropout(x + b), with dsc.dropout's Philox mask.
+void biasDropoutAdd(const float *x, const float *b, const float *res,
+                    float *y, int64_t rows, int64_t N, double rate,
+                    uint32_t stream, uint64_t seed, uint64_t offset);
+/// dx = dropout(dy) (same mask), db = sum of dx over rows.
+void dropoutBiasGrad(const float *dy, float *dx, float *db, int64_t rows,
+                     int64_t N, double rate, uint32_t stream, uint64_t seed,
+                     uint64_t offset);
 void geluGrad(const float *dy, const float *x, float *dx, int64_t n,
               bool tanhApprox);
 /// Softmax over the last dim of x[rows, Tk], rows = batch*Tq.

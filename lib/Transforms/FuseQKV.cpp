@@ -12,6 +12,8 @@
 
 #include "dsc/Transforms/Passes.h"
 
+#include "FusionUtils.h"
+
 #include <map>
 
 namespace mlir::dsc {
@@ -95,11 +97,8 @@ void fuseSeparateProjections(Block &block) {
         partTypes.push_back(p.split.getParts()[0].getType());
       auto split = b.create<SplitHeadsOp>(loc, partTypes, fused,
                                           qkv[0].split.getNumHeadsAttr());
-      // The memory report attributes activations by dsc.layer: keep it.
-      if (Attribute layer = q->getAttr(kLayerAttrName))
-        for (Operation *op : {w.getDefiningOp(), bias.getDefiningOp(),
-                              fused.getDefiningOp(), split.getOperation()})
-          op->setAttr(kLayerAttrName, layer);
+      copyLayer(q, {w.getDefiningOp(), bias.getDefiningOp(),
+                    fused.getDefiningOp(), split.getOperation()});
       for (auto [i, p] : llvm::enumerate(qkv)) {
         p.split.getParts()[0].replaceAllUsesWith(split.getParts()[i]);
         p.split.erase();
@@ -119,18 +118,12 @@ void fuseBiasSplitHeads(Block &block) {
       candidates.push_back(linear);
   for (LinearOp linear : candidates) {
     auto split = cast<SplitHeadsOp>(*linear.getResult().getUsers().begin());
-    OpBuilder b(linear);
-    Value unbiased = b.create<LinearOp>(
-        linear.getLoc(), linear.getResult().getType(), linear.getInput(),
-        linear.getWeight(), Value(), linear.getTransposeWAttr());
-    b.setInsertionPoint(split);
+    OpBuilder b(split);
+    LinearOp unbiased = createUnbiased(b, linear);
     auto fused = b.create<BiasSplitHeadsOp>(
         split.getLoc(), split.getParts().getTypes(), unbiased,
         linear.getBias(), split.getNumHeadsAttr());
-    if (Attribute layer = linear->getAttr(kLayerAttrName)) { // memory report
-      unbiased.getDefiningOp()->setAttr(kLayerAttrName, layer);
-      fused->setAttr(kLayerAttrName, layer);
-    }
+    copyLayer(linear, {unbiased, fused});
     split.replaceAllUsesWith(fused.getParts());
     split.erase();
     linear.erase();

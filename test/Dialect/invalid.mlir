@@ -317,3 +317,35 @@ func.func @grad_from_output_beta(%y: tensor<2x8x24xf32>, %g: tensor<24xf32>, %b:
   %dx, %dg, %db = dsc.layer_norm_grad_from_output %y, %y, %g, %b, %r : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<23xf32>, tensor<2x8xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
   return
 }
+
+// -----
+
+func.func @bias_gelu_bias(%h: tensor<2x24xf32>, %b: tensor<23xf32>) {
+  // expected-error @+1 {{'dsc.bias_gelu' op bias has shape [23], expected [24]}}
+  %a = dsc.bias_gelu tanh %h, %b : (tensor<2x24xf32>, tensor<23xf32>) -> tensor<2x24xf32>
+  return
+}
+
+// -----
+
+func.func @bias_gelu_grad_dbias(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.bias_gelu_grad' op bias gradient has shape [2], expected [24]}}
+  %dh, %db = dsc.bias_gelu_grad tanh %h, %h, %b : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @bias_dropout_add_residual(%h: tensor<2x24xf32>, %b: tensor<24xf32>, %r: tensor<3x24xf32>) {
+  // expected-error @+1 {{'dsc.bias_dropout_add' op residual has shape [3, 24], expected [2, 24]}}
+  %y = dsc.bias_dropout_add %h, %b, %r {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<3x24xf32>) -> tensor<2x24xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_bias_grad_rate(%dy: tensor<2x24xf32>) {
+  // expected-error @+1 {{'dsc.dropout_bias_grad' op expects rate in [0, 1), got 1.500000e+00}}
+  %dx, %db = dsc.dropout_bias_grad %dy {rate = 1.5 : f64, stream = 1 : i64} : (tensor<2x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
+  return
+}

@@ -55,6 +55,19 @@ func.func @fusion_ops(%x: tensor<2x8x72xf32>, %w: tensor<24x24xf32>, %b: tensor<
   return
 }
 
+// CHECK-LABEL: func @fused_epilogues
+func.func @fused_epilogues(%h: tensor<2x8x24xf32>, %b: tensor<24xf32>, %dy: tensor<2x8x24xf32>) {
+  // CHECK: dsc.bias_gelu tanh %{{.*}}, %{{.*}} : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  %a = dsc.bias_gelu tanh %h, %b : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.bias_gelu_grad erf {{.*}} -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  %dh, %db = dsc.bias_gelu_grad erf %dy, %h, %b : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  // CHECK: dsc.bias_dropout_add {{.*}} {rate = 1.000000e-01 : f64, stream = 4 : i64}
+  %r = dsc.bias_dropout_add %h, %b, %a {rate = 0.1 : f64, stream = 4 : i64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.dropout_bias_grad {{.*}} -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  %dx, %dbias = dsc.dropout_bias_grad %dy {rate = 0.1 : f64, stream = 4 : i64} : (tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  return
+}
+
 // CHECK-LABEL: func @invertible_ops
 func.func @invertible_ops(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>, %dy: tensor<2x8x24xf32>) {
   // CHECK: %[[Y:.*]], %[[R:.*]] = dsc.invertible_layer_norm {{.*}} -> (tensor<2x8x24xf32>, tensor<2x8xf32>)

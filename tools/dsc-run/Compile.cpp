@@ -132,6 +132,10 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   PassManager pm(&ctx);
   if (train.fusion.qkv)
     pm.addPass(mlir::dsc::createDscFuseQkv());
+  if (train.fusion.biasGelu)
+    pm.addPass(mlir::dsc::createDscFuseBiasGelu());
+  if (train.fusion.biasDropoutAdd)
+    pm.addPass(mlir::dsc::createDscFuseBiasDropoutAdd());
   pm.addPass(mlir::dsc::createDscAutodiff());
   pm.addPass(mlir::dsc::createDscBuildTrainStep(step));
   if (train.kernel.normalizeInvertible)

@@ -461,8 +461,11 @@ TEST(TrainConfig, DscSection) {
 }
 
 TEST(TrainConfig, FusionSwitches) {
-  EXPECT_TRUE(train(ds("")).fusion.qkv); // on by default
-  EXPECT_FALSE(train(ds(R"("dsc": {"fusion": {"qkv": false}})")).fusion.qkv);
+  FusionConfig on = train(ds("")).fusion; // all on by default
+  EXPECT_TRUE(on.qkv && on.biasGelu && on.biasDropoutAdd);
+  FusionConfig off = train(ds(R"("dsc": {"fusion": {"qkv": false,
+      "bias_gelu": false, "bias_dropout_add": false}})")).fusion;
+  EXPECT_FALSE(off.qkv || off.biasGelu || off.biasDropoutAdd);
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"qkv": 1}})")),
              "dsc.fusion.qkv");
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"gelu": true}})")),

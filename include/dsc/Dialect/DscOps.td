@@ -222,6 +222,39 @@ def Dsc_BiasSplitHeadsOp : Dsc_DiffOp<"bias_split_heads"> {
   let results = (outs Variadic<Dsc_FloatTensor>:$parts);
 }
 
+def Dsc_BiasGeluOp : Dsc_DiffOp<"bias_gelu"> {
+  let summary = "Fused bias + GELU: gelu(input + bias)";
+  let description = [{
+    `%y = dsc.bias_gelu tanh %h, %b` with `%h : [..., N]`, `%b : [N]`: one
+    pass over the data instead of a biased GEMM epilogue followed by a GELU
+    pass. Produced by `-dsc-fuse-bias-gelu`; its gradient is one
+    `dsc.bias_gelu_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias,
+                       Dsc_GeluApproximation:$approximation);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $approximation $input `,` $bias attr-dict `:` `(` type($input) `,`
+    type($bias) `)` `->` type($result)
+  }];
+}
+
+def Dsc_BiasDropoutAddOp : Dsc_DiffOp<"bias_dropout_add"> {
+  let summary = "Fused residual + dropout(input + bias)";
+  let description = [{
+    `%y = dsc.bias_dropout_add %h, %b, %res {rate, stream}` is
+    `%res + dropout(%h + %b)` in one pass, with the same Philox mask as a
+    `dsc.dropout` of that `stream` (rate 0: no dropout). Produced by
+    `-dsc-fuse-bias-dropout-add`; its gradient passes the result gradient to
+    the residual and computes the input and bias gradients in one
+    `dsc.dropout_bias_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias,
+                       Dsc_FloatTensor:$residual, F64Attr:$rate,
+                       I64Attr:$stream);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient ops
 //===----------------------------------------------------------------------===//
@@ -296,6 +329,27 @@ def Dsc_GeluGradOp : Dsc_Op<"gelu_grad"> {
     $approximation $grad `,` $input attr-dict `:` type($grad) `,` type($input)
     `->` type($result)
   }];
+}
+
+def Dsc_BiasGeluGradOp : Dsc_Op<"bias_gelu_grad"> {
+  let summary = "Gradients of dsc.bias_gelu w.r.t. input and bias, one pass";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
+                       Dsc_FloatTensor:$bias,
+                       Dsc_GeluApproximation:$approximation);
+  let results = (outs Dsc_FloatTensor:$input_grad,
+                      Dsc_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $approximation $grad `,` $input `,` $bias attr-dict `:` `(` type($grad)
+    `,` type($input) `,` type($bias) `)` `->` `(` type($input_grad) `,`
+    type($bias_grad) `)`
+  }];
+}
+
+def Dsc_DropoutBiasGradOp : Dsc_Op<"dropout_bias_grad"> {
+  let summary = "dx = dropout(dy) and dbias = its sum over rows, one pass";
+  let arguments = (ins Dsc_FloatTensor:$grad, F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Dsc_FloatTensor:$input_grad,
+                      Dsc_FloatTensor:$bias_grad);
 }
 
 def Dsc_SoftmaxGradOp : Dsc_Op<"softmax_grad"> {

@@ -78,7 +78,9 @@ constexpr int64_t kBertMaskTokenId = 103;
 
 /// Graph fusions of the `dsc.fusion` section (each can be switched off).
 struct FusionConfig {
-  bool qkv = true; ///< -dsc-fuse-qkv
+  bool qkv = true;            ///< -dsc-fuse-qkv
+  bool biasGelu = true;       ///< -dsc-fuse-bias-gelu
+  bool biasDropoutAdd = true; ///< -dsc-fuse-bias-dropout-add
 };
 
 /// DeepSpeed's `transformer_kernel` switches dsc implements.

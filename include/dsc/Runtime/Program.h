@@ -71,6 +71,9 @@ enum class Opcode {
   InvertibleLayerNorm, ///< LayerNorm with a second output: rstd[...] (1/std)
   Gelu,           ///< in: x; attr approximation = "tanh" | "erf"
   Dropout,        ///< in: x; attrs rate, stream; Philox mask, scale 1/(1-rate)
+  BiasGelu,       ///< in: x[...,N], bias[N]; attr approximation: gelu(x+b)
+  BiasDropoutAdd, ///< in: x[...,N], bias[N], res; attrs rate, stream:
+                  ///< res + dropout(x + b) with Dropout's mask
   SplitHeads,     ///< in: x[B,T,P*H*D]; outs: P tensors [B,H,T,D]; attr num_heads
   MergeHeads,     ///< ins: P tensors [B,H,T,D]; out: [B,T,P*H*D]
   BiasSplitHeads, ///< in: x[B,T,P*H*D], bias[P*H*D]; outs: P x [B,H,T,D] of
@@ -94,6 +97,9 @@ enum class Opcode {
   LayerNormGradFromOutput, ///< in: dy, y, gamma, beta, rstd; outs: dx,
                            ///< dgamma, dbeta (x_hat = (y - beta) / gamma)
   GeluGrad,       ///< in: dy, x; attr approximation; out: dx
+  BiasGeluGrad,   ///< in: dy, x, bias; attr approximation; outs: dx, dbias
+  DropoutBiasGrad, ///< in: dy; attrs rate, stream; outs: dropout(dy), its
+                   ///< sum over rows
   SoftmaxGrad,    ///< in: dy, y; attr scale; out: dx = scale*y*(dy-sum(dy*y))
   CrossEntropyGrad, ///< in: dloss (scalar), logits, labels; attr ignore_index
   // Training step.

@@ -60,6 +60,46 @@ def DscFuseQkv : Pass<"dsc-fuse-qkv", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscFuseBiasGelu : Pass<"dsc-fuse-bias-gelu", "::mlir::ModuleOp"> {
+  let summary = "Bias + GELU in one op (and one op for its gradient)";
+  let description = [{
+    A biased projection whose only user is a GELU (the MLP's first layer)
+    hands its bias to a `dsc.bias_gelu`; run before -dsc-autodiff, whose rule
+    for it emits one `dsc.bias_gelu_grad` computing the input and bias
+    gradients in a single pass.
+
+    ```mlir
+    %h = dsc.linear %x, %w, %b
+    %a = dsc.gelu tanh %h
+    // =>
+    %h = dsc.linear %x, %w
+    %a = dsc.bias_gelu tanh %h, %b
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
+def DscFuseBiasDropoutAdd : Pass<"dsc-fuse-bias-dropout-add", "::mlir::ModuleOp"> {
+  let summary = "Bias + dropout + residual add in one op";
+  let description = [{
+    A biased projection, optionally followed by a dropout, added to a
+    residual of the same shape (every block's output projection) becomes
+    one `dsc.bias_dropout_add`; run before -dsc-autodiff, whose rule for it
+    passes the gradient to the residual and emits one `dsc.dropout_bias_grad`
+    for the input and bias gradients.
+
+    ```mlir
+    %h = dsc.linear %x, %w, %b
+    %d = dsc.dropout %h {rate = 0.1, stream = 3}
+    %y = dsc.add %res, %d
+    // =>
+    %h = dsc.linear %x, %w
+    %y = dsc.bias_dropout_add %h, %b, %res {rate = 0.1, stream = 3}
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscInvertible : Pass<"dsc-invertible", "::mlir::ModuleOp"> {
   let summary = "LayerNorm backward from its output (normalize_invertible)";
   let description = [{
