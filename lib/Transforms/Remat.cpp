@@ -69,6 +69,7 @@ struct Candidate {
 struct Analysis {
   DenseSet<Operation *> backward;
   DenseSet<Value> saved;
+  SmallVector<Value> checkpoints;
   SmallVector<Candidate> candidates;
 
   bool analyze(func::FuncOp fn) {
@@ -91,7 +92,7 @@ struct Analysis {
       if (auto l = op.getAttrOfType<IntegerAttr>(kLayerAttrName))
         layer = l.getInt();
       for (Value r : op.getResults()) {
-        bool readBack = false;
+        bool readBack = false, crosses = false;
         for (Operation *user : r.getUsers()) {
           if (user == ret)
             returned = true;
@@ -99,16 +100,24 @@ struct Analysis {
             readBack = true;
           else if (auto l = user->getAttrOfType<IntegerAttr>(kLayerAttrName);
                    !layer || !l || l.getInt() != *layer)
-            c.boundary = true;
+            crosses = true;
         }
+        c.boundary |= crosses;
         if (readBack) {
           saved.insert(r);
           c.bytes += bytesOf(r);
+        } else if (crosses) {
+          // A value crossing a layer boundary that the backward does not
+          // read (the residual stream once -dsc-invertible has run) is a
+          // checkpoint: recompute chains stop there instead of re-running
+          // every earlier layer.
+          checkpoints.push_back(r);
         }
       }
       if (c.bytes > 0 && !returned)
         candidates.push_back(c);
     }
+    saved.insert(checkpoints.begin(), checkpoints.end());
     // Price each candidate with the chain of unsaved forward values it needs.
     SmallVector<Candidate> priced;
     for (Candidate c : candidates) {
