@@ -898,39 +898,45 @@ void mergeHeads(const std::vector<const float *> &ins, float *out, int64_t B,
   }
 }
 
-void concat(const std::vector<const float *> &ins,
-            const std::vector<int64_t> &widths, float *out, int64_t outer,
-            int64_t inner) {
+namespace {
+
+/// Visits the runs a tensor viewed as [outer, sum(widths), inner] shares
+/// with its pieces [outer, widths[i], inner]: `copy(wholeOffset,
+/// pieceOffset, i, count)` in floats. Concat gathers, split scatters.
+template <typename CopyFn>
+void forEachPieceRun(const std::vector<int64_t> &widths, int64_t outer,
+                     int64_t inner, CopyFn copy) {
   int64_t total = 0;
   for (int64_t w : widths)
     total += w;
 #pragma omp parallel for schedule(static) if (outer * total * inner > (1 << 15))
   for (int64_t o = 0; o < outer; ++o) {
     int64_t at = 0;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      std::memcpy(out + (o * total + at) * inner,
-                  ins[i] + o * widths[i] * inner,
-                  size_t(widths[i] * inner) * 4);
+    for (size_t i = 0; i < widths.size(); ++i) {
+      copy((o * total + at) * inner, o * widths[i] * inner, i,
+           widths[i] * inner);
       at += widths[i];
     }
   }
 }
 
+} // namespace
+
+void concat(const std::vector<const float *> &ins,
+            const std::vector<int64_t> &widths, float *out, int64_t outer,
+            int64_t inner) {
+  forEachPieceRun(widths, outer, inner,
+                  [&](int64_t whole, int64_t piece, size_t i, int64_t n) {
+                    std::memcpy(out + whole, ins[i] + piece, size_t(n) * 4);
+                  });
+}
+
 void split(const float *in, const std::vector<float *> &outs,
            const std::vector<int64_t> &widths, int64_t outer, int64_t inner) {
-  int64_t total = 0;
-  for (int64_t w : widths)
-    total += w;
-#pragma omp parallel for schedule(static) if (outer * total * inner > (1 << 15))
-  for (int64_t o = 0; o < outer; ++o) {
-    int64_t at = 0;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      std::memcpy(outs[i] + o * widths[i] * inner,
-                  in + (o * total + at) * inner,
-                  size_t(widths[i] * inner) * 4);
-      at += widths[i];
-    }
-  }
+  forEachPieceRun(widths, outer, inner,
+                  [&](int64_t whole, int64_t piece, size_t i, int64_t n) {
+                    std::memcpy(outs[i] + piece, in + whole, size_t(n) * 4);
+                  });
 }
 
 //===----------------------------------------------------------------------===//
