@@ -179,6 +179,38 @@ const char *stDtypeName(DType t) {
 }
 } // namespace
 
+/// IEEE binary16 or bfloat16 little-endian values as F32 bytes.
+static std::vector<char> widenHalf(const char *src, uint64_t n, bool bf16) {
+  std::vector<char> out(size_t(n) * 4);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    uint32_t bits;
+    if (bf16) {
+      bits = uint32_t(h) << 16;
+    } else {
+      uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f,
+               mant = h & 0x3ff;
+      if (exp == 0x1f) { // inf / nan
+        bits = sign | 0x7f800000u | (mant << 13);
+      } else if (exp != 0) { // normal
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+      } else if (mant == 0) { // zero
+        bits = sign;
+      } else { // subnormal: normalise into an F32 normal
+        int shift = 0;
+        while (!(mant & 0x400)) {
+          mant <<= 1;
+          ++shift;
+        }
+        bits = sign | (uint32_t(113 - shift) << 23) | ((mant & 0x3ff) << 13);
+      }
+    }
+    std::memcpy(out.data() + 4 * i, &bits, 4);
+  }
+  return out;
+}
+
 Safetensors Safetensors::read(const std::string &path) {
   std::string bytes = readWholeFile(path);
   const uint64_t size = bytes.size();
@@ -233,14 +265,20 @@ Safetensors Safetensors::read(const std::string &path) {
       throw bad("data_offsets must be two non-negative integers");
     Tensor t;
     std::string dts = dt->get<std::string>();
-    if (dts == "F32")
+    // Half-precision tensors are widened to F32 on load (exactly: every
+    // F16/BF16 value is representable in F32).
+    const bool half = dts == "F16" || dts == "BF16";
+    if (dts == "F32" || half)
       t.dtype = DType::F32;
     else if (dts == "I32")
       t.dtype = DType::I32;
     else if (dts == "I64")
       t.dtype = DType::I64;
-    else
-      throw bad("unsupported dtype " + dts + " (supported: F32, I32, I64)");
+    else {
+      // Left out; a caller that needs it reports the dtype (see `skipped`).
+      st.skipped[name] = dts;
+      continue;
+    }
     uint64_t numel = 1;
     for (const auto &d : *sh) {
       if (!d.is_number_unsigned())
@@ -256,12 +294,15 @@ Safetensors Safetensors::read(const std::string &path) {
       throw bad("data_offsets [" + std::to_string(b) + ", " +
                 std::to_string(e) + "] outside the data section of " +
                 std::to_string(dataSize) + " bytes");
-    uint64_t want = numel * dtypeSize(t.dtype);
+    uint64_t want = numel * (half ? 2 : dtypeSize(t.dtype));
     if (e - b != want)
       throw bad("data_offsets span " + std::to_string(e - b) +
                 " bytes but shape and dtype need " + std::to_string(want));
-    t.bytes.assign(bytes.begin() + int64_t(dataStart + b),
-                   bytes.begin() + int64_t(dataStart + e));
+    if (half)
+      t.bytes = widenHalf(bytes.data() + dataStart + b, numel, dts == "BF16");
+    else
+      t.bytes.assign(bytes.begin() + int64_t(dataStart + b),
+                     bytes.begin() + int64_t(dataStart + e));
     st.tensors.emplace(name, std::move(t));
   }
   return st;

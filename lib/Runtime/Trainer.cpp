@@ -109,8 +109,13 @@ void Trainer::loadWeights(const std::string &path) {
         found = &it->second;
         break;
       }
-    if (!found)
+    if (!found) {
+      for (const std::string &name : candidateNames(buf.name))
+        if (auto it = file.skipped.find(name); it != file.skipped.end())
+          throw Error(path + ": tensor '" + name + "' has dtype " +
+                      it->second + ", which dsc cannot load (F32, F16, BF16)");
       throw Error(path + ": missing tensor '" + buf.name + "'");
+    }
     if (found->shape != buf.shape || found->dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   shapeStr(found->shape) + " " + dtypeName(found->dtype) +

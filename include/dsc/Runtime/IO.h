@@ -49,6 +49,9 @@ struct Tensor {
 struct Safetensors {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::string> metadata; ///< "__metadata__"
+  /// Tensors left out by read() because dsc has no such dtype (U8, F64, ...),
+  /// name -> dtype. F16 and BF16 tensors are read and widened to F32.
+  std::map<std::string, std::string> skipped;
   static Safetensors read(const std::string &path);
   void write(const std::string &path) const; ///< atomic
 };
