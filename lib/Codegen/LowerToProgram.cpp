@@ -337,6 +337,33 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
             a["nesterov"] = int64_t(o.getNesterov());
             return true;
           })
+          .Case([&](RoundToHalfOp o) {
+            instr.op = Opcode::RoundToHalf;
+            a["format"] = stringifyHalfFormat(o.getFormat()).str();
+            return true;
+          })
+          .Case([&](CheckFiniteOp) { return instr.op = Opcode::CheckFinite, true; })
+          .Case([&](LossScaleOp o) {
+            instr.op = Opcode::LossScale;
+            a["initial_scale"] = f(o.getInitialScale());
+            a["multiplier"] = f(o.getMultiplier());
+            return true;
+          })
+          .Case([&](UnscaleClipOp o) {
+            instr.op = Opcode::UnscaleClip;
+            a["max_norm"] = f(o.getMaxNorm());
+            return true;
+          })
+          .Case([&](UpdateLossScaleOp o) {
+            instr.op = Opcode::UpdateLossScale;
+            a["dynamic"] = int64_t(o.getDynamic());
+            a["initial_scale"] = f(o.getInitialScale());
+            a["scale_window"] = int64_t(o.getScaleWindow());
+            a["hysteresis"] = int64_t(o.getHysteresis());
+            a["min_scale"] = f(o.getMinScale());
+            a["consecutive_hysteresis"] = int64_t(o.getConsecutiveHysteresis());
+            return true;
+          })
           .Default([](Operation *) { return false; });
   if (!known)
     return op->emitOpError("cannot be executed by the runtime (not lowered)");

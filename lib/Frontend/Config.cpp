@@ -814,26 +814,46 @@ void parseScheduler(const Ctx &c, const json &sec, SchedulerConfig &s) {
   s.warmupNumSteps = std::max<int64_t>(2, warmupSteps);
 }
 
-/// Sections whose features are not implemented in this milestone: accepted
-/// when absent or disabled, an error naming the enabling key otherwise.
-void checkFp16(const Ctx &c, const std::string &name, const json &sec) {
+/// DeepSpeed's fp16 section (deepspeed/runtime/config.py defaults).
+void parseFp16(const Ctx &c, const std::string &name, const json &sec,
+               MixedPrecisionConfig &mp) {
   c.object(name, sec);
   c.checkKeys(name, sec,
               {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
                "loss_scale_window", "hysteresis", "consecutive_hysteresis",
                "min_loss_scale", "fp16_master_weights_and_grads"});
-  // DeepSpeed: fp16.enabled defaults to false.
-  auto it = sec.find("enabled");
-  if (it != sec.end() && c.boolean(name + ".enabled", *it))
-    c.fail(name + ".enabled: mixed precision is not supported yet");
+  for (auto it = sec.begin(); it != sec.end(); ++it) {
+    const std::string &k = it.key();
+    const std::string p = name + "." + k;
+    const json &v = it.value();
+    if (k == "enabled")
+      mp.fp16 = c.boolean(p, v); // DeepSpeed: defaults to false
+    else if (k == "loss_scale")
+      mp.lossScale = c.nonNegativeNumber(p, v);
+    else if (k == "initial_scale_power")
+      mp.initialScalePower =
+          c.integer(p, v, 0, 100, "an integer in [0, 100]");
+    else if (k == "loss_scale_window")
+      mp.lossScaleWindow = c.positive(p, v);
+    else if (k == "hysteresis")
+      mp.hysteresis = c.positive(p, v);
+    else if (k == "min_loss_scale")
+      mp.minLossScale = c.positiveNumber(p, v);
+    else if (k == "consecutive_hysteresis")
+      mp.consecutiveHysteresis = c.boolean(p, v);
+    else if (c.boolean(p, v)) // auto_cast, fp16_master_weights_and_grads
+      c.fail(p + ": true is not supported yet (dsc keeps fp32 master "
+                 "weights and gradients and rounds the model itself)");
+  }
 }
 
-void checkBf16(const Ctx &c, const std::string &name, const json &sec) {
+void parseBf16(const Ctx &c, const std::string &name, const json &sec,
+               MixedPrecisionConfig &mp) {
   c.object(name, sec);
   c.checkKeys(name, sec, {"enabled"});
   auto it = sec.find("enabled");
-  if (it != sec.end() && c.boolean(name + ".enabled", *it))
-    c.fail(name + ".enabled: mixed precision is not supported yet");
+  if (it != sec.end())
+    mp.bf16 = c.boolean(name + ".enabled", *it);
 }
 
 void checkZero(const Ctx &c, const json &sec) {
@@ -1097,9 +1117,9 @@ TrainConfig parseTrainConfigText(const std::string &text,
     else if (k == "scheduler")
       parseScheduler(c, v, t.scheduler);
     else if (k == "fp16")
-      checkFp16(c, k, v);
+      parseFp16(c, k, v, t.precision);
     else if (k == "bf16" || k == "bfloat16") // DeepSpeed accepts both names
-      checkBf16(c, k, v);
+      parseBf16(c, k, v, t.precision);
     else if (k == "zero_optimization")
       checkZero(c, v);
     else if (k == "activation_checkpointing")
@@ -1117,6 +1137,9 @@ TrainConfig parseTrainConfigText(const std::string &text,
       c.unknownKey("", k, topKeys);
   }
   resolveRemat(c, rematPolicy, t.remat);
+  // DeepSpeed asserts the same.
+  if (t.precision.fp16 && t.precision.bf16)
+    c.fail("fp16.enabled and bf16.enabled cannot both be true");
 
   // DeepSpeed's rule (DeepSpeedConfig._set_batch_related_parameters).
   using i128 = __int128;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "MixedPrecisionKernels.h"
 
 #include "dsc/Runtime/Runtime.h"
 
@@ -738,7 +739,7 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
   }
   case Opcode::Adam:
   case Opcode::Lamb: {
-    e.numIns(7);
+    e.numIns(7, 8);
     e.numOuts(3);
     const int64_t n = e.in(0).numElements();
     for (size_t k = 1; k < 4; ++k)
@@ -747,6 +748,8 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     const float *g = e.fin(1, "grad");
     float *m = e.inPlace(2, 1, "exp_avg");
     float *v = e.inPlace(3, 2, "exp_avg_sq");
+    if (I.inputs.size() == 8 && e.scalarIn(7, "skip") != 0.0f)
+      return; // fp16 overflow: param and state pass through
     const float lr = e.scalarIn(4, "lr");
     const int64_t step = e.stepIn(5);
     const float gscale = e.scalarIn(6, "gscale");
@@ -768,7 +771,7 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     return;
   }
   case Opcode::Sgd: {
-    e.numIns(6);
+    e.numIns(6, 7);
     e.numOuts(2);
     const int64_t n = e.in(0).numElements();
     e.count(e.in(1), n, "grad");
@@ -776,6 +779,8 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     float *p = e.inPlace(0, 0, "param");
     const float *g = e.fin(1, "grad");
     float *buf = e.inPlace(2, 1, "momentum_buffer");
+    if (I.inputs.size() == 7 && e.scalarIn(6, "skip") != 0.0f)
+      return; // fp16 overflow: param and state pass through
     const float lr = e.scalarIn(3, "lr");
     const int64_t step = e.stepIn(4);
     const float gscale = e.scalarIn(5, "gscale");
@@ -784,6 +789,74 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     cpu::SgdParams hp{I.getFloat("momentum"), I.getFloat("dampening"),
                       I.getFloat("weight_decay"), I.getInt("nesterov") != 0};
     cpu::sgd(p, g, buf, n, lr, step, gscale, hp);
+    return;
+  }
+  case Opcode::RoundToHalf: {
+    e.numIns(1);
+    e.numOuts(1);
+    const std::string format = I.getString("format");
+    if (format != "f16" && format != "bf16")
+      e.fail("format must be \"f16\" or \"bf16\", got \"" + format + "\"");
+    const int64_t n = e.in(0).numElements();
+    e.count(e.out(0), n, "output");
+    cpu::roundToHalf(e.fin(0, "input"), e.fout(0, "output"), n,
+                     format == "bf16");
+    return;
+  }
+  case Opcode::CheckFinite: {
+    e.numOuts(1);
+    e.count(e.out(0), 1, "output");
+    bool overflow = false;
+    for (size_t k = 0; k < I.inputs.size() && !overflow; ++k)
+      overflow = cpu::hasNonFinite(e.fin(k, "input"), e.in(k).numElements());
+    e.fout(0, "output")[0] = overflow ? 1.0f : 0.0f;
+    return;
+  }
+  case Opcode::LossScale: {
+    e.numIns(1);
+    e.numOuts(1);
+    e.count(e.in(0), 3, "state");
+    e.count(e.out(0), 1, "output");
+    const float scale =
+        cpu::currentLossScale(e.fin(0, "state"), I.getFloat("initial_scale"));
+    e.fout(0, "output")[0] = float(double(scale) * I.getFloat("multiplier"));
+    return;
+  }
+  case Opcode::UnscaleClip: {
+    e.numIns(2);
+    e.numOuts(2);
+    e.count(e.out(0), 1, "grad_scale");
+    e.count(e.out(1), 1, "norm");
+    float gscale, norm;
+    cpu::unscaleClip(e.scalarIn(0, "scaled_norm"), e.scalarIn(1, "scale"),
+                     I.getFloat("max_norm"), gscale, norm);
+    e.fout(0, "grad_scale")[0] = gscale;
+    e.fout(1, "norm")[0] = norm;
+    return;
+  }
+  case Opcode::UpdateLossScale: {
+    e.numIns(2);
+    e.numOuts(1);
+    e.count(e.in(0), 3, "state");
+    e.count(e.out(0), 3, "new_state");
+    cpu::LossScalerParams p;
+    p.dynamic = I.getInt("dynamic") != 0;
+    p.initialScale = I.getFloat("initial_scale");
+    p.scaleWindow = I.getInt("scale_window");
+    p.hysteresis = I.getInt("hysteresis");
+    p.minScale = I.getFloat("min_scale");
+    p.consecutiveHysteresis = I.getInt("consecutive_hysteresis") != 0;
+    if (p.scaleWindow < 1 || p.hysteresis < 1)
+      e.fail("scale_window and hysteresis must be >= 1");
+    const bool overflow = e.scalarIn(1, "overflow") != 0.0f;
+    float next[3];
+    if (!cpu::updateLossScale(e.fin(0, "state"), next, overflow, p))
+      e.fail("gradient overflow at the minimum loss scale " +
+             std::to_string(p.minScale) +
+             ": current loss scale already at minimum - cannot decrease "
+             "scale anymore (DeepSpeed stops here too; lower "
+             "fp16.min_loss_scale)");
+    std::copy(next, next + 3, e.fout(0, "new_state"));
     return;
   }
   case Opcode::AllReduce: {

@@ -95,6 +95,7 @@ Tensor Trainer::tensorOf(int id) const {
 void Trainer::initializeWeights() {
   initializeParameters(prog, storage, seed);
   step = 0;
+  skipped = 0;
 }
 
 void Trainer::loadWeights(const std::string &path) {
@@ -139,6 +140,7 @@ void Trainer::saveCheckpoint(const std::string &path) const {
   file.metadata["format"] = "dsc-checkpoint";
   file.metadata["step"] = std::to_string(step);
   file.metadata["seed"] = std::to_string(seed);
+  file.metadata["skipped_steps"] = std::to_string(skipped);
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     BufferRole role = prog.buffers[id].role;
     // Accumulators are zero between steps, so they are not stored.
@@ -176,6 +178,9 @@ void Trainer::loadCheckpoint(const std::string &path) {
   try {
     step = std::stoll(meta("step"));
     seed = std::stoull(meta("seed"));
+    // Absent in checkpoints written before fp16 support: nothing skipped.
+    auto it = file.metadata.find("skipped_steps");
+    skipped = it == file.metadata.end() ? 0 : std::stoll(it->second);
   } catch (const std::logic_error &) {
     throw Error(path + ": malformed step or seed in checkpoint metadata");
   }
@@ -200,11 +205,21 @@ StepStats Trainer::trainStep(const TokenFile &data) {
     runMicroStep(data, m);
     stats.loss += storage.f32(lossBuf)[0] / double(A);
   }
-  *storage.i64(buffer(BufferRole::Input, "step")) = step + 1;
+  // DeepSpeed advances neither the optimizer's step nor the LR scheduler on
+  // a skipped (overflowed) step: the counter is the applied updates + 1.
+  *storage.i64(buffer(BufferRole::Input, "step")) = step - skipped + 1;
   backend.run(prog, prog.function("apply_step"), storage,
               RngContext{seed, uint64_t(step)});
   stats.lr = storage.f32(buffer(BufferRole::Output, "lr"))[0];
   stats.gradNorm = storage.f32(buffer(BufferRole::Output, "grad_norm"))[0];
+  int scaleBuf = prog.findBuffer(BufferRole::Output, "loss_scale");
+  int skippedBuf = prog.findBuffer(BufferRole::Output, "skipped");
+  if (scaleBuf >= 0 && skippedBuf >= 0) {
+    stats.hasLossScale = true;
+    stats.lossScale = storage.f32(scaleBuf)[0];
+    stats.skipped = storage.f32(skippedBuf)[0] != 0.0f;
+    skipped += stats.skipped;
+  }
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

@@ -12,6 +12,12 @@
 //   @eval_step(params, input_ids, targets) -> (loss, logits)
 //       the forward alone, for evaluation and sampling
 //
+// With `fp16`, both steps also take the loss scaler's state: @micro_step
+// seeds the loss gradient with scale / A; @apply_step checks the gradients
+// for inf/NaN, unscales them together with clipping, skips the optimizer
+// update on overflow and updates the scale as DeepSpeed's DynamicLossScaler
+// (extra results: the scaler state, `loss_scale` and `skipped`).
+//
 // Every argument and result carries #dsc.state; a result with the same state
 // as an argument overwrites that argument's buffer.
 //
@@ -20,6 +26,8 @@
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
+
+#include <cmath>
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCBUILDTRAINSTEP
@@ -61,6 +69,14 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
   func::FuncOp buildApplyStep(ModuleOp module, ArrayRef<Param> params,
                               ArrayRef<Attribute> paramAttrs);
   func::FuncOp buildEvalStep(ModuleOp module, unsigned numParams);
+  /// fp16: the scale before any update (2^initial-scale-power or static).
+  double initialScale() const {
+    return lossScale > 0 ? double(lossScale)
+                         : std::ldexp(1.0, int(initialScalePower));
+  }
+  RankedTensorType scalerType() {
+    return RankedTensorType::get({3}, Float32Type::get(&getContext()));
+  }
   SmallVector<StateKind> stateKinds() const {
     if (optimizer == "sgd")
       return {StateKind::momentum};
@@ -79,6 +95,13 @@ LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
     return anchor->emitError("dsc-build-train-step: grad-accum must be >= 1");
   if (gradClip < 0)
     return anchor->emitError("dsc-build-train-step: grad-clip must be >= 0");
+  if (fp16 && (lossScale < 0 || initialScalePower < 0 ||
+               initialScalePower > 100 || lossScaleWindow < 1 ||
+               hysteresis < 1 || !(minLossScale > 0)))
+    return anchor->emitError(
+        "dsc-build-train-step: fp16 needs loss-scale >= 0, "
+        "0 <= initial-scale-power <= 100, loss-scale-window >= 1, "
+        "hysteresis >= 1 and min-loss-scale > 0");
   return success();
 }
 
@@ -154,6 +177,8 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
               "logits");
   for (const Param &p : params)
     results.add(ctx, p.type, StateKind::grad, p.name);
+  if (fp16)
+    args.add(ctx, scalerType(), StateKind::loss_scaler, "state");
 
   OpBuilder mb(fwdGrad);
   auto micro = mb.create<func::FuncOp>(
@@ -172,8 +197,16 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   map.map(src.getArgument(numParams + 1), body->getArgument(2 * numParams + 1));
   // DeepSpeed scales each micro-batch loss by 1/A; the accumulated gradient
   // is then the mean over the step's micro-batches.
-  Value seed = b.create<FillOp>(loc, src.getArguments().back().getType(),
-                                b.getF64FloatAttr(1.0 / double(gradAccum)));
+  // With fp16 the seed is scale / A (DeepSpeed's backward(loss * scale)).
+  Type seedType = src.getArguments().back().getType();
+  Value seed =
+      fp16 ? b.create<LossScaleOp>(loc, seedType, body->getArguments().back(),
+                                   b.getF64FloatAttr(initialScale()),
+                                   b.getF64FloatAttr(1.0 / double(gradAccum)))
+                 .getResult()
+           : b.create<FillOp>(loc, seedType,
+                              b.getF64FloatAttr(1.0 / double(gradAccum)))
+                 .getResult();
   seed.getDefiningOp()->setAttr(kGradAttrName, b.getUnitAttr()); // dloss
   map.map(src.getArguments().back(), seed);
   for (Operation &op : src.without_terminator())
@@ -209,6 +242,8 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
     for (const Param &p : params)
       args.add(ctx, p.type, kind, p.name);
   args.add(ctx, stepType, StateKind::step, "step");
+  if (fp16)
+    args.add(ctx, scalerType(), StateKind::loss_scaler, "state");
 
   for (auto [p, attr] : llvm::zip(params, paramAttrs))
     results.add(ctx, p.type, StateKind::param, p.name, attr);
@@ -219,6 +254,11 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
     results.add(ctx, p.type, StateKind::grad, p.name);
   results.add(ctx, f32Scalar, StateKind::output, "grad_norm");
   results.add(ctx, f32Scalar, StateKind::output, "lr");
+  if (fp16) {
+    results.add(ctx, scalerType(), StateKind::loss_scaler, "state");
+    results.add(ctx, f32Scalar, StateKind::output, "loss_scale");
+    results.add(ctx, f32Scalar, StateKind::output, "skipped");
+  }
 
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
   Location loc = module.getLoc();
@@ -231,7 +271,7 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   auto arg = [&](unsigned group, unsigned i) {
     return body->getArgument(group * n + i);
   };
-  Value step = body->getArguments().back();
+  Value step = body->getArgument(n * (2 + kinds.size()));
 
   // Average over data-parallel ranks, then clip by the global norm.
   SmallVector<Value> grads;
@@ -239,13 +279,28 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
     grads.push_back(b.create<AllReduceOp>(loc, params[i].type, arg(1, i),
                                           b.getStringAttr("mean")));
   Value norm = b.create<GlobalNormOp>(loc, f32Scalar, grads);
-  Value scale =
-      gradClip > 0
-          ? b.create<ClipCoefficientOp>(loc, f32Scalar, norm,
-                                        b.getF64FloatAttr(gradClip))
-                .getResult()
-          : b.create<FillOp>(loc, f32Scalar, b.getF64FloatAttr(1.0))
-                .getResult();
+  // fp16: overflow check, then DeepSpeed's unscale_and_clip_grads (the
+  // clipping sees the unscaled norm; grad_norm reports it).
+  Value skip, lossScaleValue, scale;
+  if (fp16) {
+    Value scalerState = body->getArguments().back();
+    skip = b.create<CheckFiniteOp>(loc, f32Scalar, grads);
+    lossScaleValue = b.create<LossScaleOp>(
+        loc, f32Scalar, scalerState, b.getF64FloatAttr(initialScale()),
+        b.getF64FloatAttr(1.0));
+    auto unscale = b.create<UnscaleClipOp>(
+        loc, TypeRange{f32Scalar, f32Scalar}, norm, lossScaleValue,
+        b.getF64FloatAttr(gradClip));
+    scale = unscale.getGradScale();
+    norm = unscale.getNorm();
+  } else {
+    scale = gradClip > 0
+                ? b.create<ClipCoefficientOp>(loc, f32Scalar, norm,
+                                              b.getF64FloatAttr(gradClip))
+                      .getResult()
+                : b.create<FillOp>(loc, f32Scalar, b.getF64FloatAttr(1.0))
+                      .getResult();
+  }
   auto f = [&](double v) { return b.getF64FloatAttr(v); };
   auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
   Value lrValue = b.create<LrScheduleOp>(
@@ -263,14 +318,14 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
     if (optimizer == "sgd") {
       auto op = b.create<SgdOp>(loc, TypeRange{t, t}, p, g, arg(2, i), lrValue,
                                 step, scale, f(momentum), f(dampening), f(wd),
-                                b.getBoolAttr(nesterov));
+                                b.getBoolAttr(nesterov), skip);
       newParams.push_back(op.getNewParam());
       newState[0].push_back(op.getNewMomentumBuffer());
     } else if (optimizer == "lamb") {
       auto op = b.create<LambOp>(loc, TypeRange{t, t, t}, p, g, arg(2, i),
                                  arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
                                  f(eps), f(wd), b.getBoolAttr(biasCorrection),
-                                 f(maxCoeff), f(minCoeff));
+                                 f(maxCoeff), f(minCoeff), skip);
       newParams.push_back(op.getNewParam());
       newState[0].push_back(op.getNewExpAvg());
       newState[1].push_back(op.getNewExpAvgSq());
@@ -279,7 +334,7 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
                                  arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
                                  f(eps), f(wd),
                                  b.getBoolAttr(optimizer == "adamw"),
-                                 b.getBoolAttr(biasCorrection));
+                                 b.getBoolAttr(biasCorrection), skip);
       newParams.push_back(op.getNewParam());
       newState[0].push_back(op.getNewExpAvg());
       newState[1].push_back(op.getNewExpAvgSq());
@@ -292,6 +347,15 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   for (const Param &p : params) // Accumulators restart at zero.
     outs.push_back(b.create<FillOp>(loc, p.type, b.getF64FloatAttr(0.0)));
   outs.append({norm, lrValue});
+  if (fp16) {
+    Value next = b.create<UpdateLossScaleOp>(
+        loc, scalerType(), body->getArguments().back(), skip,
+        b.getBoolAttr(lossScale == 0), b.getF64FloatAttr(initialScale()),
+        b.getI64IntegerAttr(lossScaleWindow), b.getI64IntegerAttr(hysteresis),
+        b.getF64FloatAttr(minLossScale),
+        b.getBoolAttr(consecutiveHysteresis));
+    outs.append({next, lossScaleValue, skip});
+  }
   b.create<func::ReturnOp>(loc, outs);
   return apply;
 }

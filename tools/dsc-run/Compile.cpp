@@ -128,6 +128,14 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   step.warmupType = s.warmupLog ? "log" : "linear";
   step.warmupMinRatio = s.warmupMinRatio;
   step.cosMinRatio = s.cosMinRatio;
+  const MixedPrecisionConfig &mp = train.precision;
+  step.fp16 = mp.fp16;
+  step.lossScale = mp.lossScale;
+  step.initialScalePower = mp.initialScalePower;
+  step.lossScaleWindow = mp.lossScaleWindow;
+  step.hysteresis = mp.hysteresis;
+  step.minLossScale = mp.minLossScale;
+  step.consecutiveHysteresis = mp.consecutiveHysteresis;
 
   PassManager pm(&ctx);
   if (train.fusion.qkv)
@@ -149,6 +157,11 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
     remat.budgetBytes = train.remat.memoryBudgetBytes;
     remat.recomputeCheap = train.remat.recomputeCheap;
     pm.addPass(mlir::dsc::createDscRemat(remat));
+  }
+  if (mp.fp16 || mp.bf16) { // last: rounds what the other passes built
+    mlir::dsc::DscMixedPrecisionOptions precision;
+    precision.dtype = mp.fp16 ? "f16" : "bf16";
+    pm.addPass(mlir::dsc::createDscMixedPrecision(precision));
   }
   if (mlir::failed(mlir::verify(*module)) || mlir::failed(pm.run(*module)))
     diags.fail("compiling the training step failed");

@@ -152,7 +152,13 @@ void printStep(const rt::StepStats &s, std::ostream &os) {
                 "step %5lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s",
                 (long long)s.step, s.loss, s.lr, s.gradNorm,
                 s.tokensPerSecond);
-  os << line << "\n";
+  os << line;
+  if (s.hasLossScale) {
+    std::snprintf(line, sizeof line, " | loss scale %.6g%s", s.lossScale,
+                  s.skipped ? " | skipped (overflow)" : "");
+    os << line;
+  }
+  os << "\n";
 }
 
 /// A JSON number, or null for NaN and infinities (which JSON cannot spell).
@@ -168,7 +174,11 @@ void writeJsonRecord(std::ofstream &log, const rt::StepStats &s) {
   log << "{\"step\": " << s.step << ", \"loss\": " << jsonNumber(s.loss, 9)
       << ", \"lr\": " << jsonNumber(s.lr, 9)
       << ", \"grad_norm\": " << jsonNumber(s.gradNorm, 9)
-      << ", \"tokens_per_s\": " << jsonNumber(s.tokensPerSecond, 6) << "}\n";
+      << ", \"tokens_per_s\": " << jsonNumber(s.tokensPerSecond, 6);
+  if (s.hasLossScale)
+    log << ", \"loss_scale\": " << jsonNumber(s.lossScale, 9)
+        << ", \"skipped\": " << (s.skipped ? "true" : "false");
+  log << "}\n";
   log.flush();
 }
 

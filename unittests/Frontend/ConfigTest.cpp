@@ -526,10 +526,6 @@ TEST(TrainConfig, UnimplementedSections) {
               "number_checkpoints": null}, "transformer_kernel": {
               "normalize_invertible": false}, "wall_clock_breakdown": false)"));
   train(ds(R"("fp16": {"loss_scale": 0}, "zero_optimization": false)"));
-  EXPECT_EQ(trainError(ds(R"("fp16": {"enabled": true})")),
-            "ds.json: fp16.enabled: mixed precision is not supported yet");
-  EXPECT_HAS(trainError(ds(R"("bf16": {"enabled": true})")),
-             "bf16.enabled: mixed precision is not supported yet");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2})")),
              "zero_optimization.stage: 2 is not supported yet");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 4})")),
@@ -693,3 +689,41 @@ TEST(Examples, Parse) {
 }
 
 } // namespace
+
+TEST(TrainConfig, MixedPrecision) {
+  TrainConfig d = train(ds(R"("fp16": {"enabled": true})"));
+  EXPECT_TRUE(d.precision.fp16);
+  EXPECT_FALSE(d.precision.bf16);
+  // DeepSpeed's defaults.
+  EXPECT_EQ(d.precision.lossScale, 0.0);
+  EXPECT_EQ(d.precision.initialScalePower, 16);
+  EXPECT_EQ(d.precision.lossScaleWindow, 1000);
+  EXPECT_EQ(d.precision.hysteresis, 2);
+  EXPECT_EQ(d.precision.minLossScale, 1.0);
+  EXPECT_FALSE(d.precision.consecutiveHysteresis);
+  TrainConfig t = train(ds(R"("fp16": {"enabled": true, "loss_scale": 128,
+      "initial_scale_power": 20, "loss_scale_window": 50, "hysteresis": 4,
+      "min_loss_scale": 0.5, "consecutive_hysteresis": true})"));
+  EXPECT_EQ(t.precision.lossScale, 128.0);
+  EXPECT_EQ(t.precision.initialScalePower, 20);
+  EXPECT_EQ(t.precision.lossScaleWindow, 50);
+  EXPECT_EQ(t.precision.hysteresis, 4);
+  EXPECT_EQ(t.precision.minLossScale, 0.5);
+  EXPECT_TRUE(t.precision.consecutiveHysteresis);
+  EXPECT_TRUE(train(ds(R"("bf16": {"enabled": true})")).precision.bf16);
+  EXPECT_TRUE(train(ds(R"("bfloat16": {"enabled": true})")).precision.bf16);
+  EXPECT_FALSE(train(ds(R"("fp16": {"enabled": false})")).precision.fp16);
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true}, "bf16": {"enabled": true})")),
+             "fp16.enabled and bf16.enabled cannot both be true");
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true, "hysteresis": 0})")),
+             "fp16.hysteresis");
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true, "min_loss_scale": 0})")),
+             "fp16.min_loss_scale");
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true, "loss_scale": -1})")),
+             "fp16.loss_scale");
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true, "initial_scale_power": 101})")),
+             "fp16.initial_scale_power");
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true, "auto_cast": true})")),
+             "fp16.auto_cast: true is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": "yes"})")), "fp16.enabled");
+}

@@ -14,6 +14,14 @@ def Dsc_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::mlir::dsc";
 }
 
+def Dsc_HalfFormat : I32EnumAttr<"HalfFormat",
+    "16-bit floating-point format emulated by dsc.round_to_half", [
+      I32EnumAttrCase<"f16", 0>,  // IEEE binary16
+      I32EnumAttrCase<"bf16", 1>  // bfloat16
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+}
+
 def Dsc_InitKind : I32EnumAttr<"InitKind", "parameter initialisation rule", [
       I32EnumAttrCase<"normal", 0>, I32EnumAttrCase<"zeros", 1>,
       I32EnumAttrCase<"ones", 2>
@@ -29,7 +37,7 @@ def Dsc_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"exp_avg", 2>, I32EnumAttrCase<"exp_avg_sq", 3>,
       I32EnumAttrCase<"momentum", 4>, I32EnumAttrCase<"input_ids", 5>,
       I32EnumAttrCase<"targets", 6>, I32EnumAttrCase<"step", 7>,
-      I32EnumAttrCase<"output", 8>
+      I32EnumAttrCase<"output", 8>, I32EnumAttrCase<"loss_scaler", 9>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

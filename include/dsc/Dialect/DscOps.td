@@ -417,7 +417,9 @@ def Dsc_AdamOp : Dsc_Op<"adam", [AllTypesMatch<["param", "new_param"]>]> {
   let description = [{
     Gradients are multiplied by `grad_scale` (clipping) first. `adamw`
     selects decoupled weight decay; otherwise decay is added to the gradient
-    (L2). Bias correction divides by 1 - beta^step.
+    (L2). Bias correction divides by 1 - beta^step. With the optional `skip`
+    operand (the fp16 overflow flag) non-zero, param and state pass through
+    unchanged (this and Lamb/Sgd).
   }];
   let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
                        Dsc_FloatTensor:$exp_avg, Dsc_FloatTensor:$exp_avg_sq,
@@ -425,7 +427,7 @@ def Dsc_AdamOp : Dsc_Op<"adam", [AllTypesMatch<["param", "new_param"]>]> {
                        Dsc_Scalar:$grad_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay, BoolAttr:$adamw,
-                       BoolAttr:$bias_correction);
+                       BoolAttr:$bias_correction, Optional<Dsc_Scalar>:$skip);
   let results = (outs Dsc_FloatTensor:$new_param, Dsc_FloatTensor:$new_exp_avg,
                       Dsc_FloatTensor:$new_exp_avg_sq);
 }
@@ -438,7 +440,8 @@ def Dsc_LambOp : Dsc_Op<"lamb", [AllTypesMatch<["param", "new_param"]>]> {
                        Dsc_Scalar:$grad_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay, BoolAttr:$bias_correction,
-                       F64Attr:$max_coeff, F64Attr:$min_coeff);
+                       F64Attr:$max_coeff, F64Attr:$min_coeff,
+                       Optional<Dsc_Scalar>:$skip);
   let results = (outs Dsc_FloatTensor:$new_param, Dsc_FloatTensor:$new_exp_avg,
                       Dsc_FloatTensor:$new_exp_avg_sq);
 }
@@ -449,9 +452,94 @@ def Dsc_SgdOp : Dsc_Op<"sgd", [AllTypesMatch<["param", "new_param"]>]> {
                        Dsc_FloatTensor:$momentum_buffer, Dsc_Scalar:$lr,
                        Dsc_StepScalar:$step, Dsc_Scalar:$grad_scale,
                        F64Attr:$momentum, F64Attr:$dampening,
-                       F64Attr:$weight_decay, BoolAttr:$nesterov);
+                       F64Attr:$weight_decay, BoolAttr:$nesterov,
+                       Optional<Dsc_Scalar>:$skip);
   let results = (outs Dsc_FloatTensor:$new_param,
                       Dsc_FloatTensor:$new_momentum_buffer);
+}
+
+//===----------------------------------------------------------------------===//
+// Mixed precision (lib/Dialect/MixedPrecisionOps.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The dynamic loss scaler's persistent state, [scale, hysteresis used,
+/// good steps since the last overflow]; all zero means "not started".
+def Dsc_ScalerState : 1DTensorOf<[F32]>;
+
+def Dsc_RoundToHalfOp : Dsc_Op<"round_to_half",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Rounds f32 values to the nearest f16 or bf16 value";
+  let description = [{
+    `%y = dsc.round_to_half f16 %x : tensor<4x8xf32> -> tensor<4x8xf32>`
+    rounds every element to the nearest value representable in `format`
+    (IEEE binary16 or bfloat16), ties to even, and keeps it in an f32 buffer:
+    this is how the CPU backend emulates half-precision storage.
+    Subnormals are rounded exactly; f16 values beyond the largest finite
+    half (65504, rounding boundary 65520) become +-inf; NaN stays NaN and
+    infinities stay infinite. Inserted by -dsc-mixed-precision.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_HalfFormat:$format);
+  let results = (outs Dsc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $format $input attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dsc_CheckFiniteOp : Dsc_Op<"check_finite"> {
+  let summary = "1.0 if any element of any input is inf or NaN, else 0.0";
+  let description = [{
+    The overflow test of DeepSpeed's fp16 optimizer
+    (`CheckOverflow.has_overflow` over every gradient), evaluated on the
+    averaged gradients so every data-parallel rank reaches the same verdict.
+  }];
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs);
+  let results = (outs Dsc_Scalar:$overflow);
+}
+
+def Dsc_LossScaleOp : Dsc_Op<"loss_scale"> {
+  let summary = "The current loss scale times `multiplier`";
+  let description = [{
+    Reads the scale out of the loss scaler's state (`initial_scale` while the
+    state is all zero, i.e. before the first update). @micro_step seeds the
+    loss gradient with `scale / A` (multiplier 1/A), as DeepSpeed's
+    `backward` multiplies the loss by `cur_scale`.
+  }];
+  let arguments = (ins Dsc_ScalerState:$state, F64Attr:$initial_scale,
+                       DefaultValuedAttr<F64Attr, "1.0">:$multiplier);
+  let results = (outs Dsc_Scalar:$value);
+}
+
+def Dsc_UnscaleClipOp : Dsc_Op<"unscale_clip"> {
+  let summary = "Gradient multiplier that unscales and clips, and the true norm";
+  let description = [{
+    DeepSpeed's `unscale_and_clip_grads`: from the norm of the scaled
+    gradients, `norm = scaled_norm / scale`; `combined = scale`, times
+    `(norm + 1e-6) / max_norm` when `max_norm > 0` and that ratio exceeds 1;
+    `grad_scale = 1 / combined`. Clipping therefore uses the unscaled norm.
+  }];
+  let arguments = (ins Dsc_Scalar:$scaled_norm, Dsc_Scalar:$scale,
+                       F64Attr:$max_norm);
+  let results = (outs Dsc_Scalar:$grad_scale, Dsc_Scalar:$norm);
+}
+
+def Dsc_UpdateLossScaleOp : Dsc_Op<"update_loss_scale"> {
+  let summary = "DeepSpeed's DynamicLossScaler.update_scale";
+  let description = [{
+    Given the step's overflow flag, returns the scaler's next state exactly
+    as `deepspeed/runtime/fp16/loss_scaler.py`'s `update_scale(overflow)`
+    (scale factor 2): on overflow, with `hysteresis` == 1 or no hysteresis
+    left, the scale halves (not below `min_scale`; an overflow at
+    `min_scale` is a runtime error, as DeepSpeed raises), otherwise one unit
+    of hysteresis is used; without overflow, every `scale_window`-th
+    iteration since the last overflow doubles the scale and restores the
+    hysteresis (restored on every good step with `consecutive_hysteresis`).
+    With `dynamic = false` (a static `loss_scale`) the state is unchanged.
+  }];
+  let arguments = (ins Dsc_ScalerState:$state, Dsc_Scalar:$overflow,
+                       BoolAttr:$dynamic, F64Attr:$initial_scale,
+                       I64Attr:$scale_window, I64Attr:$hysteresis,
+                       F64Attr:$min_scale, BoolAttr:$consecutive_hysteresis);
+  let results = (outs Dsc_ScalerState:$new_state);
 }
 
 #endif // DSC_OPS

@@ -106,6 +106,20 @@ struct RematConfig {
   bool recomputeCheap = true;         ///< recompute add/GELU/dropout
 };
 
+/// DeepSpeed's `fp16` and `bf16` sections. fp16 adds loss scaling (dynamic
+/// when loss_scale is 0) and f16 rounding (-dsc-mixed-precision); bf16 only
+/// the bf16 rounding, as DeepSpeed's bf16 mode does not scale the loss.
+struct MixedPrecisionConfig {
+  bool fp16 = false;
+  bool bf16 = false;
+  double lossScale = 0.0;        ///< 0: dynamic; > 0: static scale
+  int64_t initialScalePower = 16; ///< dynamic scaling starts at 2^this
+  int64_t lossScaleWindow = 1000;
+  int64_t hysteresis = 2;
+  double minLossScale = 1.0;
+  bool consecutiveHysteresis = false;
+};
+
 struct TrainConfig {
   int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
   int64_t microBatch = 1;
@@ -122,6 +136,7 @@ struct TrainConfig {
   FusionConfig fusion;
   KernelConfig kernel;
   RematConfig remat;
+  MixedPrecisionConfig precision;
 };
 
 /// Reads and validates a ds_config.json. `worldSize` is the number of

@@ -111,6 +111,12 @@ enum class Opcode {
   Lamb,           ///< ins: p, g, m, v, lr, step, gscale; outs: p, m, v
   Sgd,            ///< ins: p, g, buf, lr, step, gscale; outs: p, buf
   AllReduce,      ///< in: x; out: reduction over the communicator; attr op
+  // Mixed precision (optimizer ops take an optional 8th/7th input: skip).
+  RoundToHalf,    ///< in: x; out: x rounded to attr format "f16" | "bf16"
+  CheckFinite,    ///< ins: tensors; out: 1.0 if any inf/NaN, else 0.0
+  LossScale,      ///< in: scaler state[3]; out: scale * attr multiplier
+  UnscaleClip,    ///< ins: scaled norm, scale; attr max_norm; outs: gscale, norm
+  UpdateLossScale, ///< ins: state[3], overflow; out: next state (see TD)
 };
 
 const char *opcodeName(Opcode op);

@@ -19,6 +19,12 @@ struct StepStats {
   double loss = 0.0;      ///< mean micro-batch loss, before the update
   double lr = 0.0;
   double gradNorm = 0.0;  ///< global norm before clipping
+  /// fp16 only (the step has a `loss_scale` output): the loss scale this
+  /// step's gradients were computed with, and whether an inf/NaN gradient
+  /// made it skip the update.
+  bool hasLossScale = false;
+  double lossScale = 1.0;
+  bool skipped = false;
   double tokensPerSecond = 0.0;
 };
 
@@ -33,6 +39,9 @@ public:
   int64_t gradAccum() const { return A; }
   int64_t vocabSize() const { return V; }
   int64_t currentStep() const { return step; }
+  /// Steps whose update was skipped (fp16 overflow). The optimizer and the
+  /// LR schedule count applied updates only: step - skippedSteps.
+  int64_t skippedSteps() const { return skipped; }
   /// The buffers (and, for a planned program, the arena's measured peak).
   const Storage &memory() const { return storage; }
 
@@ -72,6 +81,7 @@ private:
   uint64_t seed;
   int64_t B, T, A, V;
   int64_t step = 0;
+  int64_t skipped = 0;
 };
 
 } // namespace dsc::rt

@@ -170,7 +170,22 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
     Option<"totalNumSteps", "total-num-steps", "int64_t", "0", "">,
     Option<"warmupType", "warmup-type", "std::string", "\"log\"", "log | linear">,
     Option<"warmupMinRatio", "warmup-min-ratio", "double", "0.0", "">,
-    Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001", "">
+    Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001", "">,
+    // fp16 loss scaling (ds fp16.*); see lib/Transforms/LossScaling.cpp.
+    Option<"fp16", "fp16", "bool", "false",
+           "Scale the loss, skip steps whose gradients overflow">,
+    Option<"lossScale", "loss-scale", "double", "0.0",
+           "0: dynamic loss scaling; > 0: this static scale">,
+    Option<"initialScalePower", "initial-scale-power", "int64_t", "16",
+           "Dynamic scaling starts at 2^this">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", "1000",
+           "Good steps before the scale doubles">,
+    Option<"hysteresis", "hysteresis", "int64_t", "2",
+           "Overflows tolerated before the scale halves">,
+    Option<"minLossScale", "min-loss-scale", "double", "1.0",
+           "The scale never drops below this">,
+    Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool", "false",
+           "Restore the hysteresis after every good step">
   ];
 }
 
@@ -206,6 +221,37 @@ def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
   let options = [
     Option<"format", "format", "std::string", "\"table\"",
            "table | json (the JSON of dsc-run --memory-report)">
+  ];
+}
+
+def DscMixedPrecision : Pass<"dsc-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Round activations and GEMM inputs of @micro_step to f16/bf16";
+  let description = [{
+    Emulates half-precision storage on a backend whose buffers are f32: every
+    float value an op of `@micro_step` produces (forward activations and the
+    backward's activation gradients) is rounded to `dtype` by a
+    dsc.round_to_half right after it is made, and every parameter a GEMM
+    (dsc.linear, dsc.linear_grad_input) reads is rounded once at the top of
+    the function. What stays f32: master weights and optimizer state (all of
+    @apply_step), the loss and the gradient accumulation (the parameter
+    gradients, i.e. the batch reductions, feeding the accumulating dsc.add
+    are not rounded, nor is that add), LayerNorm gamma/beta and embedding
+    tables as read outside GEMMs. Run last (after -dsc-remat):
+
+    ```mlir
+    %h = dsc.linear %x, %w, %b : ...
+    // =>
+    %wh = dsc.round_to_half f16 %w : ...      // once, at the top
+    %h0 = dsc.linear %x, %wh, %b : ...
+    %h = dsc.round_to_half f16 %h0 : ...
+    ```
+
+    The memory planner still counts 4 bytes per element: storage is
+    emulated, not halved.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"dtype", "dtype", "std::string", "\"f16\"", "f16 | bf16">
   ];
 }
 
