@@ -274,6 +274,21 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
             a["approximation"] = gelu(o.getApproximation());
             return true;
           })
+          .Case([&](SoftmaxDropoutOp o) {
+            instr.op = Opcode::SoftmaxDropout;
+            a["scale"] = f(o.getScale());
+            a["causal"] = int64_t(o.getCausal());
+            a["rate"] = f(o.getRate());
+            a["stream"] = int64_t(o.getStream());
+            return true;
+          })
+          .Case([&](SoftmaxDropoutGradOp o) {
+            instr.op = Opcode::SoftmaxDropoutGrad;
+            a["scale"] = f(o.getScale());
+            a["rate"] = f(o.getRate());
+            a["stream"] = int64_t(o.getStream());
+            return true;
+          })
           .Case([&](SoftmaxGradOp o) {
             instr.op = Opcode::SoftmaxGrad;
             a["scale"] = f(o.getScale());

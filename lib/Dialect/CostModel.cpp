@@ -65,39 +65,6 @@ int64_t batchMatmulFlops(BatchMatmulOp op) {
   return 2 * numel(op.getResult()) * k;
 }
 
-/// Fused elementwise ops, priced by name: a fusion pass may add such ops
-/// without touching this file's op list (an unknown name is skipped).
-struct ElementwiseByName {
-  llvm::StringLiteral name;
-  int64_t flopsPerElement;
-};
-constexpr ElementwiseByName kFusedElementwise[] = {
-    {"dsc.bias_gelu", kAddFlops + kGeluFlops},
-    {"dsc.bias_dropout_add", kAddFlops + kDropoutFlops + kAddFlops},
-};
-
-struct FusedElementwiseModel
-    : public CostOpInterface::FallbackModel<FusedElementwiseModel> {
-  static int64_t bytes(ValueRange values) {
-    int64_t n = 0;
-    for (Value v : values)
-      if (auto t = dyn_cast<ShapedType>(v.getType()))
-        n += t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
-    return n;
-  }
-  int64_t getFlops(Operation *op) const {
-    for (const ElementwiseByName &e : kFusedElementwise)
-      if (op->getName().getStringRef() == e.name)
-        return e.flopsPerElement * numel(op->getResult(0));
-    return 0;
-  }
-  int64_t getBytesRead(Operation *op) const { return bytes(op->getOperands()); }
-  int64_t getBytesWritten(Operation *op) const {
-    return bytes(op->getResults());
-  }
-  bool isCheapToRecompute(Operation *) const { return true; }
-};
-
 template <typename OpT, int64_t (*Flops)(OpT), bool Cheap>
 void attach(MLIRContext *ctx) {
   OpT::template attachInterface<Model<OpT, Flops, Cheap>>(*ctx);
@@ -131,10 +98,14 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<ConcatOp, zeroFlops<ConcatOp>, true>(ctx);
     attach<SplitOp, zeroFlops<SplitOp>, true>(ctx);
     attach<BiasSplitHeadsOp, perInput<BiasSplitHeadsOp, kAddFlops>, true>(ctx);
-    for (const ElementwiseByName &e : kFusedElementwise)
-      if (std::optional<RegisteredOperationName> info =
-              RegisteredOperationName::lookup(e.name, ctx))
-        info->attachInterface<FusedElementwiseModel>();
+    attach<BiasGeluOp, perResult<BiasGeluOp, kAddFlops + kGeluFlops>, true>(
+        ctx);
+    attach<BiasDropoutAddOp,
+           perResult<BiasDropoutAddOp, 2 * kAddFlops + kDropoutFlops>, true>(
+        ctx);
+    attach<SoftmaxDropoutOp,
+           perInput<SoftmaxDropoutOp, kSoftmaxFlops + kDropoutFlops>, false>(
+        ctx);
   });
 }
 

@@ -401,6 +401,29 @@ LogicalResult SoftmaxOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()), x);
 }
 
+LogicalResult SoftmaxDropoutOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  if (x.empty() || (getCausal() && x.size() < 2))
+    return emitOpError("expects rank >= 1 (>= 2 when causal), got ")
+           << shapeStr(x);
+  if (getCausal() && x[x.size() - 2] > x.back())
+    return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
+  if (failed(verifyRate(*this, getRate())) ||
+      failed(verifySameFloatElementType(*this)) ||
+      failed(expectShape(*this, "probs", shapeOf(getProbs()), x)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), x);
+}
+
+LogicalResult SoftmaxDropoutGradOp::verify() {
+  if (failed(verifyRate(*this, getRate())) ||
+      failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getProbs()))))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getProbs()));
+}
+
 /// logits [..., V] against labels [...].
 static LogicalResult verifyLogitsLabels(Operation *op, Value logits,
                                         Value labels) {

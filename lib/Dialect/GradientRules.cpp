@@ -186,3 +186,23 @@ void BiasDropoutAddOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[1] = grad.getBiasGrad();
   operandGrads[2] = resultGrads[0];
 }
+
+void SoftmaxDropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Type type = getInput().getType();
+  if (!resultGrads[1]) { // the usual case: only the dropped output is used
+    operandGrads[0] = b.create<SoftmaxDropoutGradOp>(
+        loc, type, resultGrads[0], getProbs(), getScaleAttr(), getRateAttr(),
+        getStreamAttr());
+    return;
+  }
+  // The probabilities are used directly as well: sum both gradients.
+  Value g = resultGrads[1];
+  if (resultGrads[0])
+    g = b.create<AddOp>(loc, type, g,
+                        b.create<DropoutOp>(loc, type, resultGrads[0],
+                                            getRateAttr(), getStreamAttr()));
+  operandGrads[0] =
+      b.create<SoftmaxGradOp>(loc, type, g, getProbs(), getScaleAttr());
+}

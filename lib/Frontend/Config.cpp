@@ -1003,13 +1003,16 @@ void resolveRemat(const Ctx &c, const std::string &policy, RematConfig &r) {
 void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
   const std::string name = "dsc.fusion";
   c.object(name, sec);
-  c.checkKeys(name, sec, {"qkv", "bias_gelu", "bias_dropout_add"});
+  c.checkKeys(name, sec,
+              {"qkv", "bias_gelu", "bias_dropout_add", "softmax_dropout"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     bool on = c.boolean(name + "." + it.key(), it.value());
     if (it.key() == "qkv")
       f.qkv = on;
     else if (it.key() == "bias_gelu")
       f.biasGelu = on;
+    else if (it.key() == "softmax_dropout")
+      f.softmaxDropout = on;
     else
       f.biasDropoutAdd = on;
   }

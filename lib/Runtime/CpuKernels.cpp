@@ -756,51 +756,95 @@ void dropoutBiasGrad(const float *dy, float *dx, float *db, int64_t rows,
 // Softmax
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// Keys a causal row may attend to: j <= i + (Tk - Tq) for query i.
+inline int64_t validKeys(int64_t r, int64_t Tq, int64_t Tk, bool causal) {
+  return causal ? std::clamp<int64_t>(r % Tq + (Tk - Tq) + 1, 0, Tk) : Tk;
+}
+
+/// One row of dsc.softmax: masked keys (j >= valid) get exactly 0, and a
+/// fully masked row (only possible when Tq > Tk) is all zeros.
+inline void softmaxRow(const float *xr, float *yr, int64_t valid, int64_t Tk,
+                       float scale) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < valid; ++j)
+    mx = std::max(mx, scale * xr[j]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < valid; ++j) {
+    float e = expApprox(scale * xr[j] - mx);
+    yr[j] = e;
+    sum += e;
+  }
+  const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+#pragma omp simd
+  for (int64_t j = 0; j < valid; ++j)
+    yr[j] *= inv;
+  for (int64_t j = valid; j < Tk; ++j)
+    yr[j] = 0.0f;
+}
+
+/// One row of dsc.softmax_grad; dxr may alias dyr.
+inline void softmaxGradRow(const float *dyr, const float *yr, float *dxr,
+                           int64_t Tk, float scale) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < Tk; ++j)
+    dot += dyr[j] * yr[j];
+#pragma omp simd
+  for (int64_t j = 0; j < Tk; ++j)
+    dxr[j] = scale * yr[j] * (dyr[j] - dot);
+}
+
+} // namespace
+
 void softmax(const float *x, float *y, int64_t rows, int64_t Tq, int64_t Tk,
              float scale, bool causal) {
 #pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * Tk;
-    float *yr = y + r * Tk;
-    int64_t valid = Tk;
-    if (causal) {
-      int64_t i = r % Tq;
-      valid = std::clamp<int64_t>(i + (Tk - Tq) + 1, 0, Tk);
-    }
-    // A fully masked row (only possible when Tq > Tk) is all zeros.
-    float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < valid; ++j)
-      mx = std::max(mx, scale * xr[j]);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < valid; ++j) {
-      float e = expApprox(scale * xr[j] - mx);
-      yr[j] = e;
-      sum += e;
-    }
-    const float inv = valid > 0 ? 1.0f / sum : 0.0f;
-#pragma omp simd
-    for (int64_t j = 0; j < valid; ++j)
-      yr[j] *= inv;
-    for (int64_t j = valid; j < Tk; ++j)
-      yr[j] = 0.0f;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRow(x + r * Tk, y + r * Tk, validKeys(r, Tq, Tk, causal), Tk,
+               scale);
 }
 
 void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
                  int64_t Tk, float scale) {
 #pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxGradRow(dy + r * Tk, y + r * Tk, dx + r * Tk, Tk, scale);
+}
+
+void softmaxDropout(const float *x, float *dropped, float *probs,
+                    int64_t rows, int64_t Tq, int64_t Tk, float scale,
+                    bool causal, double rate, uint32_t stream, uint64_t seed,
+                    uint64_t offset) {
+  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
-    const float *dyr = dy + r * Tk, *yr = y + r * Tk;
-    float *dxr = dx + r * Tk;
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < Tk; ++j)
-      dot += dyr[j] * yr[j];
-#pragma omp simd
-    for (int64_t j = 0; j < Tk; ++j)
-      dxr[j] = scale * yr[j] * (dyr[j] - dot);
+    float *pr = probs + r * Tk;
+    softmaxRow(x + r * Tk, pr, validKeys(r, Tq, Tk, causal), Tk, scale);
+    forDropoutMask(r * Tk, (r + 1) * Tk, rate, stream, seed, offset,
+                   [&](int64_t i, bool keep) {
+                     float p = probs[i];
+                     dropped[i] = keep ? (rate > 0.0 ? p * keepScale : p)
+                                       : 0.0f;
+                   });
+  }
+}
+
+void softmaxDropoutGrad(const float *dy, const float *probs, float *dx,
+                        int64_t rows, int64_t Tk, float scale, double rate,
+                        uint32_t stream, uint64_t seed, uint64_t offset) {
+  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    forDropoutMask(r * Tk, (r + 1) * Tk, rate, stream, seed, offset,
+                   [&](int64_t i, bool keep) {
+                     dx[i] = keep ? (rate > 0.0 ? dy[i] * keepScale : dy[i])
+                                  : 0.0f;
+                   });
+    softmaxGradRow(dx + r * Tk, probs + r * Tk, dx + r * Tk, Tk, scale);
   }
 }
 

@@ -95,6 +95,16 @@ void softmax(const float *x, float *y, int64_t rows, int64_t Tq, int64_t Tk,
              float scale, bool causal);
 void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
                  int64_t Tk, float scale);
+/// softmax then dropout (dsc.dropout's mask) of each row in one pass; the
+/// undropped probabilities are kept for the backward.
+void softmaxDropout(const float *x, float *dropped, float *probs,
+                    int64_t rows, int64_t Tq, int64_t Tk, float scale,
+                    bool causal, double rate, uint32_t stream, uint64_t seed,
+                    uint64_t offset);
+/// softmaxGrad(dropout(dy), probs) in one pass per row.
+void softmaxDropoutGrad(const float *dy, const float *probs, float *dx,
+                        int64_t rows, int64_t Tk, float scale, double rate,
+                        uint32_t stream, uint64_t seed, uint64_t offset);
 
 // Randomness (Philox conventions of Philox.h).
 void dropout(const float *x, float *y, int64_t n, double rate, uint32_t stream,

@@ -349,3 +349,19 @@ func.func @dropout_bias_grad_rate(%dy: tensor<2x24xf32>) {
   %dx, %db = dsc.dropout_bias_grad %dy {rate = 1.5 : f64, stream = 1 : i64} : (tensor<2x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
   return
 }
+
+// -----
+
+func.func @softmax_dropout_probs(%s: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{'dsc.softmax_dropout' op probs has shape [2, 8, 4], expected [2, 8, 8]}}
+  %d, %p = dsc.softmax_dropout %s {rate = 0.1 : f64, stream = 3 : i64} : (tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @softmax_dropout_grad_shape(%g: tensor<2x8x8xf32>, %p: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{'dsc.softmax_dropout_grad' op gradient has shape [2, 8, 8], expected [2, 8, 4]}}
+  %d = dsc.softmax_dropout_grad %g, %p {rate = 0.1 : f64, stream = 3 : i64} : (tensor<2x8x8xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return
+}

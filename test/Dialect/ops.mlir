@@ -68,6 +68,15 @@ func.func @fused_epilogues(%h: tensor<2x8x24xf32>, %b: tensor<24xf32>, %dy: tens
   return
 }
 
+// CHECK-LABEL: func @softmax_dropout_ops
+func.func @softmax_dropout_ops(%s: tensor<2x3x8x8xf32>) {
+  // CHECK: %[[D:[a-z0-9_]+]], %[[P:[a-z0-9_]+]] = dsc.softmax_dropout {{.*}} {causal = true, rate = 1.000000e-01 : f64, scale = 2.500000e-01 : f64, stream = 3 : i64}
+  %d, %p = dsc.softmax_dropout %s {causal = true, rate = 0.1 : f64, scale = 0.25 : f64, stream = 3 : i64} : (tensor<2x3x8x8xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  // CHECK: dsc.softmax_dropout_grad %[[D]], %[[P]]
+  %g = dsc.softmax_dropout_grad %d, %p {rate = 0.1 : f64, scale = 0.25 : f64, stream = 3 : i64} : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
+
 // CHECK-LABEL: func @invertible_ops
 func.func @invertible_ops(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>, %dy: tensor<2x8x24xf32>) {
   // CHECK: %[[Y:.*]], %[[R:.*]] = dsc.invertible_layer_norm {{.*}} -> (tensor<2x8x24xf32>, tensor<2x8xf32>)

@@ -462,10 +462,12 @@ TEST(TrainConfig, DscSection) {
 
 TEST(TrainConfig, FusionSwitches) {
   FusionConfig on = train(ds("")).fusion; // all on by default
-  EXPECT_TRUE(on.qkv && on.biasGelu && on.biasDropoutAdd);
+  EXPECT_TRUE(on.qkv && on.biasGelu && on.biasDropoutAdd && on.softmaxDropout);
   FusionConfig off = train(ds(R"("dsc": {"fusion": {"qkv": false,
-      "bias_gelu": false, "bias_dropout_add": false}})")).fusion;
-  EXPECT_FALSE(off.qkv || off.biasGelu || off.biasDropoutAdd);
+      "bias_gelu": false, "bias_dropout_add": false,
+      "softmax_dropout": false}})")).fusion;
+  EXPECT_FALSE(off.qkv || off.biasGelu || off.biasDropoutAdd ||
+               off.softmaxDropout);
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"qkv": 1}})")),
              "dsc.fusion.qkv");
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"gelu": true}})")),

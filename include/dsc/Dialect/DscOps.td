@@ -166,6 +166,22 @@ def Dsc_SoftmaxOp : Dsc_DiffOp<"softmax"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout"> {
+  let summary = "Fused scale + mask + softmax + dropout of attention scores";
+  let description = [{
+    `%dropped, %probs = dsc.softmax_dropout %scores {scale, causal, rate,
+    stream}`: the `dsc.softmax` of the scores and the `dsc.dropout` of that
+    (same Philox mask) in one pass per row. `%probs` is what the backward
+    needs; its gradient is one `dsc.softmax_dropout_grad`. Produced by
+    `-dsc-fuse-softmax-dropout`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$probs);
+}
+
 def Dsc_CrossEntropyOp : Dsc_DiffOp<"cross_entropy"> {
   let summary = "Mean negative log-likelihood of `labels` under softmax(logits)";
   let description = [{
@@ -356,6 +372,14 @@ def Dsc_SoftmaxGradOp : Dsc_Op<"softmax_grad"> {
   let summary = "dx = scale * y * (dy - sum(dy * y)) from the softmax output y";
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$output,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SoftmaxDropoutGradOp : Dsc_Op<"softmax_dropout_grad"> {
+  let summary = "dx = softmax_grad(dropout(dy), probs), one pass per row";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$probs,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       F64Attr:$rate, I64Attr:$stream);
   let results = (outs Dsc_FloatTensor:$result);
 }
 

@@ -81,6 +81,7 @@ struct FusionConfig {
   bool qkv = true;            ///< -dsc-fuse-qkv
   bool biasGelu = true;       ///< -dsc-fuse-bias-gelu
   bool biasDropoutAdd = true; ///< -dsc-fuse-bias-dropout-add
+  bool softmaxDropout = true; ///< -dsc-fuse-softmax-dropout
 };
 
 /// DeepSpeed's `transformer_kernel` switches dsc implements.

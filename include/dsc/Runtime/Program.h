@@ -84,6 +84,8 @@ enum class Opcode {
                   ///< transpose_b, alpha: out = alpha * op(a) @ op(b)
   Softmax,        ///< in: x[..., Tq, Tk]; attrs scale, causal: softmax over the
                   ///< last dim of scale*x with keys j > i + (Tk-Tq) masked out
+  SoftmaxDropout, ///< in: scores; attrs scale, causal, rate, stream; outs:
+                  ///< dropout(softmax), softmax (Dropout's mask)
   CrossEntropy,   ///< in: logits[..., V], labels[...] (i32); attr ignore_index;
                   ///< out: scalar mean NLL over labels != ignore_index
   MlmMask,        ///< in: ids[...]; outs: inputs, labels; attrs mask_prob,
@@ -101,6 +103,8 @@ enum class Opcode {
   DropoutBiasGrad, ///< in: dy; attrs rate, stream; outs: dropout(dy), its
                    ///< sum over rows
   SoftmaxGrad,    ///< in: dy, y; attr scale; out: dx = scale*y*(dy-sum(dy*y))
+  SoftmaxDropoutGrad, ///< in: dy, probs; attrs scale, rate, stream:
+                      ///< SoftmaxGrad(Dropout(dy), probs)
   CrossEntropyGrad, ///< in: dloss (scalar), logits, labels; attr ignore_index
   // Training step.
   Copy,           ///< out = in

@@ -100,6 +100,24 @@ def DscFuseBiasDropoutAdd : Pass<"dsc-fuse-bias-dropout-add", "::mlir::ModuleOp"
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscFuseSoftmaxDropout : Pass<"dsc-fuse-softmax-dropout", "::mlir::ModuleOp"> {
+  let summary = "Scale + mask + softmax + dropout of the attention in one op";
+  let description = [{
+    A `dsc.softmax` (which already applies the scale and the causal mask)
+    whose only user is a `dsc.dropout` becomes one `dsc.softmax_dropout`;
+    run before -dsc-autodiff, whose rule for it emits one
+    `dsc.softmax_dropout_grad`.
+
+    ```mlir
+    %p = dsc.softmax %s {causal = true, scale = 0.125}
+    %d = dsc.dropout %p {rate = 0.1, stream = 2}
+    // =>
+    %d, %p = dsc.softmax_dropout %s {causal = true, rate = 0.1, scale = 0.125, stream = 2}
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscInvertible : Pass<"dsc-invertible", "::mlir::ModuleOp"> {
   let summary = "LayerNorm backward from its output (normalize_invertible)";
   let description = [{
