@@ -227,6 +227,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     }
     if (policy == "none")
       return;
+    exposeAttentionDropout(fn);
 
     Analysis a;
     a.analyze(fn);
@@ -239,14 +240,44 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     applyRemat(fn, a, chosen);
   }
 
+  /// -dsc-fuse-softmax-dropout makes the dropped probabilities a result of
+  /// an op that is not cheap to recompute (its chain reaches the QK^T
+  /// GEMM). The backward's reads of them are redirected to a separate
+  /// dsc.dropout of the saved probabilities (same stream, same mask), which
+  /// the analysis can then recompute cheaply, as in the unfused graph.
+  static void exposeAttentionDropout(func::FuncOp fn) {
+    SmallVector<SoftmaxDropoutOp> fused;
+    fn.walk([&](SoftmaxDropoutOp op) {
+      if (!op->hasAttr(kGradAttrName))
+        fused.push_back(op);
+    });
+    for (SoftmaxDropoutOp op : fused) {
+      Value dropped = op.getResult();
+      if (llvm::none_of(dropped.getUsers(), [](Operation *user) {
+            return user->hasAttr(kGradAttrName);
+          }))
+        continue;
+      OpBuilder b(op->getContext());
+      b.setInsertionPointAfter(op);
+      auto again = b.create<DropoutOp>(op.getLoc(), dropped.getType(),
+                                       op.getProbs(), op.getRateAttr(),
+                                       op.getStreamAttr());
+      if (Attribute layer = op->getAttr(kLayerAttrName))
+        again->setAttr(kLayerAttrName, layer);
+      dropped.replaceUsesWithIf(again.getResult(), [](OpOperand &use) {
+        return use.getOwner()->hasAttr(kGradAttrName);
+      });
+    }
+  }
+
   bool selectedByFlags(const Candidate &c) const {
     if (recomputeCheap && c.cheap)
       return true;
-    if (gelu && isa<GeluOp>(c.op))
+    if (gelu && isa<GeluOp, BiasGeluOp>(c.op))
       return true;
     if (attnDropout && isa<DropoutOp>(c.op))
       if (Operation *in = c.op->getOperand(0).getDefiningOp();
-          in && isa<SoftmaxOp>(in))
+          in && isa<SoftmaxOp, SoftmaxDropoutOp>(in))
         return true;
     return perLayer && c.op->hasAttr(kLayerAttrName) && !c.boundary;
   }
