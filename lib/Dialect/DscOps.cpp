@@ -283,10 +283,8 @@ LogicalResult GeluOp::verify() {
 }
 
 LogicalResult DropoutOp::verify() {
-  double rate = getRate().convertToDouble();
-  if (rate < 0 || rate >= 1)
-    return emitOpError("expects rate in [0, 1), got ") << rate;
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyRate(*this, getRate())) ||
+      failed(verifySameFloatElementType(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
