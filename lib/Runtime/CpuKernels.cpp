@@ -15,6 +15,9 @@
 
 #include <cblas.h>
 #include <omp.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -589,6 +592,76 @@ void layerNormGradFromOutput(const float *dy, const float *y,
 }
 
 //===----------------------------------------------------------------------===//
+// Philox in batches
+//===----------------------------------------------------------------------===//
+
+#ifdef __AVX2__
+namespace {
+
+/// (hi, lo) 32-bit halves of the 64-bit products m * x for 8 lanes.
+inline void mulHiLo(__m256i x, __m256i m, __m256i &hi, __m256i &lo) {
+  __m256i even = _mm256_mul_epu32(x, m);
+  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+/// Philox4x32-10 of the 8 counters {c0 + l, c1, c2, c3}, l = 0..7; the same
+/// rounds as philox4x32_10, eight blocks per instruction.
+void philox8(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+             std::array<uint32_t, 2> key, uint32_t *out) {
+  const __m256i m0 = _mm256_set1_epi32(int(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(int(0xCD9E8D57u));
+  __m256i x0 = _mm256_add_epi32(_mm256_set1_epi32(int(c0)),
+                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i x1 = _mm256_set1_epi32(int(c1)), x2 = _mm256_set1_epi32(int(c2)),
+          x3 = _mm256_set1_epi32(int(c3));
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; ++round) {
+    __m256i hi0, lo0, hi1, lo1;
+    mulHiLo(x0, m0, hi0, lo0);
+    mulHiLo(x2, m1, hi1, lo1);
+    __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1),
+                                  _mm256_set1_epi32(int(k0)));
+    __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3),
+                                  _mm256_set1_epi32(int(k1)));
+    x0 = n0;
+    x1 = lo1;
+    x2 = n2;
+    x3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  alignas(32) uint32_t lanes[4][8];
+  _mm256_store_si256(reinterpret_cast<__m256i *>(lanes[0]), x0);
+  _mm256_store_si256(reinterpret_cast<__m256i *>(lanes[1]), x1);
+  _mm256_store_si256(reinterpret_cast<__m256i *>(lanes[2]), x2);
+  _mm256_store_si256(reinterpret_cast<__m256i *>(lanes[3]), x3);
+  for (int l = 0; l < 8; ++l)
+    for (int k = 0; k < 4; ++k)
+      out[4 * l + k] = lanes[k][l];
+}
+
+} // namespace
+#endif
+
+void philoxBlocks(uint32_t firstBlock, int64_t count, uint32_t stream,
+                  uint64_t seed, uint64_t offset, uint32_t *out) {
+  const auto key = philoxKey(seed);
+  const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
+  int64_t b = 0;
+#ifdef __AVX2__
+  for (; b + 8 <= count; b += 8)
+    philox8(firstBlock + uint32_t(b), stream, lo, hi, key, out + 4 * b);
+#endif
+  for (; b < count; ++b) {
+    PhiloxBlock bits =
+        philox4x32_10({firstBlock + uint32_t(b), stream, lo, hi}, key);
+    std::copy(bits.begin(), bits.end(), out + 4 * b);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // GELU
 //===----------------------------------------------------------------------===//
 
@@ -655,6 +728,8 @@ void rowsWithColumnSum(int64_t rows, int64_t N, float *db, RowFn row) {
 
 /// Calls `f(i, keep)` for i in [i0, i1) with the Philox dropout decision of
 /// element i (keep is always true for rate 0): the mask of dsc.dropout.
+/// The bits come from philoxBlocks in chunks, so the Philox rounds run eight
+/// blocks at a time.
 template <typename F>
 inline void forDropoutMask(int64_t i0, int64_t i1, double rate,
                            uint32_t stream, uint64_t seed, uint64_t offset,
@@ -664,13 +739,16 @@ inline void forDropoutMask(int64_t i0, int64_t i1, double rate,
       f(i, true);
     return;
   }
-  const auto key = philoxKey(seed);
-  const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
   const float r = float(rate);
-  for (int64_t i = i0; i < i1;) {
-    PhiloxBlock bits = philox4x32_10({uint32_t(i / 4), stream, lo, hi}, key);
-    for (int64_t lane = i % 4; lane < 4 && i < i1; ++lane, ++i)
-      f(i, philoxUniform(bits[size_t(lane)]) >= r);
+  constexpr int64_t kChunkBlocks = 64;
+  uint32_t bits[4 * kChunkBlocks];
+  for (int64_t q0 = i0 / 4; q0 * 4 < i1; q0 += kChunkBlocks) {
+    const int64_t blocks = std::min<int64_t>(kChunkBlocks, ceilDiv(i1, 4) - q0);
+    philoxBlocks(uint32_t(q0), blocks, stream, seed, offset, bits);
+    const int64_t lo = std::max(i0, q0 * 4),
+                  hi = std::min(i1, (q0 + blocks) * 4);
+    for (int64_t i = lo; i < hi; ++i)
+      f(i, philoxUniform(bits[i - q0 * 4]) >= r);
   }
 }
 
@@ -862,17 +940,14 @@ void dropout(const float *x, float *y, int64_t n, double rate, uint32_t stream,
     fillF32(y, n, 0.0f);
     return;
   }
-  const auto key = philoxKey(seed);
-  const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
-  const float r = float(rate), s = float(1.0 / (1.0 - rate));
-  const int64_t blocks = ceilDiv(n, 4);
+  const float s = float(1.0 / (1.0 - rate));
+  constexpr int64_t kChunk = 1024; // elements per task, a multiple of 4
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t q = 0; q < blocks; ++q) {
-    PhiloxBlock bits = philox4x32_10({uint32_t(q), stream, lo, hi}, key);
-    const int64_t i0 = q * 4, i1 = std::min(n, i0 + 4);
-    for (int64_t i = i0; i < i1; ++i)
-      y[i] = philoxUniform(bits[size_t(i - i0)]) >= r ? x[i] * s : 0.0f;
-  }
+  for (int64_t c = 0; c < ceilDiv(n, kChunk); ++c)
+    forDropoutMask(c * kChunk, std::min(n, (c + 1) * kChunk), rate, stream,
+                   seed, offset, [&](int64_t i, bool keep) {
+                     y[i] = keep ? x[i] * s : 0.0f;
+                   });
 }
 
 void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,

@@ -107,6 +107,11 @@ void softmaxDropoutGrad(const float *dy, const float *probs, float *dx,
                         uint32_t stream, uint64_t seed, uint64_t offset);
 
 // Randomness (Philox conventions of Philox.h).
+/// The Philox bits of blocks [firstBlock, firstBlock + count) of `stream`
+/// (counter {block, stream, offset}, the dropout convention of Philox.h),
+/// 4 per block in element order; eight blocks at a time with AVX2.
+void philoxBlocks(uint32_t firstBlock, int64_t count, uint32_t stream,
+                  uint64_t seed, uint64_t offset, uint32_t *out);
 void dropout(const float *x, float *y, int64_t n, double rate, uint32_t stream,
              uint64_t seed, uint64_t offset);
 void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,

@@ -10,8 +10,17 @@
 using namespace dsc::rt;
 using namespace dsc::rt::test;
 
+void checkDropoutConvention(int64_t n);
+
 TEST(Dropout, FollowsPhiloxConventionExactly) {
-  const int64_t n = 1003;
+  // Sizes straddling the kernel's 1024-element tasks and its 8-block
+  // (32-element) batched Philox, with ragged tails.
+  for (int64_t n : {int64_t(1003), int64_t(1024 + 29), int64_t(5000)})
+    checkDropoutConvention(n);
+}
+
+void checkDropoutConvention(int64_t n) {
+  SCOPED_TRACE(n);
   const double rate = 0.3;
   Harness h;
   h.rng.seed = 0x123456789abcull;
