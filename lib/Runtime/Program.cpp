@@ -132,6 +132,27 @@ const std::string &Instr::getString(const std::string &name) const {
   wrongType(*this, name, "a string", v);
 }
 
+int64_t Program::metaInt(const std::string &key, std::optional<int64_t> dflt,
+                         int64_t min) const {
+  auto it = meta.find(key);
+  if (it == meta.end()) {
+    if (!dflt)
+      throw Error("compiled step lacks module attribute dsc." + key);
+    return *dflt;
+  }
+  if (!std::holds_alternative<int64_t>(it->second))
+    throw Error("compiled step: module attribute dsc." + key +
+                " must be an integer" +
+                (min == std::numeric_limits<int64_t>::min()
+                     ? ""
+                     : " >= " + std::to_string(min)));
+  int64_t v = std::get<int64_t>(it->second);
+  if (v < min)
+    throw Error("compiled step: module attribute dsc." + key + " must be >= " +
+                std::to_string(min) + ", got " + std::to_string(v));
+  return v;
+}
+
 int Program::findBuffer(BufferRole role, const std::string &name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].role == role && buffers[i].name == name)

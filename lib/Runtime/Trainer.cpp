@@ -10,13 +10,6 @@ using namespace dsc::rt;
 
 namespace {
 
-int64_t metaInt(const Program &p, const std::string &key) {
-  auto it = p.meta.find(key);
-  if (it == p.meta.end() || !std::holds_alternative<int64_t>(it->second))
-    throw Error("compiled step lacks module attribute dsc." + key);
-  return std::get<int64_t>(it->second);
-}
-
 std::string shapeStr(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -40,15 +33,10 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                  uint64_t seed)
     : prog(std::move(program)), backend(backend), comm(comm), storage(prog),
       seed(seed) {
-  B = metaInt(prog, "micro_batch");
-  T = metaInt(prog, "seq_len");
-  A = metaInt(prog, "grad_accum");
-  V = metaInt(prog, "vocab_size");
-  for (auto [name, value] : {std::pair{"micro_batch", B}, {"seq_len", T},
-                             {"grad_accum", A}, {"vocab_size", V}})
-    if (value < 1)
-      throw Error("compiled step: module attribute dsc." + std::string(name) +
-                  " must be >= 1, got " + std::to_string(value));
+  B = prog.metaInt("micro_batch", std::nullopt, 1);
+  T = prog.metaInt("seq_len", std::nullopt, 1);
+  A = prog.metaInt("grad_accum", std::nullopt, 1);
+  V = prog.metaInt("vocab_size", std::nullopt, 1);
   prog.function("micro_step");
   prog.function("apply_step");
   // The driver writes and reads these buffers directly: their types must be

@@ -23,7 +23,6 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -263,19 +262,9 @@ int cmdTrain(int argc, char **argv) {
   rt::Program program = lowerStep(*module);
   bool planned = memoryPlanningEnabled();
   MemoryReport memory = planStep(program, planned);
-  auto meta = [&](const char *key, int64_t dflt, int64_t min) {
-    auto it = program.meta.find(key);
-    if (it == program.meta.end())
-      return dflt;
-    if (!std::holds_alternative<int64_t>(it->second) ||
-        std::get<int64_t>(it->second) < min)
-      throw rt::Error("compiled step: module attribute dsc." +
-                      std::string(key) + " must be an integer" +
-                      (min == INT64_MIN ? "" : " >= " + std::to_string(min)));
-    return std::get<int64_t>(it->second);
-  };
-  const uint64_t seed = uint64_t(meta("seed", 42, INT64_MIN));
-  const int64_t printEvery = meta("steps_per_print", 1, 1);
+  // Read before the program moves into the trainer.
+  const uint64_t seed = uint64_t(program.metaInt("seed", 42));
+  const int64_t printEvery = program.metaInt("steps_per_print", 1, 1);
   auto comm = rt::createSingleRankCommunicator();
   auto backend = rt::createCpuBackend(*comm);
   rt::Trainer trainer(std::move(program), *backend, *comm, seed);

@@ -14,7 +14,9 @@
 #define DSC_RUNTIME_PROGRAM_H
 
 #include <cstdint>
+#include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -161,6 +163,12 @@ struct Program {
   int64_t arenaBytes = -1;
 
   int findBuffer(BufferRole role, const std::string &name) const; ///< -1 if none
+  /// The integer module attribute `dsc.<key>`: `dflt` when it is absent (an
+  /// error if there is no default), an error naming the key when it is not an
+  /// integer or is below `min`.
+  int64_t metaInt(const std::string &key,
+                  std::optional<int64_t> dflt = std::nullopt,
+                  int64_t min = std::numeric_limits<int64_t>::min()) const;
   const Function &function(const std::string &name) const;
 };
 
