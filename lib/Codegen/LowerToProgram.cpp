@@ -181,6 +181,13 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
             a["stream"] = int64_t(o.getStream());
             return true;
           })
+          .Case([&](BiasDropoutAddLayerNormOp o) {
+            instr.op = Opcode::BiasDropoutAddLayerNorm;
+            a["rate"] = f(o.getRate());
+            a["stream"] = int64_t(o.getStream());
+            a["epsilon"] = f(o.getEpsilon());
+            return true;
+          })
           .Case([&](DropoutBiasGradOp o) {
             instr.op = Opcode::DropoutBiasGrad;
             a["rate"] = f(o.getRate());

@@ -103,6 +103,10 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<BiasDropoutAddOp,
            perResult<BiasDropoutAddOp, 2 * kAddFlops + kDropoutFlops>, true>(
         ctx);
+    attach<BiasDropoutAddLayerNormOp,
+           perInput<BiasDropoutAddLayerNormOp,
+                    2 * kAddFlops + kDropoutFlops + kLayerNormFlops>,
+           false>(ctx);
     attach<SoftmaxDropoutOp,
            perInput<SoftmaxDropoutOp, kSoftmaxFlops + kDropoutFlops>, false>(
         ctx);

@@ -215,6 +215,10 @@ LogicalResult LayerNormGradFromOutputOp::verify() {
   if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
                          shapeOf(getOutput()))))
     return failure();
+  if (Value r = getResidualGrad();
+      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
+                              shapeOf(getOutput()))))
+    return failure();
   return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
                      shapeOf(getOutput()));
 }
@@ -260,6 +264,23 @@ LogicalResult BiasDropoutAddOp::verify() {
       failed(verifyBias(*this, getInput(), getBias())) ||
       failed(verifySameFloatElementType(*this)) ||
       failed(expectShape(*this, "residual", shapeOf(getResidual()),
+                         shapeOf(getInput()))))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult BiasDropoutAddLayerNormOp::verify() {
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError("expects epsilon > 0");
+  if (failed(verifyRate(*this, getRate())) ||
+      failed(verifyBias(*this, getInput(), getBias())) ||
+      failed(verifySameFloatElementType(*this)) ||
+      failed(expectShape(*this, "residual", shapeOf(getResidual()),
+                         shapeOf(getInput()))) ||
+      failed(verifyNormParams(*this, getInput(), {getGamma(), getBeta()})) ||
+      failed(verifyRowStats(*this, getInput(), getRstd())) ||
+      failed(expectShape(*this, "sum", shapeOf(getSum()),
                          shapeOf(getInput()))))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
@@ -506,6 +527,10 @@ LogicalResult LayerNormGradOp::verify() {
     return failure();
   if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
                          shapeOf(getInput()))))
+    return failure();
+  if (Value r = getResidualGrad();
+      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
+                              shapeOf(getInput()))))
     return failure();
   return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
                      shapeOf(getInput()));

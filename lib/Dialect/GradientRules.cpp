@@ -51,7 +51,7 @@ void LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   auto grad = b.create<LayerNormGradOp>(
       getLoc(), getInput().getType(), getGamma().getType(),
       getBeta().getType(), resultGrads[0], getInput(), getGamma(),
-      getEpsilonAttr());
+      /*residual_grad=*/Value(), getEpsilonAttr());
   operandGrads[0] = grad.getInputGrad();
   operandGrads[1] = grad.getGammaGrad();
   operandGrads[2] = grad.getBetaGrad();
@@ -185,6 +185,31 @@ void BiasDropoutAddOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[0] = grad.getInputGrad();
   operandGrads[1] = grad.getBiasGrad();
   operandGrads[2] = resultGrads[0];
+}
+
+void BiasDropoutAddLayerNormOp::buildGradient(
+    OpBuilder &b, ArrayRef<Value> resultGrads,
+    SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dsum = resultGrads[0], dy = resultGrads[1];
+  if (dy) {
+    // The sum's total gradient: the LayerNorm's plus its other uses' (the
+    // next residual add), summed in the LayerNorm backward's pass.
+    auto ln = b.create<LayerNormGradOp>(
+        loc, getSum().getType(), getGamma().getType(), getBeta().getType(),
+        dy, getSum(), getGamma(), dsum, getEpsilonAttr());
+    dsum = ln.getInputGrad();
+    operandGrads[3] = ln.getGammaGrad();
+    operandGrads[4] = ln.getBetaGrad();
+  }
+  if (!dsum)
+    return;
+  auto grad = b.create<DropoutBiasGradOp>(loc, getInput().getType(),
+                                          getBias().getType(), dsum,
+                                          getRateAttr(), getStreamAttr());
+  operandGrads[0] = grad.getInputGrad();
+  operandGrads[1] = grad.getBiasGrad();
+  operandGrads[2] = dsum;
 }
 
 void SoftmaxDropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,

@@ -1004,7 +1004,8 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
   const std::string name = "dsc.fusion";
   c.object(name, sec);
   c.checkKeys(name, sec,
-              {"qkv", "bias_gelu", "bias_dropout_add", "softmax_dropout"});
+              {"qkv", "bias_gelu", "bias_dropout_add", "softmax_dropout",
+               "residual_layer_norm"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     bool on = c.boolean(name + "." + it.key(), it.value());
     if (it.key() == "qkv")
@@ -1013,6 +1014,8 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
       f.biasGelu = on;
     else if (it.key() == "softmax_dropout")
       f.softmaxDropout = on;
+    else if (it.key() == "residual_layer_norm")
+      f.residualLayerNorm = on;
     else
       f.biasDropoutAdd = on;
   }

@@ -381,7 +381,7 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     return;
   }
   case Opcode::LayerNormGradFromOutput: {
-    e.numIns(5);
+    e.numIns(5, 6);
     e.numOuts(3);
     const Buffer &y = e.in(1);
     const int64_t C = e.lastDim(y, "y");
@@ -393,19 +393,29 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     e.count(e.out(0), y.numElements(), "dx");
     e.count(e.out(1), C, "dgamma");
     e.count(e.out(2), C, "dbeta");
+    const float *dres = nullptr;
+    if (I.inputs.size() == 6) {
+      e.count(e.in(5), y.numElements(), "residual gradient");
+      dres = e.fin(5, "residual gradient");
+    }
     cpu::layerNormGradFromOutput(
         e.fin(0, "dy"), e.fin(1, "y"), e.fin(2, "gamma"), e.fin(3, "beta"),
-        e.fin(4, "rstd"), e.fout(0, "dx"), e.fout(1, "dgamma"),
+        e.fin(4, "rstd"), dres, e.fout(0, "dx"), e.fout(1, "dgamma"),
         e.fout(2, "dbeta"), rows, C);
     return;
   }
   case Opcode::LayerNormGrad: {
-    e.numIns(3);
+    e.numIns(3, 4);
     e.numOuts(3);
     const Buffer &x = e.in(1);
     const int64_t C = e.lastDim(x, "x");
     e.count(e.in(0), x.numElements(), "dy");
     e.count(e.in(2), C, "gamma");
+    const float *dres = nullptr;
+    if (I.inputs.size() == 4) {
+      e.count(e.in(3), x.numElements(), "residual gradient");
+      dres = e.fin(3, "residual gradient");
+    }
     e.count(e.out(0), x.numElements(), "dx");
     e.count(e.out(1), C, "dgamma");
     e.count(e.out(2), C, "dbeta");
@@ -413,8 +423,33 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
                 *pg = e.fin(2, "gamma");
     float *dx = e.fout(0, "dx"), *dg = e.fout(1, "dgamma"),
           *db = e.fout(2, "dbeta");
-    cpu::layerNormGrad(dy, px, pg, dx, dg, db, C ? x.numElements() / C : 0, C,
+    cpu::layerNormGrad(dy, px, pg, dres, dx, dg, db,
+                       C ? x.numElements() / C : 0, C,
                        float(I.getFloat("epsilon")));
+    return;
+  }
+  case Opcode::BiasDropoutAddLayerNorm: {
+    e.numIns(5);
+    e.numOuts(3);
+    const Buffer &x = e.in(0);
+    const int64_t C = e.lastDim(x, "input");
+    const int64_t n = x.numElements(), rows = C ? n / C : 0;
+    e.count(e.in(1), C, "bias");
+    e.count(e.in(2), n, "residual");
+    e.count(e.in(3), C, "gamma");
+    e.count(e.in(4), C, "beta");
+    e.count(e.out(0), n, "sum");
+    e.count(e.out(1), n, "output");
+    e.count(e.out(2), rows, "rstd");
+    const double rate = I.getFloat("rate");
+    if (!(rate >= 0.0 && rate < 1.0))
+      e.fail("rate must be in [0, 1), got " + std::to_string(rate));
+    cpu::biasDropoutAddLayerNorm(
+        e.fin(0, "x"), e.fin(1, "bias"), e.fin(2, "residual"),
+        e.fin(3, "gamma"), e.fin(4, "beta"), e.fout(0, "sum"),
+        e.fout(1, "output"), e.fout(2, "rstd"), rows, C, rate,
+        uint32_t(I.getInt("stream")), rng.seed, rng.offset,
+        float(I.getFloat("epsilon")));
     return;
   }
   case Opcode::Gelu:

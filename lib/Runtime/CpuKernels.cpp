@@ -501,10 +501,11 @@ namespace {
 
 /// LayerNorm backward given, per row, the normalised input x_hat and 1/std:
 /// `rowStats(r, xh)` writes row r's x_hat into xh and returns its rstd.
+/// `dres` (or null) is added into dx in the same pass.
 template <typename RowStats>
-void layerNormGradRows(const float *dy, const float *gamma, float *dx,
-                       float *dgamma, float *dbeta, int64_t rows, int64_t C,
-                       RowStats rowStats) {
+void layerNormGradRows(const float *dy, const float *gamma, const float *dres,
+                       float *dx, float *dgamma, float *dbeta, int64_t rows,
+                       int64_t C, RowStats rowStats) {
   // dgamma/dbeta: per fixed-size row block partial sums, then a fixed-order
   // merge, so the result is independent of the thread count.
   const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
@@ -532,6 +533,15 @@ void layerNormGradRows(const float *dy, const float *gamma, float *dx,
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c)
         dxr[c] = rstd * (dyr[c] * gamma[c] - mg - xh[c] * mgx);
+      // A second pass over the row (in L1), not one expression: the
+      // compiler would contract it into an FMA, and the sum must round like
+      // the separate dsc.add of the unfused step.
+      if (dres) {
+        const float *dr = dres + r * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c)
+          dxr[c] += dr[c];
+      }
     }
   }
   const int64_t cb = 64, slices = ceilDiv(C, cb);
@@ -556,9 +566,9 @@ void layerNormGradRows(const float *dy, const float *gamma, float *dx,
 } // namespace
 
 void layerNormGrad(const float *dy, const float *x, const float *gamma,
-                   float *dx, float *dgamma, float *dbeta, int64_t rows,
-                   int64_t C, float eps) {
-  layerNormGradRows(dy, gamma, dx, dgamma, dbeta, rows, C,
+                   const float *dres, float *dx, float *dgamma, float *dbeta,
+                   int64_t rows, int64_t C, float eps) {
+  layerNormGradRows(dy, gamma, dres, dx, dgamma, dbeta, rows, C,
                     [&](int64_t r, float *xh) {
                       const float *xr = x + r * C;
                       float mean, rstd;
@@ -572,8 +582,9 @@ void layerNormGrad(const float *dy, const float *x, const float *gamma,
 
 void layerNormGradFromOutput(const float *dy, const float *y,
                              const float *gamma, const float *beta,
-                             const float *rstd, float *dx, float *dgamma,
-                             float *dbeta, int64_t rows, int64_t C) {
+                             const float *rstd, const float *dres,
+                             float *dx, float *dgamma, float *dbeta,
+                             int64_t rows, int64_t C) {
   for (int64_t c = 0; c < C; ++c)
     if (gamma[c] == 0.0f)
       throw Error("layer_norm_grad_from_output: LayerNorm weight element " +
@@ -581,7 +592,7 @@ void layerNormGradFromOutput(const float *dy, const float *y,
                   " is 0, so the input cannot be recovered from the output; "
                   "switch off transformer_kernel.normalize_invertible");
   // y = gamma * x_hat + beta  =>  x_hat = (y - beta) / gamma.
-  layerNormGradRows(dy, gamma, dx, dgamma, dbeta, rows, C,
+  layerNormGradRows(dy, gamma, dres, dx, dgamma, dbeta, rows, C,
                     [&](int64_t r, float *xh) {
                       const float *yr = y + r * C;
 #pragma omp simd
@@ -828,6 +839,33 @@ void dropoutBiasGrad(const float *dy, float *dx, float *db, int64_t rows,
                      acc[i - r * N] += g;
                    });
   });
+}
+
+void biasDropoutAddLayerNorm(const float *x, const float *b, const float *res,
+                             const float *gamma, const float *beta, float *sum,
+                             float *y, float *rstdOut, int64_t rows, int64_t C,
+                             double rate, uint32_t stream, uint64_t seed,
+                             uint64_t offset, float eps) {
+  const float scale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    // The row stays in L1 between the residual sum and the normalisation;
+    // both are computed exactly as biasDropoutAdd and layerNorm do.
+    forDropoutMask(r * C, (r + 1) * C, rate, stream, seed, offset,
+                   [&](int64_t i, bool keep) {
+                     float v = x[i] + b[i % C];
+                     sum[i] = res[i] + (keep ? (rate > 0.0 ? v * scale : v)
+                                             : 0.0f);
+                   });
+    const float *sr = sum + r * C;
+    float *yr = y + r * C;
+    float mean, rstd;
+    rowMoments(sr, C, eps, mean, rstd);
+    rstdOut[r] = rstd;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      yr[c] = (sr[c] - mean) * rstd * gamma[c] + beta[c];
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -64,15 +64,18 @@ void batchMatmul(const float *a, const float *b, float *out, int64_t batch,
 void layerNorm(const float *x, const float *gamma, const float *beta,
                float *y, int64_t rows, int64_t C, float eps,
                float *rstdOut = nullptr);
+/// `dres` (rows * C floats, or null) is added into dx: the gradient that
+/// reaches the LayerNorm input along a residual connection.
 void layerNormGrad(const float *dy, const float *x, const float *gamma,
-                   float *dx, float *dgamma, float *dbeta, int64_t rows,
-                   int64_t C, float eps);
+                   const float *dres, float *dx, float *dgamma, float *dbeta,
+                   int64_t rows, int64_t C, float eps);
 /// The same gradient from the output y and the saved 1/std (the invertible
 /// LayerNorm): x_hat = (y - beta) / gamma. Throws if gamma has a zero.
 void layerNormGradFromOutput(const float *dy, const float *y,
                              const float *gamma, const float *beta,
-                             const float *rstd, float *dx, float *dgamma,
-                             float *dbeta, int64_t rows, int64_t C);
+                             const float *rstd, const float *dres,
+                             float *dx, float *dgamma, float *dbeta,
+                             int64_t rows, int64_t C);
 void gelu(const float *x, float *y, int64_t n, bool tanhApprox);
 // Fused epilogues over [rows, N] with a bias [N]; bias gradients are summed
 // per 32-row block and merged in block order (thread-count independent).
@@ -84,6 +87,13 @@ void biasGeluGrad(const float *dy, const float *x, const float *b, float *dx,
 void biasDropoutAdd(const float *x, const float *b, const float *res,
                     float *y, int64_t rows, int64_t N, double rate,
                     uint32_t stream, uint64_t seed, uint64_t offset);
+/// sum = biasDropoutAdd(x, b, res), y = layerNorm(sum) with each row's 1/std
+/// in rstd, one pass per row (bitwise the two kernels' results).
+void biasDropoutAddLayerNorm(const float *x, const float *b, const float *res,
+                             const float *gamma, const float *beta, float *sum,
+                             float *y, float *rstd, int64_t rows, int64_t C,
+                             double rate, uint32_t stream, uint64_t seed,
+                             uint64_t offset, float eps);
 /// dx = dropout(dy) (same mask), db = sum of dx over rows.
 void dropoutBiasGrad(const float *dy, float *dx, float *db, int64_t rows,
                      int64_t N, double rate, uint32_t stream, uint64_t seed,

@@ -44,6 +44,7 @@ const char *opcodeName(Opcode op) {
     DSC_OPNAME(Dropout)
     DSC_OPNAME(BiasGelu)
     DSC_OPNAME(BiasDropoutAdd)
+    DSC_OPNAME(BiasDropoutAddLayerNorm)
     DSC_OPNAME(SplitHeads)
     DSC_OPNAME(MergeHeads)
     DSC_OPNAME(BiasSplitHeads)

@@ -6,6 +6,9 @@
 // dsc.layer_norm_grad_from_output, so the LayerNorm input has no backward use
 // left and the memory planner frees it after the forward pass.
 //
+// A dsc.bias_dropout_add_layer_norm already yields the 1/std, so only its
+// gradient changes; its sum stays alive only if something else reads it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Transforms/Passes.h"
@@ -31,37 +34,60 @@ LayerNormOp forwardOf(LayerNormGradOp grad) {
   return {};
 }
 
+/// The forward op's LayerNorm output, gamma, beta and 1/std.
+struct ForwardOutputs {
+  Value result, gamma, beta, rstd;
+};
+
 struct InvertiblePass : mlir::dsc::impl::DscInvertibleBase<InvertiblePass> {
   void runOnOperation() override {
     SmallVector<LayerNormGradOp> grads;
     getOperation().walk([&](LayerNormGradOp op) { grads.push_back(op); });
     DenseMap<Operation *, InvertibleLayerNormOp> inverted;
     for (LayerNormGradOp grad : grads) {
-      LayerNormOp ln = forwardOf(grad);
-      if (!ln)
+      std::optional<ForwardOutputs> fwd = invert(grad, inverted);
+      if (!fwd)
         continue;
-      InvertibleLayerNormOp inv = inverted.lookup(ln);
-      if (!inv) {
-        OpBuilder b(ln);
-        auto rowsType = cast<RankedTensorType>(ln.getInput().getType());
-        inv = b.create<InvertibleLayerNormOp>(
-            ln.getLoc(), ln.getType(),
-            rowsType.clone(rowsType.getShape().drop_back()), ln.getInput(),
-            ln.getGamma(), ln.getBeta(), ln.getEpsilonAttr());
-        inv->setDiscardableAttrs(ln->getDiscardableAttrDictionary());
-        ln.getResult().replaceAllUsesWith(inv.getResult());
-        inverted[ln] = inv;
-      }
       OpBuilder b(grad);
       auto fromOutput = b.create<LayerNormGradFromOutputOp>(
-          grad.getLoc(), grad.getResultTypes(), grad.getGrad(),
-          inv.getResult(), inv.getGamma(), inv.getBeta(), inv.getRstd());
+          grad.getLoc(), grad.getResultTypes(), grad.getGrad(), fwd->result,
+          fwd->gamma, fwd->beta, fwd->rstd, grad.getResidualGrad());
       fromOutput->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
       grad.replaceAllUsesWith(fromOutput.getResults());
       grad.erase();
     }
     for (auto &[ln, inv] : inverted)
       ln->erase();
+  }
+
+  /// The outputs the backward of `grad` can use instead of the input, or
+  /// nullopt when its forward op is out of reach.
+  static std::optional<ForwardOutputs>
+  invert(LayerNormGradOp grad,
+         DenseMap<Operation *, InvertibleLayerNormOp> &inverted) {
+    if (auto fused =
+            grad.getInput().getDefiningOp<BiasDropoutAddLayerNormOp>();
+        fused && fused.getGamma() == grad.getGamma() &&
+        fused.getEpsilon() == grad.getEpsilon())
+      return ForwardOutputs{fused.getResult(), fused.getGamma(),
+                            fused.getBeta(), fused.getRstd()};
+    LayerNormOp ln = forwardOf(grad);
+    if (!ln)
+      return std::nullopt;
+    InvertibleLayerNormOp inv = inverted.lookup(ln);
+    if (!inv) {
+      OpBuilder b(ln);
+      auto rowsType = cast<RankedTensorType>(ln.getInput().getType());
+      inv = b.create<InvertibleLayerNormOp>(
+          ln.getLoc(), ln.getType(),
+          rowsType.clone(rowsType.getShape().drop_back()), ln.getInput(),
+          ln.getGamma(), ln.getBeta(), ln.getEpsilonAttr());
+      inv->setDiscardableAttrs(ln->getDiscardableAttrDictionary());
+      ln.getResult().replaceAllUsesWith(inv.getResult());
+      inverted[ln] = inv;
+    }
+    return ForwardOutputs{inv.getResult(), inv.getGamma(), inv.getBeta(),
+                          inv.getRstd()};
   }
 };
 

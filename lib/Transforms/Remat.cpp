@@ -44,6 +44,9 @@ using namespace mlir::dsc;
 namespace {
 
 constexpr llvm::StringLiteral kRematAttrName = "dsc.remat";
+/// On an exposure (see exposeFusedResults): which results of the fused op
+/// defining its first operand its results stand for.
+constexpr llvm::StringLiteral kExposesAttrName = "dsc.remat.exposes";
 constexpr llvm::StringLiteral kRecomputeFlopsAttrName =
     "dsc.remat.recompute_flops";
 
@@ -158,11 +161,23 @@ int64_t applyRemat(func::FuncOp fn, const Analysis &a,
   for (Operation &op : body.without_terminator())
     if (a.backward.contains(&op))
       readers.push_back(&op);
+  // A recomputed chain reads an exposed result of a fused op that is not
+  // recomputed itself through its exposure, so that it recomputes from the
+  // fused op's sibling result (see exposeFusedResults) instead of keeping
+  // the forward value alive.
+  DenseMap<Value, Value> exposed;
+  for (Operation &op : body.without_terminator())
+    if (auto results = op.getAttrOfType<DenseI64ArrayAttr>(kExposesAttrName))
+      for (auto [i, r] : llvm::enumerate(results.asArrayRef()))
+        exposed[op.getOperand(0).getDefiningOp()->getResult(r)] =
+            op.getResult(i);
   DenseMap<Value, Value> clones;
   int64_t flops = 0;
   MLIRContext *ctx = fn.getContext();
   std::function<Value(Value, Operation *)> materialize =
       [&](Value v, Operation *before) -> Value {
+    if (Value e = exposed.lookup(v); e && !recompute.contains(v.getDefiningOp()))
+      v = e;
     if (Value c = clones.lookup(v))
       return c;
     Operation *def = v.getDefiningOp();
@@ -227,7 +242,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     }
     if (policy == "none")
       return;
-    exposeAttentionDropout(fn);
+    exposeFusedResults(fn);
 
     Analysis a;
     a.analyze(fn);
@@ -238,36 +253,97 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     if (policy == "budget" && failed(solveBudget(module, a, chosen)))
       return signalPassFailure();
     applyRemat(fn, a, chosen);
+    foldExposures(fn);
   }
 
-  /// -dsc-fuse-softmax-dropout makes the dropped probabilities a result of
-  /// an op that is not cheap to recompute (its chain reaches the QK^T
-  /// GEMM). The backward's reads of them are redirected to a separate
-  /// dsc.dropout of the saved probabilities (same stream, same mask), which
-  /// the analysis can then recompute cheaply, as in the unfused graph.
-  static void exposeAttentionDropout(func::FuncOp fn) {
-    SmallVector<SoftmaxDropoutOp> fused;
-    fn.walk([&](SoftmaxDropoutOp op) {
-      if (!op->hasAttr(kGradAttrName))
-        fused.push_back(op);
+  /// A fused op recomputes as a whole, which is coarse: recomputing the
+  /// LayerNorm output of dsc.bias_dropout_add_layer_norm would re-run the
+  /// residual sum and its dropout as well, and the dropped probabilities of
+  /// dsc.softmax_dropout would re-run the softmax. Such a result that the
+  /// backward reads gets an "exposure": a plain op deriving it from a
+  /// sibling result (layer_norm of the sum; dropout of the probabilities),
+  /// whose result the backward reads instead. The exposure is an ordinary
+  /// candidate of its own; foldExposures() undoes every exposure that ends
+  /// up not recomputed, so the stored graph is the fused one.
+  static void exposeFusedResults(func::FuncOp fn) {
+    auto readBack = [](Value v) {
+      return llvm::any_of(v.getUsers(), [](Operation *user) {
+        return user->hasAttr(kGradAttrName);
+      });
+    };
+    auto expose = [](Operation *fused, Operation *exposure,
+                     ArrayRef<unsigned> results) {
+      exposure->setAttr(kExposesAttrName,
+                        DenseI64ArrayAttr::get(
+                            fused->getContext(),
+                            SmallVector<int64_t>(results.begin(),
+                                                 results.end())));
+      // The exposure belongs to the layer that reads the result forward.
+      Attribute layer = fused->getAttr(kLayerAttrName);
+      for (Operation *user : fused->getResult(results[0]).getUsers())
+        if (!user->hasAttr(kGradAttrName))
+          if (Attribute l = user->getAttr(kLayerAttrName))
+            layer = l;
+      if (layer)
+        exposure->setAttr(kLayerAttrName, layer);
+      for (auto [i, r] : llvm::enumerate(results))
+        fused->getResult(r).replaceUsesWithIf(
+            exposure->getResult(i), [](OpOperand &use) {
+              return use.getOwner()->hasAttr(kGradAttrName);
+            });
+    };
+    SmallVector<Operation *> fusedOps;
+    fn.walk([&](Operation *op) {
+      if (!op->hasAttr(kGradAttrName) &&
+          isa<SoftmaxDropoutOp, BiasDropoutAddLayerNormOp>(op))
+        fusedOps.push_back(op);
     });
-    for (SoftmaxDropoutOp op : fused) {
-      Value dropped = op.getResult();
-      if (llvm::none_of(dropped.getUsers(), [](Operation *user) {
-            return user->hasAttr(kGradAttrName);
-          }))
-        continue;
+    for (Operation *op : fusedOps) {
       OpBuilder b(op->getContext());
       b.setInsertionPointAfter(op);
-      auto again = b.create<DropoutOp>(op.getLoc(), dropped.getType(),
-                                       op.getProbs(), op.getRateAttr(),
-                                       op.getStreamAttr());
-      if (Attribute layer = op->getAttr(kLayerAttrName))
-        again->setAttr(kLayerAttrName, layer);
-      dropped.replaceUsesWithIf(again.getResult(), [](OpOperand &use) {
-        return use.getOwner()->hasAttr(kGradAttrName);
-      });
+      if (auto sd = dyn_cast<SoftmaxDropoutOp>(op)) {
+        if (!readBack(sd.getResult()))
+          continue;
+        auto again = b.create<DropoutOp>(sd.getLoc(), sd.getType(0),
+                                         sd.getProbs(), sd.getRateAttr(),
+                                         sd.getStreamAttr());
+        expose(sd, again, {0});
+        continue;
+      }
+      auto ln = cast<BiasDropoutAddLayerNormOp>(op);
+      if (!readBack(ln.getResult()))
+        continue;
+      if (readBack(ln.getRstd())) { // -dsc-invertible's backward reads both
+        auto again = b.create<InvertibleLayerNormOp>(
+            ln.getLoc(), ln.getResult().getType(), ln.getRstd().getType(),
+            ln.getSum(), ln.getGamma(), ln.getBeta(), ln.getEpsilonAttr());
+        expose(ln, again, {1, 2});
+      } else {
+        auto again = b.create<LayerNormOp>(
+            ln.getLoc(), ln.getResult().getType(), ln.getSum(),
+            ln.getGamma(), ln.getBeta(), ln.getEpsilonAttr());
+        expose(ln, again, {1});
+      }
     }
+  }
+
+  /// Removes the exposures: a recomputed one has only its backward clone
+  /// left as a reader and is dead; the others hand their readers back to
+  /// the fused op's results (bitwise the same values).
+  static void foldExposures(func::FuncOp fn) {
+    SmallVector<Operation *> exposures;
+    fn.walk([&](Operation *op) {
+      if (op->hasAttr(kExposesAttrName) && !op->hasAttr(kGradAttrName))
+        exposures.push_back(op);
+    });
+    for (Operation *op : exposures) {
+      Operation *fused = op->getOperand(0).getDefiningOp();
+      auto results = op->getAttrOfType<DenseI64ArrayAttr>(kExposesAttrName);
+      for (auto [i, r] : llvm::enumerate(results.asArrayRef()))
+        op->getResult(i).replaceAllUsesWith(fused->getResult(r));
+      op->erase();
+    }
+    fn.walk([](Operation *op) { op->removeAttr(kExposesAttrName); });
   }
 
   bool selectedByFlags(const Candidate &c) const {
@@ -294,6 +370,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
       if (r)
         set.insert(c.op);
     applyRemat(fn, a, set);
+    foldExposures(fn);
     FailureOr<::dsc::rt::Program> program = ::dsc::lowerToProgram(*copy);
     if (failed(program)) {
       module.emitError("dsc-remat: policy=budget measures the peak of the "

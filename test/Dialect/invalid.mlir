@@ -344,6 +344,46 @@ func.func @bias_dropout_add_residual(%h: tensor<2x24xf32>, %b: tensor<24xf32>, %
 
 // -----
 
+func.func @residual_layer_norm_epsilon(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op expects epsilon > 0}}
+  %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %h, %b, %b {epsilon = 0.0 : f64, rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @residual_layer_norm_rstd(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op rstd has shape [24], expected [2]}}
+  %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %h, %b, %b {epsilon = 1.0e-5 : f64, rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @residual_layer_norm_sum(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op sum has shape [24, 2], expected [2, 24]}}
+  %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %h, %b, %b {epsilon = 1.0e-5 : f64, rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<24x2xf32>, tensor<2x24xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_residual(%dy: tensor<2x24xf32>, %g: tensor<24xf32>, %d: tensor<3x24xf32>) {
+  // expected-error @+1 {{'dsc.layer_norm_grad' op residual gradient has shape [3, 24], expected [2, 24]}}
+  %0:3 = dsc.layer_norm_grad %dy, %dy, %g, %d {epsilon = 1.0e-5 : f64} : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<3x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_from_output_residual(%dy: tensor<2x24xf32>, %g: tensor<24xf32>, %r: tensor<2xf32>, %d: tensor<3x24xf32>) {
+  // expected-error @+1 {{'dsc.layer_norm_grad_from_output' op residual gradient has shape [3, 24], expected [2, 24]}}
+  %0:3 = dsc.layer_norm_grad_from_output %dy, %dy, %g, %g, %r, %d : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>, tensor<2xf32>, tensor<3x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
 func.func @dropout_bias_grad_rate(%dy: tensor<2x24xf32>) {
   // expected-error @+1 {{'dsc.dropout_bias_grad' op expects rate in [0, 1), got 1.500000e+00}}
   %dx, %db = dsc.dropout_bias_grad %dy {rate = 1.5 : f64, stream = 1 : i64} : (tensor<2x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)

@@ -68,6 +68,17 @@ func.func @fused_epilogues(%h: tensor<2x8x24xf32>, %b: tensor<24xf32>, %dy: tens
   return
 }
 
+// CHECK-LABEL: func @residual_layer_norm_ops
+func.func @residual_layer_norm_ops(%h: tensor<2x8x24xf32>, %b: tensor<24xf32>, %res: tensor<2x8x24xf32>, %dy: tensor<2x8x24xf32>) {
+  // CHECK: %[[S:[a-z0-9_]+]], %[[Y:[a-z0-9_]+]], %[[R:[a-z0-9_]+]] = dsc.bias_dropout_add_layer_norm {{.*}} {epsilon = 1.000000e-05 : f64, rate = 1.000000e-01 : f64, stream = 4 : i64} : {{.*}} -> (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8xf32>)
+  %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %res, %b, %b {epsilon = 1.0e-5 : f64, rate = 0.1 : f64, stream = 4 : i64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8xf32>)
+  // CHECK: dsc.layer_norm_grad %{{.*}}, %[[S]], %{{.*}}, %{{.*}} {epsilon
+  %0:3 = dsc.layer_norm_grad %dy, %s, %b, %dy {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  // CHECK: dsc.layer_norm_grad_from_output %{{.*}}, %[[Y]], %{{.*}}, %{{.*}}, %[[R]], %{{.*}} :
+  %1:3 = dsc.layer_norm_grad_from_output %dy, %y, %b, %b, %r, %dy : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>, tensor<2x8xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  return
+}
+
 // CHECK-LABEL: func @softmax_dropout_ops
 func.func @softmax_dropout_ops(%s: tensor<2x3x8x8xf32>) {
   // CHECK: %[[D:[a-z0-9_]+]], %[[P:[a-z0-9_]+]] = dsc.softmax_dropout {{.*}} {causal = true, rate = 1.000000e-01 : f64, scale = 2.500000e-01 : f64, stream = 3 : i64}

@@ -144,6 +144,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
     pm.addPass(mlir::dsc::createDscFuseBiasGelu());
   if (train.fusion.biasDropoutAdd)
     pm.addPass(mlir::dsc::createDscFuseBiasDropoutAdd());
+  if (train.fusion.biasDropoutAdd && train.fusion.residualLayerNorm)
+    pm.addPass(mlir::dsc::createDscFuseResidualLayerNorm());
   if (train.fusion.softmaxDropout)
     pm.addPass(mlir::dsc::createDscFuseSoftmaxDropout());
   pm.addPass(mlir::dsc::createDscAutodiff());

@@ -462,12 +462,13 @@ TEST(TrainConfig, DscSection) {
 
 TEST(TrainConfig, FusionSwitches) {
   FusionConfig on = train(ds("")).fusion; // all on by default
-  EXPECT_TRUE(on.qkv && on.biasGelu && on.biasDropoutAdd && on.softmaxDropout);
+  EXPECT_TRUE(on.qkv && on.biasGelu && on.biasDropoutAdd &&
+              on.softmaxDropout && on.residualLayerNorm);
   FusionConfig off = train(ds(R"("dsc": {"fusion": {"qkv": false,
       "bias_gelu": false, "bias_dropout_add": false,
-      "softmax_dropout": false}})")).fusion;
+      "softmax_dropout": false, "residual_layer_norm": false}})")).fusion;
   EXPECT_FALSE(off.qkv || off.biasGelu || off.biasDropoutAdd ||
-               off.softmaxDropout);
+               off.softmaxDropout || off.residualLayerNorm);
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"qkv": 1}})")),
              "dsc.fusion.qkv");
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"gelu": true}})")),

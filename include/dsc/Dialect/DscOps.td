@@ -271,6 +271,27 @@ def Dsc_BiasDropoutAddOp : Dsc_DiffOp<"bias_dropout_add"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+def Dsc_BiasDropoutAddLayerNormOp : Dsc_DiffOp<"bias_dropout_add_layer_norm"> {
+  let summary = "Fused residual + dropout(input + bias), then LayerNorm";
+  let description = [{
+    `%sum, %y, %rstd = dsc.bias_dropout_add_layer_norm %h, %b, %res, %gamma,
+    %beta {rate, stream, epsilon}` computes `%sum = %res + dropout(%h + %b)`
+    (the `dsc.bias_dropout_add` of that `stream`) and `%y =
+    layer_norm(%sum)` row by row in one pass, with `%rstd` the per-row 1/std
+    (`[...]` for `[..., C]`). `%sum` is the residual stream (GPT-2 adds the
+    next block to it), `%rstd` lets `-dsc-invertible` take the LayerNorm
+    backward from `%y`. Produced by `-dsc-fuse-residual-layer-norm`; its
+    gradient is one `dsc.layer_norm_grad` that adds `%sum`'s other gradient
+    into its input gradient, then one `dsc.dropout_bias_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias,
+                       Dsc_FloatTensor:$residual, Dsc_FloatTensor:$gamma,
+                       Dsc_FloatTensor:$beta, F64Attr:$rate, I64Attr:$stream,
+                       F64Attr:$epsilon);
+  let results = (outs Dsc_FloatTensor:$sum, Dsc_FloatTensor:$result,
+                      Dsc_FloatTensor:$rstd);
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient ops
 //===----------------------------------------------------------------------===//
@@ -303,8 +324,15 @@ def Dsc_LinearGradWeightOp : Dsc_Op<"linear_grad_weight"> {
 
 def Dsc_LayerNormGradOp : Dsc_Op<"layer_norm_grad"> {
   let summary = "Gradients of dsc.layer_norm w.r.t. input, gamma and beta";
+  let description = [{
+    With the optional `residual_grad` (the gradient reaching the LayerNorm
+    input along a residual connection), the input gradient is the LayerNorm
+    one plus `residual_grad`, added in the same pass.
+  }];
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
-                       Dsc_FloatTensor:$gamma, F64Attr:$epsilon);
+                       Dsc_FloatTensor:$gamma,
+                       Optional<Dsc_FloatTensor>:$residual_grad,
+                       F64Attr:$epsilon);
   let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
                       Dsc_FloatTensor:$beta_grad);
 }
@@ -327,11 +355,14 @@ def Dsc_LayerNormGradFromOutputOp : Dsc_Op<"layer_norm_grad_from_output"> {
   let description = [{
     x_hat = (y - beta) / gamma, then the usual LayerNorm backward. Requires
     every gamma element to be non-zero (checked by the kernels at run time:
-    a zero is an error, not a wrong gradient) and the forward beta.
+    a zero is an error, not a wrong gradient) and the forward beta. The
+    optional `residual_grad` is added into the input gradient, as for
+    `dsc.layer_norm_grad`.
   }];
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$output,
                        Dsc_FloatTensor:$gamma, Dsc_FloatTensor:$beta,
-                       Dsc_FloatTensor:$rstd);
+                       Dsc_FloatTensor:$rstd,
+                       Optional<Dsc_FloatTensor>:$residual_grad);
   let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
                       Dsc_FloatTensor:$beta_grad);
 }

@@ -82,6 +82,8 @@ struct FusionConfig {
   bool biasGelu = true;       ///< -dsc-fuse-bias-gelu
   bool biasDropoutAdd = true; ///< -dsc-fuse-bias-dropout-add
   bool softmaxDropout = true; ///< -dsc-fuse-softmax-dropout
+  /// -dsc-fuse-residual-layer-norm (extends bias_dropout_add's ops)
+  bool residualLayerNorm = true;
 };
 
 /// DeepSpeed's `transformer_kernel` switches dsc implements.

@@ -76,6 +76,10 @@ enum class Opcode {
   BiasGelu,       ///< in: x[...,N], bias[N]; attr approximation: gelu(x+b)
   BiasDropoutAdd, ///< in: x[...,N], bias[N], res; attrs rate, stream:
                   ///< res + dropout(x + b) with Dropout's mask
+  BiasDropoutAddLayerNorm, ///< in: x[...,C], bias[C], res, gamma[C], beta[C];
+                           ///< attrs rate, stream, epsilon; outs: sum =
+                           ///< BiasDropoutAdd(x, bias, res), LayerNorm(sum),
+                           ///< rstd[...] (as InvertibleLayerNorm)
   SplitHeads,     ///< in: x[B,T,P*H*D]; outs: P tensors [B,H,T,D]; attr num_heads
   MergeHeads,     ///< ins: P tensors [B,H,T,D]; out: [B,T,P*H*D]
   BiasSplitHeads, ///< in: x[B,T,P*H*D], bias[P*H*D]; outs: P x [B,H,T,D] of
@@ -97,9 +101,11 @@ enum class Opcode {
   EmbeddingGrad,  ///< in: ids[...], dy[...,C]; out: dtable[V,C] (scatter-add)
   LinearGradInput,  ///< in: dy[...,N], w; attr transpose_w; out: dx[...,K]
   LinearGradWeight, ///< in: x[...,K], dy[...,N]; attr transpose_w; out: dw
-  LayerNormGrad,  ///< in: dy, x, gamma; attr epsilon; outs: dx, dgamma, dbeta
-  LayerNormGradFromOutput, ///< in: dy, y, gamma, beta, rstd; outs: dx,
-                           ///< dgamma, dbeta (x_hat = (y - beta) / gamma)
+  LayerNormGrad,  ///< in: dy, x, gamma, [dres]; attr epsilon; outs: dx,
+                  ///< dgamma, dbeta (dx includes the optional dres)
+  LayerNormGradFromOutput, ///< in: dy, y, gamma, beta, rstd, [dres]; outs:
+                           ///< dx, dgamma, dbeta (x_hat = (y - beta) / gamma;
+                           ///< dx includes the optional dres)
   GeluGrad,       ///< in: dy, x; attr approximation; out: dx
   BiasGeluGrad,   ///< in: dy, x, bias; attr approximation; outs: dx, dbias
   DropoutBiasGrad, ///< in: dy; attrs rate, stream; outs: dropout(dy), its

@@ -100,6 +100,27 @@ def DscFuseBiasDropoutAdd : Pass<"dsc-fuse-bias-dropout-add", "::mlir::ModuleOp"
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscFuseResidualLayerNorm : Pass<"dsc-fuse-residual-layer-norm", "::mlir::ModuleOp"> {
+  let summary = "Residual add (with bias and dropout) + LayerNorm in one op";
+  let description = [{
+    A `dsc.layer_norm` of a `dsc.bias_dropout_add` (run
+    -dsc-fuse-bias-dropout-add first) becomes one
+    `dsc.bias_dropout_add_layer_norm`, which also yields the residual sum for
+    its other users and each row's 1/std. Run before -dsc-autodiff, whose
+    rule for it emits one `dsc.layer_norm_grad` that adds the sum's other
+    gradient in the same pass, then one `dsc.dropout_bias_grad`.
+
+    ```mlir
+    %y = dsc.bias_dropout_add %h, %b, %res {rate = 0.1, stream = 3}
+    %n = dsc.layer_norm %y, %g, %beta {epsilon = 1e-5}
+    // =>
+    %y, %n, %rstd = dsc.bias_dropout_add_layer_norm %h, %b, %res, %g, %beta
+        {epsilon = 1e-5, rate = 0.1, stream = 3}
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscFuseSoftmaxDropout : Pass<"dsc-fuse-softmax-dropout", "::mlir::ModuleOp"> {
   let summary = "Scale + mask + softmax + dropout of the attention in one op";
   let description = [{

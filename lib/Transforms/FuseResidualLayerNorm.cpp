@@ -1,0 +1,69 @@
+//===- FuseResidualLayerNorm.cpp - Fuse the residual add into LayerNorm ---===//
+//
+// layer_norm(bias_dropout_add(h, b, res))  =>  bias_dropout_add_layer_norm,
+// which writes the residual sum and its LayerNorm in one pass per row. The
+// sum keeps its other users (GPT-2's next residual add reads it); BERT's
+// post-LN blocks read only the LayerNorm output. The op takes the bias-add's
+// dsc.layer: its sum is that layer's output, so per-layer checkpointing
+// keeps it as the layer boundary (-dsc-remat recomputes the LayerNorm
+// output from it, see Remat.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Transforms/Passes.h"
+
+#include "FusionUtils.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCFUSERESIDUALLAYERNORM
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// Whether `v` is available at `op` (a block argument or an earlier op's
+/// result in the same block).
+bool definedBefore(Value v, Operation *op) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
+struct FuseResidualLayerNormPass
+    : mlir::dsc::impl::DscFuseResidualLayerNormBase<
+          FuseResidualLayerNormPass> {
+  void runOnOperation() override {
+    SmallVector<LayerNormOp> norms;
+    getOperation().walk([&](LayerNormOp op) { norms.push_back(op); });
+    DenseSet<Operation *> fusedAlready;
+    for (LayerNormOp ln : norms) {
+      auto bda = ln.getInput().getDefiningOp<BiasDropoutAddOp>();
+      // One LayerNorm per sum: a second one keeps its own op.
+      if (!bda || !definedBefore(ln.getGamma(), bda) ||
+          !definedBefore(ln.getBeta(), bda) ||
+          !fusedAlready.insert(bda).second)
+        continue;
+      // At the bias-add's place: every user of the sum stays below it.
+      OpBuilder b(bda);
+      auto rows = cast<RankedTensorType>(ln.getType());
+      auto fused = b.create<BiasDropoutAddLayerNormOp>(
+          ln.getLoc(),
+          TypeRange{bda.getType(), ln.getType(),
+                    rows.clone(rows.getShape().drop_back())},
+          bda.getInput(), bda.getBias(), bda.getResidual(), ln.getGamma(),
+          ln.getBeta(), bda.getRateAttr(), bda.getStreamAttr(),
+          ln.getEpsilonAttr());
+      copyLayer(bda, {fused});
+      ln.replaceAllUsesWith(fused.getResult());
+      bda.replaceAllUsesWith(fused.getSum());
+      ln.erase();
+      bda.erase();
+    }
+  }
+};
+
+} // namespace
