@@ -387,10 +387,19 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
   }
 
   /// Adds to `chosen` the cheapest recomputations under which the planned
-  /// peak is <= budgetBytes. Model: peak(R) = P0 - sum_{i in R} bytes_i,
-  /// where P0 is the measured peak with only `chosen` recomputed; the
-  /// knapsack is exact for that model, and the measured peak of its choice
-  /// corrects the capacity until the real plan meets the budget.
+  /// peak is <= budgetBytes, in three steps:
+  ///  1. knapsack: model peak(R) = P0 - sum_{i in R} bytes_i, where P0 is
+  ///     the measured peak with only `chosen` recomputed; the knapsack is
+  ///     exact for that model, and the measured peak of its choice corrects
+  ///     the capacity until the real plan meets the budget;
+  ///  2. per-layer seed: per-layer checkpointing's set (every in-layer,
+  ///     non-boundary candidate), which the additive model cannot find when
+  ///     the peak is set by one layer's recomputation at a time;
+  ///  3. local search from the cheaper feasible one: store each recomputed
+  ///     candidate back, most expensive first, wherever the measured peak
+  ///     stays within the budget.
+  /// The result is never costlier than any feasible seed, and no single
+  /// recomputed candidate can be stored without exceeding the budget.
   LogicalResult solveBudget(ModuleOp module, const Analysis &a,
                             DenseSet<Operation *> &chosen) {
     const int64_t budget = budgetBytes;
@@ -406,6 +415,13 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
         sumBytes += c.bytes;
       }
     }
+    auto costOf = [&](ArrayRef<bool> set) {
+      int64_t cost = 0;
+      for (auto [c, r] : llvm::zip(a.candidates, set))
+        if (r)
+          cost += c.cost;
+      return cost;
+    };
     FailureOr<int64_t> p0 = measure(module, base);
     if (failed(p0))
       return failure();
@@ -428,13 +444,43 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
         break;
       capacity -= std::max<int64_t>(peak - budget, 1);
     }
+
+    SmallVector<bool> perLayer = base;
+    for (auto [i, c] : llvm::enumerate(a.candidates))
+      perLayer[i] = perLayer[i] ||
+                    (c.op->hasAttr(kLayerAttrName) && !c.boundary);
+    FailureOr<int64_t> layerPeak = measure(module, perLayer);
+    if (failed(layerPeak))
+      return failure();
+    lowest = std::min(lowest, *layerPeak);
+    if (*layerPeak <= budget &&
+        (peak > budget || costOf(perLayer) < costOf(best))) {
+      best = perLayer;
+      peak = *layerPeak;
+    }
     if (peak > budget) {
       module.emitError("dsc-remat: the memory budget of ")
           << budget << " bytes cannot be met: the lowest planned peak "
-          << "found is " << lowest << " bytes (recomputing everything "
-          << "re-runs the whole forward at once and saves nothing; try "
-          << "per-layer checkpointing)";
+          << "found is " << lowest << " bytes (knapsack and per-layer "
+          << "checkpointing; recomputing everything re-runs the whole "
+          << "forward at once and saves nothing)";
       return failure();
+    }
+
+    SmallVector<size_t> order;
+    for (auto [i, r] : llvm::enumerate(best))
+      if (r && !base[i])
+        order.push_back(i);
+    llvm::stable_sort(order, [&](size_t x, size_t y) {
+      return a.candidates[x].cost > a.candidates[y].cost;
+    });
+    for (size_t i : order) {
+      best[i] = false;
+      FailureOr<int64_t> p = measure(module, best);
+      if (failed(p))
+        return failure();
+      if (*p > budget)
+        best[i] = true;
     }
     for (auto [c, r] : llvm::zip(a.candidates, best))
       if (r)

@@ -355,9 +355,23 @@ def DscRemat : Pass<"dsc-remat", "::mlir::ModuleOp"> {
     The choice is then applied to a copy of the module and re-planned; if
     the real peak exceeds the budget (the model ignores the short-lived
     recomputed values and packing), the capacity shrinks by the excess and
-    the knapsack is solved again. So: optimal for the additive model, and
-    always meeting the budget as the real planner measures it; a budget
-    that even recomputing everything misses is an error.
+    the knapsack is solved again. The additive model cannot see that the
+    backward recomputes one layer at a time, so per-layer checkpointing's
+    set is measured as a second seed; from the cheaper seed that meets the
+    budget, a local search stores back each recomputed candidate (most
+    expensive first) wherever the re-planned peak stays within the budget.
+    So: optimal for the additive model, never costlier than per-layer
+    checkpointing when that meets the budget, a local optimum (no single
+    recomputed candidate can be stored) for the real planner, and always
+    meeting the budget as the real planner measures it; a budget that
+    neither seed meets is an error naming the lowest peak found.
+
+    A fused op recomputes as a whole; where the backward reads a result
+    that a cheaper op can derive from a sibling result (the LayerNorm output
+    of `dsc.bias_dropout_add_layer_norm` from its sum, the dropped
+    probabilities of `dsc.softmax_dropout` from the probabilities), that op
+    is a candidate of its own (an "exposure"), folded back into the fused
+    op when it is not recomputed.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [
