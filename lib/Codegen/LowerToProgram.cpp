@@ -293,7 +293,6 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
             instr.op = Opcode::SoftmaxDropoutGrad;
             a["scale"] = f(o.getScale());
             a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
             return true;
           })
           .Case([&](SoftmaxGradOp o) {

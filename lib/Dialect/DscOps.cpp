@@ -437,6 +437,8 @@ LogicalResult SoftmaxDropoutOp::verify() {
 LogicalResult SoftmaxDropoutGradOp::verify() {
   if (failed(verifyRate(*this, getRate())) ||
       failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getProbs()))) ||
+      failed(expectShape(*this, "dropped", shapeOf(getDropped()),
                          shapeOf(getProbs()))))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),

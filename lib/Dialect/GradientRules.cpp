@@ -218,8 +218,8 @@ void SoftmaxDropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   Type type = getInput().getType();
   if (!resultGrads[1]) { // the usual case: only the dropped output is used
     operandGrads[0] = b.create<SoftmaxDropoutGradOp>(
-        loc, type, resultGrads[0], getProbs(), getScaleAttr(), getRateAttr(),
-        getStreamAttr());
+        loc, type, resultGrads[0], getProbs(), getResult(), getScaleAttr(),
+        getRateAttr());
     return;
   }
   // The probabilities are used directly as well: sum both gradients.

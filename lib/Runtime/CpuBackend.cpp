@@ -661,30 +661,31 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
   case Opcode::SoftmaxDropout:
   case Opcode::SoftmaxDropoutGrad: {
     const bool grad = I.op == Opcode::SoftmaxDropoutGrad;
-    e.numIns(grad ? 2 : 1);
+    e.numIns(grad ? 3 : 1);
     e.numOuts(grad ? 1 : 2);
     const Buffer &x = e.in(grad ? 1 : 0);
     const int64_t Tk = e.lastDim(x, "scores");
     const int64_t Tq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
     const int64_t rows = Tk ? x.numElements() / Tk : 0;
-    if (grad)
+    if (grad) {
       e.count(e.in(0), x.numElements(), "dy");
+      e.count(e.in(2), x.numElements(), "dropped");
+    }
     for (size_t k = 0; k < I.outputs.size(); ++k)
       e.count(e.out(k), x.numElements(), "output");
     const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
     const double rate = I.getFloat("rate");
     if (!(rate >= 0.0 && rate < 1.0))
       e.fail("rate must be in [0, 1), got " + std::to_string(rate));
-    const uint32_t stream = uint32_t(I.getInt("stream"));
     if (grad)
       cpu::softmaxDropoutGrad(e.fin(0, "dy"), e.fin(1, "probs"),
-                              e.fout(0, "dx"), rows, Tk, scale, rate, stream,
-                              rng.seed, rng.offset);
+                              e.fin(2, "dropped"), e.fout(0, "dx"), rows, Tk,
+                              scale, rate);
     else
       cpu::softmaxDropout(e.fin(0, "scores"), e.fout(0, "dropped"),
                           e.fout(1, "probs"), rows, Tq, Tk, scale,
                           I.has("causal") && I.getInt("causal") != 0, rate,
-                          stream, rng.seed, rng.offset);
+                          uint32_t(I.getInt("stream")), rng.seed, rng.offset);
     return;
   }
   case Opcode::SoftmaxGrad: {

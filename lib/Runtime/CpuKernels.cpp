@@ -740,7 +740,10 @@ void rowsWithColumnSum(int64_t rows, int64_t N, float *db, RowFn row) {
 /// Calls `f(i, keep)` for i in [i0, i1) with the Philox dropout decision of
 /// element i (keep is always true for rate 0): the mask of dsc.dropout.
 /// The bits come from philoxBlocks in chunks, so the Philox rounds run eight
-/// blocks at a time.
+/// blocks at a time, and the decision is an integer compare so the loop over
+/// a chunk vectorises: philoxUniform(x) = (x >> 8) * 2^-24 >= rate exactly
+/// when the integer x >> 8 >= ceil(rate * 2^24) (rate as a float, scaled by
+/// a power of two: exact).
 template <typename F>
 inline void forDropoutMask(int64_t i0, int64_t i1, double rate,
                            uint32_t stream, uint64_t seed, uint64_t offset,
@@ -750,16 +753,18 @@ inline void forDropoutMask(int64_t i0, int64_t i1, double rate,
       f(i, true);
     return;
   }
-  const float r = float(rate);
+  const uint32_t threshold =
+      uint32_t(std::ceil(double(float(rate)) * 16777216.0));
   constexpr int64_t kChunkBlocks = 64;
   uint32_t bits[4 * kChunkBlocks];
   for (int64_t q0 = i0 / 4; q0 * 4 < i1; q0 += kChunkBlocks) {
     const int64_t blocks = std::min<int64_t>(kChunkBlocks, ceilDiv(i1, 4) - q0);
     philoxBlocks(uint32_t(q0), blocks, stream, seed, offset, bits);
     const int64_t lo = std::max(i0, q0 * 4),
-                  hi = std::min(i1, (q0 + blocks) * 4);
+                  hi = std::min(i1, (q0 + blocks) * 4), first = q0 * 4;
+#pragma omp simd
     for (int64_t i = lo; i < hi; ++i)
-      f(i, philoxUniform(bits[i - q0 * 4]) >= r);
+      f(i, (bits[i - first] >> 8) >= threshold);
   }
 }
 
@@ -819,8 +824,8 @@ void biasDropoutAdd(const float *x, const float *b, const float *res,
 #pragma omp parallel for schedule(static) if (rows * N > (1 << 15))
   for (int64_t r = 0; r < rows; ++r)
     forDropoutMask(r * N, (r + 1) * N, rate, stream, seed, offset,
-                   [&](int64_t i, bool keep) {
-                     float v = x[i] + b[i % N];
+                   [&, row = r * N](int64_t i, bool keep) {
+                     float v = x[i] + b[i - row];
                      y[i] = res[i] + (keep ? (rate > 0.0 ? v * scale : v)
                                            : 0.0f);
                    });
@@ -852,8 +857,8 @@ void biasDropoutAddLayerNorm(const float *x, const float *b, const float *res,
     // The row stays in L1 between the residual sum and the normalisation;
     // both are computed exactly as biasDropoutAdd and layerNorm do.
     forDropoutMask(r * C, (r + 1) * C, rate, stream, seed, offset,
-                   [&](int64_t i, bool keep) {
-                     float v = x[i] + b[i % C];
+                   [&, row = r * C](int64_t i, bool keep) {
+                     float v = x[i] + b[i - row];
                      sum[i] = res[i] + (keep ? (rate > 0.0 ? v * scale : v)
                                              : 0.0f);
                    });
@@ -949,18 +954,23 @@ void softmaxDropout(const float *x, float *dropped, float *probs,
   }
 }
 
-void softmaxDropoutGrad(const float *dy, const float *probs, float *dx,
-                        int64_t rows, int64_t Tk, float scale, double rate,
-                        uint32_t stream, uint64_t seed, uint64_t offset) {
+void softmaxDropoutGrad(const float *dy, const float *probs,
+                        const float *dropped, float *dx, int64_t rows,
+                        int64_t Tk, float scale, double rate) {
   const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
 #pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
-    forDropoutMask(r * Tk, (r + 1) * Tk, rate, stream, seed, offset,
-                   [&](int64_t i, bool keep) {
-                     dx[i] = keep ? (rate > 0.0 ? dy[i] * keepScale : dy[i])
-                                  : 0.0f;
-                   });
-    softmaxGradRow(dx + r * Tk, probs + r * Tk, dx + r * Tk, Tk, scale);
+    const int64_t i0 = r * Tk;
+    if (rate > 0.0) {
+#pragma omp simd
+      for (int64_t i = i0; i < i0 + Tk; ++i)
+        dx[i] = dropped[i] != 0.0f ? dy[i] * keepScale : 0.0f;
+    } else {
+#pragma omp simd
+      for (int64_t i = i0; i < i0 + Tk; ++i)
+        dx[i] = dy[i];
+    }
+    softmaxGradRow(dx + i0, probs + i0, dx + i0, Tk, scale);
   }
 }
 

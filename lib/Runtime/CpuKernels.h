@@ -112,9 +112,10 @@ void softmaxDropout(const float *x, float *dropped, float *probs,
                     bool causal, double rate, uint32_t stream, uint64_t seed,
                     uint64_t offset);
 /// softmaxGrad(dropout(dy), probs) in one pass per row.
-void softmaxDropoutGrad(const float *dy, const float *probs, float *dx,
-                        int64_t rows, int64_t Tk, float scale, double rate,
-                        uint32_t stream, uint64_t seed, uint64_t offset);
+/// The mask is read off the forward's dropped output (kept where non-zero).
+void softmaxDropoutGrad(const float *dy, const float *probs,
+                        const float *dropped, float *dx, int64_t rows,
+                        int64_t Tk, float scale, double rate);
 
 // Randomness (Philox conventions of Philox.h).
 /// The Philox bits of blocks [firstBlock, firstBlock + count) of `stream`

@@ -83,8 +83,8 @@ func.func @residual_layer_norm_ops(%h: tensor<2x8x24xf32>, %b: tensor<24xf32>, %
 func.func @softmax_dropout_ops(%s: tensor<2x3x8x8xf32>) {
   // CHECK: %[[D:[a-z0-9_]+]], %[[P:[a-z0-9_]+]] = dsc.softmax_dropout {{.*}} {causal = true, rate = 1.000000e-01 : f64, scale = 2.500000e-01 : f64, stream = 3 : i64}
   %d, %p = dsc.softmax_dropout %s {causal = true, rate = 0.1 : f64, scale = 0.25 : f64, stream = 3 : i64} : (tensor<2x3x8x8xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
-  // CHECK: dsc.softmax_dropout_grad %[[D]], %[[P]]
-  %g = dsc.softmax_dropout_grad %d, %p {rate = 0.1 : f64, scale = 0.25 : f64, stream = 3 : i64} : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: dsc.softmax_dropout_grad %[[D]], %[[P]], %[[D]] {rate = 1.000000e-01 : f64, scale = 2.500000e-01 : f64}
+  %g = dsc.softmax_dropout_grad %d, %p, %d {rate = 0.1 : f64, scale = 0.25 : f64} : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
   return
 }
 

@@ -408,9 +408,20 @@ def Dsc_SoftmaxGradOp : Dsc_Op<"softmax_grad"> {
 
 def Dsc_SoftmaxDropoutGradOp : Dsc_Op<"softmax_dropout_grad"> {
   let summary = "dx = softmax_grad(dropout(dy), probs), one pass per row";
+  let description = [{
+    `%dx = dsc.softmax_dropout_grad %dy, %probs, %dropped {scale, rate}` with
+    `%probs, %dropped` the results of the forward `dsc.softmax_dropout`. The
+    dropout mask is read off `%dropped` (kept where it is non-zero) instead
+    of being drawn again from Philox: where a probability is positive that
+    is exactly the forward mask, and where it is zero the element's
+    gradient is zero under either mask. The backward reads `%dropped` for
+    the context GEMM's gradient anyway, so this costs no memory and saves
+    the Philox rounds.
+  }];
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$probs,
+                       Dsc_FloatTensor:$dropped,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
-                       F64Attr:$rate, I64Attr:$stream);
+                       F64Attr:$rate);
   let results = (outs Dsc_FloatTensor:$result);
 }
 

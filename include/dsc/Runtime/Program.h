@@ -111,7 +111,8 @@ enum class Opcode {
   DropoutBiasGrad, ///< in: dy; attrs rate, stream; outs: dropout(dy), its
                    ///< sum over rows
   SoftmaxGrad,    ///< in: dy, y; attr scale; out: dx = scale*y*(dy-sum(dy*y))
-  SoftmaxDropoutGrad, ///< in: dy, probs; attrs scale, rate, stream:
+  SoftmaxDropoutGrad, ///< in: dy, probs, dropped; attrs scale, rate: the mask is
+                      ///< dropped != 0 (see the TD);
                       ///< SoftmaxGrad(Dropout(dy), probs)
   CrossEntropyGrad, ///< in: dloss (scalar), logits, labels; attr ignore_index
   // Training step.
