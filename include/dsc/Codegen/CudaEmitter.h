@@ -1,0 +1,139 @@
+//===- CudaEmitter.h - rt::Program -> CUDA C++ -----------------*- C++ -*-===//
+//
+// Emits one CUDA translation unit for a lowered step program: one C-ABI
+// launcher (`cudaError_t dsc_<op>_<k>(args..., cudaStream_t)`) per distinct
+// specialised instruction, each launching one or more `extern "C"
+// __global__` kernels with every shape, dtype and attribute baked in; GEMM
+// instructions become cuBLASLt descriptors instead of kernels. Plain C++
+// over rt::Program (no MLIR), like the runtime.
+//
+// Storage rule (mixed precision): a program with dsc.round_to_half
+// instructions keeps every temporary that such an instruction writes in the
+// half format it names (f16 or bf16); every other buffer — parameters,
+// gradient accumulators, optimizer state, inputs, outputs, the loss, the
+// parameter-gradient reductions — stays f32. Kernels compute in f32 and
+// round when they store, so a rounding instruction whose input is a
+// temporary that only it reads is folded into the producer of that input
+// (the producer stores straight to the half buffer; bitwise the CPU's
+// round-after-compute). GEMMs read half operands and accumulate in f32.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_CODEGEN_CUDAEMITTER_H
+#define DSC_CODEGEN_CUDAEMITTER_H
+
+#include "dsc/Runtime/Program.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dsc::cuda {
+
+/// How a buffer is stored on the GPU. None: folded away, never allocated.
+enum class Storage { F32, F16, BF16, I32, I64, None };
+
+/// The element type's C spelling: float, __half, __nv_bfloat16, int,
+/// long long.
+const char *storageCType(Storage s);
+const char *storageName(Storage s); ///< f32, f16, bf16, i32, i64, none
+
+/// One parameter of a C-ABI launcher (the stream is always last and not
+/// listed).
+struct Param {
+  enum class Kind {
+    Buffer,  ///< device pointer to one Program buffer
+    Table,   ///< host array of `tableSize` device pointers (f32 tensors)
+    Stream,  ///< the instruction's Philox stream (attr), unsigned int
+    Seed,    ///< RngContext::seed, unsigned long long
+    Offset,  ///< RngContext::offset, unsigned long long
+    Scratch, ///< device workspace of Launcher::scratchBytes, void *
+  };
+  Kind kind;
+  std::string name;
+  std::string ctype; ///< C type in the launcher's signature
+  int tableSize = 0;
+};
+
+/// One kernel launch made by a launcher: kernel symbol, 1-D grid and block,
+/// arguments as launcher parameter indices (a Table parameter is passed by
+/// value as `dsc::Ptrs<tableSize>`, a struct of that many pointers).
+struct KernelLaunch {
+  std::string kernel;
+  int64_t grid = 1;
+  int block = 1;
+  std::vector<int> args;
+};
+
+struct Launcher {
+  std::string name; ///< the C-ABI symbol, dsc_<opcode>_<k>
+  rt::Opcode op;
+  std::vector<Param> params;
+  std::vector<KernelLaunch> kernels;
+  int64_t scratchBytes = 0;
+  std::string summary; ///< shapes and dtypes of the first instruction
+};
+
+/// A GEMM for cuBLASLt, in row-major terms as the CPU backend computes it:
+/// for b < batch, C[b] = alpha * op(A[b]) @ op(B[b]) (+ bias[N] on every
+/// row when `bias`), op(A) [M,K], op(B) [K,N], leading dimensions and batch
+/// strides in elements, f32 accumulation. (Row-major C = A B is column-major
+/// C^T = B^T A^T: swap the operands for cuBLASLt; the bias is then
+/// CUBLASLT_EPILOGUE_BIAS over the N column-major rows.)
+struct Gemm {
+  rt::Opcode op;
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  bool transA = false, transB = false;
+  int64_t lda = 0, ldb = 0, ldc = 0, strideA = 0, strideB = 0, strideC = 0;
+  double alpha = 1.0;
+  bool bias = false;
+  Storage a = Storage::F32, b = Storage::F32, c = Storage::F32,
+          biasType = Storage::F32;
+  bool operator==(const Gemm &o) const;
+};
+
+/// What the runtime does for one or more instructions of a function.
+struct Step {
+  enum class Kind {
+    Kernel,    ///< call launcher `index` with `args`
+    Gemm,      ///< gemm `index` on buffers args: A, B, C[, bias]
+    Memcpy,    ///< device copy of args[1] <- args[0] (same storage)
+    AllReduce, ///< collective on args[0] -> args[1], attr op (sum|mean)
+    Elided,    ///< a rounding folded into its producer: nothing to do
+  };
+  Kind kind;
+  std::vector<size_t> instrs; ///< indices into Function::body
+  int index = -1;
+  /// Per launcher parameter (Kernel) or operand: buffer ids (one, or the
+  /// table's), or the value of a Stream parameter.
+  struct Arg {
+    std::vector<int> buffers;
+    uint64_t value = 0;
+  };
+  std::vector<Arg> args;
+};
+
+struct Module {
+  std::string source; ///< the .cu: device library, kernels, host launchers
+  std::string header; ///< launcher prototypes, GEMM table, status messages
+  std::vector<Storage> storage; ///< per Program buffer
+  std::vector<Launcher> launchers;
+  std::vector<Gemm> gemms;
+  std::map<std::string, std::vector<Step>> steps; ///< per function
+  /// dsc_status codes: index = code, 0 = no error.
+  std::vector<std::string> statusMessages;
+  int64_t scratchBytes = 0; ///< the most any launcher needs
+};
+
+struct EmitOptions {
+  std::string headerName = "dsc_kernels.h"; ///< #include'd by the source
+  bool foldRounding = true;
+};
+
+/// Emits the module. Throws rt::Error("<opcode>: <why>") for an instruction
+/// it cannot emit (bad operands, an unsupported attribute value).
+Module emitCuda(const rt::Program &program, const EmitOptions &options = {});
+
+} // namespace dsc::cuda
+
+#endif // DSC_CODEGEN_CUDAEMITTER_H

@@ -1,0 +1,972 @@
+//===- CudaEmitter.cpp - rt::Program -> one CUDA translation unit --------===//
+//
+// The driver of the CUDA emitter: decides every buffer's storage type (the
+// mixed-precision rule in CudaEmitter.h), folds roundings into their
+// producers, turns GEMM instructions into cuBLASLt descriptors, builds a
+// launcher per remaining instruction (CudaEmitterOps.cpp), merges identical
+// launchers and writes the .cu (device library CudaKernels.cuh, kernels,
+// host launchers) and its header.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaEmitterImpl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace dsc::cuda {
+
+namespace {
+const char *const kDeviceLibrary =
+#include "CudaKernels.cuh.inc"
+    ;
+} // namespace
+
+const char *storageCType(Storage s) {
+  switch (s) {
+  case Storage::F32:
+    return "float";
+  case Storage::F16:
+    return "__half";
+  case Storage::BF16:
+    return "__nv_bfloat16";
+  case Storage::I32:
+    return "int";
+  case Storage::I64:
+    return "long long";
+  case Storage::None:
+    break;
+  }
+  return "void";
+}
+
+const char *storageName(Storage s) {
+  switch (s) {
+  case Storage::F32:
+    return "f32";
+  case Storage::F16:
+    return "f16";
+  case Storage::BF16:
+    return "bf16";
+  case Storage::I32:
+    return "i32";
+  case Storage::I64:
+    return "i64";
+  case Storage::None:
+    break;
+  }
+  return "none";
+}
+
+bool Gemm::operator==(const Gemm &o) const {
+  return op == o.op && batch == o.batch && M == o.M && N == o.N &&
+         K == o.K && transA == o.transA && transB == o.transB &&
+         lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
+         strideA == o.strideA && strideB == o.strideB &&
+         strideC == o.strideC && alpha == o.alpha && bias == o.bias &&
+         a == o.a && b == o.b && c == o.c && biasType == o.biasType;
+}
+
+namespace detail {
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    r += (i ? "," : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
+std::string flt(double v) {
+  const float f = float(v);
+  if (std::isnan(f))
+    throw rt::Error("cuda emitter: NaN attribute value");
+  if (std::isinf(f))
+    return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%af", double(f));
+  return buf;
+}
+
+std::string dbl(double v) {
+  if (std::isnan(v))
+    throw rt::Error("cuda emitter: NaN attribute value");
+  if (std::isinf(v))
+    return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
+                 : "__longlong_as_double(0xfff0000000000000LL)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+std::string num(int64_t v) {
+  return std::to_string(v) + (v > 2147483647LL || v < -2147483647LL ? "LL" : "");
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int vecFor(int64_t n) { return n % 4 == 0 ? 4 : 1; }
+
+int64_t gridFor(int64_t items, int block) {
+  return std::max<int64_t>(1, std::min<int64_t>(ceilDiv(items, block), 65536));
+}
+
+KernelSpec::KernelSpec(const rt::Program &program,
+                       const std::vector<Storage> &storage,
+                       const std::map<int, int> &remap, const rt::Instr &instr)
+    : program(program), storage(storage), remap(remap), I(instr),
+      opName(rt::opcodeName(instr.op)) {
+  launcher.op = instr.op;
+}
+
+void KernelSpec::fail(const std::string &message) const {
+  throw rt::Error(opName + ": " + message);
+}
+
+const rt::Buffer &KernelSpec::inBuf(size_t k) const {
+  return program.buffers[size_t(inId(k))];
+}
+const rt::Buffer &KernelSpec::outBuf(size_t k) const {
+  if (k >= I.outputs.size())
+    fail("missing output #" + std::to_string(k));
+  return program.buffers[size_t(I.outputs[k])];
+}
+
+int KernelSpec::inId(size_t k) const {
+  if (k >= I.inputs.size())
+    fail("missing input #" + std::to_string(k));
+  int id = I.inputs[k];
+  if (id < 0 || size_t(id) >= program.buffers.size())
+    fail("buffer id " + std::to_string(id) + " out of range");
+  return id;
+}
+
+int KernelSpec::outId(size_t k) const {
+  if (k >= I.outputs.size())
+    fail("missing output #" + std::to_string(k));
+  int id = I.outputs[k];
+  if (id < 0 || size_t(id) >= program.buffers.size())
+    fail("buffer id " + std::to_string(id) + " out of range");
+  auto it = remap.find(id);
+  return it == remap.end() ? id : it->second;
+}
+
+void KernelSpec::numIns(size_t lo, size_t hi) const {
+  if (I.inputs.size() < lo || I.inputs.size() > hi)
+    fail("expects " +
+         (lo == hi ? std::to_string(lo)
+                   : std::to_string(lo) + ".." + std::to_string(hi)) +
+         " inputs, got " + std::to_string(I.inputs.size()));
+}
+
+void KernelSpec::numOuts(size_t n) const {
+  if (I.outputs.size() != n)
+    fail("expects " + std::to_string(n) + " outputs, got " +
+         std::to_string(I.outputs.size()));
+}
+
+void KernelSpec::count(const rt::Buffer &b, int64_t n, const char *role) const {
+  if (b.numElements() != n)
+    fail(std::string(role) + " '" + b.name + "' " + shapeStr(b.shape) +
+         " has " + std::to_string(b.numElements()) + " elements, expected " +
+         std::to_string(n));
+}
+
+int64_t KernelSpec::lastDim(const rt::Buffer &b, const char *role) const {
+  if (b.shape.empty())
+    fail(std::string(role) + " '" + b.name + "' must have rank >= 1");
+  return b.shape.back();
+}
+
+void KernelSpec::requireType(Storage s, Storage want,
+                             const std::string &name) const {
+  if (s != want)
+    fail(name + " must be stored as " + storageName(want) + ", got " +
+         storageName(s));
+}
+
+double KernelSpec::rate() const {
+  const double r = I.getFloat("rate");
+  if (!(r >= 0.0 && r < 1.0))
+    fail("rate must be in [0, 1), got " + std::to_string(r));
+  return r;
+}
+
+std::string KernelSpec::buffer(int id, bool output, const std::string &name) {
+  const Storage s = storage[size_t(id)];
+  if (s == Storage::None)
+    fail("operand '" + name + "' was folded away");
+  Param p{Param::Kind::Buffer, name,
+          std::string(output ? "" : "const ") + storageCType(s) + " *"};
+  launcher.params.push_back(p);
+  Step::Arg a;
+  a.buffers.push_back(id);
+  args.push_back(a);
+  types[name] = s;
+  return name;
+}
+
+std::string KernelSpec::in(size_t k, const std::string &name) {
+  return buffer(inId(k), false, name);
+}
+
+std::string KernelSpec::out(size_t k, const std::string &name) {
+  return buffer(outId(k), true, name);
+}
+
+std::string KernelSpec::table(const std::string &name,
+                              const std::vector<int> &ids, bool output) {
+  for (int id : ids)
+    if (storage[size_t(id)] != Storage::F32)
+      fail("multi-tensor operand '" + program.buffers[size_t(id)].name +
+           "' must be stored as f32, got " +
+           storageName(storage[size_t(id)]));
+  Param p{Param::Kind::Table, name,
+          output ? "float *const *" : "const float *const *", int(ids.size())};
+  launcher.params.push_back(p);
+  Step::Arg a;
+  a.buffers = ids;
+  args.push_back(a);
+  return name;
+}
+
+std::string KernelSpec::rng() {
+  launcher.params.push_back({Param::Kind::Stream, "stream", "unsigned int"});
+  Step::Arg a;
+  a.value = uint64_t(uint32_t(I.getInt("stream")));
+  args.push_back(a);
+  launcher.params.push_back({Param::Kind::Seed, "seed", "unsigned long long"});
+  args.push_back({});
+  launcher.params.push_back(
+      {Param::Kind::Offset, "offset", "unsigned long long"});
+  args.push_back({});
+  return "dsc::Rng{stream, seed, offset}";
+}
+
+std::string KernelSpec::scratch(int64_t bytes) {
+  launcher.scratchBytes = std::max(launcher.scratchBytes, bytes);
+  if (paramIndex("dsc_scratch") < 0) {
+    launcher.params.push_back({Param::Kind::Scratch, "dsc_scratch", "void *"});
+    args.push_back({});
+  }
+  return "dsc_scratch";
+}
+
+std::string KernelSpec::T(const std::string &name) const {
+  auto it = types.find(name);
+  if (it == types.end())
+    fail("internal: no buffer parameter '" + name + "'");
+  return storageCType(it->second);
+}
+
+std::string KernelSpec::status(const std::string &reason) {
+  reasons.push_back(reason);
+  return "$S" + std::to_string(reasons.size() - 1) + "u";
+}
+
+std::string KernelSpec::constArray(const std::string &name,
+                                   const std::vector<int64_t> &values) {
+  std::string full = "$K_" + name;
+  device += "__constant__ dsc_i64 " + full + "[" +
+            std::to_string(std::max<size_t>(1, values.size())) + "] = {";
+  for (size_t i = 0; i < values.size(); ++i)
+    device += (i ? ", " : "") + num(values[i]);
+  if (values.empty())
+    device += "0";
+  device += "};\n";
+  return full;
+}
+
+int KernelSpec::paramIndex(const std::string &name) const {
+  for (size_t i = 0; i < launcher.params.size(); ++i)
+    if (launcher.params[i].name == name)
+      return int(i);
+  return -1;
+}
+
+void KernelSpec::kernel(int64_t grid, int block,
+                        const std::vector<std::string> &argNames,
+                        const std::string &body) {
+  KernelLaunch k;
+  k.kernel = "$K_k" + std::to_string(launcher.kernels.size());
+  k.grid = grid;
+  k.block = block;
+  std::string decls;
+  for (const std::string &n : argNames) {
+    int idx = paramIndex(n);
+    if (idx < 0)
+      fail("internal: kernel argument '" + n + "' is not a parameter");
+    k.args.push_back(idx);
+    const Param &p = launcher.params[size_t(idx)];
+    std::string decl = p.kind == Param::Kind::Table
+                           ? "dsc::Ptrs<" + std::to_string(p.tableSize) + "> "
+                           : p.ctype + (p.ctype.back() == '*' ? "" : " ");
+    decls += (decls.empty() ? "" : ", ") + decl + n;
+  }
+  device += "extern \"C\" __global__ void __launch_bounds__(" +
+            std::to_string(block) + ") " + k.kernel + "(" + decls +
+            ") {\n  " + body + "\n}\n";
+  launcher.kernels.push_back(k);
+}
+
+RowConfig KernelSpec::rowConfig(int64_t rows, int64_t C) const {
+  RowConfig c;
+  c.vec = vecFor(C);
+  const int64_t groups = ceilDiv(C, c.vec);
+  while (c.threads < 1024 && ceilDiv(groups, c.threads) > 8)
+    c.threads *= 2;
+  c.items = int(ceilDiv(groups, c.threads));
+  if (c.items > 32)
+    fail("rows of " + std::to_string(C) +
+         " elements are too long for a register-cached row kernel (at most " +
+         std::to_string(32 * 1024 * c.vec) + ")");
+  c.block = c.threads == 32 ? 128 : c.threads;
+  c.grid = std::max<int64_t>(1, c.threads == 32 ? ceilDiv(rows, 4) : rows);
+  return c;
+}
+
+} // namespace detail
+
+using namespace detail;
+
+namespace {
+
+/// Whether a producer can store its result straight into a rounded half
+/// buffer (its kernel stores through a typed pointer, or it is a GEMM).
+bool foldable(rt::Opcode op) {
+  using rt::Opcode;
+  switch (op) {
+  case Opcode::Fill:
+  case Opcode::Embedding:
+  case Opcode::Add:
+  case Opcode::Linear:
+  case Opcode::LayerNorm:
+  case Opcode::InvertibleLayerNorm:
+  case Opcode::Gelu:
+  case Opcode::Dropout:
+  case Opcode::BiasGelu:
+  case Opcode::BiasDropoutAdd:
+  case Opcode::BiasDropoutAddLayerNorm:
+  case Opcode::SplitHeads:
+  case Opcode::MergeHeads:
+  case Opcode::BiasSplitHeads:
+  case Opcode::Concat:
+  case Opcode::Split:
+  case Opcode::BatchMatmul:
+  case Opcode::Softmax:
+  case Opcode::SoftmaxDropout:
+  case Opcode::CrossEntropy:
+  case Opcode::ReduceTo:
+  case Opcode::EmbeddingGrad:
+  case Opcode::LinearGradInput:
+  case Opcode::LinearGradWeight:
+  case Opcode::LayerNormGrad:
+  case Opcode::LayerNormGradFromOutput:
+  case Opcode::GeluGrad:
+  case Opcode::BiasGeluGrad:
+  case Opcode::DropoutBiasGrad:
+  case Opcode::SoftmaxGrad:
+  case Opcode::SoftmaxDropoutGrad:
+  case Opcode::CrossEntropyGrad:
+  case Opcode::GlobalNorm:
+  case Opcode::ClipCoefficient:
+  case Opcode::LrSchedule:
+  case Opcode::RoundToHalf:
+  case Opcode::LossScale:
+    return true;
+  case Opcode::Iota:
+  case Opcode::MlmMask:
+  case Opcode::Copy:
+  case Opcode::Adam:
+  case Opcode::Lamb:
+  case Opcode::Sgd:
+  case Opcode::AllReduce:
+  case Opcode::CheckFinite:
+  case Opcode::UnscaleClip:
+  case Opcode::UpdateLossScale:
+    return false;
+  }
+  return false;
+}
+
+enum class Route { Kernel, Gemm, Copy, AllReduce, Optimizer };
+
+Route routeOf(rt::Opcode op) {
+  using rt::Opcode;
+  switch (op) {
+  case Opcode::Linear:
+  case Opcode::LinearGradInput:
+  case Opcode::LinearGradWeight:
+  case Opcode::BatchMatmul:
+    return Route::Gemm;
+  case Opcode::Copy:
+    return Route::Copy;
+  case Opcode::AllReduce:
+    return Route::AllReduce;
+  case Opcode::Adam:
+  case Opcode::Lamb:
+  case Opcode::Sgd:
+    return Route::Optimizer;
+  case Opcode::Fill:
+  case Opcode::Iota:
+  case Opcode::Embedding:
+  case Opcode::Add:
+  case Opcode::LayerNorm:
+  case Opcode::InvertibleLayerNorm:
+  case Opcode::Gelu:
+  case Opcode::Dropout:
+  case Opcode::BiasGelu:
+  case Opcode::BiasDropoutAdd:
+  case Opcode::BiasDropoutAddLayerNorm:
+  case Opcode::SplitHeads:
+  case Opcode::MergeHeads:
+  case Opcode::BiasSplitHeads:
+  case Opcode::Concat:
+  case Opcode::Split:
+  case Opcode::Softmax:
+  case Opcode::SoftmaxDropout:
+  case Opcode::CrossEntropy:
+  case Opcode::MlmMask:
+  case Opcode::ReduceTo:
+  case Opcode::EmbeddingGrad:
+  case Opcode::LayerNormGrad:
+  case Opcode::LayerNormGradFromOutput:
+  case Opcode::GeluGrad:
+  case Opcode::BiasGeluGrad:
+  case Opcode::DropoutBiasGrad:
+  case Opcode::SoftmaxGrad:
+  case Opcode::SoftmaxDropoutGrad:
+  case Opcode::CrossEntropyGrad:
+  case Opcode::GlobalNorm:
+  case Opcode::ClipCoefficient:
+  case Opcode::LrSchedule:
+  case Opcode::RoundToHalf:
+  case Opcode::CheckFinite:
+  case Opcode::LossScale:
+  case Opcode::UnscaleClip:
+  case Opcode::UpdateLossScale:
+    return Route::Kernel;
+  }
+  throw rt::Error("cuda emitter: unknown opcode " + std::to_string(int(op)));
+}
+
+class Emitter {
+public:
+  Emitter(const rt::Program &program, const EmitOptions &options)
+      : P(program), options(options) {}
+  Module run();
+
+private:
+  void assignStorage();
+  void emitFunction(const rt::Function &fn);
+  Step gemmStep(const rt::Instr &I);
+  int addLauncher(KernelSpec &spec);
+  void writeSource();
+  void writeHeader();
+
+  const rt::Program &P;
+  const EmitOptions &options;
+  Module M;
+  std::map<int, int> remap;             ///< folded buffer -> its rounding
+  std::set<const rt::Instr *> elided;   ///< folded roundings
+  std::map<std::string, int> launcherByKey;
+  std::vector<std::string> launcherDevice; ///< device code per launcher
+  std::map<rt::Opcode, int> perOpcode;  ///< launcher name counters
+};
+
+void Emitter::assignStorage() {
+  M.storage.resize(P.buffers.size());
+  for (size_t i = 0; i < P.buffers.size(); ++i)
+    M.storage[i] = P.buffers[i].dtype == rt::DType::I32   ? Storage::I32
+                   : P.buffers[i].dtype == rt::DType::I64 ? Storage::I64
+                                                          : Storage::F32;
+  std::vector<int> reads(P.buffers.size()), writes(P.buffers.size());
+  std::map<int, std::pair<const rt::Function *, size_t>> writer;
+  for (const auto &[name, fn] : P.functions)
+    for (size_t i = 0; i < fn.body.size(); ++i) {
+      const rt::Instr &I = fn.body[i];
+      for (int id : I.inputs)
+        if (id >= 0 && size_t(id) < P.buffers.size())
+          ++reads[size_t(id)];
+      for (int id : I.outputs)
+        if (id >= 0 && size_t(id) < P.buffers.size()) {
+          ++writes[size_t(id)];
+          writer[id] = {&fn, i};
+        }
+      if (I.op != rt::Opcode::RoundToHalf || I.outputs.size() != 1 ||
+          !I.has("format"))
+        continue;
+      const int z = I.outputs[0];
+      if (z < 0 || size_t(z) >= P.buffers.size())
+        continue;
+      const rt::Buffer &buf = P.buffers[size_t(z)];
+      if (buf.role == rt::BufferRole::Temp && buf.dtype == rt::DType::F32)
+        M.storage[size_t(z)] =
+            I.getString("format") == "bf16" ? Storage::BF16 : Storage::F16;
+    }
+  if (!options.foldRounding)
+    return;
+  for (const auto &[name, fn] : P.functions)
+    for (size_t i = 0; i < fn.body.size(); ++i) {
+      const rt::Instr &R = fn.body[i];
+      if (R.op != rt::Opcode::RoundToHalf || R.inputs.size() != 1 ||
+          R.outputs.size() != 1)
+        continue;
+      const int x = R.inputs[0], z = R.outputs[0];
+      if (x < 0 || size_t(x) >= P.buffers.size() || z < 0 ||
+          size_t(z) >= P.buffers.size() || x == z)
+        continue;
+      const Storage zs = M.storage[size_t(z)];
+      auto w = writer.find(x);
+      if ((zs != Storage::F16 && zs != Storage::BF16) ||
+          P.buffers[size_t(x)].role != rt::BufferRole::Temp ||
+          M.storage[size_t(x)] != Storage::F32 || reads[size_t(x)] != 1 ||
+          writes[size_t(x)] != 1 || w == writer.end() ||
+          w->second.first != &fn || w->second.second >= i ||
+          !foldable(fn.body[w->second.second].op))
+        continue;
+      remap[x] = z;
+      M.storage[size_t(x)] = Storage::None;
+      elided.insert(&R);
+    }
+}
+
+Step Emitter::gemmStep(const rt::Instr &I) {
+  KernelSpec s(P, M.storage, remap, I); // operand access and messages
+  Gemm g;
+  g.op = I.op;
+  Step step;
+  step.kind = Step::Kind::Gemm;
+  auto arg = [&](int id) {
+    Step::Arg a;
+    a.buffers.push_back(id);
+    step.args.push_back(a);
+  };
+  auto f16ish = [](Storage t) {
+    return t == Storage::F32 || t == Storage::F16 || t == Storage::BF16;
+  };
+  s.numOuts(1);
+  if (I.op == rt::Opcode::BatchMatmul) {
+    s.numIns(2);
+    const rt::Buffer &a = s.inBuf(0), &b = s.inBuf(1);
+    if (a.shape.size() < 3 || b.shape.size() != a.shape.size())
+      s.fail("operands must have equal rank >= 3, got " + shapeStr(a.shape) +
+             " and " + shapeStr(b.shape));
+    int64_t batch = 1;
+    for (size_t i = 0; i + 2 < a.shape.size(); ++i) {
+      if (a.shape[i] != b.shape[i])
+        s.fail("batch dims differ: " + shapeStr(a.shape) + " vs " +
+               shapeStr(b.shape));
+      batch *= a.shape[i];
+    }
+    g.transA = I.has("transpose_a") && I.getInt("transpose_a") != 0;
+    g.transB = I.has("transpose_b") && I.getInt("transpose_b") != 0;
+    g.alpha = I.has("alpha") ? I.getFloat("alpha") : 1.0;
+    const size_t r = a.shape.size();
+    g.M = g.transA ? a.shape[r - 1] : a.shape[r - 2];
+    g.K = g.transA ? a.shape[r - 2] : a.shape[r - 1];
+    const int64_t kb = g.transB ? b.shape[r - 1] : b.shape[r - 2];
+    g.N = g.transB ? b.shape[r - 2] : b.shape[r - 1];
+    if (g.K != kb)
+      s.fail("contraction dims differ: " + shapeStr(a.shape) + " @ " +
+             shapeStr(b.shape));
+    s.count(s.outBuf(0), batch * g.M * g.N, "output");
+    g.batch = batch;
+    g.lda = g.transA ? g.M : g.K;
+    g.ldb = g.transB ? g.K : g.N;
+    g.ldc = g.N;
+    g.strideA = g.M * g.K;
+    g.strideB = g.K * g.N;
+    g.strideC = g.M * g.N;
+    arg(s.inId(0));
+    arg(s.inId(1));
+  } else {
+    const bool tw = I.has("transpose_w") && I.getInt("transpose_w") != 0;
+    if (I.op == rt::Opcode::Linear)
+      s.numIns(2, 3);
+    else
+      s.numIns(2);
+    const rt::Buffer &w =
+        I.op == rt::Opcode::LinearGradWeight ? s.outBuf(0) : s.inBuf(1);
+    if (w.shape.size() != 2)
+      s.fail("weight '" + w.name + "' must be rank 2, got " +
+             shapeStr(w.shape));
+    const int64_t K = tw ? w.shape[1] : w.shape[0];
+    const int64_t N = tw ? w.shape[0] : w.shape[1];
+    if (I.op == rt::Opcode::Linear) {
+      const rt::Buffer &x = s.inBuf(0);
+      if (s.lastDim(x, "x") != K)
+        s.fail("x '" + x.name + "' " + shapeStr(x.shape) +
+               " does not match weight " + shapeStr(w.shape));
+      g.M = K ? x.numElements() / K : 0;
+      g.N = N;
+      g.K = K;
+      g.transB = tw;
+      g.lda = K;
+      g.ldb = tw ? K : N;
+      g.ldc = N;
+      s.count(s.outBuf(0), g.M * N, "output");
+      arg(s.inId(0));
+      arg(s.inId(1));
+      if (I.inputs.size() == 3) {
+        s.count(s.inBuf(2), N, "bias");
+        g.bias = true;
+        g.biasType = s.inType(2);
+      }
+    } else if (I.op == rt::Opcode::LinearGradInput) {
+      const rt::Buffer &dy = s.inBuf(0);
+      if (s.lastDim(dy, "dy") != N)
+        s.fail("dy '" + dy.name + "' " + shapeStr(dy.shape) +
+               " does not match weight " + shapeStr(w.shape));
+      // dx[M,K] = dy[M,N] @ W^T (W^T is w itself for w[N,K]).
+      g.M = N ? dy.numElements() / N : 0;
+      g.N = K;
+      g.K = N;
+      g.transB = !tw;
+      g.lda = N;
+      g.ldb = tw ? K : N;
+      g.ldc = K;
+      s.count(s.outBuf(0), g.M * K, "dx");
+      arg(s.inId(0));
+      arg(s.inId(1));
+    } else {
+      const rt::Buffer &x = s.inBuf(0), &dy = s.inBuf(1);
+      if (s.lastDim(x, "x") != K || s.lastDim(dy, "dy") != N)
+        s.fail("x " + shapeStr(x.shape) + " and dy " + shapeStr(dy.shape) +
+               " do not match dw " + shapeStr(w.shape));
+      const int64_t rows = K ? x.numElements() / K : 0;
+      s.count(dy, rows * N, "dy");
+      g.transA = true;
+      g.K = rows;
+      if (tw) { // dw[N,K] = dy^T @ x
+        g.M = N;
+        g.N = K;
+        g.lda = N;
+        g.ldb = K;
+        g.ldc = K;
+        arg(s.inId(1));
+        arg(s.inId(0));
+      } else { // dw[K,N] = x^T @ dy
+        g.M = K;
+        g.N = N;
+        g.lda = K;
+        g.ldb = N;
+        g.ldc = N;
+        arg(s.inId(0));
+        arg(s.inId(1));
+      }
+    }
+    g.strideC = g.M * g.N;
+  }
+  arg(s.outId(0));
+  if (g.bias)
+    arg(s.inId(2));
+  g.a = M.storage[size_t(step.args[0].buffers[0])];
+  g.b = M.storage[size_t(step.args[1].buffers[0])];
+  g.c = M.storage[size_t(step.args[2].buffers[0])];
+  if (!f16ish(g.a) || !f16ish(g.b) || !f16ish(g.c))
+    s.fail("GEMM operands must be floating point");
+  auto it = std::find(M.gemms.begin(), M.gemms.end(), g);
+  step.index = int(it - M.gemms.begin());
+  if (it == M.gemms.end())
+    M.gemms.push_back(g);
+  return step;
+}
+
+std::string replaceAll(std::string s, const std::string &from,
+                       const std::string &to) {
+  for (size_t at = s.find(from); at != std::string::npos;
+       at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+int Emitter::addLauncher(KernelSpec &spec) {
+  // Identical code, parameters and launches: one launcher.
+  std::ostringstream key;
+  key << int(spec.launcher.op) << "|" << spec.device << "|"
+      << spec.launcher.scratchBytes;
+  for (const Param &p : spec.launcher.params)
+    key << "|" << int(p.kind) << p.ctype << p.name << p.tableSize;
+  for (const KernelLaunch &k : spec.launcher.kernels) {
+    key << "|" << k.grid << "," << k.block;
+    for (int a : k.args)
+      key << "," << a;
+  }
+  for (const std::string &r : spec.reasons)
+    key << "|" << r;
+  auto [it, inserted] =
+      launcherByKey.emplace(key.str(), int(M.launchers.size()));
+  if (!inserted)
+    return it->second;
+  Launcher L = spec.launcher;
+  L.summary = spec.opName;
+  for (size_t i = 0; i < L.params.size(); ++i) {
+    const Param &p = L.params[i];
+    if (p.kind == Param::Kind::Buffer) {
+      const int id = spec.args[i].buffers[0];
+      L.summary += " " + p.name + shapeStr(P.buffers[size_t(id)].shape) +
+                   ":" + storageName(M.storage[size_t(id)]);
+    } else if (p.kind == Param::Kind::Table) {
+      L.summary += " " + p.name + "{" + std::to_string(p.tableSize) +
+                   " f32 tensors}";
+    }
+  }
+  L.name = "dsc_" + spec.opName + "_" + std::to_string(perOpcode[L.op]++);
+  std::string device = replaceAll(spec.device, "$K", L.name);
+  for (size_t r = 0; r < spec.reasons.size(); ++r) {
+    M.statusMessages.push_back(L.name + ": " + spec.reasons[r]);
+    device = replaceAll(device, "$S" + std::to_string(r) + "u",
+                        std::to_string(M.statusMessages.size() - 1) + "u");
+  }
+  for (KernelLaunch &k : L.kernels)
+    k.kernel = replaceAll(k.kernel, "$K", L.name);
+  M.scratchBytes = std::max(M.scratchBytes, L.scratchBytes);
+  M.launchers.push_back(L);
+  launcherDevice.push_back(device);
+  return it->second;
+}
+
+void Emitter::emitFunction(const rt::Function &fn) {
+  std::vector<Step> &steps = M.steps[fn.name];
+  for (size_t i = 0; i < fn.body.size(); ++i) {
+    const rt::Instr &I = fn.body[i];
+    if (elided.count(&I)) {
+      Step s;
+      s.kind = Step::Kind::Elided;
+      s.instrs.push_back(i);
+      steps.push_back(s);
+      continue;
+    }
+    switch (routeOf(I.op)) {
+    case Route::Gemm: {
+      Step s = gemmStep(I);
+      s.instrs.push_back(i);
+      steps.push_back(s);
+      break;
+    }
+    case Route::AllReduce:
+    case Route::Copy: {
+      KernelSpec spec(P, M.storage, remap, I);
+      spec.numIns(1);
+      spec.numOuts(1);
+      spec.count(spec.outBuf(0), spec.inBuf(0).numElements(), "output");
+      const bool allReduce = I.op == rt::Opcode::AllReduce;
+      if (allReduce) {
+        const std::string op = I.has("op") ? I.getString("op") : "sum";
+        if (op != "sum" && op != "mean")
+          spec.fail("op must be \"sum\" or \"mean\", got \"" + op + "\"");
+        if (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32)
+          spec.fail("collectives run on f32 buffers");
+      }
+      if (allReduce || spec.inType(0) == spec.outType(0)) {
+        Step s;
+        s.kind = allReduce ? Step::Kind::AllReduce : Step::Kind::Memcpy;
+        s.instrs.push_back(i);
+        s.args.resize(2);
+        s.args[0].buffers = {spec.inId(0)};
+        s.args[1].buffers = {spec.outId(0)};
+        steps.push_back(s);
+        break;
+      }
+      emitKernel(spec); // a copy between storage types: a conversion
+      Step s;
+      s.kind = Step::Kind::Kernel;
+      s.instrs.push_back(i);
+      s.index = addLauncher(spec);
+      s.args = spec.args;
+      steps.push_back(s);
+      break;
+    }
+    case Route::Optimizer: {
+      // The maximal run of optimizer updates starting here, if they are
+      // independent (none reads what another writes), is partitioned by
+      // (opcode, attributes, scalar inputs); each part is one multi-tensor
+      // launch per 32 tensors. Otherwise (or malformed) one at a time.
+      size_t j = i;
+      while (j < fn.body.size() && routeOf(fn.body[j].op) == Route::Optimizer)
+        ++j;
+      std::set<int> written;
+      bool independent = true;
+      for (size_t k = i; k < j; ++k)
+        for (int id : fn.body[k].outputs)
+          written.insert(id);
+      for (size_t k = i; k < j && independent; ++k) {
+        const rt::Instr &J = fn.body[k];
+        const size_t tensors = J.op == rt::Opcode::Sgd ? 3 : 4;
+        for (size_t q = 0; q < J.inputs.size(); ++q) {
+          const bool own = q < tensors && q != 1 &&
+                           std::count(J.outputs.begin(), J.outputs.end(),
+                                      J.inputs[q]);
+          if (written.count(J.inputs[q]) && !own)
+            independent = false;
+        }
+      }
+      if (!independent)
+        j = i + 1;
+      std::vector<std::vector<size_t>> parts;
+      for (size_t k = i; k < j; ++k) {
+        const rt::Instr &J = fn.body[k];
+        const size_t scalars = J.op == rt::Opcode::Sgd ? 3 : 4;
+        auto same = [&](const rt::Instr &F) {
+          return F.op == J.op && F.attrs == J.attrs &&
+                 F.inputs.size() == J.inputs.size() &&
+                 J.inputs.size() >= scalars &&
+                 std::equal(J.inputs.begin() + long(scalars), J.inputs.end(),
+                            F.inputs.begin() + long(scalars));
+        };
+        auto part = std::find_if(parts.begin(), parts.end(), [&](auto &p) {
+          return same(fn.body[p.front()]);
+        });
+        if (part == parts.end())
+          parts.push_back({k});
+        else
+          part->push_back(k);
+      }
+      for (const std::vector<size_t> &part : parts)
+        for (size_t g0 = 0; g0 < part.size(); g0 += 32) {
+          std::vector<const rt::Instr *> group;
+          Step s;
+          s.kind = Step::Kind::Kernel;
+          for (size_t k = g0; k < std::min(part.size(), g0 + 32); ++k) {
+            group.push_back(&fn.body[part[k]]);
+            s.instrs.push_back(part[k]);
+          }
+          KernelSpec spec(P, M.storage, remap, *group[0]);
+          emitOptimizer(spec, group);
+          s.index = addLauncher(spec);
+          s.args = spec.args;
+          steps.push_back(s);
+        }
+      i = j - 1;
+      break;
+    }
+    case Route::Kernel: {
+      KernelSpec spec(P, M.storage, remap, I);
+      emitKernel(spec);
+      Step s;
+      s.kind = Step::Kind::Kernel;
+      s.instrs.push_back(i);
+      s.index = addLauncher(spec);
+      s.args = spec.args;
+      steps.push_back(s);
+      break;
+    }
+    }
+  }
+}
+
+std::string launcherSignature(const Launcher &L) {
+  std::string sig = "cudaError_t " + L.name + "(";
+  for (const Param &p : L.params)
+    sig += p.ctype + (p.ctype.back() == '*' ? "" : " ") + p.name + ", ";
+  return sig + "cudaStream_t stream)";
+}
+
+void Emitter::writeSource() {
+  std::ostringstream os;
+  os << "// Generated by dsc-translate --emit-cuda. Do not edit.\n"
+     << "// " << M.launchers.size() << " launchers, " << M.gemms.size()
+     << " GEMM descriptors (see the header). Kernels compile under NVRTC;\n"
+     << "// the host launchers below need nvcc.\n\n";
+  os << kDeviceLibrary << "\n";
+  os << "//===--- Kernels "
+        "------------------------------------------------------===//\n\n";
+  for (size_t i = 0; i < M.launchers.size(); ++i)
+    os << "// " << M.launchers[i].name << ": " << M.launchers[i].summary
+       << "\n"
+       << launcherDevice[i] << "\n";
+  os << "//===--- Host launchers (C ABI) "
+        "---------------------------------------===//\n\n"
+     << "#ifndef __CUDACC_RTC__\n#include \"" << options.headerName
+     << "\"\n\n";
+  for (const Launcher &L : M.launchers) {
+    os << "extern \"C\" " << launcherSignature(L) << " {\n";
+    for (const Param &p : L.params)
+      if (p.kind == Param::Kind::Table)
+        os << "  dsc::Ptrs<" << p.tableSize << "> " << p.name << "_t;\n"
+           << "  for (int i = 0; i < " << p.tableSize << "; ++i)\n"
+           << "    " << p.name << "_t.p[i] = const_cast<float *>(" << p.name
+           << "[i]);\n";
+    for (const KernelLaunch &k : L.kernels) {
+      os << "  " << k.kernel << "<<<" << k.grid << ", " << k.block
+         << ", 0, stream>>>(";
+      for (size_t a = 0; a < k.args.size(); ++a) {
+        const Param &p = L.params[size_t(k.args[a])];
+        os << (a ? ", " : "") << p.name
+           << (p.kind == Param::Kind::Table ? "_t" : "");
+      }
+      os << ");\n";
+    }
+    os << "  return cudaGetLastError();\n}\n\n";
+  }
+  os << "#endif // __CUDACC_RTC__\n";
+  M.source = os.str();
+}
+
+void Emitter::writeHeader() {
+  std::ostringstream os;
+  os << "// Generated by dsc-translate --emit-cuda. Do not edit.\n"
+     << "//\n"
+     << "// C-ABI launchers of the kernels in the matching .cu. Every buffer\n"
+     << "// must be 16-byte aligned; a launcher with a `dsc_scratch`\n"
+     << "// parameter needs DSC_SCRATCH_BYTES of device workspace; `seed` and\n"
+     << "// `offset` are the Philox key and counter offset of the call (see\n"
+     << "// include/dsc/Runtime/Philox.h). After a step, a non-zero\n"
+     << "// `dsc_status` device variable indexes dsc_status_messages.\n"
+     << "#ifndef DSC_GENERATED_KERNELS_H\n#define DSC_GENERATED_KERNELS_H\n\n"
+     << "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+     << "#include <cuda_runtime.h>\n\n"
+     << "#define DSC_SCRATCH_BYTES " << M.scratchBytes << "\n\n"
+     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  for (const Launcher &L : M.launchers)
+    os << "/* " << L.summary << " */\n" << launcherSignature(L) << ";\n";
+  os << "\n/* GEMMs for cuBLASLt, row-major: C[b] = alpha * op(A[b]) op(B[b])\n"
+     << "   (+ bias[n] per row), f32 accumulation; types: 0 f32, 1 f16,\n"
+     << "   2 bf16. */\n"
+     << "typedef struct {\n  long long batch, m, n, k;\n"
+     << "  int trans_a, trans_b;\n"
+     << "  long long lda, ldb, ldc, stride_a, stride_b, stride_c;\n"
+     << "  double alpha;\n  int bias, type_a, type_b, type_c, type_bias;\n"
+     << "} dsc_gemm_desc;\n\n"
+     << "static const dsc_gemm_desc dsc_gemms[" << std::max<size_t>(1, M.gemms.size())
+     << "] = {\n";
+  auto ty = [](Storage s) {
+    return s == Storage::F16 ? 1 : s == Storage::BF16 ? 2 : 0;
+  };
+  for (const Gemm &g : M.gemms)
+    os << "  {" << g.batch << ", " << g.M << ", " << g.N << ", " << g.K
+       << ", " << g.transA << ", " << g.transB << ", " << g.lda << ", "
+       << g.ldb << ", " << g.ldc << ", " << g.strideA << ", " << g.strideB
+       << ", " << g.strideC << ", " << dbl(g.alpha) << ", " << g.bias << ", "
+       << ty(g.a) << ", " << ty(g.b) << ", " << ty(g.c) << ", "
+       << ty(g.biasType) << "}, /* " << rt::opcodeName(g.op) << " */\n";
+  if (M.gemms.empty())
+    os << "  {0}\n";
+  os << "};\n\nstatic const char *const dsc_status_messages[] = {\n"
+     << "  \"ok\",\n";
+  for (size_t i = 1; i < M.statusMessages.size(); ++i)
+    os << "  \"" << M.statusMessages[i] << "\",\n";
+  os << "};\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
+  M.header = os.str();
+}
+
+Module Emitter::run() {
+  M.statusMessages.push_back("ok");
+  assignStorage();
+  for (const auto &[name, fn] : P.functions)
+    emitFunction(fn);
+  writeSource();
+  writeHeader();
+  return std::move(M);
+}
+
+} // namespace
+
+Module emitCuda(const rt::Program &program, const EmitOptions &options) {
+  return Emitter(program, options).run();
+}
+
+} // namespace dsc::cuda

@@ -1,0 +1,110 @@
+//===- CudaEmitterImpl.h - Internals shared by the CUDA emitter -*- C++ -*-===//
+//
+// KernelSpec builds the launcher of one instruction (or of one group of
+// optimizer instructions): its C-ABI parameters, the `extern "C"
+// __global__` wrappers that instantiate the templates of CudaKernels.cuh,
+// and the launches. The kernel-name prefix is the placeholder `$K` and
+// status codes are `$S<i>` until the driver has deduplicated the launcher.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H
+#define DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H
+
+#include "dsc/Codegen/CudaEmitter.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dsc::cuda::detail {
+
+std::string shapeStr(const std::vector<int64_t> &shape);
+std::string flt(double v);      ///< exact float literal (hex), e.g. 0x1p-1f
+std::string dbl(double v);      ///< exact double literal (hex)
+std::string num(int64_t v);     ///< integer literal, LL when it needs 64 bits
+int64_t ceilDiv(int64_t a, int64_t b);
+int vecFor(int64_t n);          ///< 4 when n is a multiple of 4, else 1
+int64_t gridFor(int64_t items, int block); ///< grid-stride loops: capped
+
+/// Threads per row, cached vectors per thread and the launch shape of a row
+/// kernel over rows of C elements (CudaKernels.cuh "Row kernels").
+struct RowConfig {
+  int threads = 32, items = 1, vec = 1, block = 128;
+  int64_t grid = 1;
+};
+
+class KernelSpec {
+public:
+  KernelSpec(const rt::Program &program, const std::vector<Storage> &storage,
+             const std::map<int, int> &remap, const rt::Instr &instr);
+
+  [[noreturn]] void fail(const std::string &message) const;
+
+  // Operand access and checks (the CPU backend's messages).
+  const rt::Buffer &inBuf(size_t k) const;
+  const rt::Buffer &outBuf(size_t k) const;
+  int inId(size_t k) const;
+  int outId(size_t k) const; ///< after folding: the buffer really written
+  Storage inType(size_t k) const { return storage[size_t(inId(k))]; }
+  Storage outType(size_t k) const { return storage[size_t(outId(k))]; }
+  void numIns(size_t lo, size_t hi) const;
+  void numIns(size_t n) const { numIns(n, n); }
+  void numOuts(size_t n) const;
+  void count(const rt::Buffer &b, int64_t n, const char *role) const;
+  int64_t lastDim(const rt::Buffer &b, const char *role) const;
+  void requireType(Storage s, Storage want, const std::string &name) const;
+  double rate() const; ///< attr rate, checked to be in [0, 1)
+
+  // Parameters. Each returns the parameter's name.
+  std::string in(size_t k, const std::string &name);
+  std::string out(size_t k, const std::string &name);
+  std::string buffer(int id, bool output, const std::string &name);
+  std::string table(const std::string &name, const std::vector<int> &ids,
+                    bool output);
+  /// Stream/seed/offset parameters; returns the dsc::Rng expression.
+  std::string rng();
+  std::string scratch(int64_t bytes);
+  /// The element C type of a buffer parameter.
+  std::string T(const std::string &name) const;
+  /// A status code placeholder for `reason` (the driver prefixes the
+  /// launcher name).
+  std::string status(const std::string &reason);
+  /// A constant array at namespace scope, `$K_<name>`; returns its name.
+  std::string constArray(const std::string &name,
+                         const std::vector<int64_t> &values);
+
+  /// Adds a kernel taking the named parameters and running `body`.
+  void kernel(int64_t grid, int block, const std::vector<std::string> &args,
+              const std::string &body);
+
+  RowConfig rowConfig(int64_t rows, int64_t C) const;
+
+  const rt::Program &program;
+  const std::vector<Storage> &storage;
+  const std::map<int, int> &remap;
+  const rt::Instr &I;
+  std::string opName;
+
+  // The launcher being built.
+  Launcher launcher;
+  std::vector<Step::Arg> args;
+  std::string device; ///< globals and kernels
+  std::vector<std::string> reasons;
+
+private:
+  int paramIndex(const std::string &name) const;
+  std::map<std::string, Storage> types;
+};
+
+/// Emits the launcher of a non-GEMM instruction (one switch over every
+/// opcode, CudaEmitterOps.cpp).
+void emitKernel(KernelSpec &spec);
+
+/// Emits one multi-tensor launcher for a run of Adam, Lamb or Sgd
+/// instructions with equal attributes and scalar inputs (spec is built on
+/// the first instruction).
+void emitOptimizer(KernelSpec &spec, const std::vector<const rt::Instr *> &group);
+
+} // namespace dsc::cuda::detail
+
+#endif // DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H

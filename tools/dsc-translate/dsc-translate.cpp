@@ -1,0 +1,200 @@
+//===- dsc-translate.cpp - Lowered step -> CUDA C++ -----------------------===//
+//
+//   dsc-translate --emit-cuda STEP.mlir -o K.cu [--nvrtc-check=sm_80,sm_90]
+//                 [--no-fold-rounding]
+//
+// Lowers a step written by `dsc-run compile` (or dsc-opt) to the runtime
+// program and emits one CUDA translation unit for it: K.cu (device library,
+// one kernel per specialised instruction, C-ABI host launchers) and K.h
+// (launcher prototypes, cuBLASLt GEMM descriptors, status messages).
+// --nvrtc-check compiles the kernels through NVRTC for every listed
+// architecture and fails on any error or warning. Every failure is one
+// line on stderr and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Codegen/CudaEmitter.h"
+#include "dsc/Codegen/LowerToProgram.h"
+#include "dsc/Codegen/Nvrtc.h"
+#include "dsc/Dialect/DscDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+namespace {
+
+const char *kUsage =
+    "usage: dsc-translate --emit-cuda STEP.mlir [-o K.cu]\n"
+    "                     [--nvrtc-check=sm_80,sm_90] [--no-fold-rounding]\n"
+    "  --emit-cuda          emit CUDA C++ for the step: K.cu and K.h\n"
+    "  -o K.cu              output (the header goes next to it as K.h)\n"
+    "  --nvrtc-check=ARCHS  compile the kernels with NVRTC for each arch\n"
+    "                       (sm_XX or compute_XX); any error or warning fails\n"
+    "  --no-fold-rounding   keep every round_to_half as its own kernel\n";
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses and lowers the step; MLIR diagnostics become one-line failures.
+dsc::rt::Program loadProgram(const std::string &path) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::dsc::DscDialect, mlir::func::FuncDialect>();
+  std::string first;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error &&
+        first.empty()) {
+      std::string loc;
+      llvm::raw_string_ostream os(loc);
+      if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(diag.getLocation()))
+        os << file.getFilename().strref() << ":" << file.getLine() << ":"
+           << file.getColumn();
+      else
+        os << diag.getLocation();
+      first = os.str() + ": " + diag.str();
+    }
+    return mlir::success();
+  });
+  if (!std::ifstream(path))
+    throw Failure("cannot open '" + path + "'");
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(path, &ctx);
+  if (!module)
+    throw Failure("cannot parse '" + path + "'" +
+                  (first.empty() ? "" : ": " + first));
+  if (mlir::failed(mlir::verify(*module)))
+    throw Failure("'" + path + "' does not verify" +
+                  (first.empty() ? "" : ": " + first));
+  mlir::FailureOr<dsc::rt::Program> program = dsc::lowerToProgram(*module);
+  if (mlir::failed(program))
+    throw Failure("cannot lower '" + path + "'" +
+                  (first.empty() ? "" : ": " + first));
+  return std::move(*program);
+}
+
+void writeFile(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out)
+    throw Failure("cannot write '" + path + "'");
+}
+
+std::vector<std::string> splitArchs(const std::string &list) {
+  std::vector<std::string> archs;
+  std::stringstream in(list);
+  std::string a;
+  static const std::regex valid("(sm|compute)_[0-9]+[a-z]?");
+  while (std::getline(in, a, ',')) {
+    if (!std::regex_match(a, valid))
+      throw Failure("--nvrtc-check: '" + a +
+                    "' is not an architecture (sm_80, compute_90, ...)");
+    archs.push_back(a);
+  }
+  if (archs.empty())
+    throw Failure("--nvrtc-check needs at least one architecture");
+  return archs;
+}
+
+int run(int argc, char **argv) {
+  bool emit = false, fold = true;
+  std::string input, output, check;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--emit-cuda")
+      emit = true;
+    else if (arg == "--no-fold-rounding")
+      fold = false;
+    else if (arg == "-o") {
+      if (i + 1 >= argc)
+        throw Failure("option '-o' needs a value");
+      output = argv[++i];
+    } else if (arg.rfind("--nvrtc-check=", 0) == 0)
+      check = arg.substr(14);
+    else if (arg == "--nvrtc-check")
+      throw Failure("--nvrtc-check needs =ARCHS (e.g. --nvrtc-check=sm_80)");
+    else if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--emit-torch-extension")
+      throw Failure("--emit-torch-extension is not implemented yet");
+    else if (arg.size() > 1 && arg[0] == '-')
+      throw Failure("unknown option '" + arg + "'");
+    else if (!input.empty())
+      throw Failure("unexpected argument '" + arg + "' (one input only)");
+    else
+      input = arg;
+  }
+  if (!emit)
+    throw Failure("nothing to do: pass --emit-cuda (see --help)");
+  if (input.empty())
+    throw Failure("missing input STEP.mlir");
+  if (output.empty() && check.empty())
+    throw Failure("missing -o K.cu (or --nvrtc-check=ARCHS)");
+  const std::vector<std::string> archs =
+      check.empty() ? std::vector<std::string>() : splitArchs(check);
+  if (!archs.empty() && !dsc::cuda::haveNvrtc())
+    throw Failure("--nvrtc-check: this dsc was built without the CUDA "
+                  "toolkit (no NVRTC)");
+
+  dsc::rt::Program program = loadProgram(input);
+  dsc::cuda::EmitOptions options;
+  options.foldRounding = fold;
+  std::string header = output;
+  if (!output.empty()) {
+    if (header.size() > 3 && header.compare(header.size() - 3, 3, ".cu") == 0)
+      header.replace(header.size() - 3, 3, ".h");
+    else
+      header += ".h";
+    options.headerName = header.substr(header.find_last_of('/') + 1);
+  }
+  dsc::cuda::Module module;
+  try {
+    module = dsc::cuda::emitCuda(program, options);
+  } catch (const dsc::rt::Error &e) {
+    throw Failure(std::string("cannot emit CUDA: ") + e.what());
+  }
+  if (!output.empty()) {
+    writeFile(output, module.source);
+    writeFile(header, module.header);
+  }
+  size_t kernels = 0;
+  for (const dsc::cuda::Launcher &l : module.launchers)
+    kernels += l.kernels.size();
+  std::cout << "dsc-translate: " << module.launchers.size() << " launchers, "
+            << kernels << " kernels, " << module.gemms.size()
+            << " GEMM descriptors\n";
+  const std::string name =
+      output.empty() ? "dsc_kernels.cu"
+                     : output.substr(output.find_last_of('/') + 1);
+  for (const std::string &arch : archs) {
+    dsc::cuda::NvrtcOptions opts;
+    opts.arch = arch;
+    dsc::cuda::NvrtcResult r =
+        dsc::cuda::compileWithNvrtc(module.source, name, opts);
+    if (!r.ok)
+      throw Failure("nvrtc " + arch + ": " + r.message);
+    std::cout << "nvrtc " << arch << ": ok (" << r.binary.size()
+              << " bytes)\n";
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    std::cerr << "dsc-translate: " << e.what() << "\n";
+    return 1;
+  }
+}
