@@ -278,8 +278,12 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
                             fused->getContext(),
                             SmallVector<int64_t>(results.begin(),
                                                  results.end())));
-      // The exposure belongs to the layer that reads the result forward.
-      Attribute layer = fused->getAttr(kLayerAttrName);
+      // The exposure belongs to the layer that reads the result forward;
+      // none when that is outside the layers (ln_f's output feeds the LM
+      // head): per-layer checkpointing would otherwise recompute the last
+      // layer for it at the very start of the backward, while the logits'
+      // gradient is still alive.
+      Attribute layer;
       for (Operation *user : fused->getResult(results[0]).getUsers())
         if (!user->hasAttr(kGradAttrName))
           if (Attribute l = user->getAttr(kLayerAttrName))
