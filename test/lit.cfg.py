@@ -27,5 +27,9 @@ config.substitutions.append(("%reference", os.path.join(config.dsc_src_root, "te
 # Debian's python3-torch imports only under the system interpreter.
 config.substitutions.append(("%torch_python", "/usr/bin/python3"))
 
-tools = ["dsc-opt", "dsc-run", "FileCheck", "not", "count"]
+# NVRTC (CUDA toolkit found at configure time, no GPU needed).
+if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("nvrtc")
+
+tools = ["dsc-opt", "dsc-run", "dsc-translate", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.dsc_tools_dir, config.llvm_tools_dir])

@@ -665,13 +665,9 @@ void emitSoftmax(KernelSpec &s) {
   const bool grad = op == Opcode::SoftmaxGrad || op == Opcode::SoftmaxDropoutGrad;
   const bool drop = op == Opcode::SoftmaxDropout || op == Opcode::SoftmaxDropoutGrad;
   // SoftmaxDropoutGrad reads the forward's mask off its `dropped` output
-  // (third input), or, in the older two-input form, draws it from Philox.
-  const bool maskFromDropped =
-      op == Opcode::SoftmaxDropoutGrad && s.I.inputs.size() == 3;
-  if (op == Opcode::SoftmaxDropoutGrad)
-    s.numIns(2, 3);
-  else
-    s.numIns(grad ? 2 : 1);
+  // (third input), as the CPU backend does.
+  const bool maskFromDropped = op == Opcode::SoftmaxDropoutGrad;
+  s.numIns(maskFromDropped ? 3 : grad ? 2 : 1);
   s.numOuts(op == Opcode::SoftmaxDropout ? 2 : 1);
   const rt::Buffer &x = s.inBuf(grad ? 1 : 0);
   const int64_t TK = s.lastDim(x, grad ? "y" : "x");
@@ -699,11 +695,7 @@ void emitSoftmax(KernelSpec &s) {
     }
     const std::string dx = s.out(0, "dx");
     args.push_back(dx);
-    const int mask = !drop ? 0 : maskFromDropped ? 2 : 1;
-    if (mask == 1) {
-      rng = s.rng();
-      args.insert(args.end(), {"stream", "seed", "offset"});
-    }
+    const int mask = maskFromDropped ? 2 : 0;
     s.kernel(c.grid, c.block, args,
              call("softmaxGradRows",
                   {s.T(dy), s.T(y), dropT, s.T(dx), std::to_string(mask),

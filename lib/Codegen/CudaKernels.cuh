@@ -1043,9 +1043,9 @@ __device__ void softmaxRows(const TX *x, TP *probs, TDR *dropped, float scale,
 
 /// dsc.softmax_grad and dsc.softmax_dropout_grad (cpu::softmaxGrad /
 /// softmaxDropoutGrad): dx = scale * y * (d - sum(d * y)) with d = dy
-/// (MASK 0), d = dropout(dy) with the forward Philox mask (MASK 1), or d =
-/// dy * keepScale where the forward's dropped output is non-zero (MASK 2;
-/// at rate 0, d = dy).
+/// (MASK 0), d = dropout(dy) with a Philox mask (MASK 1, unused by the
+/// emitter today), or d = dy * keepScale where the forward's dropped output
+/// is non-zero (MASK 2: the op's definition; at rate 0, d = dy).
 template <typename TD, typename TY, typename TM, typename TO, int MASK,
           dsc_i64 ROWS, dsc_i64 TK, int THREADS, int ITEMS, int VEC>
 __device__ void softmaxGradRows(const TD *dy, const TY *y, const TM *dropped,
