@@ -8,7 +8,8 @@ variant is cumulative, as in issue 3's table.
       [--threads N] [--repeats 3]
 
 Tokens/s is the median over steps (the first 2 excluded) of dsc-run's
---log-json, then the best of --repeats runs (the machine is shared); peak is
+--log-json, then the best of --repeats runs (the machine is shared; repeats
+go round-robin over the variants); peak is
 the measured arena peak of --memory-report; recompute FLOPs come from
 `dsc-run estimate`. Prints a markdown table.
 """
@@ -31,7 +32,8 @@ MODEL = {"model_type": "gpt2", "vocab_size": 512, "n_positions": 128,
 BASE = {"train_micro_batch_size_per_gpu": 8, "gradient_clipping": 1.0,
         "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
         "dsc": {"seq_len": 128}}
-NO_FUSION = {"qkv": False, "bias_gelu": False, "bias_dropout_add": False}
+NO_FUSION = {"qkv": False, "bias_gelu": False, "bias_dropout_add": False,
+             "softmax_dropout": False, "residual_layer_norm": False}
 
 
 def variants(budget):
@@ -87,19 +89,24 @@ def main():
     base_mem, _ = estimate(base_cfg)
     budget = base_mem["peak_bytes"] - base_mem["activations"] // 2
 
-    rows = []
+    # Repeats go round-robin over the variants, so a slow spell of the
+    # shared machine hits every variant alike rather than one of them.
+    runs = []
     for name, cfg in variants(budget):
         path = R.write_json(os.path.join(wd, re.sub(r"\W+", "_", name) + ".json"), cfg)
         plan, flops = estimate(path)
-        best = 0.0
-        for _ in range(a.repeats):
+        runs.append([name, path, plan, flops, 0.0, 0])
+    for _ in range(a.repeats):
+        for r in runs:
+            path = r[1]
             log, mem = path + ".jsonl", path + ".run-mem.json"
             run([a.dsc_run, "train", "--model", model, "--config", path, "--data", data,
                  "--steps", str(a.steps), "--log-json", log, "--memory-report", mem], env)
             tps = [json.loads(l)["tokens_per_s"] for l in open(log)][2:]
-            best = max(best, statistics.median(tps))
-        measured = json.load(open(mem))["measured_peak_bytes"]
-        rows.append((name, plan["peak_bytes"], measured, plan["activations"], flops, best))
+            r[4] = max(r[4], statistics.median(tps))
+            r[5] = json.load(open(mem))["measured_peak_bytes"]
+    rows = [(name, plan["peak_bytes"], measured, plan["activations"], flops, best)
+            for name, _, plan, flops, best, measured in runs]
 
     base_tps = rows[0][5]
     print(f"GPT-2 L4 C256 H8 V512, B8 T128, dropout 0.1, AdamW, {a.threads} thread(s), "
