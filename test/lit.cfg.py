@@ -30,6 +30,10 @@ config.substitutions.append(("%torch_python", "/usr/bin/python3"))
 # NVRTC (CUDA toolkit found at configure time, no GPU needed).
 if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("nvrtc")
+# nvcc compiles the emitted host launchers too.
+if config.dsc_nvcc and os.path.exists(config.dsc_nvcc):
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", config.dsc_nvcc))
 
 tools = ["dsc-opt", "dsc-run", "dsc-translate", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.dsc_tools_dir, config.llvm_tools_dir])

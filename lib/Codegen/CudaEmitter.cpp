@@ -862,7 +862,7 @@ std::string launcherSignature(const Launcher &L) {
   std::string sig = "cudaError_t " + L.name + "(";
   for (const Param &p : L.params)
     sig += p.ctype + (p.ctype.back() == '*' ? "" : " ") + p.name + ", ";
-  return sig + "cudaStream_t stream)";
+  return sig + "cudaStream_t cuda_stream)";
 }
 
 void Emitter::writeSource() {
@@ -892,7 +892,7 @@ void Emitter::writeSource() {
            << "[i]);\n";
     for (const KernelLaunch &k : L.kernels) {
       os << "  " << k.kernel << "<<<" << k.grid << ", " << k.block
-         << ", 0, stream>>>(";
+         << ", 0, cuda_stream>>>(";
       for (size_t a = 0; a < k.args.size(); ++a) {
         const Param &p = L.params[size_t(k.args[a])];
         os << (a ? ", " : "") << p.name

@@ -38,8 +38,8 @@ enum class Storage { F32, F16, BF16, I32, I64, None };
 const char *storageCType(Storage s);
 const char *storageName(Storage s); ///< f32, f16, bf16, i32, i64, none
 
-/// One parameter of a C-ABI launcher (the stream is always last and not
-/// listed).
+/// One parameter of a C-ABI launcher (the `cudaStream_t cuda_stream` is
+/// always last and not listed).
 struct Param {
   enum class Kind {
     Buffer,  ///< device pointer to one Program buffer
