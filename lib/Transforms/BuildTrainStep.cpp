@@ -385,10 +385,16 @@ func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
   auto eval = cast<func::FuncOp>(mb.clone(*forward));
   eval.setName("eval_step");
-  // Evaluation runs without dropout.
+  // Evaluation runs without dropout: plain dropouts go, fused ones keep
+  // their other work at rate 0.
   eval.walk([](DropoutOp op) {
     op.getResult().replaceAllUsesWith(op.getInput());
     op.erase();
+  });
+  Builder b(ctx);
+  eval.walk([&](Operation *op) {
+    if (isa<SoftmaxDropoutOp, BiasDropoutAddOp, BiasDropoutAddLayerNormOp>(op))
+      op->setAttr("rate", b.getF64FloatAttr(0.0));
   });
   auto stateAttr = [&](StateKind kind, StringRef name) {
     return StateAttr::get(ctx, kind, name);
