@@ -10,6 +10,8 @@
 
 #include "CudaEmitterImpl.h"
 
+#include "dsc/Runtime/Broadcast.h"
+
 #include <algorithm>
 
 namespace dsc::cuda::detail {
@@ -45,53 +47,6 @@ void elementwise(KernelSpec &s, int64_t items,
                  const std::vector<std::string> &args,
                  const std::string &body) {
   s.kernel(gridFor(items, kBlock), kBlock, args, body);
-}
-
-/// numpy broadcast of b against a (CpuKernels.cpp mergeDims): a's dims
-/// without size-1 dims, runs where b has the dim ("full") or broadcasts it
-/// merged; b's stride per merged dim.
-struct Merged {
-  std::vector<int64_t> len, bStride;
-  std::vector<bool> full;
-};
-
-Merged mergeDims(const std::vector<int64_t> &a, const std::vector<int64_t> &bs) {
-  Merged m;
-  const size_t off = a.size() - bs.size();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == 1)
-      continue;
-    const bool full = i >= off && bs[i - off] == a[i];
-    if (!m.len.empty() && m.full.back() == full)
-      m.len.back() *= a[i];
-    else {
-      m.len.push_back(a[i]);
-      m.full.push_back(full);
-    }
-  }
-  if (m.len.empty()) {
-    m.len.push_back(1);
-    m.full.push_back(true);
-  }
-  m.bStride.assign(m.len.size(), 0);
-  int64_t st = 1;
-  for (size_t i = m.len.size(); i-- > 0;)
-    if (m.full[i]) {
-      m.bStride[i] = st;
-      st *= m.len[i];
-    }
-  return m;
-}
-
-bool broadcastable(const std::vector<int64_t> &a,
-                   const std::vector<int64_t> &bs) {
-  if (bs.size() > a.size())
-    return false;
-  const size_t off = a.size() - bs.size();
-  for (size_t i = 0; i < bs.size(); ++i)
-    if (bs[i] != a[off + i] && bs[i] != 1)
-      return false;
-  return true;
 }
 
 std::string rowArgs(const RowConfig &c) {
@@ -189,12 +144,12 @@ void emitAdd(KernelSpec &s) {
   s.numIns(2);
   s.numOuts(1);
   const rt::Buffer &a = s.inBuf(0), &bb = s.inBuf(1);
-  if (!broadcastable(a.shape, bb.shape))
+  if (!rt::broadcastable(a.shape, bb.shape))
     s.fail("cannot broadcast '" + bb.name + "' " + shapeStr(bb.shape) +
            " to '" + a.name + "' " + shapeStr(a.shape));
   const int64_t N = a.numElements();
   s.count(s.outBuf(0), N, "output");
-  const Merged m = mergeDims(a.shape, bb.shape);
+  const rt::MergedDims m = rt::mergeBroadcastDims(a.shape, bb.shape);
   const int64_t L = m.len.back();
   std::string boff = "[](dsc_i64 r) -> dsc_i64 { dsc_i64 o = 0;";
   for (size_t i = m.len.size() - 1; i-- > 0;) {
@@ -217,13 +172,13 @@ void emitReduceTo(KernelSpec &s) {
   s.numIns(1);
   s.numOuts(1);
   const rt::Buffer &x = s.inBuf(0), &o = s.outBuf(0);
-  if (!broadcastable(x.shape, o.shape))
+  if (!rt::broadcastable(x.shape, o.shape))
     s.fail("output '" + o.name + "' " + shapeStr(o.shape) +
            " does not broadcast to input '" + x.name + "' " +
            shapeStr(x.shape));
   if (s.inId(0) == s.outId(0))
     s.fail("output must not alias the input");
-  const Merged m = mergeDims(x.shape, o.shape);
+  const rt::MergedDims m = rt::mergeBroadcastDims(x.shape, o.shape);
   const size_t k = m.len.size();
   const int64_t L = m.len.back();
   std::vector<int64_t> xStride(k, 0);

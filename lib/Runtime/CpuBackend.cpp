@@ -9,6 +9,7 @@
 #include "CpuKernels.h"
 #include "MixedPrecisionKernels.h"
 
+#include "dsc/Runtime/Broadcast.h"
 #include "dsc/Runtime/Runtime.h"
 
 #include <algorithm>
@@ -252,7 +253,7 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     e.numIns(2);
     e.numOuts(1);
     const Buffer &a = e.in(0), &b = e.in(1);
-    if (!cpu::broadcastable(a.shape, b.shape))
+    if (!broadcastable(a.shape, b.shape))
       e.fail("cannot broadcast '" + b.name + "' " + shapeStr(b.shape) +
              " to '" + a.name + "' " + shapeStr(a.shape));
     e.count(e.out(0), a.numElements(), "output");
@@ -264,7 +265,7 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
     e.numIns(1);
     e.numOuts(1);
     const Buffer &x = e.in(0), &o = e.out(0);
-    if (!cpu::broadcastable(x.shape, o.shape))
+    if (!broadcastable(x.shape, o.shape))
       e.fail("output '" + o.name + "' " + shapeStr(o.shape) +
              " does not broadcast to input '" + x.name + "' " +
              shapeStr(x.shape));

@@ -10,6 +10,7 @@
 
 #include "CpuKernels.h"
 
+#include "dsc/Runtime/Broadcast.h"
 #include "dsc/Runtime/Philox.h"
 #include "dsc/Runtime/Program.h"
 
@@ -286,61 +287,7 @@ void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
 // Broadcasting
 //===----------------------------------------------------------------------===//
 
-bool broadcastable(const std::vector<int64_t> &aShape,
-                   const std::vector<int64_t> &bShape) {
-  if (bShape.size() > aShape.size())
-    return false;
-  size_t off = aShape.size() - bShape.size();
-  for (size_t i = 0; i < bShape.size(); ++i)
-    if (bShape[i] != aShape[off + i] && bShape[i] != 1)
-      return false;
-  return true;
-}
-
 namespace {
-
-/// a's dims with size-1 dims dropped and runs of "b has it" (full) or "b
-/// broadcasts it" (bcast) merged. Always at least one dim.
-struct MergedDims {
-  std::vector<int64_t> len;
-  std::vector<bool> full;
-  std::vector<int64_t> bStride; ///< stride in b (0 for bcast dims)
-  int64_t rows() const {
-    int64_t r = 1;
-    for (size_t i = 0; i + 1 < len.size(); ++i)
-      r *= len[i];
-    return r;
-  }
-};
-
-MergedDims mergeDims(const std::vector<int64_t> &aShape,
-                     const std::vector<int64_t> &bShape) {
-  MergedDims m;
-  size_t off = aShape.size() - bShape.size();
-  for (size_t i = 0; i < aShape.size(); ++i) {
-    if (aShape[i] == 1)
-      continue;
-    bool full = i >= off && bShape[i - off] == aShape[i];
-    if (!m.len.empty() && m.full.back() == full)
-      m.len.back() *= aShape[i];
-    else {
-      m.len.push_back(aShape[i]);
-      m.full.push_back(full);
-    }
-  }
-  if (m.len.empty()) {
-    m.len.push_back(1);
-    m.full.push_back(true);
-  }
-  m.bStride.assign(m.len.size(), 0);
-  int64_t s = 1;
-  for (size_t i = m.len.size(); i-- > 0;)
-    if (m.full[i]) {
-      m.bStride[i] = s;
-      s *= m.len[i];
-    }
-  return m;
-}
 
 /// Offset in b of a's row r (row = all merged dims but the last).
 inline int64_t bRowOffset(const MergedDims &m, int64_t r) {
@@ -358,7 +305,7 @@ inline int64_t bRowOffset(const MergedDims &m, int64_t r) {
 void addBroadcast(const float *a, const float *b, float *out,
                   const std::vector<int64_t> &aShape,
                   const std::vector<int64_t> &bShape) {
-  MergedDims m = mergeDims(aShape, bShape);
+  MergedDims m = mergeBroadcastDims(aShape, bShape);
   const int64_t L = m.len.back(), rows = m.rows();
   const bool lastFull = m.full.back();
   const int64_t chunk = 16384;
@@ -385,7 +332,7 @@ void addBroadcast(const float *a, const float *b, float *out,
 
 void reduceTo(const float *x, float *out, const std::vector<int64_t> &aShape,
               const std::vector<int64_t> &bShape) {
-  MergedDims m = mergeDims(aShape, bShape);
+  MergedDims m = mergeBroadcastDims(aShape, bShape);
   const size_t k = m.len.size();
   const int64_t L = m.len.back();
   const bool lastFull = m.full.back();

@@ -40,9 +40,6 @@ void addBroadcast(const float *a, const float *b, float *out,
 /// out (shape bShape) = sum of x (shape aShape) over the broadcast dims.
 void reduceTo(const float *x, float *out, const std::vector<int64_t> &aShape,
               const std::vector<int64_t> &bShape);
-/// True when bShape broadcasts to aShape.
-bool broadcastable(const std::vector<int64_t> &aShape,
-                   const std::vector<int64_t> &bShape);
 
 // GEMM-based ops (OpenBLAS sgemm, partitioned over OpenMP threads).
 /// out[M,N] = x[M,K] @ W (+ bias[N]); W is w[K,N], or w[N,K] if transW.
