@@ -428,19 +428,26 @@ inline void rowMoments(const float *x, int64_t C, float eps, float &mean,
 }
 } // namespace
 
+namespace {
+/// One row of dsc.layer_norm; returns its 1/std.
+inline float layerNormRow(const float *xr, const float *gamma,
+                          const float *beta, float *yr, int64_t C, float eps) {
+  float mean, rstd;
+  rowMoments(xr, C, eps, mean, rstd);
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c)
+    yr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
+  return rstd;
+}
+} // namespace
+
 void layerNorm(const float *x, const float *gamma, const float *beta,
                float *y, int64_t rows, int64_t C, float eps, float *rstdOut) {
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * C;
-    float *yr = y + r * C;
-    float mean, rstd;
-    rowMoments(xr, C, eps, mean, rstd);
+    const float rstd = layerNormRow(x + r * C, gamma, beta, y + r * C, C, eps);
     if (rstdOut)
       rstdOut[r] = rstd;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c)
-      yr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
   }
 }
 
@@ -764,18 +771,28 @@ void biasGeluGrad(const float *dy, const float *x, const float *b, float *dx,
   });
 }
 
+namespace {
+/// Row r of dsc.bias_dropout_add: y = res + dropout(x + b).
+inline void biasDropoutAddRow(const float *x, const float *b, const float *res,
+                              float *y, int64_t r, int64_t N, double rate,
+                              uint32_t stream, uint64_t seed,
+                              uint64_t offset) {
+  const float scale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+  forDropoutMask(r * N, (r + 1) * N, rate, stream, seed, offset,
+                 [&, row = r * N](int64_t i, bool keep) {
+                   float v = x[i] + b[i - row];
+                   y[i] = res[i] + (keep ? (rate > 0.0 ? v * scale : v)
+                                         : 0.0f);
+                 });
+}
+} // namespace
+
 void biasDropoutAdd(const float *x, const float *b, const float *res,
                     float *y, int64_t rows, int64_t N, double rate,
                     uint32_t stream, uint64_t seed, uint64_t offset) {
-  const float scale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
 #pragma omp parallel for schedule(static) if (rows * N > (1 << 15))
   for (int64_t r = 0; r < rows; ++r)
-    forDropoutMask(r * N, (r + 1) * N, rate, stream, seed, offset,
-                   [&, row = r * N](int64_t i, bool keep) {
-                     float v = x[i] + b[i - row];
-                     y[i] = res[i] + (keep ? (rate > 0.0 ? v * scale : v)
-                                           : 0.0f);
-                   });
+    biasDropoutAddRow(x, b, res, y, r, N, rate, stream, seed, offset);
 }
 
 void dropoutBiasGrad(const float *dy, float *dx, float *db, int64_t rows,
@@ -798,25 +815,13 @@ void biasDropoutAddLayerNorm(const float *x, const float *b, const float *res,
                              float *y, float *rstdOut, int64_t rows, int64_t C,
                              double rate, uint32_t stream, uint64_t seed,
                              uint64_t offset, float eps) {
-  const float scale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     // The row stays in L1 between the residual sum and the normalisation;
-    // both are computed exactly as biasDropoutAdd and layerNorm do.
-    forDropoutMask(r * C, (r + 1) * C, rate, stream, seed, offset,
-                   [&, row = r * C](int64_t i, bool keep) {
-                     float v = x[i] + b[i - row];
-                     sum[i] = res[i] + (keep ? (rate > 0.0 ? v * scale : v)
-                                             : 0.0f);
-                   });
-    const float *sr = sum + r * C;
-    float *yr = y + r * C;
-    float mean, rstd;
-    rowMoments(sr, C, eps, mean, rstd);
-    rstdOut[r] = rstd;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c)
-      yr[c] = (sr[c] - mean) * rstd * gamma[c] + beta[c];
+    // both use the row functions of biasDropoutAdd and layerNorm.
+    biasDropoutAddRow(x, b, res, sum, r, C, rate, stream, seed, offset);
+    rstdOut[r] =
+        layerNormRow(sum + r * C, gamma, beta, y + r * C, C, eps);
   }
 }
 
