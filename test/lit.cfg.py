@@ -1,5 +1,6 @@
 # -*- Python -*-
 import os
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -34,6 +35,14 @@ if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
 if config.dsc_nvcc and os.path.exists(config.dsc_nvcc):
     config.available_features.add("nvcc")
     config.substitutions.append(("%nvcc", config.dsc_nvcc))
+
+# A GPU the CUDA backend can use (the `gpu` tests); absent on the CI machine.
+try:
+    if subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                      timeout=30).returncode == 0:
+        config.available_features.add("cuda-device")
+except (OSError, subprocess.TimeoutExpired):
+    pass
 
 tools = ["dsc-opt", "dsc-run", "dsc-translate", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.dsc_tools_dir, config.llvm_tools_dir])

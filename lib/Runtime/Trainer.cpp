@@ -74,14 +74,28 @@ Tensor Trainer::tensorOf(int id) const {
   Tensor t;
   t.dtype = buf.dtype;
   t.shape = buf.shape;
-  const char *src = static_cast<const char *>(
-      const_cast<Storage &>(storage).data(id));
+  // A device backend refreshes the host copy first (Storage is the
+  // driver's view of the buffers, not the object's logical state).
+  Storage &host = const_cast<Storage &>(storage);
+  backend.download(host, {id});
+  const char *src = static_cast<const char *>(host.data(id));
   t.bytes.assign(src, src + buf.bytes());
   return t;
 }
 
+void Trainer::uploadPersistent() {
+  std::vector<int> ids;
+  for (size_t id = 0; id < prog.buffers.size(); ++id)
+    if (prog.buffers[id].role == BufferRole::Param ||
+        prog.buffers[id].role == BufferRole::GradAcc ||
+        prog.buffers[id].role == BufferRole::OptState)
+      ids.push_back(int(id));
+  backend.upload(storage, ids);
+}
+
 void Trainer::initializeWeights() {
   initializeParameters(prog, storage, seed);
+  uploadPersistent();
   step = 0;
   skipped = 0;
 }
@@ -112,6 +126,7 @@ void Trainer::loadWeights(const std::string &path) {
                   dtypeName(buf.dtype));
     std::memcpy(storage.data(int(id)), found->bytes.data(), buf.bytes());
   }
+  uploadPersistent();
 }
 
 void Trainer::saveWeights(const std::string &path) const {
@@ -175,11 +190,14 @@ void Trainer::loadCheckpoint(const std::string &path) {
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::GradAcc)
       std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
+  uploadPersistent();
 }
 
 void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
-  data.batch(step, micro, A, B, T, storage.i32(buffer(BufferRole::Input, "input_ids")),
-             storage.i32(buffer(BufferRole::Input, "targets")));
+  const int ids = buffer(BufferRole::Input, "input_ids");
+  const int targets = buffer(BufferRole::Input, "targets");
+  data.batch(step, micro, A, B, T, storage.i32(ids), storage.i32(targets));
+  backend.upload(storage, {ids, targets});
   RngContext rng{seed, uint64_t(step * A + micro)};
   backend.run(prog, prog.function("micro_step"), storage, rng);
 }
@@ -191,18 +209,25 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   int lossBuf = buffer(BufferRole::Output, "loss");
   for (int64_t m = 0; m < A; ++m) {
     runMicroStep(data, m);
+    backend.download(storage, {lossBuf});
     stats.loss += storage.f32(lossBuf)[0] / double(A);
   }
   // DeepSpeed advances neither the optimizer's step nor the LR scheduler on
   // a skipped (overflowed) step: the counter is the applied updates + 1.
-  *storage.i64(buffer(BufferRole::Input, "step")) = step - skipped + 1;
+  const int stepBuf = buffer(BufferRole::Input, "step");
+  *storage.i64(stepBuf) = step - skipped + 1;
+  backend.upload(storage, {stepBuf});
   backend.run(prog, prog.function("apply_step"), storage,
               RngContext{seed, uint64_t(step)});
-  stats.lr = storage.f32(buffer(BufferRole::Output, "lr"))[0];
-  stats.gradNorm = storage.f32(buffer(BufferRole::Output, "grad_norm"))[0];
+  const int lrBuf = buffer(BufferRole::Output, "lr");
+  const int normBuf = buffer(BufferRole::Output, "grad_norm");
   int scaleBuf = prog.findBuffer(BufferRole::Output, "loss_scale");
   int skippedBuf = prog.findBuffer(BufferRole::Output, "skipped");
+  backend.download(storage, {lrBuf, normBuf});
+  stats.lr = storage.f32(lrBuf)[0];
+  stats.gradNorm = storage.f32(normBuf)[0];
   if (scaleBuf >= 0 && skippedBuf >= 0) {
+    backend.download(storage, {scaleBuf, skippedBuf});
     stats.hasLossScale = true;
     stats.lossScale = storage.f32(scaleBuf)[0];
     stats.skipped = storage.f32(skippedBuf)[0] != 0.0f;
@@ -220,6 +245,7 @@ Safetensors Trainer::inspectMicroStep(const TokenFile &data) {
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::GradAcc)
       std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
+  uploadPersistent();
   runMicroStep(data, 0);
   Safetensors out;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
@@ -246,15 +272,19 @@ std::vector<int32_t> Trainer::generate(const std::vector<int32_t> &prompt,
                                        int64_t maxNewTokens,
                                        int32_t stopToken) {
   const Function &eval = prog.function("eval_step");
-  int32_t *ids = storage.i32(buffer(BufferRole::Input, "input_ids"));
-  const float *logits = storage.f32(buffer(BufferRole::Output, "logits"));
+  const int idsBuf = buffer(BufferRole::Input, "input_ids");
+  const int logitsBuf = buffer(BufferRole::Output, "logits");
+  int32_t *ids = storage.i32(idsBuf);
+  const float *logits = storage.f32(logitsBuf);
   std::vector<int32_t> tokens = prompt;
   for (int64_t n = 0; n < maxNewTokens && int64_t(tokens.size()) < T; ++n) {
     // Row 0 holds the sequence; the causal mask makes the padding after it
     // irrelevant to the logits at its last position.
     std::fill(ids, ids + B * T, 0);
     std::copy(tokens.begin(), tokens.end(), ids);
+    backend.upload(storage, {idsBuf});
     backend.run(prog, eval, storage, RngContext{seed, 0});
+    backend.download(storage, {logitsBuf});
     const float *row = logits + (tokens.size() - 1) * V;
     int32_t next = int32_t(std::max_element(row, row + V) - row);
     tokens.push_back(next);

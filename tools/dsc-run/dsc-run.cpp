@@ -15,6 +15,8 @@
 #include "Demo.h"
 #include "Memory.h"
 
+#include "dsc/Codegen/KernelCache.h"
+#include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Trainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,15 +46,17 @@ const char *kUsage =
     "  train   --model M.json --config C.json --data D | train STEP.mlir --data D\n"
     "          [--steps N] [--seq-len T] [--init-from W.safetensors]\n"
     "          [--save W.safetensors] [--checkpoint CK.safetensors]\n"
-    "          [--resume CK.safetensors] [--log-json F] [--backend cpu]\n"
-    "          [--memory-report F.json]\n"
+    "          [--resume CK.safetensors] [--log-json F]\n"
+    "          [--backend auto|cpu|cuda] [--memory-report F.json]\n"
     "  estimate --model M.json --config C.json [--seq-len T]\n"
     "          [--memory-report F.json]   plan the step's memory, run nothing\n"
     "  compile --model M.json --config C.json [--seq-len T]\n"
     "          [--stage forward|step] -o STEP.mlir\n"
     "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
     "          [--init-from W.safetensors] --out DUMP.safetensors\n"
-    "  demo    [--steps N]   train a small GPT to count (generated data)\n";
+    "          [--backend auto|cpu|cuda]\n"
+    "  demo    [--steps N] [--backend auto|cpu|cuda]   train a small GPT to\n"
+    "          count (generated data)\n";
 
 /// Flags of one sub-command: `--name value` pairs and positional arguments.
 class Args {
@@ -116,12 +120,36 @@ private:
   std::map<std::string, std::string> values;
 };
 
-/// The only backend this build has; `--backend cuda` is rejected clearly.
-void checkBackend(const Args &args) {
-  std::string backend = args.getOr("--backend", "cpu");
-  if (backend != "cpu")
+/// `--backend auto|cpu|cuda`: auto is cuda where this build has the CUDA
+/// backend and a GPU is present, else cpu.
+std::string chooseBackend(const Args &args) {
+  std::string backend = args.getOr("--backend", "auto");
+  if (backend != "auto" && backend != "cpu" && backend != "cuda")
     throw UsageError("dsc-run " + args.command + ": --backend '" + backend +
-                     "' is not available in this build (available: cpu)");
+                     "' is not one of auto, cpu, cuda");
+  if (backend == "auto")
+    return rt::cudaUnavailableReason().empty() ? "cuda" : "cpu";
+  if (backend == "cuda")
+    if (std::string why = rt::cudaUnavailableReason(); !why.empty())
+      throw rt::Error("--backend cuda: " + why);
+  return backend;
+}
+
+/// The backend `name` for `program`. DSC_CUDA_GRAPHS=0 launches kernel by
+/// kernel and names the instruction that failed; DSC_CUDA_VERBOSE=1 prints
+/// the device, the kernel compile (or cache hit) and the arena.
+std::unique_ptr<rt::Backend> makeBackend(const std::string &name,
+                                         const rt::Program &program,
+                                         rt::Communicator &comm) {
+  if (name == "cpu")
+    return rt::createCpuBackend(comm);
+  rt::CudaOptions options;
+  options.kernelCacheDir = cuda::defaultKernelCacheDir();
+  const char *graphs = std::getenv("DSC_CUDA_GRAPHS");
+  options.graphs = !(graphs && std::string(graphs) == "0");
+  const char *verbose = std::getenv("DSC_CUDA_VERBOSE");
+  options.verbose = verbose && std::string(verbose) == "1";
+  return rt::createCudaBackend(program, comm, options);
 }
 
 struct Configs {
@@ -245,7 +273,7 @@ int cmdTrain(int argc, char **argv) {
             {"--model", "--config", "--data", "--steps", "--seq-len",
              "--init-from", "--save", "--checkpoint", "--resume",
              "--log-json", "--backend", "--memory-report"});
-  checkBackend(args);
+  const std::string backendName = chooseBackend(args);
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   if (args.positional.size() > 1)
@@ -266,7 +294,7 @@ int cmdTrain(int argc, char **argv) {
   const uint64_t seed = uint64_t(program.metaInt("seed", 42));
   const int64_t printEvery = program.metaInt("steps_per_print", 1, 1);
   auto comm = rt::createSingleRankCommunicator();
-  auto backend = rt::createCpuBackend(*comm);
+  auto backend = makeBackend(backendName, program, *comm);
   rt::Trainer trainer(std::move(program), *backend, *comm, seed);
   int64_t steps = args.getInt("--steps", 100, 0);
   rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
@@ -290,7 +318,8 @@ int cmdTrain(int argc, char **argv) {
   if (args.has("--checkpoint"))
     trainer.saveCheckpoint(args.get("--checkpoint"));
   if (args.has("--memory-report")) {
-    if (planned)
+    // The CPU backend computes in the host arena and measures its peak.
+    if (planned && backendName == "cpu")
       memory.measuredPeakBytes = int64_t(trainer.memory().arenaHighWater());
     writeMemoryReport(memory, args.get("--memory-report"));
   }
@@ -325,14 +354,16 @@ int cmdEstimate(int argc, char **argv) {
 int cmdInspect(int argc, char **argv) {
   Args args("inspect", argc, argv,
             {"--model", "--config", "--data", "--seq-len", "--init-from",
-             "--out"});
+             "--out", "--backend"});
   args.noPositional();
+  const std::string backendName = chooseBackend(args);
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
   auto comm = rt::createSingleRankCommunicator();
-  auto backend = rt::createCpuBackend(*comm);
-  rt::Trainer trainer(lowerStep(*module), *backend, *comm, c.train.seed);
+  rt::Program program = lowerStep(*module);
+  auto backend = makeBackend(backendName, program, *comm);
+  rt::Trainer trainer(std::move(program), *backend, *comm, c.train.seed);
   if (args.has("--init-from"))
     trainer.loadWeights(args.get("--init-from"));
   else
@@ -343,8 +374,9 @@ int cmdInspect(int argc, char **argv) {
 }
 
 int cmdDemo(int argc, char **argv) {
-  Args args("demo", argc, argv, {"--steps"});
+  Args args("demo", argc, argv, {"--steps", "--backend"});
   args.noPositional();
+  const std::string backendName = chooseBackend(args);
   int64_t steps = args.getInt("--steps", 1000, 1);
   ModelConfig model;
   model.type = ModelType::GPT2;
@@ -382,9 +414,9 @@ int cmdDemo(int argc, char **argv) {
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, model, train);
   auto comm = rt::createSingleRankCommunicator();
-  auto backend = rt::createCpuBackend(*comm);
   rt::Program program = lowerStep(*module);
   planStep(program, memoryPlanningEnabled());
+  auto backend = makeBackend(backendName, program, *comm);
   rt::Trainer trainer(std::move(program), *backend, *comm, train.seed);
   trainer.initializeWeights();
   trainLoop(trainer, data, steps, train.stepsPerPrint, "");

@@ -77,6 +77,16 @@ public:
   virtual const char *name() const = 0;
   virtual void run(const Program &program, const Function &fn,
                    Storage &storage, const RngContext &rng) = 0;
+  /// A backend that keeps the buffers in its own memory (a GPU) copies them
+  /// from Storage after the driver wrote them there (`upload`) and back
+  /// before the driver reads them (`download`). The CPU backend computes in
+  /// Storage itself: both are no-ops.
+  virtual void upload(Storage &, const std::vector<int> &buffers) {
+    (void)buffers;
+  }
+  virtual void download(Storage &, const std::vector<int> &buffers) {
+    (void)buffers;
+  }
 };
 
 /// OpenBLAS for GEMMs, OpenMP elsewhere.

@@ -69,6 +69,9 @@ public:
 
 private:
   void runMicroStep(const TokenFile &data, int64_t micro);
+  /// Hands every parameter, accumulator and optimizer state to the backend
+  /// after the driver wrote them in Storage.
+  void uploadPersistent();
   int buffer(BufferRole role, const std::string &name) const;
   void expectBuffer(BufferRole role, const std::string &name, DType dtype,
                     int64_t elements) const;

@@ -1,0 +1,730 @@
+//===- CudaBackend.cpp - Running a Program on an NVIDIA GPU ---------------===//
+//
+// Set-up (once per program): emit the CUDA module (lib/Codegen), compile it
+// with NVRTC through the on-disk cache, load it as a CUDA library, allocate
+// the arena, scratch and cuBLASLt workspace, and pick a cuBLASLt algorithm
+// per distinct GEMM. Per function (first call): turn the emitter's Steps
+// into Calls with their kernel arguments resolved to device addresses, and
+// build a CUDA graph of them, one node per kernel launch, GEMM (a child
+// graph captured from cuBLASLt) and copy, in program order. Per call: upload
+// nothing (the driver does), patch the Philox seed and offset into the
+// kernel nodes that draw random numbers, replay, and read `dsc_status`.
+//
+// Runtime API only (cudart linked statically): the library management calls
+// (cudaLibraryLoadData, cudaLibraryGetKernel) accept NVRTC's CUBIN, and a
+// cudaKernel_t may be passed wherever a kernel function is expected
+// (cudaLaunchKernel, kernel graph nodes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/CudaBackend.h"
+
+#include "dsc/Codegen/CudaEmitter.h"
+#include "dsc/Codegen/KernelCache.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace dsc::rt {
+
+namespace {
+
+void check(cudaError_t e, const std::string &what) {
+  if (e != cudaSuccess)
+    throw Error("CUDA: " + what + ": " + cudaGetErrorString(e));
+}
+
+void checkLt(cublasStatus_t s, const std::string &what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error("cuBLASLt: " + what + ": " + cublasLtGetStatusString(s));
+}
+
+size_t deviceBytes(cuda::Storage s, int64_t elements) {
+  switch (s) {
+  case cuda::Storage::F32:
+  case cuda::Storage::I32:
+    return size_t(elements) * 4;
+  case cuda::Storage::F16:
+  case cuda::Storage::BF16:
+    return size_t(elements) * 2;
+  case cuda::Storage::I64:
+    return size_t(elements) * 8;
+  case cuda::Storage::None:
+    return 0;
+  }
+  return 0;
+}
+
+cudaDataType_t cudaType(cuda::Storage s) {
+  switch (s) {
+  case cuda::Storage::F16:
+    return CUDA_R_16F;
+  case cuda::Storage::BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
+/// One kernel launch with its argument pointers (into the owning Call's
+/// slots or the backend's Philox slots).
+struct Launch {
+  cudaKernel_t kernel = nullptr;
+  dim3 grid, block;
+  std::vector<void *> args;
+};
+
+/// What one emitter Step does, with every buffer resolved to an address.
+struct Call {
+  cuda::Step::Kind kind;
+  std::vector<size_t> instrs;
+  // Kernel: one 8-byte slot per launcher parameter (pointer or integer;
+  // a kernel reads its parameter's size from the start of the slot) and
+  // the pointer tables passed by value.
+  std::vector<uint64_t> slots;
+  std::vector<std::vector<void *>> tables;
+  int launcher = -1;
+  std::vector<Launch> launches;
+  bool drawsRandom = false;
+  // Gemm: index into the module's GEMMs and its operands.
+  int gemm = -1;
+  void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
+  // Memcpy.
+  const void *src = nullptr;
+  void *dst = nullptr;
+  size_t bytes = 0;
+};
+
+/// cuBLASLt descriptors of one distinct GEMM, in column-major terms: the
+/// row-major C = op(A) op(B) is C^T = op(B)^T op(A)^T, so cuBLASLt's first
+/// operand is our B.
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  float alpha = 1.0f;
+  bool bias = false;
+};
+
+struct FunctionState {
+  std::vector<Call> calls;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  /// Kernel nodes that read the Philox seed/offset, with their parameters.
+  std::vector<std::pair<cudaGraphNode_t, cudaKernelNodeParams>> randomNodes;
+  bool launched = false;
+  uint64_t seed = 0, offset = 0;
+};
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(const Program &program, Communicator &comm,
+              const CudaOptions &options);
+  ~CudaBackend() override;
+  const char *name() const override { return "cuda"; }
+  void run(const Program &program, const Function &fn, Storage &storage,
+           const RngContext &rng) override;
+  void upload(Storage &storage, const std::vector<int> &buffers) override;
+  void download(Storage &storage, const std::vector<int> &buffers) override;
+
+private:
+  void compileAndLoad();
+  void allocate(const Program &program);
+  void planGemms();
+  FunctionState &prepare(const Function &fn);
+  void buildGraph(FunctionState &state, const std::string &fnName);
+  void runGemm(const Call &call, cudaStream_t on);
+  void runEager(const FunctionState &state, const Function &fn);
+  void checkStatus(const std::string &where);
+  std::string describe(const Function &fn, const Call &call) const;
+
+  CudaOptions options;
+  std::vector<Buffer> buffers;
+  cuda::Module module;
+  std::string arch, deviceName;
+  cudaStream_t stream = nullptr, captureStream = nullptr;
+  cudaLibrary_t library = nullptr;
+  std::map<std::string, cudaKernel_t> kernels;
+  unsigned *status = nullptr; ///< the module's dsc_status
+  char *arena = nullptr, *scratch = nullptr, *workspace = nullptr;
+  std::vector<char *> addresses; ///< per buffer (nullptr: folded away)
+  cublasLtHandle_t lt = nullptr;
+  std::vector<GemmPlan> gemms;
+  std::map<std::string, FunctionState> functions;
+  // The Philox key and offset of the current call; every launch that draws
+  // random numbers points its seed/offset arguments here.
+  uint64_t rngSeed = 0, rngOffset = 0;
+};
+
+CudaBackend::CudaBackend(const Program &program, Communicator &comm,
+                         const CudaOptions &options)
+    : options(options), buffers(program.buffers) {
+  if (comm.size() != 1)
+    throw Error("the CUDA backend runs one rank; multi-rank collectives "
+                "(NCCL) are not built yet");
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "looking for a GPU");
+  if (options.device < 0 || options.device >= count)
+    throw Error("CUDA: device " + std::to_string(options.device) +
+                " does not exist (" + std::to_string(count) + " found)");
+  check(cudaSetDevice(options.device), "selecting the device");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, options.device),
+        "reading the device properties");
+  deviceName = prop.name;
+  arch = "sm_" + std::to_string(prop.major * 10 + prop.minor);
+  if (prop.major < 7)
+    throw Error("CUDA: " + deviceName + " (" + arch +
+                ") is too old; dsc needs sm_70 or newer");
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+        "creating a stream");
+  check(cudaStreamCreateWithFlags(&captureStream, cudaStreamNonBlocking),
+        "creating a stream");
+  module = cuda::emitCuda(program);
+  compileAndLoad();
+  allocate(program);
+  checkLt(cublasLtCreate(&lt), "creating the handle");
+  planGemms();
+}
+
+CudaBackend::~CudaBackend() {
+  // Best effort: errors here have nowhere to go.
+  for (auto &[name, state] : functions) {
+    if (state.exec)
+      cudaGraphExecDestroy(state.exec);
+    if (state.graph)
+      cudaGraphDestroy(state.graph);
+  }
+  for (GemmPlan &g : gemms) {
+    cublasLtMatrixLayoutDestroy(g.first);
+    cublasLtMatrixLayoutDestroy(g.second);
+    cublasLtMatrixLayoutDestroy(g.out);
+    cublasLtMatmulDescDestroy(g.desc);
+  }
+  if (lt)
+    cublasLtDestroy(lt);
+  cudaFree(arena);
+  cudaFree(scratch);
+  cudaFree(workspace);
+  if (library)
+    cudaLibraryUnload(library);
+  if (stream)
+    cudaStreamDestroy(stream);
+  if (captureStream)
+    cudaStreamDestroy(captureStream);
+}
+
+void CudaBackend::compileAndLoad() {
+  cuda::NvrtcOptions nvrtc;
+  nvrtc.arch = arch;
+  // Warnings fail the no-GPU CI check (test/Codegen); here they would only
+  // stop a run that can proceed.
+  nvrtc.warningsAreErrors = false;
+  auto start = std::chrono::steady_clock::now();
+  cuda::CachedCompile c = cuda::compileCached(module.source, "dsc_step.cu",
+                                              nvrtc, options.kernelCacheDir);
+  if (!c.result.ok)
+    throw Error("NVRTC (" + arch + "): " + c.result.message);
+  if (!c.cacheProblem.empty())
+    std::fprintf(stderr, "dsc-run: warning: kernel cache: %s\n",
+                 c.cacheProblem.c_str());
+  if (options.verbose)
+    std::fprintf(stderr, "cuda: %s (%s): %zu launchers, %zu GEMMs; kernels %s "
+                 "in %.1f s\n",
+                 deviceName.c_str(), arch.c_str(), module.launchers.size(),
+                 module.gemms.size(),
+                 c.hit ? ("loaded from " + c.path).c_str() : "compiled",
+                 std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  check(cudaLibraryLoadData(&library, c.result.binary.data(), nullptr, nullptr,
+                            0, nullptr, nullptr, 0),
+        "loading the compiled kernels");
+  for (const cuda::Launcher &L : module.launchers)
+    for (const cuda::KernelLaunch &k : L.kernels) {
+      if (kernels.count(k.kernel))
+        continue;
+      cudaKernel_t kernel = nullptr;
+      check(cudaLibraryGetKernel(&kernel, library, k.kernel.c_str()),
+            "finding kernel " + k.kernel);
+      kernels[k.kernel] = kernel;
+    }
+  size_t bytes = 0;
+  check(cudaLibraryGetGlobal(reinterpret_cast<void **>(&status), &bytes,
+                             library, "dsc_status"),
+        "finding dsc_status");
+}
+
+void CudaBackend::allocate(const Program &program) {
+  // A planned program keeps its offsets (device storage is never larger
+  // than the f32 the plan counted); otherwise buffers are packed here.
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const size_t bytes =
+        deviceBytes(module.storage[i], buffers[i].numElements());
+    if (program.arenaBytes >= 0) {
+      offsets.push_back(size_t(buffers[i].offset));
+      total = size_t(program.arenaBytes);
+    } else {
+      offsets.push_back(total);
+      total += (bytes + 255) / 256 * 256;
+    }
+  }
+  auto alloc = [&](char *&p, size_t bytes, const char *what) {
+    cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&p),
+                               std::max<size_t>(bytes, 256));
+    if (e != cudaSuccess) {
+      size_t free = 0, all = 0;
+      cudaGetLastError();
+      cudaMemGetInfo(&free, &all);
+      throw Error("CUDA: out of memory allocating the " + std::string(what) +
+                  " (" + std::to_string(bytes >> 20) + " MiB; " +
+                  std::to_string(free >> 20) + " of " +
+                  std::to_string(all >> 20) +
+                  " MiB free): lower train_micro_batch_size_per_gpu or "
+                  "enable activation checkpointing");
+    }
+  };
+  alloc(arena, total, "arena");
+  alloc(scratch, size_t(module.scratchBytes), "kernel scratch");
+  alloc(workspace, kWorkspaceBytes, "cuBLASLt workspace");
+  check(cudaMemset(arena, 0, std::max<size_t>(total, 256)),
+        "zeroing the arena");
+  for (size_t i = 0; i < buffers.size(); ++i)
+    addresses.push_back(module.storage[i] == cuda::Storage::None
+                            ? nullptr
+                            : arena + offsets[i]);
+  if (options.verbose)
+    std::fprintf(stderr, "cuda: arena %.1f MiB, scratch %.1f MiB\n",
+                 double(total) / (1 << 20),
+                 double(module.scratchBytes) / (1 << 20));
+}
+
+void CudaBackend::planGemms() {
+  for (size_t k = 0; k < module.gemms.size(); ++k) {
+    const cuda::Gemm &g = module.gemms[k];
+    const std::string what = "GEMM " + std::to_string(k) + " (" +
+                             opcodeName(g.op) + " " + std::to_string(g.M) +
+                             "x" + std::to_string(g.N) + "x" +
+                             std::to_string(g.K) + ")";
+    if (g.a != g.b)
+      throw Error("cuBLASLt: " + what + " multiplies " +
+                  cuda::storageName(g.a) + " by " + cuda::storageName(g.b) +
+                  "; both operands must have one type");
+    if (g.c != cuda::Storage::F32 && g.c != g.a)
+      throw Error("cuBLASLt: " + what + " writes " + cuda::storageName(g.c) +
+                  " from " + cuda::storageName(g.a) + " operands");
+    GemmPlan p;
+    p.alpha = float(g.alpha);
+    p.bias = g.bias;
+    checkLt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            what);
+    cublasOperation_t opFirst = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opSecond = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                           &opFirst, sizeof opFirst),
+            what);
+    checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                           &opSecond, sizeof opSecond),
+            what);
+    if (g.bias) {
+      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      cudaDataType_t biasType = cudaType(g.biasType);
+      checkLt(cublasLtMatmulDescSetAttribute(p.desc,
+                                             CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                             &epilogue, sizeof epilogue),
+              what);
+      checkLt(cublasLtMatmulDescSetAttribute(
+                  p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+                  sizeof biasType),
+              what);
+    }
+    // Column-major shapes: first = op(B)^T [N,K], second = op(A)^T [K,M],
+    // out = C^T [N,M].
+    auto layout = [&](cublasLtMatrixLayout_t &l, cuda::Storage t,
+                      int64_t rows, int64_t cols, int64_t ld,
+                      int64_t stride) {
+      checkLt(cublasLtMatrixLayoutCreate(&l, cudaType(t), uint64_t(rows),
+                                         uint64_t(cols), ld),
+              what);
+      if (g.batch > 1) {
+        int32_t batch = int32_t(g.batch);
+        checkLt(cublasLtMatrixLayoutSetAttribute(
+                    l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                    sizeof batch),
+                what);
+        checkLt(cublasLtMatrixLayoutSetAttribute(
+                    l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                    sizeof stride),
+                what);
+      }
+    };
+    layout(p.first, g.b, g.transB ? g.K : g.N, g.transB ? g.N : g.K, g.ldb,
+           g.strideB);
+    layout(p.second, g.a, g.transA ? g.M : g.K, g.transA ? g.K : g.M, g.lda,
+           g.strideA);
+    layout(p.out, g.c, g.N, g.M, g.ldc, g.strideC);
+    cublasLtMatmulPreference_t pref = nullptr;
+    checkLt(cublasLtMatmulPreferenceCreate(&pref), what);
+    size_t ws = kWorkspaceBytes;
+    cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+        lt, p.desc, p.first, p.second, p.out, p.out, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    checkLt(st, what);
+    if (found == 0)
+      throw Error("cuBLASLt: no algorithm for " + what);
+    p.algo = result.algo;
+    gemms.push_back(p);
+  }
+}
+
+void CudaBackend::runGemm(const Call &call, cudaStream_t on) {
+  const GemmPlan &p = gemms[size_t(call.gemm)];
+  if (p.bias)
+    checkLt(cublasLtMatmulDescSetAttribute(p.desc,
+                                           CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                           &call.bias, sizeof call.bias),
+            "setting the bias");
+  const float beta = 0.0f;
+  checkLt(cublasLtMatmul(lt, p.desc, &p.alpha, call.b, p.first, call.a,
+                         p.second, &beta, call.c, p.out, call.c, p.out,
+                         &p.algo, workspace, kWorkspaceBytes, on),
+          "GEMM " + std::to_string(call.gemm));
+}
+
+FunctionState &CudaBackend::prepare(const Function &fn) {
+  auto found = functions.find(fn.name);
+  if (found != functions.end())
+    return found->second;
+  auto steps = module.steps.find(fn.name);
+  if (steps == module.steps.end())
+    throw Error("CUDA: function @" + fn.name + " was not compiled");
+  FunctionState &state = functions[fn.name];
+  auto address = [&](int id) -> char * {
+    char *p = addresses.at(size_t(id));
+    if (!p)
+      throw Error("CUDA: internal: @" + fn.name + " uses buffer '" +
+                  buffers[size_t(id)].name + "', which was folded away");
+    return p;
+  };
+  for (const cuda::Step &step : steps->second) {
+    Call call;
+    call.kind = step.kind;
+    call.instrs = step.instrs;
+    switch (step.kind) {
+    case cuda::Step::Kind::Kernel: {
+      const cuda::Launcher &L = module.launchers[size_t(step.index)];
+      call.launcher = step.index;
+      call.slots.assign(L.params.size(), 0);
+      call.tables.resize(L.params.size());
+      for (size_t i = 0; i < L.params.size(); ++i) {
+        const cuda::Step::Arg &arg = step.args[i];
+        switch (L.params[i].kind) {
+        case cuda::Param::Kind::Buffer:
+          call.slots[i] = reinterpret_cast<uint64_t>(address(arg.buffers[0]));
+          break;
+        case cuda::Param::Kind::Table:
+          for (int id : arg.buffers)
+            call.tables[i].push_back(address(id));
+          break;
+        case cuda::Param::Kind::Stream:
+          call.slots[i] = arg.value;
+          break;
+        case cuda::Param::Kind::Seed:
+        case cuda::Param::Kind::Offset:
+          call.drawsRandom = true;
+          break;
+        case cuda::Param::Kind::Scratch:
+          call.slots[i] = reinterpret_cast<uint64_t>(scratch);
+          break;
+        }
+      }
+      for (const cuda::KernelLaunch &k : L.kernels) {
+        Launch launch;
+        launch.kernel = kernels.at(k.kernel);
+        launch.grid = dim3(unsigned(k.grid));
+        launch.block = dim3(unsigned(k.block));
+        call.launches.push_back(launch);
+      }
+      break;
+    }
+    case cuda::Step::Kind::Gemm:
+      call.gemm = step.index;
+      call.a = address(step.args[0].buffers[0]);
+      call.b = address(step.args[1].buffers[0]);
+      call.c = address(step.args[2].buffers[0]);
+      if (step.args.size() > 3)
+        call.bias = address(step.args[3].buffers[0]);
+      break;
+    case cuda::Step::Kind::Memcpy:
+    case cuda::Step::Kind::AllReduce: {
+      // One rank: a sum or mean over the ranks is the tensor itself.
+      const int from = step.args[0].buffers[0], to = step.args[1].buffers[0];
+      if (from == to)
+        continue;
+      call.kind = cuda::Step::Kind::Memcpy;
+      call.src = address(from);
+      call.dst = address(to);
+      call.bytes = deviceBytes(module.storage[size_t(from)],
+                               buffers[size_t(from)].numElements());
+      break;
+    }
+    case cuda::Step::Kind::Elided:
+      continue;
+    }
+    state.calls.push_back(std::move(call));
+  }
+  // Argument pointers last, when the calls' slot vectors no longer move.
+  for (Call &call : state.calls) {
+    if (call.kind != cuda::Step::Kind::Kernel)
+      continue;
+    const cuda::Launcher &L = module.launchers[size_t(call.launcher)];
+    for (size_t k = 0; k < L.kernels.size(); ++k)
+      for (int p : L.kernels[k].args) {
+        void *arg = nullptr;
+        switch (L.params[size_t(p)].kind) {
+        case cuda::Param::Kind::Table:
+          arg = call.tables[size_t(p)].data();
+          break;
+        case cuda::Param::Kind::Seed:
+          arg = &rngSeed;
+          break;
+        case cuda::Param::Kind::Offset:
+          arg = &rngOffset;
+          break;
+        default:
+          arg = &call.slots[size_t(p)];
+        }
+        call.launches[k].args.push_back(arg);
+      }
+  }
+  if (options.graphs)
+    buildGraph(state, fn.name);
+  return state;
+}
+
+void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
+  const std::string what = "building the graph of @" + fnName;
+  check(cudaGraphCreate(&state.graph, 0), what);
+  cudaGraphNode_t prev = nullptr;
+  auto deps = [&]() { return prev ? &prev : nullptr; };
+  auto ndeps = [&]() { return size_t(prev ? 1 : 0); };
+  for (Call &call : state.calls) {
+    cudaGraphNode_t node = nullptr;
+    switch (call.kind) {
+    case cuda::Step::Kind::Kernel:
+      for (Launch &launch : call.launches) {
+        cudaKernelNodeParams p{};
+        p.func = reinterpret_cast<void *>(launch.kernel);
+        p.gridDim = launch.grid;
+        p.blockDim = launch.block;
+        p.kernelParams = launch.args.data();
+        check(cudaGraphAddKernelNode(&node, state.graph, deps(), ndeps(), &p),
+              what);
+        if (call.drawsRandom)
+          state.randomNodes.emplace_back(node, p);
+        prev = node;
+      }
+      continue;
+    case cuda::Step::Kind::Gemm: {
+      // cuBLASLt launches what it likes: capture it as a child graph.
+      cudaGraph_t child = nullptr;
+      check(cudaStreamBeginCapture(captureStream,
+                                   cudaStreamCaptureModeThreadLocal),
+            what);
+      try {
+        runGemm(call, captureStream);
+      } catch (...) {
+        cudaStreamEndCapture(captureStream, &child);
+        if (child)
+          cudaGraphDestroy(child);
+        throw;
+      }
+      check(cudaStreamEndCapture(captureStream, &child), what);
+      cudaError_t e =
+          cudaGraphAddChildGraphNode(&node, state.graph, deps(), ndeps(), child);
+      cudaGraphDestroy(child);
+      check(e, what);
+      break;
+    }
+    case cuda::Step::Kind::Memcpy:
+      check(cudaGraphAddMemcpyNode1D(&node, state.graph, deps(), ndeps(),
+                                     call.dst, call.src, call.bytes,
+                                     cudaMemcpyDeviceToDevice),
+            what);
+      break;
+    case cuda::Step::Kind::AllReduce:
+    case cuda::Step::Kind::Elided:
+      continue; // never in a prepared function
+    }
+    prev = node;
+  }
+  check(cudaGraphInstantiate(&state.exec, state.graph, 0),
+        "instantiating the graph of @" + fnName);
+}
+
+std::string CudaBackend::describe(const Function &fn, const Call &call) const {
+  std::string s = "@" + fn.name;
+  for (size_t i : call.instrs)
+    s += std::string(" #") + std::to_string(i) + " " +
+         opcodeName(fn.body[i].op);
+  return s;
+}
+
+void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
+  // Kernel by kernel, synchronising after each call so that a failure names
+  // its instruction (the debugging mode: DSC_CUDA_GRAPHS=0).
+  for (const Call &call : state.calls) {
+    switch (call.kind) {
+    case cuda::Step::Kind::Kernel:
+      for (const Launch &launch : call.launches)
+        check(cudaLaunchKernel(reinterpret_cast<const void *>(launch.kernel),
+                               launch.grid, launch.block,
+                               const_cast<void **>(launch.args.data()), 0,
+                               stream),
+              "launching " + describe(fn, call));
+      break;
+    case cuda::Step::Kind::Gemm:
+      runGemm(call, stream);
+      break;
+    case cuda::Step::Kind::Memcpy:
+      check(cudaMemcpyAsync(call.dst, call.src, call.bytes,
+                            cudaMemcpyDeviceToDevice, stream),
+            "copying in " + describe(fn, call));
+      break;
+    case cuda::Step::Kind::AllReduce:
+    case cuda::Step::Kind::Elided:
+      break;
+    }
+    check(cudaStreamSynchronize(stream), "running " + describe(fn, call));
+    checkStatus(describe(fn, call));
+  }
+}
+
+void CudaBackend::checkStatus(const std::string &where) {
+  unsigned code = 0;
+  check(cudaMemcpyAsync(&code, status, sizeof code, cudaMemcpyDeviceToHost,
+                        stream),
+        "reading dsc_status");
+  check(cudaStreamSynchronize(stream), "running " + where);
+  if (code == 0)
+    return;
+  check(cudaMemsetAsync(status, 0, sizeof code, stream), "resetting dsc_status");
+  const std::string message = code < module.statusMessages.size()
+                                  ? module.statusMessages[code]
+                                  : "unknown status " + std::to_string(code);
+  throw Error(where + ": " + message);
+}
+
+void CudaBackend::run(const Program &program, const Function &fn, Storage &,
+                      const RngContext &rng) {
+  if (program.buffers.size() != buffers.size())
+    throw Error("CUDA: the backend was set up for another program");
+  FunctionState &state = prepare(fn);
+  rngSeed = rng.seed;
+  rngOffset = rng.offset;
+  if (!options.graphs) {
+    runEager(state, fn);
+    return;
+  }
+  if (!state.exec) // a function without work
+    return;
+  if (!state.launched || state.seed != rngSeed || state.offset != rngOffset)
+    for (auto &[node, params] : state.randomNodes)
+      check(cudaGraphExecKernelNodeSetParams(state.exec, node, &params),
+            "updating the Philox offset of @" + fn.name);
+  state.launched = true;
+  state.seed = rngSeed;
+  state.offset = rngOffset;
+  check(cudaGraphLaunch(state.exec, stream), "launching @" + fn.name);
+  checkStatus("@" + fn.name);
+}
+
+void CudaBackend::upload(Storage &storage, const std::vector<int> &ids) {
+  for (int id : ids) {
+    const Buffer &b = buffers.at(size_t(id));
+    const cuda::Storage s = module.storage[size_t(id)];
+    if (s == cuda::Storage::None || s == cuda::Storage::F16 ||
+        s == cuda::Storage::BF16)
+      throw Error("CUDA: buffer '" + b.name + "' is a " +
+                  cuda::storageName(s) +
+                  " temporary on the GPU; the driver cannot write it");
+    check(cudaMemcpyAsync(addresses[size_t(id)], storage.data(id), b.bytes(),
+                          cudaMemcpyHostToDevice, stream),
+          "uploading '" + b.name + "'");
+  }
+}
+
+void CudaBackend::download(Storage &storage, const std::vector<int> &ids) {
+  for (int id : ids) {
+    const Buffer &b = buffers.at(size_t(id));
+    const cuda::Storage s = module.storage[size_t(id)];
+    const std::string what = "downloading '" + b.name + "'";
+    if (s == cuda::Storage::None)
+      throw Error("CUDA: buffer '" + b.name +
+                  "' was folded into its producer on the GPU and has no "
+                  "value to read");
+    if (s != cuda::Storage::F16 && s != cuda::Storage::BF16) {
+      check(cudaMemcpyAsync(storage.data(id), addresses[size_t(id)],
+                            b.bytes(), cudaMemcpyDeviceToHost, stream),
+            what);
+      continue;
+    }
+    // A 16-bit temporary: widen to the f32 the host holds.
+    const int64_t n = b.numElements();
+    std::vector<uint16_t> raw(static_cast<size_t>(n));
+    check(cudaMemcpyAsync(raw.data(), addresses[size_t(id)], size_t(n) * 2,
+                          cudaMemcpyDeviceToHost, stream),
+          what);
+    check(cudaStreamSynchronize(stream), what);
+    float *out = storage.f32(id);
+    for (int64_t i = 0; i < n; ++i) {
+      if (s == cuda::Storage::BF16) {
+        const uint32_t bits = uint32_t(raw[size_t(i)]) << 16;
+        std::memcpy(&out[i], &bits, 4);
+      } else {
+        __half_raw h;
+        h.x = raw[size_t(i)];
+        out[i] = __half2float(__half(h));
+      }
+    }
+  }
+  check(cudaStreamSynchronize(stream), "downloading buffers");
+}
+
+} // namespace
+
+bool cudaBackendBuilt() { return true; }
+
+std::string cudaUnavailableReason() {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess)
+    return std::string("no CUDA device (") + cudaGetErrorName(e) + ": " +
+           cudaGetErrorString(e) + ")";
+  if (count == 0)
+    return "no CUDA device found";
+  return "";
+}
+
+std::unique_ptr<Backend> createCudaBackend(const Program &program,
+                                           Communicator &comm,
+                                           const CudaOptions &options) {
+  return std::make_unique<CudaBackend>(program, comm, options);
+}
+
+} // namespace dsc::rt
