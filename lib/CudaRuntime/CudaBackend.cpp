@@ -481,6 +481,8 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       call.dst = address(to);
       call.bytes = deviceBytes(module.storage[size_t(from)],
                                buffers[size_t(from)].numElements());
+      if (call.bytes == 0)
+        continue;
       break;
     }
     case cuda::Step::Kind::Elided:
@@ -719,6 +721,22 @@ std::string cudaUnavailableReason() {
   if (count == 0)
     return "no CUDA device found";
   return "";
+}
+
+std::vector<std::string> cudaDevices() {
+  std::vector<std::string> lines;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess)
+    return lines;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
+      continue;
+    lines.push_back(std::to_string(d) + ": " + prop.name + " (sm_" +
+                    std::to_string(prop.major * 10 + prop.minor) + "), " +
+                    std::to_string(prop.totalGlobalMem >> 20) + " MiB");
+  }
+  return lines;
 }
 
 std::unique_ptr<Backend> createCudaBackend(const Program &program,

@@ -15,6 +15,8 @@ std::string cudaUnavailableReason() {
   return "this dsc was built without the CUDA toolkit (no CUDA backend)";
 }
 
+std::vector<std::string> cudaDevices() { return {}; }
+
 std::unique_ptr<Backend> createCudaBackend(const Program &, Communicator &,
                                            const CudaOptions &) {
   throw Error(cudaUnavailableReason());

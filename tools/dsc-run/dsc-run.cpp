@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CheckCuda.h"
 #include "Compile.h"
 #include "Demo.h"
 #include "Memory.h"
@@ -56,7 +57,11 @@ const char *kUsage =
     "          [--init-from W.safetensors] --out DUMP.safetensors\n"
     "          [--backend auto|cpu|cuda]\n"
     "  demo    [--steps N] [--backend auto|cpu|cuda]   train a small GPT to\n"
-    "          count (generated data)\n";
+    "          count (generated data)\n"
+    "  check-cuda --model M.json --config C.json --data D [--seq-len T]\n"
+    "          [--steps N] [--kernel-tolerance X] [--loss-tolerance X]\n"
+    "          the CUDA backend against the CPU backend, kernel by kernel\n"
+    "  devices  the GPUs the CUDA backend can use\n";
 
 /// Flags of one sub-command: `--name value` pairs and positional arguments.
 class Args {
@@ -373,6 +378,62 @@ int cmdInspect(int argc, char **argv) {
   return 0;
 }
 
+/// Every kernel and `--steps` training steps of the CUDA backend against
+/// the CPU backend (see CheckCuda.h); exit 1 when anything is out of
+/// tolerance.
+int cmdCheckCuda(int argc, char **argv) {
+  Args args("check-cuda", argc, argv,
+            {"--model", "--config", "--data", "--seq-len", "--steps",
+             "--kernel-tolerance", "--loss-tolerance"});
+  args.noPositional();
+  if (std::string why = rt::cudaUnavailableReason(); !why.empty())
+    throw rt::Error("check-cuda: " + why);
+  Configs c = readConfigs(args);
+  mlir::MLIRContext ctx;
+  auto module = compileStep(ctx, c.model, c.train);
+  rt::Program unplanned = lowerStep(*module);
+  rt::Program planned = unplanned;
+  planStep(planned, /*apply=*/true);
+  CudaCheckOptions options;
+  // Mixed precision rounds temporaries to 16 bits on both backends, but a
+  // value that lands on a rounding boundary can round differently after
+  // f32 sums in another order: allow a few half-precision ulps.
+  const bool half = c.train.precision.fp16 || c.train.precision.bf16;
+  options.kernelTolerance = half ? 3e-2 : 1e-3;
+  options.lossTolerance = half ? 2e-2 : 1e-3;
+  options.steps = args.getInt("--steps", 20, 0);
+  auto tolerance = [&](const std::string &flag, double &value) {
+    if (!args.has(flag))
+      return;
+    const std::string text = args.get(flag);
+    char *end = nullptr;
+    value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end || !(value >= 0))
+      throw UsageError("dsc-run check-cuda: " + flag + " '" + text +
+                       "' is not a number >= 0");
+  };
+  tolerance("--kernel-tolerance", options.kernelTolerance);
+  tolerance("--loss-tolerance", options.lossTolerance);
+  rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
+  return checkCudaAgainstCpu(unplanned, planned, data, options, std::cout)
+             ? 0
+             : 1;
+}
+
+/// One line per GPU, or why the CUDA backend cannot run here (exit 0 either
+/// way: this is a question, not a job).
+int cmdDevices(int argc, char **argv) {
+  Args args("devices", argc, argv, {});
+  args.noPositional();
+  if (std::string why = rt::cudaUnavailableReason(); !why.empty()) {
+    std::cout << "cuda: unavailable: " << why << "\n";
+    return 0;
+  }
+  for (const std::string &d : rt::cudaDevices())
+    std::cout << "cuda: " << d << "\n";
+  return 0;
+}
+
 int cmdDemo(int argc, char **argv) {
   Args args("demo", argc, argv, {"--steps", "--backend"});
   args.noPositional();
@@ -490,8 +551,13 @@ int main(int argc, char **argv) {
       return cmdInspect(argc - 2, argv + 2);
     if (command == "demo")
       return cmdDemo(argc - 2, argv + 2);
+    if (command == "check-cuda")
+      return cmdCheckCuda(argc - 2, argv + 2);
+    if (command == "devices")
+      return cmdDevices(argc - 2, argv + 2);
     throw UsageError("dsc-run: unknown command '" + command +
-                     "' (expected train, compile, estimate, inspect or demo)");
+                     "' (expected train, compile, estimate, inspect, demo, "
+                     "check-cuda or devices)");
   } catch (const UsageError &e) {
     std::cerr << "error: " << e.what() << "\n";
   } catch (const ConfigError &e) {

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dsc::rt {
 
@@ -38,6 +39,9 @@ bool cudaBackendBuilt();
 /// "" when the CUDA backend can run here; otherwise why not, one line
 /// ("this dsc was built without CUDA", "no CUDA device: ...").
 std::string cudaUnavailableReason();
+
+/// One line per visible GPU: "<index>: <name> (sm_XY), <memory> MiB".
+std::vector<std::string> cudaDevices();
 
 /// Compiles and sets up `program` for the GPU. The backend runs this
 /// program only. Throws Error with one line for any failure: no device,

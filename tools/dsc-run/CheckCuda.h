@@ -1,0 +1,33 @@
+//===- CheckCuda.h - The CUDA backend against the CPU backend --*- C++ -*-===//
+#ifndef DSC_TOOLS_DSCRUN_CHECKCUDA_H
+#define DSC_TOOLS_DSCRUN_CHECKCUDA_H
+
+#include "dsc/Runtime/IO.h"
+#include "dsc/Runtime/Program.h"
+
+#include <iosfwd>
+
+namespace dsc {
+
+struct CudaCheckOptions {
+  /// Largest allowed max|gpu - cpu| / max|cpu| of any buffer an instruction
+  /// writes (integer buffers must be equal).
+  double kernelTolerance = 1e-3;
+  /// Largest allowed |gpu - cpu| / |cpu| of a step's loss.
+  double lossTolerance = 1e-3;
+  int64_t steps = 20;
+};
+
+/// Kernel check: one @micro_step and one @apply_step of `unplanned` (a
+/// program without a memory plan, so every buffer keeps its value) on both
+/// backends from identical parameters and batch; every buffer each
+/// instruction writes is compared, in program order. Training check:
+/// `options.steps` steps of `planned` on both; the losses are compared.
+/// Prints a report; returns whether everything was within tolerance.
+bool checkCudaAgainstCpu(const rt::Program &unplanned,
+                         const rt::Program &planned, const rt::TokenFile &data,
+                         const CudaCheckOptions &options, std::ostream &os);
+
+} // namespace dsc
+
+#endif // DSC_TOOLS_DSCRUN_CHECKCUDA_H
