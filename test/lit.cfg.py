@@ -1,5 +1,6 @@
 # -*- Python -*-
 import os
+import shutil
 import subprocess
 
 import lit.formats
@@ -36,13 +37,34 @@ if config.dsc_nvcc and os.path.exists(config.dsc_nvcc):
     config.available_features.add("nvcc")
     config.substitutions.append(("%nvcc", config.dsc_nvcc))
 
-# A GPU the CUDA backend can use (the `gpu` tests); absent on the CI machine.
-try:
-    if subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                      timeout=30).returncode == 0:
-        config.available_features.add("cuda-device")
-except (OSError, subprocess.TimeoutExpired):
-    pass
+# Debian's torch can build a C++ extension here (headers, libraries,
+# pybind11, Python.h); checked without importing torch.
+torch_ext = os.path.join(config.dsc_src_root, "test", "Codegen", "Inputs", "torch_ext.py")
+if os.path.exists("/usr/bin/python3") and subprocess.call(
+        ["/usr/bin/python3", torch_ext, "check"]) == 0:
+    config.available_features.add("torch-headers")
+
+# A CUDA device: `nvidia-smi -L` lists one. The GPU tests also need a
+# PyTorch with CUDA: DSC_TORCH_CUDA_PYTHON, else the python3 on PATH.
+def lists_gpu():
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+if shutil.which("nvidia-smi") and lists_gpu():
+    config.available_features.add("cuda-device")
+    torch_cuda_python = os.environ.get("DSC_TORCH_CUDA_PYTHON") or shutil.which("python3")
+    if torch_cuda_python and subprocess.call(
+            [torch_cuda_python, "-c",
+             "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("torch-cuda")
+        config.substitutions.append(("%torch_cuda_python", torch_cuda_python))
+        for var in ("CUDA_HOME", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST"):
+            if var in os.environ:
+                config.environment[var] = os.environ[var]
 
 tools = ["dsc-opt", "dsc-run", "dsc-translate", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.dsc_tools_dir, config.llvm_tools_dir])

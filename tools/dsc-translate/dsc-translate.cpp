@@ -2,11 +2,14 @@
 //
 //   dsc-translate --emit-cuda STEP.mlir -o K.cu [--nvrtc-check=sm_80,sm_90]
 //                 [--no-fold-rounding]
+//   dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]
 //
 // Lowers a step written by `dsc-run compile` (or dsc-opt) to the runtime
 // program and emits one CUDA translation unit for it: K.cu (device library,
 // one kernel per specialised instruction, C-ABI host launchers) and K.h
 // (launcher prototypes, cuBLASLt GEMM descriptors, status messages).
+// --emit-torch-extension writes the same kernels as a PyTorch C++
+// extension into DIR (see include/dsc/Codegen/TorchExtension.h).
 // --nvrtc-check compiles the kernels through NVRTC for every listed
 // architecture and fails on any error or warning. Every failure is one
 // line on stderr and exit status 1.
@@ -16,6 +19,7 @@
 #include "dsc/Codegen/CudaEmitter.h"
 #include "dsc/Codegen/LowerToProgram.h"
 #include "dsc/Codegen/Nvrtc.h"
+#include "dsc/Codegen/TorchExtension.h"
 #include "dsc/Dialect/DscDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +28,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -34,8 +39,12 @@ namespace {
 const char *kUsage =
     "usage: dsc-translate --emit-cuda STEP.mlir [-o K.cu]\n"
     "                     [--nvrtc-check=sm_80,sm_90] [--no-fold-rounding]\n"
+    "       dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]\n"
     "  --emit-cuda          emit CUDA C++ for the step: K.cu and K.h\n"
     "  -o K.cu              output (the header goes next to it as K.h)\n"
+    "  --emit-torch-extension\n"
+    "                       write a PyTorch C++ extension wrapping the\n"
+    "                       kernels into the directory DIR (see its README.md)\n"
     "  --nvrtc-check=ARCHS  compile the kernels with NVRTC for each arch\n"
     "                       (sm_XX or compute_XX); any error or warning fails\n"
     "  --no-fold-rounding   keep every round_to_half as its own kernel\n";
@@ -104,8 +113,20 @@ std::vector<std::string> splitArchs(const std::string &list) {
   return archs;
 }
 
+/// Creates `dir` (and its parents) and writes the extension's files there.
+void writeExtension(const std::string &dir,
+                    const std::vector<dsc::cuda::ExtensionFile> &files) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw Failure("cannot create directory '" + dir + "'" +
+                  (ec ? ": " + ec.message() : ": not a directory"));
+  for (const dsc::cuda::ExtensionFile &f : files)
+    writeFile(dir + "/" + f.name, f.text);
+}
+
 int run(int argc, char **argv) {
-  bool emit = false, fold = true;
+  bool emit = false, torch = false, fold = true;
   std::string input, output, check;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -125,7 +146,7 @@ int run(int argc, char **argv) {
       std::cout << kUsage;
       return 0;
     } else if (arg == "--emit-torch-extension")
-      throw Failure("--emit-torch-extension is not implemented yet");
+      torch = true;
     else if (arg.size() > 1 && arg[0] == '-')
       throw Failure("unknown option '" + arg + "'");
     else if (!input.empty())
@@ -133,10 +154,16 @@ int run(int argc, char **argv) {
     else
       input = arg;
   }
-  if (!emit)
-    throw Failure("nothing to do: pass --emit-cuda (see --help)");
+  if (emit && torch)
+    throw Failure("--emit-cuda and --emit-torch-extension write different "
+                  "outputs: pass one");
+  if (!emit && !torch)
+    throw Failure("nothing to do: pass --emit-cuda or --emit-torch-extension "
+                  "(see --help)");
   if (input.empty())
     throw Failure("missing input STEP.mlir");
+  if (torch && output.empty())
+    throw Failure("--emit-torch-extension needs -o DIR");
   if (output.empty() && check.empty())
     throw Failure("missing -o K.cu (or --nvrtc-check=ARCHS)");
   const std::vector<std::string> archs =
@@ -149,7 +176,9 @@ int run(int argc, char **argv) {
   dsc::cuda::EmitOptions options;
   options.foldRounding = fold;
   std::string header = output;
-  if (!output.empty()) {
+  if (torch) {
+    options.headerName = dsc::cuda::kTorchKernelsHeader;
+  } else if (!output.empty()) {
     if (header.size() > 3 && header.compare(header.size() - 3, 3, ".cu") == 0)
       header.replace(header.size() - 3, 3, ".h");
     else
@@ -162,7 +191,15 @@ int run(int argc, char **argv) {
   } catch (const dsc::rt::Error &e) {
     throw Failure(std::string("cannot emit CUDA: ") + e.what());
   }
-  if (!output.empty()) {
+  std::vector<dsc::cuda::ExtensionFile> extension;
+  if (torch) {
+    try {
+      extension = dsc::cuda::torchExtensionFiles(program, module);
+    } catch (const dsc::rt::Error &e) {
+      throw Failure(e.what());
+    }
+    writeExtension(output, extension);
+  } else if (!output.empty()) {
     writeFile(output, module.source);
     writeFile(header, module.header);
   }
@@ -172,9 +209,12 @@ int run(int argc, char **argv) {
   std::cout << "dsc-translate: " << module.launchers.size() << " launchers, "
             << kernels << " kernels, " << module.gemms.size()
             << " GEMM descriptors\n";
+  if (torch)
+    std::cout << "dsc-translate: torch extension in " << output << " ("
+              << extension.size() << " files)\n";
   const std::string name =
-      output.empty() ? "dsc_kernels.cu"
-                     : output.substr(output.find_last_of('/') + 1);
+      output.empty() || torch ? dsc::cuda::kTorchKernelsSource
+                              : output.substr(output.find_last_of('/') + 1);
   for (const std::string &arch : archs) {
     dsc::cuda::NvrtcOptions opts;
     opts.arch = arch;
