@@ -1636,3 +1636,23 @@ __device__ void updateLossScale(const float *state, const TF *overflowIn,
 }
 
 } // namespace dsc
+
+//===----------------------------------------------------------------------===//
+// Used by the CUDA backend, not by the emitted launchers: cuBLASLt takes
+// operands of one type, so a GEMM of a 16-bit temporary by an f32 buffer
+// first widens the 16-bit one (exactly) to f32.
+//===----------------------------------------------------------------------===//
+
+extern "C" __global__ void dsc_widen_f16(const __half *x, float *y,
+                                         dsc_i64 n) {
+  for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
+       i += dsc_i64(gridDim.x) * blockDim.x)
+    y[i] = __half2float(x[i]);
+}
+
+extern "C" __global__ void dsc_widen_bf16(const __nv_bfloat16 *x, float *y,
+                                          dsc_i64 n) {
+  for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
+       i += dsc_i64(gridDim.x) * blockDim.x)
+    y[i] = __bfloat162float(x[i]);
+}

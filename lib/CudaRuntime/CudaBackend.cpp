@@ -27,6 +27,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -93,7 +94,8 @@ struct Call {
   int launcher = -1;
   std::vector<Launch> launches;
   bool drawsRandom = false;
-  // Gemm: index into the module's GEMMs and its operands.
+  // Gemm: index into the module's GEMMs and its operands (`launches` then
+  // holds the widening of a 16-bit operand, if any, run first).
   int gemm = -1;
   void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
   // Memcpy.
@@ -111,6 +113,12 @@ struct GemmPlan {
   cublasLtMatmulAlgo_t algo{};
   float alpha = 1.0f;
   bool bias = false;
+  /// Operand (0: A, 1: B) widened to f32 before the GEMM, or -1.
+  /// cuBLASLt multiplies operands of one type only; a GEMM of a 16-bit
+  /// temporary by an f32 buffer (the storage rule leaves e.g. some
+  /// gradients f32) widens the 16-bit operand with dsc_widen_* first, which
+  /// is exact: the CPU multiplies the same values.
+  int widen = -1;
 };
 
 struct FunctionState {
@@ -154,6 +162,7 @@ private:
   cudaStream_t stream = nullptr, captureStream = nullptr;
   cudaLibrary_t library = nullptr;
   std::map<std::string, cudaKernel_t> kernels;
+  char *widened = nullptr; ///< f32 copy of a mixed GEMM's 16-bit operand
   unsigned *status = nullptr; ///< the module's dsc_status
   char *arena = nullptr, *scratch = nullptr, *workspace = nullptr;
   std::vector<char *> addresses; ///< per buffer (nullptr: folded away)
@@ -215,6 +224,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(arena);
   cudaFree(scratch);
   cudaFree(workspace);
+  cudaFree(widened);
   if (library)
     cudaLibraryUnload(library);
   if (stream)
@@ -258,6 +268,9 @@ void CudaBackend::compileAndLoad() {
             "finding kernel " + k.kernel);
       kernels[k.kernel] = kernel;
     }
+  for (const char *name : {"dsc_widen_f16", "dsc_widen_bf16"})
+    check(cudaLibraryGetKernel(&kernels[name], library, name),
+          std::string("finding kernel ") + name);
   size_t bytes = 0;
   check(cudaLibraryGetGlobal(reinterpret_cast<void **>(&status), &bytes,
                              library, "dsc_status"),
@@ -298,6 +311,22 @@ void CudaBackend::allocate(const Program &program) {
   alloc(arena, total, "arena");
   alloc(scratch, size_t(module.scratchBytes), "kernel scratch");
   alloc(workspace, kWorkspaceBytes, "cuBLASLt workspace");
+  size_t widenBytes = 0;
+  for (const auto &[name, steps] : module.steps)
+    for (const cuda::Step &step : steps) {
+      if (step.kind != cuda::Step::Kind::Gemm)
+        continue;
+      const cuda::Gemm &g = module.gemms[size_t(step.index)];
+      if (g.a != g.b)
+        widenBytes = std::max(
+            widenBytes,
+            size_t(buffers[size_t(step.args[g.a == cuda::Storage::F32 ? 1 : 0]
+                                      .buffers[0])]
+                       .numElements()) *
+                4);
+    }
+  if (widenBytes)
+    alloc(widened, widenBytes, "f32 copy of a 16-bit GEMM operand");
   check(cudaMemset(arena, 0, std::max<size_t>(total, 256)),
         "zeroing the arena");
   for (size_t i = 0; i < buffers.size(); ++i)
@@ -317,14 +346,18 @@ void CudaBackend::planGemms() {
                              opcodeName(g.op) + " " + std::to_string(g.M) +
                              "x" + std::to_string(g.N) + "x" +
                              std::to_string(g.K) + ")";
-    if (g.a != g.b)
-      throw Error("cuBLASLt: " + what + " multiplies " +
-                  cuda::storageName(g.a) + " by " + cuda::storageName(g.b) +
-                  "; both operands must have one type");
-    if (g.c != cuda::Storage::F32 && g.c != g.a)
-      throw Error("cuBLASLt: " + what + " writes " + cuda::storageName(g.c) +
-                  " from " + cuda::storageName(g.a) + " operands");
     GemmPlan p;
+    cuda::Storage ta = g.a, tb = g.b;
+    if (ta != tb) {
+      if (ta != cuda::Storage::F32 && tb != cuda::Storage::F32)
+        throw Error("cuBLASLt: " + what + " multiplies " +
+                    cuda::storageName(ta) + " by " + cuda::storageName(tb));
+      p.widen = ta == cuda::Storage::F32 ? 1 : 0;
+      ta = tb = cuda::Storage::F32;
+    }
+    if (g.c != cuda::Storage::F32 && g.c != ta)
+      throw Error("cuBLASLt: " + what + " writes " + cuda::storageName(g.c) +
+                  " from " + cuda::storageName(ta) + " operands");
     p.alpha = float(g.alpha);
     p.bias = g.bias;
     checkLt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -369,9 +402,9 @@ void CudaBackend::planGemms() {
                 what);
       }
     };
-    layout(p.first, g.b, g.transB ? g.K : g.N, g.transB ? g.N : g.K, g.ldb,
+    layout(p.first, tb, g.transB ? g.K : g.N, g.transB ? g.N : g.K, g.ldb,
            g.strideB);
-    layout(p.second, g.a, g.transA ? g.M : g.K, g.transA ? g.K : g.M, g.lda,
+    layout(p.second, ta, g.transA ? g.M : g.K, g.transA ? g.K : g.M, g.lda,
            g.strideA);
     layout(p.out, g.c, g.N, g.M, g.ldc, g.strideC);
     cublasLtMatmulPreference_t pref = nullptr;
@@ -469,6 +502,20 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       call.c = address(step.args[2].buffers[0]);
       if (step.args.size() > 3)
         call.bias = address(step.args[3].buffers[0]);
+      if (int w = gemms[size_t(step.index)].widen; w >= 0) {
+        const int id = step.args[size_t(w)].buffers[0];
+        const bool bf16 = module.storage[size_t(id)] == cuda::Storage::BF16;
+        const int64_t n = buffers[size_t(id)].numElements();
+        call.slots = {reinterpret_cast<uint64_t>(w == 0 ? call.a : call.b),
+                      reinterpret_cast<uint64_t>(widened), uint64_t(n)};
+        Launch launch;
+        launch.kernel = kernels.at(bf16 ? "dsc_widen_bf16" : "dsc_widen_f16");
+        launch.grid = dim3(unsigned(std::clamp<int64_t>((n + 255) / 256, 1,
+                                                        65536)));
+        launch.block = dim3(256);
+        call.launches.push_back(launch);
+        (w == 0 ? call.a : call.b) = widened;
+      }
       break;
     case cuda::Step::Kind::Memcpy:
     case cuda::Step::Kind::AllReduce: {
@@ -492,6 +539,9 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
   }
   // Argument pointers last, when the calls' slot vectors no longer move.
   for (Call &call : state.calls) {
+    if (call.kind == cuda::Step::Kind::Gemm && !call.launches.empty())
+      for (uint64_t &slot : call.slots)
+        call.launches[0].args.push_back(&slot);
     if (call.kind != cuda::Step::Kind::Kernel)
       continue;
     const cuda::Launcher &L = module.launchers[size_t(call.launcher)];
@@ -543,6 +593,16 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
       }
       continue;
     case cuda::Step::Kind::Gemm: {
+      for (Launch &launch : call.launches) { // the widening, if any
+        cudaKernelNodeParams p{};
+        p.func = reinterpret_cast<void *>(launch.kernel);
+        p.gridDim = launch.grid;
+        p.blockDim = launch.block;
+        p.kernelParams = launch.args.data();
+        check(cudaGraphAddKernelNode(&node, state.graph, deps(), ndeps(), &p),
+              what);
+        prev = node;
+      }
       // cuBLASLt launches what it likes: capture it as a child graph.
       cudaGraph_t child = nullptr;
       check(cudaStreamBeginCapture(captureStream,
@@ -591,14 +651,14 @@ void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
   // Kernel by kernel, synchronising after each call so that a failure names
   // its instruction (the debugging mode: DSC_CUDA_GRAPHS=0).
   for (const Call &call : state.calls) {
+    for (const Launch &launch : call.launches) // kernels, or a widening
+      check(cudaLaunchKernel(reinterpret_cast<const void *>(launch.kernel),
+                             launch.grid, launch.block,
+                             const_cast<void **>(launch.args.data()), 0,
+                             stream),
+            "launching " + describe(fn, call));
     switch (call.kind) {
     case cuda::Step::Kind::Kernel:
-      for (const Launch &launch : call.launches)
-        check(cudaLaunchKernel(reinterpret_cast<const void *>(launch.kernel),
-                               launch.grid, launch.block,
-                               const_cast<void **>(launch.args.data()), 0,
-                               stream),
-              "launching " + describe(fn, call));
       break;
     case cuda::Step::Kind::Gemm:
       runGemm(call, stream);
