@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Step time and memory of the kernel passes on a model actually trained on
-the CPU backend: baseline (no fusion) / +fusion / +invertible / +per-layer
-checkpointing / +budget remat at 50% of the baseline activations. Each
-variant is cumulative, as in issue 3's table.
+the CPU backend: baseline (no fusion) / +fusion (the five elementwise
+fusions) / +fused attention / +invertible / +per-layer checkpointing /
++budget remat at 50% of the baseline activations. Each variant is
+cumulative, as in issue 3's table.
 
   python3 bench/kernel_passes.py [--dsc-run build/bin/dsc-run] [--steps 12]
       [--threads N] [--repeats 3]
@@ -33,7 +34,8 @@ BASE = {"train_micro_batch_size_per_gpu": 8, "gradient_clipping": 1.0,
         "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
         "dsc": {"seq_len": 128}}
 NO_FUSION = {"qkv": False, "bias_gelu": False, "bias_dropout_add": False,
-             "softmax_dropout": False, "residual_layer_norm": False}
+             "softmax_dropout": False, "residual_layer_norm": False,
+             "attention": False}
 
 
 def variants(budget):
@@ -50,7 +52,8 @@ def variants(budget):
     inv = {"normalize_invertible": True}
     return [
         ("baseline", cfg(fusion=NO_FUSION)),
-        ("+fusion", cfg()),
+        ("+fusion", cfg(fusion={"attention": False})),
+        ("+fused attention", cfg()),
         ("+invertible", cfg(transformer_kernel=inv)),
         ("+per-layer checkpointing",
          cfg(transformer_kernel=inv, activation_checkpointing={})),

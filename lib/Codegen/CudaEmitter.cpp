@@ -357,6 +357,7 @@ bool foldable(rt::Opcode op) {
   case Opcode::BatchMatmul:
   case Opcode::Softmax:
   case Opcode::SoftmaxDropout:
+  case Opcode::Attention:
   case Opcode::CrossEntropy:
   case Opcode::ReduceTo:
   case Opcode::EmbeddingGrad:
@@ -369,6 +370,7 @@ bool foldable(rt::Opcode op) {
   case Opcode::DropoutBiasGrad:
   case Opcode::SoftmaxGrad:
   case Opcode::SoftmaxDropoutGrad:
+  case Opcode::AttentionGrad:
   case Opcode::CrossEntropyGrad:
   case Opcode::GlobalNorm:
   case Opcode::ClipCoefficient:
@@ -427,6 +429,7 @@ Route routeOf(rt::Opcode op) {
   case Opcode::Split:
   case Opcode::Softmax:
   case Opcode::SoftmaxDropout:
+  case Opcode::Attention:
   case Opcode::CrossEntropy:
   case Opcode::MlmMask:
   case Opcode::ReduceTo:
@@ -438,6 +441,7 @@ Route routeOf(rt::Opcode op) {
   case Opcode::DropoutBiasGrad:
   case Opcode::SoftmaxGrad:
   case Opcode::SoftmaxDropoutGrad:
+  case Opcode::AttentionGrad:
   case Opcode::CrossEntropyGrad:
   case Opcode::GlobalNorm:
   case Opcode::ClipCoefficient:

@@ -295,6 +295,22 @@ FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
             a["rate"] = f(o.getRate());
             return true;
           })
+          .Case([&](AttentionOp o) {
+            instr.op = Opcode::Attention;
+            a["scale"] = f(o.getScale());
+            a["causal"] = int64_t(o.getCausal());
+            a["rate"] = f(o.getRate());
+            a["stream"] = int64_t(o.getStream());
+            return true;
+          })
+          .Case([&](AttentionGradOp o) {
+            instr.op = Opcode::AttentionGrad;
+            a["scale"] = f(o.getScale());
+            a["causal"] = int64_t(o.getCausal());
+            a["rate"] = f(o.getRate());
+            a["stream"] = int64_t(o.getStream());
+            return true;
+          })
           .Case([&](SoftmaxGradOp o) {
             instr.op = Opcode::SoftmaxGrad;
             a["scale"] = f(o.getScale());

@@ -65,6 +65,15 @@ int64_t batchMatmulFlops(BatchMatmulOp op) {
   return 2 * numel(op.getResult()) * k;
 }
 
+/// Two [T, T] x [T, D] products per head plus softmax and dropout on the
+/// [B, H, T, T] probabilities (causal masking is not discounted).
+int64_t attentionFlops(AttentionOp op) {
+  auto q = cast<ShapedType>(op.getQ().getType());
+  int64_t t = q.getDimSize(2), d = q.getDimSize(3);
+  int64_t scores = numel(op.getQ()) / d * t;
+  return 4 * scores * d + (kSoftmaxFlops + kDropoutFlops) * scores;
+}
+
 template <typename OpT, int64_t (*Flops)(OpT), bool Cheap>
 void attach(MLIRContext *ctx) {
   OpT::template attachInterface<Model<OpT, Flops, Cheap>>(*ctx);
@@ -110,6 +119,7 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<SoftmaxDropoutOp,
            perInput<SoftmaxDropoutOp, kSoftmaxFlops + kDropoutFlops>, false>(
         ctx);
+    attach<AttentionOp, attentionFlops, false>(ctx);
   });
 }
 

@@ -445,6 +445,53 @@ LogicalResult SoftmaxDropoutGradOp::verify() {
                      shapeOf(getProbs()));
 }
 
+/// q, k, v (and `others`) [B, H, T, D]; lse [B, H, T].
+static LogicalResult
+verifyAttentionShapes(Operation *op, Value q,
+                      ArrayRef<std::pair<StringRef, Value>> others, Value lse,
+                      APFloat rate) {
+  ArrayRef<int64_t> x = shapeOf(q);
+  if (x.size() != 4)
+    return op->emitOpError("expects q of rank 4 [B, H, T, D], got ")
+           << shapeStr(x);
+  for (auto [name, v] : others)
+    if (failed(expectShape(op, name, shapeOf(v), x)))
+      return failure();
+  if (failed(expectShape(op, "lse", shapeOf(lse), x.drop_back())) ||
+      failed(verifyRate(op, rate)))
+    return failure();
+  return verifySameFloatElementType(op);
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionShapes(*this, getQ(),
+                                   {{"k", getK()},
+                                    {"v", getV()},
+                                    {"result", getResult()}},
+                                   getLse(),
+                                   getRate())))
+    return failure();
+  // The lse has no gradient rule: a forward use of it would be silently
+  // non-differentiated.
+  for (Operation *user : getLse().getUsers())
+    if (!isa<AttentionGradOp>(user))
+      return emitOpError("lse may only be read by dsc.attention_grad, not by ")
+             << user->getName();
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttentionShapes(*this, getQ(),
+                               {{"gradient", getGrad()},
+                                {"k", getK()},
+                                {"v", getV()},
+                                {"out", getOut()},
+                                {"q_grad", getQGrad()},
+                                {"k_grad", getKGrad()},
+                                {"v_grad", getVGrad()}},
+                               getLse(), getRate());
+}
+
 /// logits [..., V] against labels [...].
 static LogicalResult verifyLogitsLabels(Operation *op, Value logits,
                                         Value labels) {

@@ -231,3 +231,18 @@ void SoftmaxDropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[0] =
       b.create<SoftmaxGradOp>(loc, type, g, getProbs(), getScaleAttr());
 }
+
+void AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  // The verifier allows only dsc.attention_grad to read the lse, so no
+  // gradient reaches it; the backward recomputes the probabilities from
+  // q, k and the lse instead of keeping them.
+  Type type = getQ().getType();
+  auto grad = b.create<AttentionGradOp>(
+      getLoc(), TypeRange{type, type, type}, resultGrads[0], getQ(), getK(),
+      getV(), getResult(), getLse(), getScaleAttr(), getCausalAttr(),
+      getRateAttr(), getStreamAttr());
+  operandGrads[0] = grad.getQGrad();
+  operandGrads[1] = grad.getKGrad();
+  operandGrads[2] = grad.getVGrad();
+}

@@ -689,6 +689,38 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
                           uint32_t(I.getInt("stream")), rng.seed, rng.offset);
     return;
   }
+  case Opcode::Attention:
+  case Opcode::AttentionGrad: {
+    const bool grad = I.op == Opcode::AttentionGrad;
+    e.numIns(grad ? 6 : 3);
+    e.numOuts(grad ? 3 : 2);
+    const Buffer &qb = e.in(grad ? 1 : 0);
+    if (qb.shape.size() != 4)
+      e.fail("q '" + qb.name + "' must be [B,H,T,D], got " + shapeStr(qb.shape));
+    const int64_t BH = qb.shape[0] * qb.shape[1], T = qb.shape[2],
+                  D = qb.shape[3];
+    for (size_t k = grad ? 0 : 1; k < I.inputs.size(); ++k)
+      e.count(e.in(k), k == 5 ? BH * T : BH * T * D, k == 5 ? "lse" : "input");
+    for (size_t k = 0; k < I.outputs.size(); ++k)
+      e.count(e.out(k), k == 1 && !grad ? BH * T : BH * T * D, "output");
+    const float scale = float(I.getFloat("scale"));
+    const bool causal = I.getInt("causal") != 0;
+    const double rate = I.getFloat("rate");
+    if (!(rate >= 0.0 && rate < 1.0))
+      e.fail("rate must be in [0, 1), got " + std::to_string(rate));
+    const uint32_t stream = uint32_t(I.getInt("stream"));
+    if (grad)
+      cpu::attentionGrad(e.fin(0, "dout"), e.fin(1, "q"), e.fin(2, "k"),
+                         e.fin(3, "v"), e.fin(4, "out"), e.fin(5, "lse"),
+                         e.fout(0, "dq"), e.fout(1, "dk"), e.fout(2, "dv"), BH,
+                         T, D, scale, causal, rate, stream, rng.seed,
+                         rng.offset);
+    else
+      cpu::attention(e.fin(0, "q"), e.fin(1, "k"), e.fin(2, "v"),
+                     e.fout(0, "out"), e.fout(1, "lse"), BH, T, D, scale,
+                     causal, rate, stream, rng.seed, rng.offset);
+    return;
+  }
   case Opcode::SoftmaxGrad: {
     e.numIns(2);
     e.numOuts(1);

@@ -114,6 +114,21 @@ void softmaxDropoutGrad(const float *dy, const float *probs,
                         const float *dropped, float *dx, int64_t rows,
                         int64_t Tk, float scale, double rate);
 
+/// dsc.attention over BH = B*H heads of [T, D]: out = dropout(softmax(scale
+/// q k^T, causal)) v and lse[BH, T] of the scaled, masked scores, with
+/// softmaxDropout's mask over the [BH, T, T] probabilities.
+void attention(const float *q, const float *k, const float *v, float *out,
+               float *lse, int64_t BH, int64_t T, int64_t D, float scale,
+               bool causal, double rate, uint32_t stream, uint64_t seed,
+               uint64_t offset);
+/// dsc.attention_grad: dq, dk, dv from the probabilities recomputed per
+/// tile from q, k and lse (FlashAttention-2's backward).
+void attentionGrad(const float *dout, const float *q, const float *k,
+                   const float *v, const float *out, const float *lse,
+                   float *dq, float *dk, float *dv, int64_t BH, int64_t T,
+                   int64_t D, float scale, bool causal, double rate,
+                   uint32_t stream, uint64_t seed, uint64_t offset);
+
 // Randomness (Philox conventions of Philox.h).
 /// The Philox bits of blocks [firstBlock, firstBlock + count) of `stream`
 /// (counter {block, stream, offset}, the dropout convention of Philox.h),

@@ -393,7 +393,8 @@ func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,
   });
   Builder b(ctx);
   eval.walk([&](Operation *op) {
-    if (isa<SoftmaxDropoutOp, BiasDropoutAddOp, BiasDropoutAddLayerNormOp>(op))
+    if (isa<SoftmaxDropoutOp, BiasDropoutAddOp, BiasDropoutAddLayerNormOp,
+            AttentionOp>(op))
       op->setAttr("rate", b.getF64FloatAttr(0.0));
   });
   auto stateAttr = [&](StateKind kind, StringRef name) {

@@ -8,8 +8,9 @@
 // dsc.linear_grad_weight, dsc.embedding_grad, dsc.reduce_to, dgamma/dbeta,
 // and the adds that combine them) and the accumulation itself stay f32, as
 // do scalars (the loss and its seed) and everything in @apply_step (master
-// weights, optimizer state). The CPU backend stores the rounded values in f32
-// buffers; the numerics are those of half storage with f32 accumulation.
+// weights, optimizer state), and dsc.attention's log-sum-exp. The CPU
+// backend stores the rounded values in f32 buffers; the numerics are those
+// of half storage with f32 accumulation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +98,13 @@ struct MixedPrecisionPass
         r = round(top, w);
       op->setOperand(1, r);
     }
+
+    // The attention's log-sum-exp stays f32, as FlashAttention keeps it: the
+    // backward's exp(s - lse) would carry a half-precision error in the
+    // exponent otherwise.
+    for (Operation *op : ops)
+      if (auto attention = dyn_cast<AttentionOp>(op))
+        keepF32.insert(attention.getLse());
 
     // Activations: every f32 tensor result, rounded where it is made.
     for (Operation *op : ops) {

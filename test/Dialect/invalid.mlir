@@ -413,3 +413,92 @@ func.func @softmax_dropout_grad_dropped(%p: tensor<2x8x4xf32>, %d: tensor<2x8x8x
   %g = dsc.softmax_dropout_grad %p, %p, %d {rate = 0.1 : f64} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x8xf32>) -> tensor<2x8x4xf32>
   return
 }
+
+// -----
+
+func.func @attention_rank(%q: tensor<3x8x4xf32>, %k: tensor<3x8x4xf32>, %v: tensor<3x8x4xf32>) {
+  // expected-error @+1 {{'dsc.attention' op expects q of rank 4 [B, H, T, D], got [3, 8, 4]}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<3x8x4xf32>, tensor<3x8x4xf32>, tensor<3x8x4xf32>) -> (tensor<3x8x4xf32>, tensor<3x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_k(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x6x4xf32>, %v: tensor<2x3x8x4xf32>) {
+  // expected-error @+1 {{'dsc.attention' op k has shape [2, 3, 6, 4], expected [2, 3, 8, 4]}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_v(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf32>, %v: tensor<2x3x8x2xf32>) {
+  // expected-error @+1 {{'dsc.attention' op v has shape [2, 3, 8, 2], expected [2, 3, 8, 4]}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x2xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_result(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf32>, %v: tensor<2x3x8x4xf32>) {
+  // expected-error @+1 {{'dsc.attention' op result has shape [2, 3, 4, 4], expected [2, 3, 8, 4]}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf32>, %v: tensor<2x3x8x4xf32>) {
+  // expected-error @+1 {{'dsc.attention' op lse has shape [2, 3, 8, 4], expected [2, 3, 8]}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_rate(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf32>, %v: tensor<2x3x8x4xf32>) {
+  // expected-error @+1 {{'dsc.attention' op expects rate in [0, 1), got 1}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 1.0 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_types(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf16>, %v: tensor<2x3x8x4xf32>) {
+  // expected-error @+1 {{'dsc.attention' op mixes element types 'f32' and 'f16'}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf16>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse_use(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf32>, %v: tensor<2x3x8x4xf32>) {
+  // expected-error @+1 {{'dsc.attention' op lse may only be read by dsc.attention_grad, not by dsc.add}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  %x = dsc.add %l, %l : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_dout(%g: tensor<2x3x8x2xf32>, %q: tensor<2x3x8x4xf32>, %l: tensor<2x3x8xf32>) {
+  // expected-error @+1 {{'dsc.attention_grad' op gradient has shape [2, 3, 8, 2], expected [2, 3, 8, 4]}}
+  %dq, %dk, %dv = dsc.attention_grad %g, %q, %q, %q, %q, %l {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x2xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_dq(%g: tensor<2x3x8x4xf32>, %q: tensor<2x3x8x4xf32>, %l: tensor<2x3x8xf32>) {
+  // expected-error @+1 {{'dsc.attention_grad' op q_grad has shape [2, 3, 8, 2], expected [2, 3, 8, 4]}}
+  %dq, %dk, %dv = dsc.attention_grad %g, %q, %q, %q, %q, %l {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8xf32>) -> (tensor<2x3x8x2xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_lse(%g: tensor<2x3x8x4xf32>, %q: tensor<2x3x8x4xf32>, %l: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dsc.attention_grad' op lse has shape [2, 3], expected [2, 3, 8]}}
+  %dq, %dk, %dv = dsc.attention_grad %g, %q, %q, %q, %q, %l {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}

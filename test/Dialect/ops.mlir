@@ -88,6 +88,15 @@ func.func @softmax_dropout_ops(%s: tensor<2x3x8x8xf32>) {
   return
 }
 
+// CHECK-LABEL: func @attention_ops
+func.func @attention_ops(%q: tensor<2x3x8x4xf32>) {
+  // CHECK: %[[O:[a-z0-9_]+]], %[[L:[a-z0-9_]+]] = dsc.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, rate = 1.000000e-01 : f64, scale = 5.000000e-01 : f64, stream = 3 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  %o, %l = dsc.attention %q, %q, %q {causal = true, rate = 0.1 : f64, scale = 0.5 : f64, stream = 3 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  // CHECK: dsc.attention_grad %[[O]], %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]] {causal = true, rate = 1.000000e-01 : f64, scale = 5.000000e-01 : f64, stream = 3 : i64}
+  %g:3 = dsc.attention_grad %o, %q, %q, %q, %o, %l {causal = true, rate = 0.1 : f64, scale = 0.5 : f64, stream = 3 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}
+
 // CHECK-LABEL: func @invertible_ops
 func.func @invertible_ops(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>, %dy: tensor<2x8x24xf32>) {
   // CHECK: %[[Y:.*]], %[[R:.*]] = dsc.invertible_layer_norm {{.*}} -> (tensor<2x8x24xf32>, tensor<2x8xf32>)

@@ -146,6 +146,11 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
     pm.addPass(mlir::dsc::createDscFuseBiasDropoutAdd());
   if (train.fusion.biasDropoutAdd && train.fusion.residualLayerNorm)
     pm.addPass(mlir::dsc::createDscFuseResidualLayerNorm());
+  // Attention first: it takes the whole softmax chain, so the softmax +
+  // dropout fusion only sees the attentions it left (when it is off). It
+  // matches the chain after that fusion too, for dsc-opt pipelines.
+  if (train.fusion.attention)
+    pm.addPass(mlir::dsc::createDscFuseAttention());
   if (train.fusion.softmaxDropout)
     pm.addPass(mlir::dsc::createDscFuseSoftmaxDropout());
   pm.addPass(mlir::dsc::createDscAutodiff());

@@ -463,12 +463,13 @@ TEST(TrainConfig, DscSection) {
 TEST(TrainConfig, FusionSwitches) {
   FusionConfig on = train(ds("")).fusion; // all on by default
   EXPECT_TRUE(on.qkv && on.biasGelu && on.biasDropoutAdd &&
-              on.softmaxDropout && on.residualLayerNorm);
+              on.softmaxDropout && on.residualLayerNorm && on.attention);
   FusionConfig off = train(ds(R"("dsc": {"fusion": {"qkv": false,
       "bias_gelu": false, "bias_dropout_add": false,
-      "softmax_dropout": false, "residual_layer_norm": false}})")).fusion;
+      "softmax_dropout": false, "residual_layer_norm": false,
+      "attention": false}})")).fusion;
   EXPECT_FALSE(off.qkv || off.biasGelu || off.biasDropoutAdd ||
-               off.softmaxDropout || off.residualLayerNorm);
+               off.softmaxDropout || off.residualLayerNorm || off.attention);
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"qkv": 1}})")),
              "dsc.fusion.qkv");
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"gelu": true}})")),

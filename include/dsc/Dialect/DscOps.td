@@ -182,6 +182,30 @@ def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout"> {
   let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$probs);
 }
 
+def Dsc_AttentionOp : Dsc_DiffOp<"attention"> {
+  let summary = "Fused dense attention: dropout(softmax(scale * q k^T)) v";
+  let description = [{
+    `%out, %lse = dsc.attention %q, %k, %v {scale, causal, rate, stream}`
+    with `%q, %k, %v, %out : [B, H, T, D]` and `%lse : [B, H, T]` is
+    `dsc.batch_matmul` (q, k^T) -> `dsc.softmax_dropout` -> `dsc.batch_matmul`
+    (with v) without materialising the [B, H, T, T] scores: keys are visited
+    in tiles with an online softmax (FlashAttention). `%lse` is each row's
+    log-sum-exp of the scaled, masked scores, so the backward recomputes the
+    probabilities as exp(scale * q.k - lse). Scale, causal mask, rate and the
+    Philox `stream` mean what they mean for `dsc.softmax_dropout`: the
+    dropout mask element is the index in the [B, H, T, T] probabilities, so
+    fused and unfused steps draw the same mask. `%lse` has no gradient and
+    only `dsc.attention_grad` may read it. Produced by -dsc-fuse-attention;
+    its gradient is one `dsc.attention_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$q, Dsc_FloatTensor:$k,
+                       Dsc_FloatTensor:$v,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$lse);
+}
+
 def Dsc_CrossEntropyOp : Dsc_DiffOp<"cross_entropy"> {
   let summary = "Mean negative log-likelihood of `labels` under softmax(logits)";
   let description = [{
@@ -423,6 +447,27 @@ def Dsc_SoftmaxDropoutGradOp : Dsc_Op<"softmax_dropout_grad"> {
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        F64Attr:$rate);
   let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_AttentionGradOp : Dsc_Op<"attention_grad"> {
+  let summary = "Gradients of dsc.attention w.r.t. q, k and v";
+  let description = [{
+    `%dq, %dk, %dv = dsc.attention_grad %dout, %q, %k, %v, %out, %lse {scale,
+    causal, rate, stream}` (FlashAttention-2's backward): per tile of keys
+    the probabilities are recomputed from `%q`, `%k` and the saved `%lse`,
+    the dropout mask is drawn again from Philox, and with D_i =
+    rowsum(dout * out), dP = dout v^T (dropped), dS = P * (dP - D) gives
+    dq = scale * dS k, dk = scale * dS^T q and dv = dropout(P)^T dout.
+    Nothing of size [T, T] is saved.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$q,
+                       Dsc_FloatTensor:$k, Dsc_FloatTensor:$v,
+                       Dsc_FloatTensor:$out, Dsc_FloatTensor:$lse,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Dsc_FloatTensor:$q_grad, Dsc_FloatTensor:$k_grad,
+                      Dsc_FloatTensor:$v_grad);
 }
 
 def Dsc_CrossEntropyGradOp : Dsc_Op<"cross_entropy_grad"> {

@@ -82,6 +82,7 @@ struct FusionConfig {
   bool biasGelu = true;       ///< -dsc-fuse-bias-gelu
   bool biasDropoutAdd = true; ///< -dsc-fuse-bias-dropout-add
   bool softmaxDropout = true; ///< -dsc-fuse-softmax-dropout
+  bool attention = true;      ///< -dsc-fuse-attention
   /// -dsc-fuse-residual-layer-norm (extends bias_dropout_add's ops)
   bool residualLayerNorm = true;
 };

@@ -92,6 +92,10 @@ enum class Opcode {
                   ///< last dim of scale*x with keys j > i + (Tk-Tq) masked out
   SoftmaxDropout, ///< in: scores; attrs scale, causal, rate, stream; outs:
                   ///< dropout(softmax), softmax (Dropout's mask)
+  Attention,      ///< in: q, k, v [B,H,T,D]; attrs scale, causal, rate,
+                  ///< stream; outs: out [B,H,T,D] = SoftmaxDropout(scores)
+                  ///< @ v (its mask over the [B,H,T,T] probabilities),
+                  ///< lse [B,H,T] of the scaled, masked scores
   CrossEntropy,   ///< in: logits[..., V], labels[...] (i32); attr ignore_index;
                   ///< out: scalar mean NLL over labels != ignore_index
   MlmMask,        ///< in: ids[...]; outs: inputs, labels; attrs mask_prob,
@@ -114,6 +118,8 @@ enum class Opcode {
   SoftmaxDropoutGrad, ///< in: dy, probs, dropped; attrs scale, rate: the mask is
                       ///< dropped != 0 (see the TD);
                       ///< SoftmaxGrad(Dropout(dy), probs)
+  AttentionGrad,  ///< in: dout, q, k, v, out, lse; Attention's attrs; outs:
+                  ///< dq, dk, dv (probabilities recomputed from the lse)
   CrossEntropyGrad, ///< in: dloss (scalar), logits, labels; attr ignore_index
   // Training step.
   Copy,           ///< out = in

@@ -139,6 +139,39 @@ def DscFuseSoftmaxDropout : Pass<"dsc-fuse-softmax-dropout", "::mlir::ModuleOp">
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscFuseAttention : Pass<"dsc-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "Dense attention (scores, softmax, dropout, context) in one op";
+  let description = [{
+    The attention core of the imported models, `q k^T` -> softmax (scale
+    and causal mask) -> optional dropout -> `@ v`, becomes one
+    `dsc.attention`, which never materialises the [B, H, T, T] scores or
+    probabilities: it visits the keys in tiles with an online softmax and
+    keeps only each row's log-sum-exp. Its gradient rule emits one
+    `dsc.attention_grad`, which recomputes the probabilities per tile from
+    q, k and that log-sum-exp (FlashAttention-2), so the backward keeps
+    nothing of size [T, T]: on GPT-2 small at seq 1024 that is most of the
+    saved activations (the probabilities and their dropout, 2·B·H·T² values
+    per layer). Run before -dsc-autodiff. It matches the chain whether or
+    not -dsc-fuse-softmax-dropout has run (softmax + dropout, or their
+    fused op whose undropped probabilities are unused); every intermediate
+    must have exactly one user, the context product's alpha must be 1, and
+    q, k, v must have one [B, H, T, D] shape. The score product's alpha is
+    folded into the scale.
+
+    ```mlir
+    %s = dsc.batch_matmul %q, %k {transpose_b = true}
+    %p = dsc.softmax %s {causal = true, scale = 0.125}
+    %d = dsc.dropout %p {rate = 0.1, stream = 2}
+    %c = dsc.batch_matmul %d, %v
+    // =>
+    %c, %lse = dsc.attention %q, %k, %v {causal = true, rate = 0.1, scale = 0.125, stream = 2}
+    ```
+
+    Without a dropout the op gets rate 0 and stream 0 (no draw is made).
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscInvertible : Pass<"dsc-invertible", "::mlir::ModuleOp"> {
   let summary = "LayerNorm backward from its output (normalize_invertible)";
   let description = [{

@@ -1,9 +1,11 @@
 """Writes the model and ds_config of one CUDA codegen test variant.
 
-usage: variant.py MODEL.json fused|unfused fp32|bf16|fp16 OUT_PREFIX
+usage: variant.py MODEL.json fused|unfused|attention fp32|bf16|fp16 OUT_PREFIX
 
 The model is the example with every dropout probability set to 0.1 (so the
-Philox kernels are emitted). The fusion switch sets every dsc.fusion key;
+Philox kernels are emitted). The fusion switch sets every dsc.fusion key
+but `attention` (fused: the five elementwise fusions, so the softmax +
+dropout kernels are emitted; attention: all six, the fused attention);
 each (model, fusion) pair also picks its own optimizer, schedule and
 options so that, together, the variants emit every opcode the pipelines
 produce: AdamW/Lamb/SGD/Adam, the four schedules, gradient accumulation,
@@ -19,7 +21,7 @@ for key in ("attn_pdrop", "embd_pdrop", "resid_pdrop",
     if key in model:
         model[key] = 0.1
 bert = model["model_type"] == "bert"
-fused = fusion == "fused"
+fused = fusion in ("fused", "attention")
 
 config = {
     "train_micro_batch_size_per_gpu": 2,
@@ -30,6 +32,7 @@ config = {
                                           "softmax_dropout",
                                           "residual_layer_norm")}},
 }
+config["dsc"]["fusion"]["attention"] = fusion == "attention"
 if bert:
     config["dsc"].update({"mlm_probability": 0.15, "mask_token_id": 255})
 if not bert and fused:

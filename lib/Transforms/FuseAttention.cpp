@@ -1,0 +1,116 @@
+//===- FuseAttention.cpp - Dense attention as one op ----------------------===//
+//
+// batch_matmul(q, k^T) -> softmax [-> dropout] -> batch_matmul(., v), or the
+// same with -dsc-fuse-softmax-dropout's fused op in the middle, becomes one
+// dsc.attention. The backward then recomputes the probabilities per tile
+// from q, k and the saved log-sum-exp instead of keeping the [B, H, T, T]
+// probabilities (and their dropout) alive from the forward to the backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Transforms/Passes.h"
+
+#include "FusionUtils.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCFUSEATTENTION
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// The ops of one matched attention core, from the scores to the context.
+struct Chain {
+  BatchMatmulOp scores;
+  Operation *softmax = nullptr; ///< SoftmaxOp or SoftmaxDropoutOp
+  DropoutOp dropout;            ///< only after a plain SoftmaxOp
+  double scale = 1.0;
+  bool causal = false;
+  FloatAttr rate;
+  IntegerAttr stream;
+};
+
+bool isOne(FloatAttr a) { return a.getValueAsDouble() == 1.0; }
+
+/// Matches the probabilities feeding the context product `ctx`.
+std::optional<Chain> match(BatchMatmulOp ctx) {
+  if (ctx.getTransposeA() || ctx.getTransposeB() || !isOne(ctx.getAlphaAttr()))
+    return std::nullopt;
+  Chain c;
+  Value probs = ctx.getLhs();
+  if (!probs.hasOneUse())
+    return std::nullopt;
+  Value scores;
+  if (auto sd = probs.getDefiningOp<SoftmaxDropoutOp>()) {
+    if (!sd.getProbs().use_empty())
+      return std::nullopt;
+    c.softmax = sd;
+    scores = sd.getInput();
+    c.scale = sd.getScale().convertToDouble();
+    c.causal = sd.getCausal();
+    c.rate = sd.getRateAttr();
+    c.stream = sd.getStreamAttr();
+  } else {
+    if ((c.dropout = probs.getDefiningOp<DropoutOp>())) {
+      probs = c.dropout.getInput();
+      if (!probs.hasOneUse())
+        return std::nullopt;
+      c.rate = c.dropout.getRateAttr();
+      c.stream = c.dropout.getStreamAttr();
+    }
+    auto softmax = probs.getDefiningOp<SoftmaxOp>();
+    if (!softmax)
+      return std::nullopt;
+    c.softmax = softmax;
+    scores = softmax.getInput();
+    c.scale = softmax.getScale().convertToDouble();
+    c.causal = softmax.getCausal();
+  }
+  c.scores = scores.getDefiningOp<BatchMatmulOp>();
+  if (!c.scores || !scores.hasOneUse() || c.scores.getTransposeA() ||
+      !c.scores.getTransposeB())
+    return std::nullopt;
+  c.scale *= c.scores.getAlpha().convertToDouble();
+  // dsc.attention takes one [B, H, T, D] shape for q, k, v and the result.
+  Type type = c.scores.getLhs().getType();
+  if (cast<RankedTensorType>(type).getRank() != 4 ||
+      c.scores.getRhs().getType() != type || ctx.getRhs().getType() != type ||
+      ctx.getType() != type)
+    return std::nullopt;
+  return c;
+}
+
+struct FuseAttentionPass
+    : mlir::dsc::impl::DscFuseAttentionBase<FuseAttentionPass> {
+  void runOnOperation() override {
+    SmallVector<BatchMatmulOp> products;
+    getOperation().walk([&](BatchMatmulOp op) { products.push_back(op); });
+    for (BatchMatmulOp ctx : products) {
+      std::optional<Chain> c = match(ctx);
+      if (!c)
+        continue;
+      OpBuilder b(ctx);
+      auto type = cast<RankedTensorType>(ctx.getType());
+      auto lseType =
+          RankedTensorType::get(type.getShape().drop_back(), type.getElementType());
+      auto fused = b.create<AttentionOp>(
+          ctx.getLoc(), TypeRange{type, lseType}, c->scores.getLhs(),
+          c->scores.getRhs(), ctx.getRhs(), b.getF64FloatAttr(c->scale),
+          b.getBoolAttr(c->causal),
+          c->rate ? c->rate : b.getF64FloatAttr(0.0),
+          c->stream ? c->stream : b.getI64IntegerAttr(0));
+      copyLayer(ctx, {fused});
+      ctx.replaceAllUsesWith(fused.getResult());
+      ctx.erase();
+      if (c->dropout)
+        c->dropout.erase();
+      c->softmax->erase();
+      c->scores.erase();
+    }
+  }
+};
+
+} // namespace
