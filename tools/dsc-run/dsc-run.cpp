@@ -453,6 +453,12 @@ int cmdDemo(int argc, char **argv) {
   train.seqLen = 64;
   train.gradClip = 1.0;
   train.stepsPerPrint = 50;
+  // Known bug, not yet found: trained with the fused attention
+  // (-dsc-fuse-attention) this model's training loss matches the unfused
+  // one (0.55 vs 0.54) but it never learns to end a line (4/40 held-out
+  // lines instead of 34/40). The demo keeps the unfused attention until the
+  // cause is known; see the README.
+  train.fusion.attention = false;
   train.optimizer.type = OptimizerType::AdamW;
   train.optimizer.lr = 1e-3;
   train.optimizer.weightDecay = 0.01;
