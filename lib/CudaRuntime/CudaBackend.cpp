@@ -577,32 +577,23 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
   auto ndeps = [&]() { return size_t(prev ? 1 : 0); };
   for (Call &call : state.calls) {
     cudaGraphNode_t node = nullptr;
+    // A call's kernels, or the widening before a GEMM.
+    for (Launch &launch : call.launches) {
+      cudaKernelNodeParams p{};
+      p.func = reinterpret_cast<void *>(launch.kernel);
+      p.gridDim = launch.grid;
+      p.blockDim = launch.block;
+      p.kernelParams = launch.args.data();
+      check(cudaGraphAddKernelNode(&node, state.graph, deps(), ndeps(), &p),
+            what);
+      if (call.drawsRandom)
+        state.randomNodes.emplace_back(node, p);
+      prev = node;
+    }
     switch (call.kind) {
     case cuda::Step::Kind::Kernel:
-      for (Launch &launch : call.launches) {
-        cudaKernelNodeParams p{};
-        p.func = reinterpret_cast<void *>(launch.kernel);
-        p.gridDim = launch.grid;
-        p.blockDim = launch.block;
-        p.kernelParams = launch.args.data();
-        check(cudaGraphAddKernelNode(&node, state.graph, deps(), ndeps(), &p),
-              what);
-        if (call.drawsRandom)
-          state.randomNodes.emplace_back(node, p);
-        prev = node;
-      }
       continue;
     case cuda::Step::Kind::Gemm: {
-      for (Launch &launch : call.launches) { // the widening, if any
-        cudaKernelNodeParams p{};
-        p.func = reinterpret_cast<void *>(launch.kernel);
-        p.gridDim = launch.grid;
-        p.blockDim = launch.block;
-        p.kernelParams = launch.args.data();
-        check(cudaGraphAddKernelNode(&node, state.graph, deps(), ndeps(), &p),
-              what);
-        prev = node;
-      }
       // cuBLASLt launches what it likes: capture it as a child graph.
       cudaGraph_t child = nullptr;
       check(cudaStreamBeginCapture(captureStream,
