@@ -32,10 +32,15 @@ config.substitutions.append(("%torch_python", "/usr/bin/python3"))
 # NVRTC (CUDA toolkit found at configure time, no GPU needed).
 if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("nvrtc")
-# nvcc compiles the emitted host launchers too.
-if config.dsc_nvcc and os.path.exists(config.dsc_nvcc):
+# nvcc compiles the emitted host launchers too. The toolkit's include and
+# library directories are the ones CMake found: nvcc may be a wrapper script
+# (e.g. /usr/local/bin/nvcc) whose path says nothing about where CUDA lives.
+if config.dsc_nvcc and os.path.exists(config.dsc_nvcc) and \
+        os.path.isdir(config.dsc_cuda_include) and os.path.isdir(config.dsc_cuda_lib):
     config.available_features.add("nvcc")
     config.substitutions.append(("%nvcc", config.dsc_nvcc))
+    config.substitutions.append(("%cuda_include", config.dsc_cuda_include))
+    config.substitutions.append(("%cuda_lib", config.dsc_cuda_lib))
 
 # Debian's torch can build a C++ extension here (headers, libraries,
 # pybind11, Python.h); checked without importing torch.

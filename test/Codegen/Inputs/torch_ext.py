@@ -4,10 +4,12 @@ usage (with the torch under test, e.g. Debian's /usr/bin/python3):
   torch_ext.py check                 exit 0 when this torch can build an
                                      extension here (headers, libs, pybind11,
                                      Python.h), without importing torch
-  torch_ext.py build DIR NVCC ARCH   compile DIR's extension by hand as
+  torch_ext.py build DIR NVCC ARCH CUDA_INCLUDE CUDA_LIB
+                                     compile DIR's extension by hand as
                                      torch.utils.cpp_extension would (nvcc for
                                      the .cu, g++ for binding.cpp, in parallel)
-                                     and link DIR/build/NAME.so
+                                     and link DIR/build/NAME.so against the
+                                     toolkit's include and library dirs
   torch_ext.py cpu DIR               load DIR/build/NAME.so and call every
                                      launcher with CPU tensors: each must fail
                                      with the one-line TypeError, not crash
@@ -46,14 +48,13 @@ def import_ext(ext_dir):
     return dsc_ext
 
 
-def build(ext_dir, nvcc, arch):
+def build(ext_dir, nvcc, arch, cuda_include, cuda_lib):
     import torch
     import torch.utils.cpp_extension as cpp
 
     dsc_ext = import_ext(ext_dir)
     out = os.path.join(ext_dir, "build")
     os.makedirs(out, exist_ok=True)
-    cuda = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
     abi = "-D_GLIBCXX_USE_CXX11_ABI=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI)
     # torch's own nvcc defines come first, as in cpp_extension, so that the
     # extension's -U flags are what undo them.
@@ -64,17 +65,16 @@ def build(ext_dir, nvcc, arch):
     cxx = ["g++", *dsc_ext.CXX_FLAGS, "-fPIC", abi, "-Wno-deprecated-declarations",
            "-DTORCH_EXTENSION_NAME=" + dsc_ext.NAME, "-DTORCH_API_INCLUDE_EXTENSION_H",
            *["-I" + p for p in cpp.include_paths()],
-           "-I" + sysconfig.get_paths()["include"], "-I" + os.path.join(cuda, "include"),
+           "-I" + sysconfig.get_paths()["include"], "-I" + cuda_include,
            "-c", os.path.join(ext_dir, "binding.cpp"), "-o", os.path.join(out, "binding.o")]
     jobs = [subprocess.Popen(c) for c in (cu, cxx)]
     if any(j.wait() != 0 for j in jobs):
         return 1
-    lib = os.path.join(cuda, "lib64")
     link = ["g++", "-shared", os.path.join(out, "dsc_extension.o"),
             os.path.join(out, "binding.o"),
             *["-L" + p for p in cpp.library_paths()], "-lc10", "-ltorch",
-            "-ltorch_cpu", "-ltorch_python", "-L" + lib, "-lcudart",
-            "-Wl,-rpath," + lib, "-o", os.path.join(out, dsc_ext.NAME + ".so")]
+            "-ltorch_cpu", "-ltorch_python", "-L" + cuda_lib, "-lcudart",
+            "-Wl,-rpath," + cuda_lib, "-o", os.path.join(out, dsc_ext.NAME + ".so")]
     return subprocess.call(link)
 
 
@@ -129,7 +129,7 @@ if __name__ == "__main__":
     if cmd == "check":
         sys.exit(check())
     if cmd == "build":
-        sys.exit(build(*sys.argv[2:5]))
+        sys.exit(build(*sys.argv[2:7]))
     if cmd == "cpu":
         sys.exit(cpu(sys.argv[2]))
     sys.exit("unknown command " + cmd)
