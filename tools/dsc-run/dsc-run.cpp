@@ -531,6 +531,35 @@ int cmdDemo(int argc, char **argv) {
 
 } // namespace
 
+/// `message` as one printable line: messages can quote bytes of a damaged
+/// file (a parse error's "last read: ..."), so control characters and bytes
+/// that are not UTF-8 become \xNN; valid UTF-8 (paths) stays as it is.
+std::string printableLine(const std::string &message) {
+  std::string out;
+  char hex[5];
+  for (size_t i = 0; i < message.size();) {
+    const auto c = static_cast<unsigned char>(message[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3
+                           : (c >> 3) == 0x1e ? 4 : 0;
+    bool valid = len > 1 && i + len <= message.size();
+    for (size_t k = 1; valid && k < len; ++k)
+      valid = (static_cast<unsigned char>(message[i + k]) >> 6) == 0x2;
+    if (valid) {
+      out.append(message, i, len);
+      i += len;
+      continue;
+    }
+    if (len == 1 && c >= 0x20 && c != 0x7f)
+      out += char(c);
+    else {
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+    ++i;
+  }
+  return out;
+}
+
 /// The CPU kernels are compiled for AVX2/FMA (DSC_CPU_ARCH); say so rather
 /// than die on an illegal instruction. This file is built without -march.
 bool cpuRunsKernels() {
@@ -571,16 +600,11 @@ int main(int argc, char **argv) {
     throw UsageError("dsc-run: unknown command '" + command +
                      "' (expected train, compile, estimate, inspect, demo, "
                      "check-cuda or devices)");
-  } catch (const UsageError &e) {
-    std::cerr << "error: " << e.what() << "\n";
-  } catch (const ConfigError &e) {
-    std::cerr << "error: " << e.what() << "\n";
-  } catch (const rt::Error &e) {
-    std::cerr << "error: " << e.what() << "\n";
   } catch (const std::bad_alloc &) {
     std::cerr << "error: out of memory\n";
   } catch (const std::exception &e) {
-    std::cerr << "error: " << e.what() << "\n";
+    // Usage, config, runtime and CUDA errors alike: one line.
+    std::cerr << "error: " << printableLine(e.what()) << "\n";
   }
   return 1;
 }
