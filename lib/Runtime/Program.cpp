@@ -163,6 +163,16 @@ int Program::findBuffer(BufferRole role, const std::string &name) const {
   return -1;
 }
 
+std::vector<int> Program::persistentBuffers() const {
+  std::vector<int> ids;
+  for (size_t id = 0; id < buffers.size(); ++id)
+    if (buffers[id].role == BufferRole::Param ||
+        buffers[id].role == BufferRole::GradAcc ||
+        buffers[id].role == BufferRole::OptState)
+      ids.push_back(int(id));
+  return ids;
+}
+
 const Function &Program::function(const std::string &name) const {
   auto it = functions.find(name);
   if (it == functions.end())

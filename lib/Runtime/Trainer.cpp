@@ -84,13 +84,7 @@ Tensor Trainer::tensorOf(int id) const {
 }
 
 void Trainer::uploadPersistent() {
-  std::vector<int> ids;
-  for (size_t id = 0; id < prog.buffers.size(); ++id)
-    if (prog.buffers[id].role == BufferRole::Param ||
-        prog.buffers[id].role == BufferRole::GradAcc ||
-        prog.buffers[id].role == BufferRole::OptState)
-      ids.push_back(int(id));
-  backend.upload(storage, ids);
+  backend.upload(storage, prog.persistentBuffers());
 }
 
 void Trainer::initializeWeights() {

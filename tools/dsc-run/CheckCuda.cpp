@@ -44,16 +44,6 @@ double relativeError(const rt::Buffer &buf, const void *ref, const void *got) {
   return diff == 0 ? 0.0 : diff / std::max(scale, 1e-30);
 }
 
-std::vector<int> persistentBuffers(const rt::Program &p) {
-  std::vector<int> ids;
-  for (size_t i = 0; i < p.buffers.size(); ++i)
-    if (p.buffers[i].role == rt::BufferRole::Param ||
-        p.buffers[i].role == rt::BufferRole::GradAcc ||
-        p.buffers[i].role == rt::BufferRole::OptState)
-      ids.push_back(int(i));
-  return ids;
-}
-
 rt::CudaOptions cudaOptions() {
   rt::CudaOptions o;
   o.kernelCacheDir = cuda::defaultKernelCacheDir();
@@ -121,7 +111,7 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
     rt::Storage cpuMem(p), gpuMem(p);
     rt::initializeParameters(p, cpuMem, seed);
     rt::initializeParameters(p, gpuMem, seed);
-    gpu->upload(gpuMem, persistentBuffers(p));
+    gpu->upload(gpuMem, p.persistentBuffers());
     const int64_t B = p.metaInt("micro_batch"), T = p.metaInt("seq_len"),
                   A = p.metaInt("grad_accum", 1);
     const int ids = p.findBuffer(rt::BufferRole::Input, "input_ids");

@@ -56,6 +56,17 @@ TEST(Program, FindBufferAndFunction) {
   EXPECT_THROW(p.function("apply_step"), Error);
 }
 
+TEST(Program, PersistentBuffersAreThoseThatOutliveAStep) {
+  Program p;
+  p.buffers.push_back({"x", BufferRole::Input, DType::I32, {2}});
+  p.buffers.push_back({"w", BufferRole::Param, DType::F32, {2}});
+  p.buffers.push_back({"t", BufferRole::Temp, DType::F32, {2}});
+  p.buffers.push_back({"w", BufferRole::GradAcc, DType::F32, {2}});
+  p.buffers.push_back({"loss", BufferRole::Output, DType::F32, {}});
+  p.buffers.push_back({"w.m", BufferRole::OptState, DType::F32, {2}});
+  EXPECT_EQ(p.persistentBuffers(), (std::vector<int>{1, 3, 5}));
+}
+
 TEST(Storage, AlignedAndZeroed) {
   Program p;
   p.buffers.push_back({"a", BufferRole::Temp, DType::F32, {3, 5}});

@@ -176,6 +176,9 @@ struct Program {
   int64_t arenaBytes = -1;
 
   int findBuffer(BufferRole role, const std::string &name) const; ///< -1 if none
+  /// The buffers that live across steps (parameters, gradient accumulators,
+  /// optimizer state): what a device backend must hold from the start.
+  std::vector<int> persistentBuffers() const;
   /// The integer module attribute `dsc.<key>`: `dflt` when it is absent (an
   /// error if there is no default), an error naming the key when it is not an
   /// integer or is below `min`.
