@@ -11,6 +11,8 @@
 
 #include "CudaEmitterImpl.h"
 
+#include "dsc/Runtime/InstrCheck.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -153,45 +155,11 @@ int KernelSpec::outId(size_t k) const {
   return it == remap.end() ? id : it->second;
 }
 
-void KernelSpec::numIns(size_t lo, size_t hi) const {
-  if (I.inputs.size() < lo || I.inputs.size() > hi)
-    fail("expects " +
-         (lo == hi ? std::to_string(lo)
-                   : std::to_string(lo) + ".." + std::to_string(hi)) +
-         " inputs, got " + std::to_string(I.inputs.size()));
-}
-
-void KernelSpec::numOuts(size_t n) const {
-  if (I.outputs.size() != n)
-    fail("expects " + std::to_string(n) + " outputs, got " +
-         std::to_string(I.outputs.size()));
-}
-
-void KernelSpec::count(const rt::Buffer &b, int64_t n, const char *role) const {
-  if (b.numElements() != n)
-    fail(std::string(role) + " '" + b.name + "' " + shapeStr(b.shape) +
-         " has " + std::to_string(b.numElements()) + " elements, expected " +
-         std::to_string(n));
-}
-
-int64_t KernelSpec::lastDim(const rt::Buffer &b, const char *role) const {
-  if (b.shape.empty())
-    fail(std::string(role) + " '" + b.name + "' must have rank >= 1");
-  return b.shape.back();
-}
-
 void KernelSpec::requireType(Storage s, Storage want,
                              const std::string &name) const {
   if (s != want)
     fail(name + " must be stored as " + storageName(want) + ", got " +
          storageName(s));
-}
-
-double KernelSpec::rate() const {
-  const double r = I.getFloat("rate");
-  if (!(r >= 0.0 && r < 1.0))
-    fail("rate must be in [0, 1), got " + std::to_string(r));
-  return r;
 }
 
 std::string KernelSpec::buffer(int id, bool output, const std::string &name) {
@@ -551,33 +519,15 @@ Step Emitter::gemmStep(const rt::Instr &I) {
   auto f16ish = [](Storage t) {
     return t == Storage::F32 || t == Storage::F16 || t == Storage::BF16;
   };
-  s.numOuts(1);
+  const rt::InstrDims d = rt::checkInstr(P, I);
   if (I.op == rt::Opcode::BatchMatmul) {
-    s.numIns(2);
-    const rt::Buffer &a = s.inBuf(0), &b = s.inBuf(1);
-    if (a.shape.size() < 3 || b.shape.size() != a.shape.size())
-      s.fail("operands must have equal rank >= 3, got " + shapeStr(a.shape) +
-             " and " + shapeStr(b.shape));
-    int64_t batch = 1;
-    for (size_t i = 0; i + 2 < a.shape.size(); ++i) {
-      if (a.shape[i] != b.shape[i])
-        s.fail("batch dims differ: " + shapeStr(a.shape) + " vs " +
-               shapeStr(b.shape));
-      batch *= a.shape[i];
-    }
-    g.transA = I.has("transpose_a") && I.getInt("transpose_a") != 0;
-    g.transB = I.has("transpose_b") && I.getInt("transpose_b") != 0;
+    g.transA = d.transA;
+    g.transB = d.transB;
     g.alpha = I.has("alpha") ? I.getFloat("alpha") : 1.0;
-    const size_t r = a.shape.size();
-    g.M = g.transA ? a.shape[r - 1] : a.shape[r - 2];
-    g.K = g.transA ? a.shape[r - 2] : a.shape[r - 1];
-    const int64_t kb = g.transB ? b.shape[r - 1] : b.shape[r - 2];
-    g.N = g.transB ? b.shape[r - 2] : b.shape[r - 1];
-    if (g.K != kb)
-      s.fail("contraction dims differ: " + shapeStr(a.shape) + " @ " +
-             shapeStr(b.shape));
-    s.count(s.outBuf(0), batch * g.M * g.N, "output");
-    g.batch = batch;
+    g.M = d.M;
+    g.K = d.K;
+    g.N = d.N;
+    g.batch = d.batch;
     g.lda = g.transA ? g.M : g.K;
     g.ldb = g.transB ? g.K : g.N;
     g.ldc = g.N;
@@ -587,63 +537,36 @@ Step Emitter::gemmStep(const rt::Instr &I) {
     arg(s.inId(0));
     arg(s.inId(1));
   } else {
-    const bool tw = I.has("transpose_w") && I.getInt("transpose_w") != 0;
-    if (I.op == rt::Opcode::Linear)
-      s.numIns(2, 3);
-    else
-      s.numIns(2);
-    const rt::Buffer &w =
-        I.op == rt::Opcode::LinearGradWeight ? s.outBuf(0) : s.inBuf(1);
-    if (w.shape.size() != 2)
-      s.fail("weight '" + w.name + "' must be rank 2, got " +
-             shapeStr(w.shape));
-    const int64_t K = tw ? w.shape[1] : w.shape[0];
-    const int64_t N = tw ? w.shape[0] : w.shape[1];
+    const bool tw = d.transW;
+    const int64_t K = d.K, N = d.N;
     if (I.op == rt::Opcode::Linear) {
-      const rt::Buffer &x = s.inBuf(0);
-      if (s.lastDim(x, "x") != K)
-        s.fail("x '" + x.name + "' " + shapeStr(x.shape) +
-               " does not match weight " + shapeStr(w.shape));
-      g.M = K ? x.numElements() / K : 0;
+      g.M = d.M;
       g.N = N;
       g.K = K;
       g.transB = tw;
       g.lda = K;
       g.ldb = tw ? K : N;
       g.ldc = N;
-      s.count(s.outBuf(0), g.M * N, "output");
       arg(s.inId(0));
       arg(s.inId(1));
       if (I.inputs.size() == 3) {
-        s.count(s.inBuf(2), N, "bias");
         g.bias = true;
         g.biasType = s.inType(2);
       }
     } else if (I.op == rt::Opcode::LinearGradInput) {
-      const rt::Buffer &dy = s.inBuf(0);
-      if (s.lastDim(dy, "dy") != N)
-        s.fail("dy '" + dy.name + "' " + shapeStr(dy.shape) +
-               " does not match weight " + shapeStr(w.shape));
       // dx[M,K] = dy[M,N] @ W^T (W^T is w itself for w[N,K]).
-      g.M = N ? dy.numElements() / N : 0;
+      g.M = d.M;
       g.N = K;
       g.K = N;
       g.transB = !tw;
       g.lda = N;
       g.ldb = tw ? K : N;
       g.ldc = K;
-      s.count(s.outBuf(0), g.M * K, "dx");
       arg(s.inId(0));
       arg(s.inId(1));
     } else {
-      const rt::Buffer &x = s.inBuf(0), &dy = s.inBuf(1);
-      if (s.lastDim(x, "x") != K || s.lastDim(dy, "dy") != N)
-        s.fail("x " + shapeStr(x.shape) + " and dy " + shapeStr(dy.shape) +
-               " do not match dw " + shapeStr(w.shape));
-      const int64_t rows = K ? x.numElements() / K : 0;
-      s.count(dy, rows * N, "dy");
       g.transA = true;
-      g.K = rows;
+      g.K = d.M;
       if (tw) { // dw[N,K] = dy^T @ x
         g.M = N;
         g.N = K;
@@ -753,18 +676,12 @@ void Emitter::emitFunction(const rt::Function &fn) {
     }
     case Route::AllReduce:
     case Route::Copy: {
+      rt::checkInstr(P, I);
       KernelSpec spec(P, M.storage, remap, I);
-      spec.numIns(1);
-      spec.numOuts(1);
-      spec.count(spec.outBuf(0), spec.inBuf(0).numElements(), "output");
       const bool allReduce = I.op == rt::Opcode::AllReduce;
-      if (allReduce) {
-        const std::string op = I.has("op") ? I.getString("op") : "sum";
-        if (op != "sum" && op != "mean")
-          spec.fail("op must be \"sum\" or \"mean\", got \"" + op + "\"");
-        if (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32)
-          spec.fail("collectives run on f32 buffers");
-      }
+      if (allReduce &&
+          (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32))
+        spec.fail("collectives run on f32 buffers");
       if (allReduce || spec.inType(0) == spec.outType(0)) {
         Step s;
         s.kind = allReduce ? Step::Kind::AllReduce : Step::Kind::Memcpy;

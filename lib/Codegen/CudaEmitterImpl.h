@@ -40,20 +40,15 @@ public:
 
   [[noreturn]] void fail(const std::string &message) const;
 
-  // Operand access and checks (the CPU backend's messages).
+  // Operand access (after rt::checkInstr has checked the operands) and
+  // storage-type checks.
   const rt::Buffer &inBuf(size_t k) const;
   const rt::Buffer &outBuf(size_t k) const;
   int inId(size_t k) const;
   int outId(size_t k) const; ///< after folding: the buffer really written
   Storage inType(size_t k) const { return storage[size_t(inId(k))]; }
   Storage outType(size_t k) const { return storage[size_t(outId(k))]; }
-  void numIns(size_t lo, size_t hi) const;
-  void numIns(size_t n) const { numIns(n, n); }
-  void numOuts(size_t n) const;
-  void count(const rt::Buffer &b, int64_t n, const char *role) const;
-  int64_t lastDim(const rt::Buffer &b, const char *role) const;
   void requireType(Storage s, Storage want, const std::string &name) const;
-  double rate() const; ///< attr rate, checked to be in [0, 1)
 
   // Parameters. Each returns the parameter's name.
   std::string in(size_t k, const std::string &name);

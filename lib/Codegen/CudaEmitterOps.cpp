@@ -1,8 +1,9 @@
 //===- CudaEmitterOps.cpp - One CUDA launcher per instruction ------------===//
 //
 // emitKernel is the one switch over every opcode (no default: a new opcode
-// in Program.h is a compiler warning here until it has CUDA). Each case
-// checks its operands as the CPU backend does, picks the launch shape and
+// in Program.h is a compiler warning here until it has CUDA). The operands
+// are checked by rt::checkInstr, as in the CPU backend; each case checks
+// the storage types it needs, picks the launch shape and
 // vector width, and instantiates the template of CudaKernels.cuh that
 // mirrors the opcode's CPU kernel.
 //
@@ -11,6 +12,7 @@
 #include "CudaEmitterImpl.h"
 
 #include "dsc/Runtime/Broadcast.h"
+#include "dsc/Runtime/InstrCheck.h"
 
 #include <algorithm>
 
@@ -55,9 +57,8 @@ std::string rowArgs(const RowConfig &c) {
 }
 
 /// Convert (RoundToHalf or a copy between storage types).
-void emitConvert(KernelSpec &s, int round) {
-  const int64_t N = s.inBuf(0).numElements();
-  s.count(s.outBuf(0), N, "output");
+void emitConvert(KernelSpec &s, const rt::InstrDims &d, int round) {
+  const int64_t N = d.n;
   const std::string x = s.in(0, "x"), y = s.out(0, "y");
   const int vec = vecFor(N);
   elementwise(s, N / vec, {x, y},
@@ -67,10 +68,8 @@ void emitConvert(KernelSpec &s, int round) {
                    {x, y}));
 }
 
-void emitFill(KernelSpec &s) {
-  s.numIns(0);
-  s.numOuts(1);
-  const int64_t N = s.outBuf(0).numElements();
+void emitFill(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t N = d.n;
   const double v = s.I.getFloat("value");
   const std::string out = s.out(0, "out");
   const Storage t = s.outType(0);
@@ -84,26 +83,17 @@ void emitFill(KernelSpec &s) {
   elementwise(s, N, {out}, body);
 }
 
-void emitIota(KernelSpec &s) {
-  s.numIns(0);
-  s.numOuts(1);
+void emitIota(KernelSpec &s, const rt::InstrDims &d) {
   s.requireType(s.outType(0), Storage::I32, "output");
-  const int64_t N = s.outBuf(0).numElements();
+  const int64_t N = d.n;
   const std::string out = s.out(0, "out");
   elementwise(s, N, {out},
               call("iota", {n(N), n(s.I.getInt("start")), n(s.I.getInt("step"))},
                    {out}));
 }
 
-void emitEmbedding(KernelSpec &s) {
-  s.numIns(2);
-  s.numOuts(1);
-  const rt::Buffer &t = s.inBuf(0);
-  if (t.shape.size() != 2)
-    s.fail("table '" + t.name + "' must be [V,C], got " + shapeStr(t.shape));
-  const int64_t V = t.shape[0], C = t.shape[1];
-  const int64_t rows = s.inBuf(1).numElements();
-  s.count(s.outBuf(0), rows * C, "output");
+void emitEmbedding(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t V = d.vocab, C = d.cols, rows = d.rows;
   s.requireType(s.inType(1), Storage::I32, "ids");
   const std::string table = s.in(0, "table"), ids = s.in(1, "ids"),
                     out = s.out(0, "out");
@@ -117,15 +107,8 @@ void emitEmbedding(KernelSpec &s) {
                    {table, ids, out, code}));
 }
 
-void emitEmbeddingGrad(KernelSpec &s) {
-  s.numIns(2);
-  s.numOuts(1);
-  const rt::Buffer &t = s.outBuf(0);
-  if (t.shape.size() != 2)
-    s.fail("dtable '" + t.name + "' must be [V,C], got " + shapeStr(t.shape));
-  const int64_t V = t.shape[0], C = t.shape[1];
-  const int64_t rows = s.inBuf(0).numElements();
-  s.count(s.inBuf(1), rows * C, "dy");
+void emitEmbeddingGrad(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t V = d.vocab, C = d.cols, rows = d.rows;
   s.requireType(s.inType(0), Storage::I32, "ids");
   const std::string ids = s.in(0, "ids"), dy = s.in(1, "dy"),
                     out = s.out(0, "dtable");
@@ -140,15 +123,9 @@ void emitEmbeddingGrad(KernelSpec &s) {
                    {ids, dy, out, code}));
 }
 
-void emitAdd(KernelSpec &s) {
-  s.numIns(2);
-  s.numOuts(1);
+void emitAdd(KernelSpec &s, const rt::InstrDims &d) {
   const rt::Buffer &a = s.inBuf(0), &bb = s.inBuf(1);
-  if (!rt::broadcastable(a.shape, bb.shape))
-    s.fail("cannot broadcast '" + bb.name + "' " + shapeStr(bb.shape) +
-           " to '" + a.name + "' " + shapeStr(a.shape));
-  const int64_t N = a.numElements();
-  s.count(s.outBuf(0), N, "output");
+  const int64_t N = d.n;
   const rt::MergedDims m = rt::mergeBroadcastDims(a.shape, bb.shape);
   const int64_t L = m.len.back();
   std::string boff = "[](dsc_i64 r) -> dsc_i64 { dsc_i64 o = 0;";
@@ -169,13 +146,7 @@ void emitAdd(KernelSpec &s) {
 }
 
 void emitReduceTo(KernelSpec &s) {
-  s.numIns(1);
-  s.numOuts(1);
   const rt::Buffer &x = s.inBuf(0), &o = s.outBuf(0);
-  if (!rt::broadcastable(x.shape, o.shape))
-    s.fail("output '" + o.name + "' " + shapeStr(o.shape) +
-           " does not broadcast to input '" + x.name + "' " +
-           shapeStr(x.shape));
   if (s.inId(0) == s.outId(0))
     s.fail("output must not alias the input");
   const rt::MergedDims m = rt::mergeBroadcastDims(x.shape, o.shape);
@@ -217,22 +188,12 @@ void emitReduceTo(KernelSpec &s) {
                        {in, out, "xoff"}));
 }
 
-void emitGelu(KernelSpec &s) {
+void emitGelu(KernelSpec &s, const rt::InstrDims &d) {
   const bool grad = s.I.op == Opcode::GeluGrad;
-  s.numIns(grad ? 2 : 1);
-  s.numOuts(1);
-  const std::string approx = s.I.has("approximation")
-                                 ? s.I.getString("approximation")
-                                 : "tanh";
-  if (approx != "tanh" && approx != "erf" && approx != "none")
-    s.fail("approximation must be \"tanh\" or \"erf\", got \"" + approx +
-           "\"");
-  const bool useTanh = approx == "tanh";
-  const int64_t N = s.inBuf(0).numElements();
-  s.count(s.outBuf(0), N, "output");
+  const bool useTanh = d.tanh;
+  const int64_t N = d.n;
   const int vec = vecFor(N);
   if (grad) {
-    s.count(s.inBuf(1), N, "x");
     const std::string dy = s.in(0, "dy"), x = s.in(1, "x"),
                       dx = s.out(0, "dx");
     elementwise(s, N / vec, {dy, x, dx},
@@ -249,14 +210,11 @@ void emitGelu(KernelSpec &s) {
   }
 }
 
-void emitDropout(KernelSpec &s) {
-  s.numIns(1);
-  s.numOuts(1);
-  const int64_t N = s.inBuf(0).numElements();
-  s.count(s.outBuf(0), N, "output");
-  const double rate = s.rate();
+void emitDropout(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t N = d.n;
+  const double rate = d.rate;
   if (rate <= 0.0)
-    return emitConvert(s, 0); // cpu::dropout copies at rate 0
+    return emitConvert(s, d, 0); // cpu::dropout copies at rate 0
   const std::string x = s.in(0, "x"), y = s.out(0, "y");
   const std::string rng = s.rng();
   const int vec = vecFor(N);
@@ -267,32 +225,11 @@ void emitDropout(KernelSpec &s) {
 
 /// BiasGelu, BiasGeluGrad, BiasDropoutAdd, DropoutBiasGrad: [rows, C]
 /// tensors with a bias [C].
-void emitBiasOps(KernelSpec &s) {
+void emitBiasOps(KernelSpec &s, const rt::InstrDims &d) {
   const Opcode op = s.I.op;
-  const bool grad = op == Opcode::BiasGeluGrad || op == Opcode::DropoutBiasGrad;
-  const bool geluOp = op == Opcode::BiasGelu || op == Opcode::BiasGeluGrad;
-  const size_t ins = op == Opcode::BiasGelu          ? 2
-                     : op == Opcode::DropoutBiasGrad ? 1
-                                                     : 3;
-  s.numIns(ins);
-  s.numOuts(grad ? 2 : 1);
-  const rt::Buffer &x0 = s.inBuf(0);
-  const int64_t C = s.lastDim(x0, "input");
-  const int64_t N = x0.numElements(), rows = C ? N / C : 0;
-  if (op == Opcode::BiasGeluGrad) {
-    s.count(s.inBuf(1), N, "x");
-    s.count(s.inBuf(2), C, "bias");
-  } else if (ins > 1) {
-    s.count(s.inBuf(1), C, "bias");
-    if (ins > 2)
-      s.count(s.inBuf(2), N, "residual");
-  }
-  s.count(s.outBuf(0), N, "output");
-  if (grad)
-    s.count(s.outBuf(1), C, "bias gradient");
-  const double rate = geluOp ? 0.0 : s.rate();
-  // As the CPU backend: anything but "erf" is the tanh form here.
-  const bool tanhApprox = geluOp && s.I.getString("approximation") != "erf";
+  const int64_t C = d.cols, N = d.n, rows = d.rows;
+  const double rate = d.rate;
+  const bool tanhApprox = d.tanh;
   const int vec = vecFor(C);
   const std::string V = std::to_string(vec);
   const std::string noRng = "dsc::Rng{0u, 0ull, 0ull}";
@@ -364,33 +301,11 @@ void emitBiasOps(KernelSpec &s) {
               call("columnSum", {s.T(db), n(blocks), n(C), n(C)}, {part, db}));
 }
 
-void emitHeads(KernelSpec &s) {
+void emitHeads(KernelSpec &s, const rt::InstrDims &d) {
   const Opcode op = s.I.op;
   const bool split = op != Opcode::MergeHeads;
   const bool biased = op == Opcode::BiasSplitHeads;
-  if (split) {
-    s.numIns(biased ? 2 : 1);
-    if (s.I.outputs.empty())
-      s.fail("expects at least one output");
-  } else {
-    s.numOuts(1);
-    if (s.I.inputs.empty())
-      s.fail("expects at least one input");
-  }
-  const rt::Buffer &x = split ? s.inBuf(0) : s.outBuf(0);
-  const int64_t P = int64_t(split ? s.I.outputs.size() : s.I.inputs.size());
-  if (x.shape.size() != 3)
-    s.fail("'" + x.name + "' must be [B,T,P*H*D], got " + shapeStr(x.shape));
-  const int64_t H = s.I.getInt("num_heads");
-  const int64_t B = x.shape[0], T = x.shape[1], W = x.shape[2];
-  if (H <= 0 || W % (P * H) != 0)
-    s.fail("last dim " + std::to_string(W) + " of '" + x.name +
-           "' is not divisible by " + std::to_string(P) + " parts x " +
-           std::to_string(H) + " heads");
-  const int64_t D = W / (P * H);
-  for (int64_t p = 0; p < P; ++p)
-    s.count(split ? s.outBuf(size_t(p)) : s.inBuf(size_t(p)), B * H * T * D,
-            "head tensor");
+  const int64_t P = d.parts, B = d.B, T = d.T, H = d.H, D = d.D;
   // Tokens per shared-memory tile: at most 16 KiB of f32.
   const int64_t TT = std::clamp<int64_t>(4096 / std::max<int64_t>(D, 1), 1, 32);
   const int64_t grid = std::max<int64_t>(1, B * H * ceilDiv(T, TT));
@@ -424,38 +339,14 @@ void emitHeads(KernelSpec &s) {
   }
 }
 
-void emitConcatSplit(KernelSpec &s) {
+void emitConcatSplit(KernelSpec &s, const rt::InstrDims &d) {
   const bool concat = s.I.op == Opcode::Concat;
-  const size_t pieces = concat ? s.I.inputs.size() : s.I.outputs.size();
-  if (concat)
-    s.numOuts(1);
-  else
-    s.numIns(1);
-  if (pieces == 0)
-    s.fail("expects at least one piece");
-  const rt::Buffer &whole = concat ? s.outBuf(0) : s.inBuf(0);
-  const int64_t axis = s.I.getInt("axis");
-  if (axis < 0 || axis >= int64_t(whole.shape.size()))
-    s.fail("axis " + std::to_string(axis) + " out of range for " +
-           shapeStr(whole.shape));
-  int64_t outer = 1, inner = 1, total = 0;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= whole.shape[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < whole.shape.size(); ++d)
-    inner *= whole.shape[d];
-  std::vector<int64_t> widths;
-  for (size_t k = 0; k < pieces; ++k) {
-    const rt::Buffer &piece = concat ? s.inBuf(k) : s.outBuf(k);
-    const int64_t width =
-        piece.numElements() / std::max<int64_t>(1, outer * inner);
-    s.count(piece, outer * width * inner, "piece");
-    widths.push_back(width);
+  const size_t pieces = d.widths.size();
+  const int64_t outer = d.outer, inner = d.inner;
+  const std::vector<int64_t> &widths = d.widths;
+  int64_t total = 0;
+  for (int64_t width : widths)
     total += width;
-  }
-  if (total != whole.shape[size_t(axis)])
-    s.fail("pieces sum to " + std::to_string(total) + " along axis " +
-           std::to_string(axis) + ", expected " +
-           std::to_string(whole.shape[size_t(axis)]));
   std::vector<std::string> names;
   std::string w;
   if (concat) {
@@ -484,22 +375,14 @@ void emitConcatSplit(KernelSpec &s) {
   }
 }
 
-void emitLayerNorm(KernelSpec &s) {
+void emitLayerNorm(KernelSpec &s, const rt::InstrDims &d) {
   const bool withRstd = s.I.op == Opcode::InvertibleLayerNorm;
-  s.numIns(3);
-  s.numOuts(withRstd ? 2 : 1);
-  const rt::Buffer &x = s.inBuf(0);
-  const int64_t C = s.lastDim(x, "x");
-  const int64_t rows = C ? x.numElements() / C : 0;
-  s.count(s.inBuf(1), C, "gamma");
-  s.count(s.inBuf(2), C, "beta");
-  s.count(s.outBuf(0), x.numElements(), "output");
+  const int64_t C = d.cols, rows = d.rows;
   const std::string xs = s.in(0, "x"), g = s.in(1, "gamma"),
                     be = s.in(2, "beta"), y = s.out(0, "y");
   std::vector<std::string> args = {xs, g, be, y};
   std::string rstd = "(float *)nullptr", rstdT = "float";
   if (withRstd) {
-    s.count(s.outBuf(1), rows, "rstd");
     rstd = s.out(1, "rstd");
     rstdT = s.T(rstd);
     args.push_back(rstd);
@@ -513,20 +396,9 @@ void emitLayerNorm(KernelSpec &s) {
                 {xs, g, be, y, rstd, flt(s.I.getFloat("epsilon"))}));
 }
 
-void emitBiasDropoutAddLayerNorm(KernelSpec &s) {
-  s.numIns(5);
-  s.numOuts(3);
-  const rt::Buffer &x = s.inBuf(0);
-  const int64_t C = s.lastDim(x, "input");
-  const int64_t N = x.numElements(), rows = C ? N / C : 0;
-  s.count(s.inBuf(1), C, "bias");
-  s.count(s.inBuf(2), N, "residual");
-  s.count(s.inBuf(3), C, "gamma");
-  s.count(s.inBuf(4), C, "beta");
-  s.count(s.outBuf(0), N, "sum");
-  s.count(s.outBuf(1), N, "output");
-  s.count(s.outBuf(2), rows, "rstd");
-  const double rate = s.rate();
+void emitBiasDropoutAddLayerNorm(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t C = d.cols, rows = d.rows;
+  const double rate = d.rate;
   const std::string xs = s.in(0, "x"), bias = s.in(1, "bias"),
                     res = s.in(2, "res"), g = s.in(3, "gamma"),
                     be = s.in(4, "beta"), sum = s.out(0, "sum"),
@@ -548,28 +420,13 @@ void emitBiasDropoutAddLayerNorm(KernelSpec &s) {
                  flt(s.I.getFloat("epsilon")), rng}));
 }
 
-void emitLayerNormGrad(KernelSpec &s) {
+void emitLayerNormGrad(KernelSpec &s, const rt::InstrDims &d) {
   const bool fromOutput = s.I.op == Opcode::LayerNormGradFromOutput;
   // LayerNormGrad: dy, x, gamma[, dres]; FromOutput: dy, y, gamma, beta,
   // rstd[, dres].
   const size_t base = fromOutput ? 5 : 3;
-  s.numIns(base, base + 1);
-  s.numOuts(3);
-  const rt::Buffer &x = s.inBuf(1);
-  const int64_t C = s.lastDim(x, fromOutput ? "y" : "x");
-  const int64_t rows = C ? x.numElements() / C : 0;
-  s.count(s.inBuf(0), x.numElements(), "dy");
-  s.count(s.inBuf(2), C, "gamma");
-  if (fromOutput) {
-    s.count(s.inBuf(3), C, "beta");
-    s.count(s.inBuf(4), rows, "rstd");
-  }
+  const int64_t C = d.cols, rows = d.rows;
   const bool dres = s.I.inputs.size() == base + 1;
-  if (dres)
-    s.count(s.inBuf(base), x.numElements(), "residual gradient");
-  s.count(s.outBuf(0), x.numElements(), "dx");
-  s.count(s.outBuf(1), C, "dgamma");
-  s.count(s.outBuf(2), C, "dbeta");
   const std::string dy = s.in(0, "dy"), xs = s.in(1, fromOutput ? "y" : "x"),
                     g = s.in(2, "gamma");
   std::vector<std::string> args = {dy, xs, g};
@@ -615,27 +472,16 @@ void emitLayerNormGrad(KernelSpec &s) {
                    {part + " + " + n(C), db}));
 }
 
-void emitSoftmax(KernelSpec &s) {
+void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
   const Opcode op = s.I.op;
   const bool grad = op == Opcode::SoftmaxGrad || op == Opcode::SoftmaxDropoutGrad;
   const bool drop = op == Opcode::SoftmaxDropout || op == Opcode::SoftmaxDropoutGrad;
   // SoftmaxDropoutGrad reads the forward's mask off its `dropped` output
   // (third input), as the CPU backend does.
   const bool maskFromDropped = op == Opcode::SoftmaxDropoutGrad;
-  s.numIns(maskFromDropped ? 3 : grad ? 2 : 1);
-  s.numOuts(op == Opcode::SoftmaxDropout ? 2 : 1);
-  const rt::Buffer &x = s.inBuf(grad ? 1 : 0);
-  const int64_t TK = s.lastDim(x, grad ? "y" : "x");
-  const int64_t TQ = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
-  const int64_t rows = TK ? x.numElements() / TK : 0;
-  if (grad)
-    s.count(s.inBuf(0), x.numElements(), "dy");
-  if (maskFromDropped)
-    s.count(s.inBuf(2), x.numElements(), "dropped");
-  for (size_t k = 0; k < s.I.outputs.size(); ++k)
-    s.count(s.outBuf(k), x.numElements(), "output");
+  const int64_t TK = d.cols, TQ = d.tq, rows = d.rows;
   const float scale = s.I.has("scale") ? float(s.I.getFloat("scale")) : 1.0f;
-  const double rate = drop ? s.rate() : 0.0;
+  const double rate = d.rate;
   const std::string keepScale = flt(rate > 0.0 ? 1.0 / (1.0 - rate) : 1.0);
   const RowConfig c = s.rowConfig(rows, TK);
   std::string rng = "dsc::Rng{0u, 0ull, 0ull}";
@@ -700,23 +546,13 @@ int64_t attentionSmem(bool grad, int64_t tile, int64_t D, int64_t tc) {
 /// half type when q, k, v (and dout) share it and D is a multiple of 16
 /// (WMMA tensor cores), else as f32 (FMA); the tile is the largest of 64,
 /// 32, 16 whose kernels fit the 48 KiB of static shared memory.
-void emitAttention(KernelSpec &s) {
+void emitAttention(KernelSpec &s, const rt::InstrDims &d) {
   const bool grad = s.I.op == Opcode::AttentionGrad;
-  s.numIns(grad ? 6 : 3);
-  s.numOuts(grad ? 3 : 2);
   const size_t qi = grad ? 1 : 0;
-  const rt::Buffer &qb = s.inBuf(qi);
-  if (qb.shape.size() != 4)
-    s.fail("q '" + qb.name + "' must be [B,H,T,D], got " + shapeStr(qb.shape));
-  const int64_t BH = qb.shape[0] * qb.shape[1], T = qb.shape[2],
-                D = qb.shape[3];
-  for (size_t k = 0; k < s.I.inputs.size(); ++k)
-    s.count(s.inBuf(k), k == 5 ? BH * T : BH * T * D, k == 5 ? "lse" : "input");
-  for (size_t k = 0; k < s.I.outputs.size(); ++k)
-    s.count(s.outBuf(k), !grad && k == 1 ? BH * T : BH * T * D, "output");
+  const int64_t BH = d.BH, T = d.T, D = d.D;
   const float scale = float(s.I.getFloat("scale"));
   const bool causal = s.I.getInt("causal") != 0;
-  const double rate = s.rate();
+  const double rate = d.rate;
   const std::string keepScale = flt(rate > 0.0 ? 1.0 / (1.0 - rate) : 1.0);
 
   Storage tc = s.inType(qi);
@@ -779,15 +615,10 @@ void emitAttention(KernelSpec &s) {
                 {g, q, k, v, lse, rowDot, dq, tail}));
 }
 
-void emitCrossEntropy(KernelSpec &s) {
+void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
   const bool grad = s.I.op == Opcode::CrossEntropyGrad;
-  s.numIns(grad ? 3 : 2);
-  s.numOuts(1);
   const size_t li = grad ? 1 : 0;
-  const rt::Buffer &lg = s.inBuf(li);
-  const int64_t V = s.lastDim(lg, "logits");
-  const int64_t rows = V ? lg.numElements() / V : 0;
-  s.count(s.inBuf(li + 1), rows, "labels");
+  const int64_t V = d.cols, rows = d.rows;
   s.requireType(s.inType(li + 1), Storage::I32, "labels");
   const int64_t ignore =
       s.I.has("ignore_index") ? s.I.getInt("ignore_index") : -100;
@@ -799,8 +630,6 @@ void emitCrossEntropy(KernelSpec &s) {
       ": a label is out of range [0," + std::to_string(V) +
       ") and not ignore_index " + std::to_string(ignore));
   if (grad) {
-    s.count(s.inBuf(0), 1, "dloss");
-    s.count(s.outBuf(0), lg.numElements(), "dlogits");
     const std::string dl = s.in(0, "dloss"), logits = s.in(1, "logits"),
                       labels = s.in(2, "labels"), dx = s.out(0, "dlogits");
     s.scratch(16);
@@ -816,7 +645,6 @@ void emitCrossEntropy(KernelSpec &s) {
                   {k, logits, labels, dx, code}));
     return;
   }
-  s.count(s.outBuf(0), 1, "loss");
   const std::string logits = s.in(0, "logits"), labels = s.in(1, "labels"),
                     loss = s.out(0, "loss");
   s.scratch(std::max<int64_t>(rows, 1) * 8);
@@ -831,15 +659,8 @@ void emitCrossEntropy(KernelSpec &s) {
                 {part, labels, loss}));
 }
 
-void emitMlmMask(KernelSpec &s) {
-  s.numIns(1);
-  s.numOuts(2);
-  const int64_t N = s.inBuf(0).numElements();
-  s.count(s.outBuf(0), N, "inputs");
-  s.count(s.outBuf(1), N, "labels");
-  const int64_t vocab = s.I.getInt("vocab_size");
-  if (vocab <= 0)
-    s.fail("vocab_size must be positive, got " + std::to_string(vocab));
+void emitMlmMask(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t N = d.n, vocab = s.I.getInt("vocab_size");
   if (s.inId(0) == s.outId(0) || s.inId(0) == s.outId(1) ||
       s.outId(0) == s.outId(1))
     s.fail("outputs must not alias the input or each other");
@@ -880,8 +701,6 @@ Chunks chunksOf(const KernelSpec &s, const std::vector<int> &ids) {
 
 void emitGlobalNormOrCheck(KernelSpec &s) {
   const bool norm = s.I.op == Opcode::GlobalNorm;
-  s.numOuts(1);
-  s.count(s.outBuf(0), 1, "output");
   std::vector<int> ids;
   for (size_t k = 0; k < s.I.inputs.size(); ++k)
     ids.push_back(s.inId(k));
@@ -918,10 +737,6 @@ void emitGlobalNormOrCheck(KernelSpec &s) {
 void emitScalarOp(KernelSpec &s) {
   switch (s.I.op) {
   case Opcode::ClipCoefficient: {
-    s.numIns(1);
-    s.numOuts(1);
-    s.count(s.inBuf(0), 1, "norm");
-    s.count(s.outBuf(0), 1, "output");
     const std::string in = s.in(0, "norm"), out = s.out(0, "out");
     s.kernel(1, 1, {in, out},
              call("clipCoefficient", {s.T(in), s.T(out)},
@@ -929,10 +744,6 @@ void emitScalarOp(KernelSpec &s) {
     return;
   }
   case Opcode::LrSchedule: {
-    s.numIns(1);
-    s.numOuts(1);
-    s.count(s.inBuf(0), 1, "step");
-    s.count(s.outBuf(0), 1, "output");
     const Storage st = s.inType(0);
     if (st != Storage::I64 && st != Storage::I32)
       s.fail("step must be i64, got " + std::string(storageName(st)));
@@ -973,10 +784,6 @@ void emitScalarOp(KernelSpec &s) {
     return;
   }
   case Opcode::LossScale: {
-    s.numIns(1);
-    s.numOuts(1);
-    s.count(s.inBuf(0), 3, "state");
-    s.count(s.outBuf(0), 1, "output");
     s.requireType(s.inType(0), Storage::F32, "state");
     const std::string st = s.in(0, "state"), out = s.out(0, "scale");
     s.kernel(1, 1, {st, out},
@@ -986,12 +793,6 @@ void emitScalarOp(KernelSpec &s) {
     return;
   }
   case Opcode::UnscaleClip: {
-    s.numIns(2);
-    s.numOuts(2);
-    s.count(s.inBuf(0), 1, "scaled_norm");
-    s.count(s.inBuf(1), 1, "scale");
-    s.count(s.outBuf(0), 1, "grad_scale");
-    s.count(s.outBuf(1), 1, "norm");
     s.requireType(s.outType(0), Storage::F32, "grad_scale");
     s.requireType(s.outType(1), Storage::F32, "norm");
     const std::string sn = s.in(0, "scaled_norm"), sc = s.in(1, "scale"),
@@ -1002,18 +803,11 @@ void emitScalarOp(KernelSpec &s) {
     return;
   }
   case Opcode::UpdateLossScale: {
-    s.numIns(2);
-    s.numOuts(1);
-    s.count(s.inBuf(0), 3, "state");
-    s.count(s.inBuf(1), 1, "overflow");
-    s.count(s.outBuf(0), 3, "new_state");
     s.requireType(s.inType(0), Storage::F32, "state");
     s.requireType(s.outType(0), Storage::F32, "new_state");
     const auto &I = s.I;
     const int64_t window = I.getInt("scale_window"),
                   hysteresis = I.getInt("hysteresis");
-    if (window < 1 || hysteresis < 1)
-      s.fail("scale_window and hysteresis must be >= 1");
     const std::string st = s.in(0, "state"), of = s.in(1, "overflow"),
                       nx = s.out(0, "next");
     const std::string code = s.status(
@@ -1038,57 +832,58 @@ void emitScalarOp(KernelSpec &s) {
 } // namespace
 
 void emitKernel(KernelSpec &s) {
+  const rt::InstrDims d = rt::checkInstr(s.program, s.I);
   switch (s.I.op) {
   case Opcode::Fill:
-    return emitFill(s);
+    return emitFill(s, d);
   case Opcode::Iota:
-    return emitIota(s);
+    return emitIota(s, d);
   case Opcode::Embedding:
-    return emitEmbedding(s);
+    return emitEmbedding(s, d);
   case Opcode::EmbeddingGrad:
-    return emitEmbeddingGrad(s);
+    return emitEmbeddingGrad(s, d);
   case Opcode::Add:
-    return emitAdd(s);
+    return emitAdd(s, d);
   case Opcode::ReduceTo:
     return emitReduceTo(s);
   case Opcode::LayerNorm:
   case Opcode::InvertibleLayerNorm:
-    return emitLayerNorm(s);
+    return emitLayerNorm(s, d);
   case Opcode::BiasDropoutAddLayerNorm:
-    return emitBiasDropoutAddLayerNorm(s);
+    return emitBiasDropoutAddLayerNorm(s, d);
   case Opcode::LayerNormGrad:
   case Opcode::LayerNormGradFromOutput:
-    return emitLayerNormGrad(s);
+    return emitLayerNormGrad(s, d);
   case Opcode::Gelu:
   case Opcode::GeluGrad:
-    return emitGelu(s);
+    return emitGelu(s, d);
   case Opcode::Dropout:
-    return emitDropout(s);
+    return emitDropout(s, d);
   case Opcode::BiasGelu:
   case Opcode::BiasGeluGrad:
   case Opcode::BiasDropoutAdd:
   case Opcode::DropoutBiasGrad:
-    return emitBiasOps(s);
+    return emitBiasOps(s, d);
   case Opcode::SplitHeads:
   case Opcode::BiasSplitHeads:
   case Opcode::MergeHeads:
-    return emitHeads(s);
+    return emitHeads(s, d);
   case Opcode::Concat:
   case Opcode::Split:
-    return emitConcatSplit(s);
+    return emitConcatSplit(s, d);
   case Opcode::Softmax:
   case Opcode::SoftmaxDropout:
   case Opcode::SoftmaxGrad:
   case Opcode::SoftmaxDropoutGrad:
-    return emitSoftmax(s);
+    return emitSoftmax(s, d);
   case Opcode::Attention:
   case Opcode::AttentionGrad:
-    return emitAttention(s);
+    return emitAttention(s, d);
   case Opcode::CrossEntropy:
   case Opcode::CrossEntropyGrad:
-    return emitCrossEntropy(s);
+    return emitCrossEntropy(s, d);
   case Opcode::MlmMask:
-    return emitMlmMask(s);
+    return emitMlmMask(s, d);
   case Opcode::GlobalNorm:
   case Opcode::CheckFinite:
     return emitGlobalNormOrCheck(s);
@@ -1099,22 +894,15 @@ void emitKernel(KernelSpec &s) {
   case Opcode::UpdateLossScale:
     return emitScalarOp(s);
   case Opcode::RoundToHalf: {
-    s.numIns(1);
-    s.numOuts(1);
-    const std::string format = s.I.getString("format");
-    if (format != "f16" && format != "bf16")
-      s.fail("format must be \"f16\" or \"bf16\", got \"" + format + "\"");
     // A half output rounds as it stores; an f32 output rounds explicitly.
-    const int round = s.outType(0) != Storage::F32 ? 0 : format == "bf16" ? 2 : 1;
-    return emitConvert(s, round);
+    const int round = s.outType(0) != Storage::F32 ? 0 : d.bf16 ? 2 : 1;
+    return emitConvert(s, d, round);
   }
   case Opcode::Copy:
-    s.numIns(1);
-    s.numOuts(1);
     if (s.inType(0) == Storage::I32 || s.inType(0) == Storage::I64 ||
         s.outType(0) == Storage::I32 || s.outType(0) == Storage::I64)
       s.fail("integer copies are device memcpys, not kernels");
-    return emitConvert(s, 0);
+    return emitConvert(s, d, 0);
   // Not kernels: GEMMs are cuBLASLt descriptors, collectives go to the
   // communicator, optimizers are grouped by emitOptimizer.
   case Opcode::Linear:
@@ -1137,33 +925,21 @@ void emitOptimizer(KernelSpec &s, const std::vector<const rt::Instr *> &group) {
   const size_t nIn = tensors + 3;
   std::vector<std::vector<int>> ins(tensors), res(outs);
   for (const rt::Instr *I : group) {
+    rt::checkInstr(s.program, *I);
     KernelSpec one(s.program, s.storage, s.remap, *I);
-    one.numIns(nIn, nIn + 1);
-    one.numOuts(outs);
-    const int64_t n = one.inBuf(0).numElements();
-    for (size_t k = 1; k < tensors; ++k)
-      one.count(one.inBuf(k), n, k == 1 ? "grad" : "state");
-    for (size_t k = 0; k < outs; ++k)
-      one.count(one.outBuf(k), n, "output");
     for (size_t k = 0; k < tensors; ++k)
       ins[k].push_back(one.inId(k));
     for (size_t k = 0; k < outs; ++k)
       res[k].push_back(one.outId(k));
   }
-  s.numIns(nIn, nIn + 1);
-  s.count(s.inBuf(tensors), 1, "lr");
-  s.count(s.inBuf(tensors + 1), 1, "step");
-  s.count(s.inBuf(tensors + 2), 1, "gscale");
   s.requireType(s.inType(tensors), Storage::F32, "lr");
   s.requireType(s.inType(tensors + 2), Storage::F32, "gscale");
   const Storage stepT = s.inType(tensors + 1);
   if (stepT != Storage::I64 && stepT != Storage::I32)
     s.fail("step must be i64, got " + std::string(storageName(stepT)));
   const bool skip = s.I.inputs.size() == nIn + 1;
-  if (skip) {
-    s.count(s.inBuf(nIn), 1, "skip");
+  if (skip)
     s.requireType(s.inType(nIn), Storage::F32, "skip");
-  }
   const Chunks c = chunksOf(s, ins[0]);
   const std::string K = std::to_string(group.size());
   const std::string nArr = s.constArray("n", c.n),

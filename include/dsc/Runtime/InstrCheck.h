@@ -1,0 +1,58 @@
+//===- InstrCheck.h - Operand checks of one instruction ---------*- C++ -*-===//
+//
+// checkInstr validates what every backend must agree on before it runs or
+// compiles an instruction: operand counts, buffer ids, element counts,
+// ranks, shape agreement and attribute ranges. It returns the sizes the
+// kernels run over. What is a backend's own stays there: the CPU backend
+// checks dtypes as it takes typed pointers, the CUDA emitter checks storage
+// types and aliasing after buffer folding.
+//
+// Every error is an rt::Error whose message starts with the opcode name.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_INSTRCHECK_H
+#define DSC_RUNTIME_INSTRCHECK_H
+
+#include "dsc/Runtime/Program.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace dsc::rt {
+
+/// The sizes of a checked instruction. Only the fields its opcode family
+/// uses are set; the others keep their defaults.
+struct InstrDims {
+  /// Elements of the main operand (elementwise ops, optimizers, copies).
+  int64_t n = 0;
+  /// The main operand as [rows, cols]: cols is its last dim (C of a norm,
+  /// the bias width, V of the logits, Tk of the scores).
+  int64_t rows = 0, cols = 0;
+  /// Embedding(Grad): the table's rows (its cols are `cols`, the ids `rows`).
+  int64_t vocab = 0;
+  /// Softmax: the query length, the scores' second-to-last dim (1 if none).
+  int64_t tq = 1;
+  /// GEMMs. BatchMatmul: [batch, M, K] @ [batch, K, N]. Linear family:
+  /// x [M, K], weight [K, N] ([N, K] when transposed), y [M, N].
+  int64_t batch = 1, M = 0, K = 0, N = 0;
+  bool transA = false, transB = false, transW = false;
+  /// SplitHeads / BiasSplitHeads / MergeHeads: [B, T, parts*H*D] and
+  /// `parts` head tensors [B, H, T, D]. Attention: q [B, H, T, D], BH = B*H.
+  int64_t B = 0, T = 0, H = 0, D = 0, BH = 0, parts = 0;
+  /// Concat / Split: the whole tensor as [outer, sum(widths), inner].
+  int64_t outer = 1, inner = 1;
+  std::vector<int64_t> widths;
+  /// Dropout rate, checked to be in [0, 1) (0 for ops without one).
+  double rate = 0.0;
+  /// Gelu family: the tanh form (anything but "erf"); RoundToHalf: to bf16
+  /// (else f16); AllReduce: "mean" (else "sum").
+  bool tanh = false, bf16 = false, mean = false;
+};
+
+/// Checks `I` against the buffers of `P`; throws rt::Error ("<Opcode>:
+/// ...") on the first problem.
+InstrDims checkInstr(const Program &P, const Instr &I);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_INSTRCHECK_H
