@@ -734,7 +734,7 @@ void emitGlobalNormOrCheck(KernelSpec &s) {
 }
 
 /// One-thread kernels for the scalar bookkeeping of the step.
-void emitScalarOp(KernelSpec &s) {
+void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
   switch (s.I.op) {
   case Opcode::ClipCoefficient: {
     const std::string in = s.in(0, "norm"), out = s.out(0, "out");
@@ -747,40 +747,16 @@ void emitScalarOp(KernelSpec &s) {
     const Storage st = s.inType(0);
     if (st != Storage::I64 && st != Storage::I32)
       s.fail("step must be i64, got " + std::string(storageName(st)));
-    const auto &I = s.I;
-    auto f = [&](const char *name, double dflt) {
-      return I.has(name) ? I.getFloat(name) : dflt;
-    };
-    const std::string kind = I.has("kind") ? I.getString("kind") : "constant";
-    const int kindId = kind == "constant"         ? 0
-                       : kind == "WarmupLR"       ? 1
-                       : kind == "WarmupDecayLR"  ? 2
-                       : kind == "WarmupCosineLR" ? 3
-                                                  : -1;
-    if (kindId < 0)
-      s.fail("unknown schedule kind '" + kind + "'");
-    const std::string warmupType =
-        I.has("warmup_type") ? I.getString("warmup_type") : "log";
-    if (warmupType != "log" && warmupType != "linear")
-      s.fail("unknown warmup_type '" + warmupType + "' (expected log or linear)");
-    const int64_t warmup =
-        I.has("warmup_num_steps") ? I.getInt("warmup_num_steps") : 1000;
-    const int64_t total =
-        kindId >= 2 ? I.getInt("total_num_steps")
-                    : (I.has("total_num_steps") ? I.getInt("total_num_steps") : 0);
-    if (kindId == 3 && total - std::max<int64_t>(2, warmup) == 0)
-      s.fail("WarmupCosineLR needs total_num_steps (" + std::to_string(total) +
-             ") different from warmup_num_steps");
-    const double lr = kindId == 0 || kindId == 3 ? I.getFloat("lr") : f("lr", 0.0);
+    const rt::LrScheduleAttrs &a = d.schedule;
     const std::string in = s.in(0, "step"), out = s.out(0, "lr");
     s.kernel(1, 1, {in, out},
              call("lrSchedule",
-                  {std::to_string(kindId), b(warmupType == "log"), s.T(in),
+                  {std::to_string(int(a.kind)), b(a.logWarmup), s.T(in),
                    s.T(out)},
-                  {in, out, dbl(lr), dbl(f("warmup_min_lr", 0.0)),
-                   dbl(f("warmup_max_lr", 0.001)), ll(warmup),
-                   ll(total), dbl(f("warmup_min_ratio", 0.0)),
-                   dbl(f("cos_min_ratio", 0.0001))}));
+                  {in, out, dbl(a.lr), dbl(a.warmupMinLr),
+                   dbl(a.warmupMaxLr), ll(a.warmupNumSteps),
+                   ll(a.totalNumSteps), dbl(a.warmupMinRatio),
+                   dbl(a.cosMinRatio)}));
     return;
   }
   case Opcode::LossScale: {
@@ -892,7 +868,7 @@ void emitKernel(KernelSpec &s) {
   case Opcode::LossScale:
   case Opcode::UnscaleClip:
   case Opcode::UpdateLossScale:
-    return emitScalarOp(s);
+    return emitScalarOp(s, d);
   case Opcode::RoundToHalf: {
     // A half output rounds as it stores; an f32 output rounds explicitly.
     const int round = s.outType(0) != Storage::F32 ? 0 : d.bf16 ? 2 : 1;

@@ -422,28 +422,7 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
   }
   case Opcode::LrSchedule: {
     const int64_t step = e.stepIn(0);
-    cpu::LrScheduleParams p;
-    p.kind = I.has("kind") ? I.getString("kind") : "constant";
-    auto optF = [&](const char *n, double &v) {
-      if (I.has(n))
-        v = I.getFloat(n);
-    };
-    optF("lr", p.lr);
-    optF("warmup_min_lr", p.warmupMinLr);
-    optF("warmup_max_lr", p.warmupMaxLr);
-    optF("warmup_min_ratio", p.warmupMinRatio);
-    optF("cos_min_ratio", p.cosMinRatio);
-    if (I.has("warmup_num_steps"))
-      p.warmupNumSteps = I.getInt("warmup_num_steps");
-    if (I.has("warmup_type"))
-      p.warmupType = I.getString("warmup_type");
-    if (p.kind == "constant")
-      p.lr = I.getFloat("lr");
-    if (p.kind == "WarmupDecayLR" || p.kind == "WarmupCosineLR")
-      p.totalNumSteps = I.getInt("total_num_steps");
-    if (p.kind == "WarmupCosineLR")
-      p.lr = I.getFloat("lr");
-    e.fout(0, "output")[0] = float(cpu::lrSchedule(p, step));
+    e.fout(0, "output")[0] = float(cpu::lrSchedule(d.schedule, step));
     return;
   }
   case Opcode::Adam:

@@ -11,6 +11,7 @@
 #include "CpuKernels.h"
 
 #include "dsc/Runtime/Broadcast.h"
+#include "dsc/Runtime/InstrCheck.h"
 #include "dsc/Runtime/Philox.h"
 #include "dsc/Runtime/Program.h"
 
@@ -1479,20 +1480,15 @@ void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
 //                gives 0.0 (get_lr() returns [0.0] before the start);
 //   s = 2 ->  0: log warmup gives log(1) = 0 -> warmup_min_lr again, ...
 // warmup_num_steps is max(2, warmup_num_steps) as in DeepSpeed.
-double lrSchedule(const LrScheduleParams &p, int64_t step) {
-  if (p.kind == "constant")
+double lrSchedule(const LrScheduleAttrs &p, int64_t step) {
+  if (p.kind == LrScheduleAttrs::Constant)
     return p.lr;
-  const bool isCos = p.kind == "WarmupCosineLR";
-  if (p.kind != "WarmupLR" && p.kind != "WarmupDecayLR" && !isCos)
-    throw Error("LrSchedule: unknown schedule kind '" + p.kind + "'");
-  if (p.warmupType != "log" && p.warmupType != "linear")
-    throw Error("LrSchedule: unknown warmup_type '" + p.warmupType +
-                "' (expected log or linear)");
+  const bool isCos = p.kind == LrScheduleAttrs::WarmupCosineLR;
   const int64_t last = step - 2; // last_batch_iteration
   const int64_t warmup = std::max<int64_t>(2, p.warmupNumSteps);
   const double invLog = 1.0 / std::log(double(warmup));
   auto warmupGamma = [&]() {
-    return p.warmupType == "log" ? invLog * std::log(double(last + 1))
+    return p.logWarmup ? invLog * std::log(double(last + 1))
                                  : double(last) / double(warmup);
   };
   if (isCos) {
@@ -1503,12 +1499,7 @@ double lrSchedule(const LrScheduleParams &p, int64_t step) {
       ratio = p.warmupMinRatio + warmupGamma() * (1.0 - p.warmupMinRatio);
     } else {
       const int64_t realLast = last - warmup + 1;
-      const int64_t realTotal = p.totalNumSteps - warmup;
-      if (realTotal == 0)
-        throw Error("LrSchedule: WarmupCosineLR needs total_num_steps (" +
-                    std::to_string(p.totalNumSteps) +
-                    ") different from warmup_num_steps (" +
-                    std::to_string(warmup) + ")");
+      const int64_t realTotal = p.totalNumSteps - warmup; // != 0: checked
       double c = (1.0 + std::cos(M_PI * double(realLast) / double(realTotal))) /
                  2.0;
       ratio = std::max(0.0, p.cosMinRatio + (1.0 - p.cosMinRatio) * c);
@@ -1520,7 +1511,7 @@ double lrSchedule(const LrScheduleParams &p, int64_t step) {
   double gamma;
   if (last < warmup)
     gamma = warmupGamma();
-  else if (p.kind == "WarmupLR")
+  else if (p.kind == LrScheduleAttrs::WarmupLR)
     gamma = 1.0;
   else
     gamma = std::max(0.0, double(p.totalNumSteps - last) /

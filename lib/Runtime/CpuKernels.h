@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+namespace dsc::rt {
+struct LrScheduleAttrs; // InstrCheck.h
+} // namespace dsc::rt
+
 namespace dsc::rt::cpu {
 
 /// Makes OpenBLAS single-threaded: GEMMs are partitioned over OpenMP threads
@@ -190,15 +194,8 @@ struct SgdParams {
 void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
          int64_t step, float gscale, const SgdParams &hp);
 
-struct LrScheduleParams {
-  std::string kind = "constant";
-  double lr = 0, warmupMinLr = 0, warmupMaxLr = 0.001;
-  int64_t warmupNumSteps = 1000, totalNumSteps = 0;
-  std::string warmupType = "log";
-  double warmupMinRatio = 0, cosMinRatio = 0.0001;
-};
 /// Learning rate of optimizer update number `step` (1-based).
-double lrSchedule(const LrScheduleParams &p, int64_t step);
+double lrSchedule(const LrScheduleAttrs &p, int64_t step);
 
 } // namespace dsc::rt::cpu
 

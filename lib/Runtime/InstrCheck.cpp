@@ -98,6 +98,7 @@ public:
   void mlmMask();
   void optimizer();
   void scalarOp();
+  void lrSchedule();
   void other();
 
   const Program &P;
@@ -474,6 +475,53 @@ void Checker::optimizer() {
   count(in(tensors + 2), 1, "gscale");
 }
 
+/// lr is required where the schedule is in units of it (constant, cosine),
+/// total_num_steps where it decays.
+void Checker::lrSchedule() {
+  LrScheduleAttrs &s = d.schedule;
+  const std::string kind = I.has("kind") ? I.getString("kind") : "constant";
+  if (kind == "constant")
+    s.kind = LrScheduleAttrs::Constant;
+  else if (kind == "WarmupLR")
+    s.kind = LrScheduleAttrs::WarmupLR;
+  else if (kind == "WarmupDecayLR")
+    s.kind = LrScheduleAttrs::WarmupDecayLR;
+  else if (kind == "WarmupCosineLR")
+    s.kind = LrScheduleAttrs::WarmupCosineLR;
+  else
+    fail("unknown schedule kind '" + kind + "'");
+  const std::string warmupType =
+      I.has("warmup_type") ? I.getString("warmup_type") : "log";
+  if (warmupType != "log" && warmupType != "linear")
+    fail("unknown warmup_type '" + warmupType + "' (expected log or linear)");
+  s.logWarmup = warmupType == "log";
+  auto optional = [&](const char *name, double &v) {
+    if (I.has(name))
+      v = I.getFloat(name);
+  };
+  optional("lr", s.lr);
+  optional("warmup_min_lr", s.warmupMinLr);
+  optional("warmup_max_lr", s.warmupMaxLr);
+  optional("warmup_min_ratio", s.warmupMinRatio);
+  optional("cos_min_ratio", s.cosMinRatio);
+  if (I.has("warmup_num_steps"))
+    s.warmupNumSteps = I.getInt("warmup_num_steps");
+  if (I.has("total_num_steps"))
+    s.totalNumSteps = I.getInt("total_num_steps");
+  const bool cosine = s.kind == LrScheduleAttrs::WarmupCosineLR;
+  if (s.kind == LrScheduleAttrs::Constant || cosine)
+    s.lr = I.getFloat("lr");
+  if (s.kind == LrScheduleAttrs::WarmupDecayLR || cosine)
+    s.totalNumSteps = I.getInt("total_num_steps");
+  // DeepSpeed warms up over max(2, warmup_num_steps) and divides the cosine
+  // phase by what is left.
+  const int64_t warmup = std::max<int64_t>(2, s.warmupNumSteps);
+  if (cosine && s.totalNumSteps == warmup)
+    fail("WarmupCosineLR needs total_num_steps (" +
+         std::to_string(s.totalNumSteps) +
+         ") different from warmup_num_steps (" + std::to_string(warmup) + ")");
+}
+
 /// The scalar bookkeeping of the step.
 void Checker::scalarOp() {
   switch (I.op) {
@@ -493,6 +541,7 @@ void Checker::scalarOp() {
     numOuts(1);
     count(out(0), 1, "output");
     count(in(0), 1, "step");
+    lrSchedule();
     return;
   case Opcode::LossScale:
     numIns(1);

@@ -83,4 +83,15 @@ TEST(LrSchedule, Errors) {
   auto at = warmup("WarmupDecayLR", "log");
   at.erase("total_num_steps");
   EXPECT_THROW(lrAt(5, at), Error);
+  // A cosine decay with no steps to run is refused before the first step,
+  // not when the warmup ends.
+  auto cosine = warmup("WarmupCosineLR", "linear");
+  cosine["total_num_steps"] = int64_t(100);
+  try {
+    lrAt(1, cosine);
+    FAIL() << "no throw";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "LrSchedule: WarmupCosineLR needs total_num_steps "
+                           "(100) different from warmup_num_steps (100)");
+  }
 }

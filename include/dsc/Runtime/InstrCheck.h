@@ -20,6 +20,18 @@
 
 namespace dsc::rt {
 
+/// An LrSchedule's attributes, DeepSpeed's defaults filled in
+/// (deepspeed/runtime/lr_schedules.py).
+struct LrScheduleAttrs {
+  /// In the order the CUDA device library numbers them.
+  enum Kind { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+  Kind kind = Constant;
+  bool logWarmup = true; ///< warmup_type "log", else "linear"
+  double lr = 0, warmupMinLr = 0, warmupMaxLr = 0.001;
+  int64_t warmupNumSteps = 1000, totalNumSteps = 0;
+  double warmupMinRatio = 0, cosMinRatio = 0.0001;
+};
+
 /// The sizes of a checked instruction. Only the fields its opcode family
 /// uses are set; the others keep their defaults.
 struct InstrDims {
@@ -47,6 +59,9 @@ struct InstrDims {
   /// Gelu family: the tanh form (anything but "erf"); RoundToHalf: to bf16
   /// (else f16); AllReduce: "mean" (else "sum").
   bool tanh = false, bf16 = false, mean = false;
+  /// LrSchedule: its attributes, checked (kind, warmup type, and a cosine
+  /// decay that has steps to run).
+  LrScheduleAttrs schedule;
 };
 
 /// Checks `I` against the buffers of `P`; throws rt::Error ("<Opcode>:
