@@ -74,13 +74,6 @@ bool Gemm::operator==(const Gemm &o) const {
 
 namespace detail {
 
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string r = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    r += (i ? "," : "") + std::to_string(shape[i]);
-  return r + "]";
-}
-
 std::string flt(double v) {
   const float f = float(v);
   if (std::isnan(f))
@@ -634,7 +627,7 @@ int Emitter::addLauncher(KernelSpec &spec) {
     const Param &p = L.params[i];
     if (p.kind == Param::Kind::Buffer) {
       const int id = spec.args[i].buffers[0];
-      L.summary += " " + p.name + shapeStr(P.buffers[size_t(id)].shape) +
+      L.summary += " " + p.name + rt::shapeStr(P.buffers[size_t(id)].shape) +
                    ":" + storageName(M.storage[size_t(id)]);
     } else if (p.kind == Param::Kind::Table) {
       L.summary += " " + p.name + "{" + std::to_string(p.tableSize) +

@@ -18,7 +18,6 @@
 
 namespace dsc::cuda::detail {
 
-std::string shapeStr(const std::vector<int64_t> &shape);
 std::string flt(double v);      ///< exact float literal (hex), e.g. 0x1p-1f
 std::string dbl(double v);      ///< exact double literal (hex)
 std::string num(int64_t v);     ///< integer literal, LL when it needs 64 bits

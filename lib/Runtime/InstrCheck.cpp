@@ -16,13 +16,6 @@ namespace dsc::rt {
 
 namespace {
 
-std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 class Checker {
 public:
   Checker(const Program &P, const Instr &I) : P(P), I(I) {}

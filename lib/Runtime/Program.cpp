@@ -16,6 +16,13 @@ size_t dtypeSize(DType t) {
   throw Error("invalid dtype");
 }
 
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    r += (i ? "," : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
 const char *dtypeName(DType t) {
   switch (t) {
   case DType::F32:

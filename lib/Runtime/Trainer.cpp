@@ -10,7 +10,9 @@ using namespace dsc::rt;
 
 namespace {
 
-std::string shapeStr(const std::vector<int64_t> &shape) {
+/// "[128, 32]", as messages about weight files print shapes (rt::shapeStr
+/// prints the runtime's "[128,32]").
+std::string spacedShape(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -56,7 +58,7 @@ void Trainer::expectBuffer(BufferRole role, const std::string &name,
   const Buffer &buf = prog.buffers[buffer(role, name)];
   if (buf.dtype != dtype || buf.numElements() != elements)
     throw Error("compiled step: buffer '" + name + "' is " +
-                shapeStr(buf.shape) + " " + dtypeName(buf.dtype) +
+                spacedShape(buf.shape) + " " + dtypeName(buf.dtype) +
                 ", expected " + std::to_string(elements) + " elements of " +
                 dtypeName(dtype) + " (from dsc.micro_batch, dsc.seq_len, "
                 "dsc.vocab_size)");
@@ -115,8 +117,8 @@ void Trainer::loadWeights(const std::string &path) {
     }
     if (found->shape != buf.shape || found->dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
-                  shapeStr(found->shape) + " " + dtypeName(found->dtype) +
-                  ", the model expects " + shapeStr(buf.shape) + " " +
+                  spacedShape(found->shape) + " " + dtypeName(found->dtype) +
+                  ", the model expects " + spacedShape(buf.shape) + " " +
                   dtypeName(buf.dtype));
     std::memcpy(storage.data(int(id)), found->bytes.data(), buf.bytes());
   }
@@ -168,8 +170,8 @@ void Trainer::loadCheckpoint(const std::string &path) {
                   "' (checkpoint of a different model or optimizer?)");
     if (it->second.shape != buf.shape || it->second.dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
-                  shapeStr(it->second.shape) + ", expected " +
-                  shapeStr(buf.shape));
+                  spacedShape(it->second.shape) + ", expected " +
+                  spacedShape(buf.shape));
     std::memcpy(storage.data(int(id)), it->second.bytes.data(), buf.bytes());
   }
   try {

@@ -28,6 +28,8 @@ enum class DType { F32, I32, I64 };
 
 size_t dtypeSize(DType t);
 const char *dtypeName(DType t);
+/// A shape as the runtime's messages print it: "[2,3]".
+std::string shapeStr(const std::vector<int64_t> &shape);
 
 /// What a buffer holds across calls of the step.
 enum class BufferRole {
