@@ -3,7 +3,7 @@
 optimisation switch (say dsc.fusion.qkv): logits, loss and every gradient
 must agree.
 
-Gradients that are zero in exact arithmetic are judged against 1e-3 of the
+Gradients that are zero in exact arithmetic are judged against 1e-2 of the
 largest gradient instead of their own (noise) scale.
 
   compare_variants.py --dsc-run dsc-run --model M.json --config C.json
@@ -77,9 +77,11 @@ def main():
     if sorted(base_dump) != sorted(var_dump):
         sys.exit("the two runs dump different tensors")
     # Some gradients are zero in exact arithmetic (BERT's key bias: softmax
-    # ignores a per-row constant) and hold only rounding noise; as in
-    # check_model.py they are judged against 1e-3 of the largest gradient.
-    grad_floor = 1e-3 * max(float(np.max(np.abs(v))) for k, v in base_dump.items()
+    # ignores a per-row constant) and hold only rounding noise: a sum of B*T
+    # rows of dK, each of the order of the other gradients, cancelling to
+    # ~1e-8. They are judged against 1e-2 of the largest gradient (1e-3 let
+    # that noise alone reach 2e-5 with AMD EPYC's OpenBLAS kernels).
+    grad_floor = 1e-2 * max(float(np.max(np.abs(v))) for k, v in base_dump.items()
                             if k.startswith("grad."))
     worst = 0.0
     for name in sorted(base_dump):
