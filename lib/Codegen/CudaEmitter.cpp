@@ -294,128 +294,13 @@ using namespace detail;
 
 namespace {
 
+using Route = rt::OpRoute;
+
 /// Whether a producer can store its result straight into a rounded half
 /// buffer (its kernel stores through a typed pointer, or it is a GEMM).
-bool foldable(rt::Opcode op) {
-  using rt::Opcode;
-  switch (op) {
-  case Opcode::Fill:
-  case Opcode::Embedding:
-  case Opcode::Add:
-  case Opcode::Linear:
-  case Opcode::LayerNorm:
-  case Opcode::InvertibleLayerNorm:
-  case Opcode::Gelu:
-  case Opcode::Dropout:
-  case Opcode::BiasGelu:
-  case Opcode::BiasDropoutAdd:
-  case Opcode::BiasDropoutAddLayerNorm:
-  case Opcode::SplitHeads:
-  case Opcode::MergeHeads:
-  case Opcode::BiasSplitHeads:
-  case Opcode::Concat:
-  case Opcode::Split:
-  case Opcode::BatchMatmul:
-  case Opcode::Softmax:
-  case Opcode::SoftmaxDropout:
-  case Opcode::Attention:
-  case Opcode::CrossEntropy:
-  case Opcode::ReduceTo:
-  case Opcode::EmbeddingGrad:
-  case Opcode::LinearGradInput:
-  case Opcode::LinearGradWeight:
-  case Opcode::LayerNormGrad:
-  case Opcode::LayerNormGradFromOutput:
-  case Opcode::GeluGrad:
-  case Opcode::BiasGeluGrad:
-  case Opcode::DropoutBiasGrad:
-  case Opcode::SoftmaxGrad:
-  case Opcode::SoftmaxDropoutGrad:
-  case Opcode::AttentionGrad:
-  case Opcode::CrossEntropyGrad:
-  case Opcode::GlobalNorm:
-  case Opcode::ClipCoefficient:
-  case Opcode::LrSchedule:
-  case Opcode::RoundToHalf:
-  case Opcode::LossScale:
-    return true;
-  case Opcode::Iota:
-  case Opcode::MlmMask:
-  case Opcode::Copy:
-  case Opcode::Adam:
-  case Opcode::Lamb:
-  case Opcode::Sgd:
-  case Opcode::AllReduce:
-  case Opcode::CheckFinite:
-  case Opcode::UnscaleClip:
-  case Opcode::UpdateLossScale:
-    return false;
-  }
-  return false;
-}
+bool foldable(rt::Opcode op) { return rt::opInfo(op).foldsRounding; }
 
-enum class Route { Kernel, Gemm, Copy, AllReduce, Optimizer };
-
-Route routeOf(rt::Opcode op) {
-  using rt::Opcode;
-  switch (op) {
-  case Opcode::Linear:
-  case Opcode::LinearGradInput:
-  case Opcode::LinearGradWeight:
-  case Opcode::BatchMatmul:
-    return Route::Gemm;
-  case Opcode::Copy:
-    return Route::Copy;
-  case Opcode::AllReduce:
-    return Route::AllReduce;
-  case Opcode::Adam:
-  case Opcode::Lamb:
-  case Opcode::Sgd:
-    return Route::Optimizer;
-  case Opcode::Fill:
-  case Opcode::Iota:
-  case Opcode::Embedding:
-  case Opcode::Add:
-  case Opcode::LayerNorm:
-  case Opcode::InvertibleLayerNorm:
-  case Opcode::Gelu:
-  case Opcode::Dropout:
-  case Opcode::BiasGelu:
-  case Opcode::BiasDropoutAdd:
-  case Opcode::BiasDropoutAddLayerNorm:
-  case Opcode::SplitHeads:
-  case Opcode::MergeHeads:
-  case Opcode::BiasSplitHeads:
-  case Opcode::Concat:
-  case Opcode::Split:
-  case Opcode::Softmax:
-  case Opcode::SoftmaxDropout:
-  case Opcode::Attention:
-  case Opcode::CrossEntropy:
-  case Opcode::MlmMask:
-  case Opcode::ReduceTo:
-  case Opcode::EmbeddingGrad:
-  case Opcode::LayerNormGrad:
-  case Opcode::LayerNormGradFromOutput:
-  case Opcode::GeluGrad:
-  case Opcode::BiasGeluGrad:
-  case Opcode::DropoutBiasGrad:
-  case Opcode::SoftmaxGrad:
-  case Opcode::SoftmaxDropoutGrad:
-  case Opcode::AttentionGrad:
-  case Opcode::CrossEntropyGrad:
-  case Opcode::GlobalNorm:
-  case Opcode::ClipCoefficient:
-  case Opcode::LrSchedule:
-  case Opcode::RoundToHalf:
-  case Opcode::CheckFinite:
-  case Opcode::LossScale:
-  case Opcode::UnscaleClip:
-  case Opcode::UpdateLossScale:
-    return Route::Kernel;
-  }
-  throw rt::Error("cuda emitter: unknown opcode " + std::to_string(int(op)));
-}
+Route routeOf(rt::Opcode op) { return rt::opInfo(op).route; }
 
 class Emitter {
 public:
@@ -667,7 +552,7 @@ void Emitter::emitFunction(const rt::Function &fn) {
       steps.push_back(s);
       break;
     }
-    case Route::AllReduce:
+    case Route::Collective:
     case Route::Copy: {
       rt::checkInstr(P, I);
       KernelSpec spec(P, M.storage, remap, I);
@@ -709,7 +594,7 @@ void Emitter::emitFunction(const rt::Function &fn) {
           written.insert(id);
       for (size_t k = i; k < j && independent; ++k) {
         const rt::Instr &J = fn.body[k];
-        const size_t tensors = J.op == rt::Opcode::Sgd ? 3 : 4;
+        const size_t tensors = size_t(rt::opInfo(J.op).minOuts) + 1;
         for (size_t q = 0; q < J.inputs.size(); ++q) {
           const bool own = q < tensors && q != 1 &&
                            std::count(J.outputs.begin(), J.outputs.end(),
@@ -723,7 +608,8 @@ void Emitter::emitFunction(const rt::Function &fn) {
       std::vector<std::vector<size_t>> parts;
       for (size_t k = i; k < j; ++k) {
         const rt::Instr &J = fn.body[k];
-        const size_t scalars = J.op == rt::Opcode::Sgd ? 3 : 4;
+        // Inputs from here on are lr, step, gscale[, skip] (Ops.def).
+        const size_t scalars = size_t(rt::opInfo(J.op).minOuts) + 1;
         auto same = [&](const rt::Instr &F) {
           return F.op == J.op && F.attrs == J.attrs &&
                  F.inputs.size() == J.inputs.size() &&

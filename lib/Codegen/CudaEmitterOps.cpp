@@ -897,7 +897,7 @@ void emitKernel(KernelSpec &s) {
 void emitOptimizer(KernelSpec &s, const std::vector<const rt::Instr *> &group) {
   const Opcode op = s.I.op;
   const bool sgd = op == Opcode::Sgd;
-  const size_t tensors = sgd ? 3 : 4, outs = sgd ? 2 : 3;
+  const size_t outs = size_t(rt::opInfo(op).minOuts), tensors = outs + 1;
   const size_t nIn = tensors + 3;
   std::vector<std::vector<int>> ins(tensors), res(outs);
   for (const rt::Instr *I : group) {

@@ -13,52 +13,55 @@
 
 #include "dsc/Dialect/DscOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 using namespace mlir::dsc;
-using ::dsc::rt::AttrValue;
-using ::dsc::rt::BufferRole;
-using ::dsc::rt::Opcode;
+namespace rt = ::dsc::rt;
+using rt::AttrValue;
+using rt::BufferRole;
+using rt::Opcode;
 
 namespace {
 
 class Lowering {
 public:
   explicit Lowering(ModuleOp module) : module(module) {}
-  FailureOr<::dsc::rt::Program> run();
+  FailureOr<rt::Program> run();
 
 private:
   LogicalResult lowerFunction(func::FuncOp fn);
-  FailureOr<::dsc::rt::Instr> lowerOp(Operation *op);
+  FailureOr<rt::Instr> lowerOp(Operation *op);
   int newBuffer(Value v, BufferRole role, std::string name);
   FailureOr<int> stateBuffer(StateAttr state, Type type, ParamAttr param,
                              Location loc);
 
   ModuleOp module;
-  ::dsc::rt::Program program;
+  rt::Program program;
   std::map<std::pair<StateKind, std::string>, int> states;
   DenseMap<Value, int> buffers;
 };
 
-FailureOr<::dsc::rt::DType> dtypeOf(Type type, Location loc) {
+FailureOr<rt::DType> dtypeOf(Type type, Location loc) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())
     return emitError(loc, "the runtime needs statically shaped tensors, got ")
            << type;
   Type elem = tensor.getElementType();
   if (elem.isF32())
-    return ::dsc::rt::DType::F32;
+    return rt::DType::F32;
   if (elem.isInteger(32))
-    return ::dsc::rt::DType::I32;
+    return rt::DType::I32;
   if (elem.isInteger(64))
-    return ::dsc::rt::DType::I64;
+    return rt::DType::I64;
   return emitError(loc, "the runtime has no buffers of element type ") << elem;
 }
 
 int Lowering::newBuffer(Value v, BufferRole role, std::string name) {
   auto type = cast<RankedTensorType>(v.getType());
-  ::dsc::rt::Buffer buf;
+  rt::Buffer buf;
   buf.name = std::move(name);
   buf.role = role;
   buf.dtype = *dtypeOf(type, v.getLoc());
@@ -69,14 +72,14 @@ int Lowering::newBuffer(Value v, BufferRole role, std::string name) {
 
 FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
                                      ParamAttr param, Location loc) {
-  FailureOr<::dsc::rt::DType> dtype = dtypeOf(type, loc);
+  FailureOr<rt::DType> dtype = dtypeOf(type, loc);
   if (failed(dtype))
     return failure();
   auto tensor = cast<RankedTensorType>(type);
   auto key = std::make_pair(state.getKind(), state.getName().str());
   if (auto it = states.find(key); it != states.end()) {
     // Every function sees a state through the same buffer.
-    const ::dsc::rt::Buffer &buf = program.buffers[it->second];
+    const rt::Buffer &buf = program.buffers[it->second];
     if (buf.dtype != *dtype ||
         !llvm::equal(buf.shape, tensor.getShape()))
       return emitError(loc, "state ")
@@ -106,15 +109,15 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
     name = stringifyStateKind(state.getKind()).str() + "/" + name;
     break;
   }
-  ::dsc::rt::Buffer buf;
+  rt::Buffer buf;
   buf.name = name;
   buf.role = role;
   buf.dtype = *dtype;
   buf.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
   if (param) {
-    buf.init = param.getInit() == InitKind::normal  ? ::dsc::rt::InitKind::Normal
-               : param.getInit() == InitKind::zeros ? ::dsc::rt::InitKind::Zeros
-                                                    : ::dsc::rt::InitKind::Ones;
+    buf.init = param.getInit() == InitKind::normal  ? rt::InitKind::Normal
+               : param.getInit() == InitKind::zeros ? rt::InitKind::Zeros
+                                                    : rt::InitKind::Ones;
     buf.initStd = param.getStd().getValueAsDouble();
   }
   program.buffers.push_back(std::move(buf));
@@ -123,287 +126,103 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   return id;
 }
 
-/// Opcode and attributes of one op, read through its typed accessors so
-/// default-valued attributes arrive explicitly.
-FailureOr<::dsc::rt::Instr> Lowering::lowerOp(Operation *op) {
-  ::dsc::rt::Instr instr{Opcode::Copy, {}, {}, {}};
-  auto &a = instr.attrs;
-  auto f = [](APFloat v) { return AttrValue(v.convertToDouble()); };
-  auto gelu = [](GeluApproximation g) {
-    return AttrValue(stringifyGeluApproximation(g).str());
-  };
-  bool known =
-      llvm::TypeSwitch<Operation *, bool>(op)
-          .Case([&](FillOp o) {
-            instr.op = Opcode::Fill;
-            a["value"] = f(o.getValue());
-            return true;
-          })
-          .Case([&](IotaOp o) {
-            instr.op = Opcode::Iota;
-            a["start"] = int64_t(o.getStart());
-            a["step"] = int64_t(o.getStep());
-            return true;
-          })
-          .Case([&](EmbeddingOp) { return instr.op = Opcode::Embedding, true; })
-          .Case([&](AddOp) { return instr.op = Opcode::Add, true; })
-          .Case([&](LinearOp o) {
-            instr.op = Opcode::Linear;
-            a["transpose_w"] = int64_t(o.getTransposeW());
-            return true;
-          })
-          .Case([&](LayerNormOp o) {
-            instr.op = Opcode::LayerNorm;
-            a["epsilon"] = f(o.getEpsilon());
-            return true;
-          })
-          .Case([&](InvertibleLayerNormOp o) {
-            instr.op = Opcode::InvertibleLayerNorm;
-            a["epsilon"] = f(o.getEpsilon());
-            return true;
-          })
-          .Case([&](LayerNormGradFromOutputOp) {
-            return instr.op = Opcode::LayerNormGradFromOutput, true;
-          })
-          .Case([&](BiasGeluOp o) {
-            instr.op = Opcode::BiasGelu;
-            a["approximation"] = gelu(o.getApproximation());
-            return true;
-          })
-          .Case([&](BiasGeluGradOp o) {
-            instr.op = Opcode::BiasGeluGrad;
-            a["approximation"] = gelu(o.getApproximation());
-            return true;
-          })
-          .Case([&](BiasDropoutAddOp o) {
-            instr.op = Opcode::BiasDropoutAdd;
-            a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
-            return true;
-          })
-          .Case([&](BiasDropoutAddLayerNormOp o) {
-            instr.op = Opcode::BiasDropoutAddLayerNorm;
-            a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
-            a["epsilon"] = f(o.getEpsilon());
-            return true;
-          })
-          .Case([&](DropoutBiasGradOp o) {
-            instr.op = Opcode::DropoutBiasGrad;
-            a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
-            return true;
-          })
-          .Case([&](GeluOp o) {
-            instr.op = Opcode::Gelu;
-            a["approximation"] = gelu(o.getApproximation());
-            return true;
-          })
-          .Case([&](DropoutOp o) {
-            instr.op = Opcode::Dropout;
-            a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
-            return true;
-          })
-          .Case([&](SplitHeadsOp o) {
-            instr.op = Opcode::SplitHeads;
-            a["num_heads"] = int64_t(o.getNumHeads());
-            return true;
-          })
-          .Case([&](MergeHeadsOp o) {
-            instr.op = Opcode::MergeHeads;
-            a["num_heads"] = cast<RankedTensorType>(o.getParts()[0].getType())
-                                 .getShape()[1];
-            return true;
-          })
-          .Case([&](BiasSplitHeadsOp o) {
-            instr.op = Opcode::BiasSplitHeads;
-            a["num_heads"] = int64_t(o.getNumHeads());
-            return true;
-          })
-          .Case([&](ConcatOp o) {
-            instr.op = Opcode::Concat;
-            a["axis"] = int64_t(o.getAxis());
-            return true;
-          })
-          .Case([&](SplitOp o) {
-            instr.op = Opcode::Split;
-            a["axis"] = int64_t(o.getAxis());
-            return true;
-          })
-          .Case([&](BatchMatmulOp o) {
-            instr.op = Opcode::BatchMatmul;
-            a["transpose_a"] = int64_t(o.getTransposeA());
-            a["transpose_b"] = int64_t(o.getTransposeB());
-            a["alpha"] = f(o.getAlpha());
-            return true;
-          })
-          .Case([&](SoftmaxOp o) {
-            instr.op = Opcode::Softmax;
-            a["scale"] = f(o.getScale());
-            a["causal"] = int64_t(o.getCausal());
-            return true;
-          })
-          .Case([&](CrossEntropyOp o) {
-            instr.op = Opcode::CrossEntropy;
-            a["ignore_index"] = int64_t(o.getIgnoreIndex());
-            return true;
-          })
-          .Case([&](MlmMaskOp o) {
-            instr.op = Opcode::MlmMask;
-            a["mask_prob"] = f(o.getMaskProb());
-            a["mask_token_id"] = int64_t(o.getMaskTokenId());
-            a["vocab_size"] = int64_t(o.getVocabSize());
-            a["stream"] = int64_t(o.getStream());
-            return true;
-          })
-          .Case([&](ReduceToOp) { return instr.op = Opcode::ReduceTo, true; })
-          .Case([&](EmbeddingGradOp) {
-            return instr.op = Opcode::EmbeddingGrad, true;
-          })
-          .Case([&](LinearGradInputOp o) {
-            instr.op = Opcode::LinearGradInput;
-            a["transpose_w"] = int64_t(o.getTransposeW());
-            return true;
-          })
-          .Case([&](LinearGradWeightOp o) {
-            instr.op = Opcode::LinearGradWeight;
-            a["transpose_w"] = int64_t(o.getTransposeW());
-            return true;
-          })
-          .Case([&](LayerNormGradOp o) {
-            instr.op = Opcode::LayerNormGrad;
-            a["epsilon"] = f(o.getEpsilon());
-            return true;
-          })
-          .Case([&](GeluGradOp o) {
-            instr.op = Opcode::GeluGrad;
-            a["approximation"] = gelu(o.getApproximation());
-            return true;
-          })
-          .Case([&](SoftmaxDropoutOp o) {
-            instr.op = Opcode::SoftmaxDropout;
-            a["scale"] = f(o.getScale());
-            a["causal"] = int64_t(o.getCausal());
-            a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
-            return true;
-          })
-          .Case([&](SoftmaxDropoutGradOp o) {
-            instr.op = Opcode::SoftmaxDropoutGrad;
-            a["scale"] = f(o.getScale());
-            a["rate"] = f(o.getRate());
-            return true;
-          })
-          .Case([&](AttentionOp o) {
-            instr.op = Opcode::Attention;
-            a["scale"] = f(o.getScale());
-            a["causal"] = int64_t(o.getCausal());
-            a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
-            return true;
-          })
-          .Case([&](AttentionGradOp o) {
-            instr.op = Opcode::AttentionGrad;
-            a["scale"] = f(o.getScale());
-            a["causal"] = int64_t(o.getCausal());
-            a["rate"] = f(o.getRate());
-            a["stream"] = int64_t(o.getStream());
-            return true;
-          })
-          .Case([&](SoftmaxGradOp o) {
-            instr.op = Opcode::SoftmaxGrad;
-            a["scale"] = f(o.getScale());
-            return true;
-          })
-          .Case([&](CrossEntropyGradOp o) {
-            instr.op = Opcode::CrossEntropyGrad;
-            a["ignore_index"] = int64_t(o.getIgnoreIndex());
-            return true;
-          })
-          .Case([&](AllReduceOp o) {
-            instr.op = Opcode::AllReduce;
-            a["op"] = o.getOp().str();
-            return true;
-          })
-          .Case([&](GlobalNormOp) { return instr.op = Opcode::GlobalNorm, true; })
-          .Case([&](ClipCoefficientOp o) {
-            instr.op = Opcode::ClipCoefficient;
-            a["max_norm"] = f(o.getMaxNorm());
-            return true;
-          })
-          .Case([&](LrScheduleOp o) {
-            instr.op = Opcode::LrSchedule;
-            a["kind"] = o.getKind().str();
-            a["lr"] = f(o.getLr());
-            a["warmup_min_lr"] = f(o.getWarmupMinLr());
-            a["warmup_max_lr"] = f(o.getWarmupMaxLr());
-            a["warmup_num_steps"] = int64_t(o.getWarmupNumSteps());
-            a["total_num_steps"] = int64_t(o.getTotalNumSteps());
-            a["warmup_type"] = o.getWarmupType().str();
-            a["warmup_min_ratio"] = f(o.getWarmupMinRatio());
-            a["cos_min_ratio"] = f(o.getCosMinRatio());
-            return true;
-          })
-          .Case([&](AdamOp o) {
-            instr.op = Opcode::Adam;
-            a["beta1"] = f(o.getBeta1());
-            a["beta2"] = f(o.getBeta2());
-            a["eps"] = f(o.getEps());
-            a["weight_decay"] = f(o.getWeightDecay());
-            a["adamw"] = int64_t(o.getAdamw());
-            a["bias_correction"] = int64_t(o.getBiasCorrection());
-            return true;
-          })
-          .Case([&](LambOp o) {
-            instr.op = Opcode::Lamb;
-            a["beta1"] = f(o.getBeta1());
-            a["beta2"] = f(o.getBeta2());
-            a["eps"] = f(o.getEps());
-            a["weight_decay"] = f(o.getWeightDecay());
-            a["bias_correction"] = int64_t(o.getBiasCorrection());
-            a["max_coeff"] = f(o.getMaxCoeff());
-            a["min_coeff"] = f(o.getMinCoeff());
-            return true;
-          })
-          .Case([&](SgdOp o) {
-            instr.op = Opcode::Sgd;
-            a["momentum"] = f(o.getMomentum());
-            a["dampening"] = f(o.getDampening());
-            a["weight_decay"] = f(o.getWeightDecay());
-            a["nesterov"] = int64_t(o.getNesterov());
-            return true;
-          })
-          .Case([&](RoundToHalfOp o) {
-            instr.op = Opcode::RoundToHalf;
-            a["format"] = stringifyHalfFormat(o.getFormat()).str();
-            return true;
-          })
-          .Case([&](CheckFiniteOp) { return instr.op = Opcode::CheckFinite, true; })
-          .Case([&](LossScaleOp o) {
-            instr.op = Opcode::LossScale;
-            a["initial_scale"] = f(o.getInitialScale());
-            a["multiplier"] = f(o.getMultiplier());
-            return true;
-          })
-          .Case([&](UnscaleClipOp o) {
-            instr.op = Opcode::UnscaleClip;
-            a["max_norm"] = f(o.getMaxNorm());
-            return true;
-          })
-          .Case([&](UpdateLossScaleOp o) {
-            instr.op = Opcode::UpdateLossScale;
-            a["dynamic"] = int64_t(o.getDynamic());
-            a["initial_scale"] = f(o.getInitialScale());
-            a["scale_window"] = int64_t(o.getScaleWindow());
-            a["hysteresis"] = int64_t(o.getHysteresis());
-            a["min_scale"] = f(o.getMinScale());
-            a["consecutive_hysteresis"] = int64_t(o.getConsecutiveHysteresis());
-            return true;
-          })
-          .Default([](Operation *) { return false; });
-  if (!known)
+/// The opcode of every dsc op Ops.def names, by op name.
+const llvm::StringMap<Opcode> &opcodesByOpName() {
+  static const llvm::StringMap<Opcode> table = [] {
+    llvm::StringMap<Opcode> m;
+    for (const rt::OpInfo &info : rt::allOps())
+      if (*info.mlirOp)
+        m[(DscDialect::getDialectNamespace() + "." + info.mlirOp).str()] =
+            info.op;
+    return m;
+  }();
+  return table;
+}
+
+/// Ops.def and DscOps.td agree: every op the table names is a registered
+/// dsc op whose attributes are exactly the table's. Checked before every
+/// lowering (a few dozen lookups), so a table edit that forgets the dialect (or
+/// the reverse) fails every lowering instead of dropping an attribute.
+LogicalResult verifyOpTable(MLIRContext *ctx) {
+  for (const rt::OpInfo &info : rt::allOps()) {
+    if (!*info.mlirOp)
+      continue;
+    std::string name =
+        (DscDialect::getDialectNamespace() + "." + info.mlirOp).str();
+    std::optional<RegisteredOperationName> op =
+        RegisteredOperationName::lookup(name, ctx);
+    if (!op)
+      return emitError(UnknownLoc::get(ctx), "internal: Ops.def names ")
+             << name << " (opcode " << info.name << "), not a dsc op";
+    llvm::SmallVector<StringRef> odsNames, tableNames;
+    for (StringAttr attr : op->getAttributeNames())
+      if (attr != "operandSegmentSizes" && attr != "resultSegmentSizes")
+        odsNames.push_back(attr.strref());
+    for (const rt::AttrSpec &spec : info.attrs)
+      tableNames.push_back(spec.name);
+    llvm::sort(odsNames);
+    llvm::sort(tableNames);
+    if (odsNames != tableNames)
+      return emitError(UnknownLoc::get(ctx), "internal: the attributes of ")
+             << name << " in DscOps.td (" << llvm::join(odsNames, ", ")
+             << ") differ from opcode " << info.name << "'s in Ops.def ("
+             << llvm::join(tableNames, ", ") << ")";
+  }
+  return success();
+}
+
+/// One attribute as Ops.def types it; failure when the op's attribute is
+/// not of that kind (the table and DscOps.td disagree).
+FailureOr<AttrValue> convertAttr(Attribute attr, rt::AttrKind kind) {
+  switch (kind) {
+  case rt::AttrKind::Int:
+    if (auto b = dyn_cast<BoolAttr>(attr))
+      return AttrValue(int64_t(b.getValue()));
+    if (auto i = dyn_cast<IntegerAttr>(attr))
+      return AttrValue(int64_t(i.getInt()));
+    return failure();
+  case rt::AttrKind::Float:
+    if (auto f = dyn_cast<FloatAttr>(attr))
+      return AttrValue(f.getValueAsDouble());
+    return failure();
+  case rt::AttrKind::String:
+    if (auto str = dyn_cast<StringAttr>(attr))
+      return AttrValue(str.str());
+    return failure();
+  case rt::AttrKind::GeluApproximation:
+    if (auto i = dyn_cast<IntegerAttr>(attr))
+      if (auto e = symbolizeGeluApproximation(uint32_t(i.getInt())))
+        return AttrValue(stringifyGeluApproximation(*e).str());
+    return failure();
+  case rt::AttrKind::HalfFormat:
+    if (auto i = dyn_cast<IntegerAttr>(attr))
+      if (auto e = symbolizeHalfFormat(uint32_t(i.getInt())))
+        return AttrValue(stringifyHalfFormat(*e).str());
+    return failure();
+  }
+  return failure();
+}
+
+/// Opcode and attributes of one op from Ops.def; the op's default-valued
+/// attributes are filled in from ODS, so every attribute is explicit.
+FailureOr<rt::Instr> Lowering::lowerOp(Operation *op) {
+  auto it = opcodesByOpName().find(op->getName().getStringRef());
+  if (it == opcodesByOpName().end())
     return op->emitOpError("cannot be executed by the runtime (not lowered)");
+  rt::Instr instr{it->second, {}, {}, {}};
+  NamedAttrList attrs(op->getAttrDictionary());
+  if (std::optional<RegisteredOperationName> name = op->getRegisteredInfo())
+    name->populateDefaultAttrs(attrs);
+  for (const rt::AttrSpec &spec : rt::opInfo(instr.op).attrs) {
+    Attribute attr = attrs.get(spec.name);
+    FailureOr<AttrValue> value =
+        attr ? convertAttr(attr, spec.kind) : FailureOr<AttrValue>(failure());
+    if (failed(value))
+      return op->emitOpError("attribute '")
+             << spec.name << "' is missing or not of the kind the runtime's "
+             << "op table (Ops.def) gives it";
+    instr.attrs[spec.name] = std::move(*value);
+  }
   return instr;
 }
 
@@ -412,7 +231,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     return fn.emitError("@") << fn.getName()
                              << " must have a body of exactly one block";
   Block &body = fn.getBody().front();
-  ::dsc::rt::Function &out = program.functions[fn.getName().str()];
+  rt::Function &out = program.functions[fn.getName().str()];
   out.name = fn.getName().str();
 
   for (BlockArgument arg : body.getArguments()) {
@@ -459,7 +278,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
   }
 
   for (Operation &op : body.without_terminator()) {
-    FailureOr<::dsc::rt::Instr> instr = lowerOp(&op);
+    FailureOr<rt::Instr> instr = lowerOp(&op);
     if (failed(instr))
       return failure();
     if (auto layer = op.getAttrOfType<IntegerAttr>(kLayerAttrName))
@@ -483,7 +302,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
   return success();
 }
 
-FailureOr<::dsc::rt::Program> Lowering::run() {
+FailureOr<rt::Program> Lowering::run() {
+  if (failed(verifyOpTable(module.getContext())))
+    return failure();
   for (StringRef name : {"micro_step", "apply_step", "eval_step"}) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
     if (!fn && name == "eval_step")
@@ -508,6 +329,6 @@ FailureOr<::dsc::rt::Program> Lowering::run() {
 
 } // namespace
 
-auto ::dsc::lowerToProgram(ModuleOp module) -> FailureOr<::dsc::rt::Program> {
+auto ::dsc::lowerToProgram(ModuleOp module) -> FailureOr<rt::Program> {
   return Lowering(module).run();
 }

@@ -53,10 +53,6 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-Type elementOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getElementType();
-}
-
 /// Every float operand and result of `op` has the same element type.
 LogicalResult verifySameFloatElementType(Operation *op) {
   Type expected;

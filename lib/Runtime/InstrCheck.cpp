@@ -1,8 +1,7 @@
 //===- InstrCheck.cpp - Operand checks of one instruction -----------------===//
 //
-// One function per opcode family. The checks run in the order the backends
-// ran them before they shared this file, so a malformed instruction still
-// gets the same first message.
+// First what Ops.def states for every opcode (operand counts, attribute
+// names and kinds), then one function per OpFamily for shapes and sizes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,18 +23,40 @@ public:
     throw Error(std::string(opcodeName(I.op)) + ": " + msg);
   }
 
-  void numIns(size_t lo, size_t hi) const {
-    if (I.inputs.size() < lo || I.inputs.size() > hi)
-      fail("expects " +
-           (lo == hi ? std::to_string(lo)
-                     : std::to_string(lo) + ".." + std::to_string(hi)) +
-           " inputs, got " + std::to_string(I.inputs.size()));
+  void counts(const char *what, size_t got, int lo, int hi) const {
+    if (got >= size_t(lo) && (hi == kAnyCount || got <= size_t(hi)))
+      return;
+    const std::string range =
+        hi == kAnyCount ? "at least " + std::to_string(lo)
+        : lo == hi      ? std::to_string(lo)
+                        : std::to_string(lo) + ".." + std::to_string(hi);
+    fail("expects " + range + " " + what + ", got " + std::to_string(got));
   }
-  void numIns(size_t n) const { numIns(n, n); }
-  void numOuts(size_t n) const {
-    if (I.outputs.size() != n)
-      fail("expects " + std::to_string(n) + " outputs, got " +
-           std::to_string(I.outputs.size()));
+  /// Operand counts and attributes as Ops.def states them.
+  void contract() const {
+    const OpInfo &info = opInfo(I.op);
+    counts("inputs", I.inputs.size(), info.minIns, info.maxIns);
+    counts("outputs", I.outputs.size(), info.minOuts, info.maxOuts);
+    for (const AttrSpec &spec : info.attrs) {
+      auto it = I.attrs.find(spec.name);
+      if (it == I.attrs.end())
+        fail(std::string("missing attribute '") + spec.name + "'");
+      const AttrValue &v = it->second;
+      const bool ok = spec.kind == AttrKind::Int
+                          ? std::holds_alternative<int64_t>(v)
+                      : spec.kind == AttrKind::Float
+                          ? !std::holds_alternative<std::string>(v)
+                          : std::holds_alternative<std::string>(v);
+      if (!ok)
+        fail(std::string("attribute '") + spec.name + "' must be " +
+             (spec.kind == AttrKind::Int     ? "an int"
+              : spec.kind == AttrKind::Float ? "a number"
+                                             : "a string"));
+    }
+    for (const auto &[name, value] : I.attrs)
+      if (std::none_of(info.attrs.begin(), info.attrs.end(),
+                       [&](const AttrSpec &a) { return name == a.name; }))
+        fail("unknown attribute '" + name + "'");
   }
 
   const Buffer &buffer(int id) const {
@@ -69,9 +90,16 @@ public:
     if (!(d.rate >= 0.0 && d.rate < 1.0))
       fail("rate must be in [0, 1), got " + std::to_string(d.rate));
   }
-  bool flag(const char *name) const { return I.has(name) && I.getInt(name); }
+  bool flag(const char *name) const { return I.getInt(name) != 0; }
+  bool geluIsTanh() const {
+    const std::string &approx = I.getString("approximation");
+    if (approx != "tanh" && approx != "erf")
+      fail("approximation must be \"tanh\" or \"erf\", got \"" + approx +
+           "\"");
+    return approx == "tanh";
+  }
 
-  void family(); ///< the checks of I's opcode family
+  void family(); ///< the checks of I's OpFamily
   void embedding();
   void add();
   void reduceTo();
@@ -101,8 +129,6 @@ public:
 
 void Checker::embedding() {
   const bool grad = I.op == Opcode::EmbeddingGrad;
-  numIns(2);
-  numOuts(1);
   const Buffer &t = grad ? out(0) : in(0);
   if (t.shape.size() != 2)
     fail(std::string(grad ? "dtable" : "table") + " '" + t.name +
@@ -114,8 +140,6 @@ void Checker::embedding() {
 }
 
 void Checker::add() {
-  numIns(2);
-  numOuts(1);
   const Buffer &a = in(0), &b = in(1);
   if (!broadcastable(a.shape, b.shape))
     fail("cannot broadcast '" + b.name + "' " + shapeStr(b.shape) + " to '" +
@@ -125,8 +149,6 @@ void Checker::add() {
 }
 
 void Checker::reduceTo() {
-  numIns(1);
-  numOuts(1);
   const Buffer &x = in(0), &o = out(0);
   if (!broadcastable(x.shape, o.shape))
     fail("output '" + o.name + "' " + shapeStr(o.shape) +
@@ -135,8 +157,6 @@ void Checker::reduceTo() {
 
 void Checker::linear() {
   const bool fwd = I.op == Opcode::Linear;
-  numIns(2, fwd ? 3 : 2);
-  numOuts(1);
   d.transW = flag("transpose_w");
   const bool tw = d.transW;
   const Buffer &w = I.op == Opcode::LinearGradWeight ? out(0) : in(1);
@@ -172,8 +192,6 @@ void Checker::linear() {
 }
 
 void Checker::batchMatmul() {
-  numIns(2);
-  numOuts(1);
   const Buffer &a = in(0), &b = in(1);
   if (a.shape.size() < 3 || b.shape.size() != a.shape.size())
     fail("operands must have equal rank >= 3, got " + shapeStr(a.shape) +
@@ -199,8 +217,6 @@ void Checker::batchMatmul() {
 
 void Checker::layerNorm() {
   const bool withRstd = I.op == Opcode::InvertibleLayerNorm;
-  numIns(3);
-  numOuts(withRstd ? 2 : 1);
   rowsOf(in(0), "x");
   count(in(1), d.cols, "gamma");
   count(in(2), d.cols, "beta");
@@ -214,8 +230,6 @@ void Checker::layerNorm() {
 void Checker::layerNormGrad() {
   const bool fromOutput = I.op == Opcode::LayerNormGradFromOutput;
   const size_t base = fromOutput ? 5 : 3;
-  numIns(base, base + 1);
-  numOuts(3);
   rowsOf(in(1), fromOutput ? "y" : "x");
   count(in(0), d.n, "dy");
   count(in(2), d.cols, "gamma");
@@ -223,20 +237,14 @@ void Checker::layerNormGrad() {
     count(in(3), d.cols, "beta");
     count(in(4), d.rows, "rstd");
   }
-  const bool dres = I.inputs.size() == base + 1;
-  // LayerNormGrad looked at the residual gradient before the outputs.
-  if (dres && !fromOutput)
+  if (I.inputs.size() == base + 1)
     count(in(base), d.n, "residual gradient");
   count(out(0), d.n, "dx");
   count(out(1), d.cols, "dgamma");
   count(out(2), d.cols, "dbeta");
-  if (dres && fromOutput)
-    count(in(base), d.n, "residual gradient");
 }
 
 void Checker::biasDropoutAddLayerNorm() {
-  numIns(5);
-  numOuts(3);
   rowsOf(in(0), "input");
   count(in(1), d.cols, "bias");
   count(in(2), d.n, "residual");
@@ -250,13 +258,7 @@ void Checker::biasDropoutAddLayerNorm() {
 
 void Checker::gelu() {
   const bool grad = I.op == Opcode::GeluGrad;
-  numIns(grad ? 2 : 1);
-  numOuts(1);
-  const std::string approx =
-      I.has("approximation") ? I.getString("approximation") : "tanh";
-  if (approx != "tanh" && approx != "erf" && approx != "none")
-    fail("approximation must be \"tanh\" or \"erf\", got \"" + approx + "\"");
-  d.tanh = approx == "tanh";
+  d.tanh = geluIsTanh();
   d.n = in(0).numElements();
   count(out(0), d.n, "output");
   if (grad)
@@ -264,8 +266,6 @@ void Checker::gelu() {
 }
 
 void Checker::dropout() {
-  numIns(1);
-  numOuts(1);
   d.n = in(0).numElements();
   count(out(0), d.n, "output");
   rate();
@@ -281,8 +281,6 @@ void Checker::biasOps() {
   const size_t ins = I.op == Opcode::BiasGelu          ? 2
                      : I.op == Opcode::DropoutBiasGrad ? 1
                                                        : 3;
-  numIns(ins);
-  numOuts(grad ? 2 : 1);
   rowsOf(in(0), "input");
   if (I.op == Opcode::BiasGeluGrad) {
     count(in(1), d.n, "x");
@@ -295,8 +293,8 @@ void Checker::biasOps() {
   count(out(0), d.n, "output");
   if (grad)
     count(out(1), d.cols, "bias gradient");
-  if (geluOp) // unlike Gelu's, anything but "erf" is the tanh form
-    d.tanh = I.getString("approximation") != "erf";
+  if (geluOp)
+    d.tanh = geluIsTanh();
   else
     rate();
 }
@@ -304,21 +302,15 @@ void Checker::biasOps() {
 void Checker::heads() {
   const bool split = I.op != Opcode::MergeHeads;
   const bool biased = I.op == Opcode::BiasSplitHeads;
-  if (split) {
-    numIns(biased ? 2 : 1);
-    if (I.outputs.empty())
-      fail("expects at least one output");
-  } else {
-    numOuts(1);
-    if (I.inputs.empty())
-      fail("expects at least one input");
-  }
   const Buffer &x = split ? in(0) : out(0);
   const int64_t parts = d.parts =
       int64_t(split ? I.outputs.size() : I.inputs.size());
   if (x.shape.size() != 3)
     fail("'" + x.name + "' must be [B,T,P*H*D], got " + shapeStr(x.shape));
-  const int64_t H = d.H = I.getInt("num_heads");
+  // MergeHeads reads the head count off its parts [B, H, T, D].
+  const int64_t H = d.H = split ? I.getInt("num_heads")
+                          : in(0).shape.size() == 4 ? in(0).shape[1]
+                                                    : 0;
   d.B = x.shape[0];
   d.T = x.shape[1];
   const int64_t W = d.cols = x.shape[2];
@@ -338,12 +330,6 @@ void Checker::heads() {
 void Checker::concatSplit() {
   const bool concat = I.op == Opcode::Concat;
   const size_t pieces = concat ? I.inputs.size() : I.outputs.size();
-  if (concat)
-    numOuts(1);
-  else
-    numIns(1);
-  if (pieces == 0)
-    fail("expects at least one piece");
   const Buffer &whole = concat ? out(0) : in(0);
   const int64_t axis = I.getInt("axis");
   if (axis < 0 || axis >= int64_t(whole.shape.size()))
@@ -376,8 +362,6 @@ void Checker::softmax() {
       op == Opcode::SoftmaxGrad || op == Opcode::SoftmaxDropoutGrad;
   const bool drop =
       op == Opcode::SoftmaxDropout || op == Opcode::SoftmaxDropoutGrad;
-  numIns(op == Opcode::SoftmaxDropoutGrad ? 3 : grad ? 2 : 1);
-  numOuts(op == Opcode::SoftmaxDropout ? 2 : 1);
   const Buffer &x = in(grad ? 1 : 0);
   rowsOf(x, drop ? "scores" : grad ? "y" : "x");
   d.tq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
@@ -396,8 +380,6 @@ void Checker::softmax() {
 /// [B, H, T].
 void Checker::attention() {
   const bool grad = I.op == Opcode::AttentionGrad;
-  numIns(grad ? 6 : 3);
-  numOuts(grad ? 3 : 2);
   const Buffer &q = in(grad ? 1 : 0);
   if (q.shape.size() != 4)
     fail("q '" + q.name + "' must be [B,H,T,D], got " + shapeStr(q.shape));
@@ -416,8 +398,6 @@ void Checker::attention() {
 /// labels) -> dlogits.
 void Checker::crossEntropy() {
   const bool grad = I.op == Opcode::CrossEntropyGrad;
-  numIns(grad ? 3 : 2);
-  numOuts(1);
   const size_t li = grad ? 1 : 0;
   rowsOf(in(li), "logits");
   count(in(li + 1), d.rows, "labels");
@@ -430,8 +410,6 @@ void Checker::crossEntropy() {
 }
 
 void Checker::mlmMask() {
-  numIns(1);
-  numOuts(2);
   d.n = in(0).numElements();
   count(out(0), d.n, "inputs");
   count(out(1), d.n, "labels");
@@ -440,27 +418,16 @@ void Checker::mlmMask() {
     fail("vocab_size must be positive, got " + std::to_string(vocab));
 }
 
-/// Adam/Lamb(param, grad, exp_avg, exp_avg_sq, lr, step, gscale[, skip])
-/// -> param, exp_avg, exp_avg_sq; Sgd(param, grad, momentum_buffer, lr,
-/// step, gscale[, skip]) -> param, momentum_buffer.
+/// Optimizers (see Ops.def): param, grad, one state tensor per output
+/// after the param, then lr, step, gscale[, skip]; outputs param and the
+/// states updated (in place or not).
 void Checker::optimizer() {
-  const bool sgd = I.op == Opcode::Sgd;
-  const size_t tensors = sgd ? 3 : 4;
-  numIns(tensors + 3, tensors + 4);
-  numOuts(tensors - 1);
+  const size_t tensors = size_t(opInfo(I.op).minOuts) + 1;
   d.n = in(0).numElements();
-  if (sgd) {
-    count(in(1), d.n, "grad");
-    count(in(2), d.n, "momentum_buffer");
-  } else {
-    for (size_t k = 1; k < 4; ++k)
-      count(in(k), d.n, k == 1 ? "grad" : "state");
-  }
-  // The state outputs are the state inputs updated (in place or not).
-  const char *outs[] = {"param", sgd ? "momentum_buffer" : "exp_avg",
-                        "exp_avg_sq"};
+  for (size_t k = 1; k < tensors; ++k)
+    count(in(k), d.n, k == 1 ? "grad" : "state");
   for (size_t k = 0; k + 1 < tensors; ++k)
-    count(out(k), d.n, outs[k]);
+    count(out(k), d.n, k == 0 ? "param" : "state");
   if (I.inputs.size() == tensors + 4)
     count(in(tensors + 3), 1, "skip");
   count(in(tensors), 1, "lr");
@@ -468,11 +435,9 @@ void Checker::optimizer() {
   count(in(tensors + 2), 1, "gscale");
 }
 
-/// lr is required where the schedule is in units of it (constant, cosine),
-/// total_num_steps where it decays.
 void Checker::lrSchedule() {
   LrScheduleAttrs &s = d.schedule;
-  const std::string kind = I.has("kind") ? I.getString("kind") : "constant";
+  const std::string &kind = I.getString("kind");
   if (kind == "constant")
     s.kind = LrScheduleAttrs::Constant;
   else if (kind == "WarmupLR")
@@ -483,29 +448,18 @@ void Checker::lrSchedule() {
     s.kind = LrScheduleAttrs::WarmupCosineLR;
   else
     fail("unknown schedule kind '" + kind + "'");
-  const std::string warmupType =
-      I.has("warmup_type") ? I.getString("warmup_type") : "log";
+  const std::string &warmupType = I.getString("warmup_type");
   if (warmupType != "log" && warmupType != "linear")
     fail("unknown warmup_type '" + warmupType + "' (expected log or linear)");
   s.logWarmup = warmupType == "log";
-  auto optional = [&](const char *name, double &v) {
-    if (I.has(name))
-      v = I.getFloat(name);
-  };
-  optional("lr", s.lr);
-  optional("warmup_min_lr", s.warmupMinLr);
-  optional("warmup_max_lr", s.warmupMaxLr);
-  optional("warmup_min_ratio", s.warmupMinRatio);
-  optional("cos_min_ratio", s.cosMinRatio);
-  if (I.has("warmup_num_steps"))
-    s.warmupNumSteps = I.getInt("warmup_num_steps");
-  if (I.has("total_num_steps"))
-    s.totalNumSteps = I.getInt("total_num_steps");
+  s.lr = I.getFloat("lr");
+  s.warmupMinLr = I.getFloat("warmup_min_lr");
+  s.warmupMaxLr = I.getFloat("warmup_max_lr");
+  s.warmupMinRatio = I.getFloat("warmup_min_ratio");
+  s.cosMinRatio = I.getFloat("cos_min_ratio");
+  s.warmupNumSteps = I.getInt("warmup_num_steps");
+  s.totalNumSteps = I.getInt("total_num_steps");
   const bool cosine = s.kind == LrScheduleAttrs::WarmupCosineLR;
-  if (s.kind == LrScheduleAttrs::Constant || cosine)
-    s.lr = I.getFloat("lr");
-  if (s.kind == LrScheduleAttrs::WarmupDecayLR || cosine)
-    s.totalNumSteps = I.getInt("total_num_steps");
   // DeepSpeed warms up over max(2, warmup_num_steps) and divides the cosine
   // phase by what is left.
   const int64_t warmup = std::max<int64_t>(2, s.warmupNumSteps);
@@ -520,39 +474,28 @@ void Checker::scalarOp() {
   switch (I.op) {
   case Opcode::GlobalNorm:
   case Opcode::CheckFinite: // any number of inputs
-    numOuts(1);
     count(out(0), 1, "output");
     return;
   case Opcode::ClipCoefficient:
-    numIns(1);
-    numOuts(1);
     count(out(0), 1, "output");
     count(in(0), 1, "norm");
     return;
   case Opcode::LrSchedule:
-    numIns(1);
-    numOuts(1);
     count(out(0), 1, "output");
     count(in(0), 1, "step");
     lrSchedule();
     return;
   case Opcode::LossScale:
-    numIns(1);
-    numOuts(1);
     count(in(0), 3, "state");
     count(out(0), 1, "output");
     return;
   case Opcode::UnscaleClip:
-    numIns(2);
-    numOuts(2);
     count(out(0), 1, "grad_scale");
     count(out(1), 1, "norm");
     count(in(0), 1, "scaled_norm");
     count(in(1), 1, "scale");
     return;
   case Opcode::UpdateLossScale:
-    numIns(2);
-    numOuts(1);
     count(in(0), 3, "state");
     count(out(0), 3, "new_state");
     if (I.getInt("scale_window") < 1 || I.getInt("hysteresis") < 1)
@@ -567,13 +510,9 @@ void Checker::scalarOp() {
 /// Fill, Iota, Copy, RoundToHalf, AllReduce.
 void Checker::other() {
   if (I.op == Opcode::Fill || I.op == Opcode::Iota) {
-    numIns(0);
-    numOuts(1);
     d.n = out(0).numElements();
     return;
   }
-  numIns(1);
-  numOuts(1);
   d.n = in(0).numElements();
   if (I.op == Opcode::RoundToHalf) {
     const std::string format = I.getString("format");
@@ -581,7 +520,7 @@ void Checker::other() {
       fail("format must be \"f16\" or \"bf16\", got \"" + format + "\"");
     d.bf16 = format == "bf16";
   } else if (I.op == Opcode::AllReduce) {
-    const std::string op = I.has("op") ? I.getString("op") : "sum";
+    const std::string &op = I.getString("op");
     if (op != "sum" && op != "mean")
       fail("op must be \"sum\" or \"mean\", got \"" + op + "\"");
     d.mean = op == "mean";
@@ -590,104 +529,78 @@ void Checker::other() {
 }
 
 void Checker::family() {
-  switch (I.op) {
-  case Opcode::Fill:
-  case Opcode::Iota:
-  case Opcode::Copy:
-  case Opcode::RoundToHalf:
-  case Opcode::AllReduce:
+  switch (opInfo(I.op).family) {
+  case OpFamily::Init:
+  case OpFamily::Copy:
+  case OpFamily::Convert:
+  case OpFamily::Collective:
     other();
     return;
-  case Opcode::Embedding:
-  case Opcode::EmbeddingGrad:
+  case OpFamily::Embedding:
     embedding();
     return;
-  case Opcode::Add:
+  case OpFamily::Add:
     add();
     return;
-  case Opcode::ReduceTo:
+  case OpFamily::ReduceTo:
     reduceTo();
     return;
-  case Opcode::Linear:
-  case Opcode::LinearGradInput:
-  case Opcode::LinearGradWeight:
+  case OpFamily::Linear:
     linear();
     return;
-  case Opcode::BatchMatmul:
+  case OpFamily::BatchMatmul:
     batchMatmul();
     return;
-  case Opcode::LayerNorm:
-  case Opcode::InvertibleLayerNorm:
+  case OpFamily::Norm:
     layerNorm();
     return;
-  case Opcode::LayerNormGrad:
-  case Opcode::LayerNormGradFromOutput:
+  case OpFamily::NormGrad:
     layerNormGrad();
     return;
-  case Opcode::BiasDropoutAddLayerNorm:
+  case OpFamily::ResidualNorm:
     biasDropoutAddLayerNorm();
     return;
-  case Opcode::Gelu:
-  case Opcode::GeluGrad:
+  case OpFamily::Gelu:
     gelu();
     return;
-  case Opcode::Dropout:
+  case OpFamily::Dropout:
     dropout();
     return;
-  case Opcode::BiasGelu:
-  case Opcode::BiasGeluGrad:
-  case Opcode::BiasDropoutAdd:
-  case Opcode::DropoutBiasGrad:
+  case OpFamily::Bias:
     biasOps();
     return;
-  case Opcode::SplitHeads:
-  case Opcode::BiasSplitHeads:
-  case Opcode::MergeHeads:
+  case OpFamily::Heads:
     heads();
     return;
-  case Opcode::Concat:
-  case Opcode::Split:
+  case OpFamily::ConcatSplit:
     concatSplit();
     return;
-  case Opcode::Softmax:
-  case Opcode::SoftmaxGrad:
-  case Opcode::SoftmaxDropout:
-  case Opcode::SoftmaxDropoutGrad:
+  case OpFamily::Softmax:
     softmax();
     return;
-  case Opcode::Attention:
-  case Opcode::AttentionGrad:
+  case OpFamily::Attention:
     attention();
     return;
-  case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad:
+  case OpFamily::CrossEntropy:
     crossEntropy();
     return;
-  case Opcode::MlmMask:
+  case OpFamily::MlmMask:
     mlmMask();
     return;
-  case Opcode::Adam:
-  case Opcode::Lamb:
-  case Opcode::Sgd:
+  case OpFamily::Optimizer:
     optimizer();
     return;
-  case Opcode::GlobalNorm:
-  case Opcode::CheckFinite:
-  case Opcode::ClipCoefficient:
-  case Opcode::LrSchedule:
-  case Opcode::LossScale:
-  case Opcode::UnscaleClip:
-  case Opcode::UpdateLossScale:
+  case OpFamily::Scalar:
     scalarOp();
     return;
   }
-  throw Error("unknown opcode " + std::to_string(int(I.op)));
 }
 
 } // namespace
 
 InstrDims checkInstr(const Program &P, const Instr &I) {
   Checker c(P, I);
+  c.contract();
   c.family();
   // The families look at the operands they size things by; the backends
   // index the others too (e.g. GlobalNorm's inputs).

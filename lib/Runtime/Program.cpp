@@ -35,63 +35,35 @@ const char *dtypeName(DType t) {
   return "?";
 }
 
+namespace {
+std::vector<OpInfo> buildOpTable() {
+  std::vector<OpInfo> table;
+#define DSC_OP(Name, MlirOp, Family, Route, Folds, MinIns, MaxIns, MinOuts,   \
+               MaxOuts)                                                        \
+  table.push_back({Opcode::Name, #Name, MlirOp, OpFamily::Family,              \
+                   OpRoute::Route, Folds, MinIns, MaxIns, MinOuts, MaxOuts,    \
+                   {}});
+#define DSC_ATTR(Name, Attr, Kind)                                             \
+  table.back().attrs.push_back({#Attr, AttrKind::Kind});
+#include "dsc/Runtime/Ops.def"
+  return table;
+}
+} // namespace
+
+const std::vector<OpInfo> &allOps() {
+  static const std::vector<OpInfo> table = buildOpTable();
+  return table;
+}
+
+const OpInfo &opInfo(Opcode op) {
+  const std::vector<OpInfo> &table = allOps();
+  if (size_t(op) >= table.size())
+    throw Error("invalid opcode " + std::to_string(int(op)));
+  return table[size_t(op)];
+}
+
 const char *opcodeName(Opcode op) {
-  switch (op) {
-#define DSC_OPNAME(X)                                                          \
-  case Opcode::X:                                                              \
-    return #X;
-    DSC_OPNAME(Fill)
-    DSC_OPNAME(Iota)
-    DSC_OPNAME(Embedding)
-    DSC_OPNAME(Add)
-    DSC_OPNAME(Linear)
-    DSC_OPNAME(LayerNorm)
-    DSC_OPNAME(InvertibleLayerNorm)
-    DSC_OPNAME(Gelu)
-    DSC_OPNAME(Dropout)
-    DSC_OPNAME(BiasGelu)
-    DSC_OPNAME(BiasDropoutAdd)
-    DSC_OPNAME(BiasDropoutAddLayerNorm)
-    DSC_OPNAME(SplitHeads)
-    DSC_OPNAME(MergeHeads)
-    DSC_OPNAME(BiasSplitHeads)
-    DSC_OPNAME(Concat)
-    DSC_OPNAME(Split)
-    DSC_OPNAME(BatchMatmul)
-    DSC_OPNAME(Softmax)
-    DSC_OPNAME(SoftmaxDropout)
-    DSC_OPNAME(Attention)
-    DSC_OPNAME(CrossEntropy)
-    DSC_OPNAME(MlmMask)
-    DSC_OPNAME(ReduceTo)
-    DSC_OPNAME(EmbeddingGrad)
-    DSC_OPNAME(LinearGradInput)
-    DSC_OPNAME(LinearGradWeight)
-    DSC_OPNAME(LayerNormGrad)
-    DSC_OPNAME(LayerNormGradFromOutput)
-    DSC_OPNAME(GeluGrad)
-    DSC_OPNAME(BiasGeluGrad)
-    DSC_OPNAME(DropoutBiasGrad)
-    DSC_OPNAME(SoftmaxGrad)
-    DSC_OPNAME(SoftmaxDropoutGrad)
-    DSC_OPNAME(AttentionGrad)
-    DSC_OPNAME(CrossEntropyGrad)
-    DSC_OPNAME(Copy)
-    DSC_OPNAME(GlobalNorm)
-    DSC_OPNAME(ClipCoefficient)
-    DSC_OPNAME(RoundToHalf)
-    DSC_OPNAME(CheckFinite)
-    DSC_OPNAME(LossScale)
-    DSC_OPNAME(UnscaleClip)
-    DSC_OPNAME(UpdateLossScale)
-    DSC_OPNAME(LrSchedule)
-    DSC_OPNAME(Adam)
-    DSC_OPNAME(Lamb)
-    DSC_OPNAME(Sgd)
-    DSC_OPNAME(AllReduce)
-#undef DSC_OPNAME
-  }
-  return "<invalid opcode>";
+  return size_t(op) < allOps().size() ? opInfo(op).name : "<invalid opcode>";
 }
 
 namespace {

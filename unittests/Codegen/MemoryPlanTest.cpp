@@ -308,12 +308,14 @@ TEST(MemoryPlanRuntime, PlannedRunIsBitIdenticalAndPeakMatches) {
   fillInputs(planned, s);
   backend->run(planned, planned.function("step"), s, RngContext{});
 
-  for (size_t id = 0; id < plain.buffers.size(); ++id)
-    if (plain.buffers[id].role == BufferRole::Output)
+  for (size_t id = 0; id < plain.buffers.size(); ++id) {
+    if (plain.buffers[id].role == BufferRole::Output) {
       EXPECT_EQ(std::memcmp(ps.data(int(id)), s.data(int(id)),
                             plain.buffers[id].bytes()),
                 0)
           << plain.buffers[id].name;
+    }
+  }
 
   // Measured peak 1: the highest arena byte handed to the backend.
   EXPECT_EQ(s.arenaHighWater(), size_t(planned.arenaBytes));

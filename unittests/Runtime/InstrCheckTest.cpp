@@ -47,9 +47,11 @@ TEST(InstrCheck, WrongElementCountAndBadId) {
   Check c;
   int x = c.buf({2, 4}), bad = c.buf({5});
   Instr gelu = instr(Opcode::Gelu, {x}, {bad});
+  gelu.attrs["approximation"] = std::string("tanh");
   EXPECT_EQ(c.error(gelu),
             "Gelu: output 'b1' [5] has 5 elements, expected 8");
-  EXPECT_EQ(c.error(instr(Opcode::Gelu, {x}, {7})),
+  gelu.outputs = {7};
+  EXPECT_EQ(c.error(gelu),
             "Gelu: buffer id 7 out of range (program has 2 buffers)");
 }
 
@@ -58,6 +60,7 @@ TEST(InstrCheck, BadRate) {
   int x = c.buf({8}), y = c.buf({8});
   Instr drop = instr(Opcode::Dropout, {x}, {y});
   drop.attrs["rate"] = 1.0;
+  drop.attrs["stream"] = int64_t(3);
   EXPECT_EQ(c.error(drop), "Dropout: rate must be in [0, 1), got 1.000000");
   drop.attrs["rate"] = 0.25;
   EXPECT_EQ(c.error(drop), "");
@@ -80,14 +83,46 @@ TEST(InstrCheck, DerivedSizes) {
   int q = c.buf({2, 3, 4, 8}), k = c.buf({2, 3, 4, 8}), v = c.buf({2, 3, 4, 8}),
       o = c.buf({2, 3, 4, 8}), lse = c.buf({2, 3, 4});
   Instr att = instr(Opcode::Attention, {q, k, v}, {o, lse});
-  att.attrs["rate"] = 0.1;
+  att.attrs = {{"scale", 0.5}, {"causal", int64_t(1)}, {"rate", 0.1},
+               {"stream", int64_t(0)}};
   d = checkInstr(c.prog, att);
   EXPECT_EQ(d.BH, 6);
   EXPECT_EQ(d.T, 4);
   EXPECT_EQ(d.D, 8);
   EXPECT_DOUBLE_EQ(d.rate, 0.1);
   Instr wrongLse = instr(Opcode::Attention, {q, k, v}, {o, o});
-  wrongLse.attrs["rate"] = 0.0;
+  wrongLse.attrs = att.attrs;
   EXPECT_EQ(c.error(wrongLse), "Attention: output 'b7' [2,3,4,8] has 192 "
                                "elements, expected 24");
+}
+
+TEST(InstrCheck, AttributesAsTheOpTableStatesThem) {
+  Check c;
+  int x = c.buf({8}), y = c.buf({8});
+  Instr drop = instr(Opcode::Dropout, {x}, {y});
+  drop.attrs["rate"] = 0.5;
+  EXPECT_EQ(c.error(drop), "Dropout: missing attribute 'stream'");
+  drop.attrs["stream"] = 0.5;
+  EXPECT_EQ(c.error(drop), "Dropout: attribute 'stream' must be an int");
+  drop.attrs["stream"] = int64_t(2);
+  drop.attrs["scale"] = 2.0;
+  EXPECT_EQ(c.error(drop), "Dropout: unknown attribute 'scale'");
+  drop.attrs.erase("scale");
+  drop.attrs["rate"] = int64_t(0); // a Float attribute accepts an integer
+  EXPECT_EQ(c.error(drop), "");
+}
+
+TEST(InstrCheck, OperandCountsOfVariadicOpcodes) {
+  Check c;
+  int x = c.buf({2, 3, 8});
+  Instr split = instr(Opcode::SplitHeads, {x}, {});
+  split.attrs["num_heads"] = int64_t(2);
+  EXPECT_EQ(c.error(split), "SplitHeads: expects at least 1 outputs, got 0");
+}
+
+TEST(InstrCheck, EveryOpcodeHasItsTableRow) {
+  for (size_t k = 0; k < allOps().size(); ++k) {
+    EXPECT_EQ(size_t(allOps()[k].op), k);
+    EXPECT_STREQ(opcodeName(Opcode(k)), allOps()[k].name);
+  }
 }

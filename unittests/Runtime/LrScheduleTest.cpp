@@ -32,10 +32,10 @@ std::map<std::string, AttrValue> warmup(const std::string &kind,
 } // namespace
 
 TEST(LrSchedule, Constant) {
-  EXPECT_FLOAT_EQ(lrAt(1, {{"kind", std::string("constant")}, {"lr", 3e-4}}),
-                  3e-4f);
-  EXPECT_FLOAT_EQ(lrAt(999, {{"kind", std::string("constant")}, {"lr", 3e-4}}),
-                  3e-4f);
+  std::map<std::string, AttrValue> at = warmup("constant", "log");
+  at["lr"] = 3e-4;
+  EXPECT_FLOAT_EQ(lrAt(1, at), 3e-4f);
+  EXPECT_FLOAT_EQ(lrAt(999, at), 3e-4f);
 }
 
 TEST(LrSchedule, WarmupLRLog) {

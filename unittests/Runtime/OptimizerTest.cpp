@@ -184,12 +184,15 @@ TEST(Lamb, MatchesDeepSpeedFormula) {
       coeff = refLamb(p, m, v, g, 0.25, double(0.02f), s, c.wd, c.bc, c.maxc,
                       c.minc);
     }
-    if (idx == 2)
+    if (idx == 2) {
       EXPECT_EQ(coeff, 0.5);
-    if (idx == 3)
+    }
+    if (idx == 3) {
       EXPECT_EQ(coeff, 0.9);
-    if (idx == 4)
+    }
+    if (idx == 4) {
       EXPECT_EQ(coeff, 1.0);
+    }
     for (int64_t i = 0; i < n; ++i)
       EXPECT_NEAR(o.h.f(o.p)[i], p[size_t(i)], 1e-5 * (1 + std::fabs(p[size_t(i)])))
           << "case " << idx << " i " << i;

@@ -1,8 +1,9 @@
 //===- InstrCheck.h - Operand checks of one instruction ---------*- C++ -*-===//
 //
 // checkInstr validates what every backend must agree on before it runs or
-// compiles an instruction: operand counts, buffer ids, element counts,
-// ranks, shape agreement and attribute ranges. It returns the sizes the
+// compiles an instruction: operand counts and attributes as Ops.def states
+// them, buffer ids, element counts, ranks, shape agreement and attribute
+// ranges. It returns the sizes the
 // kernels run over. What is a backend's own stays there: the CPU backend
 // checks dtypes as it takes typed pointers, the CUDA emitter checks storage
 // types and aliasing after buffer folding.
@@ -20,16 +21,16 @@
 
 namespace dsc::rt {
 
-/// An LrSchedule's attributes, DeepSpeed's defaults filled in
-/// (deepspeed/runtime/lr_schedules.py).
+/// An LrSchedule's attributes (every one is on the instruction; their
+/// defaults are DeepSpeed's, applied where the config is read).
 struct LrScheduleAttrs {
   /// In the order the CUDA device library numbers them.
   enum Kind { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
   Kind kind = Constant;
   bool logWarmup = true; ///< warmup_type "log", else "linear"
-  double lr = 0, warmupMinLr = 0, warmupMaxLr = 0.001;
-  int64_t warmupNumSteps = 1000, totalNumSteps = 0;
-  double warmupMinRatio = 0, cosMinRatio = 0.0001;
+  double lr = 0, warmupMinLr = 0, warmupMaxLr = 0;
+  int64_t warmupNumSteps = 0, totalNumSteps = 0;
+  double warmupMinRatio = 0, cosMinRatio = 0;
 };
 
 /// The sizes of a checked instruction. Only the fields its opcode family

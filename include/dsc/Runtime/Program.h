@@ -64,81 +64,51 @@ struct Buffer {
   size_t bytes() const { return size_t(numElements()) * dtypeSize(dtype); }
 };
 
+/// The runtime opcodes, one per entry of Ops.def (whose header comment says
+/// what the table holds); the semantics of each are those of the dsc op it
+/// lowers from (include/dsc/Dialect/DscOps.td).
 enum class Opcode {
-  // Forward.
-  Fill,           ///< out[...] = attr "value" (f32 or i32 buffer)
-  Iota,           ///< out[i] = start + i * step (i32)
-  Embedding,      ///< in: table[V,C], ids[...]; out[..., C] = table[ids]
-  Add,            ///< in: a, b (b broadcast numpy-style to a's shape); out = a+b
-  Linear,         ///< in: x[...,K], w[K,N] (or [N,K] if transpose_w), [bias[N]]
-  LayerNorm,      ///< in: x[...,C], gamma[C], beta[C]; attr epsilon
-  InvertibleLayerNorm, ///< LayerNorm with a second output: rstd[...] (1/std)
-  Gelu,           ///< in: x; attr approximation = "tanh" | "erf"
-  Dropout,        ///< in: x; attrs rate, stream; Philox mask, scale 1/(1-rate)
-  BiasGelu,       ///< in: x[...,N], bias[N]; attr approximation: gelu(x+b)
-  BiasDropoutAdd, ///< in: x[...,N], bias[N], res; attrs rate, stream:
-                  ///< res + dropout(x + b) with Dropout's mask
-  BiasDropoutAddLayerNorm, ///< in: x[...,C], bias[C], res, gamma[C], beta[C];
-                           ///< attrs rate, stream, epsilon; outs: sum =
-                           ///< BiasDropoutAdd(x, bias, res), LayerNorm(sum),
-                           ///< rstd[...] (as InvertibleLayerNorm)
-  SplitHeads,     ///< in: x[B,T,P*H*D]; outs: P tensors [B,H,T,D]; attr num_heads
-  MergeHeads,     ///< ins: P tensors [B,H,T,D]; out: [B,T,P*H*D]
-  BiasSplitHeads, ///< in: x[B,T,P*H*D], bias[P*H*D]; outs: P x [B,H,T,D] of
-                  ///< x + bias; attr num_heads
-  Concat,         ///< ins: pieces; out: their concatenation along attr axis
-  Split,          ///< in: x; outs: pieces along attr axis (sizes from outs)
-  BatchMatmul,    ///< in: a, b (rank>=3, same batch dims); attrs transpose_a,
-                  ///< transpose_b, alpha: out = alpha * op(a) @ op(b)
-  Softmax,        ///< in: x[..., Tq, Tk]; attrs scale, causal: softmax over the
-                  ///< last dim of scale*x with keys j > i + (Tk-Tq) masked out
-  SoftmaxDropout, ///< in: scores; attrs scale, causal, rate, stream; outs:
-                  ///< dropout(softmax), softmax (Dropout's mask)
-  Attention,      ///< in: q, k, v [B,H,T,D]; attrs scale, causal, rate,
-                  ///< stream; outs: out [B,H,T,D] = SoftmaxDropout(scores)
-                  ///< @ v (its mask over the [B,H,T,T] probabilities),
-                  ///< lse [B,H,T] of the scaled, masked scores
-  CrossEntropy,   ///< in: logits[..., V], labels[...] (i32); attr ignore_index;
-                  ///< out: scalar mean NLL over labels != ignore_index
-  MlmMask,        ///< in: ids[...]; outs: inputs, labels; attrs mask_prob,
-                  ///< mask_token_id, vocab_size, stream (80/10/10 rule)
-  // Backward.
-  ReduceTo,       ///< in: x; out: sum of x over the dims broadcast by Add
-  EmbeddingGrad,  ///< in: ids[...], dy[...,C]; out: dtable[V,C] (scatter-add)
-  LinearGradInput,  ///< in: dy[...,N], w; attr transpose_w; out: dx[...,K]
-  LinearGradWeight, ///< in: x[...,K], dy[...,N]; attr transpose_w; out: dw
-  LayerNormGrad,  ///< in: dy, x, gamma, [dres]; attr epsilon; outs: dx,
-                  ///< dgamma, dbeta (dx includes the optional dres)
-  LayerNormGradFromOutput, ///< in: dy, y, gamma, beta, rstd, [dres]; outs:
-                           ///< dx, dgamma, dbeta (x_hat = (y - beta) / gamma;
-                           ///< dx includes the optional dres)
-  GeluGrad,       ///< in: dy, x; attr approximation; out: dx
-  BiasGeluGrad,   ///< in: dy, x, bias; attr approximation; outs: dx, dbias
-  DropoutBiasGrad, ///< in: dy; attrs rate, stream; outs: dropout(dy), its
-                   ///< sum over rows
-  SoftmaxGrad,    ///< in: dy, y; attr scale; out: dx = scale*y*(dy-sum(dy*y))
-  SoftmaxDropoutGrad, ///< in: dy, probs, dropped; attrs scale, rate: the mask is
-                      ///< dropped != 0 (see the TD);
-                      ///< SoftmaxGrad(Dropout(dy), probs)
-  AttentionGrad,  ///< in: dout, q, k, v, out, lse; Attention's attrs; outs:
-                  ///< dq, dk, dv (probabilities recomputed from the lse)
-  CrossEntropyGrad, ///< in: dloss (scalar), logits, labels; attr ignore_index
-  // Training step.
-  Copy,           ///< out = in
-  GlobalNorm,     ///< ins: any number of tensors; out: scalar sqrt(sum x^2)
-  ClipCoefficient, ///< in: norm; attr max_norm; out: min(1, max_norm/(norm+1e-6))
-  LrSchedule,     ///< in: step (i64 scalar); attrs: see LrSchedule in the TD
-  Adam,           ///< ins: p, g, m, v, lr, step, gscale; outs: p, m, v
-  Lamb,           ///< ins: p, g, m, v, lr, step, gscale; outs: p, m, v
-  Sgd,            ///< ins: p, g, buf, lr, step, gscale; outs: p, buf
-  AllReduce,      ///< in: x; out: reduction over the communicator; attr op
-  // Mixed precision (optimizer ops take an optional 8th/7th input: skip).
-  RoundToHalf,    ///< in: x; out: x rounded to attr format "f16" | "bf16"
-  CheckFinite,    ///< ins: tensors; out: 1.0 if any inf/NaN, else 0.0
-  LossScale,      ///< in: scaler state[3]; out: scale * attr multiplier
-  UnscaleClip,    ///< ins: scaled norm, scale; attr max_norm; outs: gscale, norm
-  UpdateLossScale, ///< ins: state[3], overflow; out: next state (see TD)
+#define DSC_OP(Name, ...) Name,
+#include "dsc/Runtime/Ops.def"
 };
+
+/// Operand-count bound of Ops.def meaning "no upper bound".
+constexpr int kAnyCount = -1;
+
+/// The shape checks and sizes an opcode shares with others (InstrCheck).
+enum class OpFamily {
+  Init, Copy, Convert, Collective, Embedding, Add, ReduceTo, Linear,
+  BatchMatmul, Norm, NormGrad, ResidualNorm, Gelu, Dropout, Bias, Heads,
+  ConcatSplit, Softmax, Attention, CrossEntropy, MlmMask, Optimizer, Scalar,
+};
+
+/// How the CUDA backend runs an opcode.
+enum class OpRoute { Kernel, Gemm, Copy, Collective, Optimizer };
+
+/// The type of an instruction attribute. Int holds booleans as 0/1; the
+/// enum kinds hold the name of one case of the dialect enum of that name.
+enum class AttrKind { Int, Float, String, GeluApproximation, HalfFormat };
+
+struct AttrSpec {
+  const char *name;
+  AttrKind kind;
+};
+
+/// One row of Ops.def.
+struct OpInfo {
+  Opcode op;
+  const char *name;   ///< "LayerNorm"
+  const char *mlirOp; ///< "layer_norm" (the dsc op), "" if none
+  OpFamily family;
+  OpRoute route;
+  bool foldsRounding;
+  int minIns, maxIns, minOuts, maxOuts; ///< max kAnyCount: unbounded
+  std::vector<AttrSpec> attrs;
+};
+
+const OpInfo &opInfo(Opcode op);
+/// Every opcode's row, in Opcode order.
+const std::vector<OpInfo> &allOps();
 
 const char *opcodeName(Opcode op);
 
