@@ -396,6 +396,35 @@ void emitLayerNorm(KernelSpec &s, const rt::InstrDims &d) {
                 {xs, g, be, y, rstd, flt(s.I.getFloat("epsilon"))}));
 }
 
+void emitRmsNorm(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t C = d.cols, rows = d.rows;
+  const std::string xs = s.in(0, "x"), w = s.in(1, "weight"),
+                    y = s.out(0, "y");
+  const RowConfig c = s.rowConfig(rows, C);
+  s.kernel(c.grid, c.block, {xs, w, y},
+           call("rmsNorm",
+                {s.T(xs), s.T(w), s.T(y), n(rows), n(C), rowArgs(c)},
+                {xs, w, y, flt(s.I.getFloat("epsilon"))}));
+}
+
+void emitRmsNormGrad(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t C = d.cols, rows = d.rows;
+  const std::string dy = s.in(0, "dy"), xs = s.in(1, "x"),
+                    w = s.in(2, "weight"), dx = s.out(0, "dx"),
+                    dw = s.out(1, "dweight");
+  const int64_t blocks = std::max<int64_t>(1, ceilDiv(rows, 32));
+  s.scratch(blocks * C * 4);
+  const std::string part = "static_cast<float *>(dsc_scratch)";
+  const RowConfig c = s.rowConfig(blocks, C);
+  s.kernel(c.grid, c.block, {dy, xs, w, dx, "dsc_scratch"},
+           call("rmsNormGradRows",
+                {s.T(dy), s.T(xs), s.T(w), s.T(dx), n(rows), n(C),
+                 rowArgs(c)},
+                {dy, xs, w, dx, part, flt(s.I.getFloat("epsilon"))}));
+  elementwise(s, C, {"dsc_scratch", dw},
+              call("columnSum", {s.T(dw), n(blocks), n(C), n(C)}, {part, dw}));
+}
+
 void emitBiasDropoutAddLayerNorm(KernelSpec &s, const rt::InstrDims &d) {
   const int64_t C = d.cols, rows = d.rows;
   const double rate = d.rate;
@@ -830,6 +859,10 @@ void emitKernel(KernelSpec &s) {
   case Opcode::LayerNormGrad:
   case Opcode::LayerNormGradFromOutput:
     return emitLayerNormGrad(s, d);
+  case Opcode::RmsNorm:
+    return emitRmsNorm(s, d);
+  case Opcode::RmsNormGrad:
+    return emitRmsNormGrad(s, d);
   case Opcode::Gelu:
   case Opcode::GeluGrad:
     return emitGelu(s, d);

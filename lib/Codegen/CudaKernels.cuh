@@ -914,6 +914,89 @@ __device__ void layerNormGradRows(const TD *dy, const TX *xOrY,
   storeRow<THREADS, ITEMS, VEC, C>(part, blk * 2 * C + C, lane, pb);
 }
 
+/// dsc.rms_norm (cpu::rmsNorm): rstd = 1 / sqrt(mean(x^2) + eps),
+/// y = (x * rstd) * w.
+template <typename TX, typename TW, typename TY, dsc_i64 ROWS, dsc_i64 C,
+          int THREADS, int ITEMS, int VEC>
+__device__ void rmsNorm(const TX *x, const TW *w, TY *y, float eps) {
+  const dsc_i64 r = rowIndex<THREADS>();
+  const int lane = rowLane<THREADS>();
+  if (r >= ROWS)
+    return;
+  float v[ITEMS][VEC];
+  loadRow<THREADS, ITEMS, VEC, C>(x, r * C, lane, v, 0.0f);
+  float q = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      q += v[k][l] * v[k][l];
+  const float rstd = 1.0f / sqrtf(rowSum<THREADS>(q) / float(C) + eps);
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const dsc_i64 c = (dsc_i64(k) * THREADS + lane) * VEC;
+    if (c >= C)
+      continue;
+    float g[VEC];
+    ldv<VEC>(w, c, g);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      v[k][l] = (v[k][l] * rstd) * g[l];
+  }
+  storeRow<THREADS, ITEMS, VEC, C>(y, r * C, lane, v);
+}
+
+/// dsc.rms_norm_grad (cpu::rmsNormGrad): blocks of 32 rows as
+/// layerNormGradRows; dx = rstd * (dy*w - x_hat * mean(dy*w*x_hat)) and the
+/// block's dw partial sums to part[blk, C], merged by columnSum.
+template <typename TD, typename TX, typename TW, typename TO, dsc_i64 ROWS,
+          dsc_i64 C, int THREADS, int ITEMS, int VEC>
+__device__ void rmsNormGradRows(const TD *dy, const TX *x, const TW *w,
+                                TO *dx, float *part, float eps) {
+  constexpr dsc_i64 blocks = (ROWS + kRowBlock - 1) / kRowBlock;
+  const dsc_i64 blk = rowIndex<THREADS>();
+  const int lane = rowLane<THREADS>();
+  if (blk >= blocks)
+    return;
+  float g[ITEMS][VEC], pw[ITEMS][VEC];
+  loadRow<THREADS, ITEMS, VEC, C>(w, 0, lane, g, 0.0f);
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      pw[k][l] = 0.0f;
+  const dsc_i64 r1 = (blk + 1) * kRowBlock < ROWS ? (blk + 1) * kRowBlock : ROWS;
+  for (dsc_i64 r = blk * kRowBlock; r < r1; ++r) {
+    float xv[ITEMS][VEC], d[ITEMS][VEC];
+    loadRow<THREADS, ITEMS, VEC, C>(x, r * C, lane, xv, 0.0f);
+    loadRow<THREADS, ITEMS, VEC, C>(dy, r * C, lane, d, 0.0f);
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        q += xv[k][l] * xv[k][l];
+    const float rstd = 1.0f / sqrtf(rowSum<THREADS>(q) / float(C) + eps);
+    float sgx = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) {
+        const float xh = xv[k][l] * rstd;
+        sgx += d[k][l] * g[k][l] * xh;
+        pw[k][l] += d[k][l] * xh;
+      }
+    const float mgx = rowSum<THREADS>(sgx) / float(C);
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        d[k][l] = rstd * (d[k][l] * g[k][l] - xv[k][l] * rstd * mgx);
+    storeRow<THREADS, ITEMS, VEC, C>(dx, r * C, lane, d);
+  }
+  storeRow<THREADS, ITEMS, VEC, C>(part, blk * C, lane, pw);
+}
+
 /// dsc.bias_dropout_add_layer_norm (cpu::biasDropoutAddLayerNorm): sum =
 /// res + dropout(x + b) (dsc.bias_dropout_add's mask), then LayerNorm of the
 /// f32 row sum (not of its stored, possibly rounded, copy) with rstd out.

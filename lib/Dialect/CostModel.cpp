@@ -29,6 +29,7 @@ constexpr int64_t kDropoutFlops = 2;  // compare the Philox draw, scale
 constexpr int64_t kGeluFlops = 10;    // tanh or erf polynomial
 constexpr int64_t kSoftmaxFlops = 5;  // scale, max, exp, sum, divide
 constexpr int64_t kLayerNormFlops = 8;
+constexpr int64_t kRmsNormFlops = 5; // square, sum, scale, weight
 constexpr int64_t kCrossEntropyFlops = 5;
 constexpr int64_t kMaskFlops = 4;
 
@@ -95,6 +96,7 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<LayerNormOp, perInput<LayerNormOp, kLayerNormFlops>, false>(ctx);
     attach<InvertibleLayerNormOp,
            perInput<InvertibleLayerNormOp, kLayerNormFlops>, false>(ctx);
+    attach<RmsNormOp, perInput<RmsNormOp, kRmsNormFlops>, false>(ctx);
     attach<GeluOp, perResult<GeluOp, kGeluFlops>, true>(ctx);
     attach<DropoutOp, perResult<DropoutOp, kDropoutFlops>, true>(ctx);
     attach<SplitHeadsOp, zeroFlops<SplitHeadsOp>, true>(ctx);

@@ -186,6 +186,28 @@ LogicalResult LayerNormOp::verify() {
                      shapeOf(getInput()));
 }
 
+LogicalResult RmsNormOp::verify() {
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError("expects epsilon > 0");
+  if (failed(verifyNormParams(*this, getInput(), {getWeight()})))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError("expects epsilon > 0");
+  if (failed(verifyNormParams(*this, getInput(),
+                              {getWeight(), getWeightGrad()})))
+    return failure();
+  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getInput()))))
+    return failure();
+  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
+                     shapeOf(getInput()));
+}
+
 /// rstd holds one value per row of `input` ([..., C] -> [...]).
 static LogicalResult verifyRowStats(Operation *op, Value input, Value rstd) {
   ArrayRef<int64_t> x = shapeOf(input);

@@ -57,6 +57,16 @@ void LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[2] = grad.getBetaGrad();
 }
 
+void RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  auto grad = b.create<RmsNormGradOp>(getLoc(), getInput().getType(),
+                                      getWeight().getType(), resultGrads[0],
+                                      getInput(), getWeight(),
+                                      getEpsilonAttr());
+  operandGrads[0] = grad.getInputGrad();
+  operandGrads[1] = grad.getWeightGrad();
+}
+
 void GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads[0] =

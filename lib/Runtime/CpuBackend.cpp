@@ -253,6 +253,15 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
                        float(I.getFloat("epsilon")));
     return;
   }
+  case Opcode::RmsNorm:
+    cpu::rmsNorm(e.fin(0, "x"), e.fin(1, "weight"), e.fout(0, "output"),
+                 d.rows, d.cols, float(I.getFloat("epsilon")));
+    return;
+  case Opcode::RmsNormGrad:
+    cpu::rmsNormGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fin(2, "weight"),
+                     e.fout(0, "dx"), e.fout(1, "dweight"), d.rows, d.cols,
+                     float(I.getFloat("epsilon")));
+    return;
   case Opcode::BiasDropoutAddLayerNorm:
     cpu::biasDropoutAddLayerNorm(
         e.fin(0, "x"), e.fin(1, "bias"), e.fin(2, "residual"),

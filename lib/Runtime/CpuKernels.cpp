@@ -518,7 +518,73 @@ void layerNormGradRows(const float *dy, const float *gamma, const float *dres,
   }
 }
 
+/// Sums `part` ([blocks, C], one partial sum per 32-row block) over blocks
+/// in block order into `out`, so the result is independent of threads.
+void columnSums(const float *part, float *out, int64_t blocks, int64_t C) {
+  const int64_t cb = 64, slices = ceilDiv(C, cb);
+#pragma omp parallel for schedule(static) if (blocks * C > (1 << 14))
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t c0 = s * cb, c1 = std::min(C, c0 + cb);
+    for (int64_t c = c0; c < c1; ++c)
+      out[c] = 0.0f;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c)
+        out[c] += part[blk * C + c];
+    }
+  }
+}
+
+inline float rmsRstd(const float *x, int64_t C, float eps) {
+  float q = 0.0f;
+#pragma omp simd reduction(+ : q)
+  for (int64_t c = 0; c < C; ++c)
+    q += x[c] * x[c];
+  return 1.0f / std::sqrt(q / float(C) + eps);
+}
+
 } // namespace
+
+void rmsNorm(const float *x, const float *w, float *y, int64_t rows,
+             int64_t C, float eps) {
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * C;
+    float *yr = y + r * C;
+    const float rstd = rmsRstd(xr, C, eps);
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      yr[c] = (xr[c] * rstd) * w[c];
+  }
+}
+
+void rmsNormGrad(const float *dy, const float *x, const float *w, float *dx,
+                 float *dw, int64_t rows, int64_t C, float eps) {
+  const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
+  std::vector<float> part(size_t(blocks * C), 0.0f);
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    float *pw = part.data() + blk * C;
+    const int64_t r1 = std::min(rows, (blk + 1) * RB);
+    for (int64_t r = blk * RB; r < r1; ++r) {
+      const float *xr = x + r * C, *dyr = dy + r * C;
+      float *dxr = dx + r * C;
+      const float rstd = rmsRstd(xr, C, eps);
+      float sgx = 0.0f;
+#pragma omp simd reduction(+ : sgx)
+      for (int64_t c = 0; c < C; ++c) {
+        const float xh = xr[c] * rstd;
+        sgx += dyr[c] * w[c] * xh;
+        pw[c] += dyr[c] * xh;
+      }
+      const float mgx = sgx / float(C);
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        dxr[c] = rstd * (dyr[c] * w[c] - xr[c] * rstd * mgx);
+    }
+  }
+  columnSums(part.data(), dw, blocks, C);
+}
 
 void layerNormGrad(const float *dy, const float *x, const float *gamma,
                    const float *dres, float *dx, float *dgamma, float *dbeta,

@@ -77,6 +77,12 @@ void layerNormGradFromOutput(const float *dy, const float *y,
                              const float *rstd, const float *dres,
                              float *dx, float *dgamma, float *dbeta,
                              int64_t rows, int64_t C);
+/// RMSNorm: y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps).
+void rmsNorm(const float *x, const float *w, float *y, int64_t rows,
+             int64_t C, float eps);
+/// dx = rstd * (dy*w - x_hat * mean(dy*w*x_hat)), dw = sum_rows dy*x_hat.
+void rmsNormGrad(const float *dy, const float *x, const float *w, float *dx,
+                 float *dw, int64_t rows, int64_t C, float eps);
 void gelu(const float *x, float *y, int64_t n, bool tanhApprox);
 // Fused epilogues over [rows, N] with a bias [N]; bias gradients are summed
 // per 32-row block and merged in block order (thread-count independent).

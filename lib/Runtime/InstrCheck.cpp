@@ -105,8 +105,8 @@ public:
   void reduceTo();
   void linear();
   void batchMatmul();
-  void layerNorm();
-  void layerNormGrad();
+  void norm();
+  void normGrad();
   void biasDropoutAddLayerNorm();
   void gelu();
   void dropout();
@@ -215,19 +215,31 @@ void Checker::batchMatmul() {
   count(out(0), d.batch * d.M * d.N, "output");
 }
 
-void Checker::layerNorm() {
-  const bool withRstd = I.op == Opcode::InvertibleLayerNorm;
+/// LayerNorm(x, gamma, beta) -> y; InvertibleLayerNorm(x, gamma, beta) ->
+/// y, rstd; RmsNorm(x, weight) -> y.
+void Checker::norm() {
+  const bool rms = I.op == Opcode::RmsNorm;
   rowsOf(in(0), "x");
-  count(in(1), d.cols, "gamma");
-  count(in(2), d.cols, "beta");
+  count(in(1), d.cols, rms ? "weight" : "gamma");
+  if (!rms)
+    count(in(2), d.cols, "beta");
   count(out(0), d.n, "output");
-  if (withRstd)
+  if (I.op == Opcode::InvertibleLayerNorm)
     count(out(1), d.rows, "rstd");
 }
 
 /// LayerNormGrad: dy, x, gamma[, dres]; LayerNormGradFromOutput: dy, y,
-/// gamma, beta, rstd[, dres]. Outputs dx, dgamma, dbeta.
-void Checker::layerNormGrad() {
+/// gamma, beta, rstd[, dres]; both output dx, dgamma, dbeta. RmsNormGrad:
+/// dy, x, weight -> dx, dweight.
+void Checker::normGrad() {
+  if (I.op == Opcode::RmsNormGrad) {
+    rowsOf(in(1), "x");
+    count(in(0), d.n, "dy");
+    count(in(2), d.cols, "weight");
+    count(out(0), d.n, "dx");
+    count(out(1), d.cols, "dweight");
+    return;
+  }
   const bool fromOutput = I.op == Opcode::LayerNormGradFromOutput;
   const size_t base = fromOutput ? 5 : 3;
   rowsOf(in(1), fromOutput ? "y" : "x");
@@ -552,10 +564,10 @@ void Checker::family() {
     batchMatmul();
     return;
   case OpFamily::Norm:
-    layerNorm();
+    norm();
     return;
   case OpFamily::NormGrad:
-    layerNormGrad();
+    normGrad();
     return;
   case OpFamily::ResidualNorm:
     biasDropoutAddLayerNorm();

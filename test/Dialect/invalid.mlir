@@ -72,6 +72,30 @@ func.func @layer_norm_gamma(%x: tensor<2x24xf32>, %g: tensor<23xf32>) {
 
 // -----
 
+func.func @rms_norm_eps(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.rms_norm' op expects epsilon > 0}}
+  %0 = dsc.rms_norm %x, %w {epsilon = -1.0e-6 : f64} : (tensor<2x24xf32>, tensor<24xf32>) -> tensor<2x24xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<2x24xf32>, %w: tensor<12xf32>) {
+  // expected-error @+1 {{'dsc.rms_norm' op normalization parameter has shape [12], expected [24]}}
+  %0 = dsc.rms_norm %x, %w : (tensor<2x24xf32>, tensor<12xf32>) -> tensor<2x24xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_shapes(%dy: tensor<2x12xf32>, %x: tensor<2x24xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.rms_norm_grad' op gradient has shape [2, 12], expected [2, 24]}}
+  %0:2 = dsc.rms_norm_grad %dy, %x, %w : (tensor<2x12xf32>, tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
 func.func @dropout_rate(%x: tensor<4xf32>) {
   // expected-error @+1 {{'dsc.dropout' op expects rate in [0, 1), got 1.000000e+00}}
   %0 = dsc.dropout %x {rate = 1.0 : f64, stream = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>

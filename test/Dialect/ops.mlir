@@ -17,6 +17,10 @@ func.func @forward_ops(%ids: tensor<2x8xi32>, %wte: tensor<50x24xf32>,
   %h = dsc.add %tok, %pe : (tensor<2x8x24xf32>, tensor<8x24xf32>) -> tensor<2x8x24xf32>
   // CHECK: dsc.layer_norm {{.*}} {epsilon = 1.000000e-05 : f64}
   %n = dsc.layer_norm %h, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.rms_norm {{.*}} : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  %rn = dsc.rms_norm %h, %g : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  // CHECK: dsc.rms_norm_grad {{.*}} {epsilon = 1.000000e-05 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  %rdx, %rdw = dsc.rms_norm_grad %rn, %h, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
   // CHECK: dsc.linear {{.*}} : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<72xf32>) -> tensor<2x8x72xf32>
   %qkv = dsc.linear %n, %w, %b : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<72xf32>) -> tensor<2x8x72xf32>
   // CHECK: %[[QKV:.*]]:3 = dsc.split_heads {{.*}} {num_heads = 3 : i64}

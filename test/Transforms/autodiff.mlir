@@ -104,6 +104,24 @@ func.func @forward(%w: tensor<4x4xf32> {dsc.param = #dsc.param<"w", normal, 0.02
 
 // -----
 
+// RMSNorm: one dsc.rms_norm_grad gives the input and weight gradients.
+
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK: %[[N:.*]] = dsc.rms_norm %[[X:[^,]*]], %[[G:[^ ]*]] {epsilon = 1.000000e-05 : f64}
+// CHECK: %[[DN:.*]] = dsc.linear_grad_input
+// CHECK: %{{.*}}, %[[DG:.*]] = dsc.rms_norm_grad %[[DN]], %[[X]], %[[G]] {dsc.grad, epsilon = 1.000000e-05 : f64}
+// CHECK: return %{{.*}}, %{{.*}}, %[[DG]], %{{.*}} :
+func.func @forward(%g: tensor<4xf32> {dsc.param = #dsc.param<"g", ones, 0.0 : f64>},
+                   %w: tensor<4x4xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
+                   %x: tensor<2x4xf32>, %y: tensor<2xi32>) -> (tensor<f32>, tensor<2x4xf32>) {
+  %n = dsc.rms_norm %x, %g {epsilon = 1.0e-5 : f64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %l = dsc.linear %n, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %loss = dsc.cross_entropy %l, %y : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  return %loss, %l : tensor<f32>, tensor<2x4xf32>
+}
+
+// -----
+
 // expected-error @+1 {{dsc-autodiff: result #0 of @forward must be the scalar loss tensor<f32>}}
 func.func @forward(%w: tensor<4xf32> {dsc.param = #dsc.param<"w", zeros, 0.0 : f64>}) -> tensor<4xf32> {
   return %w : tensor<4xf32>

@@ -1,5 +1,5 @@
-// LayerNorm and Softmax forward against naive loops, backward against finite
-// differences.
+// LayerNorm, RMSNorm and Softmax forward against naive loops, backward
+// against finite differences.
 #include "TestUtil.h"
 
 #include <cmath>
@@ -175,4 +175,63 @@ TEST(Softmax, InPlaceAndLongRows) {
     sum += h.f(x)[k];
   }
   EXPECT_NEAR(sum, 3.0, 1e-5);
+}
+
+TEST(RmsNorm, ForwardMatchesNaive) {
+  const int64_t R = 37, C = 100;
+  const double eps = 1e-6;
+  Harness h;
+  int x = h.buf({R, C}), w = h.buf({C}), y = h.buf({R, C});
+  h.alloc();
+  auto xv = uniform(size_t(R * C), 40, -3, 5), wv = uniform(size_t(C), 41);
+  h.set(x, xv);
+  h.set(w, wv);
+  h.run(Opcode::RmsNorm, {x, w}, {y}, {{"epsilon", eps}});
+  for (int64_t r = 0; r < R; ++r) {
+    double ms = 0;
+    for (int64_t c = 0; c < C; ++c)
+      ms += std::pow(double(xv[size_t(r * C + c)]), 2);
+    ms /= C;
+    for (int64_t c = 0; c < C; ++c) {
+      double want =
+          xv[size_t(r * C + c)] / std::sqrt(ms + eps) * wv[size_t(c)];
+      ASSERT_NEAR(h.f(y)[r * C + c], want, 2e-5 * (1 + std::fabs(want)));
+    }
+  }
+}
+
+// 70 rows: more than two 32-row partial-sum blocks for dweight.
+TEST(RmsNorm, GradMatchesFiniteDifferences) {
+  const int64_t R = 70, C = 8;
+  const double eps = 1e-5;
+  Harness h;
+  int x = h.buf({R, C}), w = h.buf({C}), y = h.buf({R, C});
+  int dy = h.buf({R, C}), dx = h.buf({R, C}), dw = h.buf({C});
+  h.alloc();
+  h.set(x, uniform(size_t(R * C), 42, -2, 2));
+  h.set(w, uniform(size_t(C), 43, 0.5, 1.5));
+  h.set(dy, uniform(size_t(R * C), 44));
+  h.run(Opcode::RmsNormGrad, {dy, x, w}, {dx, dw}, {{"epsilon", eps}});
+  auto loss = [&] {
+    h.run(Opcode::RmsNorm, {x, w}, {y}, {{"epsilon", eps}});
+    return dot(h.f(dy), h.f(y), R * C);
+  };
+  auto nx = numericGrad(h.f(x), R * C, loss, 1e-2f);
+  auto nw = numericGrad(h.f(w), C, loss, 1e-2f);
+  for (int64_t k = 0; k < R * C; ++k)
+    EXPECT_NEAR(h.f(dx)[k], nx[size_t(k)], 5e-3) << k;
+  for (int64_t k = 0; k < C; ++k)
+    EXPECT_NEAR(h.f(dw)[k], nw[size_t(k)], 1e-2) << k;
+}
+
+TEST(RmsNorm, RejectsWrongWeight) {
+  Harness h;
+  int x = h.buf({4, 8}), w = h.buf({7}), y = h.buf({4, 8});
+  try {
+    h.run(Opcode::RmsNorm, {x, w}, {y}, {{"epsilon", 1e-6}});
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(),
+                 "RmsNorm: weight 'b1' [7] has 7 elements, expected 8");
+  }
 }

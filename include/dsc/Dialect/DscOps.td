@@ -106,6 +106,18 @@ def Dsc_LayerNormOp : Dsc_DiffOp<"layer_norm"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+def Dsc_RmsNormOp : Dsc_DiffOp<"rms_norm"> {
+  let summary = "RMSNorm over the last dimension (LLaMA)";
+  let description = [{
+    `y = x * rsqrt(mean(x^2) + epsilon) * weight` per row of the last
+    dimension, computed in f32 as Hugging Face's LlamaRMSNorm does (no mean
+    subtraction, no bias).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_GeluOp : Dsc_DiffOp<"gelu"> {
   let summary = "GELU, tanh approximation (gelu_new) or exact erf (gelu)";
   let arguments = (ins Dsc_FloatTensor:$input,
@@ -359,6 +371,20 @@ def Dsc_LayerNormGradOp : Dsc_Op<"layer_norm_grad"> {
                        F64Attr:$epsilon);
   let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
                       Dsc_FloatTensor:$beta_grad);
+}
+
+def Dsc_RmsNormGradOp : Dsc_Op<"rms_norm_grad"> {
+  let summary = "Gradients of dsc.rms_norm w.r.t. input and weight";
+  let description = [{
+    With `x_hat = x * rstd` and `g = grad * weight`:
+    `input_grad = rstd * (g - x_hat * mean(g * x_hat))` per row and
+    `weight_grad = sum over rows of grad * x_hat` (rstd recomputed from x).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
+                       Dsc_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs Dsc_FloatTensor:$input_grad,
+                      Dsc_FloatTensor:$weight_grad);
 }
 
 def Dsc_InvertibleLayerNormOp : Dsc_Op<"invertible_layer_norm"> {
