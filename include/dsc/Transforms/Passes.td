@@ -243,7 +243,11 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
     Option<"warmupType", "warmup-type", "std::string", "\"log\"", "log | linear">,
     Option<"warmupMinRatio", "warmup-min-ratio", "double", "0.0", "">,
     Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001", "">,
-    // fp16 loss scaling (ds fp16.*); see lib/Transforms/LossScaling.cpp.
+    // fp16 loss scaling (DeepSpeed's fp16.*), built in
+    // lib/Transforms/BuildTrainStep.cpp from the ops of
+    // lib/Dialect/MixedPrecisionOps.cpp: dsc.loss_scale seeds @micro_step's
+    // loss gradient; @apply_step checks (dsc.check_finite), unscales
+    // (dsc.unscale_clip) and updates the scale (dsc.update_loss_scale).
     Option<"fp16", "fp16", "bool", "false",
            "Scale the loss, skip steps whose gradients overflow">,
     Option<"lossScale", "loss-scale", "double", "0.0",
