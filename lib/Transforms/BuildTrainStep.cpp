@@ -78,7 +78,7 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
     return RankedTensorType::get({3}, Float32Type::get(&getContext()));
   }
   SmallVector<StateKind> stateKinds() const {
-    if (optimizer == "sgd")
+    if (optimizer == TrainStepOptimizer::Sgd)
       return {StateKind::momentum};
     return {StateKind::exp_avg, StateKind::exp_avg_sq};
   }
@@ -87,10 +87,6 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
 } // namespace
 
 LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
-  if (optimizer != "adam" && optimizer != "adamw" && optimizer != "lamb" &&
-      optimizer != "sgd")
-    return anchor->emitError("dsc-build-train-step: unknown optimizer '")
-           << optimizer << "' (expected adam, adamw, lamb or sgd)";
   if (gradAccum < 1)
     return anchor->emitError("dsc-build-train-step: grad-accum must be >= 1");
   if (gradClip < 0)
@@ -304,9 +300,11 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   auto f = [&](double v) { return b.getF64FloatAttr(v); };
   auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
   Value lrValue = b.create<LrScheduleOp>(
-      loc, f32Scalar, step, b.getStringAttr(schedule), f(lr), f(warmupMinLr),
-      f(warmupMaxLr), i64(warmupNumSteps), i64(totalNumSteps),
-      b.getStringAttr(warmupType), f(warmupMinRatio), f(cosMinRatio));
+      loc, f32Scalar, step,
+      b.getStringAttr(stringifyTrainStepSchedule(schedule)), f(lr),
+      f(warmupMinLr), f(warmupMaxLr), i64(warmupNumSteps), i64(totalNumSteps),
+      b.getStringAttr(stringifyTrainStepWarmup(warmupType)), f(warmupMinRatio),
+      f(cosMinRatio));
 
   SmallVector<Value> newParams;
   SmallVector<SmallVector<Value>> newState(kinds.size());
@@ -315,13 +313,13 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
     // Biases and norm weights are not decayed.
     double wd = params[i].type.getRank() >= 2 ? double(weightDecay) : 0.0;
     Value p = arg(0, i), g = grads[i];
-    if (optimizer == "sgd") {
+    if (optimizer == TrainStepOptimizer::Sgd) {
       auto op = b.create<SgdOp>(loc, TypeRange{t, t}, p, g, arg(2, i), lrValue,
                                 step, scale, f(momentum), f(dampening), f(wd),
                                 b.getBoolAttr(nesterov), skip);
       newParams.push_back(op.getNewParam());
       newState[0].push_back(op.getNewMomentumBuffer());
-    } else if (optimizer == "lamb") {
+    } else if (optimizer == TrainStepOptimizer::Lamb) {
       auto op = b.create<LambOp>(loc, TypeRange{t, t, t}, p, g, arg(2, i),
                                  arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
                                  f(eps), f(wd), b.getBoolAttr(biasCorrection),
@@ -333,7 +331,7 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
       auto op = b.create<AdamOp>(loc, TypeRange{t, t, t}, p, g, arg(2, i),
                                  arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
                                  f(eps), f(wd),
-                                 b.getBoolAttr(optimizer == "adamw"),
+                                 b.getBoolAttr(optimizer == TrainStepOptimizer::AdamW),
                                  b.getBoolAttr(biasCorrection), skip);
       newParams.push_back(op.getNewParam());
       newState[0].push_back(op.getNewExpAvg());

@@ -28,11 +28,6 @@ struct MemoryReportPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (format != "table" && format != "json") {
-      module.emitError("dsc-memory-report: format must be table or json, got '")
-          << format << "'";
-      return signalPassFailure();
-    }
     FailureOr<::dsc::rt::Program> program = ::dsc::lowerToProgram(module);
     if (failed(program))
       return signalPassFailure();
@@ -43,8 +38,9 @@ struct MemoryReportPass
       return signalPassFailure();
     }
     ::dsc::MemoryReport report = ::dsc::reportMemory(*program, plan);
-    llvm::outs() << (format == "json" ? ::dsc::formatMemoryJson(report)
-                                      : ::dsc::formatMemoryTable(report));
+    llvm::outs() << (format == mlir::dsc::MemoryReportFormat::Json
+                         ? ::dsc::formatMemoryJson(report)
+                         : ::dsc::formatMemoryTable(report));
     llvm::outs().flush();
     markAllAnalysesPreserved();
   }

@@ -47,12 +47,7 @@ struct MixedPrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<HalfFormat> format = symbolizeHalfFormat(dtype);
-    if (!format) {
-      module.emitError("dsc-mixed-precision: unknown dtype '")
-          << dtype << "' (expected f16 or bf16)";
-      return signalPassFailure();
-    }
+    HalfFormat format = dtype;
     auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
     if (!micro || micro.isExternal() || !micro.getBody().hasOneBlock()) {
       module.emitError("dsc-mixed-precision: no @micro_step with one block; "
@@ -73,7 +68,7 @@ struct MixedPrecisionPass
     }
 
     auto round = [&](OpBuilder &b, Value v) -> Value {
-      auto op = b.create<RoundToHalfOp>(v.getLoc(), v.getType(), v, *format);
+      auto op = b.create<RoundToHalfOp>(v.getLoc(), v.getType(), v, format);
       if (Operation *def = v.getDefiningOp())
         for (StringRef name : {kGradAttrName, kLayerAttrName})
           if (Attribute attr = def->getAttr(name))

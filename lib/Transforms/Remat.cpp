@@ -217,21 +217,15 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (policy != "none" && policy != "deepspeed" && policy != "budget") {
-      module.emitError("dsc-remat: policy must be none, deepspeed or budget, "
-                       "got '")
-          << policy << "'";
-      return signalPassFailure();
-    }
-    if (policy == "budget" && budgetBytes <= 0) {
+    if (policy == RematPolicy::Budget && budgetBytes <= 0) {
       module.emitError("dsc-remat: policy=budget needs budget-bytes > 0, got ")
           << budgetBytes.getValue();
       return signalPassFailure();
     }
-    if (policy != "deepspeed" && (gelu || attnDropout || perLayer)) {
+    if (policy != RematPolicy::DeepSpeed && (gelu || attnDropout || perLayer)) {
       module.emitError("dsc-remat: gelu, attn-dropout and per-layer belong to "
                        "policy=deepspeed, got policy=")
-          << policy.getValue();
+          << stringifyRematPolicy(policy);
       return signalPassFailure();
     }
     auto fn = module.lookupSymbol<func::FuncOp>(function);
@@ -240,7 +234,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
           << function.getValue() << " to rematerialise";
       return signalPassFailure();
     }
-    if (policy == "none")
+    if (policy == RematPolicy::None)
       return;
     exposeFusedResults(fn);
 
@@ -250,7 +244,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     for (const Candidate &c : a.candidates)
       if (selectedByFlags(c))
         chosen.insert(c.op);
-    if (policy == "budget" && failed(solveBudget(module, a, chosen)))
+    if (policy == RematPolicy::Budget && failed(solveBudget(module, a, chosen)))
       return signalPassFailure();
     applyRemat(fn, a, chosen);
     foldExposures(fn);

@@ -1,6 +1,18 @@
-//===- TrainPipeline.cpp - The --dsc-train-pipeline pass pipeline ---------===//
+//===- TrainPipeline.cpp - The training pass pipeline ---------------------===//
 //
-// forward graph -> training step: autodiff, then build-train-step.
+// forward graph -> training step, as one function both tools run: dsc-run
+// fills TrainingPipelineOptions from the model and DeepSpeed configs, dsc-opt
+// registers it as --dsc-train-pipeline. Order:
+//
+//   forward-graph fusions (qkv, bias-gelu, bias-dropout-add,
+//     residual-layer-norm, attention, softmax-dropout)
+//   -dsc-autodiff, -dsc-build-train-step
+//   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (last: it rounds what
+//     the other passes built)
+//
+// -dsc-fuse-attention runs before -dsc-fuse-softmax-dropout: it takes the
+// whole softmax chain, so the softmax + dropout fusion sees only the
+// attentions it left (it matches the chain after that fusion as well).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,20 +24,80 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-void mlir::dsc::buildTrainPipeline(OpPassManager &pm,
-                                   const TrainPipelineOptions &opts) {
+void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
+                                      const TrainingPipelineOptions &o) {
+  if (o.fuseQkv)
+    pm.addPass(createDscFuseQkv());
+  if (o.fuseBiasGelu)
+    pm.addPass(createDscFuseBiasGelu());
+  if (o.fuseBiasDropoutAdd)
+    pm.addPass(createDscFuseBiasDropoutAdd());
+  if (o.fuseResidualLayerNorm)
+    pm.addPass(createDscFuseResidualLayerNorm());
+  if (o.fuseAttention)
+    pm.addPass(createDscFuseAttention());
+  if (o.fuseSoftmaxDropout)
+    pm.addPass(createDscFuseSoftmaxDropout());
+
   pm.addPass(createDscAutodiff());
   DscBuildTrainStepOptions step;
-  step.optimizer = opts.optimizer;
-  step.lr = opts.lr;
-  step.gradAccum = opts.gradAccum;
-  step.gradClip = opts.gradClip;
+  step.optimizer = o.optimizer;
+  step.lr = o.lr;
+  step.beta1 = o.beta1;
+  step.beta2 = o.beta2;
+  step.eps = o.eps;
+  step.weightDecay = o.weightDecay;
+  step.biasCorrection = o.biasCorrection;
+  step.maxCoeff = o.maxCoeff;
+  step.minCoeff = o.minCoeff;
+  step.momentum = o.momentum;
+  step.dampening = o.dampening;
+  step.nesterov = o.nesterov;
+  step.gradClip = o.gradClip;
+  step.gradAccum = o.gradAccum;
+  step.schedule = o.schedule;
+  step.warmupMinLr = o.warmupMinLr;
+  step.warmupMaxLr = o.warmupMaxLr;
+  step.warmupNumSteps = o.warmupNumSteps;
+  step.totalNumSteps = o.totalNumSteps;
+  step.warmupType = o.warmupType;
+  step.warmupMinRatio = o.warmupMinRatio;
+  step.cosMinRatio = o.cosMinRatio;
+  step.fp16 = o.fp16;
+  step.lossScale = o.lossScale;
+  step.initialScalePower = o.initialScalePower;
+  step.lossScaleWindow = o.lossScaleWindow;
+  step.hysteresis = o.hysteresis;
+  step.minLossScale = o.minLossScale;
+  step.consecutiveHysteresis = o.consecutiveHysteresis;
   pm.addPass(createDscBuildTrainStep(step));
+
+  if (o.invertible)
+    pm.addPass(createDscInvertible());
+  if (o.remat != RematPolicy::None) {
+    DscRematOptions remat;
+    remat.policy = o.remat;
+    remat.gelu = o.rematGelu;
+    remat.attnDropout = o.rematAttnDropout;
+    remat.perLayer = o.rematPerLayer;
+    remat.budgetBytes = o.rematBudgetBytes;
+    remat.recomputeCheap = o.rematRecomputeCheap;
+    pm.addPass(createDscRemat(remat));
+  }
+  if (o.mixedPrecision != TrainingPrecision::None) {
+    DscMixedPrecisionOptions precision;
+    precision.dtype = o.mixedPrecision == TrainingPrecision::F16
+                          ? HalfFormat::f16
+                          : HalfFormat::bf16;
+    pm.addPass(createDscMixedPrecision(precision));
+  }
 }
 
-void mlir::dsc::registerTrainPipeline() {
-  PassPipelineRegistration<TrainPipelineOptions>(
+void mlir::dsc::registerTrainingPipeline() {
+  PassPipelineRegistration<TrainingPipelineOptions>(
       "dsc-train-pipeline",
-      "Build the training step: -dsc-autodiff, -dsc-build-train-step",
-      buildTrainPipeline);
+      "Build the training step: the chosen fusions, -dsc-autodiff, "
+      "-dsc-build-train-step, then -dsc-invertible, -dsc-remat and "
+      "-dsc-mixed-precision as chosen",
+      buildTrainingPipeline);
 }

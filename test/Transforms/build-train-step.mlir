@@ -2,7 +2,11 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGD
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb weight-decay=0.01" | FileCheck %s --check-prefix=LAMB
 // RUN: dsc-opt %s --dsc-train-pipeline="optimizer=adam grad-accum=2" | FileCheck %s --check-prefix=PIPE
+// Choices are enum options: the option parser rejects a bad one.
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=schedule=OneCycle" 2>&1 | FileCheck %s --check-prefix=BADSCHED
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=warmup-type=cosine" 2>&1 | FileCheck %s --check-prefix=BADWARMUP
+// RUN: not dsc-opt %s --dsc-train-pipeline="optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: not dsc-opt %s -dsc-build-train-step 2>&1 | FileCheck %s --check-prefix=NOGRAD
 
 // CHECK: module attributes {dsc.grad_accum = 4 : i64}
@@ -55,7 +59,9 @@
 // PIPE: dsc.fill {dsc.grad, value = 5.000000e-01 : f64} : () -> tensor<f32>
 // PIPE: dsc.adam {{.*}}adamw = false
 
-// BADOPT: error: dsc-build-train-step: unknown optimizer 'adagrad' (expected adam, adamw, lamb or sgd)
+// BADOPT: for the --optimizer option: Cannot find option named 'adagrad'!
+// BADSCHED: for the --schedule option: Cannot find option named 'OneCycle'!
+// BADWARMUP: for the --warmup-type option: Cannot find option named 'cosine'!
 // NOGRAD: error: dsc-build-train-step: no @forward_grad; run -dsc-autodiff first
 
 func.func @forward(%w: tensor<8x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},

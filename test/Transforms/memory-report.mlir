@@ -63,7 +63,7 @@
 // IR: dsc.gelu_grad tanh %{{.*}}, %{{.*}} {dsc.grad, dsc.layer = 0 : i64}
 // IR-LABEL: func.func @apply_step(
 
-// FORMAT: error: dsc-memory-report: format must be table or json, got 'xml'
+// FORMAT: for the --format option: Cannot find option named 'xml'!
 
 module {
   func.func @micro_step(

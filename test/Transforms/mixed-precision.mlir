@@ -62,7 +62,7 @@
 // FP32-NOT: round_to_half
 // FP32-NOT: check_finite
 
-// BADTYPE: error: dsc-mixed-precision: unknown dtype 'f8' (expected f16 or bf16)
+// BADTYPE: for the --dtype option: Cannot find option named 'f8'!
 // NOSTEP: error: dsc-mixed-precision: no @micro_step with one block; run -dsc-build-train-step first
 // BADOPT: error: dsc-build-train-step: fp16 needs loss-scale >= 0
 

@@ -7,7 +7,7 @@
 // RUN: not dsc-opt %s -dsc-remat="policy=budget" 2>&1 | FileCheck %s --check-prefix=ERR2
 // RUN: not dsc-opt %s -dsc-remat="policy=none gelu=true" 2>&1 | FileCheck %s --check-prefix=ERR3
 // RUN: not dsc-opt %s -dsc-remat="policy=deepspeed" 2>&1 | FileCheck %s --check-prefix=ERR4
-// ERR1: error: dsc-remat: policy must be none, deepspeed or budget, got 'all'
+// ERR1: for the --policy option: Cannot find option named 'all'!
 // ERR2: error: dsc-remat: policy=budget needs budget-bytes > 0, got 0
 // ERR3: error: dsc-remat: gelu, attn-dropout and per-layer belong to policy=deepspeed, got policy=none
 // ERR4: error: dsc-remat: no single-block function @micro_step to rematerialise

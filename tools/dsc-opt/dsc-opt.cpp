@@ -15,7 +15,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::dsc::DscDialect, mlir::func::FuncDialect>();
   mlir::dsc::registerDscPasses();
-  mlir::dsc::registerTrainPipeline();
+  mlir::dsc::registerTrainingPipeline();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   return mlir::asMainReturnCode(

@@ -51,32 +51,101 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
-const char *optimizerName(dsc::OptimizerType type) {
+mlir::dsc::TrainStepOptimizer optimizerChoice(dsc::OptimizerType type) {
   switch (type) {
   case dsc::OptimizerType::Adam:
-    return "adam";
+    return mlir::dsc::TrainStepOptimizer::Adam;
   case dsc::OptimizerType::AdamW:
-    return "adamw";
+    return mlir::dsc::TrainStepOptimizer::AdamW;
   case dsc::OptimizerType::Lamb:
-    return "lamb";
+    return mlir::dsc::TrainStepOptimizer::Lamb;
   case dsc::OptimizerType::SGD:
-    return "sgd";
+    return mlir::dsc::TrainStepOptimizer::Sgd;
   }
-  return "adamw";
+  llvm_unreachable("unknown optimizer type");
 }
 
-const char *scheduleName(dsc::SchedulerType type) {
+mlir::dsc::TrainStepSchedule scheduleChoice(dsc::SchedulerType type) {
   switch (type) {
   case dsc::SchedulerType::WarmupLR:
-    return "WarmupLR";
+    return mlir::dsc::TrainStepSchedule::WarmupLR;
   case dsc::SchedulerType::WarmupDecayLR:
-    return "WarmupDecayLR";
+    return mlir::dsc::TrainStepSchedule::WarmupDecayLR;
   case dsc::SchedulerType::WarmupCosineLR:
-    return "WarmupCosineLR";
+    return mlir::dsc::TrainStepSchedule::WarmupCosineLR;
   case dsc::SchedulerType::None:
-    break;
+    return mlir::dsc::TrainStepSchedule::Constant;
   }
-  return "constant";
+  llvm_unreachable("unknown scheduler type");
+}
+
+/// dsc.remat.policy, which the config reader has checked.
+mlir::dsc::RematPolicy rematChoice(const std::string &policy) {
+  if (policy == "deepspeed")
+    return mlir::dsc::RematPolicy::DeepSpeed;
+  if (policy == "budget")
+    return mlir::dsc::RematPolicy::Budget;
+  if (policy == "none")
+    return mlir::dsc::RematPolicy::None;
+  throw dsc::rt::Error("dsc.remat.policy: unknown policy \"" + policy + "\"");
+}
+
+/// The training pipeline `train` asks for.
+void fillPipelineOptions(const dsc::TrainConfig &train,
+                         mlir::dsc::TrainingPipelineOptions &p) {
+  const dsc::FusionConfig &fusion = train.fusion;
+  p.fuseQkv = fusion.qkv;
+  p.fuseBiasGelu = fusion.biasGelu;
+  p.fuseBiasDropoutAdd = fusion.biasDropoutAdd;
+  p.fuseResidualLayerNorm = fusion.biasDropoutAdd && fusion.residualLayerNorm;
+  p.fuseAttention = fusion.attention;
+  p.fuseSoftmaxDropout = fusion.softmaxDropout;
+
+  const dsc::OptimizerConfig &o = train.optimizer;
+  p.optimizer = optimizerChoice(o.type);
+  p.lr = o.lr;
+  p.beta1 = o.beta1;
+  p.beta2 = o.beta2;
+  p.eps = o.eps;
+  p.weightDecay = o.weightDecay;
+  p.biasCorrection = o.biasCorrection;
+  p.maxCoeff = o.maxCoeff;
+  p.minCoeff = o.minCoeff;
+  p.momentum = o.momentum;
+  p.dampening = o.dampening;
+  p.nesterov = o.nesterov;
+  p.gradClip = train.gradClip;
+  p.gradAccum = train.gradAccum;
+  const dsc::SchedulerConfig &s = train.scheduler;
+  p.schedule = scheduleChoice(s.type);
+  p.warmupMinLr = s.warmupMinLr;
+  p.warmupMaxLr = s.warmupMaxLr;
+  p.warmupNumSteps = s.warmupNumSteps;
+  p.totalNumSteps = s.totalNumSteps;
+  p.warmupType = s.warmupLog ? mlir::dsc::TrainStepWarmup::Log
+                             : mlir::dsc::TrainStepWarmup::Linear;
+  p.warmupMinRatio = s.warmupMinRatio;
+  p.cosMinRatio = s.cosMinRatio;
+  const dsc::MixedPrecisionConfig &mp = train.precision;
+  p.fp16 = mp.fp16;
+  p.lossScale = mp.lossScale;
+  p.initialScalePower = mp.initialScalePower;
+  p.lossScaleWindow = mp.lossScaleWindow;
+  p.hysteresis = mp.hysteresis;
+  p.minLossScale = mp.minLossScale;
+  p.consecutiveHysteresis = mp.consecutiveHysteresis;
+
+  p.invertible = train.kernel.normalizeInvertible;
+  const dsc::RematConfig &r = train.remat;
+  p.remat = rematChoice(r.policy);
+  p.rematGelu = r.geluCheckpoint;
+  p.rematAttnDropout = r.attnDropoutCheckpoint;
+  p.rematPerLayer = r.perLayer;
+  p.rematBudgetBytes = r.memoryBudgetBytes;
+  p.rematRecomputeCheap = r.recomputeCheap;
+  p.mixedPrecision = mp.fp16   ? mlir::dsc::TrainingPrecision::F16
+                     : mp.bf16 ? mlir::dsc::TrainingPrecision::BF16
+                               : mlir::dsc::TrainingPrecision::None;
 }
 
 } // namespace
@@ -84,7 +153,7 @@ const char *scheduleName(dsc::SchedulerType type) {
 OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        const ModelConfig &model,
                                        const TrainConfig &train,
-                                       bool buildStep) {
+                                       bool buildStep, std::string *pipeline) {
   DiagnosticCapture diags(ctx);
   ImportOptions import;
   import.microBatch = train.microBatch;
@@ -97,82 +166,19 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
                      b.getI64IntegerAttr(train.stepsPerPrint));
-  if (!buildStep) {
-    if (mlir::failed(mlir::verify(*module)))
-      diags.fail("importing the model failed");
-    return module;
+  mlir::dsc::TrainingPipelineOptions options;
+  fillPipelineOptions(train, options);
+  auto pm = PassManager::on<ModuleOp>(&ctx);
+  mlir::dsc::buildTrainingPipeline(pm, options);
+  if (pipeline) {
+    pipeline->clear();
+    llvm::raw_string_ostream os(*pipeline);
+    pm.printAsTextualPipeline(os);
   }
-
-  const OptimizerConfig &o = train.optimizer;
-  const SchedulerConfig &s = train.scheduler;
-  mlir::dsc::DscBuildTrainStepOptions step;
-  step.optimizer = optimizerName(o.type);
-  step.lr = o.lr;
-  step.beta1 = o.beta1;
-  step.beta2 = o.beta2;
-  step.eps = o.eps;
-  step.weightDecay = o.weightDecay;
-  step.biasCorrection = o.biasCorrection;
-  step.maxCoeff = o.maxCoeff;
-  step.minCoeff = o.minCoeff;
-  step.momentum = o.momentum;
-  step.dampening = o.dampening;
-  step.nesterov = o.nesterov;
-  step.gradClip = train.gradClip;
-  step.gradAccum = train.gradAccum;
-  step.schedule = scheduleName(s.type);
-  step.warmupMinLr = s.warmupMinLr;
-  step.warmupMaxLr = s.warmupMaxLr;
-  step.warmupNumSteps = s.warmupNumSteps;
-  step.totalNumSteps = s.totalNumSteps;
-  step.warmupType = s.warmupLog ? "log" : "linear";
-  step.warmupMinRatio = s.warmupMinRatio;
-  step.cosMinRatio = s.cosMinRatio;
-  const MixedPrecisionConfig &mp = train.precision;
-  step.fp16 = mp.fp16;
-  step.lossScale = mp.lossScale;
-  step.initialScalePower = mp.initialScalePower;
-  step.lossScaleWindow = mp.lossScaleWindow;
-  step.hysteresis = mp.hysteresis;
-  step.minLossScale = mp.minLossScale;
-  step.consecutiveHysteresis = mp.consecutiveHysteresis;
-
-  PassManager pm(&ctx);
-  if (train.fusion.qkv)
-    pm.addPass(mlir::dsc::createDscFuseQkv());
-  if (train.fusion.biasGelu)
-    pm.addPass(mlir::dsc::createDscFuseBiasGelu());
-  if (train.fusion.biasDropoutAdd)
-    pm.addPass(mlir::dsc::createDscFuseBiasDropoutAdd());
-  if (train.fusion.biasDropoutAdd && train.fusion.residualLayerNorm)
-    pm.addPass(mlir::dsc::createDscFuseResidualLayerNorm());
-  // Attention first: it takes the whole softmax chain, so the softmax +
-  // dropout fusion only sees the attentions it left (when it is off). It
-  // matches the chain after that fusion too, for dsc-opt pipelines.
-  if (train.fusion.attention)
-    pm.addPass(mlir::dsc::createDscFuseAttention());
-  if (train.fusion.softmaxDropout)
-    pm.addPass(mlir::dsc::createDscFuseSoftmaxDropout());
-  pm.addPass(mlir::dsc::createDscAutodiff());
-  pm.addPass(mlir::dsc::createDscBuildTrainStep(step));
-  if (train.kernel.normalizeInvertible)
-    pm.addPass(mlir::dsc::createDscInvertible());
-  if (train.remat.policy != "none") {
-    mlir::dsc::DscRematOptions remat;
-    remat.policy = train.remat.policy;
-    remat.gelu = train.remat.geluCheckpoint;
-    remat.attnDropout = train.remat.attnDropoutCheckpoint;
-    remat.perLayer = train.remat.perLayer;
-    remat.budgetBytes = train.remat.memoryBudgetBytes;
-    remat.recomputeCheap = train.remat.recomputeCheap;
-    pm.addPass(mlir::dsc::createDscRemat(remat));
-  }
-  if (mp.fp16 || mp.bf16) { // last: rounds what the other passes built
-    mlir::dsc::DscMixedPrecisionOptions precision;
-    precision.dtype = mp.fp16 ? "f16" : "bf16";
-    pm.addPass(mlir::dsc::createDscMixedPrecision(precision));
-  }
-  if (mlir::failed(mlir::verify(*module)) || mlir::failed(pm.run(*module)))
+  if (mlir::failed(mlir::verify(*module)))
+    diags.fail(buildStep ? "compiling the training step failed"
+                         : "importing the model failed");
+  if (buildStep && mlir::failed(pm.run(*module)))
     diags.fail("compiling the training step failed");
   return module;
 }

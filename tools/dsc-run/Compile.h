@@ -16,13 +16,16 @@
 
 namespace dsc {
 
-/// Imports the model as @forward; with `buildStep`, also runs autodiff and
-/// build-train-step with the optimizer, schedule, clipping and accumulation
-/// of `train`.
-mlir::OwningOpRef<mlir::ModuleOp> compileStep(mlir::MLIRContext &ctx,
-                                              const ModelConfig &model,
-                                              const TrainConfig &train,
-                                              bool buildStep = true);
+/// Imports the model as @forward, with the module attributes dsc.seed and
+/// dsc.steps_per_print from `train`; with `buildStep`, also runs the training
+/// pipeline (mlir::dsc::buildTrainingPipeline) with the options `train` asks
+/// for. `pipeline`, if given, receives that pipeline as text
+/// (`builtin.module(...)`, as --pass-pipeline takes it), whether or not it
+/// runs: applied to the imported module it gives the step.
+mlir::OwningOpRef<mlir::ModuleOp>
+compileStep(mlir::MLIRContext &ctx, const ModelConfig &model,
+            const TrainConfig &train, bool buildStep = true,
+            std::string *pipeline = nullptr);
 
 /// Parses and verifies a step written by `dsc-run compile` or dsc-opt.
 mlir::OwningOpRef<mlir::ModuleOp> loadStep(mlir::MLIRContext &ctx,

@@ -2,7 +2,8 @@
 //
 //   dsc-run train --model M.json --config C.json --data D [options]
 //   dsc-run train step.mlir --data D [options]
-//   dsc-run compile --model M.json --config C.json [--seq-len T] -o step.mlir
+//   dsc-run compile --model M.json --config C.json [--seq-len T]
+//                   [--stage forward|step] [--print-pipeline] -o step.mlir
 //   dsc-run estimate --model M.json --config C.json [--memory-report F.json]
 //   dsc-run inspect --model M.json --config C.json --data D --out F.safetensors
 //   dsc-run demo [--steps N]
@@ -52,7 +53,8 @@ const char *kUsage =
     "  estimate --model M.json --config C.json [--seq-len T]\n"
     "          [--memory-report F.json]   plan the step's memory, run nothing\n"
     "  compile --model M.json --config C.json [--seq-len T]\n"
-    "          [--stage forward|step] -o STEP.mlir\n"
+    "          [--stage forward|step] [--print-pipeline] -o STEP.mlir\n"
+    "          --print-pipeline: the pass pipeline on stdout\n"
     "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
     "          [--init-from W.safetensors] --out DUMP.safetensors\n"
     "          [--backend auto|cpu|cuda]\n"
@@ -63,16 +65,24 @@ const char *kUsage =
     "          the CUDA backend against the CPU backend, kernel by kernel\n"
     "  devices  the GPUs the CUDA backend can use\n";
 
-/// Flags of one sub-command: `--name value` pairs and positional arguments.
+/// Flags of one sub-command: `--name value` pairs, `switches` (flags that
+/// take no value) and positional arguments.
 class Args {
 public:
   Args(const std::string &command, int argc, char **argv,
-       const std::set<std::string> &known)
+       const std::set<std::string> &known,
+       const std::set<std::string> &switches = {})
       : command(command) {
     for (int i = 0; i < argc; ++i) {
       std::string arg = argv[i];
       if (arg.rfind("-", 0) != 0) {
         positional.push_back(arg);
+        continue;
+      }
+      if (switches.count(arg)) {
+        if (!values.emplace(arg, "").second)
+          throw UsageError("dsc-run " + command + ": option '" + arg +
+                           "' given twice");
         continue;
       }
       if (!known.count(arg))
@@ -257,19 +267,33 @@ void writeText(const std::string &path, const std::string &text) {
 
 int cmdCompile(int argc, char **argv) {
   Args args("compile", argc, argv,
-            {"--model", "--config", "--seq-len", "--stage", "-o"});
+            {"--model", "--config", "--seq-len", "--stage", "-o"},
+            {"--print-pipeline"});
   std::string stage = args.getOr("--stage", "step");
   if (stage != "forward" && stage != "step")
     throw UsageError("dsc-run compile: --stage '" + stage +
                      "' is not one of forward, step");
   args.noPositional();
+  // The pipeline goes to stdout, so the module must not.
+  const bool printPipeline = args.has("--print-pipeline");
+  const std::string outPath = args.get("-o");
+  if (printPipeline && outPath == "-")
+    throw UsageError("dsc-run compile: --print-pipeline writes to stdout; "
+                     "give -o a file");
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
-  auto module = compileStep(ctx, c.model, c.train, stage == "step");
+  std::string pipeline;
+  auto module = compileStep(ctx, c.model, c.train, stage == "step",
+                            printPipeline ? &pipeline : nullptr);
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);
-  writeText(args.get("-o"), os.str());
+  os << "\n";
+  writeText(outPath, os.str());
+  // With --stage forward nothing ran: this is the pipeline that makes the
+  // step from the module just written.
+  if (printPipeline)
+    std::cout << pipeline << "\n";
   return 0;
 }
 
@@ -454,9 +478,9 @@ int cmdDemo(int argc, char **argv) {
   train.gradClip = 1.0;
   train.stepsPerPrint = 50;
   train.optimizer.type = OptimizerType::AdamW;
-  // At 1e-3 some seeds (5 and 7 of 1-8) were still on the loss plateau at
-  // ~1.9, not counting yet, after 1000 steps; at 5e-4 none of the 9 tried
-  // (1-8 and the default 42) were.
+  // 5e-4: at 1e-3 some training seeds (5 and 7 of 1-8) are still on the
+  // loss plateau at ~1.9, not counting yet, after 1000 steps; at 5e-4 all 9
+  // tried (1-8 and the default 42) get past it.
   train.optimizer.lr = 5e-4;
   train.optimizer.weightDecay = 0.01;
   train.scheduler.type = SchedulerType::WarmupDecayLR;

@@ -1,4 +1,10 @@
 //===- Passes.h - dsc passes -----------------------------------*- C++ -*-===//
+//
+// The dsc passes (declared in Passes.td), the choices their options name, and
+// the training pipeline that dsc-run compiles with and dsc-opt registers as
+// --dsc-train-pipeline.
+//
+//===----------------------------------------------------------------------===//
 #ifndef DSC_TRANSFORMS_PASSES_H
 #define DSC_TRANSFORMS_PASSES_H
 
@@ -10,30 +16,256 @@
 
 namespace mlir::dsc {
 
+//===----------------------------------------------------------------------===//
+// Choices named by pass options (their spellings are the `llvm::cl::values`
+// of Passes.td, so a bad value is rejected by the option parser).
+//===----------------------------------------------------------------------===//
+
+/// -dsc-build-train-step `optimizer`.
+enum class TrainStepOptimizer { Adam, AdamW, Lamb, Sgd };
+/// -dsc-build-train-step `schedule`.
+enum class TrainStepSchedule { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+/// -dsc-build-train-step `warmup-type`.
+enum class TrainStepWarmup { Log, Linear };
+/// -dsc-remat `policy`.
+enum class RematPolicy { None, DeepSpeed, Budget };
+/// -dsc-memory-report `format`.
+enum class MemoryReportFormat { Table, Json };
+
+/// The spelling of a choice, as the option parser and dsc.lr_schedule's
+/// string attributes take it.
+inline StringRef stringifyTrainStepSchedule(TrainStepSchedule schedule) {
+  switch (schedule) {
+  case TrainStepSchedule::Constant:
+    return "constant";
+  case TrainStepSchedule::WarmupLR:
+    return "WarmupLR";
+  case TrainStepSchedule::WarmupDecayLR:
+    return "WarmupDecayLR";
+  case TrainStepSchedule::WarmupCosineLR:
+    return "WarmupCosineLR";
+  }
+  llvm_unreachable("unknown TrainStepSchedule");
+}
+inline StringRef stringifyTrainStepWarmup(TrainStepWarmup warmup) {
+  return warmup == TrainStepWarmup::Log ? "log" : "linear";
+}
+inline StringRef stringifyRematPolicy(RematPolicy policy) {
+  switch (policy) {
+  case RematPolicy::None:
+    return "none";
+  case RematPolicy::DeepSpeed:
+    return "deepspeed";
+  case RematPolicy::Budget:
+    return "budget";
+  }
+  llvm_unreachable("unknown RematPolicy");
+}
+
 #define GEN_PASS_DECL
 #include "dsc/Transforms/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "dsc/Transforms/Passes.h.inc"
 
-/// Options of `--dsc-train-pipeline`: autodiff then build-train-step.
-struct TrainPipelineOptions
-    : public PassPipelineOptions<TrainPipelineOptions> {
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("adam | adamw | lamb | sgd"),
-                                llvm::cl::init("adamw")};
+//===----------------------------------------------------------------------===//
+// The training pipeline
+//===----------------------------------------------------------------------===//
+
+/// -dsc-train-pipeline `mixed-precision`: no rounding, or -dsc-mixed-precision
+/// with that dtype.
+enum class TrainingPrecision { None, F16, BF16 };
+
+/// Options of buildTrainingPipeline (`--dsc-train-pipeline`): every choice the
+/// pipeline makes. The defaults add no fusion, no -dsc-invertible, no
+/// -dsc-remat and no -dsc-mixed-precision, so the plain pipeline is
+/// -dsc-autodiff then -dsc-build-train-step; the options of
+/// -dsc-build-train-step keep its names and defaults (Passes.td documents
+/// them), the -dsc-remat ones are prefixed `remat-`.
+struct TrainingPipelineOptions
+    : public PassPipelineOptions<TrainingPipelineOptions> {
+  // Forward-graph fusions, in the order the pipeline runs them.
+  Option<bool> fuseQkv{*this, "fuse-qkv",
+                       llvm::cl::desc("Run -dsc-fuse-qkv"),
+                       llvm::cl::init(false)};
+  Option<bool> fuseBiasGelu{*this, "fuse-bias-gelu",
+                            llvm::cl::desc("Run -dsc-fuse-bias-gelu"),
+                            llvm::cl::init(false)};
+  Option<bool> fuseBiasDropoutAdd{
+      *this, "fuse-bias-dropout-add",
+      llvm::cl::desc("Run -dsc-fuse-bias-dropout-add"), llvm::cl::init(false)};
+  Option<bool> fuseResidualLayerNorm{
+      *this, "fuse-residual-layer-norm",
+      llvm::cl::desc("Run -dsc-fuse-residual-layer-norm (it fuses the "
+                     "dsc.bias_dropout_add that fuse-bias-dropout-add makes)"),
+      llvm::cl::init(false)};
+  Option<bool> fuseAttention{*this, "fuse-attention",
+                             llvm::cl::desc("Run -dsc-fuse-attention"),
+                             llvm::cl::init(false)};
+  Option<bool> fuseSoftmaxDropout{
+      *this, "fuse-softmax-dropout",
+      llvm::cl::desc("Run -dsc-fuse-softmax-dropout (after -dsc-fuse-attention, "
+                     "so it fuses only the attentions that one left)"),
+      llvm::cl::init(false)};
+
+  // -dsc-build-train-step.
+  Option<TrainStepOptimizer> optimizer{
+      *this, "optimizer", llvm::cl::desc("The optimizer"),
+      llvm::cl::init(TrainStepOptimizer::AdamW),
+      llvm::cl::values(
+          clEnumValN(TrainStepOptimizer::Adam, "adam", "Adam (L2 decay)"),
+          clEnumValN(TrainStepOptimizer::AdamW, "adamw", "AdamW"),
+          clEnumValN(TrainStepOptimizer::Lamb, "lamb", "LAMB"),
+          clEnumValN(TrainStepOptimizer::Sgd, "sgd", "SGD"))};
   Option<double> lr{*this, "lr", llvm::cl::desc("Base learning rate"),
                     llvm::cl::init(1e-3)};
-  Option<int64_t> gradAccum{*this, "grad-accum",
-                            llvm::cl::desc("Micro-batches per step"),
-                            llvm::cl::init(1)};
-  Option<double> gradClip{*this, "grad-clip",
-                          llvm::cl::desc("Global-norm clipping (0: off)"),
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam/LAMB beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam/LAMB beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("Adam/LAMB epsilon"),
+                     llvm::cl::init(1e-8)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (rank >= 2 tensors only)"),
+      llvm::cl::init(0.0)};
+  Option<bool> biasCorrection{*this, "bias-correction",
+                              llvm::cl::desc("Adam/LAMB bias correction"),
+                              llvm::cl::init(true)};
+  Option<double> maxCoeff{*this, "max-coeff",
+                          llvm::cl::desc("LAMB trust ratio max"),
+                          llvm::cl::init(10.0)};
+  Option<double> minCoeff{*this, "min-coeff",
+                          llvm::cl::desc("LAMB trust ratio min"),
+                          llvm::cl::init(0.01)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
+  Option<double> dampening{*this, "dampening",
+                           llvm::cl::desc("SGD dampening"),
+                           llvm::cl::init(0.0)};
+  Option<bool> nesterov{*this, "nesterov",
+                        llvm::cl::desc("SGD Nesterov momentum"),
+                        llvm::cl::init(false)};
+  Option<double> gradClip{
+      *this, "grad-clip",
+      llvm::cl::desc("Global-norm gradient clipping (0: off)"),
+      llvm::cl::init(0.0)};
+  Option<int64_t> gradAccum{*this, "grad-accum",
+                            llvm::cl::desc("Micro-batches per optimizer step"),
+                            llvm::cl::init(1)};
+  Option<TrainStepSchedule> schedule{
+      *this, "schedule", llvm::cl::desc("Learning-rate schedule"),
+      llvm::cl::init(TrainStepSchedule::Constant),
+      llvm::cl::values(
+          clEnumValN(TrainStepSchedule::Constant, "constant", "lr throughout"),
+          clEnumValN(TrainStepSchedule::WarmupLR, "WarmupLR", "warm up, hold"),
+          clEnumValN(TrainStepSchedule::WarmupDecayLR, "WarmupDecayLR",
+                     "warm up, linear decay"),
+          clEnumValN(TrainStepSchedule::WarmupCosineLR, "WarmupCosineLR",
+                     "warm up, cosine decay"))};
+  Option<double> warmupMinLr{*this, "warmup-min-lr",
+                             llvm::cl::desc("Learning rate at step 0"),
+                             llvm::cl::init(0.0)};
+  Option<double> warmupMaxLr{
+      *this, "warmup-max-lr",
+      llvm::cl::desc("Learning rate at the end of the warmup"),
+      llvm::cl::init(0.001)};
+  Option<int64_t> warmupNumSteps{*this, "warmup-num-steps",
+                                 llvm::cl::desc("Steps of the warmup"),
+                                 llvm::cl::init(1000)};
+  Option<int64_t> totalNumSteps{
+      *this, "total-num-steps",
+      llvm::cl::desc("Step at which the decay ends"), llvm::cl::init(0)};
+  Option<TrainStepWarmup> warmupType{
+      *this, "warmup-type", llvm::cl::desc("Shape of the warmup"),
+      llvm::cl::init(TrainStepWarmup::Log),
+      llvm::cl::values(
+          clEnumValN(TrainStepWarmup::Log, "log", "logarithmic"),
+          clEnumValN(TrainStepWarmup::Linear, "linear", "linear"))};
+  Option<double> warmupMinRatio{
+      *this, "warmup-min-ratio",
+      llvm::cl::desc("WarmupCosineLR: learning rate at step 0 / lr"),
+      llvm::cl::init(0.0)};
+  Option<double> cosMinRatio{
+      *this, "cos-min-ratio",
+      llvm::cl::desc("WarmupCosineLR: final learning rate / lr"),
+      llvm::cl::init(0.0001)};
+  Option<bool> fp16{
+      *this, "fp16",
+      llvm::cl::desc("Scale the loss, skip steps whose gradients overflow"),
+      llvm::cl::init(false)};
+  Option<double> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("0: dynamic loss scaling; > 0: this static scale"),
+      llvm::cl::init(0.0)};
+  Option<int64_t> initialScalePower{
+      *this, "initial-scale-power",
+      llvm::cl::desc("Dynamic scaling starts at 2^this"), llvm::cl::init(16)};
+  Option<int64_t> lossScaleWindow{
+      *this, "loss-scale-window",
+      llvm::cl::desc("Good steps before the scale doubles"),
+      llvm::cl::init(1000)};
+  Option<int64_t> hysteresis{
+      *this, "hysteresis",
+      llvm::cl::desc("Overflows tolerated before the scale halves"),
+      llvm::cl::init(2)};
+  Option<double> minLossScale{
+      *this, "min-loss-scale",
+      llvm::cl::desc("The scale never drops below this"), llvm::cl::init(1.0)};
+  Option<bool> consecutiveHysteresis{
+      *this, "consecutive-hysteresis",
+      llvm::cl::desc("Restore the hysteresis after every good step"),
+      llvm::cl::init(false)};
+
+  // After the step is built.
+  Option<bool> invertible{
+      *this, "invertible",
+      llvm::cl::desc("Run -dsc-invertible (normalize_invertible)"),
+      llvm::cl::init(false)};
+  Option<RematPolicy> remat{
+      *this, "remat",
+      llvm::cl::desc("-dsc-remat policy (none: the pass is not run)"),
+      llvm::cl::init(RematPolicy::None),
+      llvm::cl::values(
+          clEnumValN(RematPolicy::None, "none", "no -dsc-remat"),
+          clEnumValN(RematPolicy::DeepSpeed, "deepspeed",
+                     "DeepSpeed's switches"),
+          clEnumValN(RematPolicy::Budget, "budget",
+                     "least recompute cost within remat-budget-bytes"))};
+  Option<bool> rematGelu{*this, "remat-gelu",
+                         llvm::cl::desc("-dsc-remat gelu"),
+                         llvm::cl::init(false)};
+  Option<bool> rematAttnDropout{*this, "remat-attn-dropout",
+                                llvm::cl::desc("-dsc-remat attn-dropout"),
+                                llvm::cl::init(false)};
+  Option<bool> rematPerLayer{*this, "remat-per-layer",
+                             llvm::cl::desc("-dsc-remat per-layer"),
+                             llvm::cl::init(false)};
+  Option<int64_t> rematBudgetBytes{
+      *this, "remat-budget-bytes", llvm::cl::desc("-dsc-remat budget-bytes"),
+      llvm::cl::init(0)};
+  Option<bool> rematRecomputeCheap{
+      *this, "remat-recompute-cheap",
+      llvm::cl::desc("-dsc-remat recompute-cheap"), llvm::cl::init(true)};
+  Option<TrainingPrecision> mixedPrecision{
+      *this, "mixed-precision",
+      llvm::cl::desc("Run -dsc-mixed-precision last, with this dtype"),
+      llvm::cl::init(TrainingPrecision::None),
+      llvm::cl::values(
+          clEnumValN(TrainingPrecision::None, "none", "no rounding"),
+          clEnumValN(TrainingPrecision::F16, "f16", "IEEE binary16"),
+          clEnumValN(TrainingPrecision::BF16, "bf16", "bfloat16"))};
 };
 
-void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &opts);
-void registerTrainPipeline();
+/// Adds the training pipeline to `pm` (anchored on builtin.module): the
+/// fusions, -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible,
+/// -dsc-remat and -dsc-mixed-precision as `options` ask. dsc-run compiles
+/// with it; dsc-opt registers it as --dsc-train-pipeline.
+void buildTrainingPipeline(OpPassManager &pm,
+                           const TrainingPipelineOptions &options);
+
+/// Registers buildTrainingPipeline as `--dsc-train-pipeline`.
+void registerTrainingPipeline();
 
 } // namespace mlir::dsc
 

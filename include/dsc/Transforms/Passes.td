@@ -215,8 +215,17 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
-           "adam | adamw | lamb | sgd">,
+    Option<"optimizer", "optimizer", "::mlir::dsc::TrainStepOptimizer",
+           "::mlir::dsc::TrainStepOptimizer::AdamW", "The optimizer",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::dsc::TrainStepOptimizer::Adam, "adam",
+                        "Adam, weight decay added to the gradient (L2)"),
+             clEnumValN(::mlir::dsc::TrainStepOptimizer::AdamW, "adamw",
+                        "Adam with decoupled weight decay"),
+             clEnumValN(::mlir::dsc::TrainStepOptimizer::Lamb, "lamb",
+                        "LAMB (layer-wise trust ratio)"),
+             clEnumValN(::mlir::dsc::TrainStepOptimizer::Sgd, "sgd",
+                        "SGD with optional momentum and Nesterov"))}]>,
     Option<"lr", "lr", "double", "1e-3", "Base learning rate">,
     Option<"beta1", "beta1", "double", "0.9", "Adam/LAMB beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam/LAMB beta2">,
@@ -234,16 +243,44 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
            "Global-norm gradient clipping (0: off)">,
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "Micro-batches per optimizer step">,
-    Option<"schedule", "schedule", "std::string", "\"constant\"",
-           "constant | WarmupLR | WarmupDecayLR | WarmupCosineLR">,
-    Option<"warmupMinLr", "warmup-min-lr", "double", "0.0", "">,
-    Option<"warmupMaxLr", "warmup-max-lr", "double", "0.001", "">,
-    Option<"warmupNumSteps", "warmup-num-steps", "int64_t", "1000", "">,
-    Option<"totalNumSteps", "total-num-steps", "int64_t", "0", "">,
-    Option<"warmupType", "warmup-type", "std::string", "\"log\"", "log | linear">,
-    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0.0", "">,
-    Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001", "">,
-    // fp16 loss scaling (ds fp16.*); see lib/Transforms/LossScaling.cpp.
+    Option<"schedule", "schedule", "::mlir::dsc::TrainStepSchedule",
+           "::mlir::dsc::TrainStepSchedule::Constant",
+           "Learning-rate schedule (DeepSpeed's scheduler.type)",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::dsc::TrainStepSchedule::Constant, "constant",
+                        "lr throughout"),
+             clEnumValN(::mlir::dsc::TrainStepSchedule::WarmupLR, "WarmupLR",
+                        "warm up, then hold warmup-max-lr"),
+             clEnumValN(::mlir::dsc::TrainStepSchedule::WarmupDecayLR,
+                        "WarmupDecayLR",
+                        "warm up, then decay linearly to 0 at total-num-steps"),
+             clEnumValN(::mlir::dsc::TrainStepSchedule::WarmupCosineLR,
+                        "WarmupCosineLR",
+                        "warm up, then cosine decay to cos-min-ratio"))}]>,
+    Option<"warmupMinLr", "warmup-min-lr", "double", "0.0",
+           "WarmupLR/WarmupDecayLR: learning rate at step 0">,
+    Option<"warmupMaxLr", "warmup-max-lr", "double", "0.001",
+           "WarmupLR/WarmupDecayLR: learning rate at the end of the warmup">,
+    Option<"warmupNumSteps", "warmup-num-steps", "int64_t", "1000",
+           "Steps of the warmup">,
+    Option<"totalNumSteps", "total-num-steps", "int64_t", "0",
+           "WarmupDecayLR/WarmupCosineLR: step at which the decay ends">,
+    Option<"warmupType", "warmup-type", "::mlir::dsc::TrainStepWarmup",
+           "::mlir::dsc::TrainStepWarmup::Log", "Shape of the warmup",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::dsc::TrainStepWarmup::Log, "log",
+                        "logarithmic in the step"),
+             clEnumValN(::mlir::dsc::TrainStepWarmup::Linear, "linear",
+                        "linear in the step"))}]>,
+    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0.0",
+           "WarmupCosineLR: learning rate at step 0, as a fraction of lr">,
+    Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001",
+           "WarmupCosineLR: final learning rate, as a fraction of lr">,
+    // fp16 loss scaling (DeepSpeed's fp16.*), built in
+    // lib/Transforms/BuildTrainStep.cpp from the ops of
+    // lib/Dialect/MixedPrecisionOps.cpp: dsc.loss_scale seeds @micro_step's
+    // loss gradient; @apply_step checks (dsc.check_finite), unscales
+    // (dsc.unscale_clip) and updates the scale (dsc.update_loss_scale).
     Option<"fp16", "fp16", "bool", "false",
            "Scale the loss, skip steps whose gradients overflow">,
     Option<"lossScale", "loss-scale", "double", "0.0",
@@ -291,8 +328,13 @@ def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [
-    Option<"format", "format", "std::string", "\"table\"",
-           "table | json (the JSON of dsc-run --memory-report)">
+    Option<"format", "format", "::mlir::dsc::MemoryReportFormat",
+           "::mlir::dsc::MemoryReportFormat::Table", "Report format",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::dsc::MemoryReportFormat::Table, "table",
+                        "the table of dsc-run estimate"),
+             clEnumValN(::mlir::dsc::MemoryReportFormat::Json, "json",
+                        "the JSON of dsc-run --memory-report"))}]>
   ];
 }
 
@@ -323,7 +365,11 @@ def DscMixedPrecision : Pass<"dsc-mixed-precision", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [
-    Option<"dtype", "dtype", "std::string", "\"f16\"", "f16 | bf16">
+    Option<"dtype", "dtype", "::mlir::dsc::HalfFormat",
+           "::mlir::dsc::HalfFormat::f16", "16-bit format of the activations",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::dsc::HalfFormat::f16, "f16", "IEEE binary16"),
+             clEnumValN(::mlir::dsc::HalfFormat::bf16, "bf16", "bfloat16"))}]>
   ];
 }
 
@@ -410,8 +456,14 @@ def DscRemat : Pass<"dsc-remat", "::mlir::ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", "\"micro_step\"",
            "Function whose saved activations are considered">,
-    Option<"policy", "policy", "std::string", "\"none\"",
-           "none | deepspeed | budget">,
+    Option<"policy", "policy", "::mlir::dsc::RematPolicy",
+           "::mlir::dsc::RematPolicy::None", "What to recompute",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::dsc::RematPolicy::None, "none", "nothing"),
+             clEnumValN(::mlir::dsc::RematPolicy::DeepSpeed, "deepspeed",
+                        "DeepSpeed's switches gelu, attn-dropout, per-layer"),
+             clEnumValN(::mlir::dsc::RematPolicy::Budget, "budget",
+                        "least recompute cost within budget-bytes"))}]>,
     Option<"gelu", "gelu", "bool", "false",
            "deepspeed: recompute GELU outputs (gelu_checkpoint)">,
     Option<"attnDropout", "attn-dropout", "bool", "false",

@@ -1,0 +1,28 @@
+// --dsc-train-pipeline expands to the pass list dsc-run compiles with
+// (lib/Transforms/TrainPipeline.cpp); --dump-pass-pipeline shows it.
+// RUN: dsc-opt %s --dsc-train-pipeline --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAIN
+// RUN: dsc-opt %s "--dsc-train-pipeline=fuse-qkv=true fuse-bias-gelu=true fuse-bias-dropout-add=true fuse-residual-layer-norm=true fuse-attention=true fuse-softmax-dropout=true optimizer=lamb schedule=WarmupCosineLR warmup-type=linear total-num-steps=50 fp16=true invertible=true remat=deepspeed remat-gelu=true remat-per-layer=true mixed-precision=f16" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALL
+// RUN: dsc-opt %s "--dsc-train-pipeline=remat=budget remat-budget-bytes=4096 remat-recompute-cheap=false mixed-precision=bf16" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
+// Choices are enum options: the option parser rejects a bad one.
+// RUN: not dsc-opt %s --dsc-train-pipeline=remat=all 2>&1 | FileCheck %s --check-prefix=BADREMAT
+// RUN: not dsc-opt %s --dsc-train-pipeline=mixed-precision=fp8 2>&1 | FileCheck %s --check-prefix=BADDTYPE
+
+// PLAIN: Pass Manager with 2 passes:
+// PLAIN-NEXT: builtin.module(dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw schedule=constant {{.*}}})
+
+// ALL: builtin.module(dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16})
+
+// BUDGET: builtin.module(dsc-autodiff{function=forward},dsc-build-train-step{{{.*}}},dsc-remat{attn-dropout=false budget-bytes=4096 function=micro_step gelu=false per-layer=false policy=budget recompute-cheap=false},dsc-mixed-precision{dtype=bf16})
+
+// BADREMAT: for the --remat option: Cannot find option named 'all'!
+// BADDTYPE: for the --mixed-precision option: Cannot find option named 'fp8'!
+
+func.func @forward(%w: tensor<8x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
+                   %b: tensor<8xf32> {dsc.param = #dsc.param<"b", zeros, 0.0 : f64>},
+                   %x: tensor<2x4xi32>, %y: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) {
+  %e = dsc.embedding %w, %x : (tensor<8x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %d = dsc.dropout %e {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %l = dsc.linear %d, %w, %b {transpose_w = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %loss = dsc.cross_entropy %l, %y : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss, %l : tensor<f32>, tensor<2x4x8xf32>
+}
