@@ -932,7 +932,7 @@ void parseActivationCheckpointing(const Ctx &c, const json &sec,
 }
 
 /// transformer_kernel: normalize_invertible runs -dsc-invertible;
-/// stochastic_mode is recorded (the CPU backend is always deterministic);
+/// stochastic_mode may only be false (no non-deterministic kernels exist);
 /// gelu_checkpoint and attn_dropout_checkpoint select -dsc-remat's
 /// recomputations.
 void parseTransformerKernel(const Ctx &c, const json &sec, TrainConfig &t) {
@@ -950,9 +950,13 @@ void parseTransformerKernel(const Ctx &c, const json &sec, TrainConfig &t) {
     bool on = c.boolean(name + "." + k, *it);
     if (k == "normalize_invertible")
       t.kernel.normalizeInvertible = on;
-    else if (k == "stochastic_mode")
-      t.kernel.stochasticMode = on;
-    else if (k == "gelu_checkpoint")
+    else if (k == "stochastic_mode") {
+      if (on)
+        c.fail(name + ".stochastic_mode: true is not supported: every dsc "
+                      "kernel reduces in a fixed order (runs are "
+                      "bit-identical) and no faster non-deterministic "
+                      "variant is built; set it to false or remove it");
+    } else if (k == "gelu_checkpoint")
       t.remat.geluCheckpoint = on;
     else
       t.remat.attnDropoutCheckpoint = on;

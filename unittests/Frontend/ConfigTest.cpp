@@ -596,11 +596,12 @@ TEST(TrainConfig, Remat) {
 TEST(TrainConfig, TransformerKernel) {
   TrainConfig t = train(ds(""));
   EXPECT_FALSE(t.kernel.normalizeInvertible);
-  EXPECT_FALSE(t.kernel.stochasticMode);
   t = train(ds(R"("transformer_kernel": {"normalize_invertible": true,
-                  "stochastic_mode": true})"));
+                  "stochastic_mode": false})"));
   EXPECT_TRUE(t.kernel.normalizeInvertible);
-  EXPECT_TRUE(t.kernel.stochasticMode);
+  EXPECT_HAS(trainError(ds(R"("transformer_kernel":
+                              {"stochastic_mode": true})")),
+             "transformer_kernel.stochastic_mode: true is not supported");
   EXPECT_HAS(trainError(ds(R"("transformer_kernel":
                               {"normalize_invertible": "yes"})")),
              "transformer_kernel.normalize_invertible");

@@ -90,9 +90,6 @@ struct FusionConfig {
 /// DeepSpeed's `transformer_kernel` switches dsc implements.
 struct KernelConfig {
   bool normalizeInvertible = false; ///< -dsc-invertible
-  /// Accepted for compatibility: the CPU backend is always deterministic;
-  /// the CUDA backend will choose atomics over fixed-order reductions.
-  bool stochasticMode = false;
 };
 
 /// -dsc-remat: `dsc.remat` {policy, memory_budget_bytes, recompute_cheap},
