@@ -518,20 +518,26 @@ void layerNormGradRows(const float *dy, const float *gamma, const float *dres,
   }
 }
 
-/// Sums `part` ([blocks, C], one partial sum per 32-row block) over blocks
-/// in block order into `out`, so the result is independent of threads.
-void columnSums(const float *part, float *out, int64_t blocks, int64_t C) {
-  const int64_t cb = 64, slices = ceilDiv(C, cb);
-#pragma omp parallel for schedule(static) if (blocks * C > (1 << 14))
-  for (int64_t s = 0; s < slices; ++s) {
-    const int64_t c0 = s * cb, c1 = std::min(C, c0 + cb);
-    for (int64_t c = c0; c < c1; ++c)
-      out[c] = 0.0f;
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+/// Rows of [rows, N] in blocks of 32 (in parallel); `row(r, acc)` handles
+/// row r and adds its column-sum contribution (a bias or norm-weight
+/// gradient) into `acc` ([N]); the block sums are merged into `db` in block
+/// order, so the result does not depend on the thread count.
+template <typename RowFn>
+void rowsWithColumnSum(int64_t rows, int64_t N, float *db, RowFn row) {
+  const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
+  std::vector<float> part(size_t(blocks * N), 0.0f);
+#pragma omp parallel for schedule(static) if (rows * N > (1 << 15))
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    float *acc = part.data() + blk * N;
+    for (int64_t r = blk * RB, r1 = std::min(rows, r + RB); r < r1; ++r)
+      row(r, acc);
+  }
+  fillF32(db, N, 0.0f);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const float *acc = part.data() + blk * N;
 #pragma omp simd
-      for (int64_t c = c0; c < c1; ++c)
-        out[c] += part[blk * C + c];
-    }
+    for (int64_t c = 0; c < N; ++c)
+      db[c] += acc[c];
   }
 }
 
@@ -560,30 +566,22 @@ void rmsNorm(const float *x, const float *w, float *y, int64_t rows,
 
 void rmsNormGrad(const float *dy, const float *x, const float *w, float *dx,
                  float *dw, int64_t rows, int64_t C, float eps) {
-  const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
-  std::vector<float> part(size_t(blocks * C), 0.0f);
-#pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    float *pw = part.data() + blk * C;
-    const int64_t r1 = std::min(rows, (blk + 1) * RB);
-    for (int64_t r = blk * RB; r < r1; ++r) {
-      const float *xr = x + r * C, *dyr = dy + r * C;
-      float *dxr = dx + r * C;
-      const float rstd = rmsRstd(xr, C, eps);
-      float sgx = 0.0f;
+  rowsWithColumnSum(rows, C, dw, [&](int64_t r, float *acc) {
+    const float *xr = x + r * C, *dyr = dy + r * C;
+    float *dxr = dx + r * C;
+    const float rstd = rmsRstd(xr, C, eps);
+    float sgx = 0.0f;
 #pragma omp simd reduction(+ : sgx)
-      for (int64_t c = 0; c < C; ++c) {
-        const float xh = xr[c] * rstd;
-        sgx += dyr[c] * w[c] * xh;
-        pw[c] += dyr[c] * xh;
-      }
-      const float mgx = sgx / float(C);
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c)
-        dxr[c] = rstd * (dyr[c] * w[c] - xr[c] * rstd * mgx);
+    for (int64_t c = 0; c < C; ++c) {
+      const float xh = xr[c] * rstd;
+      sgx += dyr[c] * w[c] * xh;
+      acc[c] += dyr[c] * xh;
     }
-  }
-  columnSums(part.data(), dw, blocks, C);
+    const float mgx = sgx / float(C);
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      dxr[c] = rstd * (dyr[c] * w[c] - xr[c] * rstd * mgx);
+  });
 }
 
 void layerNormGrad(const float *dy, const float *x, const float *gamma,
@@ -733,29 +731,6 @@ template <typename Body> inline void withGelu(bool tanhApprox, Body body) {
     body(std::true_type());
   else
     body(std::false_type());
-}
-
-/// Rows of [rows, N] in blocks of 32 (in parallel); `row(r, acc)` handles
-/// row r and adds its bias-gradient contribution into `acc` ([N]); the
-/// block sums are merged into `db` in block order, so the result does not
-/// depend on the thread count.
-template <typename RowFn>
-void rowsWithColumnSum(int64_t rows, int64_t N, float *db, RowFn row) {
-  const int64_t RB = 32, blocks = std::max<int64_t>(1, ceilDiv(rows, RB));
-  std::vector<float> part(size_t(blocks * N), 0.0f);
-#pragma omp parallel for schedule(static) if (rows * N > (1 << 15))
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    float *acc = part.data() + blk * N;
-    for (int64_t r = blk * RB, r1 = std::min(rows, r + RB); r < r1; ++r)
-      row(r, acc);
-  }
-  fillF32(db, N, 0.0f);
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const float *acc = part.data() + blk * N;
-#pragma omp simd
-    for (int64_t c = 0; c < N; ++c)
-      db[c] += acc[c];
-  }
 }
 
 /// Calls `f(i, keep)` for i in [i0, i1) with the Philox dropout decision of
