@@ -9,7 +9,9 @@
 
 #include "dsc/Codegen/Nvrtc.h"
 
-#include <regex>
+#include <cctype>
+#include <cstring>
+#include <optional>
 #include <sstream>
 
 #ifdef DSC_HAVE_NVRTC
@@ -20,46 +22,131 @@ namespace dsc::cuda {
 
 namespace {
 
+bool isIdentChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
+
+/// The kernel that `text` starts to define ("__global__ void
+/// [__launch_bounds__(N)] name("), or "".
+std::string kernelDefinedOn(const std::string &text) {
+  size_t p = text.find("__global__");
+  if (p == std::string::npos)
+    return "";
+  auto skipSpace = [&] {
+    while (p < text.size() && std::isspace(static_cast<unsigned char>(text[p])))
+      ++p;
+  };
+  auto takeWord = [&](const char *word) {
+    const size_t n = std::strlen(word);
+    if (text.compare(p, n, word) != 0)
+      return false;
+    p += n;
+    return true;
+  };
+  p += std::strlen("__global__");
+  skipSpace();
+  if (!takeWord("void"))
+    return "";
+  skipSpace();
+  if (takeWord("__launch_bounds__")) {
+    p = text.find(')', p);
+    if (p == std::string::npos)
+      return "";
+    ++p;
+    skipSpace();
+  }
+  const size_t begin = p;
+  while (p < text.size() && isIdentChar(text[p]))
+    ++p;
+  std::string name = text.substr(begin, p - begin);
+  skipSpace();
+  return p < text.size() && text[p] == '(' ? name : "";
+}
+
 /// The `extern "C" __global__` kernel whose definition encloses (or last
 /// precedes) 1-based `line`, or "" when the line is before every kernel.
 std::string kernelAt(const std::string &source, int line) {
   std::istringstream in(source);
   std::string text, kernel;
-  static const std::regex def(
-      R"(__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?(\w+)\s*\()");
   for (int n = 1; std::getline(in, text) && n <= line; ++n) {
-    std::smatch m;
-    if (std::regex_search(text, m, def))
-      kernel = m[1];
+    std::string k = kernelDefinedOn(text);
+    if (!k.empty())
+      kernel = k;
   }
   return kernel;
 }
 
+/// Digits at `p` as a positive int (advancing `p`), or -1.
+int readLineNumber(const std::string &text, size_t &p) {
+  const size_t begin = p;
+  while (p < text.size() && std::isdigit(static_cast<unsigned char>(text[p])))
+    ++p;
+  if (p == begin || p - begin > 9)
+    return -1;
+  return std::stoi(text.substr(begin, p - begin));
+}
+
+/// One NVRTC diagnostic line, "file(line): error[ code]: message".
+struct Diagnostic {
+  std::string file, severity, message;
+  int line = -1;
+};
+
+/// Parses `text` as a diagnostic; the file name may itself contain
+/// parentheses, so the last "(N): error|warning" is the one.
+std::optional<Diagnostic> parseDiagnostic(const std::string &text) {
+  for (size_t open = text.rfind('('); open != std::string::npos;
+       open = open ? text.rfind('(', open - 1) : std::string::npos) {
+    size_t p = open + 1;
+    Diagnostic d;
+    d.line = readLineNumber(text, p);
+    if (d.line < 0 || text.compare(p, 3, "): ") != 0)
+      continue;
+    p += 3;
+    for (const char *severity : {"error", "warning"})
+      if (text.compare(p, std::strlen(severity), severity) == 0)
+        d.severity = severity;
+    if (d.severity.empty())
+      continue;
+    const size_t colon = text.find(": ", p + d.severity.size());
+    if (colon == std::string::npos)
+      continue;
+    d.file = text.substr(0, open);
+    d.message = text.substr(colon + 2);
+    return d;
+  }
+  return std::nullopt;
+}
+
+/// N of the last "at line N" in `text` (instantiation context), or -1.
+int instantiationLine(const std::string &text) {
+  const size_t at = text.rfind("at line ");
+  if (at == std::string::npos)
+    return -1;
+  size_t p = at + std::strlen("at line ");
+  return readLineNumber(text, p);
+}
+
 /// The first diagnostic of an NVRTC log as one line.
 std::string firstDiagnostic(const std::string &log, const std::string &source) {
-  static const std::regex diag(R"(^(.*)\((\d+)\): (error|warning)[^:]*: (.*)$)");
-  static const std::regex inst(R"(at line (\d+))");
   std::istringstream in(log);
-  std::string text, first;
-  int line = 0;
-  std::string kernel;
+  std::string text, first, kernel;
   while (std::getline(in, text)) {
-    std::smatch m;
-    if (first.empty() && std::regex_search(text, m, diag)) {
-      line = std::stoi(m[2]);
-      first = m[1].str() + ":" + m[2].str() + ": " + m[3].str() + ": " +
-              m[4].str();
-      kernel = kernelAt(source, line);
+    std::optional<Diagnostic> d = parseDiagnostic(text);
+    if (first.empty() && d) {
+      first = d->file + ":" + std::to_string(d->line) + ": " + d->severity +
+              ": " + d->message;
+      kernel = kernelAt(source, d->line);
       continue;
     }
     // Instantiation context: the last "at line N" names the wrapper.
-    if (!first.empty() && std::regex_search(text, m, inst)) {
-      std::string k = kernelAt(source, std::stoi(m[1]));
+    const int line = first.empty() ? -1 : instantiationLine(text);
+    if (line > 0) {
+      std::string k = kernelAt(source, line);
       if (!k.empty())
         kernel = k;
     }
-    if (!first.empty() && text.find("error") != std::string::npos &&
-        std::regex_search(text, m, diag))
+    if (!first.empty() && d && d->severity == "error")
       break;
   }
   if (first.empty()) {
