@@ -171,6 +171,13 @@ LogicalResult verifyOpTable(MLIRContext *ctx) {
   return success();
 }
 
+/// The case name of a dialect enum attribute (#dsc<lr_schedule WarmupLR>).
+template <typename EnumAttrT> FailureOr<AttrValue> enumName(Attribute attr) {
+  if (auto e = dyn_cast<EnumAttrT>(attr))
+    return AttrValue(stringifyEnum(e.getValue()).str());
+  return failure();
+}
+
 /// One attribute as Ops.def types it; failure when the op's attribute is
 /// not of that kind (the table and DscOps.td disagree).
 FailureOr<AttrValue> convertAttr(Attribute attr, rt::AttrKind kind) {
@@ -199,6 +206,12 @@ FailureOr<AttrValue> convertAttr(Attribute attr, rt::AttrKind kind) {
       if (auto e = symbolizeHalfFormat(uint32_t(i.getInt())))
         return AttrValue(stringifyHalfFormat(*e).str());
     return failure();
+  case rt::AttrKind::LrScheduleKind:
+    return enumName<LrScheduleKindAttr>(attr);
+  case rt::AttrKind::WarmupType:
+    return enumName<WarmupTypeAttr>(attr);
+  case rt::AttrKind::ReduceKind:
+    return enumName<ReduceKindAttr>(attr);
   }
   return failure();
 }

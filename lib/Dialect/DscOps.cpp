@@ -250,6 +250,8 @@ static LogicalResult verifyBias(Operation *op, Value input, Value bias) {
   return expectShape(op, "bias", shapeOf(bias), want);
 }
 
+/// The rate of an op that only scales by a mask it reads (the ops that draw
+/// one verify theirs through StochasticOpInterface).
 static LogicalResult verifyRate(Operation *op, APFloat rate) {
   double r = rate.convertToDouble();
   if (r < 0 || r >= 1)
@@ -278,8 +280,7 @@ LogicalResult BiasGeluGradOp::verify() {
 }
 
 LogicalResult BiasDropoutAddOp::verify() {
-  if (failed(verifyRate(*this, getRate())) ||
-      failed(verifyBias(*this, getInput(), getBias())) ||
+  if (failed(verifyBias(*this, getInput(), getBias())) ||
       failed(verifySameFloatElementType(*this)) ||
       failed(expectShape(*this, "residual", shapeOf(getResidual()),
                          shapeOf(getInput()))))
@@ -291,8 +292,7 @@ LogicalResult BiasDropoutAddOp::verify() {
 LogicalResult BiasDropoutAddLayerNormOp::verify() {
   if (getEpsilon().convertToDouble() <= 0)
     return emitOpError("expects epsilon > 0");
-  if (failed(verifyRate(*this, getRate())) ||
-      failed(verifyBias(*this, getInput(), getBias())) ||
+  if (failed(verifyBias(*this, getInput(), getBias())) ||
       failed(verifySameFloatElementType(*this)) ||
       failed(expectShape(*this, "residual", shapeOf(getResidual()),
                          shapeOf(getInput()))) ||
@@ -306,8 +306,7 @@ LogicalResult BiasDropoutAddLayerNormOp::verify() {
 }
 
 LogicalResult DropoutBiasGradOp::verify() {
-  if (failed(verifyRate(*this, getRate())) ||
-      failed(verifyBias(*this, getGrad(), getBiasGrad())) ||
+  if (failed(verifyBias(*this, getGrad(), getBiasGrad())) ||
       failed(verifySameFloatElementType(*this)))
     return failure();
   return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
@@ -322,11 +321,14 @@ LogicalResult GeluOp::verify() {
 }
 
 LogicalResult DropoutOp::verify() {
-  if (failed(verifyRate(*this, getRate())) ||
-      failed(verifySameFloatElementType(*this)))
+  if (failed(verifySameFloatElementType(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
+}
+
+void DropoutOp::disableDropout(RewriterBase &rewriter) {
+  rewriter.replaceOp(*this, getInput());
 }
 
 /// [B, T, P*H*D] <-> P x [B, H, T, D].
@@ -445,8 +447,7 @@ LogicalResult SoftmaxDropoutOp::verify() {
            << shapeStr(x);
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
-  if (failed(verifyRate(*this, getRate())) ||
-      failed(verifySameFloatElementType(*this)) ||
+  if (failed(verifySameFloatElementType(*this)) ||
       failed(expectShape(*this, "probs", shapeOf(getProbs()), x)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
@@ -466,8 +467,8 @@ LogicalResult SoftmaxDropoutGradOp::verify() {
 /// q, k, v (and `others`) [B, H, T, D]; lse [B, H, T].
 static LogicalResult
 verifyAttentionShapes(Operation *op, Value q,
-                      ArrayRef<std::pair<StringRef, Value>> others, Value lse,
-                      APFloat rate) {
+                      ArrayRef<std::pair<StringRef, Value>> others,
+                      Value lse) {
   ArrayRef<int64_t> x = shapeOf(q);
   if (x.size() != 4)
     return op->emitOpError("expects q of rank 4 [B, H, T, D], got ")
@@ -475,8 +476,7 @@ verifyAttentionShapes(Operation *op, Value q,
   for (auto [name, v] : others)
     if (failed(expectShape(op, name, shapeOf(v), x)))
       return failure();
-  if (failed(expectShape(op, "lse", shapeOf(lse), x.drop_back())) ||
-      failed(verifyRate(op, rate)))
+  if (failed(expectShape(op, "lse", shapeOf(lse), x.drop_back())))
     return failure();
   return verifySameFloatElementType(op);
 }
@@ -486,8 +486,7 @@ LogicalResult AttentionOp::verify() {
                                    {{"k", getK()},
                                     {"v", getV()},
                                     {"result", getResult()}},
-                                   getLse(),
-                                   getRate())))
+                                   getLse())))
     return failure();
   // The lse has no gradient rule: a forward use of it would be silently
   // non-differentiated.
@@ -507,7 +506,7 @@ LogicalResult AttentionGradOp::verify() {
                                 {"q_grad", getQGrad()},
                                 {"k_grad", getKGrad()},
                                 {"v_grad", getVGrad()}},
-                               getLse(), getRate());
+                               getLse());
 }
 
 /// logits [..., V] against labels [...].
@@ -627,9 +626,6 @@ LogicalResult CrossEntropyGradOp::verify() {
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (getOp() != "sum" && getOp() != "mean")
-    return emitOpError("op must be \"sum\" or \"mean\", got \"")
-           << getOp() << "\"";
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
 }
@@ -646,32 +642,31 @@ LogicalResult ClipCoefficientOp::verify() {
   return success();
 }
 
-LogicalResult LrScheduleOp::verify() {
-  StringRef kind = getKind();
-  if (kind != "constant" && kind != "WarmupLR" && kind != "WarmupDecayLR" &&
-      kind != "WarmupCosineLR")
-    return emitOpError("unknown schedule kind \"") << kind << "\"";
-  if (getWarmupType() != "log" && getWarmupType() != "linear")
-    return emitOpError("warmup_type must be \"log\" or \"linear\"");
-  return success();
-}
 
-/// param, grad and every state tensor share one shape.
-static LogicalResult verifyOptimizerShapes(Operation *op, unsigned numTensors) {
-  ArrayRef<int64_t> param = shapeOf(op->getOperand(0));
-  for (unsigned i = 1; i < numTensors; ++i)
-    if (failed(expectShape(op, "operand #" + std::to_string(i),
-                           shapeOf(op->getOperand(i)), param)))
+LogicalResult mlir::dsc::verifyOptimizerOp(Operation *op) {
+  auto optimizer = cast<OptimizerOpInterface>(op);
+  ArrayRef<int64_t> param = shapeOf(optimizer.getParamOperand());
+  if (failed(expectShape(op, "gradient", shapeOf(optimizer.getGradOperand()),
+                         param)))
+    return failure();
+  for (auto [i, state] : llvm::enumerate(optimizer.getStateOperands()))
+    if (failed(expectShape(op, "state #" + std::to_string(i), shapeOf(state),
+                           param)))
       return failure();
-  for (Value v : op->getResults())
-    if (failed(expectShape(op, "result", shapeOf(v), param)))
+  for (auto [i, result] : llvm::enumerate(op->getResults()))
+    if (failed(expectShape(op, "result #" + std::to_string(i),
+                           shapeOf(result), param)))
       return failure();
   return success();
 }
 
-LogicalResult AdamOp::verify() { return verifyOptimizerShapes(*this, 4); }
-LogicalResult LambOp::verify() { return verifyOptimizerShapes(*this, 4); }
-LogicalResult SgdOp::verify() { return verifyOptimizerShapes(*this, 3); }
+SmallVector<StateKind> AdamOp::getStateKinds() {
+  return {StateKind::exp_avg, StateKind::exp_avg_sq};
+}
+SmallVector<StateKind> LambOp::getStateKinds() {
+  return {StateKind::exp_avg, StateKind::exp_avg_sq};
+}
+SmallVector<StateKind> SgdOp::getStateKinds() { return {StateKind::momentum}; }
 
 #define GET_OP_CLASSES
 #include "dsc/Dialect/DscOps.cpp.inc"

@@ -78,10 +78,23 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
     return RankedTensorType::get({3}, Float32Type::get(&getContext()));
   }
   SmallVector<StateKind> stateKinds() const {
-    if (optimizer == TrainStepOptimizer::Sgd)
-      return {StateKind::momentum};
-    return {StateKind::exp_avg, StateKind::exp_avg_sq};
+    switch (optimizer) {
+    case TrainStepOptimizer::Sgd:
+      return SgdOp::getStateKinds();
+    case TrainStepOptimizer::Lamb:
+      return LambOp::getStateKinds();
+    case TrainStepOptimizer::Adam:
+    case TrainStepOptimizer::AdamW:
+      return AdamOp::getStateKinds();
+    }
+    llvm_unreachable("unknown optimizer");
   }
+  /// The optimizer op of the `optimizer` option for one parameter.
+  OptimizerOpInterface createOptimizerUpdate(OpBuilder &b, Location loc,
+                                             Value param, Value grad,
+                                             ValueRange state, Value lr,
+                                             Value step, Value gradScale,
+                                             double weightDecay, Value skip);
 };
 
 } // namespace
@@ -273,7 +286,7 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   SmallVector<Value> grads;
   for (unsigned i = 0; i < n; ++i)
     grads.push_back(b.create<AllReduceOp>(loc, params[i].type, arg(1, i),
-                                          b.getStringAttr("mean")));
+                                          ReduceKindAttr::get(ctx, ReduceKind::mean)));
   Value norm = b.create<GlobalNormOp>(loc, f32Scalar, grads);
   // fp16: overflow check, then DeepSpeed's unscale_and_clip_grads (the
   // clipping sees the unscaled norm; grad_norm reports it).
@@ -301,42 +314,24 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
   Value lrValue = b.create<LrScheduleOp>(
       loc, f32Scalar, step,
-      b.getStringAttr(stringifyTrainStepSchedule(schedule)), f(lr),
+      LrScheduleKindAttr::get(ctx, schedule), f(lr),
       f(warmupMinLr), f(warmupMaxLr), i64(warmupNumSteps), i64(totalNumSteps),
-      b.getStringAttr(stringifyTrainStepWarmup(warmupType)), f(warmupMinRatio),
+      WarmupTypeAttr::get(ctx, warmupType), f(warmupMinRatio),
       f(cosMinRatio));
 
   SmallVector<Value> newParams;
   SmallVector<SmallVector<Value>> newState(kinds.size());
   for (unsigned i = 0; i < n; ++i) {
-    Type t = params[i].type;
     // Biases and norm weights are not decayed.
     double wd = params[i].type.getRank() >= 2 ? double(weightDecay) : 0.0;
-    Value p = arg(0, i), g = grads[i];
-    if (optimizer == TrainStepOptimizer::Sgd) {
-      auto op = b.create<SgdOp>(loc, TypeRange{t, t}, p, g, arg(2, i), lrValue,
-                                step, scale, f(momentum), f(dampening), f(wd),
-                                b.getBoolAttr(nesterov), skip);
-      newParams.push_back(op.getNewParam());
-      newState[0].push_back(op.getNewMomentumBuffer());
-    } else if (optimizer == TrainStepOptimizer::Lamb) {
-      auto op = b.create<LambOp>(loc, TypeRange{t, t, t}, p, g, arg(2, i),
-                                 arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
-                                 f(eps), f(wd), b.getBoolAttr(biasCorrection),
-                                 f(maxCoeff), f(minCoeff), skip);
-      newParams.push_back(op.getNewParam());
-      newState[0].push_back(op.getNewExpAvg());
-      newState[1].push_back(op.getNewExpAvgSq());
-    } else {
-      auto op = b.create<AdamOp>(loc, TypeRange{t, t, t}, p, g, arg(2, i),
-                                 arg(3, i), lrValue, step, scale, f(beta1), f(beta2),
-                                 f(eps), f(wd),
-                                 b.getBoolAttr(optimizer == TrainStepOptimizer::AdamW),
-                                 b.getBoolAttr(biasCorrection), skip);
-      newParams.push_back(op.getNewParam());
-      newState[0].push_back(op.getNewExpAvg());
-      newState[1].push_back(op.getNewExpAvgSq());
-    }
+    SmallVector<Value> state;
+    for (unsigned k = 0; k < kinds.size(); ++k)
+      state.push_back(arg(2 + k, i));
+    OptimizerOpInterface update = createOptimizerUpdate(
+        b, loc, arg(0, i), grads[i], state, lrValue, step, scale, wd, skip);
+    newParams.push_back(update.getNewParamResult());
+    for (auto [k, s] : llvm::enumerate(update.getNewStateResults()))
+      newState[k].push_back(s);
   }
 
   SmallVector<Value> outs(newParams);
@@ -356,6 +351,32 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   }
   b.create<func::ReturnOp>(loc, outs);
   return apply;
+}
+
+OptimizerOpInterface BuildTrainStepPass::createOptimizerUpdate(
+    OpBuilder &b, Location loc, Value param, Value grad, ValueRange state,
+    Value lr, Value step, Value gradScale, double weightDecay, Value skip) {
+  auto f = [&](double v) { return b.getF64FloatAttr(v); };
+  SmallVector<Type> types(1 + state.size(), param.getType());
+  switch (optimizer) {
+  case TrainStepOptimizer::Sgd:
+    return b.create<SgdOp>(loc, types, param, grad, state[0], lr, step,
+                           gradScale, f(momentum), f(dampening), f(weightDecay),
+                           b.getBoolAttr(nesterov), skip);
+  case TrainStepOptimizer::Lamb:
+    return b.create<LambOp>(loc, types, param, grad, state[0], state[1], lr,
+                            step, gradScale, f(beta1), f(beta2), f(eps),
+                            f(weightDecay), b.getBoolAttr(biasCorrection),
+                            f(maxCoeff), f(minCoeff), skip);
+  case TrainStepOptimizer::Adam:
+  case TrainStepOptimizer::AdamW:
+    return b.create<AdamOp>(
+        loc, types, param, grad, state[0], state[1], lr, step, gradScale,
+        f(beta1), f(beta2), f(eps), f(weightDecay),
+        b.getBoolAttr(optimizer == TrainStepOptimizer::AdamW),
+        b.getBoolAttr(biasCorrection), skip);
+  }
+  llvm_unreachable("unknown optimizer");
 }
 
 func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,
@@ -383,18 +404,14 @@ func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
   auto eval = cast<func::FuncOp>(mb.clone(*forward));
   eval.setName("eval_step");
-  // Evaluation runs without dropout: plain dropouts go, fused ones keep
-  // their other work at rate 0.
-  eval.walk([](DropoutOp op) {
-    op.getResult().replaceAllUsesWith(op.getInput());
-    op.erase();
-  });
-  Builder b(ctx);
-  eval.walk([&](Operation *op) {
-    if (isa<SoftmaxDropoutOp, BiasDropoutAddOp, BiasDropoutAddLayerNormOp,
-            AttentionOp>(op))
-      op->setAttr("rate", b.getF64FloatAttr(0.0));
-  });
+  // Evaluation runs without dropout.
+  SmallVector<StochasticOpInterface> stochastic;
+  eval.walk([&](StochasticOpInterface op) { stochastic.push_back(op); });
+  IRRewriter rewriter(ctx);
+  for (StochasticOpInterface op : stochastic) {
+    rewriter.setInsertionPoint(op);
+    op.disableDropout(rewriter);
+  }
   auto stateAttr = [&](StateKind kind, StringRef name) {
     return StateAttr::get(ctx, kind, name);
   };

@@ -233,8 +233,9 @@ func.func @softmax_grad(%dy: tensor<4xf32>, %y: tensor<5xf32>) {
 // -----
 
 func.func @all_reduce_op(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'dsc.all_reduce' op op must be "sum" or "mean", got "max"}}
-  %0 = dsc.all_reduce %x {op = "max"} : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+2 {{expected ::mlir::dsc::ReduceKind to be one of: sum, mean}}
+  // expected-error @+1 {{failed to parse Dsc_ReduceKindAttr parameter 'value'}}
+  %0 = dsc.all_reduce %x {op = #dsc<reduce max>} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
@@ -257,23 +258,32 @@ func.func @clip(%n: tensor<f32>) {
 // -----
 
 func.func @lr_kind(%s: tensor<i64>) {
-  // expected-error @+1 {{'dsc.lr_schedule' op unknown schedule kind "OneCycle"}}
-  %lr = dsc.lr_schedule %s {kind = "OneCycle", lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = "log", warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
+  // expected-error @+2 {{expected ::mlir::dsc::LrScheduleKind to be one of: constant, WarmupLR, WarmupDecayLR, WarmupCosineLR}}
+  // expected-error @+1 {{failed to parse Dsc_LrScheduleKindAttr parameter 'value'}}
+  %lr = dsc.lr_schedule %s {kind = #dsc<lr_schedule OneCycle>, lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = #dsc<warmup log>, warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
   return
 }
 
 // -----
 
-func.func @lr_warmup_type(%s: tensor<i64>) {
-  // expected-error @+1 {{'dsc.lr_schedule' op warmup_type must be "log" or "linear"}}
+func.func @lr_kind_string(%s: tensor<i64>) {
+  // expected-error @+1 {{'dsc.lr_schedule' op attribute 'kind' failed to satisfy constraint: learning-rate scheduler, as DeepSpeed names them}}
   %lr = dsc.lr_schedule %s {kind = "WarmupLR", lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = "cubic", warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
   return
 }
 
 // -----
 
+func.func @lamb_gradient_shape(%p: tensor<4x4xf32>, %g: tensor<2x8xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'dsc.lamb' op gradient has shape [2, 8], expected [4, 4]}}
+  %a:3 = dsc.lamb %p, %g, %p, %p, %lr, %s, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64, bias_correction = true, max_coeff = 10.0 : f64, min_coeff = 0.01 : f64} : (tensor<4x4xf32>, tensor<2x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}
+
+// -----
+
 func.func @adam_state_shape(%p: tensor<4x4xf32>, %m: tensor<4x3xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
-  // expected-error @+1 {{'dsc.adam' op operand #2 has shape [4, 3], expected [4, 4]}}
+  // expected-error @+1 {{'dsc.adam' op state #0 has shape [4, 3], expected [4, 4]}}
   %a:3 = dsc.adam %p, %p, %m, %p, %lr, %s, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, adamw = true, bias_correction = true} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x3xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
   return
 }
@@ -281,7 +291,7 @@ func.func @adam_state_shape(%p: tensor<4x4xf32>, %m: tensor<4x3xf32>, %lr: tenso
 // -----
 
 func.func @sgd_result(%p: tensor<4x4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
-  // expected-error @+1 {{'dsc.sgd' op result has shape [4], expected [4, 4]}}
+  // expected-error @+1 {{'dsc.sgd' op result #1 has shape [4], expected [4, 4]}}
   %a:2 = dsc.sgd %p, %p, %p, %lr, %s, %lr {momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4xf32>)
   return
 }
@@ -524,5 +534,14 @@ func.func @attention_grad_dq(%g: tensor<2x3x8x4xf32>, %q: tensor<2x3x8x4xf32>, %
 func.func @attention_grad_lse(%g: tensor<2x3x8x4xf32>, %q: tensor<2x3x8x4xf32>, %l: tensor<2x3xf32>) {
   // expected-error @+1 {{'dsc.attention_grad' op lse has shape [2, 3], expected [2, 3, 8]}}
   %dq, %dk, %dv = dsc.attention_grad %g, %q, %q, %q, %q, %l {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @lr_warmup_type(%s: tensor<i64>) {
+  // expected-error @+2 {{expected ::mlir::dsc::WarmupType to be one of: log, linear}}
+  // expected-error @+1 {{failed to parse Dsc_WarmupTypeAttr parameter 'value'}}
+  %lr = dsc.lr_schedule %s {kind = #dsc<lr_schedule WarmupLR>, lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = #dsc<warmup cubic>, warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
   return
 }

@@ -139,14 +139,14 @@ func.func @gradient_ops(%ids: tensor<2x8xi32>, %dy: tensor<2x8x24xf32>,
 // CHECK-LABEL: func @optimizer_ops
 func.func @optimizer_ops(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %m: tensor<4x4xf32>,
                          %v: tensor<4x4xf32>, %step: tensor<i64>) {
-  // CHECK: dsc.all_reduce {{.*}} {op = "sum"}
-  %g1 = dsc.all_reduce %g {op = "sum"} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  // CHECK: dsc.all_reduce {{.*}} {op = #dsc<reduce sum>}
+  %g1 = dsc.all_reduce %g {op = #dsc<reduce sum>} : (tensor<4x4xf32>) -> tensor<4x4xf32>
   // CHECK: dsc.global_norm
   %n = dsc.global_norm %g1, %g : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
   // CHECK: dsc.clip_coefficient
   %c = dsc.clip_coefficient %n {max_norm = 1.0 : f64} : (tensor<f32>) -> tensor<f32>
-  // CHECK: dsc.lr_schedule {{.*}}kind = "WarmupLR"
-  %lr = dsc.lr_schedule %step {kind = "WarmupLR", lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = "log", warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
+  // CHECK: dsc.lr_schedule {{.*}}kind = #dsc<lr_schedule WarmupLR>
+  %lr = dsc.lr_schedule %step {kind = #dsc<lr_schedule WarmupLR>, lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = #dsc<warmup log>, warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
   // CHECK: dsc.adam
   %a:3 = dsc.adam %p, %g1, %m, %v, %lr, %step, %c {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64, adamw = true, bias_correction = true} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
   // CHECK: dsc.lamb

@@ -37,7 +37,7 @@
 // CHECK: %[[GB:.*]] = dsc.all_reduce %{{.*}} : (tensor<8xf32>)
 // CHECK: %[[NORM:.*]] = dsc.global_norm %[[GW]], %[[GB]]
 // CHECK: %[[CLIP:.*]] = dsc.clip_coefficient %[[NORM]] {max_norm = 1.000000e+00 : f64}
-// CHECK: %[[LR:.*]] = dsc.lr_schedule %[[STEP]] {{{.*}}kind = "WarmupLR"{{.*}}warmup_num_steps = 10 : i64
+// CHECK: %[[LR:.*]] = dsc.lr_schedule %[[STEP]] {{{.*}}kind = #dsc<lr_schedule WarmupLR>{{.*}}warmup_num_steps = 10 : i64
 // CHECK: dsc.adam %{{.*}}, %[[GW]], %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %[[CLIP]] {adamw = true, {{.*}}weight_decay = 1.000000e-02 : f64}
 // CHECK: dsc.adam %{{.*}}, %[[GB]], %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %[[CLIP]] {adamw = true, {{.*}}weight_decay = 0.000000e+00 : f64}
 // CHECK: dsc.fill {value = 0.000000e+00 : f64} : () -> tensor<8x8xf32>
@@ -48,7 +48,7 @@
 // SGD-LABEL: func.func @apply_step(
 // SGD-SAME: {dsc.state = #dsc.state<momentum, "w">}
 // SGD: %[[ONE:.*]] = dsc.fill {value = 1.000000e+00 : f64} : () -> tensor<f32>
-// SGD: kind = "constant"
+// SGD: kind = #dsc<lr_schedule constant>
 // SGD: dsc.sgd {{.*}}, %[[ONE]] {dampening = 0.000000e+00 : f64, momentum = 9.000000e-01 : f64, nesterov = true, weight_decay = 0.000000e+00 : f64}
 
 // LAMB-LABEL: func.func @apply_step(

@@ -65,16 +65,16 @@ mlir::dsc::TrainStepOptimizer optimizerChoice(dsc::OptimizerType type) {
   llvm_unreachable("unknown optimizer type");
 }
 
-mlir::dsc::TrainStepSchedule scheduleChoice(dsc::SchedulerType type) {
+mlir::dsc::LrScheduleKind scheduleChoice(dsc::SchedulerType type) {
   switch (type) {
   case dsc::SchedulerType::WarmupLR:
-    return mlir::dsc::TrainStepSchedule::WarmupLR;
+    return mlir::dsc::LrScheduleKind::WarmupLR;
   case dsc::SchedulerType::WarmupDecayLR:
-    return mlir::dsc::TrainStepSchedule::WarmupDecayLR;
+    return mlir::dsc::LrScheduleKind::WarmupDecayLR;
   case dsc::SchedulerType::WarmupCosineLR:
-    return mlir::dsc::TrainStepSchedule::WarmupCosineLR;
+    return mlir::dsc::LrScheduleKind::WarmupCosineLR;
   case dsc::SchedulerType::None:
-    return mlir::dsc::TrainStepSchedule::Constant;
+    return mlir::dsc::LrScheduleKind::constant;
   }
   llvm_unreachable("unknown scheduler type");
 }
@@ -122,8 +122,8 @@ void fillPipelineOptions(const dsc::TrainConfig &train,
   p.warmupMaxLr = s.warmupMaxLr;
   p.warmupNumSteps = s.warmupNumSteps;
   p.totalNumSteps = s.totalNumSteps;
-  p.warmupType = s.warmupLog ? mlir::dsc::TrainStepWarmup::Log
-                             : mlir::dsc::TrainStepWarmup::Linear;
+  p.warmupType = s.warmupLog ? mlir::dsc::WarmupType::log
+                             : mlir::dsc::WarmupType::linear;
   p.warmupMinRatio = s.warmupMinRatio;
   p.cosMinRatio = s.cosMinRatio;
   const dsc::MixedPrecisionConfig &mp = train.precision;

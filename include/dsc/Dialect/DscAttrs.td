@@ -22,6 +22,34 @@ def Dsc_HalfFormat : I32EnumAttr<"HalfFormat",
   let cppNamespace = "::mlir::dsc";
 }
 
+def Dsc_LrScheduleKind : I32EnumAttr<"LrScheduleKind",
+    "learning-rate scheduler, as DeepSpeed names them", [
+      I32EnumAttrCase<"constant", 0>, I32EnumAttrCase<"WarmupLR", 1>,
+      I32EnumAttrCase<"WarmupDecayLR", 2>, I32EnumAttrCase<"WarmupCosineLR", 3>
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+  let genSpecializedAttr = 0;
+}
+def Dsc_LrScheduleKindAttr
+    : EnumAttr<Dsc_Dialect, Dsc_LrScheduleKind, "lr_schedule">;
+
+def Dsc_WarmupType : I32EnumAttr<"WarmupType", "shape of the lr warmup", [
+      I32EnumAttrCase<"log", 0>, I32EnumAttrCase<"linear", 1>
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+  let genSpecializedAttr = 0;
+}
+def Dsc_WarmupTypeAttr : EnumAttr<Dsc_Dialect, Dsc_WarmupType, "warmup">;
+
+def Dsc_ReduceKind : I32EnumAttr<"ReduceKind",
+    "how a collective combines the ranks' tensors", [
+      I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+  let genSpecializedAttr = 0;
+}
+def Dsc_ReduceKindAttr : EnumAttr<Dsc_Dialect, Dsc_ReduceKind, "reduce">;
+
 def Dsc_InitKind : I32EnumAttr<"InitKind", "parameter initialisation rule", [
       I32EnumAttrCase<"normal", 0>, I32EnumAttrCase<"zeros", 1>,
       I32EnumAttrCase<"ones", 2>

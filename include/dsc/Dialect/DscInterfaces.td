@@ -64,4 +64,81 @@ def Dsc_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Dsc_StochasticOpInterface : OpInterface<"StochasticOpInterface"> {
+  let cppNamespace = "::mlir::dsc";
+  let description = [{
+    An op that applies dropout: element e of its dropped value is kept when
+    Philox(seed, step, `stream`, e) >= `rate` and then scaled by
+    1 / (1 - `rate`). The mask is a function of those attributes, so running
+    the op again (a -dsc-remat clone, the gradient op that replays the mask)
+    draws the same mask. The ops declare `F64Attr:$rate` and
+    `I64Attr:$stream`; the rate is verified here, once for all of them.
+  }];
+  let methods = [
+    InterfaceMethod<"The probability of dropping an element, in [0, 1).",
+      "double", "getDropoutRate", (ins), [{}], [{
+        return $_op.getRate().convertToDouble();
+      }]>,
+    InterfaceMethod<"The Philox stream the mask is drawn from.",
+      "int64_t", "getDropoutStream", (ins), [{}], [{
+        return $_op.getStream();
+      }]>,
+    InterfaceMethod<[{
+        Removes the dropout and keeps the op's other work (evaluation runs
+        without dropout): by default the rate becomes 0; dsc.dropout, which
+        does nothing else, replaces itself with its input.
+      }],
+      "void", "disableDropout", (ins "::mlir::RewriterBase &":$rewriter),
+      [{}], [{
+        rewriter.modifyOpInPlace($_op, [&] {
+          $_op.setRate(::llvm::APFloat(0.0));
+        });
+      }]>
+  ];
+  let verify = [{
+    double rate = ::llvm::cast<StochasticOpInterface>($_op).getDropoutRate();
+    if (rate < 0 || rate >= 1)
+      return $_op->emitOpError("expects rate in [0, 1), got ") << rate;
+    return ::mlir::success();
+  }];
+}
+
+def Dsc_OptimizerOpInterface : OpInterface<"OptimizerOpInterface"> {
+  let cppNamespace = "::mlir::dsc";
+  let description = [{
+    One optimizer update of one parameter. Operands: param, grad, the state
+    tensors (one per result after new_param, in the same order), then lr,
+    step, grad_scale and the optional skip flag; results: new_param, then
+    each state updated. Every tensor has the param's shape (verified here).
+    The runtime's op table (Ops.def, family Optimizer) states the same
+    layout. -dsc-build-train-step asks the op class for the kinds of its
+    state; passes that move optimizer work (sharding) use the accessors.
+  }];
+  let methods = [
+    StaticInterfaceMethod<"The kind of each state tensor, in operand order.",
+      "::llvm::SmallVector<::mlir::dsc::StateKind>", "getStateKinds", (ins)>,
+    InterfaceMethod<"The parameter before the update.",
+      "::mlir::Value", "getParamOperand", (ins), [{
+        return $_op->getOperand(0);
+      }]>,
+    InterfaceMethod<"Its gradient.",
+      "::mlir::Value", "getGradOperand", (ins), [{
+        return $_op->getOperand(1);
+      }]>,
+    InterfaceMethod<"The state tensors before the update.",
+      "::mlir::OperandRange", "getStateOperands", (ins), [{
+        return $_op->getOperands().slice(2, $_op->getNumResults() - 1);
+      }]>,
+    InterfaceMethod<"The parameter after the update.",
+      "::mlir::Value", "getNewParamResult", (ins), [{
+        return $_op->getResult(0);
+      }]>,
+    InterfaceMethod<"The state tensors after the update.",
+      "::mlir::ResultRange", "getNewStateResults", (ins), [{
+        return $_op->getResults().drop_front();
+      }]>
+  ];
+  let verify = [{ return ::mlir::dsc::verifyOptimizerOp($_op); }];
+}
+
 #endif // DSC_INTERFACES

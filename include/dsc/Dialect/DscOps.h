@@ -8,7 +8,21 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::dsc {
+/// The process group's exchange that collectives read and write (their
+/// memory effects), so that no pass merges, drops or reorders them.
+struct CommunicatorResource
+    : public SideEffects::Resource::Base<CommunicatorResource> {
+  StringRef getName() final { return "Communicator"; }
+};
+
+/// OptimizerOpInterface's verifier: gradient, states and results in the
+/// param's shape.
+LogicalResult verifyOptimizerOp(Operation *op);
+} // namespace mlir::dsc
 
 #include "dsc/Dialect/DscInterfaces.h.inc"
 

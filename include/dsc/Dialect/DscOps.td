@@ -27,12 +27,34 @@ def Dsc_StepScalar : 0DTensorOf<[I64]>;
 // Base classes
 //===----------------------------------------------------------------------===//
 
-class Dsc_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dsc_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+/// An op with effects of its own (none is pure by default).
+class Dsc_EffectfulOp<string mnemonic, list<Trait> traits = []>
+    : Op<Dsc_Dialect, mnemonic, traits> {
   // Every op verifies its shapes through a free function in DscOps.cpp.
   let hasVerifier = 1;
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
+
+/// A pure function of its operands: CSE may merge two, DCE may drop one.
+class Dsc_Op<string mnemonic, list<Trait> traits = []>
+    : Dsc_EffectfulOp<mnemonic, !listconcat(traits, [Pure])>;
+
+/// What the ranks of a process group exchange. A collective reads and writes
+/// it, so CSE never merges two collectives and DCE never drops one whose
+/// result is unused: every rank must issue the same collectives in the same
+/// order.
+def Dsc_CommunicatorResource
+    : Resource<"::mlir::dsc::CommunicatorResource">;
+def Dsc_Collective : MemoryEffects<[MemRead<Dsc_CommunicatorResource>,
+                                    MemWrite<Dsc_CommunicatorResource>]>;
+
+/// An op that applies dropout (rate, stream): see StochasticOpInterface.
+def Dsc_Stochastic : DeclareOpInterfaceMethods<Dsc_StochasticOpInterface>;
+def Dsc_DropoutReplacedInEvaluation
+    : DeclareOpInterfaceMethods<Dsc_StochasticOpInterface, ["disableDropout"]>;
+
+/// A per-parameter optimizer update: see OptimizerOpInterface.
+def Dsc_Optimizer : DeclareOpInterfaceMethods<Dsc_OptimizerOpInterface>;
 
 /// An op that `-dsc-autodiff` differentiates through.
 class Dsc_DiffOp<string mnemonic, list<Trait> traits = []>
@@ -128,7 +150,7 @@ def Dsc_GeluOp : Dsc_DiffOp<"gelu"> {
   }];
 }
 
-def Dsc_DropoutOp : Dsc_DiffOp<"dropout"> {
+def Dsc_DropoutOp : Dsc_DiffOp<"dropout", [Dsc_DropoutReplacedInEvaluation]> {
   let summary = "Inverted dropout with a Philox mask";
   let description = [{
     Element i is kept iff the Philox draw for (seed, step offset, `stream`, i)
@@ -178,7 +200,7 @@ def Dsc_SoftmaxOp : Dsc_DiffOp<"softmax"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout"> {
+def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout", [Dsc_Stochastic]> {
   let summary = "Fused scale + mask + softmax + dropout of attention scores";
   let description = [{
     `%dropped, %probs = dsc.softmax_dropout %scores {scale, causal, rate,
@@ -194,7 +216,7 @@ def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout"> {
   let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$probs);
 }
 
-def Dsc_AttentionOp : Dsc_DiffOp<"attention"> {
+def Dsc_AttentionOp : Dsc_DiffOp<"attention", [Dsc_Stochastic]> {
   let summary = "Fused dense attention: dropout(softmax(scale * q k^T)) v";
   let description = [{
     `%out, %lse = dsc.attention %q, %k, %v {scale, causal, rate, stream}`
@@ -291,7 +313,7 @@ def Dsc_BiasGeluOp : Dsc_DiffOp<"bias_gelu"> {
   }];
 }
 
-def Dsc_BiasDropoutAddOp : Dsc_DiffOp<"bias_dropout_add"> {
+def Dsc_BiasDropoutAddOp : Dsc_DiffOp<"bias_dropout_add", [Dsc_Stochastic]> {
   let summary = "Fused residual + dropout(input + bias)";
   let description = [{
     `%y = dsc.bias_dropout_add %h, %b, %res {rate, stream}` is
@@ -307,7 +329,8 @@ def Dsc_BiasDropoutAddOp : Dsc_DiffOp<"bias_dropout_add"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_BiasDropoutAddLayerNormOp : Dsc_DiffOp<"bias_dropout_add_layer_norm"> {
+def Dsc_BiasDropoutAddLayerNormOp
+    : Dsc_DiffOp<"bias_dropout_add_layer_norm", [Dsc_Stochastic]> {
   let summary = "Fused residual + dropout(input + bias), then LayerNorm";
   let description = [{
     `%sum, %y, %rstd = dsc.bias_dropout_add_layer_norm %h, %b, %res, %gamma,
@@ -442,7 +465,7 @@ def Dsc_BiasGeluGradOp : Dsc_Op<"bias_gelu_grad"> {
   }];
 }
 
-def Dsc_DropoutBiasGradOp : Dsc_Op<"dropout_bias_grad"> {
+def Dsc_DropoutBiasGradOp : Dsc_Op<"dropout_bias_grad", [Dsc_Stochastic]> {
   let summary = "dx = dropout(dy) and dbias = its sum over rows, one pass";
   let arguments = (ins Dsc_FloatTensor:$grad, F64Attr:$rate, I64Attr:$stream);
   let results = (outs Dsc_FloatTensor:$input_grad,
@@ -475,7 +498,7 @@ def Dsc_SoftmaxDropoutGradOp : Dsc_Op<"softmax_dropout_grad"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_AttentionGradOp : Dsc_Op<"attention_grad"> {
+def Dsc_AttentionGradOp : Dsc_Op<"attention_grad", [Dsc_Stochastic]> {
   let summary = "Gradients of dsc.attention w.r.t. q, k and v";
   let description = [{
     `%dq, %dk, %dv = dsc.attention_grad %dout, %q, %k, %v, %out, %lse {scale,
@@ -508,14 +531,15 @@ def Dsc_CrossEntropyGradOp : Dsc_Op<"cross_entropy_grad"> {
 // Training-step ops
 //===----------------------------------------------------------------------===//
 
-def Dsc_AllReduceOp : Dsc_Op<"all_reduce"> {
+def Dsc_AllReduceOp : Dsc_EffectfulOp<"all_reduce", [Dsc_Collective]> {
   let summary = "Reduction across the data-parallel process group";
   let description = [{
-    `op` is "sum" or "mean". On one rank this is the identity; the runtime's
+    `op` is sum or mean. On one rank this is the identity; the runtime's
     Communicator performs it on N ranks.
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "\"mean\"">:$op);
+                       DefaultValuedAttr<Dsc_ReduceKindAttr,
+                                         "ReduceKind::mean">:$op);
   let results = (outs Dsc_FloatTensor:$result);
 }
 
@@ -536,21 +560,27 @@ def Dsc_ClipCoefficientOp : Dsc_Op<"clip_coefficient"> {
 
 def Dsc_LrScheduleOp : Dsc_Op<"lr_schedule"> {
   let summary = "Learning rate of optimizer update `step` (1-based)";
+  let hasVerifier = 0;
   let description = [{
-    `kind` is "constant", "WarmupLR", "WarmupDecayLR" or "WarmupCosineLR",
+    `kind` is constant, WarmupLR, WarmupDecayLR or WarmupCosineLR,
     evaluated as DeepSpeed's lr_schedules.py does; the other attributes are
     that scheduler's parameters (`lr` is the optimizer's base rate).
   }];
-  let arguments = (ins Dsc_StepScalar:$step, StrAttr:$kind, F64Attr:$lr,
+  let arguments = (ins Dsc_StepScalar:$step, Dsc_LrScheduleKindAttr:$kind,
+                       F64Attr:$lr,
                        F64Attr:$warmup_min_lr, F64Attr:$warmup_max_lr,
                        I64Attr:$warmup_num_steps, I64Attr:$total_num_steps,
-                       StrAttr:$warmup_type, F64Attr:$warmup_min_ratio,
+                       Dsc_WarmupTypeAttr:$warmup_type,
+                       F64Attr:$warmup_min_ratio,
                        F64Attr:$cos_min_ratio);
   let results = (outs Dsc_Scalar:$lr_value);
 }
 
-def Dsc_AdamOp : Dsc_Op<"adam", [AllTypesMatch<["param", "new_param"]>]> {
+def Dsc_AdamOp : Dsc_Op<"adam", [Dsc_Optimizer,
+                                   AllTypesMatch<["param", "new_param"]>]> {
   let summary = "Adam / AdamW update with PyTorch semantics";
+  // Shapes: OptimizerOpInterface.
+  let hasVerifier = 0;
   let description = [{
     Gradients are multiplied by `grad_scale` (clipping) first. `adamw`
     selects decoupled weight decay; otherwise decay is added to the gradient
@@ -569,8 +599,11 @@ def Dsc_AdamOp : Dsc_Op<"adam", [AllTypesMatch<["param", "new_param"]>]> {
                       Dsc_FloatTensor:$new_exp_avg_sq);
 }
 
-def Dsc_LambOp : Dsc_Op<"lamb", [AllTypesMatch<["param", "new_param"]>]> {
+def Dsc_LambOp : Dsc_Op<"lamb", [Dsc_Optimizer,
+                                   AllTypesMatch<["param", "new_param"]>]> {
   let summary = "LAMB update as DeepSpeed's FusedLamb";
+  // Shapes: OptimizerOpInterface.
+  let hasVerifier = 0;
   let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
                        Dsc_FloatTensor:$exp_avg, Dsc_FloatTensor:$exp_avg_sq,
                        Dsc_Scalar:$lr, Dsc_StepScalar:$step,
@@ -583,8 +616,11 @@ def Dsc_LambOp : Dsc_Op<"lamb", [AllTypesMatch<["param", "new_param"]>]> {
                       Dsc_FloatTensor:$new_exp_avg_sq);
 }
 
-def Dsc_SgdOp : Dsc_Op<"sgd", [AllTypesMatch<["param", "new_param"]>]> {
+def Dsc_SgdOp : Dsc_Op<"sgd", [Dsc_Optimizer,
+                                   AllTypesMatch<["param", "new_param"]>]> {
   let summary = "SGD with momentum, torch.optim.SGD semantics";
+  // Shapes: OptimizerOpInterface.
+  let hasVerifier = 0;
   let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
                        Dsc_FloatTensor:$momentum_buffer, Dsc_Scalar:$lr,
                        Dsc_StepScalar:$step, Dsc_Scalar:$grad_scale,

@@ -87,7 +87,16 @@ enum class OpRoute { Kernel, Gemm, Copy, Collective, Optimizer };
 
 /// The type of an instruction attribute. Int holds booleans as 0/1; the
 /// enum kinds hold the name of one case of the dialect enum of that name.
-enum class AttrKind { Int, Float, String, GeluApproximation, HalfFormat };
+enum class AttrKind {
+  Int,
+  Float,
+  String,
+  GeluApproximation,
+  HalfFormat,
+  LrScheduleKind,
+  WarmupType,
+  ReduceKind,
+};
 
 struct AttrSpec {
   const char *name;
