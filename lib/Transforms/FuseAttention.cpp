@@ -36,7 +36,7 @@ struct Chain {
 bool isOne(FloatAttr a) { return a.getValueAsDouble() == 1.0; }
 
 /// Matches the probabilities feeding the context product `ctx`.
-std::optional<Chain> match(BatchMatmulOp ctx) {
+std::optional<Chain> matchAttentionCore(BatchMatmulOp ctx) {
   if (ctx.getTransposeA() || ctx.getTransposeB() || !isOne(ctx.getAlphaAttr()))
     return std::nullopt;
   Chain c;
@@ -83,34 +83,45 @@ std::optional<Chain> match(BatchMatmulOp ctx) {
   return c;
 }
 
+struct FuseAttention : OpRewritePattern<BatchMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(BatchMatmulOp ctx,
+                                PatternRewriter &rewriter) const override {
+    std::optional<Chain> c = matchAttentionCore(ctx);
+    if (!c)
+      return rewriter.notifyMatchFailure(ctx, "not the context product of "
+                                              "an attention core");
+    auto type = cast<RankedTensorType>(ctx.getType());
+    auto lseType = RankedTensorType::get(type.getShape().drop_back(),
+                                         type.getElementType());
+    auto fused = rewriter.create<AttentionOp>(
+        ctx.getLoc(), TypeRange{type, lseType}, c->scores.getLhs(),
+        c->scores.getRhs(), ctx.getRhs(), rewriter.getF64FloatAttr(c->scale),
+        rewriter.getBoolAttr(c->causal),
+        c->rate ? c->rate : rewriter.getF64FloatAttr(0.0),
+        c->stream ? c->stream : rewriter.getI64IntegerAttr(0));
+    copyLayer(ctx, {fused});
+    rewriter.replaceOp(ctx, fused.getResult());
+    if (c->dropout)
+      rewriter.eraseOp(c->dropout);
+    rewriter.eraseOp(c->softmax);
+    rewriter.eraseOp(c->scores);
+    return success();
+  }
+};
+
 struct FuseAttentionPass
     : mlir::dsc::impl::DscFuseAttentionBase<FuseAttentionPass> {
   void runOnOperation() override {
-    SmallVector<BatchMatmulOp> products;
-    getOperation().walk([&](BatchMatmulOp op) { products.push_back(op); });
-    for (BatchMatmulOp ctx : products) {
-      std::optional<Chain> c = match(ctx);
-      if (!c)
-        continue;
-      OpBuilder b(ctx);
-      auto type = cast<RankedTensorType>(ctx.getType());
-      auto lseType =
-          RankedTensorType::get(type.getShape().drop_back(), type.getElementType());
-      auto fused = b.create<AttentionOp>(
-          ctx.getLoc(), TypeRange{type, lseType}, c->scores.getLhs(),
-          c->scores.getRhs(), ctx.getRhs(), b.getF64FloatAttr(c->scale),
-          b.getBoolAttr(c->causal),
-          c->rate ? c->rate : b.getF64FloatAttr(0.0),
-          c->stream ? c->stream : b.getI64IntegerAttr(0));
-      copyLayer(ctx, {fused});
-      ctx.replaceAllUsesWith(fused.getResult());
-      ctx.erase();
-      if (c->dropout)
-        c->dropout.erase();
-      c->softmax->erase();
-      c->scores.erase();
-    }
+    RewritePatternSet patterns(&getContext());
+    populateFuseAttentionPatterns(patterns);
+    if (failed(applyFusionPatterns(getOperation(), std::move(patterns))))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+void mlir::dsc::populateFuseAttentionPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseAttention>(patterns.getContext());
+}

@@ -37,37 +37,50 @@ std::optional<BiasedBranch> matchBranch(Value branch) {
   return m;
 }
 
+struct FuseBiasDropoutAdd : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    if (add.getLhs().getType() != add.getRhs().getType())
+      return rewriter.notifyMatchFailure(add, "a broadcast add is not a "
+                                              "residual connection");
+    for (bool branchIsRhs : {true, false}) {
+      Value branch = branchIsRhs ? add.getRhs() : add.getLhs();
+      Value residual = branchIsRhs ? add.getLhs() : add.getRhs();
+      std::optional<BiasedBranch> m = matchBranch(branch);
+      if (!m)
+        continue;
+      LinearOp unbiased = createUnbiased(rewriter, m->linear);
+      auto fused = rewriter.create<BiasDropoutAddOp>(
+          add.getLoc(), add.getType(), unbiased, m->linear.getBias(), residual,
+          m->dropout ? m->dropout.getRateAttr() : rewriter.getF64FloatAttr(0.0),
+          m->dropout ? m->dropout.getStreamAttr()
+                     : rewriter.getI64IntegerAttr(0));
+      copyLayer(m->linear, {unbiased, fused});
+      rewriter.replaceOp(add, fused);
+      if (m->dropout)
+        rewriter.eraseOp(m->dropout);
+      rewriter.eraseOp(m->linear);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(add, "no operand is a biased "
+                                            "projection [with dropout]");
+  }
+};
+
 struct FuseBiasDropoutAddPass
     : mlir::dsc::impl::DscFuseBiasDropoutAddBase<FuseBiasDropoutAddPass> {
   void runOnOperation() override {
-    SmallVector<AddOp> adds;
-    getOperation().walk([&](AddOp add) { adds.push_back(add); });
-    for (AddOp add : adds) {
-      if (add.getLhs().getType() != add.getRhs().getType())
-        continue; // a broadcast add is not a residual connection
-      for (bool branchIsRhs : {true, false}) {
-        Value branch = branchIsRhs ? add.getRhs() : add.getLhs();
-        Value residual = branchIsRhs ? add.getLhs() : add.getRhs();
-        std::optional<BiasedBranch> m = matchBranch(branch);
-        if (!m)
-          continue;
-        OpBuilder b(add);
-        LinearOp unbiased = createUnbiased(b, m->linear);
-        auto fused = b.create<BiasDropoutAddOp>(
-            add.getLoc(), add.getType(), unbiased, m->linear.getBias(),
-            residual,
-            m->dropout ? m->dropout.getRateAttr() : b.getF64FloatAttr(0.0),
-            m->dropout ? m->dropout.getStreamAttr() : b.getI64IntegerAttr(0));
-        copyLayer(m->linear, {unbiased, fused});
-        add.replaceAllUsesWith(fused.getResult());
-        add.erase();
-        if (m->dropout)
-          m->dropout.erase();
-        m->linear.erase();
-        break;
-      }
-    }
+    RewritePatternSet patterns(&getContext());
+    populateFuseBiasDropoutAddPatterns(patterns);
+    if (failed(applyFusionPatterns(getOperation(), std::move(patterns))))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+void mlir::dsc::populateFuseBiasDropoutAddPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<FuseBiasDropoutAdd>(patterns.getContext());
+}

@@ -19,26 +19,37 @@ using namespace mlir::dsc;
 
 namespace {
 
+struct FuseBiasGelu : OpRewritePattern<GeluOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GeluOp gelu,
+                                PatternRewriter &rewriter) const override {
+    auto linear = gelu.getInput().getDefiningOp<LinearOp>();
+    if (!linear || !linear.getBias() || !linear.getResult().hasOneUse())
+      return rewriter.notifyMatchFailure(gelu, "input is not a biased "
+                                               "projection used only here");
+    LinearOp unbiased = createUnbiased(rewriter, linear);
+    auto fused = rewriter.create<BiasGeluOp>(gelu.getLoc(), gelu.getType(),
+                                             unbiased, linear.getBias(),
+                                             gelu.getApproximationAttr());
+    copyLayer(linear, {unbiased, fused});
+    rewriter.replaceOp(gelu, fused);
+    rewriter.eraseOp(linear);
+    return success();
+  }
+};
+
 struct FuseBiasGeluPass
     : mlir::dsc::impl::DscFuseBiasGeluBase<FuseBiasGeluPass> {
   void runOnOperation() override {
-    SmallVector<GeluOp> gelus;
-    getOperation().walk([&](GeluOp gelu) { gelus.push_back(gelu); });
-    for (GeluOp gelu : gelus) {
-      auto linear = gelu.getInput().getDefiningOp<LinearOp>();
-      if (!linear || !linear.getBias() || !linear.getResult().hasOneUse())
-        continue;
-      OpBuilder b(gelu);
-      LinearOp unbiased = createUnbiased(b, linear);
-      auto fused = b.create<BiasGeluOp>(gelu.getLoc(), gelu.getType(),
-                                        unbiased, linear.getBias(),
-                                        gelu.getApproximationAttr());
-      copyLayer(linear, {unbiased, fused});
-      gelu.replaceAllUsesWith(fused.getResult());
-      gelu.erase();
-      linear.erase();
-    }
+    RewritePatternSet patterns(&getContext());
+    populateFuseBiasGeluPatterns(patterns);
+    if (failed(applyFusionPatterns(getOperation(), std::move(patterns))))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+void mlir::dsc::populateFuseBiasGeluPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseBiasGelu>(patterns.getContext());
+}

@@ -33,37 +33,49 @@ bool definedBefore(Value v, Operation *op) {
   return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
+/// One LayerNorm per sum: once fused, the sum is the fused op's and a
+/// second LayerNorm of it keeps its own op.
+struct FuseResidualLayerNorm : OpRewritePattern<LayerNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LayerNormOp ln,
+                                PatternRewriter &rewriter) const override {
+    auto bda = ln.getInput().getDefiningOp<BiasDropoutAddOp>();
+    if (!bda || !definedBefore(ln.getGamma(), bda) ||
+        !definedBefore(ln.getBeta(), bda))
+      return rewriter.notifyMatchFailure(ln, "input is not a bias-dropout-add "
+                                             "after gamma and beta");
+    // At the bias-add's place: every user of the sum stays below it.
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(bda);
+    auto rows = cast<RankedTensorType>(ln.getType());
+    auto fused = rewriter.create<BiasDropoutAddLayerNormOp>(
+        ln.getLoc(),
+        TypeRange{bda.getType(), ln.getType(),
+                  rows.clone(rows.getShape().drop_back())},
+        bda.getInput(), bda.getBias(), bda.getResidual(), ln.getGamma(),
+        ln.getBeta(), bda.getRateAttr(), bda.getStreamAttr(),
+        ln.getEpsilonAttr());
+    copyLayer(bda, {fused});
+    rewriter.replaceOp(ln, fused.getResult());
+    rewriter.replaceOp(bda, fused.getSum());
+    return success();
+  }
+};
+
 struct FuseResidualLayerNormPass
     : mlir::dsc::impl::DscFuseResidualLayerNormBase<
           FuseResidualLayerNormPass> {
   void runOnOperation() override {
-    SmallVector<LayerNormOp> norms;
-    getOperation().walk([&](LayerNormOp op) { norms.push_back(op); });
-    DenseSet<Operation *> fusedAlready;
-    for (LayerNormOp ln : norms) {
-      auto bda = ln.getInput().getDefiningOp<BiasDropoutAddOp>();
-      // One LayerNorm per sum: a second one keeps its own op.
-      if (!bda || !definedBefore(ln.getGamma(), bda) ||
-          !definedBefore(ln.getBeta(), bda) ||
-          !fusedAlready.insert(bda).second)
-        continue;
-      // At the bias-add's place: every user of the sum stays below it.
-      OpBuilder b(bda);
-      auto rows = cast<RankedTensorType>(ln.getType());
-      auto fused = b.create<BiasDropoutAddLayerNormOp>(
-          ln.getLoc(),
-          TypeRange{bda.getType(), ln.getType(),
-                    rows.clone(rows.getShape().drop_back())},
-          bda.getInput(), bda.getBias(), bda.getResidual(), ln.getGamma(),
-          ln.getBeta(), bda.getRateAttr(), bda.getStreamAttr(),
-          ln.getEpsilonAttr());
-      copyLayer(bda, {fused});
-      ln.replaceAllUsesWith(fused.getResult());
-      bda.replaceAllUsesWith(fused.getSum());
-      ln.erase();
-      bda.erase();
-    }
+    RewritePatternSet patterns(&getContext());
+    populateFuseResidualLayerNormPatterns(patterns);
+    if (failed(applyFusionPatterns(getOperation(), std::move(patterns))))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+void mlir::dsc::populateFuseResidualLayerNormPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<FuseResidualLayerNorm>(patterns.getContext());
+}

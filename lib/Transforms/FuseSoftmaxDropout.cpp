@@ -20,27 +20,39 @@ using namespace mlir::dsc;
 
 namespace {
 
+struct FuseSoftmaxDropout : OpRewritePattern<DropoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DropoutOp dropout,
+                                PatternRewriter &rewriter) const override {
+    auto softmax = dropout.getInput().getDefiningOp<SoftmaxOp>();
+    if (!softmax || !softmax.getResult().hasOneUse())
+      return rewriter.notifyMatchFailure(dropout, "input is not a softmax "
+                                                  "used only here");
+    Type type = softmax.getType();
+    auto fused = rewriter.create<SoftmaxDropoutOp>(
+        dropout.getLoc(), TypeRange{type, type}, softmax.getInput(),
+        softmax.getScaleAttr(), softmax.getCausalAttr(), dropout.getRateAttr(),
+        dropout.getStreamAttr());
+    copyLayer(softmax, {fused});
+    rewriter.replaceOp(dropout, fused.getResult());
+    rewriter.eraseOp(softmax);
+    return success();
+  }
+};
+
 struct FuseSoftmaxDropoutPass
     : mlir::dsc::impl::DscFuseSoftmaxDropoutBase<FuseSoftmaxDropoutPass> {
   void runOnOperation() override {
-    SmallVector<DropoutOp> dropouts;
-    getOperation().walk([&](DropoutOp op) { dropouts.push_back(op); });
-    for (DropoutOp dropout : dropouts) {
-      auto softmax = dropout.getInput().getDefiningOp<SoftmaxOp>();
-      if (!softmax || !softmax.getResult().hasOneUse())
-        continue;
-      OpBuilder b(dropout);
-      Type type = softmax.getType();
-      auto fused = b.create<SoftmaxDropoutOp>(
-          dropout.getLoc(), TypeRange{type, type}, softmax.getInput(),
-          softmax.getScaleAttr(), softmax.getCausalAttr(),
-          dropout.getRateAttr(), dropout.getStreamAttr());
-      copyLayer(softmax, {fused});
-      dropout.replaceAllUsesWith(fused.getResult());
-      dropout.erase();
-      softmax.erase();
-    }
+    RewritePatternSet patterns(&getContext());
+    populateFuseSoftmaxDropoutPatterns(patterns);
+    if (failed(applyFusionPatterns(getOperation(), std::move(patterns))))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+void mlir::dsc::populateFuseSoftmaxDropoutPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<FuseSoftmaxDropout>(patterns.getContext());
+}

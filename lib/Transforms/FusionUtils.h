@@ -1,13 +1,17 @@
 //===- FusionUtils.h - Shared pieces of the fusion passes ------*- C++ -*-===//
 //
-// The fusion passes all move a projection's bias out of the GEMM into a
-// fused epilogue op, and must keep the provenance the memory report reads.
+// The local fusions are rewrite patterns (populateFuse*Patterns, declared
+// in Passes.h) that their passes apply with the greedy driver. Most move a
+// projection's bias out of the GEMM into a fused epilogue op, and all must
+// keep the provenance the memory report reads.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_LIB_TRANSFORMS_FUSIONUTILS_H
 #define DSC_LIB_TRANSFORMS_FUSIONUTILS_H
 
 #include "dsc/Dialect/DscOps.h"
+
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::dsc {
 
@@ -26,6 +30,16 @@ inline void copyLayer(Operation *from, ArrayRef<Operation *> to) {
   if (Attribute layer = from->getAttr(kLayerAttrName))
     for (Operation *op : to)
       op->setAttr(kLayerAttrName, layer);
+}
+
+/// Runs a fusion pass's patterns over `root` to a fixed point, top-down,
+/// without region simplification (the step functions are single blocks).
+inline LogicalResult applyFusionPatterns(Operation *root,
+                                         RewritePatternSet &&patterns) {
+  GreedyRewriteConfig config;
+  config.useTopDownTraversal = true;
+  config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
+  return applyPatternsAndFoldGreedily(root, std::move(patterns), config);
 }
 
 } // namespace mlir::dsc

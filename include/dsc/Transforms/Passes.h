@@ -18,38 +18,19 @@ namespace mlir::dsc {
 
 //===----------------------------------------------------------------------===//
 // Choices named by pass options (their spellings are the `llvm::cl::values`
-// of Passes.td, so a bad value is rejected by the option parser).
+// of Passes.td, so a bad value is rejected by the option parser). Choices
+// that ops carry as well are the dialect's enums (LrScheduleKind,
+// WarmupType, HalfFormat).
 //===----------------------------------------------------------------------===//
 
 /// -dsc-build-train-step `optimizer`.
 enum class TrainStepOptimizer { Adam, AdamW, Lamb, Sgd };
-/// -dsc-build-train-step `schedule`.
-enum class TrainStepSchedule { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
-/// -dsc-build-train-step `warmup-type`.
-enum class TrainStepWarmup { Log, Linear };
 /// -dsc-remat `policy`.
 enum class RematPolicy { None, DeepSpeed, Budget };
 /// -dsc-memory-report `format`.
 enum class MemoryReportFormat { Table, Json };
 
-/// The spelling of a choice, as the option parser and dsc.lr_schedule's
-/// string attributes take it.
-inline StringRef stringifyTrainStepSchedule(TrainStepSchedule schedule) {
-  switch (schedule) {
-  case TrainStepSchedule::Constant:
-    return "constant";
-  case TrainStepSchedule::WarmupLR:
-    return "WarmupLR";
-  case TrainStepSchedule::WarmupDecayLR:
-    return "WarmupDecayLR";
-  case TrainStepSchedule::WarmupCosineLR:
-    return "WarmupCosineLR";
-  }
-  llvm_unreachable("unknown TrainStepSchedule");
-}
-inline StringRef stringifyTrainStepWarmup(TrainStepWarmup warmup) {
-  return warmup == TrainStepWarmup::Log ? "log" : "linear";
-}
+/// The spelling of a -dsc-remat policy, as the option parser takes it.
 inline StringRef stringifyRematPolicy(RematPolicy policy) {
   switch (policy) {
   case RematPolicy::None:
@@ -64,6 +45,20 @@ inline StringRef stringifyRematPolicy(RematPolicy policy) {
 
 #define GEN_PASS_DECL
 #include "dsc/Transforms/Passes.h.inc"
+
+//===----------------------------------------------------------------------===//
+// Local fusions as rewrite patterns
+//===----------------------------------------------------------------------===//
+
+/// Each local fusion is one rewrite pattern that its -dsc-fuse-* pass applies
+/// with the greedy driver; the populate functions let another pass apply
+/// them together with its own patterns. -dsc-fuse-qkv and -dsc-remat stay
+/// walks: they decide over the whole function.
+void populateFuseBiasGeluPatterns(RewritePatternSet &patterns);
+void populateFuseSoftmaxDropoutPatterns(RewritePatternSet &patterns);
+void populateFuseBiasDropoutAddPatterns(RewritePatternSet &patterns);
+void populateFuseResidualLayerNormPatterns(RewritePatternSet &patterns);
+void populateFuseAttentionPatterns(RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION
 #include "dsc/Transforms/Passes.h.inc"
@@ -153,15 +148,15 @@ struct TrainingPipelineOptions
   Option<int64_t> gradAccum{*this, "grad-accum",
                             llvm::cl::desc("Micro-batches per optimizer step"),
                             llvm::cl::init(1)};
-  Option<TrainStepSchedule> schedule{
+  Option<LrScheduleKind> schedule{
       *this, "schedule", llvm::cl::desc("Learning-rate schedule"),
-      llvm::cl::init(TrainStepSchedule::Constant),
+      llvm::cl::init(LrScheduleKind::constant),
       llvm::cl::values(
-          clEnumValN(TrainStepSchedule::Constant, "constant", "lr throughout"),
-          clEnumValN(TrainStepSchedule::WarmupLR, "WarmupLR", "warm up, hold"),
-          clEnumValN(TrainStepSchedule::WarmupDecayLR, "WarmupDecayLR",
+          clEnumValN(LrScheduleKind::constant, "constant", "lr throughout"),
+          clEnumValN(LrScheduleKind::WarmupLR, "WarmupLR", "warm up, hold"),
+          clEnumValN(LrScheduleKind::WarmupDecayLR, "WarmupDecayLR",
                      "warm up, linear decay"),
-          clEnumValN(TrainStepSchedule::WarmupCosineLR, "WarmupCosineLR",
+          clEnumValN(LrScheduleKind::WarmupCosineLR, "WarmupCosineLR",
                      "warm up, cosine decay"))};
   Option<double> warmupMinLr{*this, "warmup-min-lr",
                              llvm::cl::desc("Learning rate at step 0"),
@@ -176,12 +171,12 @@ struct TrainingPipelineOptions
   Option<int64_t> totalNumSteps{
       *this, "total-num-steps",
       llvm::cl::desc("Step at which the decay ends"), llvm::cl::init(0)};
-  Option<TrainStepWarmup> warmupType{
+  Option<WarmupType> warmupType{
       *this, "warmup-type", llvm::cl::desc("Shape of the warmup"),
-      llvm::cl::init(TrainStepWarmup::Log),
+      llvm::cl::init(WarmupType::log),
       llvm::cl::values(
-          clEnumValN(TrainStepWarmup::Log, "log", "logarithmic"),
-          clEnumValN(TrainStepWarmup::Linear, "linear", "linear"))};
+          clEnumValN(WarmupType::log, "log", "logarithmic"),
+          clEnumValN(WarmupType::linear, "linear", "linear"))};
   Option<double> warmupMinRatio{
       *this, "warmup-min-ratio",
       llvm::cl::desc("WarmupCosineLR: learning rate at step 0 / lr"),
