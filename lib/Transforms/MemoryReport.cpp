@@ -19,6 +19,15 @@ namespace mlir::dsc {
 } // namespace mlir::dsc
 
 using namespace mlir;
+// Runtime-side names (namespace ::dsc) come in here, once.
+namespace rt = ::dsc::rt;
+using ::dsc::lowerToProgram;
+using ::dsc::MemoryPlan;
+using ::dsc::planMemory;
+using ::dsc::MemoryReport;
+using ::dsc::reportMemory;
+using ::dsc::formatMemoryJson;
+using ::dsc::formatMemoryTable;
 
 namespace {
 
@@ -28,19 +37,19 @@ struct MemoryReportPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<::dsc::rt::Program> program = ::dsc::lowerToProgram(module);
+    FailureOr<rt::Program> program = lowerToProgram(module);
     if (failed(program))
       return signalPassFailure();
-    ::dsc::MemoryPlan plan;
+    MemoryPlan plan;
     std::string error;
-    if (!::dsc::planMemory(*program, plan, error)) {
+    if (!planMemory(*program, plan, error)) {
       module.emitError("dsc-memory-report: ") << error;
       return signalPassFailure();
     }
-    ::dsc::MemoryReport report = ::dsc::reportMemory(*program, plan);
+    MemoryReport report = reportMemory(*program, plan);
     llvm::outs() << (format == mlir::dsc::MemoryReportFormat::Json
-                         ? ::dsc::formatMemoryJson(report)
-                         : ::dsc::formatMemoryTable(report));
+                         ? formatMemoryJson(report)
+                         : formatMemoryTable(report));
     llvm::outs().flush();
     markAllAnalysesPreserved();
   }

@@ -40,6 +40,12 @@ namespace mlir::dsc {
 
 using namespace mlir;
 using namespace mlir::dsc;
+// Runtime-side names (namespace ::dsc) come in here, once.
+namespace rt = ::dsc::rt;
+namespace remat = ::dsc::remat;
+using ::dsc::lowerToProgram;
+using ::dsc::MemoryPlan;
+using ::dsc::planMemory;
 
 namespace {
 
@@ -369,15 +375,15 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
         set.insert(c.op);
     applyRemat(fn, a, set);
     foldExposures(fn);
-    FailureOr<::dsc::rt::Program> program = ::dsc::lowerToProgram(*copy);
+    FailureOr<rt::Program> program = lowerToProgram(*copy);
     if (failed(program)) {
       module.emitError("dsc-remat: policy=budget measures the peak of the "
                        "lowered step, and this module does not lower");
       return failure();
     }
-    ::dsc::MemoryPlan plan;
+    MemoryPlan plan;
     std::string error;
-    if (!::dsc::planMemory(*program, plan, error)) {
+    if (!planMemory(*program, plan, error)) {
       module.emitError("dsc-remat: ") << error;
       return failure();
     }
@@ -402,7 +408,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
                             DenseSet<Operation *> &chosen) {
     const int64_t budget = budgetBytes;
     SmallVector<bool> base;
-    std::vector<::dsc::remat::Item> items;
+    std::vector<remat::Item> items;
     SmallVector<size_t> itemOf;
     int64_t sumBytes = 0;
     for (auto [i, c] : llvm::enumerate(a.candidates)) {
@@ -427,8 +433,8 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     SmallVector<bool> best = base;
     int64_t peak = *p0, lowest = *p0;
     for (int iter = 0; iter < 16 && peak > budget; ++iter) {
-      ::dsc::remat::Choice choice =
-          ::dsc::remat::chooseRecompute(items, capacity);
+      remat::Choice choice =
+          remat::chooseRecompute(items, capacity);
       SmallVector<bool> trial = base;
       for (auto [k, r] : llvm::enumerate(choice.recompute))
         trial[itemOf[k]] = r;
