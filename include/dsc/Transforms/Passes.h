@@ -9,6 +9,7 @@
 #define DSC_TRANSFORMS_PASSES_H
 
 #include "dsc/Dialect/DscOps.h"
+#include "dsc/Transforms/ExactDouble.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -112,36 +113,36 @@ struct TrainingPipelineOptions
           clEnumValN(TrainStepOptimizer::AdamW, "adamw", "AdamW"),
           clEnumValN(TrainStepOptimizer::Lamb, "lamb", "LAMB"),
           clEnumValN(TrainStepOptimizer::Sgd, "sgd", "SGD"))};
-  Option<double> lr{*this, "lr", llvm::cl::desc("Base learning rate"),
+  Option<ExactDouble> lr{*this, "lr", llvm::cl::desc("Base learning rate"),
                     llvm::cl::init(1e-3)};
-  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam/LAMB beta1"),
+  Option<ExactDouble> beta1{*this, "beta1", llvm::cl::desc("Adam/LAMB beta1"),
                        llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam/LAMB beta2"),
+  Option<ExactDouble> beta2{*this, "beta2", llvm::cl::desc("Adam/LAMB beta2"),
                        llvm::cl::init(0.999)};
-  Option<double> eps{*this, "eps", llvm::cl::desc("Adam/LAMB epsilon"),
+  Option<ExactDouble> eps{*this, "eps", llvm::cl::desc("Adam/LAMB epsilon"),
                      llvm::cl::init(1e-8)};
-  Option<double> weightDecay{
+  Option<ExactDouble> weightDecay{
       *this, "weight-decay",
       llvm::cl::desc("Weight decay (rank >= 2 tensors only)"),
       llvm::cl::init(0.0)};
   Option<bool> biasCorrection{*this, "bias-correction",
                               llvm::cl::desc("Adam/LAMB bias correction"),
                               llvm::cl::init(true)};
-  Option<double> maxCoeff{*this, "max-coeff",
+  Option<ExactDouble> maxCoeff{*this, "max-coeff",
                           llvm::cl::desc("LAMB trust ratio max"),
                           llvm::cl::init(10.0)};
-  Option<double> minCoeff{*this, "min-coeff",
+  Option<ExactDouble> minCoeff{*this, "min-coeff",
                           llvm::cl::desc("LAMB trust ratio min"),
                           llvm::cl::init(0.01)};
-  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+  Option<ExactDouble> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
-  Option<double> dampening{*this, "dampening",
+  Option<ExactDouble> dampening{*this, "dampening",
                            llvm::cl::desc("SGD dampening"),
                            llvm::cl::init(0.0)};
   Option<bool> nesterov{*this, "nesterov",
                         llvm::cl::desc("SGD Nesterov momentum"),
                         llvm::cl::init(false)};
-  Option<double> gradClip{
+  Option<ExactDouble> gradClip{
       *this, "grad-clip",
       llvm::cl::desc("Global-norm gradient clipping (0: off)"),
       llvm::cl::init(0.0)};
@@ -158,10 +159,10 @@ struct TrainingPipelineOptions
                      "warm up, linear decay"),
           clEnumValN(LrScheduleKind::WarmupCosineLR, "WarmupCosineLR",
                      "warm up, cosine decay"))};
-  Option<double> warmupMinLr{*this, "warmup-min-lr",
+  Option<ExactDouble> warmupMinLr{*this, "warmup-min-lr",
                              llvm::cl::desc("Learning rate at step 0"),
                              llvm::cl::init(0.0)};
-  Option<double> warmupMaxLr{
+  Option<ExactDouble> warmupMaxLr{
       *this, "warmup-max-lr",
       llvm::cl::desc("Learning rate at the end of the warmup"),
       llvm::cl::init(0.001)};
@@ -177,11 +178,11 @@ struct TrainingPipelineOptions
       llvm::cl::values(
           clEnumValN(WarmupType::log, "log", "logarithmic"),
           clEnumValN(WarmupType::linear, "linear", "linear"))};
-  Option<double> warmupMinRatio{
+  Option<ExactDouble> warmupMinRatio{
       *this, "warmup-min-ratio",
       llvm::cl::desc("WarmupCosineLR: learning rate at step 0 / lr"),
       llvm::cl::init(0.0)};
-  Option<double> cosMinRatio{
+  Option<ExactDouble> cosMinRatio{
       *this, "cos-min-ratio",
       llvm::cl::desc("WarmupCosineLR: final learning rate / lr"),
       llvm::cl::init(0.0001)};
@@ -189,7 +190,7 @@ struct TrainingPipelineOptions
       *this, "fp16",
       llvm::cl::desc("Scale the loss, skip steps whose gradients overflow"),
       llvm::cl::init(false)};
-  Option<double> lossScale{
+  Option<ExactDouble> lossScale{
       *this, "loss-scale",
       llvm::cl::desc("0: dynamic loss scaling; > 0: this static scale"),
       llvm::cl::init(0.0)};
@@ -204,7 +205,7 @@ struct TrainingPipelineOptions
       *this, "hysteresis",
       llvm::cl::desc("Overflows tolerated before the scale halves"),
       llvm::cl::init(2)};
-  Option<double> minLossScale{
+  Option<ExactDouble> minLossScale{
       *this, "min-loss-scale",
       llvm::cl::desc("The scale never drops below this"), llvm::cl::init(1.0)};
   Option<bool> consecutiveHysteresis{
