@@ -211,34 +211,6 @@ struct Rng {
 };
 
 //===----------------------------------------------------------------------===//
-// Math shared by forward and backward kernels (CpuKernels.cpp geluAt,
-// geluDerivativeAt): the same formulas, with libdevice expf/erff.
-//===----------------------------------------------------------------------===//
-
-template <bool TANH> __device__ __forceinline__ float geluAt(float v) {
-  if constexpr (TANH) {
-    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    return v * (1.0f / (1.0f + expf(-2.0f * u)));
-  } else {
-    return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-  }
-}
-
-template <bool TANH>
-__device__ __forceinline__ float geluDerivativeAt(float v) {
-  if constexpr (TANH) {
-    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
-    const float s = 1.0f / (1.0f + expf(-2.0f * u));
-    return s + v * 2.0f * s * (1.0f - s) * du;
-  } else {
-    const float cdf = 0.5f * (1.0f + erff(v * 0.7071067811865476f));
-    const float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
-    return cdf + v * pdf;
-  }
-}
-
-//===----------------------------------------------------------------------===//
 // Reductions: THREADS (a power of two >= 32) threads own one row; a warp
 // reduces with shuffles, a block through shared memory. Every thread of the
 // row gets the result.
@@ -316,6 +288,55 @@ template <int THREADS> __device__ __forceinline__ int rowLane() {
   for (dsc_i64 i = dsc_i64(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += dsc_i64(gridDim.x) * blockDim.x)
 
+/// Parameter gradients (bias, LayerNorm and RMSNorm weights) are summed in
+/// fixed blocks of kRowBlock rows (cpu::rowsWithColumnSum); columnSum()
+/// merges the blocks' column partial sums part[blk * STRIDE + c] in order.
+constexpr dsc_i64 kRowBlock = 32;
+
+template <typename TO, dsc_i64 BLOCKS, dsc_i64 C, dsc_i64 STRIDE>
+__device__ void columnSum(const float *part, TO *out) {
+  DSC_GRID_LOOP(c, C) {
+    float s = 0.0f;
+    for (dsc_i64 k = 0; k < BLOCKS; ++k)
+      s += part[k * STRIDE + c];
+    st(out, c, s);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels: THREADS threads per row (a warp, or a block of up to 1024),
+// the row cached in registers: ITEMS vectors of VEC per thread, element
+// (k * THREADS + lane) * VEC + l.
+//===----------------------------------------------------------------------===//
+
+template <int THREADS, int ITEMS, int VEC, dsc_i64 C, typename T>
+__device__ __forceinline__ void loadRow(const T *p, dsc_i64 base, int lane,
+                                        float (&v)[ITEMS][VEC],
+                                        float fillValue) {
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const dsc_i64 c = (dsc_i64(k) * THREADS + lane) * VEC;
+    if (c < C) {
+      ldv<VEC>(p, base + c, v[k]);
+    } else {
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        v[k][l] = fillValue;
+    }
+  }
+}
+
+template <int THREADS, int ITEMS, int VEC, dsc_i64 C, typename T>
+__device__ __forceinline__ void storeRow(T *p, dsc_i64 base, int lane,
+                                         const float (&v)[ITEMS][VEC]) {
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const dsc_i64 c = (dsc_i64(k) * THREADS + lane) * VEC;
+    if (c < C)
+      stv<VEC>(p, base + c, v[k]);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
@@ -352,52 +373,6 @@ __device__ void convert(const TI *in, TO *out) {
 /// Byte copy of same-typed buffers (Copy of i32/i64 buffers).
 template <typename T, dsc_i64 N> __device__ void copyRaw(const T *in, T *out) {
   DSC_GRID_LOOP(i, N) { out[i] = in[i]; }
-}
-
-/// cpu::embedding: out[r, :] = table[ids[r], :]; an id outside [0, V) sets
-/// the status and writes zeros.
-template <typename TT, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C, int VEC>
-__device__ void embedding(const TT *table, const int *ids, TO *out,
-                          dsc_u32 code) {
-  DSC_GRID_LOOP(g, ROWS *(C / VEC)) {
-    const dsc_i64 r = g / (C / VEC), c = (g % (C / VEC)) * VEC;
-    const int id = ids[r];
-    float v[VEC];
-    if (id < 0 || id >= V) {
-      if (c == 0)
-        fail(code);
-#pragma unroll
-      for (int l = 0; l < VEC; ++l)
-        v[l] = 0.0f;
-    } else {
-      ldv<VEC>(table, dsc_i64(id) * C + c, v);
-    }
-    stv<VEC>(out, r * C + c, v);
-  }
-}
-
-/// cpu::embeddingGrad: thread (c, p) owns the table elements [v, c] with
-/// v % PARTS == p; it zeroes them, then adds every row of dy with such an
-/// id in token order (the CPU's order: bitwise the same sums).
-template <typename TD, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C,
-          dsc_i64 PARTS>
-__device__ void embeddingGrad(const int *ids, const TD *dy, TO *dtable,
-                              dsc_u32 code) {
-  DSC_GRID_LOOP(t, C *PARTS) {
-    const dsc_i64 c = t % C, p = t / C;
-    for (dsc_i64 v = p; v < V; v += PARTS)
-      st(dtable, v * C + c, 0.0f);
-    for (dsc_i64 r = 0; r < ROWS; ++r) {
-      const int id = ids[r];
-      if (id < 0 || id >= V) {
-        if (t == 0)
-          fail(code);
-        continue;
-      }
-      if (id % PARTS == p)
-        st(dtable, id * C + c, ld(dtable, id * C + c) + ld(dy, r * C + c));
-    }
-  }
 }
 
 /// One piece of dsc.concat / dsc.split: the tensor viewed as [OUTER,
@@ -469,6 +444,34 @@ __device__ void mergeHeadsPart(const TH *heads, TX *x, int part) {
   __syncthreads();
   for (dsc_i64 k = threadIdx.x; k < at.n; k += blockDim.x)
     st(x, at.xAt(k), tile[k]);
+}
+
+//===----------------------------------------------------------------------===//
+// Math shared by forward and backward kernels (CpuKernels.cpp geluAt,
+// geluDerivativeAt): the same formulas, with libdevice expf/erff.
+//===----------------------------------------------------------------------===//
+
+template <bool TANH> __device__ __forceinline__ float geluAt(float v) {
+  if constexpr (TANH) {
+    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    return v * (1.0f / (1.0f + expf(-2.0f * u)));
+  } else {
+    return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+  }
+}
+
+template <bool TANH>
+__device__ __forceinline__ float geluDerivativeAt(float v) {
+  if constexpr (TANH) {
+    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
+    const float s = 1.0f / (1.0f + expf(-2.0f * u));
+    return s + v * 2.0f * s * (1.0f - s) * du;
+  } else {
+    const float cdf = 0.5f * (1.0f + erff(v * 0.7071067811865476f));
+    const float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+    return cdf + v * pdf;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -617,45 +620,12 @@ __device__ void biasDropoutAdd(const TX *x, const TB *b, const TR *res, TY *y,
   }
 }
 
-/// dsc.mlm_mask (cpu::mlmMask): the 80/10/10 rule from one Philox block per
-/// token; unmasked labels are -100.
-template <dsc_i64 N>
-__device__ void mlmMask(const int *ids, int *inputs, int *labels,
-                        float maskProb, int maskToken, dsc_u32 vocab,
-                        dsc_u32 stream, dsc_u64 seed, dsc_u64 offset) {
-  DSC_GRID_LOOP(i, N) {
-    const Bits4 b = philox(dsc_u32(i), stream, dsc_u32(offset),
-                           dsc_u32(offset >> 32), seed);
-    const int id = ids[i];
-    if (uniform(b.v[0]) < maskProb) {
-      labels[i] = id;
-      const float u = uniform(b.v[1]);
-      inputs[i] = u < 0.8f ? maskToken : u < 0.9f ? int(b.v[2] % vocab) : id;
-    } else {
-      labels[i] = -100;
-      inputs[i] = id;
-    }
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Rows with a bias gradient (cpu::rowsWithColumnSum): x [ROWS, C] in blocks
 // of 32 rows; a thread owns VEC columns of one block, writes dx and the
 // block's column partial sums part[blk, C]; columnSum() merges the blocks in
 // order.
 //===----------------------------------------------------------------------===//
-
-constexpr dsc_i64 kRowBlock = 32;
-
-template <typename TO, dsc_i64 BLOCKS, dsc_i64 C, dsc_i64 STRIDE>
-__device__ void columnSum(const float *part, TO *out) {
-  DSC_GRID_LOOP(c, C) {
-    float s = 0.0f;
-    for (dsc_i64 k = 0; k < BLOCKS; ++k)
-      s += part[k * STRIDE + c];
-    st(out, c, s);
-  }
-}
 
 /// dsc.bias_gelu_grad (cpu::biasGeluGrad).
 template <typename TD, typename TX, typename TB, typename TO, bool TANH,
@@ -719,40 +689,6 @@ __device__ void dropoutBiasGradRows(const TD *dy, TO *dx, float *part,
 #pragma unroll
     for (int l = 0; l < VEC; ++l)
       part[blk * C + c + l] = acc[l];
-  }
-}
-
-//===----------------------------------------------------------------------===//
-// Row kernels: THREADS threads per row (a warp, or a block of up to 1024),
-// the row cached in registers: ITEMS vectors of VEC per thread, element
-// (k * THREADS + lane) * VEC + l.
-//===----------------------------------------------------------------------===//
-
-template <int THREADS, int ITEMS, int VEC, dsc_i64 C, typename T>
-__device__ __forceinline__ void loadRow(const T *p, dsc_i64 base, int lane,
-                                        float (&v)[ITEMS][VEC],
-                                        float fillValue) {
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) {
-    const dsc_i64 c = (dsc_i64(k) * THREADS + lane) * VEC;
-    if (c < C) {
-      ldv<VEC>(p, base + c, v[k]);
-    } else {
-#pragma unroll
-      for (int l = 0; l < VEC; ++l)
-        v[k][l] = fillValue;
-    }
-  }
-}
-
-template <int THREADS, int ITEMS, int VEC, dsc_i64 C, typename T>
-__device__ __forceinline__ void storeRow(T *p, dsc_i64 base, int lane,
-                                         const float (&v)[ITEMS][VEC]) {
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) {
-    const dsc_i64 c = (dsc_i64(k) * THREADS + lane) * VEC;
-    if (c < C)
-      stv<VEC>(p, base + c, v[k]);
   }
 }
 
@@ -1494,6 +1430,73 @@ __device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
     const dsc_i64 i = i0 + e / D;
     if (i < T)
       st(dq, base + i * D + e % D, scale * sDQ[e]);
+  }
+}
+
+/// cpu::embedding: out[r, :] = table[ids[r], :]; an id outside [0, V) sets
+/// the status and writes zeros.
+template <typename TT, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C, int VEC>
+__device__ void embedding(const TT *table, const int *ids, TO *out,
+                          dsc_u32 code) {
+  DSC_GRID_LOOP(g, ROWS *(C / VEC)) {
+    const dsc_i64 r = g / (C / VEC), c = (g % (C / VEC)) * VEC;
+    const int id = ids[r];
+    float v[VEC];
+    if (id < 0 || id >= V) {
+      if (c == 0)
+        fail(code);
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        v[l] = 0.0f;
+    } else {
+      ldv<VEC>(table, dsc_i64(id) * C + c, v);
+    }
+    stv<VEC>(out, r * C + c, v);
+  }
+}
+
+/// cpu::embeddingGrad: thread (c, p) owns the table elements [v, c] with
+/// v % PARTS == p; it zeroes them, then adds every row of dy with such an
+/// id in token order (the CPU's order: bitwise the same sums).
+template <typename TD, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C,
+          dsc_i64 PARTS>
+__device__ void embeddingGrad(const int *ids, const TD *dy, TO *dtable,
+                              dsc_u32 code) {
+  DSC_GRID_LOOP(t, C *PARTS) {
+    const dsc_i64 c = t % C, p = t / C;
+    for (dsc_i64 v = p; v < V; v += PARTS)
+      st(dtable, v * C + c, 0.0f);
+    for (dsc_i64 r = 0; r < ROWS; ++r) {
+      const int id = ids[r];
+      if (id < 0 || id >= V) {
+        if (t == 0)
+          fail(code);
+        continue;
+      }
+      if (id % PARTS == p)
+        st(dtable, id * C + c, ld(dtable, id * C + c) + ld(dy, r * C + c));
+    }
+  }
+}
+
+/// dsc.mlm_mask (cpu::mlmMask): the 80/10/10 rule from one Philox block per
+/// token; unmasked labels are -100.
+template <dsc_i64 N>
+__device__ void mlmMask(const int *ids, int *inputs, int *labels,
+                        float maskProb, int maskToken, dsc_u32 vocab,
+                        dsc_u32 stream, dsc_u64 seed, dsc_u64 offset) {
+  DSC_GRID_LOOP(i, N) {
+    const Bits4 b = philox(dsc_u32(i), stream, dsc_u32(offset),
+                           dsc_u32(offset >> 32), seed);
+    const int id = ids[i];
+    if (uniform(b.v[0]) < maskProb) {
+      labels[i] = id;
+      const float u = uniform(b.v[1]);
+      inputs[i] = u < 0.8f ? maskToken : u < 0.9f ? int(b.v[2] % vocab) : id;
+    } else {
+      labels[i] = -100;
+      inputs[i] = id;
+    }
   }
 }
 
