@@ -6,7 +6,7 @@
 // attribute baked in as template arguments, inside one `extern "C"
 // __global__` wrapper per specialised instruction.
 //
-// Every template mirrors a CPU kernel of lib/Runtime/CpuKernels.cpp (named
+// Every template mirrors a CPU kernel of its family in lib/Kernels (named
 // in its comment) operation for operation: same formulas, same masking
 // conventions, same Philox mapping (so dropout and MLM masks are bitwise the
 // CPU's), and the same fixed summation blocks where the CPU has them (32-row
@@ -124,7 +124,7 @@ __device__ __forceinline__ void stv(T *p, dsc_i64 i, const float (&v)[VEC]) {
     st(p, i, v[0]);
 }
 
-/// RoundToHalf of an f32 value kept in f32 (MixedPrecisionKernels.cpp):
+/// RoundToHalf of an f32 value kept in f32 (cpu::roundToHalf):
 /// 0 = none, 1 = f16, 2 = bf16. Round to nearest even, inf/NaN kept.
 template <int ROUND> __device__ __forceinline__ float roundTo(float v) {
   if constexpr (ROUND == 1)
@@ -447,7 +447,7 @@ __device__ void mergeHeadsPart(const TH *heads, TX *x, int part) {
 }
 
 //===----------------------------------------------------------------------===//
-// Math shared by forward and backward kernels (CpuKernels.cpp geluAt,
+// Math shared by forward and backward kernels (ElementwiseCpu.cpp geluAt,
 // geluDerivativeAt): the same formulas, with libdevice expf/erff.
 //===----------------------------------------------------------------------===//
 
@@ -1005,7 +1005,7 @@ __device__ void biasDropoutAddLayerNorm(const TX *x, const TB *bias,
   storeRow<THREADS, ITEMS, VEC, C>(y, r * C, lane, v);
 }
 
-/// Keys a causal row may attend to (CpuKernels.cpp validKeys).
+/// Keys a causal row may attend to (AttentionCpu.cpp validKeys).
 template <dsc_i64 TQ, dsc_i64 TK, bool CAUSAL>
 __device__ __forceinline__ dsc_i64 validKeys(dsc_i64 r) {
   if constexpr (!CAUSAL) {
