@@ -14,3 +14,16 @@ set(DSC_KERNELS_CPU_SOURCES
   ${DSC_KERNELS_DIR}/Optimizers/OptimizersCpu.cpp
   ${DSC_KERNELS_DIR}/Gemm/GemmCpu.cpp
 )
+
+# The CUDA device library, pasted into every emitted translation unit: these
+# files concatenated in this order, separated by blank lines. Common first:
+# every other piece uses its helpers.
+set(DSC_KERNELS_CUDA_LIBRARY
+  ${DSC_KERNELS_DIR}/Common/Common.cuh
+  ${DSC_KERNELS_DIR}/Elementwise/Elementwise.cuh
+  ${DSC_KERNELS_DIR}/Norms/Norms.cuh
+  ${DSC_KERNELS_DIR}/Attention/Attention.cuh
+  ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLoss.cuh
+  ${DSC_KERNELS_DIR}/Optimizers/Optimizers.cuh
+  ${DSC_KERNELS_DIR}/Gemm/Gemm.cuh
+)
