@@ -4,7 +4,7 @@
 // mixed-precision rule in CudaEmitter.h), folds roundings into their
 // producers, turns GEMM instructions into cuBLASLt descriptors, builds a
 // launcher per remaining instruction (CudaEmitterOps.cpp), merges identical
-// launchers and writes the .cu (device library CudaKernels.cuh, kernels,
+// launchers and writes the .cu (the device library of lib/Kernels, kernels,
 // host launchers) and its header.
 //
 //===----------------------------------------------------------------------===//
@@ -23,7 +23,7 @@ namespace dsc::cuda {
 
 namespace {
 const char *const kDeviceLibrary =
-#include "CudaKernels.cuh.inc"
+#include "CudaDeviceLibrary.inc"
     ;
 } // namespace
 

@@ -2,9 +2,10 @@
 //
 // KernelSpec builds the launcher of one instruction (or of one group of
 // optimizer instructions): its C-ABI parameters, the `extern "C"
-// __global__` wrappers that instantiate the templates of CudaKernels.cuh,
-// and the launches. The kernel-name prefix is the placeholder `$K` and
-// status codes are `$S<i>` until the driver has deduplicated the launcher.
+// __global__` wrappers that instantiate the templates of the device library
+// (lib/Kernels/*/*.cuh), and the launches. The kernel-name prefix is the
+// placeholder `$K` and status codes are `$S<i>` until the driver has
+// deduplicated the launcher.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H
@@ -26,7 +27,7 @@ int vecFor(int64_t n);          ///< 4 when n is a multiple of 4, else 1
 int64_t gridFor(int64_t items, int block); ///< grid-stride loops: capped
 
 /// Threads per row, cached vectors per thread and the launch shape of a row
-/// kernel over rows of C elements (CudaKernels.cuh "Row kernels").
+/// kernel over rows of C elements (Common.cuh "Row kernels").
 struct RowConfig {
   int threads = 32, items = 1, vec = 1, block = 128;
   int64_t grid = 1;

@@ -4,7 +4,7 @@
 // in Program.h is a compiler warning here until it has CUDA). The operands
 // are checked by rt::checkInstr, as in the CPU backend; each case checks
 // the storage types it needs, picks the launch shape and
-// vector width, and instantiates the template of CudaKernels.cuh that
+// vector width, and instantiates the template of lib/Kernels that
 // mirrors the opcode's CPU kernel.
 //
 //===----------------------------------------------------------------------===//
@@ -556,7 +556,7 @@ void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
                 {xs, probs, dropped, flt(scale), flt(rate), keepScale, rng}));
 }
 
-/// Shared memory of the fused attention kernels (CudaKernels.cuh
+/// Shared memory of the fused attention kernels (Attention.cuh
 /// attentionForward / attentionGradKV / attentionGradQ) at one tile size:
 /// tiles of the compute type TC plus f32 scores and accumulators.
 int64_t attentionSmem(bool grad, int64_t tile, int64_t D, int64_t tc) {

@@ -3,7 +3,8 @@
 // dsc.round_to_half, dsc.check_finite, dsc.loss_scale, dsc.unscale_clip and
 // dsc.update_loss_scale: the ops -dsc-mixed-precision and the fp16 loss
 // scaler of -dsc-build-train-step insert. Their semantics are documented in
-// DscOps.td; the runtime kernels are in lib/Runtime/CpuKernels.cpp.
+// DscOps.td; their kernels are in lib/Kernels (round_to_half: Elementwise,
+// the others: Optimizers).
 //
 //===----------------------------------------------------------------------===//
 

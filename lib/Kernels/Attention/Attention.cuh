@@ -1,0 +1,443 @@
+//===- Attention.cuh - Softmax and attention device templates --*- CUDA -*-===//
+//
+// softmax and softmax_dropout and their gradients (row kernels), and the
+// FlashAttention-2 kernels of attention and attention_grad: the CUDA side of
+// AttentionCpu.cpp.
+//
+// Not a standalone header: part of the CUDA device library, pasted after
+// Common.cuh, whose helpers it uses (see Common.cuh and
+// lib/Kernels/Kernels.cmake).
+//
+//===----------------------------------------------------------------------===//
+
+namespace dsc {
+
+/// Keys a causal row may attend to (AttentionCpu.cpp validKeys).
+template <dsc_i64 TQ, dsc_i64 TK, bool CAUSAL>
+__device__ __forceinline__ dsc_i64 validKeys(dsc_i64 r) {
+  if constexpr (!CAUSAL) {
+    return TK;
+  } else {
+    dsc_i64 v = r % TQ + (TK - TQ) + 1;
+    return v < 0 ? 0 : v > TK ? TK : v;
+  }
+}
+
+/// dsc.softmax and dsc.softmax_dropout (cpu::softmax / softmaxDropout):
+/// softmax of scale*x over the valid keys, masked keys exactly 0, a fully
+/// masked row all zeros; DROPOUT also writes dropout(probs) to `dropped`.
+template <typename TX, typename TP, typename TDR, bool CAUSAL, bool DROPOUT,
+          dsc_i64 ROWS, dsc_i64 TQ, dsc_i64 TK, int THREADS, int ITEMS,
+          int VEC>
+__device__ void softmaxRows(const TX *x, TP *probs, TDR *dropped, float scale,
+                            float rate, float keepScale, Rng rng) {
+  const dsc_i64 r = rowIndex<THREADS>();
+  const int lane = rowLane<THREADS>();
+  if (r >= ROWS)
+    return;
+  const dsc_i64 valid = validKeys<TQ, TK, CAUSAL>(r);
+  float v[ITEMS][VEC];
+  loadRow<THREADS, ITEMS, VEC, TK>(x, r * TK, lane, v, 0.0f);
+  float mx = -__int_as_float(0x7f800000);
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const dsc_i64 j = (dsc_i64(k) * THREADS + lane) * VEC + l;
+      v[k][l] = scale * v[k][l];
+      if (j < valid)
+        mx = fmaxf(mx, v[k][l]);
+    }
+  mx = rowMax<THREADS>(mx);
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const dsc_i64 j = (dsc_i64(k) * THREADS + lane) * VEC + l;
+      v[k][l] = j < valid ? expf(v[k][l] - mx) : 0.0f;
+      sum += v[k][l];
+    }
+  sum = rowSum<THREADS>(sum);
+  const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      v[k][l] *= inv;
+  storeRow<THREADS, ITEMS, VEC, TK>(probs, r * TK, lane, v);
+  if constexpr (DROPOUT) {
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const dsc_i64 j = (dsc_i64(k) * THREADS + lane) * VEC;
+      if (j >= TK)
+        continue;
+      bool keep[VEC];
+      rng.keep<VEC>(r * TK + j, rate, keep);
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        v[k][l] = keep[l] ? v[k][l] * keepScale : 0.0f;
+    }
+    storeRow<THREADS, ITEMS, VEC, TK>(dropped, r * TK, lane, v);
+  }
+}
+
+/// dsc.softmax_grad and dsc.softmax_dropout_grad (cpu::softmaxGrad /
+/// softmaxDropoutGrad): dx = scale * y * (d - sum(d * y)) with d = dy
+/// (MASK 0), d = dropout(dy) with a Philox mask (MASK 1, unused by the
+/// emitter today), or d = dy * keepScale where the forward's dropped output
+/// is non-zero (MASK 2: the op's definition; at rate 0, d = dy).
+template <typename TD, typename TY, typename TM, typename TO, int MASK,
+          dsc_i64 ROWS, dsc_i64 TK, int THREADS, int ITEMS, int VEC>
+__device__ void softmaxGradRows(const TD *dy, const TY *y, const TM *dropped,
+                                TO *dx, float scale, float rate,
+                                float keepScale, Rng rng) {
+  const dsc_i64 r = rowIndex<THREADS>();
+  const int lane = rowLane<THREADS>();
+  if (r >= ROWS)
+    return;
+  float d[ITEMS][VEC], p[ITEMS][VEC];
+  loadRow<THREADS, ITEMS, VEC, TK>(dy, r * TK, lane, d, 0.0f);
+  loadRow<THREADS, ITEMS, VEC, TK>(y, r * TK, lane, p, 0.0f);
+  if constexpr (MASK == 1) {
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const dsc_i64 j = (dsc_i64(k) * THREADS + lane) * VEC;
+      if (j >= TK)
+        continue;
+      bool keep[VEC];
+      rng.keep<VEC>(r * TK + j, rate, keep);
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        d[k][l] = keep[l] ? d[k][l] * keepScale : 0.0f;
+    }
+  } else if constexpr (MASK == 2) {
+    if (rate > 0.0f) {
+      float m[ITEMS][VEC];
+      loadRow<THREADS, ITEMS, VEC, TK>(dropped, r * TK, lane, m, 0.0f);
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+        for (int l = 0; l < VEC; ++l)
+          d[k][l] = m[k][l] != 0.0f ? d[k][l] * keepScale : 0.0f;
+    }
+  }
+  float dot = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      dot += d[k][l] * p[k][l];
+  dot = rowSum<THREADS>(dot);
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      d[k][l] = scale * p[k][l] * (d[k][l] - dot);
+  storeRow<THREADS, ITEMS, VEC, TK>(dx, r * TK, lane, d);
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention (cpu::attention / attentionGrad, FlashAttention-2): one
+// block of WARPS warps per (batch*head, tile of TILE queries or keys); the
+// [TILE, TILE] scores live in shared memory only. Tile products go through
+// mmaTile: WMMA m16n16k16 tensor-core fragments with f32 accumulation when
+// the tiles are stored as __half / __nv_bfloat16 (TC), FMA otherwise. The
+// dropout decision of probability (i, j) is Rng::keep of element
+// (bh*T + i)*T + j, the mask of dsc.softmax_dropout. The backward is two
+// kernels that each recompute P from the saved lse, so dK/dV (per key
+// tile) and dQ (per query tile) are written without atomics: deterministic.
+// NOT RUN ON A GPU YET (compiled with NVRTC only); the structure is the
+// CPU kernel's, tile for tile.
+//===----------------------------------------------------------------------===//
+
+/// C[M, N] (f32, row-major, ldc) = op(A)[M, K] @ op(B)[K, N] (+ C when
+/// ACC): A row-major [M, K] (lda), or with TA stored [K, M]; B row-major
+/// [K, N] (ldb), or with TB stored [N, K]. All of the block's threads call
+/// it; the caller synchronises before and after.
+template <typename TC, int M, int N, int K, bool TA, bool TB, bool ACC,
+          int WARPS>
+__device__ __forceinline__ void mmaTile(const TC *A, int lda, const TC *B,
+                                        int ldb, float *C, int ldc) {
+  constexpr bool kTensorCores =
+      !Same<TC, float>::value && M % 16 == 0 && N % 16 == 0 && K % 16 == 0;
+  if constexpr (kTensorCores) {
+    using namespace nvcuda;
+    using LA = typename Select<TA, wmma::col_major, wmma::row_major>::type;
+    using LB = typename Select<TB, wmma::col_major, wmma::row_major>::type;
+    const int warp = int(threadIdx.x >> 5);
+    for (int t = warp; t < (M / 16) * (N / 16); t += WARPS) {
+      const int tm = t / (N / 16) * 16, tn = t % (N / 16) * 16;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+      if constexpr (ACC)
+        wmma::load_matrix_sync(c, C + tm * ldc + tn, unsigned(ldc),
+                               wmma::mem_row_major);
+      else
+        wmma::fill_fragment(c, 0.0f);
+      for (int k = 0; k < K; k += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, TC, LA> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, TC, LB> b;
+        wmma::load_matrix_sync(a, TA ? A + k * lda + tm : A + tm * lda + k,
+                               unsigned(lda));
+        wmma::load_matrix_sync(b, TB ? B + tn * ldb + k : B + k * ldb + tn,
+                               unsigned(ldb));
+        wmma::mma_sync(c, a, b, c);
+      }
+      wmma::store_matrix_sync(C + tm * ldc + tn, c, unsigned(ldc),
+                              wmma::mem_row_major);
+    }
+  } else {
+    for (int e = int(threadIdx.x); e < M * N; e += WARPS * 32) {
+      const int i = e / N, j = e % N;
+      float acc = ACC ? C[i * ldc + j] : 0.0f;
+      for (int k = 0; k < K; ++k)
+        acc += ld(A, TA ? k * lda + i : i * lda + k) *
+               ld(B, TB ? j * ldb + k : k * ldb + j);
+      C[i * ldc + j] = acc;
+    }
+  }
+}
+
+/// Rows [r0, r0 + TILE) of a [T, D] head into a [TILE, D] tile; rows past
+/// T are zero.
+template <dsc_i64 T, int D, int TILE, int WARPS, typename TS, typename TC>
+__device__ __forceinline__ void loadTile(const TS *src, dsc_i64 r0, TC *tile) {
+  for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32) {
+    const dsc_i64 r = r0 + e / D;
+    st(tile, e, r < T ? ld(src, r * D + e % D) : 0.0f);
+  }
+}
+
+/// Whether query i may attend to key j (attnValid of the CPU kernel).
+template <dsc_i64 T, bool CAUSAL>
+__device__ __forceinline__ bool attnValid(dsc_i64 i, dsc_i64 j) {
+  return i < T && j < T && (!CAUSAL || j <= i);
+}
+
+/// dsc.attention: out = dropout(softmax(scale q k^T)) v, lse of each row.
+template <typename TQ, typename TK, typename TV, typename TO, typename TC,
+          dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL, int WARPS>
+__device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
+                                 TO *out, float *lse, float scale, float rate,
+                                 float keepScale, Rng rng) {
+  constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
+  __shared__ __align__(32) TC sQ[TILE * D];
+  __shared__ __align__(32) TC sKV[TILE * D];
+  __shared__ __align__(32) TC sP[TILE * TILE];
+  __shared__ __align__(32) float sS[TILE * TILE];
+  __shared__ __align__(32) float sO[TILE * D];
+  __shared__ float sM[TILE], sL[TILE];
+  const dsc_i64 bh = blockIdx.x / TILES, i0 = (blockIdx.x % TILES) * TILE;
+  const dsc_i64 base = bh * T * D;
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const float inf = __int_as_float(0x7f800000);
+  loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
+  for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32)
+    sO[e] = 0.0f;
+  for (int r = int(threadIdx.x); r < TILE; r += WARPS * 32) {
+    sM[r] = -inf;
+    sL[r] = 0.0f;
+  }
+  const dsc_i64 keyEnd = CAUSAL ? (i0 + TILE < T ? i0 + TILE : T) : T;
+  for (dsc_i64 j0 = 0; j0 < keyEnd; j0 += TILE) {
+    loadTile<T, D, TILE, WARPS>(k + base, j0, sKV);
+    __syncthreads();
+    mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sKV, D, sS,
+                                                          TILE);
+    __syncthreads();
+    // Online softmax, one warp per row: rescale the row's accumulator by
+    // exp(m_old - m_new), keep the undropped sum, drop in P only.
+    for (int r = warp; r < TILE; r += WARPS) {
+      const dsc_i64 i = i0 + r;
+      const float mOld = sM[r];
+      float mx = mOld;
+      for (int c = lane; c < TILE; c += 32)
+        if (attnValid<T, CAUSAL>(i, j0 + c))
+          mx = fmaxf(mx, scale * sS[r * TILE + c]);
+      mx = rowMax<32>(mx);
+      float sum = 0.0f;
+      for (int c = lane; c < TILE; c += 32) {
+        const dsc_i64 j = j0 + c;
+        float e = 0.0f;
+        if (attnValid<T, CAUSAL>(i, j)) {
+          e = expf(scale * sS[r * TILE + c] - mx);
+          sum += e;
+          bool keep[1];
+          rng.keep<1>((bh * T + i) * T + j, rate, keep);
+          e = keep[0] ? e : 0.0f;
+        }
+        st(sP, r * TILE + c, e);
+      }
+      sum = rowSum<32>(sum);
+      // A padding row (i >= T) has no valid key: leave it at zero.
+      const float corr = mx == -inf ? 1.0f : expf(mOld - mx);
+      for (int d = lane; d < D; d += 32)
+        sO[r * D + d] *= corr;
+      if (lane == 0) {
+        sM[r] = mx;
+        sL[r] = sL[r] * corr + sum;
+      }
+    }
+    __syncthreads();
+    loadTile<T, D, TILE, WARPS>(v + base, j0, sKV);
+    __syncthreads();
+    mmaTile<TC, TILE, D, TILE, false, false, true, WARPS>(sP, TILE, sKV, D, sO,
+                                                          D);
+    __syncthreads();
+  }
+  for (int r = warp; r < TILE; r += WARPS) {
+    const dsc_i64 i = i0 + r;
+    if (i >= T)
+      continue;
+    const float inv = keepScale / sL[r];
+    for (int d = lane; d < D; d += 32)
+      st(out, base + i * D + d, sO[r * D + d] * inv);
+    if (lane == 0)
+      lse[bh * T + i] = sM[r] + logf(sL[r]);
+  }
+}
+
+/// D_i = rowsum(dout * out) of every row (the backward's softmax term).
+template <typename TG, typename TO, dsc_i64 ROWS, int D>
+__device__ void attentionRowDot(const TG *dout, const TO *out, float *rowDot) {
+  DSC_GRID_LOOP(r, ROWS) {
+    float dot = 0.0f;
+    for (int d = 0; d < D; ++d)
+      dot += ld(dout, r * D + d) * ld(out, r * D + d);
+    rowDot[r] = dot;
+  }
+}
+
+/// P (recomputed from lse, 0 where masked) and dS = P (Z dP - D_i) of one
+/// [TILE, TILE] tile, from S = q k^T and dP = dout v^T in sS / sDP; writes
+/// the dropped Z P to sP (when KEEP_P) and dS to sDS.
+template <dsc_i64 T, int TILE, bool CAUSAL, bool KEEP_P, int WARPS,
+          typename TC>
+__device__ __forceinline__ void attentionDs(const float *sS, const float *sDP,
+                                            TC *sP, TC *sDS, const float *lse,
+                                            const float *rowDot, dsc_i64 bh,
+                                            dsc_i64 i0, dsc_i64 j0,
+                                            float scale, float rate,
+                                            float keepScale, Rng rng) {
+  for (int e = int(threadIdx.x); e < TILE * TILE; e += WARPS * 32) {
+    const dsc_i64 i = i0 + e / TILE, j = j0 + e % TILE;
+    float p = 0.0f, ds = 0.0f;
+    if (attnValid<T, CAUSAL>(i, j)) {
+      p = expf(scale * sS[e] - lse[bh * T + i]);
+      bool keep[1];
+      rng.keep<1>((bh * T + i) * T + j, rate, keep);
+      const float z = keep[0] ? keepScale : 0.0f;
+      ds = p * (z * sDP[e] - rowDot[bh * T + i]);
+      p *= z;
+    }
+    if constexpr (KEEP_P)
+      st(sP, e, p);
+    st(sDS, e, ds);
+  }
+}
+
+/// dK and dV of one key tile: loops over the query tiles that see it.
+template <typename TG, typename TQ, typename TK, typename TV, typename TO,
+          typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
+          int WARPS>
+__device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
+                                const TV *v, const float *lse,
+                                const float *rowDot, TO *dk, TO *dv,
+                                float scale, float rate, float keepScale,
+                                Rng rng) {
+  constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
+  __shared__ __align__(32) TC sK[TILE * D];
+  __shared__ __align__(32) TC sV[TILE * D];
+  __shared__ __align__(32) TC sQ[TILE * D];
+  __shared__ __align__(32) TC sG[TILE * D];
+  __shared__ __align__(32) TC sP[TILE * TILE];
+  __shared__ __align__(32) TC sDS[TILE * TILE];
+  __shared__ __align__(32) float sS[TILE * TILE];
+  __shared__ __align__(32) float sDP[TILE * TILE];
+  __shared__ __align__(32) float sDK[TILE * D];
+  __shared__ __align__(32) float sDV[TILE * D];
+  const dsc_i64 bh = blockIdx.x / TILES, j0 = (blockIdx.x % TILES) * TILE;
+  const dsc_i64 base = bh * T * D;
+  loadTile<T, D, TILE, WARPS>(k + base, j0, sK);
+  loadTile<T, D, TILE, WARPS>(v + base, j0, sV);
+  for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32)
+    sDK[e] = sDV[e] = 0.0f;
+  // Causal: query tiles ending before key j0 see none of this tile.
+  for (dsc_i64 i0 = CAUSAL ? j0 : 0; i0 < T; i0 += TILE) {
+    loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
+    loadTile<T, D, TILE, WARPS>(dout + base, i0, sG);
+    __syncthreads();
+    mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sK, D, sS,
+                                                          TILE);
+    mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sG, D, sV, D, sDP,
+                                                          TILE);
+    __syncthreads();
+    attentionDs<T, TILE, CAUSAL, true, WARPS>(sS, sDP, sP, sDS, lse, rowDot,
+                                              bh, i0, j0, scale, rate,
+                                              keepScale, rng);
+    __syncthreads();
+    // dv += (Z P)^T dout; dk += dS^T q (scaled when stored).
+    mmaTile<TC, TILE, D, TILE, true, false, true, WARPS>(sP, TILE, sG, D, sDV,
+                                                         D);
+    mmaTile<TC, TILE, D, TILE, true, false, true, WARPS>(sDS, TILE, sQ, D, sDK,
+                                                         D);
+    __syncthreads();
+  }
+  for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32) {
+    const dsc_i64 j = j0 + e / D;
+    if (j < T) {
+      st(dk, base + j * D + e % D, scale * sDK[e]);
+      st(dv, base + j * D + e % D, sDV[e]);
+    }
+  }
+}
+
+/// dQ of one query tile: loops over the key tiles it sees.
+template <typename TG, typename TQ, typename TK, typename TV, typename TO,
+          typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
+          int WARPS>
+__device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
+                               const TV *v, const float *lse,
+                               const float *rowDot, TO *dq, float scale,
+                               float rate, float keepScale, Rng rng) {
+  constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
+  __shared__ __align__(32) TC sQ[TILE * D];
+  __shared__ __align__(32) TC sG[TILE * D];
+  __shared__ __align__(32) TC sK[TILE * D];
+  __shared__ __align__(32) TC sV[TILE * D];
+  __shared__ __align__(32) TC sDS[TILE * TILE];
+  __shared__ __align__(32) float sS[TILE * TILE];
+  __shared__ __align__(32) float sDP[TILE * TILE];
+  __shared__ __align__(32) float sDQ[TILE * D];
+  const dsc_i64 bh = blockIdx.x / TILES, i0 = (blockIdx.x % TILES) * TILE;
+  const dsc_i64 base = bh * T * D;
+  loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
+  loadTile<T, D, TILE, WARPS>(dout + base, i0, sG);
+  for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32)
+    sDQ[e] = 0.0f;
+  const dsc_i64 keyEnd = CAUSAL ? (i0 + TILE < T ? i0 + TILE : T) : T;
+  for (dsc_i64 j0 = 0; j0 < keyEnd; j0 += TILE) {
+    loadTile<T, D, TILE, WARPS>(k + base, j0, sK);
+    loadTile<T, D, TILE, WARPS>(v + base, j0, sV);
+    __syncthreads();
+    mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sK, D, sS,
+                                                          TILE);
+    mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sG, D, sV, D, sDP,
+                                                          TILE);
+    __syncthreads();
+    attentionDs<T, TILE, CAUSAL, false, WARPS>(sS, sDP, sDS, sDS, lse, rowDot,
+                                               bh, i0, j0, scale, rate,
+                                               keepScale, rng);
+    __syncthreads();
+    mmaTile<TC, TILE, D, TILE, false, false, true, WARPS>(sDS, TILE, sK, D,
+                                                          sDQ, D);
+    __syncthreads();
+  }
+  for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32) {
+    const dsc_i64 i = i0 + e / D;
+    if (i < T)
+      st(dq, base + i * D + e % D, scale * sDQ[e]);
+  }
+}
+
+} // namespace dsc

@@ -1,0 +1,356 @@
+//===- AttentionCpu.cpp - Softmax and fused attention CPU kernels ---------===//
+//
+// softmax, softmax_dropout, attention (FlashAttention-2 on the CPU) and
+// their gradients, and runAttention, their dispatch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonCpu.h"
+
+#include <cblas.h>
+
+#include <limits>
+
+namespace dsc::rt::cpu {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Softmax
+//===----------------------------------------------------------------------===//
+
+/// Keys a causal row may attend to: j <= i + (Tk - Tq) for query i.
+inline int64_t validKeys(int64_t r, int64_t Tq, int64_t Tk, bool causal) {
+  return causal ? std::clamp<int64_t>(r % Tq + (Tk - Tq) + 1, 0, Tk) : Tk;
+}
+
+/// One row of dsc.softmax: masked keys (j >= valid) get exactly 0, and a
+/// fully masked row (only possible when Tq > Tk) is all zeros.
+inline void softmaxRow(const float *xr, float *yr, int64_t valid, int64_t Tk,
+                       float scale) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < valid; ++j)
+    mx = std::max(mx, scale * xr[j]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < valid; ++j) {
+    float e = expApprox(scale * xr[j] - mx);
+    yr[j] = e;
+    sum += e;
+  }
+  const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+#pragma omp simd
+  for (int64_t j = 0; j < valid; ++j)
+    yr[j] *= inv;
+  for (int64_t j = valid; j < Tk; ++j)
+    yr[j] = 0.0f;
+}
+
+/// One row of dsc.softmax_grad; dxr may alias dyr.
+inline void softmaxGradRow(const float *dyr, const float *yr, float *dxr,
+                           int64_t Tk, float scale) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < Tk; ++j)
+    dot += dyr[j] * yr[j];
+#pragma omp simd
+  for (int64_t j = 0; j < Tk; ++j)
+    dxr[j] = scale * yr[j] * (dyr[j] - dot);
+}
+
+/// Softmax over the last dim of x[rows, Tk], rows = batch*Tq.
+void softmax(const float *x, float *y, int64_t rows, int64_t Tq, int64_t Tk,
+             float scale, bool causal) {
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRow(x + r * Tk, y + r * Tk, validKeys(r, Tq, Tk, causal), Tk,
+               scale);
+}
+
+void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
+                 int64_t Tk, float scale) {
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxGradRow(dy + r * Tk, y + r * Tk, dx + r * Tk, Tk, scale);
+}
+
+/// softmax then dropout (dsc.dropout's mask) of each row in one pass; the
+/// undropped probabilities are kept for the backward.
+void softmaxDropout(const float *x, float *dropped, float *probs,
+                    int64_t rows, int64_t Tq, int64_t Tk, float scale,
+                    bool causal, double rate, uint32_t stream, uint64_t seed,
+                    uint64_t offset) {
+  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    float *pr = probs + r * Tk;
+    softmaxRow(x + r * Tk, pr, validKeys(r, Tq, Tk, causal), Tk, scale);
+    forDropoutMask(r * Tk, (r + 1) * Tk, rate, stream, seed, offset,
+                   [&](int64_t i, bool keep) {
+                     float p = probs[i];
+                     dropped[i] = keep ? (rate > 0.0 ? p * keepScale : p)
+                                       : 0.0f;
+                   });
+  }
+}
+
+/// softmaxGrad(dropout(dy), probs) in one pass per row.
+/// The mask is read off the forward's dropped output (kept where non-zero).
+void softmaxDropoutGrad(const float *dy, const float *probs,
+                        const float *dropped, float *dx, int64_t rows,
+                        int64_t Tk, float scale, double rate) {
+  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+#pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i0 = r * Tk;
+    if (rate > 0.0) {
+#pragma omp simd
+      for (int64_t i = i0; i < i0 + Tk; ++i)
+        dx[i] = dropped[i] != 0.0f ? dy[i] * keepScale : 0.0f;
+    } else {
+#pragma omp simd
+      for (int64_t i = i0; i < i0 + Tk; ++i)
+        dx[i] = dy[i];
+    }
+    softmaxGradRow(dx + i0, probs + i0, dx + i0, Tk, scale);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention (FlashAttention-2 on the CPU)
+//===----------------------------------------------------------------------===//
+//
+// Per (batch, head), queries and keys go in tiles of kAttnTile rows; the
+// tile products are single-threaded OpenBLAS GEMMs and the OpenMP threads
+// split the (batch, head[, query tile]) work. Nothing of size [T, T] is
+// allocated: a thread holds one [tile, tile] block of scores at a time.
+// The dropout decision of probability (i, j) is forDropoutMask's for
+// element (bh*T + i)*T + j of the [B, H, T, T] probabilities, i.e.
+// dsc.softmax_dropout's mask.
+
+constexpr int64_t kAttnTile = 64;
+
+/// C[m, n] = alpha * A[m, k] @ op(B) + beta * C, row-major with leading
+/// dimensions lda, ldb, ldc.
+inline void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float *A, int64_t lda, const float *B,
+                 int64_t ldb, float beta, float *C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
+/// Keys of tile [j0, j0 + bc) that query i may attend to: the first n.
+inline int64_t attnValid(int64_t i, int64_t j0, int64_t bc, bool causal) {
+  return causal ? std::clamp<int64_t>(i + 1 - j0, 0, bc) : bc;
+}
+
+/// Last key tile start a query tile ending at row i1 - 1 needs.
+inline int64_t attnKeyEnd(int64_t i1, int64_t T, bool causal) {
+  return causal ? i1 : T;
+}
+
+/// dsc.attention over BH = B*H heads of [T, D]: out = dropout(softmax(scale
+/// q k^T, causal)) v and lse[BH, T] of the scaled, masked scores, with
+/// softmaxDropout's mask over the [BH, T, T] probabilities.
+void attention(const float *q, const float *k, const float *v, float *out,
+               float *lse, int64_t BH, int64_t T, int64_t D, float scale,
+               bool causal, double rate, uint32_t stream, uint64_t seed,
+               uint64_t offset) {
+  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+  const int64_t tiles = ceilDiv(T, kAttnTile);
+#pragma omp parallel
+  {
+    std::vector<float> S(size_t(kAttnTile * kAttnTile)), m(kAttnTile),
+        l(kAttnTile);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < BH * tiles; ++task) {
+      const int64_t bh = task / tiles, i0 = (task % tiles) * kAttnTile;
+      const int64_t br = std::min(kAttnTile, T - i0);
+      const float *qb = q + (bh * T + i0) * D, *kb = k + bh * T * D,
+                  *vb = v + bh * T * D;
+      float *acc = out + (bh * T + i0) * D; // accumulated in place
+      fillF32(acc, br * D, 0.0f);
+      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+      std::fill(l.begin(), l.end(), 0.0f);
+      for (int64_t j0 = 0; j0 < attnKeyEnd(i0 + br, T, causal);
+           j0 += kAttnTile) {
+        const int64_t bc = std::min(kAttnTile, T - j0);
+        gemm(false, true, br, bc, D, scale, qb, D, kb + j0 * D, D, 0.0f,
+             S.data(), bc);
+        for (int64_t r = 0; r < br; ++r) {
+          const int64_t i = i0 + r, n = attnValid(i, j0, bc, causal);
+          float *sr = S.data() + r * bc;
+          float mx = m[r];
+#pragma omp simd reduction(max : mx)
+          for (int64_t j = 0; j < n; ++j)
+            mx = std::max(mx, sr[j]);
+          const float corr = expApprox(m[r] - mx);
+          float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < n; ++j) {
+            sr[j] = expApprox(sr[j] - mx);
+            sum += sr[j];
+          }
+          for (int64_t j = n; j < bc; ++j)
+            sr[j] = 0.0f;
+          m[r] = mx;
+          l[r] = l[r] * corr + sum;
+          const int64_t e0 = (bh * T + i) * T + j0;
+          forDropoutMask(e0, e0 + n, rate, stream, seed, offset,
+                         [&](int64_t e, bool keep) {
+                           if (!keep)
+                             sr[e - e0] = 0.0f;
+                         });
+          float *ar = acc + r * D;
+#pragma omp simd
+          for (int64_t d = 0; d < D; ++d)
+            ar[d] *= corr;
+        }
+        gemm(false, false, br, D, bc, 1.0f, S.data(), bc, vb + j0 * D, D, 1.0f,
+             acc, D);
+      }
+      for (int64_t r = 0; r < br; ++r) {
+        const float inv = keepScale / l[r];
+        float *ar = acc + r * D;
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d)
+          ar[d] *= inv;
+        lse[bh * T + i0 + r] = m[r] + std::log(l[r]);
+      }
+    }
+  }
+}
+
+/// dsc.attention_grad: dq, dk, dv from the probabilities recomputed per
+/// tile from q, k and lse (FlashAttention-2's backward).
+void attentionGrad(const float *dout, const float *q, const float *k,
+                   const float *v, const float *out, const float *lse,
+                   float *dq, float *dk, float *dv, int64_t BH, int64_t T,
+                   int64_t D, float scale, bool causal, double rate,
+                   uint32_t stream, uint64_t seed, uint64_t offset) {
+  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+#pragma omp parallel
+  {
+    const size_t tile = size_t(kAttnTile * kAttnTile);
+    std::vector<float> P(tile), dP(tile), rowDot(static_cast<size_t>(T));
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      const int64_t base = bh * T * D;
+      const float *qb = q + base, *kb = k + base, *vb = v + base,
+                  *gb = dout + base, *ob = out + base, *lb = lse + bh * T;
+      float *dqb = dq + base, *dkb = dk + base, *dvb = dv + base;
+      // D_i = rowsum(dout * out) = rowsum(dP * P) of the softmax backward.
+      for (int64_t i = 0; i < T; ++i) {
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t d = 0; d < D; ++d)
+          dot += gb[i * D + d] * ob[i * D + d];
+        rowDot[size_t(i)] = dot;
+      }
+      fillF32(dqb, T * D, 0.0f);
+      fillF32(dkb, T * D, 0.0f);
+      fillF32(dvb, T * D, 0.0f);
+      for (int64_t j0 = 0; j0 < T; j0 += kAttnTile) {
+        const int64_t bc = std::min(kAttnTile, T - j0);
+        // Causal: query tiles that end before key j0 see none of its keys.
+        for (int64_t i0 = causal ? j0 : 0; i0 < T;
+             i0 += kAttnTile) {
+          const int64_t br = std::min(kAttnTile, T - i0);
+          // P = exp(scale * q k^T - lse) (0 where masked); dP = dout v^T.
+          gemm(false, true, br, bc, D, scale, qb + i0 * D, D, kb + j0 * D, D,
+               0.0f, P.data(), bc);
+          gemm(false, true, br, bc, D, 1.0f, gb + i0 * D, D, vb + j0 * D, D,
+               0.0f, dP.data(), bc);
+          for (int64_t r = 0; r < br; ++r) {
+            const int64_t i = i0 + r, n = attnValid(i, j0, bc, causal);
+            float *pr = P.data() + r * bc, *dpr = dP.data() + r * bc;
+            const float li = lb[i], di = rowDot[size_t(i)];
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j)
+              pr[j] = expApprox(pr[j] - li);
+            for (int64_t j = n; j < bc; ++j)
+              pr[j] = 0.0f;
+            // dS = P * (Z dP - D), and P becomes the dropped Z P, where Z
+            // is keep / (1 - rate) or 0.
+            const int64_t e0 = (bh * T + i) * T + j0;
+            forDropoutMask(e0, e0 + bc, rate, stream, seed, offset,
+                           [&](int64_t e, bool keep) {
+                             const int64_t j = e - e0;
+                             const float z = keep ? keepScale : 0.0f;
+                             const float p = pr[j];
+                             dpr[j] = p * (z * dpr[j] - di);
+                             pr[j] = z * p;
+                           });
+          }
+          // dv += Zp^T dout; dq += scale dS k; dk += scale dS^T q.
+          gemm(true, false, bc, D, br, 1.0f, P.data(), bc, gb + i0 * D, D,
+               1.0f, dvb + j0 * D, D);
+          gemm(false, false, br, D, bc, scale, dP.data(), bc, kb + j0 * D, D,
+               1.0f, dqb + i0 * D, D);
+          gemm(true, false, bc, D, br, scale, dP.data(), bc, qb + i0 * D, D,
+               1.0f, dkb + j0 * D, D);
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+void runAttention(Exec &e) {
+  const Instr &I = e.I;
+  const InstrDims &d = e.d;
+  const RngContext &rng = e.rng;
+  switch (I.op) {
+  case Opcode::Softmax: {
+    const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
+    const bool causal = I.has("causal") && I.getInt("causal") != 0;
+    const float *px = e.fin(0, "x");
+    softmax(px, e.fout(0, "output"), d.rows, d.tq, d.cols, scale, causal);
+    return;
+  }
+  case Opcode::SoftmaxDropout:
+  case Opcode::SoftmaxDropoutGrad: {
+    const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
+    if (I.op == Opcode::SoftmaxDropoutGrad)
+      softmaxDropoutGrad(e.fin(0, "dy"), e.fin(1, "probs"), e.fin(2, "dropped"),
+                         e.fout(0, "dx"), d.rows, d.cols, scale, d.rate);
+    else
+      softmaxDropout(e.fin(0, "scores"), e.fout(0, "dropped"),
+                     e.fout(1, "probs"), d.rows, d.tq, d.cols, scale,
+                     I.has("causal") && I.getInt("causal") != 0, d.rate,
+                     uint32_t(I.getInt("stream")), rng.seed, rng.offset);
+    return;
+  }
+  case Opcode::Attention:
+  case Opcode::AttentionGrad: {
+    const float scale = float(I.getFloat("scale"));
+    const bool causal = I.getInt("causal") != 0;
+    const uint32_t stream = uint32_t(I.getInt("stream"));
+    if (I.op == Opcode::AttentionGrad)
+      attentionGrad(e.fin(0, "dout"), e.fin(1, "q"), e.fin(2, "k"),
+                    e.fin(3, "v"), e.fin(4, "out"), e.fin(5, "lse"),
+                    e.fout(0, "dq"), e.fout(1, "dk"), e.fout(2, "dv"), d.BH,
+                    d.T, d.D, scale, causal, d.rate, stream, rng.seed,
+                    rng.offset);
+    else
+      attention(e.fin(0, "q"), e.fin(1, "k"), e.fin(2, "v"), e.fout(0, "out"),
+                e.fout(1, "lse"), d.BH, d.T, d.D, scale, causal, d.rate, stream,
+                rng.seed, rng.offset);
+    return;
+  }
+  case Opcode::SoftmaxGrad: {
+    const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
+    const float *dy = e.fin(0, "dy"), *py = e.fin(1, "y");
+    softmaxGrad(dy, py, e.fout(0, "dx"), d.rows, d.cols, scale);
+    return;
+  }
+  default:
+    break;
+  }
+  e.fail("internal: not a softmax or attention opcode");
+}
+
+} // namespace dsc::rt::cpu

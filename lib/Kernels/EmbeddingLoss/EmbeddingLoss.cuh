@@ -1,0 +1,190 @@
+//===- EmbeddingLoss.cuh - Embedding and loss templates --------*- CUDA -*-===//
+//
+// embedding and embedding_grad, mlm_mask, cross_entropy and its gradient:
+// the CUDA side of EmbeddingLossCpu.cpp.
+//
+// Not a standalone header: part of the CUDA device library, pasted after
+// Common.cuh, whose helpers it uses (see Common.cuh and
+// lib/Kernels/Kernels.cmake).
+//
+//===----------------------------------------------------------------------===//
+
+namespace dsc {
+
+/// cpu::embedding: out[r, :] = table[ids[r], :]; an id outside [0, V) sets
+/// the status and writes zeros.
+template <typename TT, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C, int VEC>
+__device__ void embedding(const TT *table, const int *ids, TO *out,
+                          dsc_u32 code) {
+  DSC_GRID_LOOP(g, ROWS *(C / VEC)) {
+    const dsc_i64 r = g / (C / VEC), c = (g % (C / VEC)) * VEC;
+    const int id = ids[r];
+    float v[VEC];
+    if (id < 0 || id >= V) {
+      if (c == 0)
+        fail(code);
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        v[l] = 0.0f;
+    } else {
+      ldv<VEC>(table, dsc_i64(id) * C + c, v);
+    }
+    stv<VEC>(out, r * C + c, v);
+  }
+}
+
+/// cpu::embeddingGrad: thread (c, p) owns the table elements [v, c] with
+/// v % PARTS == p; it zeroes them, then adds every row of dy with such an
+/// id in token order (the CPU's order: bitwise the same sums).
+template <typename TD, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C,
+          dsc_i64 PARTS>
+__device__ void embeddingGrad(const int *ids, const TD *dy, TO *dtable,
+                              dsc_u32 code) {
+  DSC_GRID_LOOP(t, C *PARTS) {
+    const dsc_i64 c = t % C, p = t / C;
+    for (dsc_i64 v = p; v < V; v += PARTS)
+      st(dtable, v * C + c, 0.0f);
+    for (dsc_i64 r = 0; r < ROWS; ++r) {
+      const int id = ids[r];
+      if (id < 0 || id >= V) {
+        if (t == 0)
+          fail(code);
+        continue;
+      }
+      if (id % PARTS == p)
+        st(dtable, id * C + c, ld(dtable, id * C + c) + ld(dy, r * C + c));
+    }
+  }
+}
+
+/// dsc.mlm_mask (cpu::mlmMask): the 80/10/10 rule from one Philox block per
+/// token; unmasked labels are -100.
+template <dsc_i64 N>
+__device__ void mlmMask(const int *ids, int *inputs, int *labels,
+                        float maskProb, int maskToken, dsc_u32 vocab,
+                        dsc_u32 stream, dsc_u64 seed, dsc_u64 offset) {
+  DSC_GRID_LOOP(i, N) {
+    const Bits4 b = philox(dsc_u32(i), stream, dsc_u32(offset),
+                           dsc_u32(offset >> 32), seed);
+    const int id = ids[i];
+    if (uniform(b.v[0]) < maskProb) {
+      labels[i] = id;
+      const float u = uniform(b.v[1]);
+      inputs[i] = u < 0.8f ? maskToken : u < 0.9f ? int(b.v[2] % vocab) : id;
+    } else {
+      labels[i] = -100;
+      inputs[i] = id;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Cross entropy (cpu::crossEntropy / crossEntropyGrad): rows of V logits
+// streamed by THREADS threads (V may be 50k). Labels equal to IGNORE do not
+// count; any other label outside [0, V) sets the status.
+//===----------------------------------------------------------------------===//
+
+template <typename TL, dsc_i64 V, int THREADS>
+__device__ __forceinline__ void rowLogSumExp(const TL *z, int lane, float &mx,
+                                             float &sum) {
+  float m = -__int_as_float(0x7f800000);
+  for (dsc_i64 j = lane; j < V; j += THREADS)
+    m = fmaxf(m, ld(z, j));
+  m = rowMax<THREADS>(m);
+  float s = 0.0f;
+  for (dsc_i64 j = lane; j < V; j += THREADS)
+    s += expf(ld(z, j) - m);
+  mx = m;
+  sum = rowSum<THREADS>(s);
+}
+
+/// Per-row NLL into rowLoss (double, 0 for ignored rows).
+template <typename TL, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE, int THREADS>
+__device__ void crossEntropyRows(const TL *logits, const int *labels,
+                                 double *rowLoss, dsc_u32 code) {
+  const dsc_i64 r = rowIndex<THREADS>();
+  const int lane = rowLane<THREADS>();
+  if (r >= ROWS)
+    return;
+  const int label = labels[r];
+  if (label == IGNORE) {
+    if (lane == 0)
+      rowLoss[r] = 0.0;
+    return;
+  }
+  if (label < 0 || label >= V) {
+    if (lane == 0) {
+      fail(code);
+      rowLoss[r] = 0.0;
+    }
+    return;
+  }
+  float mx, sum;
+  rowLogSumExp<TL, V, THREADS>(logits + r * V, lane, mx, sum);
+  if (lane == 0)
+    rowLoss[r] = double(mx) + log(double(sum)) - double(ld(logits, r * V + label));
+}
+
+/// Number of labels != IGNORE, by one block of BLOCK threads.
+template <dsc_i64 ROWS, dsc_i64 IGNORE, int BLOCK>
+__device__ double countLabels(const int *labels) {
+  double n = 0.0;
+  for (dsc_i64 r = threadIdx.x; r < ROWS; r += BLOCK)
+    n += labels[r] != IGNORE ? 1.0 : 0.0;
+  return blockSumDouble<BLOCK>(n);
+}
+
+/// loss = sum(rowLoss) / count (0 when every label is ignored); one block.
+template <typename TO, dsc_i64 ROWS, dsc_i64 IGNORE, int BLOCK>
+__device__ void crossEntropyFinish(const double *rowLoss, const int *labels,
+                                   TO *loss) {
+  double s = 0.0;
+  for (dsc_i64 r = threadIdx.x; r < ROWS; r += BLOCK)
+    s += rowLoss[r];
+  const double total = blockSumDouble<BLOCK>(s);
+  const double count = countLabels<ROWS, IGNORE, BLOCK>(labels);
+  if (threadIdx.x == 0)
+    st(loss, 0, count > 0.0 ? float(total / count) : 0.0f);
+}
+
+/// k = dloss / count (0 when every label is ignored) into *k; one block.
+template <typename TS, dsc_i64 ROWS, dsc_i64 IGNORE, int BLOCK>
+__device__ void crossEntropyGradScale(const TS *dloss, const int *labels,
+                                      float *k) {
+  const double count = countLabels<ROWS, IGNORE, BLOCK>(labels);
+  if (threadIdx.x == 0)
+    *k = count > 0.0 ? ld(dloss, 0) / float(count) : 0.0f;
+}
+
+/// dlogits = k * softmax(z), minus k at the label; ignored rows all 0.
+template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE,
+          int THREADS>
+__device__ void crossEntropyGradRows(const float *kIn, const TL *logits,
+                                     const int *labels, TO *dlogits,
+                                     dsc_u32 code) {
+  const dsc_i64 r = rowIndex<THREADS>();
+  const int lane = rowLane<THREADS>();
+  if (r >= ROWS)
+    return;
+  const int label = labels[r];
+  const bool bad = label != IGNORE && (label < 0 || label >= V);
+  if (bad && lane == 0)
+    fail(code);
+  if (label == IGNORE || bad) {
+    for (dsc_i64 j = lane; j < V; j += THREADS)
+      st(dlogits, r * V + j, 0.0f);
+    return;
+  }
+  const float k = *kIn;
+  float mx, sum;
+  rowLogSumExp<TL, V, THREADS>(logits + r * V, lane, mx, sum);
+  const float f = k / sum;
+  for (dsc_i64 j = lane; j < V; j += THREADS) {
+    float d = f * expf(ld(logits, r * V + j) - mx);
+    if (j == label)
+      d -= k;
+    st(dlogits, r * V + j, d);
+  }
+}
+
+} // namespace dsc

@@ -1,0 +1,218 @@
+//===- EmbeddingLossCpu.cpp - Embedding, loss and MLM-mask CPU kernels ----===//
+//
+// embedding and embedding_grad, cross_entropy and its gradient, mlm_mask,
+// and runEmbeddingLoss, their dispatch. A token id or a label outside the
+// vocabulary (and not ignore_index) is an rt::Error naming the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonCpu.h"
+
+#include "dsc/Runtime/Philox.h"
+
+#include <limits>
+
+namespace dsc::rt::cpu {
+
+namespace {
+
+/// Every id indexes a row of a [V, C] table.
+void checkIds(const char *op, const int32_t *ids, int64_t rows, int64_t V) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (ids[r] < 0 || ids[r] >= V)
+      throw Error(std::string(op) + ": token id " + std::to_string(ids[r]) +
+                  " out of range [0," + std::to_string(V) + ")");
+}
+
+/// out[r, :] = table[ids[r], :]; throws rt::Error on an id outside [0, V).
+void embedding(const float *table, const int32_t *ids, float *out,
+               int64_t rows, int64_t V, int64_t C) {
+  checkIds("embedding", ids, rows, V);
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out + r * C, table + int64_t(ids[r]) * C, size_t(C) * 4);
+}
+
+/// dtable = 0; dtable[ids[r], :] += dy[r, :]. Throws on a bad id.
+void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
+                   int64_t rows, int64_t V, int64_t C) {
+  checkIds("embedding_grad", ids, rows, V);
+  fillF32(dtable, V * C, 0.0f);
+  // Each thread owns a column slice of the table: no races, and every
+  // element sums its rows in token order whatever the thread count.
+  const int64_t cb = 64;
+  const int64_t slices = ceilDiv(C, cb);
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t c0 = s * cb, c1 = std::min(C, c0 + cb);
+    for (int64_t r = 0; r < rows; ++r) {
+      float *dst = dtable + int64_t(ids[r]) * C;
+      const float *src = dy + r * C;
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c)
+        dst[c] += src[c];
+    }
+  }
+}
+
+/// BERT's masking: 80% mask token, 10% random token, 10% unchanged, from one
+/// Philox block per token; unmasked labels are -100.
+void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,
+             double maskProb, int32_t maskToken, int64_t vocab,
+             uint32_t stream, uint64_t seed, uint64_t offset) {
+  const auto key = philoxKey(seed);
+  const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
+  const float p = float(maskProb);
+#pragma omp parallel for schedule(static) if (n > (1 << 14))
+  for (int64_t i = 0; i < n; ++i) {
+    PhiloxBlock b = philox4x32_10({uint32_t(i), stream, lo, hi}, key);
+    const int32_t id = ids[i];
+    if (philoxUniform(b[0]) < p) {
+      labels[i] = id;
+      float u = philoxUniform(b[1]);
+      if (u < 0.8f)
+        inputs[i] = maskToken;
+      else if (u < 0.9f)
+        inputs[i] = int32_t(b[2] % uint32_t(vocab));
+      else
+        inputs[i] = id;
+    } else {
+      labels[i] = -100;
+      inputs[i] = id;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Cross entropy
+//===----------------------------------------------------------------------===//
+
+void checkLabels(const int32_t *labels, int64_t rows, int64_t V,
+                 int64_t ignoreIndex, const char *op, int64_t &count) {
+  count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    if (labels[r] < 0 || labels[r] >= V)
+      throw Error(std::string(op) + ": label " + std::to_string(labels[r]) +
+                  " at position " + std::to_string(r) + " out of range [0," +
+                  std::to_string(V) + ") and not ignore_index " +
+                  std::to_string(ignoreIndex));
+    ++count;
+  }
+}
+
+/// log(sum(exp(row))) with the row max; two passes over a cache-hot row.
+inline void rowLogSumExp(const float *z, int64_t V, float &mx, float &sum) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < V; ++j)
+    m = std::max(m, z[j]);
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < V; ++j)
+    s += expApprox(z[j] - m);
+  mx = m;
+  sum = s;
+}
+
+float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
+                   int64_t V, int64_t ignoreIndex) {
+  int64_t count;
+  checkLabels(labels, rows, V, ignoreIndex, "cross_entropy", count);
+  if (count == 0)
+    return 0.0f;
+  std::vector<double> loss(size_t(rows), 0.0);
+#pragma omp parallel for schedule(static) if (rows * V > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    const float *z = logits + r * V;
+    float mx, sum;
+    rowLogSumExp(z, V, mx, sum);
+    loss[size_t(r)] = double(mx) + std::log(double(sum)) - double(z[labels[r]]);
+  }
+  double total = 0.0;
+  for (double l : loss)
+    total += l;
+  return float(total / double(count));
+}
+
+void crossEntropyGrad(float dloss, const float *logits, const int32_t *labels,
+                      float *dlogits, int64_t rows, int64_t V,
+                      int64_t ignoreIndex) {
+  int64_t count;
+  checkLabels(labels, rows, V, ignoreIndex, "cross_entropy_grad", count);
+  const float k = count > 0 ? dloss / float(count) : 0.0f;
+#pragma omp parallel for schedule(static) if (rows * V > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *z = logits + r * V;
+    float *d = dlogits + r * V;
+    if (labels[r] == ignoreIndex) {
+      std::memset(d, 0, size_t(V) * 4);
+      continue;
+    }
+    float mx, sum;
+    rowLogSumExp(z, V, mx, sum);
+    const float f = k / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < V; ++j)
+      d[j] = f * expApprox(z[j] - mx);
+    d[labels[r]] -= k;
+  }
+}
+
+} // namespace
+
+void runEmbeddingLoss(Exec &e) {
+  const Instr &I = e.I;
+  const InstrDims &d = e.d;
+  const RngContext &rng = e.rng;
+  switch (I.op) {
+  case Opcode::Embedding: {
+    const float *table = e.fin(0, "table");
+    const int32_t *ids = e.iin(1, "ids");
+    embedding(table, ids, e.fout(0, "output"), d.rows, d.vocab, d.cols);
+    return;
+  }
+  case Opcode::EmbeddingGrad: {
+    const int32_t *ids = e.iin(0, "ids");
+    const float *dy = e.fin(1, "dy");
+    embeddingGrad(ids, dy, e.fout(0, "dtable"), d.rows, d.vocab, d.cols);
+    return;
+  }
+  case Opcode::CrossEntropy:
+  case Opcode::CrossEntropyGrad: {
+    const bool grad = I.op == Opcode::CrossEntropyGrad;
+    const size_t li = grad ? 1 : 0;
+    const int64_t ignore =
+        I.has("ignore_index") ? I.getInt("ignore_index") : -100;
+    const float *logits = e.fin(li, "logits");
+    const int32_t *labels = e.iin(li + 1, "labels");
+    if (grad) {
+      const float dloss = e.scalarIn(0, "dloss");
+      crossEntropyGrad(dloss, logits, labels, e.fout(0, "dlogits"), d.rows,
+                       d.cols, ignore);
+    } else {
+      e.fout(0, "loss")[0] =
+          crossEntropy(logits, labels, d.rows, d.cols, ignore);
+    }
+    return;
+  }
+  case Opcode::MlmMask: {
+    const int32_t *ids = e.iin(0, "ids");
+    int32_t *inputs = e.iout(0, "inputs"), *labels = e.iout(1, "labels");
+    if (ids == inputs || ids == labels || inputs == labels)
+      e.fail("outputs must not alias the input or each other");
+    mlmMask(ids, inputs, labels, d.n, I.getFloat("mask_prob"),
+            int32_t(I.getInt("mask_token_id")), I.getInt("vocab_size"),
+            uint32_t(I.getInt("stream")), rng.seed, rng.offset);
+    return;
+  }
+  default:
+    break;
+  }
+  e.fail("internal: not an embedding or loss opcode");
+}
+
+} // namespace dsc::rt::cpu

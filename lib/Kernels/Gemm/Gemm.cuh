@@ -1,0 +1,25 @@
+//===- Gemm.cuh - GEMM operand widening kernels ----------------*- CUDA -*-===//
+//
+// Used by the CUDA backend (lib/CudaRuntime), not by the emitted launchers:
+// GEMMs run as cuBLASLt descriptors (GemmCpu.cpp is the CPU side), and
+// cuBLASLt takes operands of one type, so a GEMM of a 16-bit temporary by an
+// f32 buffer first widens the 16-bit one (exactly) to f32.
+//
+// Not a standalone header: part of the CUDA device library, pasted after
+// Common.cuh (see there and lib/Kernels/Kernels.cmake).
+//
+//===----------------------------------------------------------------------===//
+
+extern "C" __global__ void dsc_widen_f16(const __half *x, float *y,
+                                         dsc_i64 n) {
+  for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
+       i += dsc_i64(gridDim.x) * blockDim.x)
+    y[i] = __half2float(x[i]);
+}
+
+extern "C" __global__ void dsc_widen_bf16(const __nv_bfloat16 *x, float *y,
+                                          dsc_i64 n) {
+  for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
+       i += dsc_i64(gridDim.x) * blockDim.x)
+    y[i] = __bfloat162float(x[i]);
+}

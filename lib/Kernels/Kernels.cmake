@@ -1,0 +1,29 @@
+# The kernels, grouped by family. A family's directory holds side by side
+# its CPU kernels and their dispatch (<Family>Cpu.cpp, compiled into
+# DscRuntime), its CUDA device templates (<Family>.cuh) and its CUDA emit
+# logic (<Family>Emit.cpp, compiled into DscCudaEmitter). Common/ holds what
+# the families share. Included by lib/Runtime and lib/Codegen.
+set(DSC_KERNELS_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+set(DSC_KERNELS_CPU_SOURCES
+  ${DSC_KERNELS_DIR}/Common/CommonCpu.cpp
+  ${DSC_KERNELS_DIR}/Elementwise/ElementwiseCpu.cpp
+  ${DSC_KERNELS_DIR}/Norms/NormsCpu.cpp
+  ${DSC_KERNELS_DIR}/Attention/AttentionCpu.cpp
+  ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLossCpu.cpp
+  ${DSC_KERNELS_DIR}/Optimizers/OptimizersCpu.cpp
+  ${DSC_KERNELS_DIR}/Gemm/GemmCpu.cpp
+)
+
+# The CUDA device library, pasted into every emitted translation unit: these
+# files concatenated in this order, separated by blank lines. Common first:
+# every other piece uses its helpers.
+set(DSC_KERNELS_CUDA_LIBRARY
+  ${DSC_KERNELS_DIR}/Common/Common.cuh
+  ${DSC_KERNELS_DIR}/Elementwise/Elementwise.cuh
+  ${DSC_KERNELS_DIR}/Norms/Norms.cuh
+  ${DSC_KERNELS_DIR}/Attention/Attention.cuh
+  ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLoss.cuh
+  ${DSC_KERNELS_DIR}/Optimizers/Optimizers.cuh
+  ${DSC_KERNELS_DIR}/Gemm/Gemm.cuh
+)

@@ -1,0 +1,445 @@
+//===- Optimizers.cuh - Optimizer device templates -------------*- CUDA -*-===//
+//
+// Multi-tensor adam, lamb and sgd, global_norm and check_finite over chunk
+// tables, and the one-thread scalar kernels (clip_coefficient, lr_schedule
+// and the fp16 loss scaler): the CUDA side of OptimizersCpu.cpp.
+//
+// Not a standalone header: part of the CUDA device library, pasted after
+// Common.cuh, whose helpers it uses (see Common.cuh and
+// lib/Kernels/Kernels.cmake).
+//
+//===----------------------------------------------------------------------===//
+
+namespace dsc {
+
+//===----------------------------------------------------------------------===//
+// Multi-tensor kernels: K f32 tensors in one launch, described by a table of
+// device pointers (passed by value) and, baked in by the emitter, the first
+// chunk of each tensor (CHUNK elements per chunk, one block per chunk).
+//===----------------------------------------------------------------------===//
+
+template <int K> struct Ptrs {
+  float *p[K];
+};
+
+/// Tensor of chunk `c`: the last t with first[t] <= c.
+template <int K>
+__device__ __forceinline__ int tensorOf(const dsc_i64 (&first)[K + 1],
+                                        dsc_i64 c) {
+  int t = 0;
+  while (t + 1 < K && first[t + 1] <= c)
+    ++t;
+  return t;
+}
+
+/// dsc.global_norm, phase 1: partial sums of squares per chunk (double).
+template <int K, dsc_i64 CHUNK, int BLOCK>
+__device__ void sumSquaresChunks(Ptrs<K> x, const dsc_i64 (&n)[K],
+                                 const dsc_i64 (&first)[K + 1],
+                                 double *part) {
+  const dsc_i64 c = blockIdx.x;
+  const int t = tensorOf<K>(first, c);
+  const dsc_i64 i0 = (c - first[t]) * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < n[t] ? i0 + CHUNK : n[t];
+  double s = 0.0;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    const double v = x.p[t][i];
+    s += v * v;
+  }
+  s = blockSumDouble<BLOCK>(s);
+  if (threadIdx.x == 0)
+    part[c] = s;
+}
+
+/// dsc.global_norm, phase 2: out = sqrt(sum of the chunk partials).
+template <typename TO, dsc_i64 CHUNKS, int BLOCK>
+__device__ void sqrtOfSum(const double *part, TO *out) {
+  double s = 0.0;
+  for (dsc_i64 c = threadIdx.x; c < CHUNKS; c += BLOCK)
+    s += part[c];
+  s = blockSumDouble<BLOCK>(s);
+  if (threadIdx.x == 0)
+    st(out, 0, float(sqrt(s)));
+}
+
+/// dsc.check_finite (cpu::hasNonFinite): out was zeroed; any inf/NaN
+/// element writes 1.
+template <int K, dsc_i64 CHUNK, int BLOCK>
+__device__ void checkFiniteChunks(Ptrs<K> x, const dsc_i64 (&n)[K],
+                                  const dsc_i64 (&first)[K + 1], float *out) {
+  const dsc_i64 c = blockIdx.x;
+  const int t = tensorOf<K>(first, c);
+  const dsc_i64 i0 = (c - first[t]) * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < n[t] ? i0 + CHUNK : n[t];
+  bool bad = false;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK)
+    bad |= nonFinite(x.p[t][i]);
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    *out = 1.0f;
+}
+
+/// The optimizer's per-step scalars, read on the device.
+struct StepScalars {
+  float lr, gscale;
+  dsc_i64 step;
+  bool skip;
+};
+
+template <typename TS>
+__device__ __forceinline__ StepScalars readStep(const float *lr,
+                                                const TS *step,
+                                                const float *gscale,
+                                                const float *skip) {
+  StepScalars s;
+  s.lr = *lr;
+  s.step = dsc_i64(*step);
+  s.gscale = *gscale;
+  s.skip = skip && *skip != 0.0f;
+  return s;
+}
+
+/// Copies in to out (when they differ): an optimizer's skipped update.
+__device__ __forceinline__ void passThrough(const float *in, float *out,
+                                            dsc_i64 i) {
+  if (in != out)
+    out[i] = in[i];
+}
+
+/// dsc.adam (cpu::adam): torch.optim.Adam / AdamW, single-tensor path.
+/// Tables: p, g, m, v (inputs), p', m', v' (outputs; may equal the inputs).
+template <int K, dsc_i64 CHUNK, int BLOCK, bool ADAMW, bool BIAS_CORRECTION,
+          typename TS>
+__device__ void adamChunks(Ptrs<K> p, Ptrs<K> g, Ptrs<K> m, Ptrs<K> v,
+                           Ptrs<K> po, Ptrs<K> mo, Ptrs<K> vo,
+                           const dsc_i64 (&n)[K], const dsc_i64 (&first)[K + 1],
+                           const float *lrIn, const TS *stepIn,
+                           const float *gscaleIn, const float *skipIn,
+                           double beta1, double beta2, float eps, double wdD,
+                           dsc_u32 code) {
+  const StepScalars s = readStep(lrIn, stepIn, gscaleIn, skipIn);
+  const dsc_i64 c = blockIdx.x;
+  const int t = tensorOf<K>(first, c);
+  const dsc_i64 i0 = (c - first[t]) * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < n[t] ? i0 + CHUNK : n[t];
+  if (s.skip) {
+    for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+      passThrough(p.p[t], po.p[t], i);
+      passThrough(m.p[t], mo.p[t], i);
+      passThrough(v.p[t], vo.p[t], i);
+    }
+    return;
+  }
+  if (s.step < 1) {
+    if (c == 0 && threadIdx.x == 0)
+      fail(code);
+    return;
+  }
+  const float b1 = float(beta1), b2 = float(beta2), wd = float(wdD);
+  double bc1 = 1.0, bc2 = 1.0;
+  if (BIAS_CORRECTION) {
+    bc1 = 1.0 - pow(beta1, double(s.step));
+    bc2 = 1.0 - pow(beta2, double(s.step));
+  }
+  const float stepSize = float(double(s.lr) / bc1);
+  const float bc2Sqrt = float(sqrt(bc2));
+  const float decay = float(1.0 - double(s.lr) * wdD);
+  const float c1 = float(1.0 - beta1), c2 = float(1.0 - beta2);
+  const bool l2 = !ADAMW && wd != 0.0f;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    float gi = g.p[t][i] * s.gscale;
+    float pi = p.p[t][i];
+    if (l2)
+      gi += wd * pi;
+    if (ADAMW)
+      pi *= decay;
+    const float mi = b1 * m.p[t][i] + c1 * gi;
+    const float vi = b2 * v.p[t][i] + c2 * gi * gi;
+    mo.p[t][i] = mi;
+    vo.p[t][i] = vi;
+    const float denom = sqrtf(vi) / bc2Sqrt + eps;
+    po.p[t][i] = pi - stepSize * (mi / denom);
+  }
+}
+
+/// dsc.sgd (cpu::sgd): torch.optim.SGD, single-tensor path. Tables: p, g,
+/// buf, p', buf'.
+template <int K, dsc_i64 CHUNK, int BLOCK, bool NESTEROV, typename TS>
+__device__ void sgdChunks(Ptrs<K> p, Ptrs<K> g, Ptrs<K> buf, Ptrs<K> po,
+                          Ptrs<K> bufo, const dsc_i64 (&n)[K],
+                          const dsc_i64 (&first)[K + 1], const float *lrIn,
+                          const TS *stepIn, const float *gscaleIn,
+                          const float *skipIn, double momentum,
+                          double dampening, float wd, dsc_u32 code) {
+  const StepScalars s = readStep(lrIn, stepIn, gscaleIn, skipIn);
+  const dsc_i64 c = blockIdx.x;
+  const int t = tensorOf<K>(first, c);
+  const dsc_i64 i0 = (c - first[t]) * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < n[t] ? i0 + CHUNK : n[t];
+  if (s.skip) {
+    for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+      passThrough(p.p[t], po.p[t], i);
+      passThrough(buf.p[t], bufo.p[t], i);
+    }
+    return;
+  }
+  if (s.step < 1) {
+    if (c == 0 && threadIdx.x == 0)
+      fail(code);
+    return;
+  }
+  const float mom = float(momentum), oneMinusDamp = float(1.0 - dampening);
+  const bool useMom = momentum != 0.0, firstStep = s.step <= 1;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    float gi = g.p[t][i] * s.gscale + wd * p.p[t][i];
+    if (useMom) {
+      const float b = firstStep ? gi : mom * buf.p[t][i] + oneMinusDamp * gi;
+      bufo.p[t][i] = b;
+      gi = NESTEROV ? gi + mom * b : b;
+    } else if (buf.p[t] != bufo.p[t]) {
+      bufo.p[t][i] = buf.p[t][i];
+    }
+    po.p[t][i] = p.p[t][i] - s.lr * gi;
+  }
+}
+
+/// dsc.lamb (cpu::lamb, DeepSpeed FusedLamb), phase 1: m, v updated, and per
+/// chunk the partial sums of p^2 and update^2 (double) into part[2c], part[2c+1].
+template <int K, dsc_i64 CHUNK, int BLOCK, typename TS>
+__device__ void lambMoments(Ptrs<K> p, Ptrs<K> g, Ptrs<K> m, Ptrs<K> v,
+                            Ptrs<K> po, Ptrs<K> mo, Ptrs<K> vo,
+                            const dsc_i64 (&n)[K], const dsc_i64 (&first)[K + 1],
+                            const float *lrIn, const TS *stepIn,
+                            const float *gscaleIn, const float *skipIn,
+                            float b1, float b2, float eps, float wd,
+                            double *part, dsc_u32 code) {
+  const StepScalars s = readStep(lrIn, stepIn, gscaleIn, skipIn);
+  const dsc_i64 c = blockIdx.x;
+  const int t = tensorOf<K>(first, c);
+  const dsc_i64 i0 = (c - first[t]) * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < n[t] ? i0 + CHUNK : n[t];
+  if (s.skip) {
+    for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+      passThrough(p.p[t], po.p[t], i);
+      passThrough(m.p[t], mo.p[t], i);
+      passThrough(v.p[t], vo.p[t], i);
+    }
+    return;
+  }
+  if (s.step < 1) {
+    if (c == 0 && threadIdx.x == 0)
+      fail(code);
+    return;
+  }
+  double sw = 0.0, su = 0.0;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    const float gi = g.p[t][i] * s.gscale;
+    const float mi = b1 * m.p[t][i] + (1.0f - b1) * gi;
+    const float vi = b2 * v.p[t][i] + (1.0f - b2) * gi * gi;
+    mo.p[t][i] = mi;
+    vo.p[t][i] = vi;
+    const float pi = p.p[t][i];
+    const float u = mi / (sqrtf(vi) + eps) + wd * pi;
+    sw += double(pi) * double(pi);
+    su += double(u) * double(u);
+  }
+  sw = blockSumDouble<BLOCK>(sw);
+  su = blockSumDouble<BLOCK>(su);
+  if (threadIdx.x == 0) {
+    part[2 * c] = sw;
+    part[2 * c + 1] = su;
+  }
+}
+
+/// Phase 2, one block per tensor: the trust ratio, clamped as DeepSpeed
+/// does, times the step size, into coeff[t].
+template <int K, int BLOCK, bool BIAS_CORRECTION, typename TS>
+__device__ void lambCoefficients(const dsc_i64 (&first)[K + 1],
+                                 const double *part, const float *lrIn,
+                                 const TS *stepIn, const float *skipIn,
+                                 double beta1, double beta2, float maxCoeff,
+                                 float minCoeff, float *coeff) {
+  const int t = blockIdx.x;
+  double w2 = 0.0, u2 = 0.0;
+  for (dsc_i64 c = first[t] + threadIdx.x; c < first[t + 1]; c += BLOCK) {
+    w2 += part[2 * c];
+    u2 += part[2 * c + 1];
+  }
+  w2 = blockSumDouble<BLOCK>(w2);
+  u2 = blockSumDouble<BLOCK>(u2);
+  if (threadIdx.x != 0)
+    return;
+  const float wn = float(sqrt(w2)), un = float(sqrt(u2));
+  float k = 1.0f;
+  if (wn != 0.0f && un != 0.0f) {
+    k = wn / un;
+    if (k > maxCoeff)
+      k = maxCoeff;
+    if (k < minCoeff)
+      k = minCoeff;
+  }
+  const float lr = *lrIn;
+  float stepSize = lr;
+  if (BIAS_CORRECTION) {
+    const dsc_i64 step = dsc_i64(*stepIn);
+    const float bc1 = float(1.0 - pow(beta1, double(step)));
+    const float bc2 = float(1.0 - pow(beta2, double(step)));
+    stepSize = lr * sqrtf(bc2) / bc1;
+  }
+  coeff[t] = stepSize * k;
+}
+
+/// Phase 3: p' = p - coeff[t] * (m' / (sqrt(v') + eps) + wd * p).
+template <int K, dsc_i64 CHUNK, int BLOCK, typename TS>
+__device__ void lambApply(Ptrs<K> p, Ptrs<K> mo, Ptrs<K> vo, Ptrs<K> po,
+                          const dsc_i64 (&n)[K], const dsc_i64 (&first)[K + 1],
+                          const TS *stepIn, const float *skipIn, float eps,
+                          float wd, const float *coeff) {
+  if ((skipIn && *skipIn != 0.0f) || dsc_i64(*stepIn) < 1)
+    return;
+  const dsc_i64 c = blockIdx.x;
+  const int t = tensorOf<K>(first, c);
+  const dsc_i64 i0 = (c - first[t]) * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < n[t] ? i0 + CHUNK : n[t];
+  const float k = coeff[t];
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    const float pi = p.p[t][i];
+    const float u = mo.p[t][i] / (sqrtf(vo.p[t][i]) + eps) + wd * pi;
+    po.p[t][i] = pi - k * u;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Scalar bookkeeping, one thread (cpu::clipCoefficient, lrSchedule,
+// currentLossScale, unscaleClip, updateLossScale).
+//===----------------------------------------------------------------------===//
+
+template <typename TI, typename TO>
+__device__ void clipCoefficient(const TI *norm, TO *out, double maxNorm) {
+  const double n = double(ld(norm, 0)) + 1e-6;
+  st(out, 0, maxNorm > 0.0 && n > maxNorm ? float(maxNorm / n) : 1.0f);
+}
+
+/// DeepSpeed's WarmupLR / WarmupDecayLR / WarmupCosineLR as the engine
+/// drives them (update s runs with last_batch_iteration s - 2); KIND 0
+/// constant, 1 WarmupLR, 2 WarmupDecayLR, 3 WarmupCosineLR.
+template <int KIND, bool LOG_WARMUP, typename TS, typename TO>
+__device__ void lrSchedule(const TS *stepIn, TO *out, double lr,
+                           double warmupMinLr, double warmupMaxLr,
+                           dsc_i64 warmupNumSteps, dsc_i64 totalNumSteps,
+                           double warmupMinRatio, double cosMinRatio) {
+  double result;
+  const dsc_i64 last = dsc_i64(*stepIn) - 2;
+  const dsc_i64 warmup = warmupNumSteps > 2 ? warmupNumSteps : 2;
+  const double invLog = 1.0 / log(double(warmup));
+  const double gammaWarm = LOG_WARMUP ? invLog * log(double(last + 1))
+                                      : double(last) / double(warmup);
+  if (KIND == 0) {
+    result = lr;
+  } else if (KIND == 3) {
+    if (last < 0) {
+      result = 0.0;
+    } else {
+      double ratio;
+      if (last < warmup) {
+        ratio = warmupMinRatio + gammaWarm * (1.0 - warmupMinRatio);
+      } else {
+        const dsc_i64 realLast = last - warmup + 1;
+        const dsc_i64 realTotal = totalNumSteps - warmup;
+        const double c =
+            (1.0 + cos(3.14159265358979323846 * double(realLast) /
+                       double(realTotal))) /
+            2.0;
+        ratio = cosMinRatio + (1.0 - cosMinRatio) * c;
+        ratio = ratio > 0.0 ? ratio : 0.0;
+      }
+      result = lr * ratio;
+    }
+  } else if (last < 0) {
+    result = warmupMinLr;
+  } else {
+    double gamma;
+    if (last < warmup) {
+      gamma = gammaWarm;
+    } else if (KIND == 1) {
+      gamma = 1.0;
+    } else {
+      const double den = double(totalNumSteps - warmup) > 1.0
+                             ? double(totalNumSteps - warmup)
+                             : 1.0;
+      gamma = double(totalNumSteps - last) / den;
+      gamma = gamma > 0.0 ? gamma : 0.0;
+    }
+    result = warmupMinLr + (warmupMaxLr - warmupMinLr) * gamma;
+  }
+  st(out, 0, float(result));
+}
+
+template <typename TO>
+__device__ void lossScale(const float *state, TO *out, double initialScale,
+                          double multiplier) {
+  const float scale = state[0] == 0.0f ? float(initialScale) : state[0];
+  st(out, 0, float(double(scale) * multiplier));
+}
+
+template <typename TN, typename TS>
+__device__ void unscaleClip(const TN *scaledNorm, const TS *scaleIn,
+                            float *gradScale, float *norm, double maxNorm) {
+  const double total = double(ld(scaledNorm, 0)), s = double(ld(scaleIn, 0));
+  double combined = s;
+  if (maxNorm > 0.0) {
+    const double clip = ((total / s) + 1e-6) / maxNorm;
+    if (clip > 1.0)
+      combined = clip * s;
+  }
+  *gradScale = float(1.0 / combined);
+  *norm = float(total / s);
+}
+
+/// DynamicLossScaler.update_scale (scale factor 2) over the state
+/// [scale, hysteresis used, iterations since the last overflow].
+template <bool DYNAMIC, bool CONSECUTIVE, typename TF>
+__device__ void updateLossScale(const float *state, const TF *overflowIn,
+                                float *next, double initialScale,
+                                dsc_i64 scaleWindow, dsc_i64 hysteresis,
+                                double minScale, dsc_u32 code) {
+  const float s0 = state[0], s1 = state[1], s2 = state[2];
+  if (!DYNAMIC) {
+    next[0] = s0;
+    next[1] = s1;
+    next[2] = s2;
+    return;
+  }
+  const bool overflow = ld(overflowIn, 0) != 0.0f;
+  double scale = s0 == 0.0f ? double(float(initialScale)) : double(s0);
+  dsc_i64 curHysteresis = hysteresis - dsc_i64(s1);
+  dsc_i64 since = dsc_i64(s2);
+  if (overflow) {
+    if (hysteresis == 1 || curHysteresis == 1) {
+      if (float(scale) == float(minScale)) {
+        fail(code);
+        next[0] = s0;
+        next[1] = s1;
+        next[2] = s2;
+        return;
+      }
+      scale = scale / 2.0 > minScale ? scale / 2.0 : minScale;
+    } else {
+      curHysteresis -= 1;
+    }
+    since = 0;
+  } else {
+    if (CONSECUTIVE)
+      curHysteresis = hysteresis;
+    if ((since + 1) % scaleWindow == 0) {
+      if (!CONSECUTIVE)
+        curHysteresis = hysteresis;
+      scale *= 2.0;
+    }
+    since += 1;
+  }
+  next[0] = float(scale);
+  next[1] = float(hysteresis - curHysteresis);
+  next[2] = float(since);
+}
+
+} // namespace dsc

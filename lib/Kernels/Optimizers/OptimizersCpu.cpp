@@ -1,0 +1,427 @@
+//===- OptimizersCpu.cpp - Optimizer, schedule and loss-scale CPU kernels -===//
+//
+// adam, lamb and sgd, lr_schedule, global_norm and clip_coefficient, the
+// fp16 loss scaler (check_finite, loss_scale, unscale_clip,
+// update_loss_scale), and runOptimizers, their dispatch. The loss-scaler
+// kernels follow deepspeed/runtime/fp16/loss_scaler.py and
+// fused_optimizer.py line by line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonCpu.h"
+
+namespace dsc::rt::cpu {
+
+namespace {
+
+/// sum of squares, accumulated in double.
+double sumSquares(const float *x, int64_t n) {
+  // Fixed-size chunks summed in order: independent of the thread count.
+  const int64_t cb = 1 << 14, chunks = ceilDiv(n, cb);
+  std::vector<double> part(size_t(std::max<int64_t>(chunks, 1)), 0.0);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i0 = c * cb, i1 = std::min(n, i0 + cb);
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = i0; i < i1; ++i)
+      s += double(x[i]) * double(x[i]);
+    part[size_t(c)] = s;
+  }
+  double total = 0.0;
+  for (double s : part)
+    total += s;
+  return total;
+}
+
+float clipCoefficient(float norm, double maxNorm) {
+  double n = double(norm) + 1e-6;
+  if (maxNorm > 0.0 && n > maxNorm)
+    return float(maxNorm / n);
+  return 1.0f;
+}
+
+struct AdamParams {
+  double beta1, beta2, eps, weightDecay;
+  bool adamw, biasCorrection;
+};
+
+// torch.optim.Adam / AdamW (single-tensor path), fp32.
+void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+          int64_t step, float gscale, const AdamParams &hp) {
+  const float b1 = float(hp.beta1), b2 = float(hp.beta2), eps = float(hp.eps),
+              wd = float(hp.weightDecay);
+  double bc1 = 1.0, bc2 = 1.0;
+  if (hp.biasCorrection) {
+    bc1 = 1.0 - std::pow(hp.beta1, double(step));
+    bc2 = 1.0 - std::pow(hp.beta2, double(step));
+  }
+  const float stepSize = float(double(lr) / bc1);
+  const float bc2Sqrt = float(std::sqrt(bc2));
+  const float decay = float(1.0 - double(lr) * hp.weightDecay);
+  // As PyTorch: (1 - beta) is a Python double, applied as an fp32 scalar.
+  const float c1 = float(1.0 - hp.beta1), c2 = float(1.0 - hp.beta2);
+  const bool adamw = hp.adamw, l2 = !hp.adamw && wd != 0.0f;
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] * gscale;
+    float pi = p[i];
+    if (l2)
+      gi += wd * pi;
+    if (adamw)
+      pi *= decay;
+    float mi = b1 * m[i] + c1 * gi;
+    float vi = b2 * v[i] + c2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = std::sqrt(vi) / bc2Sqrt + eps;
+    p[i] = pi - stepSize * (mi / denom);
+  }
+}
+
+struct LambParams {
+  double beta1, beta2, eps, weightDecay, maxCoeff, minCoeff;
+  bool biasCorrection;
+};
+
+// DeepSpeed FusedLamb, read from microsoft/DeepSpeed
+// csrc/lamb/fused_lamb_cuda_kernel.cu (lamb_cuda_kernel_part1/part3 and
+// fused_lamb_cuda) and deepspeed/ops/lamb/fused_lamb.py (eps_inside_sqrt
+// defaults to False -> eps_mode 1, "eps outside sqrt"):
+//   g'     = g * gscale           (DeepSpeed: g / grad_scale; dsc passes the
+//                                  reciprocal combined scale as gscale)
+//   m      = b1 m + (1-b1) g'      v = b2 v + (1-b2) g'^2     (no bias corr.)
+//   update = m / (sqrt(v) + eps) + weight_decay * p           (p before step)
+//   w_norm = ||p||,  u_norm = ||update||
+//   coeff  = (w_norm != 0 && u_norm != 0) ? clamp(w_norm/u_norm, min, max) : 1
+//            (applied as `> max -> max` then `< min -> min`)
+//   step_size = bias_correction ? lr * sqrt(1-b2^s) / (1-b1^s) : lr
+//   p     -= step_size * coeff * update
+// Norms accumulate in double here (DeepSpeed: fp32 block reductions).
+/// Returns the trust ratio (lamb coefficient) that was applied.
+float lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+           int64_t step, float gscale, const LambParams &hp) {
+  const float b1 = float(hp.beta1), b2 = float(hp.beta2), eps = float(hp.eps),
+              wd = float(hp.weightDecay);
+  const int64_t cb = 1 << 14, chunks = std::max<int64_t>(1, ceilDiv(n, cb));
+  std::vector<double> pw(size_t(chunks), 0.0), pu(size_t(chunks), 0.0);
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i0 = c * cb, i1 = std::min(n, i0 + cb);
+    double sw = 0.0, su = 0.0;
+#pragma omp simd reduction(+ : sw, su)
+    for (int64_t i = i0; i < i1; ++i) {
+      float gi = g[i] * gscale;
+      float mi = b1 * m[i] + (1.0f - b1) * gi;
+      float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      float u = mi / (std::sqrt(vi) + eps) + wd * p[i];
+      sw += double(p[i]) * double(p[i]);
+      su += double(u) * double(u);
+    }
+    pw[size_t(c)] = sw;
+    pu[size_t(c)] = su;
+  }
+  double w2 = 0.0, u2 = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    w2 += pw[size_t(c)];
+    u2 += pu[size_t(c)];
+  }
+  const float wn = float(std::sqrt(w2)), un = float(std::sqrt(u2));
+  float coeff = 1.0f;
+  if (wn != 0.0f && un != 0.0f) {
+    coeff = wn / un;
+    if (coeff > float(hp.maxCoeff))
+      coeff = float(hp.maxCoeff);
+    if (coeff < float(hp.minCoeff))
+      coeff = float(hp.minCoeff);
+  }
+  float stepSize = lr;
+  if (hp.biasCorrection) {
+    const float bc1 = float(1.0 - std::pow(hp.beta1, double(step)));
+    const float bc2 = float(1.0 - std::pow(hp.beta2, double(step)));
+    stepSize = lr * std::sqrt(bc2) / bc1;
+  }
+  const float k = stepSize * coeff;
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float u = m[i] / (std::sqrt(v[i]) + eps) + wd * p[i];
+    p[i] = p[i] - k * u;
+  }
+  return coeff;
+}
+
+struct SgdParams {
+  double momentum, dampening, weightDecay;
+  bool nesterov;
+};
+
+// torch.optim.SGD (single-tensor path).
+void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
+         int64_t step, float gscale, const SgdParams &hp) {
+  const float mom = float(hp.momentum), oneMinusDamp = float(1.0 - hp.dampening),
+              wd = float(hp.weightDecay);
+  const bool useMom = hp.momentum != 0.0, first = step <= 1,
+             nesterov = hp.nesterov;
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] * gscale + wd * p[i];
+    if (useMom) {
+      float b = first ? gi : mom * buf[i] + oneMinusDamp * gi;
+      buf[i] = b;
+      gi = nesterov ? gi + mom * b : b;
+    }
+    p[i] = p[i] - lr * gi;
+  }
+}
+
+// DeepSpeed deepspeed/runtime/lr_schedules.py (WarmupLR, WarmupDecayLR,
+// WarmupCosineLR; microsoft/DeepSpeed @38327e07, lines 633-858) driven the way
+// deepspeed/runtime/engine.py drives it: the scheduler is constructed with
+// last_batch_iteration = -1, and the constructor only *applies* get_lr() at
+// -1 (it does not step). DeepSpeedEngine._take_model_step (engine.py lines
+// 2216-2271 at the same commit) calls
+// optimizer.step() and only afterwards lr_scheduler.step(). So optimizer
+// update s (1-based) runs with last_batch_iteration = s - 2:
+//   s = 1 -> -1: WarmupLR/WarmupDecayLR give warmup_min_lr, WarmupCosineLR
+//                gives 0.0 (get_lr() returns [0.0] before the start);
+//   s = 2 ->  0: log warmup gives log(1) = 0 -> warmup_min_lr again, ...
+// warmup_num_steps is max(2, warmup_num_steps) as in DeepSpeed.
+/// Learning rate of optimizer update number `step` (1-based).
+double lrSchedule(const LrScheduleAttrs &p, int64_t step) {
+  if (p.kind == LrScheduleAttrs::Constant)
+    return p.lr;
+  const bool isCos = p.kind == LrScheduleAttrs::WarmupCosineLR;
+  const int64_t last = step - 2; // last_batch_iteration
+  const int64_t warmup = std::max<int64_t>(2, p.warmupNumSteps);
+  const double invLog = 1.0 / std::log(double(warmup));
+  auto warmupGamma = [&]() {
+    return p.logWarmup ? invLog * std::log(double(last + 1))
+                                 : double(last) / double(warmup);
+  };
+  if (isCos) {
+    if (last < 0)
+      return 0.0;
+    double ratio;
+    if (last < warmup) {
+      ratio = p.warmupMinRatio + warmupGamma() * (1.0 - p.warmupMinRatio);
+    } else {
+      const int64_t realLast = last - warmup + 1;
+      const int64_t realTotal = p.totalNumSteps - warmup; // != 0: checked
+      double c = (1.0 + std::cos(M_PI * double(realLast) / double(realTotal))) /
+                 2.0;
+      ratio = std::max(0.0, p.cosMinRatio + (1.0 - p.cosMinRatio) * c);
+    }
+    return p.lr * ratio;
+  }
+  if (last < 0)
+    return p.warmupMinLr;
+  double gamma;
+  if (last < warmup)
+    gamma = warmupGamma();
+  else if (p.kind == LrScheduleAttrs::WarmupLR)
+    gamma = 1.0;
+  else
+    gamma = std::max(0.0, double(p.totalNumSteps - last) /
+                              std::max(1.0, double(p.totalNumSteps - warmup)));
+  return p.warmupMinLr + (p.warmupMaxLr - p.warmupMinLr) * gamma;
+}
+
+//===----------------------------------------------------------------------===//
+// Loss scaling
+//===----------------------------------------------------------------------===//
+
+/// True when any of x[0..n) is inf or NaN.
+bool hasNonFinite(const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if ((bitsOf(x[i]) & 0x7f800000u) == 0x7f800000u)
+      return true;
+  return false;
+}
+
+/// DeepSpeed's DynamicLossScaler; the state is [scale (0: not started),
+/// hysteresis used, iterations since the last overflow minus one].
+struct LossScalerParams {
+  bool dynamic = true;
+  double initialScale = 65536.0;
+  int64_t scaleWindow = 1000;
+  int64_t hysteresis = 2;
+  double minScale = 1.0;
+  bool consecutiveHysteresis = false;
+};
+float currentLossScale(const float *state, double initialScale) {
+  return state[0] == 0.0f ? float(initialScale) : state[0];
+}
+
+/// state -> next state after a step with `overflow`. Returns false (state
+/// untouched) when an overflow happens at min_scale, which DeepSpeed
+/// reports as an error.
+bool updateLossScale(const float *state, float *next, bool overflow,
+                     const LossScalerParams &p) {
+  if (!p.dynamic) {
+    std::copy(state, state + 3, next);
+    return true;
+  }
+  // DynamicLossScaler.update_scale with scale_factor 2, in terms of
+  // cur_hysteresis = hysteresis - used and since = cur_iter -
+  // last_overflow_iter - 1 (0 at the start: cur_iter 0, last -1).
+  double scale = currentLossScale(state, p.initialScale);
+  int64_t curHysteresis = p.hysteresis - int64_t(state[1]);
+  int64_t since = int64_t(state[2]);
+  if (overflow) {
+    if (p.hysteresis == 1 || curHysteresis == 1) {
+      if (float(scale) == float(p.minScale))
+        return false; // "Current loss scale already at minimum"
+      scale = std::max(scale / 2.0, p.minScale);
+    } else {
+      curHysteresis -= 1;
+    }
+    since = 0; // last_overflow_iter = cur_iter; cur_iter += 1
+  } else {
+    if (p.consecutiveHysteresis)
+      curHysteresis = p.hysteresis;
+    if ((since + 1) % p.scaleWindow == 0) {
+      if (!p.consecutiveHysteresis)
+        curHysteresis = p.hysteresis;
+      scale *= 2.0;
+    }
+    since += 1;
+  }
+  next[0] = float(scale);
+  next[1] = float(p.hysteresis - curHysteresis);
+  next[2] = float(since);
+  return true;
+}
+
+/// DeepSpeed's unscale_and_clip_grads: (1 / combined scale, unscaled norm).
+void unscaleClip(float scaledNorm, float scale, double maxNorm,
+                 float &gradScale, float &norm) {
+  // Python floats in DeepSpeed: double here.
+  const double total = double(scaledNorm), s = double(scale);
+  double combined = s;
+  if (maxNorm > 0.0) {
+    const double clip = ((total / s) + 1e-6) / maxNorm;
+    if (clip > 1.0)
+      combined = clip * s;
+  }
+  gradScale = float(1.0 / combined);
+  norm = float(total / s);
+}
+
+} // namespace
+
+void runOptimizers(Exec &e) {
+  const Instr &I = e.I;
+  const InstrDims &d = e.d;
+  switch (I.op) {
+  case Opcode::GlobalNorm: {
+    double total = 0.0;
+    for (size_t k = 0; k < I.inputs.size(); ++k)
+      total += sumSquares(e.fin(k, "input"), e.in(k).numElements());
+    e.fout(0, "output")[0] = float(std::sqrt(total));
+    return;
+  }
+  case Opcode::ClipCoefficient: {
+    float norm = e.scalarIn(0, "norm");
+    e.fout(0, "output")[0] = clipCoefficient(norm, I.getFloat("max_norm"));
+    return;
+  }
+  case Opcode::LrSchedule: {
+    const int64_t step = e.stepIn(0);
+    e.fout(0, "output")[0] = float(lrSchedule(d.schedule, step));
+    return;
+  }
+  case Opcode::Adam:
+  case Opcode::Lamb: {
+    float *p = e.inPlace(0, 0, "param");
+    const float *g = e.fin(1, "grad");
+    float *m = e.inPlace(2, 1, "exp_avg");
+    float *v = e.inPlace(3, 2, "exp_avg_sq");
+    if (I.inputs.size() == 8 && e.scalarIn(7, "skip") != 0.0f)
+      return; // fp16 overflow: param and state pass through
+    const float lr = e.scalarIn(4, "lr");
+    const int64_t step = e.stepIn(5);
+    const float gscale = e.scalarIn(6, "gscale");
+    if (step < 1)
+      e.fail("step counter must be >= 1, got " + std::to_string(step));
+    if (I.op == Opcode::Adam) {
+      AdamParams hp{I.getFloat("beta1"),    I.getFloat("beta2"),
+                    I.getFloat("eps"),      I.getFloat("weight_decay"),
+                    I.getInt("adamw") != 0, I.getInt("bias_correction") != 0};
+      adam(p, g, m, v, d.n, lr, step, gscale, hp);
+    } else {
+      LambParams hp{I.getFloat("beta1"),
+                    I.getFloat("beta2"),
+                    I.getFloat("eps"),
+                    I.getFloat("weight_decay"),
+                    I.getFloat("max_coeff"),
+                    I.getFloat("min_coeff"),
+                    I.getInt("bias_correction") != 0};
+      lamb(p, g, m, v, d.n, lr, step, gscale, hp);
+    }
+    return;
+  }
+  case Opcode::Sgd: {
+    float *p = e.inPlace(0, 0, "param");
+    const float *g = e.fin(1, "grad");
+    float *buf = e.inPlace(2, 1, "momentum_buffer");
+    if (I.inputs.size() == 7 && e.scalarIn(6, "skip") != 0.0f)
+      return; // fp16 overflow: param and state pass through
+    const float lr = e.scalarIn(3, "lr");
+    const int64_t step = e.stepIn(4);
+    const float gscale = e.scalarIn(5, "gscale");
+    if (step < 1)
+      e.fail("step counter must be >= 1, got " + std::to_string(step));
+    SgdParams hp{I.getFloat("momentum"), I.getFloat("dampening"),
+                 I.getFloat("weight_decay"), I.getInt("nesterov") != 0};
+    sgd(p, g, buf, d.n, lr, step, gscale, hp);
+    return;
+  }
+  case Opcode::CheckFinite: {
+    bool overflow = false;
+    for (size_t k = 0; k < I.inputs.size() && !overflow; ++k)
+      overflow = hasNonFinite(e.fin(k, "input"), e.in(k).numElements());
+    e.fout(0, "output")[0] = overflow ? 1.0f : 0.0f;
+    return;
+  }
+  case Opcode::LossScale: {
+    const float scale =
+        currentLossScale(e.fin(0, "state"), I.getFloat("initial_scale"));
+    e.fout(0, "output")[0] = float(double(scale) * I.getFloat("multiplier"));
+    return;
+  }
+  case Opcode::UnscaleClip: {
+    float gscale, norm;
+    unscaleClip(e.scalarIn(0, "scaled_norm"), e.scalarIn(1, "scale"),
+                I.getFloat("max_norm"), gscale, norm);
+    e.fout(0, "grad_scale")[0] = gscale;
+    e.fout(1, "norm")[0] = norm;
+    return;
+  }
+  case Opcode::UpdateLossScale: {
+    LossScalerParams p;
+    p.dynamic = I.getInt("dynamic") != 0;
+    p.initialScale = I.getFloat("initial_scale");
+    p.scaleWindow = I.getInt("scale_window");
+    p.hysteresis = I.getInt("hysteresis");
+    p.minScale = I.getFloat("min_scale");
+    p.consecutiveHysteresis = I.getInt("consecutive_hysteresis") != 0;
+    const bool overflow = e.scalarIn(1, "overflow") != 0.0f;
+    float next[3];
+    if (!updateLossScale(e.fin(0, "state"), next, overflow, p))
+      e.fail("gradient overflow at the minimum loss scale " +
+             std::to_string(p.minScale) +
+             ": current loss scale already at minimum - cannot decrease "
+             "scale anymore (DeepSpeed stops here too; lower "
+             "fp16.min_loss_scale)");
+    std::copy(next, next + 3, e.fout(0, "new_state"));
+    return;
+  }
+  default:
+    break;
+  }
+  e.fail("internal: not an optimizer or scalar opcode");
+}
+
+} // namespace dsc::rt::cpu
