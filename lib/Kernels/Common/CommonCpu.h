@@ -1,4 +1,4 @@
-//===- CommonCpu.h - What the CPU kernel families share --------*- C++ -*-===//
+//===- CommonCpu.h - What the CPU kernel families share ---------*- C++ -*-===//
 //
 // Internal to the CPU backend (lib/Runtime/CpuBackend.cpp) and the
 // <Family>Cpu.cpp files of lib/Kernels: the helpers more than one family
