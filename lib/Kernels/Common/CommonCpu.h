@@ -25,14 +25,15 @@
 namespace dsc::rt::cpu {
 
 //===----------------------------------------------------------------------===//
-// Helpers (CommonCpu.cpp)
+// Helpers (the out-of-line ones in CommonCpu.cpp)
 //===----------------------------------------------------------------------===//
 
 /// Makes OpenBLAS single-threaded: GEMMs are partitioned over OpenMP threads
-/// by the GEMM callers, so the process has one thread pool, not two fighting
-/// over the cores. Idempotent.
+/// by their callers (GemmCpu.cpp, AttentionCpu.cpp), so the process has one
+/// thread pool, not two fighting over the cores. Idempotent.
 void configureBlasThreads();
 
+/// out[0, n) = v.
 void fillF32(float *out, int64_t n, float v);
 /// memmove in 1 MiB chunks over the threads; nothing when out == in.
 void copyBytes(void *out, const void *in, size_t bytes);
