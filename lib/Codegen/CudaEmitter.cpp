@@ -3,13 +3,16 @@
 // The driver of the CUDA emitter: decides every buffer's storage type (the
 // mixed-precision rule in CudaEmitter.h), folds roundings into their
 // producers, turns GEMM instructions into cuBLASLt descriptors, builds a
-// launcher per remaining instruction (CudaEmitterOps.cpp), merges identical
-// launchers and writes the .cu (the device library of lib/Kernels, kernels,
-// host launchers) and its header.
+// launcher per remaining instruction (emitKernel: the emit logic of its
+// kernel family in lib/Kernels), merges identical launchers and writes the
+// .cu (the device library of lib/Kernels, kernels, host launchers) and its
+// header.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaEmitterImpl.h"
+
+#include "Common/CommonEmit.h"
 
 #include "dsc/Runtime/InstrCheck.h"
 
@@ -301,6 +304,76 @@ using Route = rt::OpRoute;
 bool foldable(rt::Opcode op) { return rt::opInfo(op).foldsRounding; }
 
 Route routeOf(rt::Opcode op) { return rt::opInfo(op).route; }
+
+/// Emits the launcher of a non-GEMM instruction: the one switch over every
+/// opcode (no default: a new opcode does not compile until it has CUDA)
+/// hands it to the emit logic of its kernel family (lib/Kernels).
+void emitKernel(KernelSpec &s) {
+  using rt::Opcode;
+  const rt::InstrDims d = rt::checkInstr(s.program, s.I);
+  switch (s.I.op) {
+  case Opcode::Fill:
+  case Opcode::Iota:
+  case Opcode::Copy:
+  case Opcode::RoundToHalf:
+  case Opcode::Add:
+  case Opcode::ReduceTo:
+  case Opcode::Gelu:
+  case Opcode::GeluGrad:
+  case Opcode::Dropout:
+  case Opcode::BiasGelu:
+  case Opcode::BiasGeluGrad:
+  case Opcode::BiasDropoutAdd:
+  case Opcode::DropoutBiasGrad:
+  case Opcode::SplitHeads:
+  case Opcode::BiasSplitHeads:
+  case Opcode::MergeHeads:
+  case Opcode::Concat:
+  case Opcode::Split:
+    return emitElementwise(s, d);
+  case Opcode::LayerNorm:
+  case Opcode::InvertibleLayerNorm:
+  case Opcode::LayerNormGrad:
+  case Opcode::LayerNormGradFromOutput:
+  case Opcode::RmsNorm:
+  case Opcode::RmsNormGrad:
+  case Opcode::BiasDropoutAddLayerNorm:
+    return emitNorms(s, d);
+  case Opcode::Softmax:
+  case Opcode::SoftmaxGrad:
+  case Opcode::SoftmaxDropout:
+  case Opcode::SoftmaxDropoutGrad:
+  case Opcode::Attention:
+  case Opcode::AttentionGrad:
+    return emitAttention(s, d);
+  case Opcode::Embedding:
+  case Opcode::EmbeddingGrad:
+  case Opcode::CrossEntropy:
+  case Opcode::CrossEntropyGrad:
+  case Opcode::MlmMask:
+    return emitEmbeddingLoss(s, d);
+  case Opcode::GlobalNorm:
+  case Opcode::ClipCoefficient:
+  case Opcode::LrSchedule:
+  case Opcode::CheckFinite:
+  case Opcode::LossScale:
+  case Opcode::UnscaleClip:
+  case Opcode::UpdateLossScale:
+    return emitOptimizers(s, d);
+  // Not kernels: GEMMs are cuBLASLt descriptors, collectives go to the
+  // communicator, optimizers are grouped by emitOptimizerGroup.
+  case Opcode::Linear:
+  case Opcode::LinearGradInput:
+  case Opcode::LinearGradWeight:
+  case Opcode::BatchMatmul:
+  case Opcode::AllReduce:
+  case Opcode::Adam:
+  case Opcode::Lamb:
+  case Opcode::Sgd:
+    s.fail("internal: not emitted as a single kernel");
+  }
+  s.fail("unknown opcode " + std::to_string(int(s.I.op)));
+}
 
 class Emitter {
 public:
@@ -635,7 +708,7 @@ void Emitter::emitFunction(const rt::Function &fn) {
             s.instrs.push_back(part[k]);
           }
           KernelSpec spec(P, M.storage, remap, *group[0]);
-          emitOptimizer(spec, group);
+          emitOptimizerGroup(spec, group);
           s.index = addLauncher(spec);
           s.args = spec.args;
           steps.push_back(s);

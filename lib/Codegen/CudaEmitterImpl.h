@@ -91,15 +91,6 @@ private:
   std::map<std::string, Storage> types;
 };
 
-/// Emits the launcher of a non-GEMM instruction (one switch over every
-/// opcode, CudaEmitterOps.cpp).
-void emitKernel(KernelSpec &spec);
-
-/// Emits one multi-tensor launcher for a run of Adam, Lamb or Sgd
-/// instructions with equal attributes and scalar inputs (spec is built on
-/// the first instruction).
-void emitOptimizer(KernelSpec &spec, const std::vector<const rt::Instr *> &group);
-
 } // namespace dsc::cuda::detail
 
 #endif // DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H

@@ -15,6 +15,15 @@ set(DSC_KERNELS_CPU_SOURCES
   ${DSC_KERNELS_DIR}/Gemm/GemmCpu.cpp
 )
 
+set(DSC_KERNELS_EMIT_SOURCES
+  ${DSC_KERNELS_DIR}/Common/CommonEmit.cpp
+  ${DSC_KERNELS_DIR}/Elementwise/ElementwiseEmit.cpp
+  ${DSC_KERNELS_DIR}/Norms/NormsEmit.cpp
+  ${DSC_KERNELS_DIR}/Attention/AttentionEmit.cpp
+  ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLossEmit.cpp
+  ${DSC_KERNELS_DIR}/Optimizers/OptimizersEmit.cpp
+)
+
 # The CUDA device library, pasted into every emitted translation unit: these
 # files concatenated in this order, separated by blank lines. Common first:
 # every other piece uses its helpers.

@@ -1,9 +1,9 @@
 //===- Broadcast.h - numpy broadcasting of dsc.add / dsc.reduce_to -*- C++ -*-===//
 //
-// The shape analysis shared by the CPU kernels
-// (lib/Kernels/Elementwise/ElementwiseCpu.cpp) and the CUDA emitter
-// (lib/Codegen/CudaEmitterOps.cpp): which b broadcasts to a, and a's dims
-// merged into runs that b has or broadcasts.
+// The shape analysis shared by the CPU kernels and the CUDA emit logic of
+// the two ops (lib/Kernels/Elementwise/ElementwiseCpu.cpp and
+// ElementwiseEmit.cpp): which b broadcasts to a, and a's dims merged into
+// runs that b has or broadcasts.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BROADCAST_H

@@ -1,4 +1,4 @@
-//===- CommonCpu.h - What the CPU kernel families share --------*- C++ -*-===//
+//===- CommonCpu.h - What the CPU kernel families share ---------*- C++ -*-===//
 //
 // Internal to the CPU backend (lib/Runtime/CpuBackend.cpp) and the
 // <Family>Cpu.cpp files of lib/Kernels: the helpers more than one family
@@ -25,14 +25,15 @@
 namespace dsc::rt::cpu {
 
 //===----------------------------------------------------------------------===//
-// Helpers (CommonCpu.cpp)
+// Helpers (the out-of-line ones in CommonCpu.cpp)
 //===----------------------------------------------------------------------===//
 
 /// Makes OpenBLAS single-threaded: GEMMs are partitioned over OpenMP threads
-/// by the GEMM callers, so the process has one thread pool, not two fighting
-/// over the cores. Idempotent.
+/// by their callers (GemmCpu.cpp, AttentionCpu.cpp), so the process has one
+/// thread pool, not two fighting over the cores. Idempotent.
 void configureBlasThreads();
 
+/// out[0, n) = v.
 void fillF32(float *out, int64_t n, float v);
 /// memmove in 1 MiB chunks over the threads; nothing when out == in.
 void copyBytes(void *out, const void *in, size_t bytes);

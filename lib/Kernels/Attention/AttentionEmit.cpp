@@ -1,0 +1,181 @@
+//===- AttentionEmit.cpp - CUDA launchers of the attention family ---------===//
+//
+// softmax, softmax_dropout and their gradients (row kernels) and the fused
+// attention (FlashAttention-2) forward and backward: emitAttention and the
+// emit logic of each op, which instantiates the matching templates of
+// Attention.cuh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonEmit.h"
+
+#include <algorithm>
+
+namespace dsc::cuda::detail {
+
+namespace {
+
+using rt::Opcode;
+
+void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
+  const Opcode op = s.I.op;
+  const bool grad = op == Opcode::SoftmaxGrad || op == Opcode::SoftmaxDropoutGrad;
+  const bool drop = op == Opcode::SoftmaxDropout || op == Opcode::SoftmaxDropoutGrad;
+  // SoftmaxDropoutGrad reads the forward's mask off its `dropped` output
+  // (third input), as the CPU backend does.
+  const bool maskFromDropped = op == Opcode::SoftmaxDropoutGrad;
+  const int64_t TK = d.cols, TQ = d.tq, rows = d.rows;
+  const float scale = s.I.has("scale") ? float(s.I.getFloat("scale")) : 1.0f;
+  const double rate = d.rate;
+  const std::string keepScale = flt(rate > 0.0 ? 1.0 / (1.0 - rate) : 1.0);
+  const RowConfig c = s.rowConfig(rows, TK);
+  std::string rng = "dsc::Rng{0u, 0ull, 0ull}";
+  if (grad) {
+    const std::string dy = s.in(0, "dy"), y = s.in(1, "y");
+    std::string dropped = "(const float *)nullptr", dropT = "float";
+    std::vector<std::string> args = {dy, y};
+    if (maskFromDropped) {
+      dropped = s.in(2, "dropped");
+      dropT = s.T(dropped);
+      args.push_back(dropped);
+    }
+    const std::string dx = s.out(0, "dx");
+    args.push_back(dx);
+    const int mask = maskFromDropped ? 2 : 0;
+    s.kernel(c.grid, c.block, args,
+             call("softmaxGradRows",
+                  {s.T(dy), s.T(y), dropT, s.T(dx), std::to_string(mask),
+                   n(rows), n(TK), rowArgs(c)},
+                  {dy, y, dropped, dx, flt(scale), flt(rate), keepScale,
+                   rng}));
+    return;
+  }
+  const bool causal = s.I.has("causal") && s.I.getInt("causal") != 0;
+  const std::string xs = s.in(0, "x");
+  std::string probs, dropped = "(float *)nullptr", dropT = "float";
+  std::vector<std::string> args = {xs};
+  if (drop) {
+    dropped = s.out(0, "dropped");
+    probs = s.out(1, "probs");
+    dropT = s.T(dropped);
+    args.insert(args.end(), {dropped, probs});
+    rng = s.rng();
+    args.insert(args.end(), {"stream", "seed", "offset"});
+  } else {
+    probs = s.out(0, "y");
+    args.push_back(probs);
+  }
+  s.kernel(c.grid, c.block, args,
+           call("softmaxRows",
+                {s.T(xs), s.T(probs), dropT, b(causal), b(drop), n(rows),
+                 n(TQ), n(TK), rowArgs(c)},
+                {xs, probs, dropped, flt(scale), flt(rate), keepScale, rng}));
+}
+
+/// Shared memory of the fused attention kernels (Attention.cuh
+/// attentionForward / attentionGradKV / attentionGradQ) at one tile size:
+/// tiles of the compute type TC plus f32 scores and accumulators.
+int64_t attentionSmem(bool grad, int64_t tile, int64_t D, int64_t tc) {
+  if (!grad)
+    return (2 * tile * D + tile * tile) * tc +
+           (tile * tile + tile * D + 2 * tile) * 4;
+  const int64_t kv = (4 * tile * D + 2 * tile * tile) * tc +
+                     (2 * tile * tile + 2 * tile * D) * 4;
+  const int64_t q = (4 * tile * D + tile * tile) * tc +
+                    (2 * tile * tile + tile * D) * 4;
+  return std::max(kv, q);
+}
+
+/// Attention and AttentionGrad (cpu::attention / attentionGrad): one block
+/// of 4 warps per (batch*head, tile). The tiles are stored as the inputs'
+/// half type when q, k, v (and dout) share it and D is a multiple of 16
+/// (WMMA tensor cores), else as f32 (FMA); the tile is the largest of 64,
+/// 32, 16 whose kernels fit the 48 KiB of static shared memory.
+void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
+  const bool grad = s.I.op == Opcode::AttentionGrad;
+  const size_t qi = grad ? 1 : 0;
+  const int64_t BH = d.BH, T = d.T, D = d.D;
+  const float scale = float(s.I.getFloat("scale"));
+  const bool causal = s.I.getInt("causal") != 0;
+  const double rate = d.rate;
+  const std::string keepScale = flt(rate > 0.0 ? 1.0 / (1.0 - rate) : 1.0);
+
+  Storage tc = s.inType(qi);
+  for (size_t k = grad ? 0 : 1; k < qi + 3; ++k)
+    if (s.inType(k) != tc)
+      tc = Storage::F32;
+  if (D % 16 != 0)
+    tc = Storage::F32;
+  const int64_t tcBytes = tc == Storage::F32 ? 4 : 2;
+  int64_t tile = 0;
+  for (int64_t t : {64, 32, 16})
+    if (attentionSmem(grad, t, D, tcBytes) <= 48 * 1024) {
+      tile = t;
+      break;
+    }
+  if (!tile)
+    s.fail("head dim " + std::to_string(D) +
+           " needs more than 48 KiB of shared memory per block; set "
+           "dsc.fusion.attention to false");
+  const int warps = 4;
+  const int64_t grid = BH * ceilDiv(T, tile);
+  const std::string TC = storageCType(tc), rng = s.rng();
+  const std::string shape = n(BH) + ", " + n(T) + ", " + n(D) + ", " +
+                            n(tile) + ", " + b(causal) + ", " +
+                            std::to_string(warps);
+  const std::string tail = flt(scale) + ", " + flt(rate) + ", " + keepScale +
+                           ", " + rng;
+  if (!grad) {
+    const std::string q = s.in(0, "q"), k = s.in(1, "k"), v = s.in(2, "v"),
+                      out = s.out(0, "out"), lse = s.out(1, "lse");
+    s.requireType(s.outType(1), Storage::F32, "lse");
+    s.kernel(grid, warps * 32, {q, k, v, out, lse, "stream", "seed", "offset"},
+             call("attentionForward",
+                  {s.T(q), s.T(k), s.T(v), s.T(out), TC, shape},
+                  {q, k, v, out, lse, tail}));
+    return;
+  }
+  const std::string g = s.in(0, "dout"), q = s.in(1, "q"), k = s.in(2, "k"),
+                    v = s.in(3, "v"), o = s.in(4, "out"), lse = s.in(5, "lse"),
+                    dq = s.out(0, "dq"), dk = s.out(1, "dk"),
+                    dv = s.out(2, "dv");
+  s.requireType(s.inType(5), Storage::F32, "lse");
+  if (s.outType(1) != s.outType(2))
+    s.fail("dk and dv must have one storage type");
+  s.scratch(BH * T * 4);
+  const std::string rowDot = "static_cast<float *>(dsc_scratch)";
+  elementwise(s, BH * T, {g, o, "dsc_scratch"},
+              call("attentionRowDot", {s.T(g), s.T(o), n(BH * T), n(D)},
+                   {g, o, rowDot}));
+  const std::string types =
+      s.T(g) + ", " + s.T(q) + ", " + s.T(k) + ", " + s.T(v);
+  s.kernel(grid, warps * 32,
+           {g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed",
+            "offset"},
+           call("attentionGradKV", {types, s.T(dk), TC, shape},
+                {g, q, k, v, lse, rowDot, dk, dv, tail}));
+  s.kernel(grid, warps * 32,
+           {g, q, k, v, lse, "dsc_scratch", dq, "stream", "seed", "offset"},
+           call("attentionGradQ", {types, s.T(dq), TC, shape},
+                {g, q, k, v, lse, rowDot, dq, tail}));
+}
+
+} // namespace
+
+void emitAttention(KernelSpec &s, const rt::InstrDims &d) {
+  switch (s.I.op) {
+  case Opcode::Softmax:
+  case Opcode::SoftmaxDropout:
+  case Opcode::SoftmaxGrad:
+  case Opcode::SoftmaxDropoutGrad:
+    return emitSoftmax(s, d);
+  case Opcode::Attention:
+  case Opcode::AttentionGrad:
+    return emitFusedAttention(s, d);
+  default:
+    break;
+  }
+  s.fail("internal: not a softmax or attention opcode");
+}
+
+} // namespace dsc::cuda::detail

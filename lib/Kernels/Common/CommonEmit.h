@@ -1,0 +1,66 @@
+//===- CommonEmit.h - CUDA emit logic of the kernel families ----*- C++ -*-===//
+//
+// Internal to the CUDA emitter: lib/Codegen/CudaEmitter.cpp and the
+// <Family>Emit.cpp files of lib/Kernels include it. emit<Family> builds, in
+// a KernelSpec (lib/Codegen/CudaEmitterImpl.h), the launcher of one
+// instruction of its family whose operands rt::checkInstr passed (the
+// emitter's switch over Opcode, emitKernel, picks the family, the family's
+// own switch the op): it checks the storage types it needs, picks the
+// launch shape and vector width, and instantiates the template of
+// <Family>.cuh that mirrors the opcode's CPU kernel. Then the helpers every
+// family's emit logic uses (CommonEmit.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_LIB_KERNELS_COMMON_COMMONEMIT_H
+#define DSC_LIB_KERNELS_COMMON_COMMONEMIT_H
+
+#include "CudaEmitterImpl.h"
+
+#include "dsc/Runtime/InstrCheck.h"
+
+#include <string>
+#include <vector>
+
+namespace dsc::cuda::detail {
+
+/// Emits the launcher of `s.I`, an instruction of the family with the sizes
+/// `d` (<Family>/<Family>Emit.cpp).
+void emitElementwise(KernelSpec &s, const rt::InstrDims &d);
+void emitNorms(KernelSpec &s, const rt::InstrDims &d);
+void emitAttention(KernelSpec &s, const rt::InstrDims &d);
+void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d);
+/// The scalar and multi-tensor reductions of the step (global norm,
+/// inf/NaN check, clip, schedule, loss scaler); the optimizers themselves
+/// go through emitOptimizerGroup.
+void emitOptimizers(KernelSpec &s, const rt::InstrDims &d);
+/// Emits one multi-tensor launcher for a run of Adam, Lamb or Sgd
+/// instructions with equal attributes and scalar inputs (spec is built on
+/// the first instruction; OptimizersEmit.cpp).
+void emitOptimizerGroup(KernelSpec &spec,
+                        const std::vector<const rt::Instr *> &group);
+
+/// Threads per block of the grid-stride and multi-tensor kernels.
+constexpr int kBlock = 256;
+
+/// `dsc::name<targs...>` and `dsc::name<targs...>(args...);`.
+std::string tmpl(const std::string &name,
+                 const std::vector<std::string> &targs);
+std::string call(const std::string &fn, const std::vector<std::string> &targs,
+                 const std::vector<std::string> &args);
+
+/// Literals: `true`/`false`, an integer (num), an integer with LL.
+std::string b(bool v);
+std::string n(int64_t v);
+std::string ll(int64_t v);
+
+/// Elementwise launch: `items` work items of a grid-stride loop.
+void elementwise(KernelSpec &s, int64_t items,
+                 const std::vector<std::string> &args,
+                 const std::string &body);
+
+/// The THREADS, ITEMS, VEC template arguments of a row kernel.
+std::string rowArgs(const RowConfig &c);
+
+} // namespace dsc::cuda::detail
+
+#endif // DSC_LIB_KERNELS_COMMON_COMMONEMIT_H

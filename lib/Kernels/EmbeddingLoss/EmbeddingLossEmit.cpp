@@ -1,0 +1,133 @@
+//===- EmbeddingLossEmit.cpp - CUDA launchers of embedding and loss -------===//
+//
+// embedding and embedding_grad, cross_entropy and its gradient, mlm_mask:
+// emitEmbeddingLoss and the emit logic of each op, which instantiates the
+// matching templates of EmbeddingLoss.cuh. A bad token id or label sets a
+// status code (KernelSpec::status) instead of trapping.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonEmit.h"
+
+#include <algorithm>
+
+namespace dsc::cuda::detail {
+
+namespace {
+
+using rt::Opcode;
+
+void emitEmbedding(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t V = d.vocab, C = d.cols, rows = d.rows;
+  s.requireType(s.inType(1), Storage::I32, "ids");
+  const std::string table = s.in(0, "table"), ids = s.in(1, "ids"),
+                    out = s.out(0, "out");
+  const int vec = vecFor(C);
+  const std::string code =
+      s.status("token id out of range [0," + std::to_string(V) + ")");
+  elementwise(s, rows * (C / vec), {table, ids, out},
+              call("embedding",
+                   {s.T(table), s.T(out), n(rows), n(V), n(C),
+                    std::to_string(vec)},
+                   {table, ids, out, code}));
+}
+
+void emitEmbeddingGrad(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t V = d.vocab, C = d.cols, rows = d.rows;
+  s.requireType(s.inType(0), Storage::I32, "ids");
+  const std::string ids = s.in(0, "ids"), dy = s.in(1, "dy"),
+                    out = s.out(0, "dtable");
+  // Threads (column, vocabulary part): about 32k of them.
+  const int64_t parts =
+      std::clamp<int64_t>(32768 / std::max<int64_t>(C, 1), 1, std::max<int64_t>(V, 1));
+  const std::string code =
+      s.status("token id out of range [0," + std::to_string(V) + ")");
+  elementwise(s, C * parts, {ids, dy, out},
+              call("embeddingGrad",
+                   {s.T(dy), s.T(out), n(rows), n(V), n(C), n(parts)},
+                   {ids, dy, out, code}));
+}
+
+void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
+  const bool grad = s.I.op == Opcode::CrossEntropyGrad;
+  const size_t li = grad ? 1 : 0;
+  const int64_t V = d.cols, rows = d.rows;
+  s.requireType(s.inType(li + 1), Storage::I32, "labels");
+  const int64_t ignore =
+      s.I.has("ignore_index") ? s.I.getInt("ignore_index") : -100;
+  const int threads = V <= 2048 ? 32 : 256;
+  const int block = threads == 32 ? 128 : threads;
+  const int64_t grid = std::max<int64_t>(1, threads == 32 ? ceilDiv(rows, 4) : rows);
+  const std::string code = s.status(
+      std::string(grad ? "cross_entropy_grad" : "cross_entropy") +
+      ": a label is out of range [0," + std::to_string(V) +
+      ") and not ignore_index " + std::to_string(ignore));
+  if (grad) {
+    const std::string dl = s.in(0, "dloss"), logits = s.in(1, "logits"),
+                      labels = s.in(2, "labels"), dx = s.out(0, "dlogits");
+    s.scratch(16);
+    const std::string k = "static_cast<float *>(dsc_scratch)";
+    s.kernel(1, kBlock, {dl, labels, "dsc_scratch"},
+             call("crossEntropyGradScale",
+                  {s.T(dl), n(rows), n(ignore), std::to_string(kBlock)},
+                  {dl, labels, k}));
+    s.kernel(grid, block, {"dsc_scratch", logits, labels, dx},
+             call("crossEntropyGradRows",
+                  {s.T(logits), s.T(dx), n(rows), n(V), n(ignore),
+                   std::to_string(threads)},
+                  {k, logits, labels, dx, code}));
+    return;
+  }
+  const std::string logits = s.in(0, "logits"), labels = s.in(1, "labels"),
+                    loss = s.out(0, "loss");
+  s.scratch(std::max<int64_t>(rows, 1) * 8);
+  const std::string part = "static_cast<double *>(dsc_scratch)";
+  s.kernel(grid, block, {logits, labels, "dsc_scratch"},
+           call("crossEntropyRows",
+                {s.T(logits), n(rows), n(V), n(ignore), std::to_string(threads)},
+                {logits, labels, part, code}));
+  s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
+           call("crossEntropyFinish",
+                {s.T(loss), n(rows), n(ignore), std::to_string(kBlock)},
+                {part, labels, loss}));
+}
+
+void emitMlmMask(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t N = d.n, vocab = s.I.getInt("vocab_size");
+  if (s.inId(0) == s.outId(0) || s.inId(0) == s.outId(1) ||
+      s.outId(0) == s.outId(1))
+    s.fail("outputs must not alias the input or each other");
+  for (size_t k = 0; k < 2; ++k)
+    s.requireType(s.outType(k), Storage::I32, k ? "labels" : "inputs");
+  s.requireType(s.inType(0), Storage::I32, "ids");
+  const std::string ids = s.in(0, "ids"), in = s.out(0, "inputs"),
+                    lab = s.out(1, "labels");
+  s.rng();
+  elementwise(s, N, {ids, in, lab, "stream", "seed", "offset"},
+              call("mlmMask", {n(N)},
+                   {ids, in, lab, flt(s.I.getFloat("mask_prob")),
+                    std::to_string(int32_t(s.I.getInt("mask_token_id"))),
+                    std::to_string(uint32_t(vocab)) + "u", "stream", "seed",
+                    "offset"}));
+}
+
+} // namespace
+
+void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d) {
+  switch (s.I.op) {
+  case Opcode::Embedding:
+    return emitEmbedding(s, d);
+  case Opcode::EmbeddingGrad:
+    return emitEmbeddingGrad(s, d);
+  case Opcode::CrossEntropy:
+  case Opcode::CrossEntropyGrad:
+    return emitCrossEntropy(s, d);
+  case Opcode::MlmMask:
+    return emitMlmMask(s, d);
+  default:
+    break;
+  }
+  s.fail("internal: not an embedding or loss opcode");
+}
+
+} // namespace dsc::cuda::detail

@@ -1,0 +1,273 @@
+//===- OptimizersEmit.cpp - CUDA launchers of the optimizer family --------===//
+//
+// The multi-tensor launchers over chunk tables (global_norm, check_finite,
+// and one launcher per group of adam, lamb or sgd instructions:
+// emitOptimizerGroup) and the one-thread kernels of the step's scalars
+// (clip_coefficient, lr_schedule, the fp16 loss scaler): emitOptimizers and
+// the emit logic of each op, which instantiates the matching templates of
+// Optimizers.cuh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonEmit.h"
+
+#include <algorithm>
+
+namespace dsc::cuda::detail {
+
+namespace {
+
+using rt::Opcode;
+
+/// The chunk table of a multi-tensor launch: element counts and the first
+/// chunk of every tensor (one more entry: the total).
+struct Chunks {
+  std::vector<int64_t> n, first;
+  int64_t total = 0;
+};
+
+constexpr int64_t kChunk = 16384;
+
+Chunks chunksOf(const KernelSpec &s, const std::vector<int> &ids) {
+  Chunks c;
+  for (int id : ids) {
+    const int64_t n = s.program.buffers[size_t(id)].numElements();
+    c.n.push_back(n);
+    c.first.push_back(c.total);
+    c.total += ceilDiv(n, kChunk);
+  }
+  c.first.push_back(c.total);
+  return c;
+}
+
+void emitGlobalNormOrCheck(KernelSpec &s) {
+  const bool norm = s.I.op == Opcode::GlobalNorm;
+  std::vector<int> ids;
+  for (size_t k = 0; k < s.I.inputs.size(); ++k)
+    ids.push_back(s.inId(k));
+  const Chunks c = chunksOf(s, ids);
+  if (!norm)
+    s.requireType(s.outType(0), Storage::F32, "output");
+  const std::string out = s.out(0, "out");
+  if (c.total == 0) { // no elements: the norm is 0, nothing is non-finite
+    s.kernel(1, 1, {out}, "dsc::st(" + out + ", 0, 0.0f);");
+    return;
+  }
+  const std::string K = std::to_string(ids.size());
+  const std::string nArr = s.constArray("n", c.n),
+                    fArr = s.constArray("first", c.first);
+  const std::string x = s.table("x", ids, false);
+  const std::string blk = std::to_string(kBlock);
+  if (norm) {
+    s.scratch(c.total * 8);
+    const std::string part = "static_cast<double *>(dsc_scratch)";
+    s.kernel(c.total, kBlock, {x, "dsc_scratch"},
+             call("sumSquaresChunks", {K, n(kChunk), blk},
+                  {x, nArr, fArr, part}));
+    s.kernel(1, kBlock, {"dsc_scratch", out},
+             call("sqrtOfSum", {s.T(out), n(c.total), blk}, {part, out}));
+  } else {
+    s.kernel(1, 1, {out}, "*" + out + " = 0.0f;");
+    s.kernel(c.total, kBlock, {x, out},
+             call("checkFiniteChunks", {K, n(kChunk), blk},
+                  {x, nArr, fArr, out}));
+  }
+}
+
+/// One-thread kernels for the scalar bookkeeping of the step.
+void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
+  switch (s.I.op) {
+  case Opcode::ClipCoefficient: {
+    const std::string in = s.in(0, "norm"), out = s.out(0, "out");
+    s.kernel(1, 1, {in, out},
+             call("clipCoefficient", {s.T(in), s.T(out)},
+                  {in, out, dbl(s.I.getFloat("max_norm"))}));
+    return;
+  }
+  case Opcode::LrSchedule: {
+    const Storage st = s.inType(0);
+    if (st != Storage::I64 && st != Storage::I32)
+      s.fail("step must be i64, got " + std::string(storageName(st)));
+    const rt::LrScheduleAttrs &a = d.schedule;
+    const std::string in = s.in(0, "step"), out = s.out(0, "lr");
+    s.kernel(1, 1, {in, out},
+             call("lrSchedule",
+                  {std::to_string(int(a.kind)), b(a.logWarmup), s.T(in),
+                   s.T(out)},
+                  {in, out, dbl(a.lr), dbl(a.warmupMinLr),
+                   dbl(a.warmupMaxLr), ll(a.warmupNumSteps),
+                   ll(a.totalNumSteps), dbl(a.warmupMinRatio),
+                   dbl(a.cosMinRatio)}));
+    return;
+  }
+  case Opcode::LossScale: {
+    s.requireType(s.inType(0), Storage::F32, "state");
+    const std::string st = s.in(0, "state"), out = s.out(0, "scale");
+    s.kernel(1, 1, {st, out},
+             call("lossScale", {s.T(out)},
+                  {st, out, dbl(s.I.getFloat("initial_scale")),
+                   dbl(s.I.getFloat("multiplier"))}));
+    return;
+  }
+  case Opcode::UnscaleClip: {
+    s.requireType(s.outType(0), Storage::F32, "grad_scale");
+    s.requireType(s.outType(1), Storage::F32, "norm");
+    const std::string sn = s.in(0, "scaled_norm"), sc = s.in(1, "scale"),
+                      gs = s.out(0, "grad_scale"), nm = s.out(1, "norm");
+    s.kernel(1, 1, {sn, sc, gs, nm},
+             call("unscaleClip", {s.T(sn), s.T(sc)},
+                  {sn, sc, gs, nm, dbl(s.I.getFloat("max_norm"))}));
+    return;
+  }
+  case Opcode::UpdateLossScale: {
+    s.requireType(s.inType(0), Storage::F32, "state");
+    s.requireType(s.outType(0), Storage::F32, "new_state");
+    const auto &I = s.I;
+    const int64_t window = I.getInt("scale_window"),
+                  hysteresis = I.getInt("hysteresis");
+    const std::string st = s.in(0, "state"), of = s.in(1, "overflow"),
+                      nx = s.out(0, "next");
+    const std::string code = s.status(
+        "gradient overflow at the minimum loss scale " +
+        std::to_string(I.getFloat("min_scale")) +
+        ": current loss scale already at minimum - cannot decrease scale "
+        "anymore (DeepSpeed stops here too; lower fp16.min_loss_scale)");
+    s.kernel(1, 1, {st, of, nx},
+             call("updateLossScale",
+                  {b(I.getInt("dynamic") != 0),
+                   b(I.getInt("consecutive_hysteresis") != 0), s.T(of)},
+                  {st, of, nx, dbl(I.getFloat("initial_scale")),
+                   ll(window), ll(hysteresis),
+                   dbl(I.getFloat("min_scale")), code}));
+    return;
+  }
+  default:
+    s.fail("internal: not a scalar op");
+  }
+}
+
+} // namespace
+
+void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
+  switch (s.I.op) {
+  case Opcode::GlobalNorm:
+  case Opcode::CheckFinite:
+    return emitGlobalNormOrCheck(s);
+  case Opcode::ClipCoefficient:
+  case Opcode::LrSchedule:
+  case Opcode::LossScale:
+  case Opcode::UnscaleClip:
+  case Opcode::UpdateLossScale:
+    return emitScalarOp(s, d);
+  default:
+    break;
+  }
+  s.fail("internal: not an optimizer or scalar opcode");
+}
+
+void emitOptimizerGroup(KernelSpec &s,
+                        const std::vector<const rt::Instr *> &group) {
+  const Opcode op = s.I.op;
+  const bool sgd = op == Opcode::Sgd;
+  const size_t outs = size_t(rt::opInfo(op).minOuts), tensors = outs + 1;
+  const size_t nIn = tensors + 3;
+  std::vector<std::vector<int>> ins(tensors), res(outs);
+  for (const rt::Instr *I : group) {
+    rt::checkInstr(s.program, *I);
+    KernelSpec one(s.program, s.storage, s.remap, *I);
+    for (size_t k = 0; k < tensors; ++k)
+      ins[k].push_back(one.inId(k));
+    for (size_t k = 0; k < outs; ++k)
+      res[k].push_back(one.outId(k));
+  }
+  s.requireType(s.inType(tensors), Storage::F32, "lr");
+  s.requireType(s.inType(tensors + 2), Storage::F32, "gscale");
+  const Storage stepT = s.inType(tensors + 1);
+  if (stepT != Storage::I64 && stepT != Storage::I32)
+    s.fail("step must be i64, got " + std::string(storageName(stepT)));
+  const bool skip = s.I.inputs.size() == nIn + 1;
+  if (skip)
+    s.requireType(s.inType(nIn), Storage::F32, "skip");
+  const Chunks c = chunksOf(s, ins[0]);
+  const std::string K = std::to_string(group.size());
+  const std::string nArr = s.constArray("n", c.n),
+                    fArr = s.constArray("first", c.first);
+  const char *inNames[] = {"p", "g", sgd ? "buf" : "m", "v"};
+  const char *outNames[] = {"p_out", sgd ? "buf_out" : "m_out", "v_out"};
+  std::vector<std::string> tables;
+  for (size_t k = 0; k < tensors; ++k)
+    tables.push_back(s.table(inNames[k], ins[k], false));
+  for (size_t k = 0; k < outs; ++k)
+    tables.push_back(s.table(outNames[k], res[k], true));
+  const std::string lr = s.in(tensors, "lr"), step = s.in(tensors + 1, "step"),
+                    gs = s.in(tensors + 2, "gscale");
+  const std::string sk = skip ? s.in(nIn, "skip") : "(const float *)nullptr";
+  std::vector<std::string> args = tables;
+  args.insert(args.end(), {lr, step, gs});
+  if (skip)
+    args.push_back(sk);
+  const std::string code = s.status("optimizer step counter must be >= 1");
+  const std::string blk = std::to_string(kBlock);
+  const auto &I = s.I;
+  const int64_t grid = std::max<int64_t>(1, c.total);
+  std::vector<std::string> callArgs = tables;
+  callArgs.insert(callArgs.end(), {nArr, fArr, lr, step, gs, sk});
+  if (op == Opcode::Adam) {
+    callArgs.insert(callArgs.end(),
+                    {dbl(I.getFloat("beta1")), dbl(I.getFloat("beta2")),
+                     flt(I.getFloat("eps")), dbl(I.getFloat("weight_decay")),
+                     code});
+    s.kernel(grid, kBlock, args,
+             call("adamChunks",
+                  {K, n(kChunk), blk, b(I.getInt("adamw") != 0),
+                   b(I.getInt("bias_correction") != 0), s.T(step)},
+                  callArgs));
+    return;
+  }
+  if (sgd) {
+    callArgs.insert(callArgs.end(),
+                    {dbl(I.getFloat("momentum")), dbl(I.getFloat("dampening")),
+                     flt(I.getFloat("weight_decay")), code});
+    s.kernel(grid, kBlock, args,
+             call("sgdChunks",
+                  {K, n(kChunk), blk, b(I.getInt("nesterov") != 0), s.T(step)},
+                  callArgs));
+    return;
+  }
+  // Lamb: moments and per-chunk norms, per-tensor trust ratios, update.
+  s.scratch(c.total * 16 + int64_t(group.size()) * 4);
+  const std::string part = "static_cast<double *>(dsc_scratch)";
+  const std::string coeff = "reinterpret_cast<float *>(static_cast<char *>("
+                            "dsc_scratch) + " +
+                            n(c.total * 16) + ")";
+  const std::string eps = flt(I.getFloat("eps")),
+                    wd = flt(I.getFloat("weight_decay"));
+  std::vector<std::string> a1 = args;
+  a1.push_back("dsc_scratch");
+  callArgs.insert(callArgs.end(),
+                  {flt(I.getFloat("beta1")), flt(I.getFloat("beta2")), eps, wd,
+                   part, code});
+  s.kernel(grid, kBlock, a1,
+           call("lambMoments", {K, n(kChunk), blk, s.T(step)}, callArgs));
+  std::vector<std::string> a2 = {lr, step};
+  if (skip)
+    a2.push_back(sk);
+  a2.push_back("dsc_scratch");
+  s.kernel(int64_t(group.size()), kBlock, a2,
+           call("lambCoefficients",
+                {K, blk, b(I.getInt("bias_correction") != 0), s.T(step)},
+                {fArr, part, lr, step, sk, dbl(I.getFloat("beta1")),
+                 dbl(I.getFloat("beta2")), flt(I.getFloat("max_coeff")),
+                 flt(I.getFloat("min_coeff")), coeff}));
+  std::vector<std::string> a3 = {tables[0], tables[tensors + 1],
+                                 tables[tensors + 2], tables[tensors], step};
+  if (skip)
+    a3.push_back(sk);
+  a3.push_back("dsc_scratch");
+  s.kernel(grid, kBlock, a3,
+           call("lambApply", {K, n(kChunk), blk, s.T(step)},
+                {tables[0], tables[tensors + 1], tables[tensors + 2],
+                 tables[tensors], nArr, fArr, step, sk, eps, wd, coeff}));
+}
+
+} // namespace dsc::cuda::detail
