@@ -42,28 +42,27 @@ const char *storageCType(Storage s) {
     return "int";
   case Storage::I64:
     return "long long";
-  case Storage::None:
-    break;
+  case Storage::I8:
+    return "signed char";
+  case Storage::U8:
+    return "unsigned char";
   }
   return "void";
 }
 
-const char *storageName(Storage s) {
-  switch (s) {
-  case Storage::F32:
-    return "f32";
-  case Storage::F16:
-    return "f16";
-  case Storage::BF16:
-    return "bf16";
-  case Storage::I32:
-    return "i32";
-  case Storage::I64:
-    return "i64";
-  case Storage::None:
-    break;
+DeviceLayout deviceLayout(const rt::Program &program) {
+  DeviceLayout layout;
+  for (const rt::Buffer &b : program.buffers) {
+    if (program.arenaBytes >= 0) {
+      layout.offsets.push_back(size_t(b.offset));
+      continue;
+    }
+    layout.offsets.push_back(layout.arenaBytes);
+    layout.arenaBytes += (b.bytes() + 255) / 256 * 256;
   }
-  return "none";
+  if (program.arenaBytes >= 0)
+    layout.arenaBytes = size_t(program.arenaBytes);
+  return layout;
 }
 
 bool Gemm::operator==(const Gemm &o) const {
@@ -111,10 +110,8 @@ int64_t gridFor(int64_t items, int block) {
   return std::max<int64_t>(1, std::min<int64_t>(ceilDiv(items, block), 65536));
 }
 
-KernelSpec::KernelSpec(const rt::Program &program,
-                       const std::vector<Storage> &storage,
-                       const std::map<int, int> &remap, const rt::Instr &instr)
-    : program(program), storage(storage), remap(remap), I(instr),
+KernelSpec::KernelSpec(const rt::Program &program, const rt::Instr &instr)
+    : program(program), I(instr),
       opName(rt::opcodeName(instr.op)) {
   launcher.op = instr.op;
 }
@@ -147,21 +144,18 @@ int KernelSpec::outId(size_t k) const {
   int id = I.outputs[k];
   if (id < 0 || size_t(id) >= program.buffers.size())
     fail("buffer id " + std::to_string(id) + " out of range");
-  auto it = remap.find(id);
-  return it == remap.end() ? id : it->second;
+  return id;
 }
 
 void KernelSpec::requireType(Storage s, Storage want,
                              const std::string &name) const {
   if (s != want)
-    fail(name + " must be stored as " + storageName(want) + ", got " +
-         storageName(s));
+    fail(name + " must be stored as " + rt::dtypeName(want) + ", got " +
+         rt::dtypeName(s));
 }
 
 std::string KernelSpec::buffer(int id, bool output, const std::string &name) {
-  const Storage s = storage[size_t(id)];
-  if (s == Storage::None)
-    fail("operand '" + name + "' was folded away");
+  const Storage s = program.buffers[size_t(id)].dtype;
   Param p{Param::Kind::Buffer, name,
           std::string(output ? "" : "const ") + storageCType(s) + " *"};
   launcher.params.push_back(p);
@@ -183,10 +177,10 @@ std::string KernelSpec::out(size_t k, const std::string &name) {
 std::string KernelSpec::table(const std::string &name,
                               const std::vector<int> &ids, bool output) {
   for (int id : ids)
-    if (storage[size_t(id)] != Storage::F32)
+    if (program.buffers[size_t(id)].dtype != Storage::F32)
       fail("multi-tensor operand '" + program.buffers[size_t(id)].name +
            "' must be stored as f32, got " +
-           storageName(storage[size_t(id)]));
+           rt::dtypeName(program.buffers[size_t(id)].dtype));
   Param p{Param::Kind::Table, name,
           output ? "float *const *" : "const float *const *", int(ids.size())};
   launcher.params.push_back(p);
@@ -299,10 +293,6 @@ namespace {
 
 using Route = rt::OpRoute;
 
-/// Whether a producer can store its result straight into a rounded half
-/// buffer (its kernel stores through a typed pointer, or it is a GEMM).
-bool foldable(rt::Opcode op) { return rt::opInfo(op).foldsRounding; }
-
 Route routeOf(rt::Opcode op) { return rt::opInfo(op).route; }
 
 /// Emits the launcher of a non-GEMM instruction: the one switch over every
@@ -315,7 +305,7 @@ void emitKernel(KernelSpec &s) {
   case Opcode::Fill:
   case Opcode::Iota:
   case Opcode::Copy:
-  case Opcode::RoundToHalf:
+  case Opcode::Convert:
   case Opcode::Add:
   case Opcode::ReduceTo:
   case Opcode::Gelu:
@@ -382,7 +372,6 @@ public:
   Module run();
 
 private:
-  void assignStorage();
   void emitFunction(const rt::Function &fn);
   Step gemmStep(const rt::Instr &I);
   int addLauncher(KernelSpec &spec);
@@ -392,72 +381,13 @@ private:
   const rt::Program &P;
   const EmitOptions &options;
   Module M;
-  std::map<int, int> remap;             ///< folded buffer -> its rounding
-  std::set<const rt::Instr *> elided;   ///< folded roundings
   std::map<std::string, int> launcherByKey;
   std::vector<std::string> launcherDevice; ///< device code per launcher
   std::map<rt::Opcode, int> perOpcode;  ///< launcher name counters
 };
 
-void Emitter::assignStorage() {
-  M.storage.resize(P.buffers.size());
-  for (size_t i = 0; i < P.buffers.size(); ++i)
-    M.storage[i] = P.buffers[i].dtype == rt::DType::I32   ? Storage::I32
-                   : P.buffers[i].dtype == rt::DType::I64 ? Storage::I64
-                                                          : Storage::F32;
-  std::vector<int> reads(P.buffers.size()), writes(P.buffers.size());
-  std::map<int, std::pair<const rt::Function *, size_t>> writer;
-  for (const auto &[name, fn] : P.functions)
-    for (size_t i = 0; i < fn.body.size(); ++i) {
-      const rt::Instr &I = fn.body[i];
-      for (int id : I.inputs)
-        if (id >= 0 && size_t(id) < P.buffers.size())
-          ++reads[size_t(id)];
-      for (int id : I.outputs)
-        if (id >= 0 && size_t(id) < P.buffers.size()) {
-          ++writes[size_t(id)];
-          writer[id] = {&fn, i};
-        }
-      if (I.op != rt::Opcode::RoundToHalf || I.outputs.size() != 1 ||
-          !I.has("format"))
-        continue;
-      const int z = I.outputs[0];
-      if (z < 0 || size_t(z) >= P.buffers.size())
-        continue;
-      const rt::Buffer &buf = P.buffers[size_t(z)];
-      if (buf.role == rt::BufferRole::Temp && buf.dtype == rt::DType::F32)
-        M.storage[size_t(z)] =
-            I.getString("format") == "bf16" ? Storage::BF16 : Storage::F16;
-    }
-  if (!options.foldRounding)
-    return;
-  for (const auto &[name, fn] : P.functions)
-    for (size_t i = 0; i < fn.body.size(); ++i) {
-      const rt::Instr &R = fn.body[i];
-      if (R.op != rt::Opcode::RoundToHalf || R.inputs.size() != 1 ||
-          R.outputs.size() != 1)
-        continue;
-      const int x = R.inputs[0], z = R.outputs[0];
-      if (x < 0 || size_t(x) >= P.buffers.size() || z < 0 ||
-          size_t(z) >= P.buffers.size() || x == z)
-        continue;
-      const Storage zs = M.storage[size_t(z)];
-      auto w = writer.find(x);
-      if ((zs != Storage::F16 && zs != Storage::BF16) ||
-          P.buffers[size_t(x)].role != rt::BufferRole::Temp ||
-          M.storage[size_t(x)] != Storage::F32 || reads[size_t(x)] != 1 ||
-          writes[size_t(x)] != 1 || w == writer.end() ||
-          w->second.first != &fn || w->second.second >= i ||
-          !foldable(fn.body[w->second.second].op))
-        continue;
-      remap[x] = z;
-      M.storage[size_t(x)] = Storage::None;
-      elided.insert(&R);
-    }
-}
-
 Step Emitter::gemmStep(const rt::Instr &I) {
-  KernelSpec s(P, M.storage, remap, I); // operand access and messages
+  KernelSpec s(P, I); // operand access and messages
   Gemm g;
   g.op = I.op;
   Step step;
@@ -466,9 +396,6 @@ Step Emitter::gemmStep(const rt::Instr &I) {
     Step::Arg a;
     a.buffers.push_back(id);
     step.args.push_back(a);
-  };
-  auto f16ish = [](Storage t) {
-    return t == Storage::F32 || t == Storage::F16 || t == Storage::BF16;
   };
   const rt::InstrDims d = rt::checkInstr(P, I);
   if (I.op == rt::Opcode::BatchMatmul) {
@@ -541,10 +468,10 @@ Step Emitter::gemmStep(const rt::Instr &I) {
   arg(s.outId(0));
   if (g.bias)
     arg(s.inId(2));
-  g.a = M.storage[size_t(step.args[0].buffers[0])];
-  g.b = M.storage[size_t(step.args[1].buffers[0])];
-  g.c = M.storage[size_t(step.args[2].buffers[0])];
-  if (!f16ish(g.a) || !f16ish(g.b) || !f16ish(g.c))
+  g.a = P.buffers[size_t(step.args[0].buffers[0])].dtype;
+  g.b = P.buffers[size_t(step.args[1].buffers[0])].dtype;
+  g.c = P.buffers[size_t(step.args[2].buffers[0])].dtype;
+  if (!rt::isFloat(g.a) || !rt::isFloat(g.b) || !rt::isFloat(g.c))
     s.fail("GEMM operands must be floating point");
   auto it = std::find(M.gemms.begin(), M.gemms.end(), g);
   step.index = int(it - M.gemms.begin());
@@ -586,7 +513,7 @@ int Emitter::addLauncher(KernelSpec &spec) {
     if (p.kind == Param::Kind::Buffer) {
       const int id = spec.args[i].buffers[0];
       L.summary += " " + p.name + rt::shapeStr(P.buffers[size_t(id)].shape) +
-                   ":" + storageName(M.storage[size_t(id)]);
+                   ":" + rt::dtypeName(P.buffers[size_t(id)].dtype);
     } else if (p.kind == Param::Kind::Table) {
       L.summary += " " + p.name + "{" + std::to_string(p.tableSize) +
                    " f32 tensors}";
@@ -611,13 +538,6 @@ void Emitter::emitFunction(const rt::Function &fn) {
   std::vector<Step> &steps = M.steps[fn.name];
   for (size_t i = 0; i < fn.body.size(); ++i) {
     const rt::Instr &I = fn.body[i];
-    if (elided.count(&I)) {
-      Step s;
-      s.kind = Step::Kind::Elided;
-      s.instrs.push_back(i);
-      steps.push_back(s);
-      continue;
-    }
     switch (routeOf(I.op)) {
     case Route::Gemm: {
       Step s = gemmStep(I);
@@ -628,7 +548,7 @@ void Emitter::emitFunction(const rt::Function &fn) {
     case Route::Collective:
     case Route::Copy: {
       rt::checkInstr(P, I);
-      KernelSpec spec(P, M.storage, remap, I);
+      KernelSpec spec(P, I);
       const bool allReduce = I.op == rt::Opcode::AllReduce;
       if (allReduce &&
           (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32))
@@ -707,7 +627,7 @@ void Emitter::emitFunction(const rt::Function &fn) {
             group.push_back(&fn.body[part[k]]);
             s.instrs.push_back(part[k]);
           }
-          KernelSpec spec(P, M.storage, remap, *group[0]);
+          KernelSpec spec(P, *group[0]);
           emitOptimizerGroup(spec, group);
           s.index = addLauncher(spec);
           s.args = spec.args;
@@ -717,7 +637,7 @@ void Emitter::emitFunction(const rt::Function &fn) {
       break;
     }
     case Route::Kernel: {
-      KernelSpec spec(P, M.storage, remap, I);
+      KernelSpec spec(P, I);
       emitKernel(spec);
       Step s;
       s.kind = Step::Kind::Kernel;
@@ -828,7 +748,6 @@ void Emitter::writeHeader() {
 
 Module Emitter::run() {
   M.statusMessages.push_back("ok");
-  assignStorage();
   for (const auto &[name, fn] : P.functions)
     emitFunction(fn);
   writeSource();

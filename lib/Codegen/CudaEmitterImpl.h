@@ -35,8 +35,7 @@ struct RowConfig {
 
 class KernelSpec {
 public:
-  KernelSpec(const rt::Program &program, const std::vector<Storage> &storage,
-             const std::map<int, int> &remap, const rt::Instr &instr);
+  KernelSpec(const rt::Program &program, const rt::Instr &instr);
 
   [[noreturn]] void fail(const std::string &message) const;
 
@@ -45,9 +44,9 @@ public:
   const rt::Buffer &inBuf(size_t k) const;
   const rt::Buffer &outBuf(size_t k) const;
   int inId(size_t k) const;
-  int outId(size_t k) const; ///< after folding: the buffer really written
-  Storage inType(size_t k) const { return storage[size_t(inId(k))]; }
-  Storage outType(size_t k) const { return storage[size_t(outId(k))]; }
+  int outId(size_t k) const;
+  Storage inType(size_t k) const { return inBuf(k).dtype; }
+  Storage outType(size_t k) const { return outBuf(k).dtype; }
   void requireType(Storage s, Storage want, const std::string &name) const;
 
   // Parameters. Each returns the parameter's name.
@@ -75,8 +74,6 @@ public:
   RowConfig rowConfig(int64_t rows, int64_t C) const;
 
   const rt::Program &program;
-  const std::vector<Storage> &storage;
-  const std::map<int, int> &remap;
   const rt::Instr &I;
   std::string opName;
 

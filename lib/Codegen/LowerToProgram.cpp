@@ -52,10 +52,18 @@ FailureOr<rt::DType> dtypeOf(Type type, Location loc) {
   Type elem = tensor.getElementType();
   if (elem.isF32())
     return rt::DType::F32;
+  if (elem.isF16())
+    return rt::DType::F16;
+  if (elem.isBF16())
+    return rt::DType::BF16;
   if (elem.isInteger(32))
     return rt::DType::I32;
   if (elem.isInteger(64))
     return rt::DType::I64;
+  if (elem.isSignlessInteger(8))
+    return rt::DType::I8;
+  if (elem.isUnsignedInteger(8))
+    return rt::DType::U8;
   return emitError(loc, "the runtime has no buffers of element type ") << elem;
 }
 
@@ -200,11 +208,6 @@ FailureOr<AttrValue> convertAttr(Attribute attr, rt::AttrKind kind) {
     if (auto i = dyn_cast<IntegerAttr>(attr))
       if (auto e = symbolizeGeluApproximation(uint32_t(i.getInt())))
         return AttrValue(stringifyGeluApproximation(*e).str());
-    return failure();
-  case rt::AttrKind::HalfFormat:
-    if (auto i = dyn_cast<IntegerAttr>(attr))
-      if (auto e = symbolizeHalfFormat(uint32_t(i.getInt())))
-        return AttrValue(stringifyHalfFormat(*e).str());
     return failure();
   case rt::AttrKind::LrScheduleKind:
     return enumName<LrScheduleKindAttr>(attr);

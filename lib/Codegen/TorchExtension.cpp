@@ -46,10 +46,12 @@ const char *atenType(Storage s) {
     return "at::kInt";
   case Storage::I64:
     return "at::kLong";
-  case Storage::None:
-    break;
+  case Storage::I8:
+    return "at::kChar";
+  case Storage::U8:
+    return "at::kByte";
   }
-  throw rt::Error("torch extension: a launcher takes a folded-away buffer");
+  throw rt::Error("torch extension: invalid buffer dtype");
 }
 
 const char *torchDtype(Storage s) {
@@ -64,10 +66,12 @@ const char *torchDtype(Storage s) {
     return "int32";
   case Storage::I64:
     return "int64";
-  case Storage::None:
-    break;
+  case Storage::I8:
+    return "int8";
+  case Storage::U8:
+    return "uint8";
   }
-  throw rt::Error("torch extension: a launcher takes a folded-away buffer");
+  throw rt::Error("torch extension: invalid buffer dtype");
 }
 
 /// `{2, 32, 128}` (C++ braces) or `[2, 32, 128]` (Python).
@@ -154,7 +158,7 @@ std::vector<LauncherInfo> collect(const rt::Program &program,
           shapes.push_back(program.buffers[size_t(id)].shape);
         info.shapes[p].insert(shapes);
         if (param.kind == Param::Kind::Buffer)
-          info.storage[p] = module.storage[size_t(s.args[p].buffers[0])];
+          info.storage[p] = program.buffers[size_t(s.args[p].buffers[0])].dtype;
       }
     }
   }

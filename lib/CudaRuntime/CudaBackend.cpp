@@ -24,7 +24,6 @@
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -45,22 +44,6 @@ void check(cudaError_t e, const std::string &what) {
 void checkLt(cublasStatus_t s, const std::string &what) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw Error("cuBLASLt: " + what + ": " + cublasLtGetStatusString(s));
-}
-
-size_t deviceBytes(cuda::Storage s, int64_t elements) {
-  switch (s) {
-  case cuda::Storage::F32:
-  case cuda::Storage::I32:
-    return size_t(elements) * 4;
-  case cuda::Storage::F16:
-  case cuda::Storage::BF16:
-    return size_t(elements) * 2;
-  case cuda::Storage::I64:
-    return size_t(elements) * 8;
-  case cuda::Storage::None:
-    return 0;
-  }
-  return 0;
 }
 
 cudaDataType_t cudaType(cuda::Storage s) {
@@ -115,7 +98,7 @@ struct GemmPlan {
   bool bias = false;
   /// Operand (0: A, 1: B) widened to f32 before the GEMM, or -1.
   /// cuBLASLt multiplies operands of one type only; a GEMM of a 16-bit
-  /// temporary by an f32 buffer (the storage rule leaves e.g. some
+  /// activation by an f32 buffer (mixed precision keeps e.g. some
   /// gradients f32) widens the 16-bit operand with dsc_widen_* first, which
   /// is exact: the CPU multiplies the same values.
   int widen = -1;
@@ -165,7 +148,7 @@ private:
   char *widened = nullptr; ///< f32 copy of a mixed GEMM's 16-bit operand
   unsigned *status = nullptr; ///< the module's dsc_status
   char *arena = nullptr, *scratch = nullptr, *workspace = nullptr;
-  std::vector<char *> addresses; ///< per buffer (nullptr: folded away)
+  std::vector<char *> addresses; ///< per buffer, into the arena
   cublasLtHandle_t lt = nullptr;
   std::vector<GemmPlan> gemms;
   std::map<std::string, FunctionState> functions;
@@ -278,21 +261,8 @@ void CudaBackend::compileAndLoad() {
 }
 
 void CudaBackend::allocate(const Program &program) {
-  // A planned program keeps its offsets (device storage is never larger
-  // than the f32 the plan counted); otherwise buffers are packed here.
-  std::vector<size_t> offsets;
-  size_t total = 0;
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const size_t bytes =
-        deviceBytes(module.storage[i], buffers[i].numElements());
-    if (program.arenaBytes >= 0) {
-      offsets.push_back(size_t(buffers[i].offset));
-      total = size_t(program.arenaBytes);
-    } else {
-      offsets.push_back(total);
-      total += (bytes + 255) / 256 * 256;
-    }
-  }
+  const cuda::DeviceLayout layout = cuda::deviceLayout(program);
+  const size_t total = layout.arenaBytes;
   auto alloc = [&](char *&p, size_t bytes, const char *what) {
     cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&p),
                                std::max<size_t>(bytes, 256));
@@ -329,10 +299,8 @@ void CudaBackend::allocate(const Program &program) {
     alloc(widened, widenBytes, "f32 copy of a 16-bit GEMM operand");
   check(cudaMemset(arena, 0, std::max<size_t>(total, 256)),
         "zeroing the arena");
-  for (size_t i = 0; i < buffers.size(); ++i)
-    addresses.push_back(module.storage[i] == cuda::Storage::None
-                            ? nullptr
-                            : arena + offsets[i]);
+  for (size_t offset : layout.offsets)
+    addresses.push_back(arena + offset);
   if (options.verbose)
     std::fprintf(stderr, "cuda: arena %.1f MiB, scratch %.1f MiB\n",
                  double(total) / (1 << 20),
@@ -351,13 +319,13 @@ void CudaBackend::planGemms() {
     if (ta != tb) {
       if (ta != cuda::Storage::F32 && tb != cuda::Storage::F32)
         throw Error("cuBLASLt: " + what + " multiplies " +
-                    cuda::storageName(ta) + " by " + cuda::storageName(tb));
+                    dtypeName(ta) + " by " + dtypeName(tb));
       p.widen = ta == cuda::Storage::F32 ? 1 : 0;
       ta = tb = cuda::Storage::F32;
     }
     if (g.c != cuda::Storage::F32 && g.c != ta)
-      throw Error("cuBLASLt: " + what + " writes " + cuda::storageName(g.c) +
-                  " from " + cuda::storageName(ta) + " operands");
+      throw Error("cuBLASLt: " + what + " writes " + dtypeName(g.c) +
+                  " from " + dtypeName(ta) + " operands");
     p.alpha = float(g.alpha);
     p.bias = g.bias;
     checkLt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -447,13 +415,7 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
   if (steps == module.steps.end())
     throw Error("CUDA: function @" + fn.name + " was not compiled");
   FunctionState &state = functions[fn.name];
-  auto address = [&](int id) -> char * {
-    char *p = addresses.at(size_t(id));
-    if (!p)
-      throw Error("CUDA: internal: @" + fn.name + " uses buffer '" +
-                  buffers[size_t(id)].name + "', which was folded away");
-    return p;
-  };
+  auto address = [&](int id) -> char * { return addresses.at(size_t(id)); };
   for (const cuda::Step &step : steps->second) {
     Call call;
     call.kind = step.kind;
@@ -504,7 +466,7 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
         call.bias = address(step.args[3].buffers[0]);
       if (int w = gemms[size_t(step.index)].widen; w >= 0) {
         const int id = step.args[size_t(w)].buffers[0];
-        const bool bf16 = module.storage[size_t(id)] == cuda::Storage::BF16;
+        const bool bf16 = buffers[size_t(id)].dtype == cuda::Storage::BF16;
         const int64_t n = buffers[size_t(id)].numElements();
         call.slots = {reinterpret_cast<uint64_t>(w == 0 ? call.a : call.b),
                       reinterpret_cast<uint64_t>(widened), uint64_t(n)};
@@ -526,14 +488,11 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       call.kind = cuda::Step::Kind::Memcpy;
       call.src = address(from);
       call.dst = address(to);
-      call.bytes = deviceBytes(module.storage[size_t(from)],
-                               buffers[size_t(from)].numElements());
+      call.bytes = buffers[size_t(from)].bytes();
       if (call.bytes == 0)
         continue;
       break;
     }
-    case cuda::Step::Kind::Elided:
-      continue;
     }
     state.calls.push_back(std::move(call));
   }
@@ -621,7 +580,6 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
             what);
       break;
     case cuda::Step::Kind::AllReduce:
-    case cuda::Step::Kind::Elided:
       continue; // never in a prepared function
     }
     prev = node;
@@ -660,7 +618,6 @@ void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
             "copying in " + describe(fn, call));
       break;
     case cuda::Step::Kind::AllReduce:
-    case cuda::Step::Kind::Elided:
       break;
     }
     check(cudaStreamSynchronize(stream), "running " + describe(fn, call));
@@ -710,12 +667,6 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
 void CudaBackend::upload(Storage &storage, const std::vector<int> &ids) {
   for (int id : ids) {
     const Buffer &b = buffers.at(size_t(id));
-    const cuda::Storage s = module.storage[size_t(id)];
-    if (s == cuda::Storage::None || s == cuda::Storage::F16 ||
-        s == cuda::Storage::BF16)
-      throw Error("CUDA: buffer '" + b.name + "' is a " +
-                  cuda::storageName(s) +
-                  " temporary on the GPU; the driver cannot write it");
     check(cudaMemcpyAsync(addresses[size_t(id)], storage.data(id), b.bytes(),
                           cudaMemcpyHostToDevice, stream),
           "uploading '" + b.name + "'");
@@ -725,36 +676,9 @@ void CudaBackend::upload(Storage &storage, const std::vector<int> &ids) {
 void CudaBackend::download(Storage &storage, const std::vector<int> &ids) {
   for (int id : ids) {
     const Buffer &b = buffers.at(size_t(id));
-    const cuda::Storage s = module.storage[size_t(id)];
-    const std::string what = "downloading '" + b.name + "'";
-    if (s == cuda::Storage::None)
-      throw Error("CUDA: buffer '" + b.name +
-                  "' was folded into its producer on the GPU and has no "
-                  "value to read");
-    if (s != cuda::Storage::F16 && s != cuda::Storage::BF16) {
-      check(cudaMemcpyAsync(storage.data(id), addresses[size_t(id)],
-                            b.bytes(), cudaMemcpyDeviceToHost, stream),
-            what);
-      continue;
-    }
-    // A 16-bit temporary: widen to the f32 the host holds.
-    const int64_t n = b.numElements();
-    std::vector<uint16_t> raw(static_cast<size_t>(n));
-    check(cudaMemcpyAsync(raw.data(), addresses[size_t(id)], size_t(n) * 2,
+    check(cudaMemcpyAsync(storage.data(id), addresses[size_t(id)], b.bytes(),
                           cudaMemcpyDeviceToHost, stream),
-          what);
-    check(cudaStreamSynchronize(stream), what);
-    float *out = storage.f32(id);
-    for (int64_t i = 0; i < n; ++i) {
-      if (s == cuda::Storage::BF16) {
-        const uint32_t bits = uint32_t(raw[size_t(i)]) << 16;
-        std::memcpy(&out[i], &bits, 4);
-      } else {
-        __half_raw h;
-        h.x = raw[size_t(i)];
-        out[i] = __half2float(__half(h));
-      }
-    }
+          "downloading '" + b.name + "'");
   }
   check(cudaStreamSynchronize(stream), "downloading buffers");
 }

@@ -53,20 +53,22 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-/// Every float operand and result of `op` has the same element type.
-LogicalResult verifySameFloatElementType(Operation *op) {
-  Type expected;
+/// The float operands and results of `op` mix f32 with at most one 16-bit
+/// format (the op computes in f32 and stores in each result's type).
+LogicalResult verifyFloatElementTypes(Operation *op) {
+  Type half;
   SmallVector<Type> types(op->getOperandTypes());
   llvm::append_range(types, op->getResultTypes());
   for (Type t : types) {
     auto type = dyn_cast<RankedTensorType>(t);
-    if (!type || !isa<FloatType>(type.getElementType()))
+    if (!type || !isa<FloatType>(type.getElementType()) ||
+        type.getElementType().isF32())
       continue;
-    if (!expected)
-      expected = type.getElementType();
-    else if (type.getElementType() != expected)
+    if (!half)
+      half = type.getElementType();
+    else if (type.getElementType() != half)
       return op->emitOpError("mixes element types ")
-             << expected << " and " << type.getElementType();
+             << half << " and " << type.getElementType();
   }
   return success();
 }
@@ -133,7 +135,7 @@ LogicalResult EmbeddingOp::verify() {
     return emitOpError("expects a rank-2 table, got ") << shapeStr(table);
   SmallVector<int64_t> want(ids.begin(), ids.end());
   want.push_back(table[1]);
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }
@@ -143,7 +145,7 @@ LogicalResult AddOp::verify() {
   if (!broadcastsTo(rhs, lhs))
     return emitOpError("rhs ") << shapeStr(rhs) << " does not broadcast to lhs "
                                << shapeStr(lhs);
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), lhs);
 }
@@ -159,7 +161,7 @@ LogicalResult LinearOp::verify() {
     if (failed(expectShape(*this, "bias", shapeOf(getBias()), biasShape)))
       return failure();
   }
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), *shape);
 }
@@ -174,7 +176,7 @@ static LogicalResult verifyNormParams(Operation *op, Value input,
   for (Value p : params)
     if (failed(expectShape(op, "normalization parameter", shapeOf(p), want)))
       return failure();
-  return verifySameFloatElementType(op);
+  return verifyFloatElementTypes(op);
 }
 
 LogicalResult LayerNormOp::verify() {
@@ -261,7 +263,7 @@ static LogicalResult verifyRate(Operation *op, APFloat rate) {
 
 LogicalResult BiasGeluOp::verify() {
   if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifySameFloatElementType(*this)))
+      failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
@@ -269,7 +271,7 @@ LogicalResult BiasGeluOp::verify() {
 
 LogicalResult BiasGeluGradOp::verify() {
   if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifySameFloatElementType(*this)) ||
+      failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "gradient", shapeOf(getGrad()),
                          shapeOf(getInput()))) ||
       failed(expectShape(*this, "bias gradient", shapeOf(getBiasGrad()),
@@ -281,7 +283,7 @@ LogicalResult BiasGeluGradOp::verify() {
 
 LogicalResult BiasDropoutAddOp::verify() {
   if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifySameFloatElementType(*this)) ||
+      failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "residual", shapeOf(getResidual()),
                          shapeOf(getInput()))))
     return failure();
@@ -293,7 +295,7 @@ LogicalResult BiasDropoutAddLayerNormOp::verify() {
   if (getEpsilon().convertToDouble() <= 0)
     return emitOpError("expects epsilon > 0");
   if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifySameFloatElementType(*this)) ||
+      failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "residual", shapeOf(getResidual()),
                          shapeOf(getInput()))) ||
       failed(verifyNormParams(*this, getInput(), {getGamma(), getBeta()})) ||
@@ -307,21 +309,21 @@ LogicalResult BiasDropoutAddLayerNormOp::verify() {
 
 LogicalResult DropoutBiasGradOp::verify() {
   if (failed(verifyBias(*this, getGrad(), getBiasGrad())) ||
-      failed(verifySameFloatElementType(*this)))
+      failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
                      shapeOf(getGrad()));
 }
 
 LogicalResult GeluOp::verify() {
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
 }
 
 LogicalResult DropoutOp::verify() {
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
@@ -349,7 +351,7 @@ static LogicalResult verifyHeads(Operation *op, Value merged,
   for (Value part : parts)
     if (failed(expectShape(op, "part", shapeOf(part), want)))
       return failure();
-  return verifySameFloatElementType(op);
+  return verifyFloatElementTypes(op);
 }
 
 LogicalResult SplitHeadsOp::verify() {
@@ -385,7 +387,7 @@ static LogicalResult verifyConcatShapes(Operation *op, ValueRange pieces,
   if (total != w[axis])
     return op->emitOpError("pieces sum to ")
            << total << " along axis " << axis << ", expected " << w[axis];
-  return verifySameFloatElementType(op);
+  return verifyFloatElementTypes(op);
 }
 
 LogicalResult ConcatOp::verify() {
@@ -423,7 +425,7 @@ LogicalResult BatchMatmulOp::verify() {
            << shapeStr(b) << (getTransposeB() ? "^T" : "");
   SmallVector<int64_t> want(a.take_front(batch));
   want.append({m, n});
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }
@@ -435,7 +437,7 @@ LogicalResult SoftmaxOp::verify() {
            << shapeStr(x);
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
 }
@@ -447,7 +449,7 @@ LogicalResult SoftmaxDropoutOp::verify() {
            << shapeStr(x);
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
-  if (failed(verifySameFloatElementType(*this)) ||
+  if (failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "probs", shapeOf(getProbs()), x)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
@@ -478,7 +480,7 @@ verifyAttentionShapes(Operation *op, Value q,
       return failure();
   if (failed(expectShape(op, "lse", shapeOf(lse), x.drop_back())))
     return failure();
-  return verifySameFloatElementType(op);
+  return verifyFloatElementTypes(op);
 }
 
 LogicalResult AttentionOp::verify() {
@@ -543,7 +545,7 @@ LogicalResult ReduceToOp::verify() {
     return emitOpError("result ")
            << shapeStr(shapeOf(getResult())) << " does not broadcast to input "
            << shapeStr(shapeOf(getInput()));
-  return verifySameFloatElementType(*this);
+  return verifyFloatElementTypes(*this);
 }
 
 LogicalResult EmbeddingGradOp::verify() {
@@ -554,7 +556,7 @@ LogicalResult EmbeddingGradOp::verify() {
     return emitOpError("gradient ")
            << shapeStr(grad) << " does not match ids " << shapeStr(ids)
            << " and table " << shapeStr(table);
-  return verifySameFloatElementType(*this);
+  return verifyFloatElementTypes(*this);
 }
 
 LogicalResult LinearGradInputOp::verify() {
@@ -568,7 +570,7 @@ LogicalResult LinearGradInputOp::verify() {
            << shapeStr(dy) << " does not match weight " << shapeStr(w);
   SmallVector<int64_t> want(dy.begin(), dy.end());
   want.back() = k;
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }
@@ -582,7 +584,7 @@ LogicalResult LinearGradWeightOp::verify() {
   SmallVector<int64_t> want = {x.back(), dy.back()};
   if (getTransposeW())
     std::swap(want[0], want[1]);
-  if (failed(verifySameFloatElementType(*this)))
+  if (failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }

@@ -1,9 +1,9 @@
 //===- MixedPrecisionOps.cpp - Verifiers of the mixed-precision ops -------===//
 //
-// dsc.round_to_half, dsc.check_finite, dsc.loss_scale, dsc.unscale_clip and
+// dsc.convert, dsc.check_finite, dsc.loss_scale, dsc.unscale_clip and
 // dsc.update_loss_scale: the ops -dsc-mixed-precision and the fp16 loss
 // scaler of -dsc-build-train-step insert. Their semantics are documented in
-// DscOps.td; their kernels are in lib/Kernels (round_to_half: Elementwise,
+// DscOps.td; their kernels are in lib/Kernels (convert: Elementwise,
 // the others: Optimizers).
 //
 //===----------------------------------------------------------------------===//
@@ -33,10 +33,13 @@ LogicalResult verifyPositive(Operation *op, StringRef name, double v) {
 
 } // namespace
 
-LogicalResult RoundToHalfOp::verify() {
-  if (!getInput().getType().getElementType().isF32())
-    return emitOpError("rounds values held in f32 buffers, got ")
-           << getInput().getType();
+LogicalResult ConvertOp::verify() {
+  RankedTensorType from = getInput().getType(), to = getResult().getType();
+  if (from.getShape() != to.getShape())
+    return emitOpError("changes the shape: ") << from << " -> " << to;
+  if (from.getElementType() == to.getElementType())
+    return emitOpError("converts ") << from.getElementType()
+                                    << " to itself";
   return success();
 }
 

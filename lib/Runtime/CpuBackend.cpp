@@ -3,7 +3,9 @@
 // Each instruction is validated (checkInstr: buffer ids, element counts,
 // attributes; then the dtypes, by the kernel family) and dispatched to its
 // kernel family in lib/Kernels (run<Family> of <Family>/<Family>Cpu.cpp).
-// Every error is an rt::Error whose message starts with the opcode name.
+// Kernels compute in f32; f16 and bf16 operands reach them as f32 copies,
+// and their outputs are rounded into the 16-bit buffers afterwards
+// (cpu::Exec). Every error is an rt::Error whose message starts with the opcode name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +83,7 @@ public:
 private:
   void execute(const Program &P, Storage &S, const Instr &I,
                const RngContext &rng);
+  void dispatch(cpu::Exec &e);
   Communicator &comm;
   std::unique_ptr<OpcodeProfile> profile;
 };
@@ -89,7 +92,12 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
                          const RngContext &rng) {
   const InstrDims d = checkInstr(P, I);
   cpu::Exec e(P, S, I, d, rng);
-  switch (I.op) {
+  dispatch(e);
+  e.commit();
+}
+
+void CpuBackend::dispatch(cpu::Exec &e) {
+  switch (e.I.op) {
   case Opcode::Fill:
   case Opcode::Iota:
   case Opcode::Copy:
@@ -107,7 +115,7 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
   case Opcode::MergeHeads:
   case Opcode::Concat:
   case Opcode::Split:
-  case Opcode::RoundToHalf:
+  case Opcode::Convert:
     return cpu::runElementwise(e);
   case Opcode::LayerNorm:
   case Opcode::InvertibleLayerNorm:
@@ -147,10 +155,10 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
   case Opcode::BatchMatmul:
     return cpu::runGemm(e);
   case Opcode::AllReduce:
-    comm.allReduce(e.inPlace(0, 0, "tensor"), d.n, d.mean);
+    comm.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.mean);
     return;
   }
-  throw Error("unknown opcode " + std::to_string(int(I.op)));
+  throw Error("unknown opcode " + std::to_string(int(e.I.op)));
 }
 
 } // namespace

@@ -170,10 +170,18 @@ const char *stDtypeName(DType t) {
   switch (t) {
   case DType::F32:
     return "F32";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
   case DType::I32:
     return "I32";
   case DType::I64:
     return "I64";
+  case DType::I8:
+    return "I8";
+  case DType::U8:
+    return "U8";
   }
   return "?";
 }

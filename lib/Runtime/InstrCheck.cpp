@@ -519,19 +519,14 @@ void Checker::scalarOp() {
   }
 }
 
-/// Fill, Iota, Copy, RoundToHalf, AllReduce.
+/// Fill, Iota, Copy, Convert, AllReduce.
 void Checker::other() {
   if (I.op == Opcode::Fill || I.op == Opcode::Iota) {
     d.n = out(0).numElements();
     return;
   }
   d.n = in(0).numElements();
-  if (I.op == Opcode::RoundToHalf) {
-    const std::string format = I.getString("format");
-    if (format != "f16" && format != "bf16")
-      fail("format must be \"f16\" or \"bf16\", got \"" + format + "\"");
-    d.bf16 = format == "bf16";
-  } else if (I.op == Opcode::AllReduce) {
+  if (I.op == Opcode::AllReduce) {
     const std::string &op = I.getString("op");
     if (op != "sum" && op != "mean")
       fail("op must be \"sum\" or \"mean\", got \"" + op + "\"");

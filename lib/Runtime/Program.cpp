@@ -7,11 +7,16 @@ namespace dsc::rt {
 size_t dtypeSize(DType t) {
   switch (t) {
   case DType::F32:
-    return 4;
   case DType::I32:
     return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
   case DType::I64:
     return 8;
+  case DType::I8:
+  case DType::U8:
+    return 1;
   }
   throw Error("invalid dtype");
 }
@@ -27,10 +32,18 @@ const char *dtypeName(DType t) {
   switch (t) {
   case DType::F32:
     return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
   case DType::I32:
     return "i32";
   case DType::I64:
     return "i64";
+  case DType::I8:
+    return "i8";
+  case DType::U8:
+    return "u8";
   }
   return "?";
 }
@@ -38,11 +51,9 @@ const char *dtypeName(DType t) {
 namespace {
 std::vector<OpInfo> buildOpTable() {
   std::vector<OpInfo> table;
-#define DSC_OP(Name, MlirOp, Family, Route, Folds, MinIns, MaxIns, MinOuts,   \
-               MaxOuts)                                                        \
+#define DSC_OP(Name, MlirOp, Family, Route, MinIns, MaxIns, MinOuts, MaxOuts)  \
   table.push_back({Opcode::Name, #Name, MlirOp, OpFamily::Family,              \
-                   OpRoute::Route, Folds, MinIns, MaxIns, MinOuts, MaxOuts,    \
-                   {}});
+                   OpRoute::Route, MinIns, MaxIns, MinOuts, MaxOuts, {}});
 #define DSC_ATTR(Name, Attr, Kind)                                             \
   table.back().attrs.push_back({#Attr, AttrKind::Kind});
 #include "dsc/Runtime/Ops.def"

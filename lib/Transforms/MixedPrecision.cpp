@@ -1,16 +1,17 @@
 //===- MixedPrecision.cpp - Half-precision activations and GEMM inputs ----===//
 //
 // -dsc-mixed-precision: in @micro_step, every float activation (forward
-// values and the backward's activation gradients) is rounded to f16 or bf16
-// by a dsc.round_to_half right after the op that makes it, and every
-// parameter a GEMM reads is rounded once at the top of the function. The
-// parameter gradients that feed the accumulation (the batch reductions:
+// values and the backward's activation gradients) becomes an f16 or bf16
+// tensor: the op that makes it stores its result in that type (ops compute
+// in f32 and round as they store). Every parameter a GEMM reads gets one
+// half copy (dsc.convert) at the top of the function. The parameter
+// gradients that feed the accumulation (the batch reductions:
 // dsc.linear_grad_weight, dsc.embedding_grad, dsc.reduce_to, dgamma/dbeta,
 // and the adds that combine them) and the accumulation itself stay f32, as
-// do scalars (the loss and its seed) and everything in @apply_step (master
-// weights, optimizer state), and dsc.attention's log-sum-exp. The CPU
-// backend stores the rounded values in f32 buffers; the numerics are those
-// of half storage with f32 accumulation.
+// do scalars (the loss and its seed), everything in @apply_step (master
+// weights, optimizer state) and dsc.attention's log-sum-exp. A half value
+// the function returns (the logits) is converted back to its f32 result
+// type. Both backends store the half tensors in 2 bytes per element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,17 +68,15 @@ struct MixedPrecisionPass
             collectParamGradients(operand, keepF32);
     }
 
-    auto round = [&](OpBuilder &b, Value v) -> Value {
-      auto op = b.create<RoundToHalfOp>(v.getLoc(), v.getType(), v, format);
-      if (Operation *def = v.getDefiningOp())
-        for (StringRef name : {kGradAttrName, kLayerAttrName})
-          if (Attribute attr = def->getAttr(name))
-            op->setAttr(name, attr);
-      return op;
+    MLIRContext *ctx = &getContext();
+    Type half = format == HalfFormat::bf16 ? Type(BFloat16Type::get(ctx))
+                                           : Type(Float16Type::get(ctx));
+    auto halfOf = [&](Value v) {
+      return cast<RankedTensorType>(v.getType()).clone(half);
     };
 
-    // GEMM weights: one rounded copy of each parameter, at the top.
-    DenseMap<Value, Value> roundedParam;
+    // GEMM weights: one half copy of each parameter, at the top.
+    DenseMap<Value, Value> halfParam;
     OpBuilder top = OpBuilder::atBlockBegin(&body);
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
@@ -88,10 +87,10 @@ struct MixedPrecisionPass
       Value w = op->getOperand(1);
       if (!isa<BlockArgument>(w) || !isF32Tensor(w, false))
         continue;
-      Value &r = roundedParam[w];
-      if (!r)
-        r = round(top, w);
-      op->setOperand(1, r);
+      Value &h = halfParam[w];
+      if (!h)
+        h = top.create<ConvertOp>(w.getLoc(), halfOf(w), w);
+      op->setOperand(1, h);
     }
 
     // The attention's log-sum-exp stays f32, as FlashAttention keeps it: the
@@ -101,16 +100,19 @@ struct MixedPrecisionPass
       if (auto attention = dyn_cast<AttentionOp>(op))
         keepF32.insert(attention.getLse());
 
-    // Activations: every f32 tensor result, rounded where it is made.
-    for (Operation *op : ops) {
-      for (Value result : op->getResults()) {
-        if (!isF32Tensor(result, false) || keepF32.contains(result))
-          continue;
-        OpBuilder b(op->getContext());
-        b.setInsertionPointAfter(op);
-        Value r = round(b, result);
-        result.replaceAllUsesExcept(r, r.getDefiningOp());
-      }
+    // Activations: every f32 tensor result is stored in half.
+    for (Operation *op : ops)
+      for (Value result : op->getResults())
+        if (isF32Tensor(result, false) && !keepF32.contains(result))
+          result.setType(halfOf(result));
+
+    // Returned values keep the function's f32 result types.
+    OpBuilder b(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Type want = micro.getFunctionType().getResult(operand.getOperandNumber());
+      if (operand.get().getType() != want)
+        operand.set(b.create<ConvertOp>(operand.get().getLoc(), want,
+                                        operand.get()));
     }
   }
 };

@@ -24,9 +24,9 @@ func.func @add_broadcast(%a: tensor<2x8x24xf32>, %b: tensor<7x24xf32>) {
 
 // -----
 
-func.func @add_mixed_types(%a: tensor<4xf32>, %b: tensor<4xf16>) {
-  // expected-error @+1 {{'dsc.add' op mixes element types 'f32' and 'f16'}}
-  %0 = dsc.add %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+func.func @add_mixed_types(%a: tensor<4xbf16>, %b: tensor<4xf16>) {
+  // expected-error @+1 {{'dsc.add' op mixes element types 'bf16' and 'f16'}}
+  %0 = dsc.add %a, %b : (tensor<4xbf16>, tensor<4xf16>) -> tensor<4xf32>
   return
 }
 
@@ -499,8 +499,8 @@ func.func @attention_rate(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf32>, %v: 
 // -----
 
 func.func @attention_types(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf16>, %v: tensor<2x3x8x4xf32>) {
-  // expected-error @+1 {{'dsc.attention' op mixes element types 'f32' and 'f16'}}
-  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf16>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  // expected-error @+1 {{'dsc.attention' op mixes element types 'f16' and 'bf16'}}
+  %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf16>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xbf16>, tensor<2x3x8xf32>)
   return
 }
 

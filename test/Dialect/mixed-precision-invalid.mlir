@@ -2,9 +2,25 @@
 // Verifier messages of the mixed-precision ops.
 
 
-func.func @round_needs_f32(%x: tensor<4xf16>) -> tensor<4xf16> {
-  // expected-error @+1 {{rounds values held in f32 buffers, got 'tensor<4xf16>'}}
-  %h = dsc.round_to_half f16 %x : tensor<4xf16> -> tensor<4xf16>
+func.func @convert_to_itself(%x: tensor<4xf16>) -> tensor<4xf16> {
+  // expected-error @+1 {{converts 'f16' to itself}}
+  %h = dsc.convert %x : (tensor<4xf16>) -> tensor<4xf16>
+  return %h : tensor<4xf16>
+}
+
+// -----
+
+func.func @convert_shape(%x: tensor<4xf32>) -> tensor<2x2xbf16> {
+  // expected-error @+1 {{changes the shape: 'tensor<4xf32>' -> 'tensor<2x2xbf16>'}}
+  %h = dsc.convert %x : (tensor<4xf32>) -> tensor<2x2xbf16>
+  return %h : tensor<2x2xbf16>
+}
+
+// -----
+
+func.func @convert_ints(%x: tensor<4xi32>) -> tensor<4xf16> {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %h = dsc.convert %x : (tensor<4xi32>) -> tensor<4xf16>
   return %h : tensor<4xf16>
 }
 

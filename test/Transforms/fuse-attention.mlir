@@ -24,13 +24,11 @@
 // GRAD-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = dsc.attention_grad %[[DO]], %[[QKV]]#0, %[[QKV]]#1, %[[QKV]]#2, %[[O]], %[[L]] {causal = true, dsc.grad, dsc.layer = 0 : i64, rate = 1.000000e-01 : f64, scale = 2.500000e-01 : f64, stream = 2 : i64}
 // GRAD-NOT: tensor<1x2x4x4xf32>
 // GRAD: return
-// -dsc-mixed-precision rounds the output, never the lse (the backward's
-// exp(s - lse) would carry a bf16 error in the exponent).
+// -dsc-mixed-precision stores the output in bf16, never the lse (the
+// backward's exp(s - lse) would carry a bf16 error in the exponent).
 // HALF-LABEL: func.func @micro_step(
-// HALF: %[[O:[a-z0-9_]+]], %[[L:[a-z0-9_]+]] = dsc.attention
-// HALF-NEXT: %[[OH:[0-9]+]] = dsc.round_to_half bf16 %[[O]]
-// HALF-NOT: dsc.round_to_half bf16 %[[L]]
-// HALF: dsc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OH]], %[[L]] {
+// HALF: %[[O:[a-z0-9_]+]], %[[L:[a-z0-9_]+]] = dsc.attention {{.*}} -> (tensor<1x2x4x2xbf16>, tensor<1x2x4xf32>)
+// HALF: dsc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]] {{{.*}}} : ({{.*}}, tensor<1x2x4x2xbf16>, tensor<1x2x4xf32>) ->
 func.func @forward(%w: tensor<4x12xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
                    %x: tensor<1x4x4xf32>, %y: tensor<1x4xi32>) -> (tensor<f32>, tensor<1x4x4xf32>) {
   %qkv = dsc.linear %x, %w {dsc.layer = 0 : i64} : (tensor<1x4x4xf32>, tensor<4x12xf32>) -> tensor<1x4x12xf32>

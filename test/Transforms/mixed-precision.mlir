@@ -7,41 +7,38 @@
 
 // -dsc-build-train-step fp16=true: the loss scaler state is an argument of
 // both steps; the loss gradient is seeded with scale / A. -dsc-mixed-precision
-// rounds the GEMM weight once and every activation (and activation gradient)
-// where it is made; parameter gradients and their accumulation stay f32.
+// stores every activation (and activation gradient) in f16 where it is made,
+// gives the GEMM weight one f16 copy, and converts the returned logits back
+// to f32; parameter gradients and their accumulation stay f32.
 // CHECK-LABEL: func.func @micro_step(
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x8xf32> {dsc.param
 // CHECK-SAME: %[[ACCW:[a-z0-9]+]]: tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
 // CHECK-SAME: %[[ST:[a-z0-9]+]]: tensor<3xf32> {dsc.state = #dsc.state<loss_scaler, "state">}
-// CHECK-NEXT: %[[WH:.*]] = dsc.round_to_half f16 %[[W]] : tensor<8x8xf32> -> tensor<8x8xf32>
+// CHECK-SAME: -> (tensor<f32> {{.*}}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "logits">}
+// CHECK-NEXT: %[[WH:.*]] = dsc.convert %[[W]] : (tensor<8x8xf32>) -> tensor<8x8xf16>
 // CHECK-NEXT: %[[SEED:.*]] = dsc.loss_scale %[[ST]] {dsc.grad, initial_scale = 4.096000e+03 : f64, multiplier = 2.500000e-01 : f64}
-// CHECK-NEXT: %[[E:.*]] = dsc.embedding %[[W]]
-// CHECK-NEXT: %[[EH:.*]] = dsc.round_to_half f16 %[[E]]
-// CHECK-NEXT: %[[D:.*]] = dsc.dropout %[[EH]]
-// CHECK-NEXT: %[[DH:.*]] = dsc.round_to_half f16 %[[D]]
-// CHECK-NEXT: %[[L:.*]] = dsc.linear %[[DH]], %[[WH]]
-// CHECK-NEXT: %[[LH:.*]] = dsc.round_to_half f16 %[[L]]
-// CHECK-NEXT: %[[LOSS:.*]] = dsc.cross_entropy %[[LH]]
-// CHECK-NEXT: %[[DL:.*]] = dsc.cross_entropy_grad %[[SEED]], %[[LH]]
-// CHECK-NEXT: %[[DLH:.*]] = dsc.round_to_half f16 %[[DL]] {dsc.grad}
-// CHECK-NEXT: dsc.linear_grad_input %[[DLH]], %[[WH]]
-// CHECK-NEXT: dsc.round_to_half f16
-// CHECK-NEXT: %[[GW:.*]] = dsc.linear_grad_weight %[[DH]], %[[DLH]]
-// CHECK-NEXT: %[[GB:.*]] = dsc.reduce_to %[[DLH]]
-// CHECK-NEXT: dsc.dropout
-// CHECK-NEXT: dsc.round_to_half f16
-// CHECK-NEXT: %[[GE:.*]] = dsc.embedding_grad
-// CHECK-NEXT: %[[G:.*]] = dsc.add %[[GW]], %[[GE]]
-// CHECK-NEXT: %[[NEWW:.*]] = dsc.add %[[ACCW]], %[[G]]
-// CHECK-NEXT: %[[NEWB:.*]] = dsc.add %{{.*}}, %[[GB]]
-// CHECK-NEXT: return %[[LOSS]], %[[LH]], %[[NEWW]], %[[NEWB]]
+// CHECK-NEXT: %[[E:.*]] = dsc.embedding %[[W]], %{{.*}} : (tensor<8x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[D:.*]] = dsc.dropout %[[E]] {{.*}} : (tensor<2x4x8xf16>) -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[L:.*]] = dsc.linear %[[D]], %[[WH]], %{{.*}} : (tensor<2x4x8xf16>, tensor<8x8xf16>, tensor<8xf32>) -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[LOSS:.*]] = dsc.cross_entropy %[[L]], %{{.*}} -> tensor<f32>
+// CHECK-NEXT: %[[DL:.*]] = dsc.cross_entropy_grad %[[SEED]], %[[L]], {{.*}} -> tensor<2x4x8xf16>
+// CHECK-NEXT: dsc.linear_grad_input %[[DL]], %[[WH]] {{.*}} -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[GW:.*]] = dsc.linear_grad_weight %[[D]], %[[DL]] {{.*}} -> tensor<8x8xf32>
+// CHECK-NEXT: %[[GB:.*]] = dsc.reduce_to %[[DL]] {{.*}} -> tensor<8xf32>
+// CHECK-NEXT: dsc.dropout {{.*}} -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[GE:.*]] = dsc.embedding_grad {{.*}} -> tensor<8x8xf32>
+// CHECK-NEXT: %[[G:.*]] = dsc.add %[[GW]], %[[GE]] {{.*}} -> tensor<8x8xf32>
+// CHECK-NEXT: %[[NEWW:.*]] = dsc.add %[[ACCW]], %[[G]] {{.*}} -> tensor<8x8xf32>
+// CHECK-NEXT: %[[NEWB:.*]] = dsc.add %{{.*}}, %[[GB]] {{.*}} -> tensor<8xf32>
+// CHECK-NEXT: %[[LOGITS:.*]] = dsc.convert %[[L]] : (tensor<2x4x8xf16>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[LOSS]], %[[LOGITS]], %[[NEWW]], %[[NEWB]]
 
 // @apply_step: overflow check on the averaged gradients, unscale + clip on
 // the unscaled norm, the optimizer skipped on overflow, the scaler updated.
 // CHECK-LABEL: func.func @apply_step(
 // CHECK-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {dsc.state = #dsc.state<step, "step">}, %[[AST:[a-z0-9]+]]: tensor<3xf32> {dsc.state = #dsc.state<loss_scaler, "state">}
 // CHECK-SAME: tensor<3xf32> {dsc.state = #dsc.state<loss_scaler, "state">}, tensor<f32> {dsc.state = #dsc.state<output, "loss_scale">}, tensor<f32> {dsc.state = #dsc.state<output, "skipped">})
-// CHECK-NOT: round_to_half
+// CHECK-NOT: f16
 // CHECK: %[[GN:.*]] = dsc.global_norm %[[G0:.*]], %[[G1:.*]] :
 // CHECK-NEXT: %[[OV:.*]] = dsc.check_finite %[[G0]], %[[G1]] :
 // CHECK-NEXT: %[[SCALE:.*]] = dsc.loss_scale %[[AST]] {initial_scale = 4.096000e+03 : f64}
@@ -51,15 +48,16 @@
 // CHECK: %[[NEXT:.*]] = dsc.update_loss_scale %[[AST]], %[[OV]] {consecutive_hysteresis = false, dynamic = true, hysteresis = 3 : i64, initial_scale = 4.096000e+03 : f64, min_scale = 2.000000e+00 : f64, scale_window = 50 : i64}
 // CHECK-NEXT: return {{.*}}, %[[NORM]], %{{.*}}, %[[NEXT]], %[[SCALE]], %[[OV]] :
 // CHECK-LABEL: func.func @eval_step(
-// CHECK-NOT: round_to_half
+// CHECK-NOT: f16
 
 // STATIC-LABEL: func.func @micro_step(
-// STATIC: dsc.round_to_half bf16
+// STATIC: dsc.convert {{.*}} -> tensor<8x8xbf16>
 // STATIC: dsc.loss_scale %{{.*}} {dsc.grad, initial_scale = 1.280000e+02 : f64}
 // STATIC: dsc.update_loss_scale {{.*}}dynamic = false
 
 // FP32-NOT: loss_scale
-// FP32-NOT: round_to_half
+// FP32-NOT: f16
+// FP32-NOT: convert
 // FP32-NOT: check_finite
 
 // BADTYPE: for the --dtype option: Cannot find option named 'f8'!

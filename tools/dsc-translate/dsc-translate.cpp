@@ -1,13 +1,14 @@
 //===- dsc-translate.cpp - Lowered step -> CUDA C++ -----------------------===//
 //
 //   dsc-translate --emit-cuda STEP.mlir -o K.cu [--nvrtc-check=sm_80,sm_90]
-//                 [--no-fold-rounding]
 //   dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]
 //
 // Lowers a step written by `dsc-run compile` (or dsc-opt) to the runtime
 // program and emits one CUDA translation unit for it: K.cu (device library,
 // one kernel per specialised instruction, C-ABI host launchers) and K.h
-// (launcher prototypes, cuBLASLt GEMM descriptors, status messages).
+// (launcher prototypes, cuBLASLt GEMM descriptors, status messages); it
+// prints the counts and the bytes of the device arena the CUDA backend
+// allocates for the step (its memory plan, as dsc-run plans it).
 // --emit-torch-extension writes the same kernels as a PyTorch C++
 // extension into DIR (see include/dsc/Codegen/TorchExtension.h).
 // --nvrtc-check compiles the kernels through NVRTC for every listed
@@ -18,6 +19,7 @@
 
 #include "dsc/Codegen/CudaEmitter.h"
 #include "dsc/Codegen/LowerToProgram.h"
+#include "dsc/Codegen/MemoryPlan.h"
 #include "dsc/Codegen/Nvrtc.h"
 #include "dsc/Codegen/TorchExtension.h"
 #include "dsc/Dialect/DscDialect.h"
@@ -38,7 +40,7 @@ namespace {
 
 const char *kUsage =
     "usage: dsc-translate --emit-cuda STEP.mlir [-o K.cu]\n"
-    "                     [--nvrtc-check=sm_80,sm_90] [--no-fold-rounding]\n"
+    "                     [--nvrtc-check=sm_80,sm_90]\n"
     "       dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]\n"
     "  --emit-cuda          emit CUDA C++ for the step: K.cu and K.h\n"
     "  -o K.cu              output (the header goes next to it as K.h)\n"
@@ -46,8 +48,7 @@ const char *kUsage =
     "                       write a PyTorch C++ extension wrapping the\n"
     "                       kernels into the directory DIR (see its README.md)\n"
     "  --nvrtc-check=ARCHS  compile the kernels with NVRTC for each arch\n"
-    "                       (sm_XX or compute_XX); any error or warning fails\n"
-    "  --no-fold-rounding   keep every round_to_half as its own kernel\n";
+    "                       (sm_XX or compute_XX); any error or warning fails\n";
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -126,14 +127,12 @@ void writeExtension(const std::string &dir,
 }
 
 int run(int argc, char **argv) {
-  bool emit = false, torch = false, fold = true;
+  bool emit = false, torch = false;
   std::string input, output, check;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--emit-cuda")
       emit = true;
-    else if (arg == "--no-fold-rounding")
-      fold = false;
     else if (arg == "-o") {
       if (i + 1 >= argc)
         throw Failure("option '-o' needs a value");
@@ -173,8 +172,14 @@ int run(int argc, char **argv) {
                   "toolkit (no NVRTC)");
 
   dsc::rt::Program program = loadProgram(input);
+  // Planned as dsc-run plans it, so the arena reported is the one the CUDA
+  // backend allocates for this step.
+  dsc::MemoryPlan plan;
+  std::string planError;
+  if (!dsc::planMemory(program, plan, planError))
+    throw Failure("cannot plan the step's memory: " + planError);
+  dsc::applyMemoryPlan(program, plan);
   dsc::cuda::EmitOptions options;
-  options.foldRounding = fold;
   std::string header = output;
   if (torch) {
     options.headerName = dsc::cuda::kTorchKernelsHeader;
@@ -208,7 +213,8 @@ int run(int argc, char **argv) {
     kernels += l.kernels.size();
   std::cout << "dsc-translate: " << module.launchers.size() << " launchers, "
             << kernels << " kernels, " << module.gemms.size()
-            << " GEMM descriptors\n";
+            << " GEMM descriptors, device arena "
+            << dsc::cuda::deviceLayout(program).arenaBytes << " bytes\n";
   if (torch)
     std::cout << "dsc-translate: torch extension in " << output << " ("
               << extension.size() << " files)\n";

@@ -1,4 +1,4 @@
-//===- MixedPrecisionTest.cpp - Half rounding and the loss scaler ---------===//
+//===- MixedPrecisionTest.cpp - 16-bit buffers and the loss scaler --------===//
 
 #include "TestUtil.h"
 
@@ -23,20 +23,23 @@ uint32_t bitsOf(float x) {
   return u;
 }
 
-std::vector<float> roundAll(const std::vector<float> &x, const char *format) {
+/// x converted to `half` and back, by two dsc.convert instructions.
+std::vector<float> roundAll(const std::vector<float> &x, DType half) {
   Harness h;
-  int a = h.buf({int64_t(x.size())}), b = h.buf({int64_t(x.size())});
+  const int64_t n = int64_t(x.size());
+  int a = h.buf({n}), m = h.buf({n}, half), b = h.buf({n});
   h.alloc();
   h.set(a, x);
-  h.run(Opcode::RoundToHalf, {a}, {b}, {{"format", std::string(format)}});
+  h.run(Opcode::Convert, {a}, {m});
+  h.run(Opcode::Convert, {m}, {b});
   return h.get(b);
 }
-float f16(float x) { return roundAll({x}, "f16")[0]; }
-float bf16(float x) { return roundAll({x}, "bf16")[0]; }
+float f16(float x) { return roundAll({x}, DType::F16)[0]; }
+float bf16(float x) { return roundAll({x}, DType::BF16)[0]; }
 
 } // namespace
 
-TEST(RoundToHalf, F16KnownValues) {
+TEST(HalfConversion, F16KnownValues) {
   EXPECT_EQ(f16(65504.0f), 65504.0f); // largest finite half
   EXPECT_EQ(f16(65519.996f), 65504.0f);
   EXPECT_EQ(f16(65520.0f), INFINITY); // half-way to 2^16: ties to even -> inf
@@ -58,7 +61,7 @@ TEST(RoundToHalf, F16KnownValues) {
   EXPECT_EQ(f16(bits(0x00000001u)), 0.0f);          // f32 subnormal
 }
 
-TEST(RoundToHalf, BF16KnownValues) {
+TEST(HalfConversion, BF16KnownValues) {
   EXPECT_EQ(bf16(1.0f), 1.0f);
   EXPECT_EQ(bitsOf(bf16(bits(0x3f808000u))), 0x3f800000u); // tie -> even (down)
   EXPECT_EQ(bitsOf(bf16(bits(0x3f818000u))), 0x3f820000u); // tie -> even (up)
@@ -72,21 +75,57 @@ TEST(RoundToHalf, BF16KnownValues) {
   EXPECT_TRUE(std::isnan(bf16(bits(0x7f800001u)))); // NaN stays NaN, not inf
 }
 
-TEST(RoundToHalf, InPlaceAndIdempotent) {
+TEST(HalfConversion, Idempotent) {
   std::vector<float> x = uniform(1000, 7, -1e5f, 1e5f);
-  for (const char *format : {"f16", "bf16"}) {
-    std::vector<float> once = roundAll(x, format);
-    EXPECT_EQ(roundAll(once, format), once) << format;
+  for (DType half : {DType::F16, DType::BF16}) {
+    std::vector<float> once = roundAll(x, half);
+    EXPECT_NE(once, x);
+    EXPECT_EQ(roundAll(once, half), once) << dtypeName(half);
   }
+}
+
+// A kernel with 16-bit operands computes in f32 on the widened inputs and
+// rounds its outputs once, in place too; the buffers hold 2 bytes each.
+TEST(HalfBuffers, KernelsComputeInF32AndRoundOnStore) {
+  const std::vector<float> x = uniform(64, 3, -4, 4), y = uniform(64, 4, -4, 4);
+  for (DType half : {DType::F16, DType::BF16}) {
+    Harness h;
+    int a32 = h.buf({64}), b32 = h.buf({64});
+    int a = h.buf({64}, half), b = h.buf({64}, half), c = h.buf({64}, half);
+    int c32 = h.buf({64});
+    h.alloc();
+    EXPECT_EQ(h.prog.buffers[size_t(a)].bytes(), 128u);
+    h.set(a32, x);
+    h.set(b32, y);
+    h.run(Opcode::Convert, {a32}, {a});
+    h.run(Opcode::Convert, {b32}, {b});
+    h.run(Opcode::Add, {a, b}, {c});
+    h.run(Opcode::Convert, {c}, {c32});
+    const std::vector<float> xr = roundAll(x, half), yr = roundAll(y, half);
+    std::vector<float> want(64);
+    for (size_t i = 0; i < 64; ++i)
+      want[i] = xr[i] + yr[i];
+    EXPECT_EQ(h.get(c32), roundAll(want, half)) << dtypeName(half);
+    h.run(Opcode::Add, {c, b}, {c}); // in place
+    h.run(Opcode::Convert, {c}, {c32});
+    for (size_t i = 0; i < 64; ++i)
+      want[i] = roundAll(want, half)[i] + yr[i];
+    EXPECT_EQ(h.get(c32), roundAll(want, half)) << dtypeName(half);
+  }
+}
+
+TEST(HalfBuffers, IntegerOperandsAreRejected) {
   Harness h;
-  int a = h.buf({3});
+  int a = h.buf({4}, DType::I32), b = h.buf({4}, DType::BF16);
   h.alloc();
-  h.set(a, {1.0f + std::ldexp(1.0f, -11), 65520.0f, 3.0f});
-  h.run(Opcode::RoundToHalf, {a}, {a}, {{"format", std::string("f16")}});
-  EXPECT_EQ(h.get(a), (std::vector<float>{1.0f, INFINITY, 3.0f}));
-  EXPECT_THROW(h.run(Opcode::RoundToHalf, {a}, {a},
-                     {{"format", std::string("f8")}}),
-               Error);
+  try {
+    h.run(Opcode::Convert, {a}, {b});
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("must be f32, f16 or bf16, got i32"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(LossScaling, CheckFinite) {

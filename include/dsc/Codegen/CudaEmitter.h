@@ -7,15 +7,12 @@
 // instructions become cuBLASLt descriptors instead of kernels. Plain C++
 // over rt::Program (no MLIR), like the runtime.
 //
-// Storage rule (mixed precision): a program with dsc.round_to_half
-// instructions keeps every temporary that such an instruction writes in the
-// half format it names (f16 or bf16); every other buffer — parameters,
-// gradient accumulators, optimizer state, inputs, outputs, the loss, the
-// parameter-gradient reductions — stays f32. Kernels compute in f32 and
-// round when they store, so a rounding instruction whose input is a
-// temporary that only it reads is folded into the producer of that input
-// (the producer stores straight to the half buffer; bitwise the CPU's
-// round-after-compute). GEMMs read half operands and accumulate in f32.
+// Every buffer is stored on the GPU in its Program dtype (f16/bf16
+// activations after -dsc-mixed-precision): kernels load through typed
+// pointers, compute in f32 and round when they store, as the CPU backend
+// does; GEMMs read half operands and accumulate in f32. The device arena is
+// the Program's memory plan (deviceLayout), so `dsc-run estimate` is what
+// the GPU allocates.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_CODEGEN_CUDAEMITTER_H
@@ -30,13 +27,21 @@
 
 namespace dsc::cuda {
 
-/// How a buffer is stored on the GPU. None: folded away, never allocated.
-enum class Storage { F32, F16, BF16, I32, I64, None };
+/// How a buffer is stored on the GPU: its Program dtype.
+using Storage = rt::DType;
 
 /// The element type's C spelling: float, __half, __nv_bfloat16, int,
-/// long long.
+/// long long, signed char, unsigned char.
 const char *storageCType(Storage s);
-const char *storageName(Storage s); ///< f32, f16, bf16, i32, i64, none
+
+/// Where each buffer lives in the device arena: a planned Program's offsets
+/// and arena (Program::arenaBytes), else the buffers packed at 256-byte
+/// boundaries in id order.
+struct DeviceLayout {
+  std::vector<size_t> offsets; ///< per Program buffer
+  size_t arenaBytes = 0;
+};
+DeviceLayout deviceLayout(const rt::Program &program);
 
 /// One parameter of a C-ABI launcher (the `cudaStream_t cuda_stream` is
 /// always last and not listed).
@@ -99,7 +104,6 @@ struct Step {
     Gemm,      ///< gemm `index` on buffers args: A, B, C[, bias]
     Memcpy,    ///< device copy of args[1] <- args[0] (same storage)
     AllReduce, ///< collective on args[0] -> args[1], attr op (sum|mean)
-    Elided,    ///< a rounding folded into its producer: nothing to do
   };
   Kind kind;
   std::vector<size_t> instrs; ///< indices into Function::body
@@ -116,7 +120,6 @@ struct Step {
 struct Module {
   std::string source; ///< the .cu: device library, kernels, host launchers
   std::string header; ///< launcher prototypes, GEMM table, status messages
-  std::vector<Storage> storage; ///< per Program buffer
   std::vector<Launcher> launchers;
   std::vector<Gemm> gemms;
   std::map<std::string, std::vector<Step>> steps; ///< per function
@@ -127,7 +130,6 @@ struct Module {
 
 struct EmitOptions {
   std::string headerName = "dsc_kernels.h"; ///< #include'd by the source
-  bool foldRounding = true;
 };
 
 /// Emits the module. Throws rt::Error("<opcode>: <why>") for an instruction

@@ -15,7 +15,7 @@ def Dsc_GeluApproximation : I32EnumAttr<"GeluApproximation",
 }
 
 def Dsc_HalfFormat : I32EnumAttr<"HalfFormat",
-    "16-bit floating-point format emulated by dsc.round_to_half", [
+    "16-bit floating-point format of -dsc-mixed-precision", [
       I32EnumAttrCase<"f16", 0>,  // IEEE binary16
       I32EnumAttrCase<"bf16", 1>  // bfloat16
     ]> {

@@ -18,6 +18,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Type constraints
 //===----------------------------------------------------------------------===//
 
+/// Every op computes in f32 and stores each result in its element type; one
+/// op may mix f32 with one 16-bit format (a half activation times a half
+/// weight plus an f32 bias), never f16 with bf16.
 def Dsc_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
 def Dsc_IdTensor : RankedTensorOf<[I32]>;
 def Dsc_Scalar : 0DTensorOf<[F32]>;
@@ -639,23 +642,20 @@ def Dsc_SgdOp : Dsc_Op<"sgd", [Dsc_Optimizer,
 /// good steps since the last overflow]; all zero means "not started".
 def Dsc_ScalerState : 1DTensorOf<[F32]>;
 
-def Dsc_RoundToHalfOp : Dsc_Op<"round_to_half",
-    [AllTypesMatch<["input", "result"]>]> {
-  let summary = "Rounds f32 values to the nearest f16 or bf16 value";
+def Dsc_ConvertOp : Dsc_Op<"convert"> {
+  let summary = "Converts a float tensor to another float element type";
   let description = [{
-    `%y = dsc.round_to_half f16 %x : tensor<4x8xf32> -> tensor<4x8xf32>`
-    rounds every element to the nearest value representable in `format`
-    (IEEE binary16 or bfloat16), ties to even, and keeps it in an f32 buffer:
-    this is how the CPU backend emulates half-precision storage.
-    Subnormals are rounded exactly; f16 values beyond the largest finite
-    half (65504, rounding boundary 65520) become +-inf; NaN stays NaN and
-    infinities stay infinite. Inserted by -dsc-mixed-precision.
+    `%y = dsc.convert %x : (tensor<4x8xf32>) -> tensor<4x8xbf16>` converts
+    every element to the result's element type (f32, f16 or bf16): to the
+    nearest representable value, ties to even. Subnormals are rounded
+    exactly; f16 values beyond the largest finite half (65504, rounding
+    boundary 65520) become +-inf; NaN stays NaN and infinities stay
+    infinite. Widening (f16 or bf16 to f32) is exact. Inserted by
+    -dsc-mixed-precision where a value changes format: the half copy of a
+    GEMM weight, a half activation a function returns as f32.
   }];
-  let arguments = (ins Dsc_FloatTensor:$input, Dsc_HalfFormat:$format);
+  let arguments = (ins Dsc_FloatTensor:$input);
   let results = (outs Dsc_FloatTensor:$result);
-  let assemblyFormat = [{
-    $format $input attr-dict `:` type($input) `->` type($result)
-  }];
 }
 
 def Dsc_CheckFiniteOp : Dsc_Op<"check_finite"> {

@@ -6,8 +6,10 @@
 // tested alone. Every opcode below mirrors one dsc dialect op; its semantics
 // are those of the op (see include/dsc/Dialect/DscOps.td).
 //
-// Layout conventions: tensors are dense, row-major, fp32 unless the buffer's
-// dtype says otherwise (i32 for token ids and labels, i64 for the step).
+// Layout conventions: tensors are dense, row-major, of the buffer's dtype:
+// f32, or f16/bf16 for the activations of a mixed-precision step (every
+// kernel computes in f32 and stores in its outputs' dtypes), i32 for token
+// ids and labels, i64 for the step.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_PROGRAM_H
@@ -24,9 +26,15 @@
 
 namespace dsc::rt {
 
-enum class DType { F32, I32, I64 };
+/// Element types of buffers. I8 and U8 are for quantized and compressed
+/// collectives (packed signs, scales); no kernel reads them yet.
+enum class DType { F32, F16, BF16, I32, I64, I8, U8 };
 
 size_t dtypeSize(DType t);
+/// F32, F16 and BF16: what the float kernels read and write.
+inline bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
 const char *dtypeName(DType t);
 /// A shape as the runtime's messages print it: "[2,3]".
 std::string shapeStr(const std::vector<int64_t> &shape);
@@ -92,7 +100,6 @@ enum class AttrKind {
   Float,
   String,
   GeluApproximation,
-  HalfFormat,
   LrScheduleKind,
   WarmupType,
   ReduceKind,
@@ -110,7 +117,6 @@ struct OpInfo {
   const char *mlirOp; ///< "layer_norm" (the dsc op), "" if none
   OpFamily family;
   OpRoute route;
-  bool foldsRounding;
   int minIns, maxIns, minOuts, maxOuts; ///< max kAnyCount: unbounded
   std::vector<AttrSpec> attrs;
 };

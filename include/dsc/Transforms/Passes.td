@@ -339,29 +339,31 @@ def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
 }
 
 def DscMixedPrecision : Pass<"dsc-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "Round activations and GEMM inputs of @micro_step to f16/bf16";
+  let summary = "Store the activations and GEMM inputs of @micro_step in f16/bf16";
   let description = [{
-    Emulates half-precision storage on a backend whose buffers are f32: every
-    float value an op of `@micro_step` produces (forward activations and the
-    backward's activation gradients) is rounded to `dtype` by a
-    dsc.round_to_half right after it is made, and every parameter a GEMM
-    (dsc.linear, dsc.linear_grad_input) reads is rounded once at the top of
-    the function. What stays f32: master weights and optimizer state (all of
-    @apply_step), the loss and the gradient accumulation (the parameter
-    gradients, i.e. the batch reductions, feeding the accumulating dsc.add
-    are not rounded, nor is that add), LayerNorm gamma/beta and embedding
-    tables as read outside GEMMs. Run last (after -dsc-remat):
+    Every float tensor an op of `@micro_step` produces (forward activations
+    and the backward's activation gradients) becomes a tensor of `dtype`:
+    the op keeps computing in f32 and rounds as it stores. Every parameter a
+    GEMM (dsc.linear, dsc.linear_grad_input) reads gets one half copy, a
+    dsc.convert at the top of the function. What stays f32: master weights
+    and optimizer state (all of @apply_step), the loss and the gradient
+    accumulation (the parameter gradients, i.e. the batch reductions,
+    feeding the accumulating dsc.add, and that add), dsc.attention's
+    log-sum-exp, LayerNorm gamma/beta and embedding tables as read outside
+    GEMMs. A half value the function returns (the logits) is converted back
+    to its f32 result type. Run last (after -dsc-remat):
 
     ```mlir
-    %h = dsc.linear %x, %w, %b : ...
+    %h = dsc.linear %x, %w, %b : (tensor<4x8xf32>, tensor<8x8xf32>,
+                                  tensor<8xf32>) -> tensor<4x8xf32>
     // =>
-    %wh = dsc.round_to_half f16 %w : ...      // once, at the top
-    %h0 = dsc.linear %x, %wh, %b : ...
-    %h = dsc.round_to_half f16 %h0 : ...
+    %wh = dsc.convert %w : (tensor<8x8xf32>) -> tensor<8x8xf16>  // at the top
+    %h = dsc.linear %x, %wh, %b : (tensor<4x8xf16>, tensor<8x8xf16>,
+                                   tensor<8xf32>) -> tensor<4x8xf16>
     ```
 
-    The memory planner still counts 4 bytes per element: storage is
-    emulated, not halved.
+    The memory plan counts 2 bytes per half element, as both backends store
+    them.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [

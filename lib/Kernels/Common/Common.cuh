@@ -129,17 +129,6 @@ __device__ __forceinline__ void stv(T *p, dsc_i64 i, const float (&v)[VEC]) {
     st(p, i, v[0]);
 }
 
-/// RoundToHalf of an f32 value kept in f32 (cpu::roundToHalf):
-/// 0 = none, 1 = f16, 2 = bf16. Round to nearest even, inf/NaN kept.
-template <int ROUND> __device__ __forceinline__ float roundTo(float v) {
-  if constexpr (ROUND == 1)
-    return __half2float(__float2half_rn(v));
-  else if constexpr (ROUND == 2)
-    return __bfloat162float(__float2bfloat16_rn(v));
-  else
-    return v;
-}
-
 /// Type traits (no standard library headers under NVRTC).
 template <typename A, typename B> struct Same {
   static constexpr bool value = false;

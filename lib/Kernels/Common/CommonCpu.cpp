@@ -1,7 +1,7 @@
 //===- CommonCpu.cpp - CPU helpers of every kernel family -----------------===//
 //
-// OpenBLAS threading, fill and copy, and the Philox bits in batches behind
-// every dropout mask. Threading: OpenBLAS is made single-threaded and every
+// OpenBLAS threading, fill and copy, the Philox bits in batches behind
+// every dropout mask, and the f32 copies of 16-bit operands (Exec). Threading: OpenBLAS is made single-threaded and every
 // GEMM is tiled over OpenMP threads (GemmCpu.cpp, AttentionCpu.cpp), so the
 // process runs one thread pool instead of an OpenMP pool and an OpenBLAS
 // pthread pool spinning against each other.
@@ -10,6 +10,7 @@
 
 #include "Common/CommonCpu.h"
 
+#include "dsc/Runtime/Half.h"
 #include "dsc/Runtime/Philox.h"
 
 #include <cblas.h>
@@ -116,6 +117,50 @@ void philoxBlocks(uint32_t firstBlock, int64_t count, uint32_t stream,
     PhiloxBlock bits =
         philox4x32_10({firstBlock + uint32_t(b), stream, lo, hi}, key);
     std::copy(bits.begin(), bits.end(), out + 4 * b);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// 16-bit operands
+//===----------------------------------------------------------------------===//
+
+float *Exec::floats(int id, const char *role, bool load) {
+  const Buffer &b = P.buffers[size_t(id)];
+  if (b.dtype == DType::F32)
+    return S.f32(id);
+  if (b.dtype != DType::F16 && b.dtype != DType::BF16)
+    fail(std::string(role) + " '" + b.name + "' must be f32, f16 or bf16, got " +
+         dtypeName(b.dtype));
+  auto [it, fresh] = widened.try_emplace(id);
+  std::vector<float> &f32 = it->second;
+  if (!fresh)
+    return f32.data();
+  const int64_t n = b.numElements();
+  f32.resize(size_t(n));
+  if (load) {
+    const uint16_t *h = static_cast<const uint16_t *>(S.data(id));
+    float *x = f32.data();
+    const bool bf16 = b.dtype == DType::BF16;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = bf16 ? floatFromBF16(h[i]) : floatFromF16(h[i]);
+  }
+  return f32.data();
+}
+
+void Exec::commit() {
+  for (int id : I.outputs) {
+    auto it = widened.find(id);
+    if (it == widened.end())
+      continue;
+    const Buffer &b = P.buffers[size_t(id)];
+    const float *x = it->second.data();
+    uint16_t *h = static_cast<uint16_t *>(S.data(id));
+    const int64_t n = b.numElements();
+    const bool bf16 = b.dtype == DType::BF16;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = bf16 ? bf16FromFloat(x[i]) : f16FromFloat(x[i]);
   }
 }
 

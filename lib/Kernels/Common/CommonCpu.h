@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -187,14 +188,22 @@ public:
            ", got " + dtypeName(b.dtype));
   }
 
+  /// A float operand as f32 values: an f32 buffer itself; an f16 or bf16
+  /// buffer through an f32 copy, widened when first touched (an output
+  /// only when it is also an input: in place), narrowed back into the
+  /// buffer by commit(). Kernels compute in f32 either way.
   const float *fin(size_t k, const char *role) {
-    dtype(in(k), DType::F32, role);
-    return S.f32(inId(k));
+    return floats(inId(k), role, true);
   }
   float *fout(size_t k, const char *role) {
-    dtype(out(k), DType::F32, role);
-    return S.f32(outId(k));
+    const int id = outId(k);
+    return floats(id, role,
+                  std::find(I.inputs.begin(), I.inputs.end(), id) !=
+                      I.inputs.end());
   }
+  /// Stores the f32 copies of 16-bit outputs into their buffers (rounding
+  /// to nearest, ties to even); the backend calls it after the kernel.
+  void commit();
   const int32_t *iin(size_t k, const char *role) {
     dtype(in(k), DType::I32, role);
     return S.i32(inId(k));
@@ -229,6 +238,11 @@ public:
   const InstrDims &d;
   const RngContext &rng;
   const char *op;
+
+private:
+  float *floats(int id, const char *role, bool load);
+  /// The f32 copies of this instruction's 16-bit operands, by buffer id.
+  std::map<int, std::vector<float>> widened;
 };
 
 /// Executes `e.I`, an instruction of the family

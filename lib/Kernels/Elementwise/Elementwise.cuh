@@ -1,6 +1,6 @@
 //===- Elementwise.cuh - Elementwise device templates ----------*- CUDA -*-===//
 //
-// fill, iota, convert (round_to_half and copies between storage types), the
+// fill, iota, convert (dsc.convert and copies between storage types), the
 // pieces of concat/split, the head split/merge, add, reduce_to, gelu,
 // dropout, the bias epilogues and their gradients: the CUDA side of
 // ElementwiseCpu.cpp.
@@ -33,22 +33,15 @@ template <dsc_i64 N, dsc_i64 START, dsc_i64 STEP> __device__ void iota(int *out)
   DSC_GRID_LOOP(i, N) { out[i] = int(START + i * STEP); }
 }
 
-/// out = round(in): RoundToHalf (ROUND 1/2), or a copy between storage types.
-template <typename TI, typename TO, int ROUND, dsc_i64 N, int VEC>
+/// out = in between float storage types (dsc.convert, Copy): through f32,
+/// the store rounding to nearest even as cpu::Exec does.
+template <typename TI, typename TO, dsc_i64 N, int VEC>
 __device__ void convert(const TI *in, TO *out) {
   DSC_GRID_LOOP(g, N / VEC) {
     float v[VEC];
     ldv<VEC>(in, g * VEC, v);
-#pragma unroll
-    for (int l = 0; l < VEC; ++l)
-      v[l] = roundTo<ROUND>(v[l]);
     stv<VEC>(out, g * VEC, v);
   }
-}
-
-/// Byte copy of same-typed buffers (Copy of i32/i64 buffers).
-template <typename T, dsc_i64 N> __device__ void copyRaw(const T *in, T *out) {
-  DSC_GRID_LOOP(i, N) { out[i] = in[i]; }
 }
 
 /// One piece of dsc.concat / dsc.split: the tensor viewed as [OUTER,

@@ -2,11 +2,9 @@
 //
 // fill, iota, copy, add (numpy broadcast), reduce_to, gelu, dropout, the
 // bias epilogues (bias_gelu, bias_dropout_add and their gradients), the
-// head split/merge, concat/split and round_to_half, and runElementwise,
-// their dispatch. Half-precision storage is emulated: round_to_half rounds
-// each value to the nearest f16/bf16 value with bit manipulation (no
-// hardware conversion, so results do not depend on F16C or the rounding
-// mode).
+// head split/merge, concat/split and convert, and runElementwise, their
+// dispatch. Every kernel computes in f32: cpu::Exec widens f16/bf16 inputs
+// and narrows 16-bit outputs (dsc/Runtime/Half.h), so convert is a copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -397,55 +395,6 @@ void split(const float *in, const std::vector<float *> &outs,
                   });
 }
 
-//===----------------------------------------------------------------------===//
-// Half rounding
-//===----------------------------------------------------------------------===//
-
-/// The nearest IEEE binary16 value to x, ties to even, as a float: exact
-/// subnormals (multiples of 2^-24), |x| >= 65520 -> inf, NaN stays NaN.
-float roundToF16(float x) {
-  const uint32_t u = bitsOf(x);
-  const uint32_t sign = u & 0x80000000u;
-  const uint32_t a = u ^ sign;
-  if (a >= 0x7f800000u) // inf, NaN
-    return x;
-  if (a >= 0x477ff000u) // >= 65520: half-way to 2^16 and beyond -> inf
-    return fromBits(sign | 0x7f800000u);
-  if (a < 0x38800000u) {
-    // Below 2^-14 half is subnormal with spacing 2^-24: round |x| * 2^24 to
-    // an integer, ties to even. Scaling by a power of two is exact here.
-    const uint32_t k = uint32_t(std::nearbyint(double(fromBits(a)) * 0x1p24));
-    return fromBits(sign | bitsOf(float(double(k) * 0x1p-24)));
-  }
-  // Normal: keep 10 of the 23 mantissa bits, ties to even. A carry into the
-  // exponent is the correct rounding; 65520 was handled above.
-  const uint32_t lsb = (a >> 13) & 1u;
-  return fromBits(sign | ((a + 0x0fffu + lsb) & ~0x1fffu));
-}
-
-/// The nearest bfloat16 value to x, ties to even, as a float; NaN stays NaN.
-float roundToBF16(float x) {
-  const uint32_t u = bitsOf(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it (and quiet)
-    return fromBits(u | 0x00400000u);
-  // Values past the largest bfloat16 round to inf through the carry.
-  const uint32_t lsb = (u >> 16) & 1u;
-  return fromBits((u + 0x7fffu + lsb) & 0xffff0000u);
-}
-
-/// y[i] = round(x[i]) to f16 (bf16 = false) or bf16; y may alias x.
-void roundToHalf(const float *x, float *y, int64_t n, bool bf16) {
-  if (bf16) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = roundToBF16(x[i]);
-  } else {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = roundToF16(x[i]);
-  }
-}
-
 } // namespace
 
 void runElementwise(Exec &e) {
@@ -456,8 +405,8 @@ void runElementwise(Exec &e) {
   switch (I.op) {
   case Opcode::Fill: {
     const double v = I.getFloat("value");
-    if (e.out(0).dtype == DType::F32)
-      fillF32(S.f32(e.outId(0)), d.n, float(v));
+    if (isFloat(e.out(0).dtype))
+      fillF32(e.fout(0, "output"), d.n, float(v));
     else if (e.out(0).dtype == DType::I32)
       fillI32(S.i32(e.outId(0)), d.n, int32_t(v));
     else {
@@ -557,8 +506,8 @@ void runElementwise(Exec &e) {
     copyBytes(S.data(e.outId(0)), S.data(e.inId(0)), i.bytes());
     return;
   }
-  case Opcode::RoundToHalf:
-    roundToHalf(e.fin(0, "input"), e.fout(0, "output"), d.n, d.bf16);
+  case Opcode::Convert: // in f32: fin widens, commit narrows
+    copyBytes(e.fout(0, "output"), e.fin(0, "input"), size_t(d.n) * 4);
     return;
   default:
     break;

@@ -1,6 +1,6 @@
 //===- ElementwiseEmit.cpp - CUDA launchers of the elementwise family -----===//
 //
-// fill, iota, copy and round_to_half (conversions), add, reduce_to, gelu,
+// fill, iota, copy and convert (conversions), add, reduce_to, gelu,
 // dropout, the bias epilogues and their gradients, the head split/merge and
 // concat/split: emitElementwise and the emit logic of each op, which
 // instantiates the matching template of Elementwise.cuh.
@@ -19,15 +19,14 @@ namespace {
 
 using rt::Opcode;
 
-/// Convert (RoundToHalf or a copy between storage types).
-void emitConvert(KernelSpec &s, const rt::InstrDims &d, int round) {
+/// Convert, or a copy between float storage types.
+void emitConvert(KernelSpec &s, const rt::InstrDims &d) {
   const int64_t N = d.n;
   const std::string x = s.in(0, "x"), y = s.out(0, "y");
   const int vec = vecFor(N);
   elementwise(s, N / vec, {x, y},
               call("convert",
-                   {s.T(x), s.T(y), std::to_string(round), n(N),
-                    std::to_string(vec)},
+                   {s.T(x), s.T(y), n(N), std::to_string(vec)},
                    {x, y}));
 }
 
@@ -146,7 +145,7 @@ void emitDropout(KernelSpec &s, const rt::InstrDims &d) {
   const int64_t N = d.n;
   const double rate = d.rate;
   if (rate <= 0.0)
-    return emitConvert(s, d, 0); // cpu::dropout copies at rate 0
+    return emitConvert(s, d); // cpu::dropout copies at rate 0
   const std::string x = s.in(0, "x"), y = s.out(0, "y");
   const std::string rng = s.rng();
   const int vec = vecFor(N);
@@ -336,16 +335,13 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::Concat:
   case Opcode::Split:
     return emitConcatSplit(s, d);
-  case Opcode::RoundToHalf: {
-    // A half output rounds as it stores; an f32 output rounds explicitly.
-    const int round = s.outType(0) != Storage::F32 ? 0 : d.bf16 ? 2 : 1;
-    return emitConvert(s, d, round);
-  }
+  case Opcode::Convert:
+    return emitConvert(s, d);
   case Opcode::Copy:
     if (s.inType(0) == Storage::I32 || s.inType(0) == Storage::I64 ||
         s.outType(0) == Storage::I32 || s.outType(0) == Storage::I64)
       s.fail("integer copies are device memcpys, not kernels");
-    return emitConvert(s, d, 0);
+    return emitConvert(s, d);
   default:
     break;
   }

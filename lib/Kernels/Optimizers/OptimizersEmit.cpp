@@ -87,7 +87,7 @@ void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::LrSchedule: {
     const Storage st = s.inType(0);
     if (st != Storage::I64 && st != Storage::I32)
-      s.fail("step must be i64, got " + std::string(storageName(st)));
+      s.fail("step must be i64, got " + std::string(rt::dtypeName(st)));
     const rt::LrScheduleAttrs &a = d.schedule;
     const std::string in = s.in(0, "step"), out = s.out(0, "lr");
     s.kernel(1, 1, {in, out},
@@ -174,7 +174,7 @@ void emitOptimizerGroup(KernelSpec &s,
   std::vector<std::vector<int>> ins(tensors), res(outs);
   for (const rt::Instr *I : group) {
     rt::checkInstr(s.program, *I);
-    KernelSpec one(s.program, s.storage, s.remap, *I);
+    KernelSpec one(s.program, *I);
     for (size_t k = 0; k < tensors; ++k)
       ins[k].push_back(one.inId(k));
     for (size_t k = 0; k < outs; ++k)
@@ -184,7 +184,7 @@ void emitOptimizerGroup(KernelSpec &s,
   s.requireType(s.inType(tensors + 2), Storage::F32, "gscale");
   const Storage stepT = s.inType(tensors + 1);
   if (stepT != Storage::I64 && stepT != Storage::I32)
-    s.fail("step must be i64, got " + std::string(storageName(stepT)));
+    s.fail("step must be i64, got " + std::string(rt::dtypeName(stepT)));
   const bool skip = s.I.inputs.size() == nIn + 1;
   if (skip)
     s.requireType(s.inType(nIn), Storage::F32, "skip");
