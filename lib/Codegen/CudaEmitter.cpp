@@ -295,74 +295,27 @@ using Route = rt::OpRoute;
 
 Route routeOf(rt::Opcode op) { return rt::opInfo(op).route; }
 
-/// Emits the launcher of a non-GEMM instruction: the one switch over every
-/// opcode (no default: a new opcode does not compile until it has CUDA)
-/// hands it to the emit logic of its kernel family (lib/Kernels).
+/// Emits the launcher of a non-GEMM instruction: its kernel family's emit
+/// logic (lib/Kernels) handles it.
 void emitKernel(KernelSpec &s) {
-  using rt::Opcode;
   const rt::InstrDims d = rt::checkInstr(s.program, s.I);
-  switch (s.I.op) {
-  case Opcode::Fill:
-  case Opcode::Iota:
-  case Opcode::Copy:
-  case Opcode::Convert:
-  case Opcode::Add:
-  case Opcode::ReduceTo:
-  case Opcode::Gelu:
-  case Opcode::GeluGrad:
-  case Opcode::Dropout:
-  case Opcode::BiasGelu:
-  case Opcode::BiasGeluGrad:
-  case Opcode::BiasDropoutAdd:
-  case Opcode::DropoutBiasGrad:
-  case Opcode::SplitHeads:
-  case Opcode::BiasSplitHeads:
-  case Opcode::MergeHeads:
-  case Opcode::Concat:
-  case Opcode::Split:
+  switch (rt::opInfo(s.I.op).kernels) {
+  case rt::KernelFamily::Elementwise:
     return emitElementwise(s, d);
-  case Opcode::LayerNorm:
-  case Opcode::InvertibleLayerNorm:
-  case Opcode::LayerNormGrad:
-  case Opcode::LayerNormGradFromOutput:
-  case Opcode::RmsNorm:
-  case Opcode::RmsNormGrad:
-  case Opcode::BiasDropoutAddLayerNorm:
+  case rt::KernelFamily::Norms:
     return emitNorms(s, d);
-  case Opcode::Softmax:
-  case Opcode::SoftmaxGrad:
-  case Opcode::SoftmaxDropout:
-  case Opcode::SoftmaxDropoutGrad:
-  case Opcode::Attention:
-  case Opcode::AttentionGrad:
+  case rt::KernelFamily::Attention:
     return emitAttention(s, d);
-  case Opcode::Embedding:
-  case Opcode::EmbeddingGrad:
-  case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad:
-  case Opcode::MlmMask:
+  case rt::KernelFamily::EmbeddingLoss:
     return emitEmbeddingLoss(s, d);
-  case Opcode::GlobalNorm:
-  case Opcode::ClipCoefficient:
-  case Opcode::LrSchedule:
-  case Opcode::CheckFinite:
-  case Opcode::LossScale:
-  case Opcode::UnscaleClip:
-  case Opcode::UpdateLossScale:
+  case rt::KernelFamily::Optimizers:
     return emitOptimizers(s, d);
-  // Not kernels: GEMMs are cuBLASLt descriptors, collectives go to the
-  // communicator, optimizers are grouped by emitOptimizerGroup.
-  case Opcode::Linear:
-  case Opcode::LinearGradInput:
-  case Opcode::LinearGradWeight:
-  case Opcode::BatchMatmul:
-  case Opcode::AllReduce:
-  case Opcode::Adam:
-  case Opcode::Lamb:
-  case Opcode::Sgd:
-    s.fail("internal: not emitted as a single kernel");
+  // GEMMs are cuBLASLt descriptors, collectives go to the communicator.
+  case rt::KernelFamily::Gemm:
+  case rt::KernelFamily::Collective:
+    break;
   }
-  s.fail("unknown opcode " + std::to_string(int(s.I.op)));
+  s.fail("internal: not emitted as a single kernel");
 }
 
 class Emitter {

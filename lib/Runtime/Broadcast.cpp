@@ -55,4 +55,41 @@ MergedDims mergeBroadcastDims(const std::vector<int64_t> &aShape,
   return m;
 }
 
+ReduceToPlan planReduceTo(const std::vector<int64_t> &xShape,
+                          const std::vector<int64_t> &outShape) {
+  ReduceToPlan p;
+  p.m = mergeBroadcastDims(xShape, outShape);
+  const size_t k = p.m.len.size();
+  p.L = p.m.len.back();
+  p.lastFull = p.m.full.back();
+  p.xStride.assign(k, 0);
+  int64_t stride = p.L;
+  for (size_t i = k - 1; i-- > 0;) {
+    p.xStride[i] = stride;
+    stride *= p.m.len[i];
+  }
+  for (size_t i = 0; i + 1 < k; ++i)
+    (p.m.full[i] ? p.fullDims : p.bcastDims).push_back(i);
+  for (size_t i : p.fullDims)
+    p.outRows *= p.m.len[i];
+  for (size_t i : p.bcastDims)
+    p.sumRows *= p.m.len[i];
+  return p;
+}
+
+int64_t ReduceToPlan::xRowOffset(int64_t o, int64_t q) const {
+  int64_t off = 0;
+  for (size_t j = fullDims.size(); j-- > 0;) {
+    const size_t d = fullDims[j];
+    off += (o % m.len[d]) * xStride[d];
+    o /= m.len[d];
+  }
+  for (size_t j = bcastDims.size(); j-- > 0;) {
+    const size_t d = bcastDims[j];
+    off += (q % m.len[d]) * xStride[d];
+    q /= m.len[d];
+  }
+  return off;
+}
+
 } // namespace dsc::rt

@@ -2,7 +2,8 @@
 //
 // Each instruction is validated (checkInstr: buffer ids, element counts,
 // attributes; then the dtypes, by the kernel family) and dispatched to its
-// kernel family in lib/Kernels (run<Family> of <Family>/<Family>Cpu.cpp).
+// kernel family (Ops.def) in lib/Kernels (run<Family> of
+// <Family>/<Family>Cpu.cpp).
 // Kernels compute in f32; f16 and bf16 operands reach them as f32 copies,
 // and their outputs are rounded into the 16-bit buffers afterwards
 // (cpu::Exec). Every error is an rt::Error whose message starts with the opcode name.
@@ -97,68 +98,24 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
 }
 
 void CpuBackend::dispatch(cpu::Exec &e) {
-  switch (e.I.op) {
-  case Opcode::Fill:
-  case Opcode::Iota:
-  case Opcode::Copy:
-  case Opcode::Add:
-  case Opcode::ReduceTo:
-  case Opcode::Gelu:
-  case Opcode::GeluGrad:
-  case Opcode::Dropout:
-  case Opcode::BiasGelu:
-  case Opcode::BiasGeluGrad:
-  case Opcode::BiasDropoutAdd:
-  case Opcode::DropoutBiasGrad:
-  case Opcode::SplitHeads:
-  case Opcode::BiasSplitHeads:
-  case Opcode::MergeHeads:
-  case Opcode::Concat:
-  case Opcode::Split:
-  case Opcode::Convert:
+  switch (opInfo(e.I.op).kernels) {
+  case KernelFamily::Elementwise:
     return cpu::runElementwise(e);
-  case Opcode::LayerNorm:
-  case Opcode::InvertibleLayerNorm:
-  case Opcode::LayerNormGrad:
-  case Opcode::LayerNormGradFromOutput:
-  case Opcode::RmsNorm:
-  case Opcode::RmsNormGrad:
-  case Opcode::BiasDropoutAddLayerNorm:
+  case KernelFamily::Norms:
     return cpu::runNorms(e);
-  case Opcode::Softmax:
-  case Opcode::SoftmaxGrad:
-  case Opcode::SoftmaxDropout:
-  case Opcode::SoftmaxDropoutGrad:
-  case Opcode::Attention:
-  case Opcode::AttentionGrad:
+  case KernelFamily::Attention:
     return cpu::runAttention(e);
-  case Opcode::Embedding:
-  case Opcode::EmbeddingGrad:
-  case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad:
-  case Opcode::MlmMask:
+  case KernelFamily::EmbeddingLoss:
     return cpu::runEmbeddingLoss(e);
-  case Opcode::Adam:
-  case Opcode::Lamb:
-  case Opcode::Sgd:
-  case Opcode::LrSchedule:
-  case Opcode::GlobalNorm:
-  case Opcode::ClipCoefficient:
-  case Opcode::CheckFinite:
-  case Opcode::LossScale:
-  case Opcode::UnscaleClip:
-  case Opcode::UpdateLossScale:
+  case KernelFamily::Optimizers:
     return cpu::runOptimizers(e);
-  case Opcode::Linear:
-  case Opcode::LinearGradInput:
-  case Opcode::LinearGradWeight:
-  case Opcode::BatchMatmul:
+  case KernelFamily::Gemm:
     return cpu::runGemm(e);
-  case Opcode::AllReduce:
+  case KernelFamily::Collective:
     comm.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.mean);
     return;
   }
-  throw Error("unknown opcode " + std::to_string(int(e.I.op)));
+  throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
 }
 
 } // namespace

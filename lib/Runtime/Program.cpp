@@ -51,9 +51,11 @@ const char *dtypeName(DType t) {
 namespace {
 std::vector<OpInfo> buildOpTable() {
   std::vector<OpInfo> table;
-#define DSC_OP(Name, MlirOp, Family, Route, MinIns, MaxIns, MinOuts, MaxOuts)  \
+#define DSC_OP(Name, MlirOp, Family, Kernels, Route, MinIns, MaxIns, MinOuts, \
+               MaxOuts)                                                        \
   table.push_back({Opcode::Name, #Name, MlirOp, OpFamily::Family,              \
-                   OpRoute::Route, MinIns, MaxIns, MinOuts, MaxOuts, {}});
+                   KernelFamily::Kernels, OpRoute::Route, MinIns, MaxIns,      \
+                   MinOuts, MaxOuts, {}});
 #define DSC_ATTR(Name, Attr, Kind)                                             \
   table.back().attrs.push_back({#Attr, AttrKind::Kind});
 #include "dsc/Runtime/Ops.def"

@@ -2,8 +2,8 @@
 //
 // The shape analysis shared by the CPU kernels and the CUDA emit logic of
 // the two ops (lib/Kernels/Elementwise/ElementwiseCpu.cpp and
-// ElementwiseEmit.cpp): which b broadcasts to a, and a's dims merged into
-// runs that b has or broadcasts.
+// ElementwiseEmit.cpp): which b broadcasts to a, a's dims merged into runs
+// that b has or broadcasts, and how reduce_to walks them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BROADCAST_H
@@ -32,6 +32,25 @@ struct MergedDims {
 /// Requires broadcastable(aShape, bShape).
 MergedDims mergeBroadcastDims(const std::vector<int64_t> &aShape,
                               const std::vector<int64_t> &bShape);
+
+/// How dsc.reduce_to sums x into out (out broadcasts to x): x's merged
+/// dims, its row strides (elements per step of each merged dim but the
+/// last), the merged dims out keeps (full) and those it sums (bcast). Out
+/// is [outRows, L] when the last merged dim is full, else [outRows]; each
+/// out row sums sumRows rows of x, the q-th at xRowOffset(o, q).
+struct ReduceToPlan {
+  MergedDims m;
+  std::vector<int64_t> xStride;
+  std::vector<size_t> fullDims, bcastDims;
+  int64_t outRows = 1, sumRows = 1, L = 1;
+  bool lastFull = false;
+  /// Offset in x of the q-th summed row of out row o.
+  int64_t xRowOffset(int64_t o, int64_t q) const;
+};
+
+/// Requires broadcastable(xShape, outShape).
+ReduceToPlan planReduceTo(const std::vector<int64_t> &xShape,
+                          const std::vector<int64_t> &outShape);
 
 } // namespace dsc::rt
 

@@ -18,8 +18,8 @@
 
 namespace dsc::rt {
 
-namespace half_detail {
-inline uint32_t bits(float x) {
+/// The IEEE binary32 bits of x, and back.
+inline uint32_t bitsOf(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
   return u;
@@ -29,12 +29,10 @@ inline float fromBits(uint32_t u) {
   std::memcpy(&x, &u, 4);
   return x;
 }
-} // namespace half_detail
 
 /// x as IEEE binary16 bits.
 inline uint16_t f16FromFloat(float x) {
-  using namespace half_detail;
-  const uint32_t u = bits(x);
+  const uint32_t u = bitsOf(x);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) // NaN: keep the top payload bits, set the quiet bit
@@ -55,11 +53,10 @@ inline uint16_t f16FromFloat(float x) {
 }
 
 inline float floatFromF16(uint16_t h) {
-  using namespace half_detail;
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0) // zero or subnormal: mant * 2^-24, exact in f32
-    return fromBits(sign | bits(float(mant) * 0x1p-24f));
+    return fromBits(sign | bitsOf(float(mant) * 0x1p-24f));
   if (exp == 31)
     return fromBits(sign | 0x7f800000u | (mant << 13));
   return fromBits(sign | ((exp - 15 + 127) << 23) | (mant << 13));
@@ -68,14 +65,14 @@ inline float floatFromF16(uint16_t h) {
 /// x as bfloat16 bits; values past the largest bfloat16 round to inf
 /// through the carry.
 inline uint16_t bf16FromFloat(float x) {
-  const uint32_t u = half_detail::bits(x);
+  const uint32_t u = bitsOf(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it, quiet
     return uint16_t((u | 0x00400000u) >> 16);
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 inline float floatFromBF16(uint16_t h) {
-  return half_detail::fromBits(uint32_t(h) << 16);
+  return fromBits(uint32_t(h) << 16);
 }
 
 } // namespace dsc::rt

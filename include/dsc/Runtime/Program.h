@@ -90,6 +90,12 @@ enum class OpFamily {
   ConcatSplit, Softmax, Attention, CrossEntropy, MlmMask, Optimizer, Scalar,
 };
 
+/// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
+/// CPU, cuBLASLt on CUDA; Collective: the communicator).
+enum class KernelFamily {
+  Elementwise, Norms, Attention, EmbeddingLoss, Optimizers, Gemm, Collective,
+};
+
 /// How the CUDA backend runs an opcode.
 enum class OpRoute { Kernel, Gemm, Copy, Collective, Optimizer };
 
@@ -116,6 +122,7 @@ struct OpInfo {
   const char *name;   ///< "LayerNorm"
   const char *mlirOp; ///< "layer_norm" (the dsc op), "" if none
   OpFamily family;
+  KernelFamily kernels;
   OpRoute route;
   int minIns, maxIns, minOuts, maxOuts; ///< max kAnyCount: unbounded
   std::vector<AttrSpec> attrs;

@@ -12,6 +12,7 @@
 #ifndef DSC_LIB_KERNELS_COMMON_COMMONCPU_H
 #define DSC_LIB_KERNELS_COMMON_COMMONCPU_H
 
+#include "dsc/Runtime/Half.h"
 #include "dsc/Runtime/InstrCheck.h"
 #include "dsc/Runtime/Runtime.h"
 
@@ -46,17 +47,6 @@ void philoxBlocks(uint32_t firstBlock, int64_t count, uint32_t stream,
                   uint64_t seed, uint64_t offset, uint32_t *out);
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-inline uint32_t bitsOf(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-inline float fromBits(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 
 //===----------------------------------------------------------------------===//
 // Vectorisable math. Written branch-free so `#pragma omp simd` loops compile

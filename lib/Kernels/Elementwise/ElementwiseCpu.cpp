@@ -77,44 +77,10 @@ void addBroadcast(const float *a, const float *b, float *out,
 /// out (shape bShape) = sum of x (shape aShape) over the broadcast dims.
 void reduceTo(const float *x, float *out, const std::vector<int64_t> &aShape,
               const std::vector<int64_t> &bShape) {
-  MergedDims m = mergeBroadcastDims(aShape, bShape);
-  const size_t k = m.len.size();
-  const int64_t L = m.len.back();
-  const bool lastFull = m.full.back();
-  // Row strides of x over the merged dims but the last.
-  std::vector<int64_t> xStride(k, 0);
-  {
-    int64_t s = L;
-    for (size_t i = k - 1; i-- > 0;) {
-      xStride[i] = s;
-      s *= m.len[i];
-    }
-  }
-  // Outer dims (all but last) split into full (output) and bcast (summed).
-  std::vector<size_t> fullDims, bcastDims;
-  for (size_t i = 0; i + 1 < k; ++i)
-    (m.full[i] ? fullDims : bcastDims).push_back(i);
-  int64_t outRows = 1, sumRows = 1;
-  for (size_t i : fullDims)
-    outRows *= m.len[i];
-  for (size_t i : bcastDims)
-    sumRows *= m.len[i];
-  auto xRowOffset = [&](int64_t o, int64_t q) {
-    int64_t off = 0;
-    for (size_t j = fullDims.size(); j-- > 0;) {
-      size_t d = fullDims[j];
-      off += (o % m.len[d]) * xStride[d];
-      o /= m.len[d];
-    }
-    for (size_t j = bcastDims.size(); j-- > 0;) {
-      size_t d = bcastDims[j];
-      off += (q % m.len[d]) * xStride[d];
-      q /= m.len[d];
-    }
-    return off;
-  };
+  const ReduceToPlan plan = planReduceTo(aShape, bShape);
+  const int64_t L = plan.L, outRows = plan.outRows, sumRows = plan.sumRows;
   const bool par = outRows * sumRows * L > (1 << 15);
-  if (lastFull) {
+  if (plan.lastFull) {
     // out is [outRows, L]; each task owns a column slice of one out row and
     // sums x rows in a fixed order.
     const int64_t cb = 64, slices = ceilDiv(L, cb), tasks = outRows * slices;
@@ -126,7 +92,7 @@ void reduceTo(const float *x, float *out, const std::vector<int64_t> &aShape,
       for (int64_t c = c0; c < c1; ++c)
         dst[c] = 0.0f;
       for (int64_t q = 0; q < sumRows; ++q) {
-        const float *src = x + xRowOffset(o, q);
+        const float *src = x + plan.xRowOffset(o, q);
 #pragma omp simd
         for (int64_t c = c0; c < c1; ++c)
           dst[c] += src[c];
@@ -138,7 +104,7 @@ void reduceTo(const float *x, float *out, const std::vector<int64_t> &aShape,
     for (int64_t o = 0; o < outRows; ++o) {
       double acc = 0.0;
       for (int64_t q = 0; q < sumRows; ++q) {
-        const float *src = x + xRowOffset(o, q);
+        const float *src = x + plan.xRowOffset(o, q);
         float s = 0.0f;
 #pragma omp simd reduction(+ : s)
         for (int64_t c = 0; c < L; ++c)

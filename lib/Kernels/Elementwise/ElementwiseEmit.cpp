@@ -80,41 +80,29 @@ void emitReduceTo(KernelSpec &s) {
   const rt::Buffer &x = s.inBuf(0), &o = s.outBuf(0);
   if (s.inId(0) == s.outId(0))
     s.fail("output must not alias the input");
-  const rt::MergedDims m = rt::mergeBroadcastDims(x.shape, o.shape);
-  const size_t k = m.len.size();
-  const int64_t L = m.len.back();
-  std::vector<int64_t> xStride(k, 0);
-  int64_t st = L;
-  for (size_t i = k - 1; i-- > 0;) {
-    xStride[i] = st;
-    st *= m.len[i];
-  }
-  std::vector<size_t> fullDims, bcastDims;
-  for (size_t i = 0; i + 1 < k; ++i)
-    (m.full[i] ? fullDims : bcastDims).push_back(i);
-  int64_t outRows = 1, sumRows = 1;
-  for (size_t i : fullDims)
-    outRows *= m.len[i];
-  for (size_t i : bcastDims)
-    sumRows *= m.len[i];
+  const rt::ReduceToPlan plan = rt::planReduceTo(x.shape, o.shape);
+  const rt::MergedDims &m = plan.m;
+  const std::vector<int64_t> &xStride = plan.xStride;
+  // The device twin of ReduceToPlan::xRowOffset, with the sizes baked in.
   std::string xoff = "[](dsc_i64 o, dsc_i64 q) -> dsc_i64 { dsc_i64 off = 0;";
-  for (size_t j = fullDims.size(); j-- > 0;) {
-    const size_t d = fullDims[j];
+  for (size_t j = plan.fullDims.size(); j-- > 0;) {
+    const size_t d = plan.fullDims[j];
     xoff += " off += (o % " + n(m.len[d]) + ") * " + n(xStride[d]) +
             "; o /= " + n(m.len[d]) + ";";
   }
-  for (size_t j = bcastDims.size(); j-- > 0;) {
-    const size_t d = bcastDims[j];
+  for (size_t j = plan.bcastDims.size(); j-- > 0;) {
+    const size_t d = plan.bcastDims[j];
     xoff += " off += (q % " + n(m.len[d]) + ") * " + n(xStride[d]) +
             "; q /= " + n(m.len[d]) + ";";
   }
   xoff += " (void)o; (void)q; return off; }";
   const std::string in = s.in(0, "x"), out = s.out(0, "out");
-  const bool lastFull = m.full.back();
-  elementwise(s, lastFull ? outRows * L : outRows, {in, out},
+  elementwise(s, plan.lastFull ? plan.outRows * plan.L : plan.outRows,
+              {in, out},
               "auto xoff = " + xoff + ";\n  " +
-                  call(lastFull ? "reduceToColumns" : "reduceToScalars",
-                       {s.T(in), s.T(out), n(outRows), n(sumRows), n(L),
+                  call(plan.lastFull ? "reduceToColumns" : "reduceToScalars",
+                       {s.T(in), s.T(out), n(plan.outRows), n(plan.sumRows),
+                        n(plan.L),
                         "decltype(xoff)"},
                        {in, out, "xoff"}));
 }
