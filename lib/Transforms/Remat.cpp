@@ -355,7 +355,10 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
       return true;
     if (gelu && isa<GeluOp, BiasGeluOp>(c.op))
       return true;
-    if (attnDropout && isa<DropoutOp>(c.op))
+    // DeepSpeed's attn_dropout_checkpoint: any dropping op that reads the
+    // attention probabilities (a softmax result).
+    if (attnDropout && isa<StochasticOpInterface>(c.op) &&
+        c.op->getNumOperands() > 0)
       if (Operation *in = c.op->getOperand(0).getDefiningOp();
           in && isa<SoftmaxOp, SoftmaxDropoutOp>(in))
         return true;
