@@ -108,8 +108,9 @@ TEST(HalfBuffers, KernelsComputeInF32AndRoundOnStore) {
     EXPECT_EQ(h.get(c32), roundAll(want, half)) << dtypeName(half);
     h.run(Opcode::Add, {c, b}, {c}); // in place
     h.run(Opcode::Convert, {c}, {c32});
+    const std::vector<float> c1 = roundAll(want, half);
     for (size_t i = 0; i < 64; ++i)
-      want[i] = roundAll(want, half)[i] + yr[i];
+      want[i] = c1[i] + yr[i];
     EXPECT_EQ(h.get(c32), roundAll(want, half)) << dtypeName(half);
   }
 }

@@ -309,6 +309,28 @@ void unscaleClip(float scaledNorm, float scale, double maxNorm,
   norm = float(total / s);
 }
 
+/// The scalars after an optimizer's tensor operands (Ops.def: param, grad,
+/// one state per output after the param, then lr, step, gscale and the
+/// optional fp16 skip flag).
+struct UpdateScalars {
+  float lr = 0, gscale = 0;
+  int64_t step = 0;
+};
+
+/// Reads them into `u`; false when the skip flag is set (the update is
+/// skipped, and the step is not checked).
+bool updateScalars(Exec &e, UpdateScalars &u) {
+  const size_t k = size_t(opInfo(e.I.op).minOuts) + 1;
+  if (e.I.inputs.size() == k + 4 && e.scalarIn(k + 3, "skip") != 0.0f)
+    return false;
+  u.lr = e.scalarIn(k, "lr");
+  u.step = e.stepIn(k + 1);
+  u.gscale = e.scalarIn(k + 2, "gscale");
+  if (u.step < 1)
+    e.fail("step counter must be >= 1, got " + std::to_string(u.step));
+  return true;
+}
+
 } // namespace
 
 void runOptimizers(Exec &e) {
@@ -338,13 +360,11 @@ void runOptimizers(Exec &e) {
     const float *g = e.fin(1, "grad");
     float *m = e.inPlace(2, 1, "exp_avg");
     float *v = e.inPlace(3, 2, "exp_avg_sq");
-    if (I.inputs.size() == 8 && e.scalarIn(7, "skip") != 0.0f)
+    UpdateScalars u;
+    if (!updateScalars(e, u))
       return; // fp16 overflow: param and state pass through
-    const float lr = e.scalarIn(4, "lr");
-    const int64_t step = e.stepIn(5);
-    const float gscale = e.scalarIn(6, "gscale");
-    if (step < 1)
-      e.fail("step counter must be >= 1, got " + std::to_string(step));
+    const float lr = u.lr, gscale = u.gscale;
+    const int64_t step = u.step;
     if (I.op == Opcode::Adam) {
       AdamParams hp{I.getFloat("beta1"),    I.getFloat("beta2"),
                     I.getFloat("eps"),      I.getFloat("weight_decay"),
@@ -366,13 +386,11 @@ void runOptimizers(Exec &e) {
     float *p = e.inPlace(0, 0, "param");
     const float *g = e.fin(1, "grad");
     float *buf = e.inPlace(2, 1, "momentum_buffer");
-    if (I.inputs.size() == 7 && e.scalarIn(6, "skip") != 0.0f)
+    UpdateScalars u;
+    if (!updateScalars(e, u))
       return; // fp16 overflow: param and state pass through
-    const float lr = e.scalarIn(3, "lr");
-    const int64_t step = e.stepIn(4);
-    const float gscale = e.scalarIn(5, "gscale");
-    if (step < 1)
-      e.fail("step counter must be >= 1, got " + std::to_string(step));
+    const float lr = u.lr, gscale = u.gscale;
+    const int64_t step = u.step;
     SgdParams hp{I.getFloat("momentum"), I.getFloat("dampening"),
                  I.getFloat("weight_decay"), I.getInt("nesterov") != 0};
     sgd(p, g, buf, d.n, lr, step, gscale, hp);
