@@ -24,6 +24,8 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.dsc_tools_dir, append_path=True)
 
+config.substitutions.append(("%dsc_src_root", config.dsc_src_root))
+config.substitutions.append(("%dsc_tools_dir", config.dsc_tools_dir))
 config.substitutions.append(("%examples", os.path.join(config.dsc_src_root, "examples")))
 config.substitutions.append(("%reference", os.path.join(config.dsc_src_root, "test", "reference")))
 # Debian's python3-torch imports only under the system interpreter.
@@ -32,6 +34,7 @@ config.substitutions.append(("%torch_python", "/usr/bin/python3"))
 # NVRTC (CUDA toolkit found at configure time, no GPU needed).
 if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("nvrtc")
+    config.substitutions.append(("%cuda_headers", config.dsc_cuda_include))
 # nvcc compiles the emitted host launchers too. The toolkit's include and
 # library directories are the ones CMake found: nvcc may be a wrapper script
 # (e.g. /usr/local/bin/nvcc) whose path says nothing about where CUDA lives.
@@ -49,8 +52,8 @@ if os.path.exists("/usr/bin/python3") and subprocess.call(
         ["/usr/bin/python3", torch_ext, "check"]) == 0:
     config.available_features.add("torch-headers")
 
-# A CUDA device: `nvidia-smi -L` lists one. The GPU tests also need a
-# PyTorch with CUDA: DSC_TORCH_CUDA_PYTHON, else the python3 on PATH.
+# A CUDA device: `nvidia-smi -L` lists one (the GPU tests themselves are
+# ctest's label gpu, test/gpu/GpuTests.cmake).
 def lists_gpu():
     try:
         r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
@@ -60,16 +63,6 @@ def lists_gpu():
 
 if shutil.which("nvidia-smi") and lists_gpu():
     config.available_features.add("cuda-device")
-    torch_cuda_python = os.environ.get("DSC_TORCH_CUDA_PYTHON") or shutil.which("python3")
-    if torch_cuda_python and subprocess.call(
-            [torch_cuda_python, "-c",
-             "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
-        config.available_features.add("torch-cuda")
-        config.substitutions.append(("%torch_cuda_python", torch_cuda_python))
-        for var in ("CUDA_HOME", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST"):
-            if var in os.environ:
-                config.environment[var] = os.environ[var]
 
 tools = ["dsc-opt", "dsc-run", "dsc-translate", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.dsc_tools_dir, config.llvm_tools_dir])

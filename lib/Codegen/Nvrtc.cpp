@@ -10,7 +10,9 @@
 #include "dsc/Codegen/Nvrtc.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
@@ -172,6 +174,21 @@ std::string nvrtcVersion() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+std::string cudaIncludeDir() {
+  if (const char *dir = std::getenv("DSC_CUDA_INCLUDE_DIR"); dir && *dir)
+    return dir;
+  std::error_code ec;
+  const std::filesystem::path exe =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path bundled =
+        exe.parent_path().parent_path() / "include" / "cuda";
+    if (std::filesystem::exists(bundled / "cuda_bf16.h", ec))
+      return bundled.string();
+  }
+  return DSC_CUDA_INCLUDE_DIR;
+}
+
 NvrtcResult compileWithNvrtc(const std::string &source, const std::string &name,
                              const NvrtcOptions &options) {
   NvrtcResult r;
@@ -184,7 +201,7 @@ NvrtcResult compileWithNvrtc(const std::string &source, const std::string &name,
   }
   std::vector<std::string> flags = {
       "--gpu-architecture=" + options.arch, "-std=c++17", "-default-device",
-      "-I" DSC_CUDA_INCLUDE_DIR};
+      "-I" + cudaIncludeDir()};
   if (options.fastMath)
     flags.push_back("--use_fast_math");
   flags.insert(flags.end(), options.extraFlags.begin(), options.extraFlags.end());
@@ -229,6 +246,7 @@ NvrtcResult compileWithNvrtc(const std::string &source, const std::string &name,
 
 bool haveNvrtc() { return false; }
 std::string nvrtcVersion() { return ""; }
+std::string cudaIncludeDir() { return ""; }
 
 NvrtcResult compileWithNvrtc(const std::string &, const std::string &,
                              const NvrtcOptions &) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU tests (`ctest -L gpu`): the CUDA backend against the CPU backend.
+# GPU test gpu-backend (ctest label gpu, GpuTests.cmake): the CUDA backend
+# against the CPU backend.
 # Exits 77 (ctest: skipped) with the reason when no GPU can be used.
 #
 #   kernels   every buffer of one micro-step and one update, each instruction

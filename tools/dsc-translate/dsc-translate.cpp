@@ -229,7 +229,8 @@ int run(int argc, char **argv) {
     if (!r.ok)
       throw Failure("nvrtc " + arch + ": " + r.message);
     std::cout << "nvrtc " << arch << ": ok (" << r.binary.size()
-              << " bytes)\n";
+              << " bytes; headers from " << dsc::cuda::cudaIncludeDir()
+              << ")\n";
   }
   return 0;
 }

@@ -36,8 +36,14 @@ bool haveNvrtc();
 /// The NVRTC version ("13.0"), or "" without NVRTC.
 std::string nvrtcVersion();
 
+/// Where NVRTC looks for the CUDA headers the kernels include (cuda_bf16.h,
+/// cuda_fp16.h, mma.h): $DSC_CUDA_INCLUDE_DIR if set; else include/cuda
+/// beside the executable's bin/ when it holds them (the GPU bundle,
+/// scripts/gpu-bundle.sh); else the toolkit's, found at build time.
+std::string cudaIncludeDir();
+
 /// Compiles `source` (named `name` in diagnostics) with -std=c++17,
-/// -default-device and the toolkit's include directory.
+/// -default-device and cudaIncludeDir().
 NvrtcResult compileWithNvrtc(const std::string &source,
                              const std::string &name,
                              const NvrtcOptions &options);

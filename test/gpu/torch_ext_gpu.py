@@ -5,7 +5,8 @@ usage: torch_ext_gpu.py F32_DIR BF16_DIR BUILD_DIR
 F32_DIR: the extension of GPT-2 tiny's fp32 step, dropout 0; BF16_DIR: the
 bf16 one (activations stored as bf16). Each is JIT-built under BUILD_DIR
 with torch.utils.cpp_extension. Every check prints one line; a mismatch
-raises with the largest error.
+raises with the largest error (exit 1), as does a status or an error
+message other than the expected one.
 
 Tolerances: fp32 kernels compute in f32 with a different reduction order
 than torch, so 1e-5 absolute + 1e-5 relative on outputs of size ~1 (1e-4 on
@@ -49,6 +50,12 @@ def close(what, got, want, atol, rtol):
     if not torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol):
         raise AssertionError("%s: max abs error %.3g (atol %g, rtol %g)" % (what, err, atol, rtol))
     print("%s: ok (max abs error %.1e)" % (what, err))
+
+
+def expect(what, got, want):
+    if got != want:
+        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+    print("%s: %r" % (what, got))
 
 
 def main(f32_dir, bf16_dir, build_dir):
@@ -109,17 +116,21 @@ def main(f32_dir, bf16_dir, build_dir):
     fn(logits, labels, loss)
     want = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1).long())
     close("CrossEntropy f32", loss, want, 1e-5, 1e-5)
-    print("status after the f32 kernels:", ext.take_status())
+    expect("status after the f32 kernels", ext.take_status(), (0, "ok"))
     labels.view(-1)[3] = V  # out of range: recorded, not a trap
     fn(logits, labels, loss)
     code, message = ext.take_status()
-    print("status after a bad label: %s" % message.split(": ", 1)[1])
-    print("status after take_status:", ext.take_status())
+    expect("status after a bad label", message.split(": ", 1)[1],
+           "cross_entropy: a label is out of range [0,%d) and not ignore_index -100" % V)
+    expect("status after take_status", ext.take_status(), (0, "ok"))
 
+    fn, info = launcher(ext, "LayerNorm")
     try:
-        launcher(ext, "LayerNorm")[0](torch.zeros(1, device=dev), gamma, beta, y)
+        fn(torch.zeros(1, device=dev), gamma, beta, y)
+        raise AssertionError("wrong shape: the launcher accepted x of shape [1]")
     except ValueError as e:
-        print("wrong shape:", str(e).split(": ", 1)[1])
+        expect("wrong shape", str(e).split(": ", 1)[1],
+               "argument 'x' must have shape %s, got [1]" % shape(info, "x"))
 
     ext = load(bf16_dir, os.path.join(build_dir, "bf16"))
     fn, info = launcher(ext, "LayerNorm", x_dtype="bfloat16")
@@ -131,6 +142,7 @@ def main(f32_dir, bf16_dir, build_dir):
     want = F.layer_norm(x.float(), (C,), gamma, beta, info["attrs"]["epsilon"])
     close("LayerNorm %s" % x.dtype, y, want, 1e-2, 2 ** -7)
     torch.cuda.synchronize()
+    print("PASS: the torch extension's launchers match torch")
 
 
 if __name__ == "__main__":
