@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# The GPU suite in one command, run from the folder scripts/gpu-bundle.sh
+# packs (this file is copied to its root):
+#
+#   BUNDLE/gpu-check.sh RESULTS_DIR [STEP...]
+#
+# on a machine with an NVIDIA GPU and its driver, CUDA 13's NVRTC and
+# cuBLASLt (the toolkit's, or pip's nvidia-cuda-nvrtc / nvidia-cublas), CMake,
+# and a python3 with a CUDA PyTorch; no LLVM/MLIR needed. The steps, in
+# order (name some to run only those):
+#
+#   libraries       where NVRTC and cuBLASLt are (LD_LIBRARY_PATH, the CUDA
+#                   toolkit, Python's nvidia packages); ldd of dsc-run
+#   devices         dsc-run devices; nvidia-smi
+#   cpu-smoke       3 CPU training steps of GPT-2 tiny: the binaries run
+#   nvrtc           GPT-2 tiny's bf16 kernels compile with this machine's
+#                   NVRTC and the bundled headers (no GPU needed)
+#   ctest-gpu       ctest -L gpu over the bundle (test/gpu/GpuTests.cmake):
+#                   the CUDA backend against the CPU, the torch extension
+#   check-cuda-*    dsc-run check-cuda, 2 steps, on each example model
+#                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128)
+#   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
+#                   PyTorch eager and torch.compile (gets the time left)
+#
+# Each step has a time cap, so the whole run ends within
+# $DSC_GPU_CHECK_SECONDS (default 570). Writes to RESULTS_DIR:
+#   gpu-check.log   every step's output, in order
+#   results.json    {"bundle": ..., "steps": [{"name", "status" (pass, fail,
+#                   skip, timeout), "seconds", "summary" (last line)}]}
+#   bench.json      the benchmark's results (when it ran)
+# Exits 0 when no step failed or timed out (skips are not failures).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+[ $# -ge 1 ] || { echo "usage: $0 RESULTS_DIR [STEP...]" >&2; exit 2; }
+results=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "gpu-check: cannot create '$1'" >&2; exit 2; }
+shift
+selected=("$@")
+[ -x "$here/bin/dsc-run" ] ||
+  { echo "gpu-check: no bin/dsc-run beside $0: run it from the bundle scripts/gpu-bundle.sh makes" >&2; exit 2; }
+
+budget=${DSC_GPU_CHECK_SECONDS:-570}
+bin=$here/bin
+examples=$here/examples
+log=$results/gpu-check.log
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+: > "$log"
+steps_json=()
+failed=0
+
+json_string() { # text: a JSON string literal
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\t'/ }
+  s=${s//$'\r'/}
+  printf '"%s"' "$s"
+}
+
+wanted() { # step name: run it? (all when none were named)
+  ((${#selected[@]} == 0)) && return 0
+  local s
+  for s in "${selected[@]}"; do
+    [[ $1 == $s ]] && return 0
+  done
+  return 1
+}
+
+# step NAME CAP_SECONDS COMMAND...: runs COMMAND (a program, or a function
+# of this script: they are exported) under `timeout`, which kills its whole
+# process group at the cap; the output goes to the log; exit 77 means
+# skipped. The cap shrinks to the time left (keeping 10 s for the results).
+step() {
+  local name=$1 cap=$2
+  shift 2
+  wanted "$name" || return 0
+  local left=$((budget - SECONDS - 10))
+  ((cap > left)) && cap=$left
+  local status rc start=$SECONDS out=$work/step.out
+  if ((cap < 20)); then
+    status=skip
+    echo "not run: the time budget (${budget} s) is spent" > "$out"
+  else
+    timeout --kill-after=10 "$cap" bash -c '"$@"' _ "$@" > "$out" 2>&1
+    rc=$?
+    case $rc in
+      0) status=pass ;;
+      77) status=skip ;;
+      124 | 137) status=timeout; echo "timed out after ${cap} s" >> "$out" ;;
+      *) status=fail; echo "exit status $rc" >> "$out" ;;
+    esac
+  fi
+  local seconds=$((SECONDS - start))
+  local summary
+  summary=$(grep -v '^[[:space:]]*$' "$out" | tail -1)
+  { echo "===== $name: $status (${seconds} s)"; cat "$out"; echo; } >> "$log"
+  echo "gpu-check: $name: $status (${seconds} s): $summary"
+  [[ $status == fail || $status == timeout ]] && failed=1
+  steps_json+=("{\"name\": $(json_string "$name"), \"status\": \"$status\", \"seconds\": $seconds, \"summary\": $(json_string "$summary")}")
+}
+
+# --- the steps' work ------------------------------------------------------------
+# NVRTC and cuBLASLt for dsc-run: the dynamic loader's, else the CUDA
+# toolkit's, else those of Python's nvidia-* wheels (added to LD_LIBRARY_PATH).
+find_cuda_libraries() {
+  local missing dirs=() d lib hit
+  missing=$(ldd "$bin/dsc-run" | awk '/not found/ {print $1}')
+  if [ -n "$missing" ]; then
+    dirs=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
+    if command -v python3 > /dev/null; then
+      while read -r d; do
+        [ -d "$d/nvidia" ] && dirs+=("$d/nvidia")
+      done < <(python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
+    fi
+    for lib in $missing; do
+      hit=$(find "${dirs[@]}" -name "$lib" 2>/dev/null | head -1)
+      [ -n "$hit" ] || continue
+      d=$(dirname "$hit")
+      [[ :${LD_LIBRARY_PATH:-}: == *:$d:* ]] ||
+        export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    done
+  fi
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  ldd "$bin/dsc-run"
+  if ldd "$bin/dsc-run" | grep -q "not found"; then
+    echo "missing: $(ldd "$bin/dsc-run" | awk '/not found/ {print $1}' | tr '\n' ' ')(searched ${dirs[*]})"
+    return 1
+  fi
+  echo "dsc-run finds all its libraries"
+}
+
+devices() {
+  "$bin/dsc-run" devices || return 1
+  if command -v nvidia-smi > /dev/null; then nvidia-smi || true; fi
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+}
+
+ctest_gpu() {
+  # The project builds nothing, but CMake wants a build program to configure.
+  local generator=()
+  command -v ninja > /dev/null && generator=(-G Ninja)
+  cmake "${generator[@]}" -S "$here" -B "$work/ctest" > /dev/null || return 1
+  ctest --test-dir "$work/ctest" -L gpu --output-on-failure -V | tee "$work/ctest.out" ||
+    return 1
+  local tests skipped
+  tests=$(ctest --test-dir "$work/ctest" -N -L gpu | sed -n 's/^Total Tests: //p')
+  skipped=$(grep -c "\*\*\*Skipped" "$work/ctest.out" || true)
+  if ((skipped == tests)); then echo "all $tests GPU tests skipped"; return 77; fi
+  echo "ctest -L gpu: $tests tests, $skipped skipped, none failed"
+}
+
+nvrtc() {
+  "$bin/dsc-run" compile --model "$examples/gpt2-tiny.json" --config "$work/bf16.json" \
+    -o "$work/step.mlir" &&
+    "$bin/dsc-translate" --emit-cuda "$work/step.mlir" -o "$work/k.cu" --nvrtc-check=sm_80,sm_90
+}
+
+check_cuda() { # model config [options...]
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  "$bin/dsc-run" check-cuda --model "$examples/$1.json" --config "$2" \
+    --data "$work/data.txt" --steps 2 "${@:3}"
+}
+
+bench() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  python3 "$here/bench/gpu_gpt2.py" --dsc-run "$bin/dsc-run" \
+    --model "$examples/gpt2-small.json" --steps 20 --warmup 5 \
+    --json "$results/bench.json"
+}
+
+# --- the steps --------------------------------------------------------------------
+# In this shell, not in a step, so that LD_LIBRARY_PATH carries on; the step
+# reports what it found.
+find_cuda_libraries > "$work/libraries.out" 2>&1
+echo $? > "$work/libraries.rc"
+gpu_ok=0
+"$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
+export bin examples work results here gpu_ok
+export -f devices nvrtc ctest_gpu check_cuda bench
+
+step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
+step devices 60 devices
+
+# Counting text as token ids below the tiny models' vocabulary of 256.
+for i in $(seq 1 6000); do echo "$i $((i + 1)) $((i + 2)) $((i + 3))"; done |
+  awk '{for (i = 1; i <= NF; i++) printf "%d ", $i % 250; print ""}' > "$work/data.txt"
+step cpu-smoke 60 "$bin/dsc-run" train --backend cpu --model "$examples/gpt2-tiny.json" \
+  --config "$examples/ds_config.json" --data "$work/data.txt" --steps 3
+
+sed 's/^{/{"bf16": {"enabled": true},/' "$examples/ds_config.json" > "$work/bf16.json"
+step nvrtc 60 nvrtc
+
+step ctest-gpu 330 ctest_gpu
+
+step check-cuda-gpt2-tiny 60 check_cuda gpt2-tiny "$examples/ds_config.json"
+step check-cuda-gpt2-tiny-bf16 60 check_cuda gpt2-tiny "$work/bf16.json"
+step check-cuda-bert-tiny 60 check_cuda bert-tiny "$examples/ds_config_bert.json"
+step check-cuda-gpt2-small-bf16 120 check_cuda gpt2-small "$work/bf16.json" --seq-len 128
+
+step bench "$budget" bench
+
+manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)
+{
+  echo "{\"bundle\": $(json_string "${manifest:-unknown}"), \"seconds\": $SECONDS, \"steps\": ["
+  for ((i = 0; i < ${#steps_json[@]}; i++)); do
+    sep=,
+    ((i == ${#steps_json[@]} - 1)) && sep=
+    echo "  ${steps_json[$i]}$sep"
+  done
+  echo "]}"
+} > "$results/results.json"
+echo "gpu-check: ${SECONDS} s; results in $results (results.json, gpu-check.log)"
+exit $failed
