@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 using namespace dsc::rt;
@@ -27,6 +28,28 @@ std::vector<std::string> candidateNames(const std::string &name) {
     if (name.rfind(prefix, 0) == 0)
       names.push_back(name.substr(std::strlen(prefix)));
   return names;
+}
+
+/// Whether every element of an f32 buffer is finite (other dtypes are).
+bool allFinite(DType dtype, const void *data, size_t bytes) {
+  if (dtype != DType::F32)
+    return true;
+  const float *v = static_cast<const float *>(data);
+  for (size_t i = 0, n = bytes / sizeof(float); i < n; ++i)
+    if (!std::isfinite(v[i]))
+      return false;
+  return true;
+}
+
+/// Refuses to write a weights or checkpoint file holding a NaN or an
+/// infinity: the user's previous file is worth more than a poisoned one.
+void requireFiniteToSave(const Safetensors &file, const std::string &path,
+                         int64_t step) {
+  for (const auto &[name, t] : file.tensors)
+    if (!allFinite(t.dtype, t.bytes.data(), t.bytes.size()))
+      throw Error("not writing " + path + ": '" + name +
+                  "' holds NaN or infinite values after step " +
+                  std::to_string(step) + "; the file is left as it was");
 }
 
 } // namespace
@@ -122,6 +145,7 @@ void Trainer::loadWeights(const std::string &path) {
                   dtypeName(buf.dtype));
     std::memcpy(storage.data(int(id)), found->bytes.data(), buf.bytes());
   }
+  requireFiniteState(path);
   uploadPersistent();
 }
 
@@ -131,6 +155,7 @@ void Trainer::saveWeights(const std::string &path) const {
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::Param)
       file.tensors[prog.buffers[id].name] = tensorOf(int(id));
+  requireFiniteToSave(file, path, step);
   file.write(path);
 }
 
@@ -146,6 +171,7 @@ void Trainer::saveCheckpoint(const std::string &path) const {
     if (role == BufferRole::Param || role == BufferRole::OptState)
       file.tensors[prog.buffers[id].name] = tensorOf(int(id));
   }
+  requireFiniteToSave(file, path, step);
   file.write(path);
 }
 
@@ -186,7 +212,18 @@ void Trainer::loadCheckpoint(const std::string &path) {
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::GradAcc)
       std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
+  requireFiniteState(path);
   uploadPersistent();
+}
+
+void Trainer::requireFiniteState(const std::string &source) {
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const Buffer &buf = prog.buffers[id];
+    if ((buf.role == BufferRole::Param || buf.role == BufferRole::OptState) &&
+        !allFinite(buf.dtype, storage.data(int(id)), buf.bytes()))
+      throw Error(source + ": tensor '" + buf.name +
+                  "' holds NaN or infinite values");
+  }
 }
 
 void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
@@ -233,6 +270,20 @@ StepStats Trainer::trainStep(const TokenFile &data) {
                        std::chrono::steady_clock::now() - start)
                        .count();
   stats.tokensPerSecond = double(A * B * T * comm.size()) / seconds;
+  // A skipped fp16 step is loss scaling at work; any other non-finite loss
+  // or gradient norm means the weights are now poisoned.
+  if (!stats.skipped) {
+    const bool lossBad = !std::isfinite(stats.loss);
+    if (lossBad || !std::isfinite(stats.gradNorm)) {
+      const double bad = lossBad ? stats.loss : stats.gradNorm;
+      throw Diverged("step " + std::to_string(step) + ": the " +
+                         (lossBad ? "loss" : "gradient norm") + " is " +
+                         (std::isnan(bad) ? "NaN" : "infinite") +
+                         ": training diverged (learning rate too high?); "
+                         "stopped before saving anything",
+                     stats);
+    }
+  }
   ++step;
   return stats;
 }

@@ -2,11 +2,10 @@
 
 #include "Memory.h"
 
+#include "dsc/Runtime/OutputFile.h"
 #include "dsc/Runtime/Program.h"
 
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 using namespace dsc;
@@ -28,18 +27,5 @@ MemoryReport dsc::planStep(rt::Program &program, bool apply) {
 
 void dsc::writeMemoryReport(const MemoryReport &report,
                             const std::string &path) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << formatMemoryJson(report);
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw rt::Error("cannot write memory report " + path);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw rt::Error("cannot write memory report " + path);
-  }
+  rt::writeFileAtomic(path, formatMemoryJson(report));
 }

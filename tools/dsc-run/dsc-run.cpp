@@ -23,12 +23,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -212,7 +212,8 @@ std::string jsonNumber(double v, int digits) {
   return text;
 }
 
-void writeJsonRecord(std::ofstream &log, const rt::StepStats &s) {
+void writeJsonRecord(std::ofstream &log, const std::string &logPath,
+                     const rt::StepStats &s) {
   log << "{\"step\": " << s.step << ", \"loss\": " << jsonNumber(s.loss, 9)
       << ", \"lr\": " << jsonNumber(s.lr, 9)
       << ", \"grad_norm\": " << jsonNumber(s.gradNorm, 9)
@@ -222,6 +223,10 @@ void writeJsonRecord(std::ofstream &log, const rt::StepStats &s) {
         << ", \"skipped\": " << (s.skipped ? "true" : "false");
   log << "}\n";
   log.flush();
+  // A full disk must not silently truncate the log.
+  if (!log)
+    throw rt::Error("--log-json: cannot write " + logPath + " (" +
+                    std::strerror(errno) + ")");
 }
 
 /// Runs `steps` training steps with per-step lines, a progress bar on a
@@ -238,9 +243,17 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
   bool tty = isatty(STDOUT_FILENO);
   int64_t first = trainer.currentStep();
   for (int64_t i = 0; i < steps; ++i) {
-    rt::StepStats s = trainer.trainStep(data);
+    rt::StepStats s;
+    try {
+      s = trainer.trainStep(data);
+    } catch (const rt::Diverged &diverged) {
+      // The log keeps the step that diverged (its NaN as null).
+      if (log.is_open())
+        writeJsonRecord(log, logPath, diverged.stats);
+      throw;
+    }
     if (log.is_open())
-      writeJsonRecord(log, s);
+      writeJsonRecord(log, logPath, s);
     if (tty)
       std::cout << "\r\033[K";
     if (s.step % printEvery == 0 || i + 1 == steps)
@@ -256,13 +269,27 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
     std::cout << "\r\033[K" << std::flush;
 }
 
+/// `text` to stdout ("-") or atomically to a file.
 void writeText(const std::string &path, const std::string &text) {
-  std::string error;
-  auto out = mlir::openOutputFile(path, &error);
-  if (!out)
-    throw rt::Error("cannot write " + path + ": " + error);
-  out->os() << text;
-  out->keep();
+  if (path != "-") {
+    rt::writeFileAtomic(path, text);
+    return;
+  }
+  std::cout << text << std::flush;
+  if (!std::cout)
+    throw rt::Error("cannot write the output to stdout");
+}
+
+/// Every file the command will write is checked before any work, so a run
+/// never trains for hours and then finds it cannot save.
+void checkOutputs(const Args &args) {
+  for (const char *option : {"--save", "--checkpoint", "--memory-report", "--out"})
+    if (args.has(option))
+      rt::checkOutputFile(args.get(option), option);
+  if (args.has("-o") && args.get("-o") != "-")
+    rt::checkOutputFile(args.get("-o"), "-o");
+  if (args.has("--log-json"))
+    rt::checkStreamOutput(args.get("--log-json"), "--log-json");
 }
 
 int cmdCompile(int argc, char **argv) {
@@ -280,6 +307,7 @@ int cmdCompile(int argc, char **argv) {
   if (printPipeline && outPath == "-")
     throw UsageError("dsc-run compile: --print-pipeline writes to stdout; "
                      "give -o a file");
+  checkOutputs(args);
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
   std::string pipeline;
@@ -303,6 +331,7 @@ int cmdTrain(int argc, char **argv) {
              "--init-from", "--save", "--checkpoint", "--resume",
              "--log-json", "--backend", "--memory-report"});
   const std::string backendName = chooseBackend(args);
+  checkOutputs(args);
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   if (args.positional.size() > 1)
@@ -363,6 +392,7 @@ int cmdEstimate(int argc, char **argv) {
   if (!args.positional.empty())
     throw UsageError("dsc-run estimate: unexpected argument '" +
                      args.positional[0] + "'");
+  checkOutputs(args);
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
@@ -386,6 +416,7 @@ int cmdInspect(int argc, char **argv) {
              "--out", "--backend"});
   args.noPositional();
   const std::string backendName = chooseBackend(args);
+  checkOutputs(args);
   Configs c = readConfigs(args);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);

@@ -23,6 +23,7 @@
 #include "dsc/Codegen/Nvrtc.h"
 #include "dsc/Codegen/TorchExtension.h"
 #include "dsc/Dialect/DscDialect.h"
+#include "dsc/Runtime/OutputFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -90,12 +91,13 @@ dsc::rt::Program loadProgram(const std::string &path) {
   return std::move(*program);
 }
 
+/// Atomically: a failed write leaves a good file as it was.
 void writeFile(const std::string &path, const std::string &text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out)
-    throw Failure("cannot write '" + path + "'");
+  try {
+    dsc::rt::writeFileAtomic(path, text);
+  } catch (const dsc::rt::Error &e) {
+    throw Failure(e.what());
+  }
 }
 
 std::vector<std::string> splitArchs(const std::string &list) {
@@ -171,14 +173,6 @@ int run(int argc, char **argv) {
     throw Failure("--nvrtc-check: this dsc was built without the CUDA "
                   "toolkit (no NVRTC)");
 
-  dsc::rt::Program program = loadProgram(input);
-  // Planned as dsc-run plans it, so the arena reported is the one the CUDA
-  // backend allocates for this step.
-  dsc::MemoryPlan plan;
-  std::string planError;
-  if (!dsc::planMemory(program, plan, planError))
-    throw Failure("cannot plan the step's memory: " + planError);
-  dsc::applyMemoryPlan(program, plan);
   dsc::cuda::EmitOptions options;
   std::string header = output;
   if (torch) {
@@ -189,7 +183,23 @@ int run(int argc, char **argv) {
     else
       header += ".h";
     options.headerName = header.substr(header.find_last_of('/') + 1);
+    // Before any work: both files can be written.
+    try {
+      dsc::rt::checkOutputFile(output, "-o");
+      dsc::rt::checkOutputFile(header, "-o (header)");
+    } catch (const dsc::rt::Error &e) {
+      throw Failure(e.what());
+    }
   }
+
+  dsc::rt::Program program = loadProgram(input);
+  // Planned as dsc-run plans it, so the arena reported is the one the CUDA
+  // backend allocates for this step.
+  dsc::MemoryPlan plan;
+  std::string planError;
+  if (!dsc::planMemory(program, plan, planError))
+    throw Failure("cannot plan the step's memory: " + planError);
+  dsc::applyMemoryPlan(program, plan);
   dsc::cuda::Module module;
   try {
     module = dsc::cuda::emitCuda(program, options);

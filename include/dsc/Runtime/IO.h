@@ -9,6 +9,7 @@
 #ifndef DSC_RUNTIME_IO_H
 #define DSC_RUNTIME_IO_H
 
+#include "dsc/Runtime/OutputFile.h"
 #include "dsc/Runtime/Program.h"
 
 #include <map>
@@ -55,9 +56,6 @@ struct Safetensors {
   static Safetensors read(const std::string &path);
   void write(const std::string &path) const; ///< atomic
 };
-
-/// Writes `bytes` to `path` atomically (temp file + fsync + rename).
-void writeFileAtomic(const std::string &path, const std::string &bytes);
 
 } // namespace dsc::rt
 

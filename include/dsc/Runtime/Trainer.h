@@ -28,6 +28,14 @@ struct StepStats {
   double tokensPerSecond = 0.0;
 };
 
+/// Thrown by trainStep when a step's loss or gradient norm is NaN or
+/// infinite; carries the step's numbers so the caller can still log them.
+struct Diverged : Error {
+  Diverged(const std::string &message, const StepStats &stats)
+      : Error(message), stats(stats) {}
+  StepStats stats;
+};
+
 class Trainer {
 public:
   Trainer(Program program, Backend &backend, Communicator &comm,
@@ -52,12 +60,17 @@ public:
   /// errors naming the file and tensor.
   void loadWeights(const std::string &path);
   /// Writes what save_pretrained writes: every parameter, Hugging Face names.
+  /// Refuses (leaving the file as it was) if a weight is NaN or infinite,
+  /// as loadWeights and loadCheckpoint refuse such files.
   void saveWeights(const std::string &path) const;
   /// Weights + optimizer state + step + seed, in one atomic safetensors file.
   void saveCheckpoint(const std::string &path) const;
   void loadCheckpoint(const std::string &path);
 
   /// One optimizer step on the batches of `data` for the current step.
+  /// Throws Diverged, naming the step, when its loss or gradient norm is NaN
+  /// or infinite (unless fp16 loss scaling skipped the update): the weights
+  /// are poisoned and nothing should be saved.
   StepStats trainStep(const TokenFile &data);
   /// Runs @micro_step once on (step, micro) = (current, 0) and returns the
   /// named buffers a reference test compares: input_ids, targets, logits,
@@ -72,6 +85,9 @@ private:
   /// Hands every parameter, accumulator and optimizer state to the backend
   /// after the driver wrote them in Storage.
   void uploadPersistent();
+  /// Throws naming `source` and the tensor if a parameter or optimizer
+  /// state in host storage is NaN or infinite.
+  void requireFiniteState(const std::string &source);
   int buffer(BufferRole role, const std::string &name) const;
   void expectBuffer(BufferRole role, const std::string &name, DType dtype,
                     int64_t elements) const;

@@ -1,0 +1,37 @@
+//===- OutputFile.h - Files dsc writes for the user ------------*- C++ -*-===//
+//
+// Every file a tool writes for the user (weights, checkpoints, memory
+// reports, compiled steps, emitted kernels) is written atomically: a
+// temporary file beside it, fsync, rename. A failure leaves the old file as
+// it was. The tools check every output path before they start work, so a
+// run never computes for an hour and then finds it cannot save.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_OUTPUTFILE_H
+#define DSC_RUNTIME_OUTPUTFILE_H
+
+#include <string>
+
+namespace dsc::rt {
+
+/// Checks that writeFileAtomic(path) can work, before any work is done: the
+/// directory exists and is writable, and `path`, if it exists, is a regular
+/// file or a link to one (a rename over a device such as /dev/null, a FIFO
+/// or a directory would replace it). Removes the temporaries of earlier
+/// writes to `path` whose process has died. Throws "<option>: <why>".
+void checkOutputFile(const std::string &path, const std::string &option);
+
+/// The same for a file written in place as a stream (a log): a FIFO or a
+/// character device (/dev/stdout) is accepted; a directory, a missing or
+/// unwritable directory is not.
+void checkStreamOutput(const std::string &path, const std::string &option);
+
+/// Writes `bytes` to `path` atomically (temporary `path.tmp.<pid>.XXXXXX`,
+/// fsync, rename; through a symbolic link to its target). Refuses a target
+/// that is not a regular file. Throws "cannot write <path>: <why>", having
+/// removed the temporary.
+void writeFileAtomic(const std::string &path, const std::string &bytes);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_OUTPUTFILE_H
