@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CheckCuda.h"
+#include "Checkpoints.h"
 #include "Compile.h"
 #include "Demo.h"
 #include "Memory.h"
@@ -32,6 +33,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -49,6 +51,7 @@ const char *kUsage =
     "          [--steps N] [--seq-len T] [--init-from W.safetensors]\n"
     "          [--save W.safetensors] [--checkpoint CK.safetensors]\n"
     "          [--resume CK.safetensors] [--log-json F]\n"
+    "          [--checkpoint-every N [--checkpoint-keep K]]\n"
     "          [--backend auto|cpu|cuda] [--memory-report F.json]\n"
     "  estimate --model M.json --config C.json [--seq-len T]\n"
     "          [--memory-report F.json]   plan the step's memory, run nothing\n"
@@ -232,7 +235,8 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
 /// Runs `steps` training steps with per-step lines, a progress bar on a
 /// terminal, and the JSON-lines log.
 void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
-               int64_t printEvery, const std::string &logPath) {
+               int64_t printEvery, const std::string &logPath,
+               const PeriodicCheckpoints *periodic = nullptr) {
   std::ofstream log;
   if (!logPath.empty()) {
     log.open(logPath, trainer.currentStep() == 0 ? std::ios::trunc
@@ -254,6 +258,8 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
     }
     if (log.is_open())
       writeJsonRecord(log, logPath, s);
+    if (periodic)
+      periodic->afterStep(trainer);
     if (tty)
       std::cout << "\r\033[K";
     if (s.step % printEvery == 0 || i + 1 == steps)
@@ -329,8 +335,17 @@ int cmdTrain(int argc, char **argv) {
   Args args("train", argc, argv,
             {"--model", "--config", "--data", "--steps", "--seq-len",
              "--init-from", "--save", "--checkpoint", "--resume",
-             "--log-json", "--backend", "--memory-report"});
+             "--log-json", "--backend", "--memory-report",
+             "--checkpoint-every", "--checkpoint-keep"});
   const std::string backendName = chooseBackend(args);
+  if ((args.has("--checkpoint-every") || args.has("--checkpoint-keep")) &&
+      !args.has("--checkpoint"))
+    throw UsageError("dsc-run train: --checkpoint-every/--checkpoint-keep "
+                     "need --checkpoint CK.safetensors (the name they "
+                     "derive from)");
+  if (args.has("--checkpoint-keep") && !args.has("--checkpoint-every"))
+    throw UsageError("dsc-run train: --checkpoint-keep needs "
+                     "--checkpoint-every N");
   checkOutputs(args);
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -370,7 +385,13 @@ int cmdTrain(int argc, char **argv) {
     trainer.loadWeights(args.get("--init-from"));
   else
     trainer.initializeWeights();
-  trainLoop(trainer, data, steps, printEvery, args.getOr("--log-json", ""));
+  std::optional<PeriodicCheckpoints> periodic;
+  if (args.has("--checkpoint-every"))
+    periodic.emplace(args.get("--checkpoint"),
+                     args.getInt("--checkpoint-every", 0, 1),
+                     args.getInt("--checkpoint-keep", 2, 1));
+  trainLoop(trainer, data, steps, printEvery, args.getOr("--log-json", ""),
+            periodic ? &*periodic : nullptr);
   if (args.has("--save"))
     trainer.saveWeights(args.get("--save"));
   if (args.has("--checkpoint"))
