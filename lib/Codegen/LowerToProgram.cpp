@@ -267,6 +267,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
   }
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
+  // The arguments by the buffer they live in (so the check below is linear
+  // in the function's size, not quadratic in its parameter count).
+  DenseMap<int, SmallVector<BlockArgument, 1>> argsInBuffer;
+  for (BlockArgument arg : body.getArguments())
+    argsInBuffer[buffers.lookup(arg)].push_back(arg);
   // Results that may be computed in place: value -> persistent buffer.
   DenseMap<Value, int> inPlace;
   SmallVector<std::pair<Value, int>> copies;
@@ -282,11 +287,10 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     Operation *def = v.getDefiningOp();
     // The argument that currently holds `target` must be dead after `def`.
     bool safe = def && !inPlace.count(v);
-    for (BlockArgument arg : body.getArguments())
-      if (safe && buffers.lookup(arg) == target)
-        for (Operation *user : arg.getUsers())
-          if (user != def && !user->isBeforeInBlock(def))
-            safe = false;
+    for (BlockArgument arg : argsInBuffer.lookup(target))
+      for (Operation *user : arg.getUsers())
+        if (safe && user != def && !user->isBeforeInBlock(def))
+          safe = false;
     if (safe)
       inPlace[v] = target;
     else if (!(isa<BlockArgument>(v) && buffers.lookup(v) == target))

@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 using dsc::rt::Buffer;
 using dsc::rt::BufferRole;
@@ -103,27 +104,33 @@ int64_t pack(std::vector<Interval> &ranges) {
       return x.first < y.first;
     return x.id < y.id;
   });
+  // Placed intervals ordered by address range, so the gaps between those
+  // live at the same time are scanned without sorting them per buffer.
   std::vector<size_t> placed;
+  auto byAddress = [&](size_t a, size_t b) {
+    const Interval &x = ranges[a], &y = ranges[b];
+    return std::make_pair(x.offset, x.offset + x.size) <
+           std::make_pair(y.offset, y.offset + y.size);
+  };
   int64_t extent = 0;
   for (size_t k : order) {
     Interval &cur = ranges[k];
-    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-    for (size_t p : placed)
-      if (overlaps(ranges[p], cur))
-        busy.push_back({ranges[p].offset, ranges[p].offset + ranges[p].size});
-    std::sort(busy.begin(), busy.end());
     int64_t cursor = 0, best = -1, bestGap = 0;
-    for (auto [begin, end] : busy) {
-      int64_t gap = begin - cursor;
+    for (size_t p : placed) {
+      const Interval &other = ranges[p];
+      if (!overlaps(other, cur))
+        continue;
+      int64_t gap = other.offset - cursor;
       if (gap >= cur.size && (best < 0 || gap < bestGap)) {
         best = cursor;
         bestGap = gap;
       }
-      cursor = std::max(cursor, end);
+      cursor = std::max(cursor, other.offset + other.size);
     }
     cur.offset = best >= 0 ? best : cursor;
     extent = std::max(extent, cur.offset + cur.size);
-    placed.push_back(k);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), k, byAddress),
+                  k);
   }
   return extent;
 }
@@ -200,7 +207,7 @@ bool planMemory(const Program &program, MemoryPlan &plan, std::string &error) {
     plan.arenaBytes = std::max(plan.arenaBytes,
                                plan.offsets[id] + bytesOf(program.buffers[id]));
 
-  // Cheap (quadratic in the Temps of one function) and the last line of
+  // Cheap (n log n in the Temps of one function) and the last line of
   // defence against a planner bug corrupting a training run.
   Program planned = program;
   applyMemoryPlan(planned, plan);
@@ -255,22 +262,42 @@ bool verifyMemoryPlan(const Program &program, std::string &error) {
     error = "a temp buffer overlaps the persistent region";
     return false;
   }
+  // Temps: a sweep over each function's instructions keeps the live ones
+  // ordered by address; if those are disjoint, a new one conflicts only
+  // with its neighbours in that order.
   for (const auto &[fname, fn] : program.functions) {
-    std::vector<Interval> ranges = liveRanges(program, fn);
-    for (size_t i = 0; i < ranges.size(); ++i)
-      for (size_t j = i + 1; j < ranges.size(); ++j) {
-        if (!overlaps(ranges[i], ranges[j]))
-          continue;
-        const Buffer &a = program.buffers[size_t(ranges[i].id)];
-        const Buffer &b = program.buffers[size_t(ranges[j].id)];
-        if (a.offset < b.offset + bytesOf(b) &&
-            b.offset < a.offset + bytesOf(a)) {
-          error = "in @" + fname + ", " + name(ranges[i].id) + " and " +
-                  name(ranges[j].id) +
-                  " are live at the same time but share memory";
-          return false;
-        }
+    std::vector<Interval> ranges = liveRanges(program, fn); // by first use
+    auto lastUseLater = [](const Interval *a, const Interval *b) {
+      return a->last > b->last;
+    };
+    std::vector<const Interval *> ending; // min-heap by last use
+    std::set<std::pair<int64_t, int>> live; // (offset, id)
+    for (const Interval &r : ranges) {
+      while (!ending.empty() && ending.front()->last < r.first) {
+        const Buffer &gone = program.buffers[size_t(ending.front()->id)];
+        live.erase({gone.offset, ending.front()->id});
+        std::pop_heap(ending.begin(), ending.end(), lastUseLater);
+        ending.pop_back();
       }
+      const Buffer &b = program.buffers[size_t(r.id)];
+      auto clash = [&](std::set<std::pair<int64_t, int>>::iterator it) {
+        const Buffer &o = program.buffers[size_t(it->second)];
+        if (b.offset < o.offset + bytesOf(o) && o.offset < b.offset + bytesOf(b)) {
+          error = "in @" + fname + ", " + name(it->second) + " and " +
+                  name(r.id) + " are live at the same time but share memory";
+          return true;
+        }
+        return false;
+      };
+      auto next = live.lower_bound({b.offset, r.id});
+      if (next != live.end() && clash(next))
+        return false;
+      if (next != live.begin() && clash(std::prev(next)))
+        return false;
+      live.insert({b.offset, r.id});
+      ending.push_back(&r);
+      std::push_heap(ending.begin(), ending.end(), lastUseLater);
+    }
   }
   return true;
 }

@@ -281,8 +281,14 @@ auto ::dsc::importModel(MLIRContext &ctx,
 
   fn.setFunctionType(mb.getFunctionType(block->getArgumentTypes(),
                                         {loss.getType(), logits.getType()}));
+  // All at once: one setArgAttr per argument would rebuild (and unique)
+  // the whole argument-attribute array every time, quadratic in the
+  // parameter count.
+  SmallVector<DictionaryAttr> argAttrs(block->getNumArguments(),
+                                       mb.getDictionaryAttr({}));
   for (auto [i, attr] : llvm::enumerate(g.paramAttrs))
-    fn.setArgAttr(i, kParamAttrName, attr);
+    argAttrs[i] = mb.getDictionaryAttr(mb.getNamedAttr(kParamAttrName, attr));
+  fn.setAllArgAttrs(argAttrs);
 
   module->getOperation()->setAttr(::dsc::kMicroBatchAttr,
                                   mb.getI64IntegerAttr(opts.microBatch));

@@ -415,15 +415,23 @@ func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,
   auto stateAttr = [&](StateKind kind, StringRef name) {
     return StateAttr::get(ctx, kind, name);
   };
-  for (unsigned i = 0; i < numParams; ++i)
-    eval.setArgAttr(i, kStateAttrName,
-                    stateAttr(StateKind::param,
-                              eval.getArgAttrOfType<ParamAttr>(i, kParamAttrName)
-                                  .getName()));
-  eval.setArgAttr(numParams, kStateAttrName,
-                  stateAttr(StateKind::input_ids, "input_ids"));
-  eval.setArgAttr(numParams + 1, kStateAttrName,
-                  stateAttr(StateKind::targets, "targets"));
+  // All arguments' attributes at once (per-argument setArgAttr is
+  // quadratic in the parameter count).
+  SmallVector<DictionaryAttr> argAttrs;
+  for (unsigned i = 0; i < eval.getNumArguments(); ++i) {
+    NamedAttrList attrs(eval.getArgAttrDict(i));
+    if (i < numParams)
+      attrs.set(kStateAttrName,
+                stateAttr(StateKind::param,
+                          eval.getArgAttrOfType<ParamAttr>(i, kParamAttrName)
+                              .getName()));
+    else if (i == numParams)
+      attrs.set(kStateAttrName, stateAttr(StateKind::input_ids, "input_ids"));
+    else if (i == numParams + 1)
+      attrs.set(kStateAttrName, stateAttr(StateKind::targets, "targets"));
+    argAttrs.push_back(attrs.getDictionary(ctx));
+  }
+  eval.setAllArgAttrs(argAttrs);
   eval.setResultAttr(0, kStateAttrName, stateAttr(StateKind::output, "loss"));
   eval.setResultAttr(1, kStateAttrName,
                      stateAttr(StateKind::output, "logits"));
