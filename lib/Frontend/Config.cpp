@@ -28,20 +28,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Frontend/Config.h"
+#include "dsc/Support/Files.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <optional>
-#include <set>
-#include <sys/stat.h>
 
 namespace dsc {
 namespace {
@@ -215,87 +211,28 @@ public:
   std::string origin;
 };
 
+/// Real configs are a few KiB and nest 3 levels; these bounds keep a hostile
+/// file from costing more than a fraction of a second.
+constexpr uint64_t kMaxConfigBytes = 16ull << 20; // 16 MiB
+constexpr int kMaxConfigDepth = 64;
+
 std::string readFile(const std::string &file) {
-  errno = 0;
-  std::FILE *f = std::fopen(file.c_str(), "rb");
-  if (!f)
-    throw ConfigError(oneLine("cannot open " + file + ": " +
-                              std::strerror(errno)));
-  struct stat st;
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    std::fclose(f);
-    throw ConfigError(oneLine("cannot open " + file + ": " +
-                              std::strerror(EISDIR)));
+  try {
+    return readRegularFile(file, kMaxConfigBytes, "a config file");
+  } catch (const FileError &e) {
+    throw ConfigError(oneLine(e.what()));
   }
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    text.append(buf, n);
-  bool failed = std::ferror(f);
-  int err = errno;
-  std::fclose(f);
-  if (failed)
-    throw ConfigError(oneLine("cannot read " + file + ": " +
-                              std::strerror(err)));
-  return text;
 }
 
-/// Parses strict JSON (no comments, no NaN) and rejects duplicate keys, which
-/// nlohmann::json would otherwise resolve silently (last one wins).
+/// Parses strict JSON (no comments, no NaN, at most kMaxConfigDepth levels)
+/// and rejects duplicate keys, which nlohmann::json would otherwise resolve
+/// silently (last one wins).
 json parseJson(const std::string &text, const Ctx &c) {
-  struct Frame {
-    bool isObject;
-    std::string path;
-    std::set<std::string> keys;
-    std::string lastKey;
-  };
-  std::vector<Frame> stack;
-  auto childPath = [&]() -> std::string {
-    if (stack.empty())
-      return "";
-    const Frame &f = stack.back();
-    return f.isObject ? path(f.path, f.lastKey) : f.path + "[]";
-  };
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev,
-                                   json &parsed) -> bool {
-    switch (ev) {
-    case json::parse_event_t::object_start:
-      stack.push_back({true, childPath(), {}, {}});
-      break;
-    case json::parse_event_t::array_start:
-      stack.push_back({false, childPath(), {}, {}});
-      break;
-    case json::parse_event_t::object_end:
-    case json::parse_event_t::array_end:
-      if (!stack.empty())
-        stack.pop_back();
-      break;
-    case json::parse_event_t::key: {
-      Frame &f = stack.back();
-      std::string k = parsed.get<std::string>();
-      if (!f.keys.insert(k).second)
-        c.fail(path(f.path, k) + ": duplicate key");
-      f.lastKey = k;
-      break;
-    }
-    default:
-      break;
-    }
-    return true;
-  };
   json j;
   try {
-    j = json::parse(text, cb);
-  } catch (const json::parse_error &e) {
-    std::string msg = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
-    if (!msg.empty() && msg[0] == '[') {
-      size_t close = msg.find("] ");
-      if (close != std::string::npos)
-        msg = msg.substr(close + 2);
-    }
-    c.fail("malformed JSON: " + msg);
+    j = parseStrictJson(text, kMaxConfigDepth);
+  } catch (const JsonError &e) {
+    c.fail(e.what());
   }
   if (!j.is_object())
     c.fail(std::string("expected a JSON object at the top level, got ") +

@@ -1,6 +1,7 @@
 //===- IO.cpp - Token files, safetensors, atomic writes -------------------===//
 
 #include "dsc/Runtime/IO.h"
+#include "dsc/Support/Files.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,28 +23,13 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20; // 100 MB
 
 std::string errnoText() { return std::strerror(errno); }
 
-/// Reads a whole file; throws "cannot open X: <reason>".
+/// Reads a whole regular file (dsc::readRegularFile) as an rt::Error.
 std::string readWholeFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error("cannot open " + path + ": " + errnoText());
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof(buf));
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      std::string msg = "cannot read " + path + ": " + errnoText();
-      ::close(fd);
-      throw Error(msg);
-    }
-    if (r == 0)
-      break;
-    out.append(buf, size_t(r));
+  try {
+    return readRegularFile(path);
+  } catch (const FileError &e) {
+    throw Error(e.what());
   }
-  ::close(fd);
-  return out;
 }
 
 bool endsWith(const std::string &s, const std::string &suffix) {

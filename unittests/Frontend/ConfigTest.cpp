@@ -177,6 +177,32 @@ TEST(ModelConfig, DuplicateKey) {
              "m.json: n_layer: duplicate key");
 }
 
+TEST(ModelConfig, NestingIsBounded) {
+  // 64 levels (top level included) are accepted by the reader (the key is
+  // then unknown); the 65th is refused as soon as the parser reaches it, so
+  // a million levels cost no more than 65.
+  auto nested = [](int levels) {
+    return "{\"model_type\": \"gpt2\", \"x\": " +
+           std::string(size_t(levels - 1), '[') +
+           std::string(size_t(levels - 1), ']') + "}";
+  };
+  EXPECT_HAS(modelError(nested(64)), "m.json: unknown key 'x'");
+  std::string brackets;
+  for (int i = 0; i < 63; ++i)
+    brackets += "[]";
+  EXPECT_EQ(modelError(nested(65)),
+            "m.json: x" + brackets + ": nesting too deep (more than 64 levels)");
+  EXPECT_HAS(modelError(nested(1000000)),
+             "nesting too deep (more than 64 levels)");
+  // Objects: the message names the key path (cut short past 150 chars).
+  std::string objs;
+  for (int i = 0; i < 100000; ++i)
+    objs += "{\"level\": ";
+  objs += "1" + std::string(100000, '}');
+  EXPECT_HAS(trainError(objs), "ds.json: level.level.level.level.level.");
+  EXPECT_HAS(trainError(objs), "...: nesting too deep (more than 64 levels)");
+}
+
 TEST(ModelConfig, HeadsMustDivideHidden) {
   EXPECT_EQ(modelError(R"({"model_type": "gpt2", "n_embd": 10, "n_head": 3})"),
             "m.json: n_embd (10) must be divisible by n_head (3)");
@@ -271,8 +297,17 @@ TEST(ModelConfig, Files) {
   std::string missing = ::testing::TempDir() + "/does-not-exist.json";
   EXPECT_EQ(errorOf([&] { parseModelConfig(missing); }),
             "cannot open " + missing + ": No such file or directory");
-  EXPECT_HAS(errorOf([&] { parseModelConfig(::testing::TempDir()); }),
-             "Is a directory");
+  EXPECT_EQ(errorOf([&] { parseModelConfig(::testing::TempDir()); }),
+            ::testing::TempDir() + " is not a regular file (a directory)");
+  // A device or FIFO would be read forever (or block in open()).
+  EXPECT_EQ(errorOf([&] { parseTrainConfig("/dev/zero"); }),
+            "/dev/zero is not a regular file (a character device)");
+  // Real configs are a few KiB; over 16 MiB is refused before parsing.
+  std::string huge = writeTemp(
+      "huge.json", "{\"model_type\": \"gpt2\"" + std::string(16 << 20, ' ') + "}");
+  EXPECT_EQ(errorOf([&] { parseModelConfig(huge); }),
+            huge + " is 16777238 bytes, over the 16777216 byte limit for a "
+                   "config file");
   std::string p = writeTemp("bad-model.json", "{\"model_type\": \"gpt2\",}");
   EXPECT_HAS(errorOf([&] { parseModelConfig(p); }), p + ": malformed JSON");
   p = writeTemp("good-model.json", R"({"model_type": "gpt2", "n_layer": 3})");
@@ -613,6 +648,12 @@ TEST(TrainConfig, MalformedAndDuplicate) {
   EXPECT_HAS(trainError(R"({"train_micro_batch_size_per_gpu": 2,
       "optimizer": {"type": "AdamW", "params": {"lr": 1, "lr": 2}}})"),
              "ds.json: optimizer.params.lr: duplicate key");
+  // Paths through arrays and back out of nested objects.
+  EXPECT_HAS(trainError(R"({"optimizer": {"params": {"betas": [{"x": 1, "x": 2}]}}})"),
+             "ds.json: optimizer.params.betas[].x: duplicate key");
+  EXPECT_HAS(trainError(R"({"optimizer": {"params": {"lr": 1}, "type": "Adam"},
+      "dsc": {"seed": 1}, "optimizer": {}})"),
+             "ds.json: optimizer: duplicate key");
 }
 
 //===----------------------------------------------------------------------===//

@@ -107,6 +107,21 @@ TEST(TokenFile, Errors) {
                        "odd byte length"));
 }
 
+TEST(TokenFile, NonRegularFilesAreRefused) {
+  // A directory, a FIFO (open() alone would block until a writer comes) and
+  // a device that never ends: refused at once, naming the path.
+  std::string dir = tempDir(), fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir); }),
+            dir + " is not a regular file (a directory)");
+  EXPECT_EQ(errorOf([&] { TokenFile::open(fifo); }),
+            fifo + " is not a regular file (a FIFO)");
+  EXPECT_EQ(errorOf([&] { TokenFile::open("/dev/zero"); }),
+            "/dev/zero is not a regular file (a character device)");
+  EXPECT_EQ(errorOf([&] { Safetensors::read("/dev/zero"); }),
+            "/dev/zero is not a regular file (a character device)");
+}
+
 TEST(TokenFile, BatchPositionsAndTooShort) {
   std::string dir = tempDir(), path = dir + "/d.bin";
   std::vector<int32_t> toks(50);
