@@ -28,20 +28,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Frontend/Config.h"
+#include "dsc/Support/Files.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <optional>
-#include <set>
-#include <sys/stat.h>
 
 namespace dsc {
 namespace {
@@ -51,6 +48,13 @@ using json = nlohmann::json;
 /// Largest value accepted for sizes (dimensions, batch sizes, steps): keeps
 /// every product the compiler forms well inside int64.
 constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;
+// Model dimensions and layer counts: far above any real model, far below
+// what would overflow the byte counts derived from them (or build IR until
+// memory runs out).
+constexpr int64_t kMaxDimension = int64_t(1) << 24;
+constexpr int64_t kMaxLayers = 4096;
+// What one training step may plan, all buffers together (4 PiB).
+constexpr double kMaxStepBytes = double(int64_t(1) << 52);
 
 std::string oneLine(std::string s) {
   for (char &c : s)
@@ -148,6 +152,17 @@ public:
       bad(p, v, expected);
     return x;
   }
+  /// A model dimension (vocabulary, width, heads, positions).
+  int64_t dimension(const std::string &p, const json &v) const {
+    return integer(p, v, 1, kMaxDimension,
+                   "a positive integer (at most " + std::to_string(kMaxDimension) +
+                       ")");
+  }
+  int64_t layerCount(const std::string &p, const json &v) const {
+    return integer(p, v, 1, kMaxLayers,
+                   "a positive integer (at most " + std::to_string(kMaxLayers) +
+                       " layers)");
+  }
   int64_t positive(const std::string &p, const json &v) const {
     return integer(p, v, 1, kMaxSize, "a positive integer (at most 2^31-1)");
   }
@@ -215,87 +230,28 @@ public:
   std::string origin;
 };
 
+/// Real configs are a few KiB and nest 3 levels; these bounds keep a hostile
+/// file from costing more than a fraction of a second.
+constexpr uint64_t kMaxConfigBytes = 16ull << 20; // 16 MiB
+constexpr int kMaxConfigDepth = 64;
+
 std::string readFile(const std::string &file) {
-  errno = 0;
-  std::FILE *f = std::fopen(file.c_str(), "rb");
-  if (!f)
-    throw ConfigError(oneLine("cannot open " + file + ": " +
-                              std::strerror(errno)));
-  struct stat st;
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    std::fclose(f);
-    throw ConfigError(oneLine("cannot open " + file + ": " +
-                              std::strerror(EISDIR)));
+  try {
+    return readRegularFile(file, kMaxConfigBytes, "a config file");
+  } catch (const FileError &e) {
+    throw ConfigError(oneLine(e.what()));
   }
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    text.append(buf, n);
-  bool failed = std::ferror(f);
-  int err = errno;
-  std::fclose(f);
-  if (failed)
-    throw ConfigError(oneLine("cannot read " + file + ": " +
-                              std::strerror(err)));
-  return text;
 }
 
-/// Parses strict JSON (no comments, no NaN) and rejects duplicate keys, which
-/// nlohmann::json would otherwise resolve silently (last one wins).
+/// Parses strict JSON (no comments, no NaN, at most kMaxConfigDepth levels)
+/// and rejects duplicate keys, which nlohmann::json would otherwise resolve
+/// silently (last one wins).
 json parseJson(const std::string &text, const Ctx &c) {
-  struct Frame {
-    bool isObject;
-    std::string path;
-    std::set<std::string> keys;
-    std::string lastKey;
-  };
-  std::vector<Frame> stack;
-  auto childPath = [&]() -> std::string {
-    if (stack.empty())
-      return "";
-    const Frame &f = stack.back();
-    return f.isObject ? path(f.path, f.lastKey) : f.path + "[]";
-  };
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev,
-                                   json &parsed) -> bool {
-    switch (ev) {
-    case json::parse_event_t::object_start:
-      stack.push_back({true, childPath(), {}, {}});
-      break;
-    case json::parse_event_t::array_start:
-      stack.push_back({false, childPath(), {}, {}});
-      break;
-    case json::parse_event_t::object_end:
-    case json::parse_event_t::array_end:
-      if (!stack.empty())
-        stack.pop_back();
-      break;
-    case json::parse_event_t::key: {
-      Frame &f = stack.back();
-      std::string k = parsed.get<std::string>();
-      if (!f.keys.insert(k).second)
-        c.fail(path(f.path, k) + ": duplicate key");
-      f.lastKey = k;
-      break;
-    }
-    default:
-      break;
-    }
-    return true;
-  };
   json j;
   try {
-    j = json::parse(text, cb);
-  } catch (const json::parse_error &e) {
-    std::string msg = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
-    if (!msg.empty() && msg[0] == '[') {
-      size_t close = msg.find("] ");
-      if (close != std::string::npos)
-        msg = msg.substr(close + 2);
-    }
-    c.fail("malformed JSON: " + msg);
+    j = parseStrictJson(text, kMaxConfigDepth);
+  } catch (const JsonError &e) {
+    c.fail(e.what());
   }
   if (!j.is_object())
     c.fail(std::string("expected a JSON object at the top level, got ") +
@@ -446,6 +402,14 @@ GeluApprox parseGelu(const Ctx &c, const std::string &key, const json &v) {
   c.fail("unknown key '" + key + "' in model config" + suggest(key, archKeys));
 }
 
+/// dsc ties the output head to the word embeddings; an untied head is not
+/// implemented, so `false` is an error rather than silently trained tied.
+void requireTiedEmbeddings(const Ctx &c, const std::string &key, const json &v) {
+  if (!c.boolean(key, v))
+    c.fail(key + ": false (an output head of its own) is not supported yet; "
+                 "dsc ties the head to the word embeddings");
+}
+
 void checkDivisible(const Ctx &c, const char *hiddenKey, int64_t hidden,
                     const char *headsKey, int64_t heads) {
   if (hidden % heads != 0)
@@ -469,7 +433,6 @@ ModelConfig parseGpt2(const Ctx &c, const json &j) {
   m.initializerRange = 0.02;
   m.embdDropout = m.residDropout = m.attnDropout = 0.1;
   m.gelu = GeluApprox::Tanh; // activation_function "gelu_new"
-  m.tieWordEmbeddings = true;
   std::optional<int64_t> nCtx;
 
   static const std::vector<std::string> archKeys = {
@@ -484,20 +447,23 @@ ModelConfig parseGpt2(const Ctx &c, const json &j) {
     if (k == "model_type")
       continue;
     else if (k == "vocab_size")
-      m.vocabSize = c.positive(k, v);
+      m.vocabSize = c.dimension(k, v);
     else if (k == "n_positions")
-      m.maxPositions = c.positive(k, v);
+      m.maxPositions = c.dimension(k, v);
     else if (k == "n_ctx")
-      nCtx = c.positive(k, v);
+      nCtx = c.dimension(k, v);
     else if (k == "n_embd")
-      m.hidden = c.positive(k, v);
+      m.hidden = c.dimension(k, v);
     else if (k == "n_layer")
-      m.numLayers = c.positive(k, v);
+      m.numLayers = c.layerCount(k, v);
     else if (k == "n_head")
-      m.numHeads = c.positive(k, v);
+      m.numHeads = c.dimension(k, v);
     else if (k == "n_inner")
-      m.intermediate = v.is_null() ? 0 : c.integer(k, v, 1, kMaxSize,
-                                                   "null or a positive integer");
+      m.intermediate = v.is_null() ? 0 : c.integer(k, v, 1, kMaxDimension,
+                                                   "null or a positive integer "
+                                                   "(at most " +
+                                                       std::to_string(kMaxDimension) +
+                                                       ")");
     else if (k == "activation_function")
       m.gelu = parseGelu(c, k, v);
     else if (k == "resid_pdrop")
@@ -511,7 +477,7 @@ ModelConfig parseGpt2(const Ctx &c, const json &j) {
     else if (k == "initializer_range")
       m.initializerRange = c.nonNegativeNumber(k, v);
     else if (k == "tie_word_embeddings")
-      m.tieWordEmbeddings = c.boolean(k, v);
+      requireTiedEmbeddings(c, k, v);
     else if (!handleIgnored(c, k, v, kCommonIgnored) &&
              !handleIgnored(c, k, v, kGpt2Ignored))
       unknownModelKey(c, k, archKeys);
@@ -543,7 +509,6 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
   m.initializerRange = 0.02;
   m.embdDropout = m.residDropout = m.attnDropout = 0.1;
   m.gelu = GeluApprox::Erf; // hidden_act "gelu"
-  m.tieWordEmbeddings = true;
 
   static const std::vector<std::string> archKeys = {
       "model_type",
@@ -567,15 +532,15 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
     if (k == "model_type")
       continue;
     else if (k == "vocab_size")
-      m.vocabSize = c.positive(k, v);
+      m.vocabSize = c.dimension(k, v);
     else if (k == "hidden_size")
-      m.hidden = c.positive(k, v);
+      m.hidden = c.dimension(k, v);
     else if (k == "num_hidden_layers")
-      m.numLayers = c.positive(k, v);
+      m.numLayers = c.layerCount(k, v);
     else if (k == "num_attention_heads")
-      m.numHeads = c.positive(k, v);
+      m.numHeads = c.dimension(k, v);
     else if (k == "intermediate_size")
-      m.intermediate = c.positive(k, v);
+      m.intermediate = c.dimension(k, v);
     else if (k == "hidden_act")
       m.gelu = parseGelu(c, k, v);
     else if (k == "hidden_dropout_prob")
@@ -583,9 +548,9 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
     else if (k == "attention_probs_dropout_prob")
       m.attnDropout = c.probability(k, v);
     else if (k == "max_position_embeddings")
-      m.maxPositions = c.positive(k, v);
+      m.maxPositions = c.dimension(k, v);
     else if (k == "type_vocab_size")
-      m.typeVocabSize = c.positive(k, v);
+      m.typeVocabSize = c.dimension(k, v);
     else if (k == "initializer_range")
       m.initializerRange = c.nonNegativeNumber(k, v);
     else if (k == "layer_norm_eps")
@@ -595,7 +560,7 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
         c.bad(k, v, "\"absolute\" (relative position embeddings are not "
                     "supported)");
     } else if (k == "tie_word_embeddings")
-      m.tieWordEmbeddings = c.boolean(k, v);
+      requireTiedEmbeddings(c, k, v);
     else if (!handleIgnored(c, k, v, kCommonIgnored) &&
              !handleIgnored(c, k, v, kBertIgnored))
       unknownModelKey(c, k, archKeys);
@@ -1130,8 +1095,13 @@ TrainConfig parseTrainConfigText(const std::string &text,
       parseScheduler(c, v, t.scheduler);
     else if (k == "fp16")
       parseFp16(c, k, v, t.precision);
-    else if (k == "bf16" || k == "bfloat16") // DeepSpeed accepts both names
+    else if (k == "bf16" || k == "bfloat16") { // DeepSpeed accepts both names
+      // ...and reads bf16 when both are there; neither is dropped silently.
+      if (j.contains("bf16") && j.contains("bfloat16"))
+        c.fail("bf16 and bfloat16 are the same section under two names; "
+               "give one (DeepSpeed would read bf16 and ignore bfloat16)");
       parseBf16(c, k, v, t.precision);
+    }
     else if (k == "zero_optimization")
       checkZero(c, v);
     else if (k == "activation_checkpointing")
@@ -1220,6 +1190,31 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
   if (model.vocabSize <= 0 || model.maxPositions <= 0)
     throw ConfigError("model config: vocab_size and " + std::string(posKey) +
                       " must be positive");
+  // Every dimension is bounded, but their products are not: refuse a step
+  // whose buffers (parameters with gradients and Adam's two moments, each
+  // layer's activations and attention scores, the logits) could not be
+  // addressed, before building any IR. Doubles: no overflow here.
+  const double d = double(model.hidden), V = double(model.vocabSize),
+               L = double(model.numLayers), H = double(model.numHeads);
+  const double ffn = double(model.intermediate ? model.intermediate
+                                               : 4 * model.hidden);
+  const double T = double(train.seqLen ? train.seqLen : model.maxPositions);
+  const double B = double(train.microBatch);
+  const double params = (V + double(model.maxPositions)) * d +
+                        L * (4 * d * d + 2 * d * ffn);
+  const double activations = L * B * T * (16 * d + 2 * ffn + 3 * H * T);
+  const double bytes = 4 * (4 * params + activations + 2 * B * T * V);
+  if (bytes > kMaxStepBytes) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3g", bytes);
+    throw ConfigError(
+        std::string("the model and batch need about ") + text +
+        " bytes per training step (" + (gpt2 ? "n_layer" : "num_hidden_layers") +
+        " " + str(model.numLayers) + ", " + (gpt2 ? "n_embd" : "hidden_size") +
+        " " + str(model.hidden) + ", vocab_size " + str(model.vocabSize) +
+        ", sequence " + str(int64_t(T)) + ", micro-batch " +
+        str(train.microBatch) + "), over dsc's limit of 2^52 (4 PiB)");
+  }
   if (train.seqLen > model.maxPositions)
     throw ConfigError("dsc.seq_len (" + str(train.seqLen) +
                       ") exceeds the model's " + posKey + " (" +

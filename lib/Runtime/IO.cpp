@@ -1,10 +1,13 @@
 //===- IO.cpp - Token files, safetensors, atomic writes -------------------===//
 
 #include "dsc/Runtime/IO.h"
+#include "dsc/Support/Files.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,30 +23,13 @@ constexpr int32_t kLlmcMagic = 20240520;
 constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20; // 100 MB
 
-std::string errnoText() { return std::strerror(errno); }
-
-/// Reads a whole file; throws "cannot open X: <reason>".
+/// Reads a whole regular file (dsc::readRegularFile) as an rt::Error.
 std::string readWholeFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error("cannot open " + path + ": " + errnoText());
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof(buf));
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      std::string msg = "cannot read " + path + ": " + errnoText();
-      ::close(fd);
-      throw Error(msg);
-    }
-    if (r == 0)
-      break;
-    out.append(buf, size_t(r));
+  try {
+    return readRegularFile(path);
+  } catch (const FileError &e) {
+    throw Error(e.what());
   }
-  ::close(fd);
-  return out;
 }
 
 bool endsWith(const std::string &s, const std::string &suffix) {
@@ -219,6 +205,27 @@ static std::vector<char> widenHalf(const char *src, uint64_t n, bool bf16) {
   return out;
 }
 
+namespace {
+/// Bits per element of every dtype the safetensors format defines (its
+/// reference implementation's `Dtype::bitsize`); 0 for an unknown name.
+unsigned stDtypeBits(const std::string &d) {
+  static const std::map<std::string, unsigned> bits = {
+      {"BOOL", 8},     {"U8", 8},       {"I8", 8},       {"F8_E5M2", 8},
+      {"F8_E4M3", 8},  {"F8_E8M0", 8},  {"I16", 16},     {"U16", 16},
+      {"F16", 16},     {"BF16", 16},    {"I32", 32},     {"U32", 32},
+      {"F32", 32},     {"F64", 64},     {"I64", 64},     {"U64", 64},
+      {"C64", 64},     {"F4", 4},       {"F6_E2M3", 6},  {"F6_E3M2", 6}};
+  auto it = bits.find(d);
+  return it == bits.end() ? 0 : it->second;
+}
+
+/// A tensor's place in the data section, for the coverage check.
+struct Span {
+  uint64_t begin, end;
+  std::string name;
+};
+} // namespace
+
 Safetensors Safetensors::read(const std::string &path) {
   std::string bytes = readWholeFile(path);
   const uint64_t size = bytes.size();
@@ -232,16 +239,28 @@ Safetensors Safetensors::read(const std::string &path) {
   if (n >= kMaxHeaderBytes)
     throw Error(path + ": safetensors header length " + std::to_string(n) +
                 " is over the 100MB limit");
+  // The header nests three levels (tensor, entry, shape); duplicate keys are
+  // refused rather than resolved (the last one would win silently).
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
-  } catch (const nlohmann::json::exception &e) {
-    throw Error(path + ": invalid safetensors header JSON: " + e.what());
+    header = parseStrictJson(std::string_view(bytes.data() + 8, n),
+                             /*maxDepth=*/16);
+  } catch (const JsonError &e) {
+    if (e.kind == JsonError::Malformed)
+      throw Error(path + ": invalid safetensors header JSON: " +
+                  std::string(e.what()).substr(strlen("malformed JSON: ")));
+    if (e.kind == JsonError::DuplicateKey)
+      throw Error(path + ": safetensors header has the key '" + e.keyPath +
+                  "' twice");
+    throw Error(path + ": safetensors header: " + e.what());
   }
   if (!header.is_object())
     throw Error(path + ": safetensors header is not a JSON object");
   const uint64_t dataStart = 8 + n, dataSize = size - dataStart;
   Safetensors st;
+  std::vector<Span> spans;
+  // Pass 1: every entry (skipped dtypes included) is well formed and its
+  // byte range matches its shape and dtype.
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string &name = it.key();
     const nlohmann::json &v = it.value();
@@ -271,8 +290,71 @@ Safetensors Safetensors::read(const std::string &path) {
     if (off == v.end() || !off->is_array() || off->size() != 2 ||
         !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
       throw bad("data_offsets must be two non-negative integers");
+    const std::string &dts = dt->get_ref<const std::string &>();
+    const unsigned bits = stDtypeBits(dts);
+    if (bits == 0)
+      throw bad("unknown dtype '" + dts + "'");
+    uint64_t numel = 1;
+    for (const auto &d : *sh) {
+      if (!d.is_number_unsigned())
+        throw bad("shape entries must be non-negative integers");
+      uint64_t dim = d.get<uint64_t>();
+      if (dim != 0 && numel > (uint64_t(1) << 56) / dim)
+        throw bad("shape is too large");
+      numel *= dim;
+    }
+    uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
+    if (b > e)
+      throw bad("data_offsets [" + std::to_string(b) + ", " +
+                std::to_string(e) + "] end before they begin");
+    if (e > dataSize)
+      throw bad("data_offsets [" + std::to_string(b) + ", " +
+                std::to_string(e) + "] outside the data section of " +
+                std::to_string(dataSize) + " bytes");
+    if (numel * bits % 8 != 0)
+      throw bad(std::to_string(numel) + " elements of " + dts +
+                " do not fill whole bytes");
+    uint64_t want = numel * bits / 8;
+    if (e - b != want)
+      throw bad("data_offsets span " + std::to_string(e - b) +
+                " bytes but shape and dtype need " + std::to_string(want));
+    spans.push_back({b, e, name});
+  }
+  // Pass 2: as the reference implementation requires, the tensors tile the
+  // data section exactly: in offset order each begins where the previous
+  // ended, and the last ends at the end of the file. Overlapping tensors
+  // (aliases), unclaimed gaps and trailing bytes are all refused.
+  std::sort(spans.begin(), spans.end(), [](const Span &x, const Span &y) {
+    return std::tie(x.begin, x.end, x.name) < std::tie(y.begin, y.end, y.name);
+  });
+  uint64_t covered = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span &s = spans[i];
+    if (s.begin < covered)
+      throw Error(path + ": tensors '" + spans[i - 1].name + "' and '" +
+                  s.name + "' overlap in the data section (bytes " +
+                  std::to_string(s.begin) + " to " +
+                  std::to_string(std::min(covered, s.end)) + ")");
+    if (s.begin > covered)
+      throw Error(path + ": bytes " + std::to_string(covered) + " to " +
+                  std::to_string(s.begin) +
+                  " of the data section belong to no tensor (a gap before "
+                  "tensor '" + s.name + "')");
+    covered = s.end;
+  }
+  if (covered != dataSize)
+    throw Error(path + ": " + std::to_string(dataSize - covered) +
+                " trailing bytes after the last tensor's data (the data "
+                "section is " + std::to_string(dataSize) +
+                " bytes, the tensors cover " + std::to_string(covered) + ")");
+  // Pass 3: the tensors dsc loads.
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string &name = it.key();
+    if (name == "__metadata__")
+      continue;
+    const nlohmann::json &v = it.value();
+    const std::string &dts = v.at("dtype").get_ref<const std::string &>();
     Tensor t;
-    std::string dts = dt->get<std::string>();
     // Half-precision tensors are widened to F32 on load (exactly: every
     // F16/BF16 value is representable in F32).
     const bool half = dts == "F16" || dts == "BF16";
@@ -288,24 +370,12 @@ Safetensors Safetensors::read(const std::string &path) {
       continue;
     }
     uint64_t numel = 1;
-    for (const auto &d : *sh) {
-      if (!d.is_number_unsigned())
-        throw bad("shape entries must be non-negative integers");
-      uint64_t dim = d.get<uint64_t>();
-      if (dim != 0 && numel > (uint64_t(1) << 62) / dim)
-        throw bad("shape is too large");
-      numel *= dim;
-      t.shape.push_back(int64_t(dim));
+    for (const auto &d : v.at("shape")) {
+      numel *= d.get<uint64_t>();
+      t.shape.push_back(int64_t(d.get<uint64_t>()));
     }
-    uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
-    if (b > e || e > dataSize)
-      throw bad("data_offsets [" + std::to_string(b) + ", " +
-                std::to_string(e) + "] outside the data section of " +
-                std::to_string(dataSize) + " bytes");
-    uint64_t want = numel * (half ? 2 : dtypeSize(t.dtype));
-    if (e - b != want)
-      throw bad("data_offsets span " + std::to_string(e - b) +
-                " bytes but shape and dtype need " + std::to_string(want));
+    const uint64_t b = v.at("data_offsets")[0].get<uint64_t>(),
+                   e = v.at("data_offsets")[1].get<uint64_t>();
     if (half)
       t.bytes = widenHalf(bytes.data() + dataStart + b, numel, dts == "BF16");
     else

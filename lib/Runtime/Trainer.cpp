@@ -3,9 +3,11 @@
 #include "dsc/Runtime/Trainer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 using namespace dsc::rt;
 
@@ -50,6 +52,54 @@ void requireFiniteToSave(const Safetensors &file, const std::string &path,
       throw Error("not writing " + path + ": '" + name +
                   "' holds NaN or infinite values after step " +
                   std::to_string(step) + "; the file is left as it was");
+}
+
+/// Tensors of Hugging Face files that dsc ties to another weight: file name,
+/// the dsc parameter it must equal.
+const std::pair<const char *, const char *> kTiedTensors[] = {
+    {"lm_head.weight", "transformer.wte.weight"},
+    {"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
+    {"cls.predictions.decoder.bias", "cls.predictions.bias"},
+};
+
+/// "h.<digits>.<rest>" -> true when rest is one of `tails`.
+bool isLayerTensor(const std::string &name, std::initializer_list<const char *> tails) {
+  if (name.rfind("h.", 0) != 0)
+    return false;
+  size_t i = 2;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])))
+    ++i;
+  if (i == 2 || i >= name.size() || name[i] != '.')
+    return false;
+  std::string rest = name.substr(i + 1);
+  for (const char *t : tails)
+    if (rest == t)
+      return true;
+  return false;
+}
+
+std::string stripPrefix(const std::string &name, const char *prefix) {
+  return name.rfind(prefix, 0) == 0 ? name.substr(std::strlen(prefix)) : name;
+}
+
+/// Buffers of Hugging Face GPT-2 checkpoints that are not weights: the
+/// causal mask `h.N.attn.bias` and `h.N.attn.masked_bias` (dsc's attention
+/// masks by construction). Accepted with or without "transformer.".
+bool isUnneededGpt2Tensor(const std::string &name) {
+  return isLayerTensor(stripPrefix(name, "transformer."),
+                       {"attn.bias", "attn.masked_bias"});
+}
+
+/// Tensors of Hugging Face BERT checkpoints dsc does not model: the
+/// `embeddings.position_ids` buffer (positions are 0..T-1), the pooler
+/// (`pooler.dense.*`, with or without "bert.") and the next-sentence head
+/// `cls.seq_relationship.*` of BertForPreTraining files; dsc trains
+/// BertForMaskedLM.
+bool isUnneededBertTensor(const std::string &name) {
+  std::string n = stripPrefix(name, "bert.");
+  return n == "embeddings.position_ids" || n == "pooler.dense.weight" ||
+         n == "pooler.dense.bias" || name == "cls.seq_relationship.weight" ||
+         name == "cls.seq_relationship.bias";
 }
 
 } // namespace
@@ -121,23 +171,34 @@ void Trainer::initializeWeights() {
 
 void Trainer::loadWeights(const std::string &path) {
   Safetensors file = Safetensors::read(path);
+  auto inFile = [&](const std::string &name) {
+    return file.tensors.count(name) || file.skipped.count(name);
+  };
+  std::set<std::string> used;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
     if (buf.role != BufferRole::Param)
       continue;
-    const Tensor *found = nullptr;
+    std::vector<std::string> present;
     for (const std::string &name : candidateNames(buf.name))
-      if (auto it = file.tensors.find(name); it != file.tensors.end()) {
-        found = &it->second;
-        break;
-      }
-    if (!found) {
-      for (const std::string &name : candidateNames(buf.name))
-        if (auto it = file.skipped.find(name); it != file.skipped.end())
-          throw Error(path + ": tensor '" + name + "' has dtype " +
-                      it->second + ", which dsc cannot load (F32, F16, BF16)");
+      if (inFile(name))
+        present.push_back(name);
+    // Both spellings of one weight: which one is meant is a guess, so the
+    // file is refused even when the two are equal.
+    if (present.size() > 1)
+      throw Error(path + ": both '" + present[0] + "' and '" + present[1] +
+                  "' are present for the model's '" + buf.name +
+                  "'; a file must name each weight once");
+    if (present.empty())
       throw Error(path + ": missing tensor '" + buf.name + "'");
-    }
+    const std::string &name = present[0];
+    used.insert(name);
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end())
+      throw Error(path + ": tensor '" + name + "' has dtype " +
+                  file.skipped.at(name) +
+                  ", which dsc cannot load (F32, F16, BF16)");
+    const Tensor *found = &it->second;
     if (found->shape != buf.shape || found->dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(found->shape) + " " + dtypeName(found->dtype) +
@@ -146,6 +207,46 @@ void Trainer::loadWeights(const std::string &path) {
     std::memcpy(storage.data(int(id)), found->bytes.data(), buf.bytes());
   }
   requireFiniteState(path);
+
+  // Hugging Face files may also hold the tied output weights under their own
+  // names. dsc ties them, so such a tensor is accepted only if it is exactly
+  // the weight it is tied to (same shape, same bytes after widening).
+  for (const auto &[tied, to] : kTiedTensors) {
+    if (!inFile(tied) || prog.findBuffer(BufferRole::Param, to) < 0)
+      continue;
+    std::string toName;
+    for (const std::string &n : candidateNames(to))
+      if (used.count(n))
+        toName = n;
+    if (auto sk = file.skipped.find(tied); sk != file.skipped.end())
+      throw Error(path + ": tensor '" + tied + "' has dtype " + sk->second +
+                  ", which dsc cannot compare with '" + toName +
+                  "', to which the model ties it");
+    auto a = file.tensors.find(tied), b = file.tensors.find(toName);
+    if (a == file.tensors.end() || b == file.tensors.end() ||
+        a->second.shape != b->second.shape ||
+        a->second.bytes != b->second.bytes)
+      throw Error(path + ": tensor '" + tied + "' differs from '" + toName +
+                  "', to which the model ties it");
+    used.insert(tied);
+  }
+  // Anything else in the file is refused (a checkpoint of a larger or
+  // different model would otherwise load in part), except the buffers
+  // Hugging Face checkpoints carry that dsc does not need.
+  const bool gpt2 = prog.findBuffer(BufferRole::Param, "transformer.wte.weight") >= 0;
+  const bool bert = prog.findBuffer(BufferRole::Param,
+                                    "bert.embeddings.word_embeddings.weight") >= 0;
+  std::set<std::string> names;
+  for (const auto &[name, t] : file.tensors)
+    names.insert(name);
+  for (const auto &[name, dtype] : file.skipped)
+    names.insert(name);
+  for (const std::string &name : names)
+    if (!used.count(name) && !(gpt2 && isUnneededGpt2Tensor(name)) &&
+        !(bert && isUnneededBertTensor(name)))
+      throw Error(path + ": tensor '" + name +
+                  "' is not used by the model (weights of a different model "
+                  "or size?)");
   uploadPersistent();
 }
 
@@ -200,15 +301,40 @@ void Trainer::loadCheckpoint(const std::string &path) {
                   spacedShape(buf.shape));
     std::memcpy(storage.data(int(id)), it->second.bytes.data(), buf.bytes());
   }
-  try {
-    step = std::stoll(meta("step"));
-    seed = std::stoull(meta("seed"));
-    // Absent in checkpoints written before fp16 support: nothing skipped.
-    auto it = file.metadata.find("skipped_steps");
-    skipped = it == file.metadata.end() ? 0 : std::stoll(it->second);
-  } catch (const std::logic_error &) {
-    throw Error(path + ": malformed step or seed in checkpoint metadata");
-  }
+  // Counters are plain decimal digits: "2x" or "-1" is a damaged file, not 2.
+  auto counter = [&](const std::string &key, const std::string &text) {
+    const bool digits = !text.empty() && text.size() <= 19 &&
+                        std::all_of(text.begin(), text.end(), ::isdigit);
+    if (!digits)
+      throw Error(path + ": checkpoint metadata '" + key + "' is '" + text +
+                  "', not a non-negative integer");
+    return std::stoull(text);
+  };
+  step = int64_t(counter("step", meta("step")));
+  seed = counter("seed", meta("seed"));
+  // Absent in checkpoints written before fp16 support: nothing skipped.
+  auto it = file.metadata.find("skipped_steps");
+  skipped = it == file.metadata.end()
+                ? 0
+                : int64_t(counter("skipped_steps", it->second));
+  if (skipped > step)
+    throw Error(path + ": checkpoint metadata says " + std::to_string(skipped) +
+                " skipped steps of " + std::to_string(step));
+  // A tensor the step does not have: a checkpoint of a larger model or of
+  // another optimizer, which would otherwise resume in part.
+  std::set<std::string> stored;
+  for (const Buffer &buf : prog.buffers)
+    if (buf.role == BufferRole::Param || buf.role == BufferRole::OptState)
+      stored.insert(buf.name);
+  for (const auto &[name, tensor] : file.tensors)
+    if (!stored.count(name))
+      throw Error(path + ": tensor '" + name +
+                  "' is not part of this model and optimizer (checkpoint of "
+                  "a different model or optimizer?)");
+  if (!file.skipped.empty())
+    throw Error(path + ": tensor '" + file.skipped.begin()->first +
+                "' has dtype " + file.skipped.begin()->second +
+                ", which a dsc checkpoint never holds");
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::GradAcc)
       std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());

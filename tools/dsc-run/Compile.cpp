@@ -4,6 +4,8 @@
 
 #include "dsc/Codegen/LowerToProgram.h"
 #include "dsc/Frontend/ModelBuilder.h"
+#include "dsc/Support/Files.h"
+#include "dsc/Support/IRNesting.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -186,7 +188,12 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
 OwningOpRef<ModuleOp> dsc::loadStep(MLIRContext &ctx, const std::string &path) {
   ctx.loadDialect<mlir::dsc::DscDialect, mlir::func::FuncDialect>();
   DiagnosticCapture diags(ctx);
-  OwningOpRef<ModuleOp> module = mlir::parseSourceFile<ModuleOp>(path, &ctx);
+  // Read through the shared reader (a FIFO or device is refused, not read
+  // forever); locations still name `path`.
+  std::string text = readRegularFile(path);
+  checkIRNesting(text, path); // MLIR's parser would overflow the stack
+  OwningOpRef<ModuleOp> module =
+      mlir::parseSourceString<ModuleOp>(text, &ctx, path);
   if (!module)
     diags.fail("cannot load compiled step " + path);
   return module;

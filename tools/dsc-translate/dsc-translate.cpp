@@ -24,6 +24,8 @@
 #include "dsc/Codegen/TorchExtension.h"
 #include "dsc/Dialect/DscDialect.h"
 #include "dsc/Runtime/OutputFile.h"
+#include "dsc/Support/Files.h"
+#include "dsc/Support/IRNesting.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -74,10 +76,15 @@ dsc::rt::Program loadProgram(const std::string &path) {
     }
     return mlir::success();
   });
-  if (!std::ifstream(path))
-    throw Failure("cannot open '" + path + "'");
+  std::string text;
+  try {
+    text = dsc::readRegularFile(path); // refuses FIFOs and devices
+    dsc::checkIRNesting(text, path);   // MLIR's parser would overflow the stack
+  } catch (const dsc::FileError &e) {
+    throw Failure(e.what());
+  }
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(path, &ctx);
+      mlir::parseSourceString<mlir::ModuleOp>(text, &ctx, path);
   if (!module)
     throw Failure("cannot parse '" + path + "'" +
                   (first.empty() ? "" : ": " + first));

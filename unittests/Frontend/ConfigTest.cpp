@@ -83,7 +83,6 @@ TEST(ModelConfig, Gpt2Defaults) {
   EXPECT_DOUBLE_EQ(m.residDropout, 0.1);
   EXPECT_DOUBLE_EQ(m.attnDropout, 0.1);
   EXPECT_EQ(m.gelu, GeluApprox::Tanh);
-  EXPECT_TRUE(m.tieWordEmbeddings);
 }
 
 TEST(ModelConfig, BertDefaults) {
@@ -100,7 +99,6 @@ TEST(ModelConfig, BertDefaults) {
   EXPECT_DOUBLE_EQ(m.embdDropout, 0.1);
   EXPECT_DOUBLE_EQ(m.attnDropout, 0.1);
   EXPECT_EQ(m.gelu, GeluApprox::Erf);
-  EXPECT_TRUE(m.tieWordEmbeddings);
 }
 
 TEST(ModelConfig, Gpt2Normalisation) {
@@ -109,7 +107,7 @@ TEST(ModelConfig, Gpt2Normalisation) {
     "n_embd": 64, "n_layer": 2, "n_head": 4, "n_inner": 100,
     "activation_function": "gelu", "resid_pdrop": 0.0, "embd_pdrop": 0.25,
     "attn_pdrop": 0, "layer_norm_epsilon": 1e-6, "initializer_range": 0.01,
-    "tie_word_embeddings": false})",
+    "tie_word_embeddings": true})",
                                        "m");
   EXPECT_EQ(m.vocabSize, 256);
   EXPECT_EQ(m.maxPositions, 64);
@@ -123,7 +121,6 @@ TEST(ModelConfig, Gpt2Normalisation) {
   EXPECT_DOUBLE_EQ(m.attnDropout, 0.0);
   EXPECT_DOUBLE_EQ(m.layerNormEps, 1e-6);
   EXPECT_DOUBLE_EQ(m.initializerRange, 0.01);
-  EXPECT_FALSE(m.tieWordEmbeddings);
   // n_inner null means 4 * n_embd.
   m = parseModelConfigText(
       R"({"model_type": "gpt2", "n_embd": 32, "n_head": 2, "n_inner": null})",
@@ -175,6 +172,32 @@ TEST(ModelConfig, MalformedJson) {
 TEST(ModelConfig, DuplicateKey) {
   EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_layer": 2, "n_layer": 3})"),
              "m.json: n_layer: duplicate key");
+}
+
+TEST(ModelConfig, NestingIsBounded) {
+  // 64 levels (top level included) are accepted by the reader (the key is
+  // then unknown); the 65th is refused as soon as the parser reaches it, so
+  // a million levels cost no more than 65.
+  auto nested = [](int levels) {
+    return "{\"model_type\": \"gpt2\", \"x\": " +
+           std::string(size_t(levels - 1), '[') +
+           std::string(size_t(levels - 1), ']') + "}";
+  };
+  EXPECT_HAS(modelError(nested(64)), "m.json: unknown key 'x'");
+  std::string brackets;
+  for (int i = 0; i < 63; ++i)
+    brackets += "[]";
+  EXPECT_EQ(modelError(nested(65)),
+            "m.json: x" + brackets + ": nesting too deep (more than 64 levels)");
+  EXPECT_HAS(modelError(nested(1000000)),
+             "nesting too deep (more than 64 levels)");
+  // Objects: the message names the key path (cut short past 150 chars).
+  std::string objs;
+  for (int i = 0; i < 100000; ++i)
+    objs += "{\"level\": ";
+  objs += "1" + std::string(100000, '}');
+  EXPECT_HAS(trainError(objs), "ds.json: level.level.level.level.level.");
+  EXPECT_HAS(trainError(objs), "...: nesting too deep (more than 64 levels)");
 }
 
 TEST(ModelConfig, HeadsMustDivideHidden) {
@@ -241,11 +264,17 @@ TEST(ModelConfig, ArchitectureChangingKeysAreChecked) {
 TEST(ModelConfig, WrongType) {
   EXPECT_EQ(modelError(R"({"model_type": "gpt2", "n_layer": "12"})"),
             "m.json: n_layer: \"12\" is not allowed; expected a positive "
-            "integer (at most 2^31-1)");
+            "integer (at most 4096 layers)");
   EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_layer": 12.0})"),
              "n_layer: 12.0 is not allowed");
   EXPECT_HAS(modelError(R"({"model_type": "gpt2", "tie_word_embeddings": 1})"),
              "tie_word_embeddings: 1 is not allowed; expected true or false");
+  // Untied heads are not implemented: refused, not trained tied.
+  for (const char *type : {"gpt2", "bert"})
+    EXPECT_HAS(modelError(std::string(R"({"model_type": ")") + type +
+                          R"(", "tie_word_embeddings": false})"),
+               "tie_word_embeddings: false (an output head of its own) is "
+               "not supported yet");
   EXPECT_HAS(modelError(R"({"model_type": "bert", "layer_norm_eps": "1e-12"})"),
              "layer_norm_eps: \"1e-12\" is not allowed; expected a number > 0");
 }
@@ -271,8 +300,17 @@ TEST(ModelConfig, Files) {
   std::string missing = ::testing::TempDir() + "/does-not-exist.json";
   EXPECT_EQ(errorOf([&] { parseModelConfig(missing); }),
             "cannot open " + missing + ": No such file or directory");
-  EXPECT_HAS(errorOf([&] { parseModelConfig(::testing::TempDir()); }),
-             "Is a directory");
+  EXPECT_EQ(errorOf([&] { parseModelConfig(::testing::TempDir()); }),
+            ::testing::TempDir() + " is not a regular file (a directory)");
+  // A device or FIFO would be read forever (or block in open()).
+  EXPECT_EQ(errorOf([&] { parseTrainConfig("/dev/zero"); }),
+            "/dev/zero is not a regular file (a character device)");
+  // Real configs are a few KiB; over 16 MiB is refused before parsing.
+  std::string huge = writeTemp(
+      "huge.json", "{\"model_type\": \"gpt2\"" + std::string(16 << 20, ' ') + "}");
+  EXPECT_EQ(errorOf([&] { parseModelConfig(huge); }),
+            huge + " is 16777238 bytes, over the 16777216 byte limit for a "
+                   "config file");
   std::string p = writeTemp("bad-model.json", "{\"model_type\": \"gpt2\",}");
   EXPECT_HAS(errorOf([&] { parseModelConfig(p); }), p + ": malformed JSON");
   p = writeTemp("good-model.json", R"({"model_type": "gpt2", "n_layer": 3})");
@@ -613,6 +651,12 @@ TEST(TrainConfig, MalformedAndDuplicate) {
   EXPECT_HAS(trainError(R"({"train_micro_batch_size_per_gpu": 2,
       "optimizer": {"type": "AdamW", "params": {"lr": 1, "lr": 2}}})"),
              "ds.json: optimizer.params.lr: duplicate key");
+  // Paths through arrays and back out of nested objects.
+  EXPECT_HAS(trainError(R"({"optimizer": {"params": {"betas": [{"x": 1, "x": 2}]}}})"),
+             "ds.json: optimizer.params.betas[].x: duplicate key");
+  EXPECT_HAS(trainError(R"({"optimizer": {"params": {"lr": 1}, "type": "Adam"},
+      "dsc": {"seed": 1}, "optimizer": {}})"),
+             "ds.json: optimizer: duplicate key");
 }
 
 //===----------------------------------------------------------------------===//
@@ -717,6 +761,10 @@ TEST(TrainConfig, MixedPrecision) {
   EXPECT_TRUE(t.precision.consecutiveHysteresis);
   EXPECT_TRUE(train(ds(R"("bf16": {"enabled": true})")).precision.bf16);
   EXPECT_TRUE(train(ds(R"("bfloat16": {"enabled": true})")).precision.bf16);
+  // Both names at once: refused whatever the key order (DeepSpeed would
+  // read bf16; a key-order choice was silently wrong before).
+  EXPECT_HAS(trainError(ds(R"("bfloat16": {"enabled": true}, "bf16": {"enabled": false})")),
+             "bf16 and bfloat16 are the same section under two names");
   EXPECT_FALSE(train(ds(R"("fp16": {"enabled": false})")).precision.fp16);
   EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true}, "bf16": {"enabled": true})")),
              "fp16.enabled and bf16.enabled cannot both be true");

@@ -107,6 +107,21 @@ TEST(TokenFile, Errors) {
                        "odd byte length"));
 }
 
+TEST(TokenFile, NonRegularFilesAreRefused) {
+  // A directory, a FIFO (open() alone would block until a writer comes) and
+  // a device that never ends: refused at once, naming the path.
+  std::string dir = tempDir(), fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir); }),
+            dir + " is not a regular file (a directory)");
+  EXPECT_EQ(errorOf([&] { TokenFile::open(fifo); }),
+            fifo + " is not a regular file (a FIFO)");
+  EXPECT_EQ(errorOf([&] { TokenFile::open("/dev/zero"); }),
+            "/dev/zero is not a regular file (a character device)");
+  EXPECT_EQ(errorOf([&] { Safetensors::read("/dev/zero"); }),
+            "/dev/zero is not a regular file (a character device)");
+}
+
 TEST(TokenFile, BatchPositionsAndTooShort) {
   std::string dir = tempDir(), path = dir + "/d.bin";
   std::vector<int32_t> toks(50);
@@ -255,6 +270,82 @@ TEST(Safetensors, ReadErrors) {
   std::string ok = readRaw(dir + "/ok.safetensors");
   s = err("cut.safetensors", ok.substr(0, ok.size() - 4));
   EXPECT_TRUE(contains(s, "'x'")) << s;
+}
+
+/// Header entry "name": dtype, shape, [b, e].
+static std::string stEntry(const std::string &name, const std::string &dtype,
+                    const std::string &shape, uint64_t b, uint64_t e) {
+  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":[" + shape +
+         "],\"data_offsets\":[" + std::to_string(b) + "," +
+         std::to_string(e) + "]}";
+}
+
+TEST(Safetensors, TensorsMustTileTheDataSection) {
+  std::string dir = tempDir();
+  auto err = [&](const std::string &header, size_t dataBytes) {
+    writeRaw(dir + "/t", stFile(header, std::string(dataBytes, '\0')));
+    return errorOf([&] { Safetensors::read(dir + "/t"); });
+  };
+  const std::string a = stEntry("a", "F32", "2", 0, 8);
+  EXPECT_EQ(err("{" + a + "," + stEntry("b", "F32", "2", 4, 12) + "}", 12),
+            dir + "/t: tensors 'a' and 'b' overlap in the data section "
+                  "(bytes 4 to 8)");
+  // An alias: two names for the same bytes.
+  EXPECT_EQ(err("{" + a + "," + stEntry("b", "F32", "2", 0, 8) + "}", 8),
+            dir + "/t: tensors 'a' and 'b' overlap in the data section "
+                  "(bytes 0 to 8)");
+  EXPECT_EQ(err("{" + a + "," + stEntry("b", "F32", "2", 12, 20) + "}", 20),
+            dir + "/t: bytes 8 to 12 of the data section belong to no tensor "
+                  "(a gap before tensor 'b')");
+  EXPECT_EQ(err("{" + stEntry("b", "F32", "2", 4, 12) + "}", 12),
+            dir + "/t: bytes 0 to 4 of the data section belong to no tensor "
+                  "(a gap before tensor 'b')");
+  EXPECT_EQ(err("{" + a + "}", 12),
+            dir + "/t: 4 trailing bytes after the last tensor's data (the "
+                  "data section is 12 bytes, the tensors cover 8)");
+  EXPECT_EQ(err("{}", 3),
+            dir + "/t: 3 trailing bytes after the last tensor's data (the "
+                  "data section is 3 bytes, the tensors cover 0)");
+  EXPECT_EQ(err("{" + stEntry("a", "F32", "0", 8, 0) + "}", 8),
+            dir + "/t: tensor 'a': data_offsets [8, 0] end before they begin");
+  // Tensors dsc skips (U8 here) still count: their bytes are theirs.
+  EXPECT_EQ(err("{" + a + "," + stEntry("u", "U8", "3", 8, 12) + "}", 12),
+            dir + "/t: tensor 'u': data_offsets span 4 bytes but shape and "
+                  "dtype need 3");
+  EXPECT_EQ(err("{" + stEntry("a", "Q7", "2", 0, 8) + "}", 8),
+            dir + "/t: tensor 'a': unknown dtype 'Q7'");
+  EXPECT_EQ(err("{" + stEntry("a", "F4", "3", 0, 2) + "}", 2),
+            dir + "/t: tensor 'a': 3 elements of F4 do not fill whole bytes");
+  // Valid: in any header order, with empty tensors anywhere, U8 and F4
+  // tensors skipped but accounted for.
+  writeRaw(dir + "/ok", stFile("{" + stEntry("z", "F32", "0", 0, 0) + "," +
+                                   stEntry("u", "U8", "3", 8, 11) + "," + a +
+                                   "," + stEntry("e", "F32", "0", 8, 8) + "," +
+                                   stEntry("f", "F4", "2", 11, 12) + "}",
+                               std::string(12, '\0')));
+  Safetensors st = Safetensors::read(dir + "/ok");
+  EXPECT_EQ(st.tensors.size(), 3u);
+  EXPECT_EQ(st.skipped.size(), 2u);
+}
+
+TEST(Safetensors, HeaderKeysAreUniqueAndNestingIsBounded) {
+  std::string dir = tempDir();
+  auto err = [&](const std::string &header, size_t dataBytes) {
+    writeRaw(dir + "/t", stFile(header, std::string(dataBytes, '\0')));
+    return errorOf([&] { Safetensors::read(dir + "/t"); });
+  };
+  // nlohmann::json alone keeps the last "a" and the file would load.
+  const std::string a = stEntry("a", "F32", "2", 0, 8);
+  EXPECT_EQ(err("{" + a + "," + a + "}", 8),
+            dir + "/t: safetensors header has the key 'a' twice");
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],)"
+                R"("data_offsets":[0,8]}})", 8),
+            dir + "/t: safetensors header has the key 'a.dtype' twice");
+  EXPECT_EQ(err(R"({"__metadata__":{"k":"1","k":"2"}})", 0),
+            dir + "/t: safetensors header has the key '__metadata__.k' twice");
+  std::string deep = "{\"__metadata__\":" + std::string(100000, '[') +
+                     std::string(100000, ']') + "}";
+  EXPECT_TRUE(contains(err(deep, 0), "nesting too deep (more than 16 levels)"));
 }
 
 TEST(Safetensors, WriteRejectsInconsistentTensor) {

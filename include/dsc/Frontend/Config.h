@@ -40,7 +40,6 @@ struct ModelConfig {
   double residDropout = 0.0;  ///< resid_pdrop / hidden_dropout_prob
   double attnDropout = 0.0;   ///< attn_pdrop / attention_probs_dropout_prob
   GeluApprox gelu = GeluApprox::Tanh; ///< gelu_new -> Tanh, gelu -> Erf
-  bool tieWordEmbeddings = true;
 };
 
 /// Reads and validates a Hugging Face config.json.
