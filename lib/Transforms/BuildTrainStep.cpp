@@ -28,6 +28,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include <cmath>
+#include <limits>
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCBUILDTRAINSTEP
@@ -100,6 +101,46 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
 } // namespace
 
 LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
+  // The ranges the training config (lib/Frontend/Config.cpp) enforces, so
+  // dsc-opt accepts no step that dsc-run would refuse to build.
+  struct Range {
+    const char *name;
+    double value, min;
+    bool minIncluded;
+    double max; // excluded
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const Range ranges[] = {
+      {"lr", lr, 0, true, inf},
+      {"beta1", beta1, 0, true, 1},
+      {"beta2", beta2, 0, true, 1},
+      {"eps", eps, 0, false, inf},
+      {"weight-decay", weightDecay, 0, true, inf},
+      {"max-coeff", maxCoeff, 0, false, inf},
+      {"min-coeff", minCoeff, 0, true, inf},
+      {"momentum", momentum, 0, true, inf},
+      {"dampening", dampening, 0, true, inf},
+      {"warmup-min-lr", warmupMinLr, 0, true, inf},
+      {"warmup-max-lr", warmupMaxLr, 0, true, inf},
+      {"warmup-min-ratio", warmupMinRatio, 0, true, inf},
+      {"cos-min-ratio", cosMinRatio, 0, true, inf},
+  };
+  for (const Range &r : ranges) {
+    const bool aboveMin = r.minIncluded ? r.value >= r.min : r.value > r.min;
+    if (!std::isfinite(r.value) || !aboveMin || !(r.value < r.max)) {
+      std::string bound = std::string(r.minIncluded ? ">= " : "> ") +
+                          std::to_string(int(r.min));
+      if (r.max != inf)
+        bound += " and < " + std::to_string(int(r.max));
+      std::string value;
+      llvm::raw_string_ostream(value) << ExactDouble(r.value);
+      return anchor->emitError("dsc-build-train-step: ")
+             << r.name << " is " << value << "; it must be finite, " << bound;
+    }
+  }
+  if (warmupNumSteps < 0 || totalNumSteps < 0)
+    return anchor->emitError("dsc-build-train-step: warmup-num-steps and "
+                             "total-num-steps must be >= 0");
   if (gradAccum < 1)
     return anchor->emitError("dsc-build-train-step: grad-accum must be >= 1");
   if (gradClip < 0)

@@ -8,6 +8,15 @@
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=warmup-type=cosine" 2>&1 | FileCheck %s --check-prefix=BADWARMUP
 // RUN: not dsc-opt %s --dsc-train-pipeline="optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: not dsc-opt %s -dsc-build-train-step 2>&1 | FileCheck %s --check-prefix=NOGRAD
+// Values the training config refuses are refused here too.
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=lr=-0.1" 2>&1 | FileCheck %s --check-prefix=BADLR
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=beta2=1" 2>&1 | FileCheck %s --check-prefix=BADBETA
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=eps=0" 2>&1 | FileCheck %s --check-prefix=BADEPS
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=warmup-num-steps=-5" 2>&1 | FileCheck %s --check-prefix=BADWARMSTEPS
+// BADLR: error: dsc-build-train-step: lr is -0.1; it must be finite, >= 0
+// BADBETA: error: dsc-build-train-step: beta2 is 1; it must be finite, >= 0 and < 1
+// BADEPS: error: dsc-build-train-step: eps is 0; it must be finite, > 0
+// BADWARMSTEPS: error: dsc-build-train-step: warmup-num-steps and total-num-steps must be >= 0
 
 // CHECK: module attributes {dsc.grad_accum = 4 : i64}
 // CHECK-LABEL: func.func @forward(
