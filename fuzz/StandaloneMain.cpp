@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,11 @@ int main(int argc, char **argv) {
     }
     std::fprintf(stderr, "running %s (%zu bytes)\n", f.c_str(), bytes.size());
     // A copy of exactly the input's size, so reading past it is caught by
-    // the sanitizers where the build has them.
-    std::vector<uint8_t> copy(bytes.begin(), bytes.end());
-    LLVMFuzzerTestOneInput(copy.data(), copy.size());
+    // the sanitizers where the build has them; never a null pointer, even
+    // for an empty input (as libFuzzer passes it).
+    std::unique_ptr<uint8_t[]> copy(new uint8_t[bytes.size()]);
+    std::copy(bytes.begin(), bytes.end(), copy.get());
+    LLVMFuzzerTestOneInput(copy.get(), bytes.size());
   }
   std::printf("%zu inputs replayed, no finding\n", files.size());
   return 0;
