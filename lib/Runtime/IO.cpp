@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <cerrno>
@@ -420,22 +421,31 @@ CheckpointCounters
 parseCheckpointCounters(const std::map<std::string, std::string> &metadata,
                         const std::string &path) {
   // Counters are plain decimal digits: "2x" or "-1" is a damaged file, not 2.
-  auto counter = [&](const std::string &key, const std::string &text) {
+  // Step counts are int64 (19 digits can spell up to 10^19 - 1, past
+  // INT64_MAX: such a step would wrap negative); the seed is any uint64.
+  auto counter = [&](const std::string &key, const std::string &text,
+                     uint64_t max) {
     const bool digits = !text.empty() && text.size() <= 19 &&
                         std::all_of(text.begin(), text.end(), ::isdigit);
     if (!digits)
       throw Error(path + ": checkpoint metadata '" + key + "' is '" + text +
                   "', not a non-negative integer");
-    return std::stoull(text);
+    const uint64_t v = std::stoull(text);
+    if (v > max)
+      throw Error(path + ": checkpoint metadata '" + key + "' is '" + text +
+                  "', more than " + std::to_string(max));
+    return v;
   };
+  constexpr uint64_t kMaxSteps = uint64_t(INT64_MAX);
   CheckpointCounters c;
-  c.step = int64_t(counter("step", checkpointMeta(metadata, path, "step")));
-  c.seed = counter("seed", checkpointMeta(metadata, path, "seed"));
+  c.step = int64_t(
+      counter("step", checkpointMeta(metadata, path, "step"), kMaxSteps));
+  c.seed = counter("seed", checkpointMeta(metadata, path, "seed"), UINT64_MAX);
   // Absent in checkpoints written before fp16 support: nothing skipped.
   auto it = metadata.find("skipped_steps");
   c.skipped = it == metadata.end()
                   ? 0
-                  : int64_t(counter("skipped_steps", it->second));
+                  : int64_t(counter("skipped_steps", it->second, kMaxSteps));
   if (c.skipped > c.step)
     throw Error(path + ": checkpoint metadata says " +
                 std::to_string(c.skipped) + " skipped steps of " +

@@ -78,8 +78,9 @@ void checkCheckpointFormat(const std::map<std::string, std::string> &metadata,
                            const std::string &path);
 
 /// The counters of a checkpoint's metadata, strictly: plain decimal digits
-/// ("2x", "-1" and "+1" are damaged files, not numbers) and skipped steps
-/// at most the steps. Throws rt::Error naming `path` and the key.
+/// ("2x", "-1" and "+1" are damaged files, not numbers), step counts within
+/// int64, and skipped steps at most the steps. Throws rt::Error naming
+/// `path` and the key.
 CheckpointCounters
 parseCheckpointCounters(const std::map<std::string, std::string> &metadata,
                         const std::string &path);
