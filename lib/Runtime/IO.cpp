@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <cerrno>
@@ -50,9 +52,12 @@ template <typename T> T loadLE(const char *p) {
 //===----------------------------------------------------------------------===//
 
 TokenFile TokenFile::open(const std::string &path) {
+  return parse(readWholeFile(path), path);
+}
+
+TokenFile TokenFile::parse(std::string_view bytes, const std::string &path) {
   TokenFile tf;
   tf.path = path;
-  std::string bytes = readWholeFile(path);
   const int64_t size = int64_t(bytes.size());
   if (endsWith(path, ".txt")) {
     tf.tokens.resize(bytes.size());
@@ -227,7 +232,11 @@ struct Span {
 } // namespace
 
 Safetensors Safetensors::read(const std::string &path) {
-  std::string bytes = readWholeFile(path);
+  return parse(readWholeFile(path), path);
+}
+
+Safetensors Safetensors::parse(std::string_view bytes,
+                               const std::string &path) {
   const uint64_t size = bytes.size();
   if (size < 8)
     throw Error(path + ": truncated safetensors file (" +
@@ -384,6 +393,64 @@ Safetensors Safetensors::read(const std::string &path) {
     st.tensors.emplace(name, std::move(t));
   }
   return st;
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoint metadata
+//===----------------------------------------------------------------------===//
+
+namespace {
+const std::string &
+checkpointMeta(const std::map<std::string, std::string> &metadata,
+               const std::string &path, const std::string &key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end())
+    throw Error(path + ": not a dsc checkpoint (no '" + key +
+                "' in its metadata)");
+  return it->second;
+}
+} // namespace
+
+void checkCheckpointFormat(const std::map<std::string, std::string> &metadata,
+                           const std::string &path) {
+  if (checkpointMeta(metadata, path, "format") != "dsc-checkpoint")
+    throw Error(path + ": not a dsc checkpoint");
+}
+
+CheckpointCounters
+parseCheckpointCounters(const std::map<std::string, std::string> &metadata,
+                        const std::string &path) {
+  // Counters are plain decimal digits: "2x" or "-1" is a damaged file, not 2.
+  // Step counts are int64 (19 digits can spell up to 10^19 - 1, past
+  // INT64_MAX: such a step would wrap negative); the seed is any uint64.
+  auto counter = [&](const std::string &key, const std::string &text,
+                     uint64_t max) {
+    const bool digits = !text.empty() && text.size() <= 19 &&
+                        std::all_of(text.begin(), text.end(), ::isdigit);
+    if (!digits)
+      throw Error(path + ": checkpoint metadata '" + key + "' is '" + text +
+                  "', not a non-negative integer");
+    const uint64_t v = std::stoull(text);
+    if (v > max)
+      throw Error(path + ": checkpoint metadata '" + key + "' is '" + text +
+                  "', more than " + std::to_string(max));
+    return v;
+  };
+  constexpr uint64_t kMaxSteps = uint64_t(INT64_MAX);
+  CheckpointCounters c;
+  c.step = int64_t(
+      counter("step", checkpointMeta(metadata, path, "step"), kMaxSteps));
+  c.seed = counter("seed", checkpointMeta(metadata, path, "seed"), UINT64_MAX);
+  // Absent in checkpoints written before fp16 support: nothing skipped.
+  auto it = metadata.find("skipped_steps");
+  c.skipped = it == metadata.end()
+                  ? 0
+                  : int64_t(counter("skipped_steps", it->second, kMaxSteps));
+  if (c.skipped > c.step)
+    throw Error(path + ": checkpoint metadata says " +
+                std::to_string(c.skipped) + " skipped steps of " +
+                std::to_string(c.step));
+  return c;
 }
 
 void Safetensors::write(const std::string &path) const {

@@ -278,15 +278,7 @@ void Trainer::saveCheckpoint(const std::string &path) const {
 
 void Trainer::loadCheckpoint(const std::string &path) {
   Safetensors file = Safetensors::read(path);
-  auto meta = [&](const std::string &key) -> const std::string & {
-    auto it = file.metadata.find(key);
-    if (it == file.metadata.end())
-      throw Error(path + ": not a dsc checkpoint (no '" + key +
-                  "' in its metadata)");
-    return it->second;
-  };
-  if (meta("format") != "dsc-checkpoint")
-    throw Error(path + ": not a dsc checkpoint");
+  checkCheckpointFormat(file.metadata, path);
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
     if (buf.role != BufferRole::Param && buf.role != BufferRole::OptState)
@@ -301,25 +293,11 @@ void Trainer::loadCheckpoint(const std::string &path) {
                   spacedShape(buf.shape));
     std::memcpy(storage.data(int(id)), it->second.bytes.data(), buf.bytes());
   }
-  // Counters are plain decimal digits: "2x" or "-1" is a damaged file, not 2.
-  auto counter = [&](const std::string &key, const std::string &text) {
-    const bool digits = !text.empty() && text.size() <= 19 &&
-                        std::all_of(text.begin(), text.end(), ::isdigit);
-    if (!digits)
-      throw Error(path + ": checkpoint metadata '" + key + "' is '" + text +
-                  "', not a non-negative integer");
-    return std::stoull(text);
-  };
-  step = int64_t(counter("step", meta("step")));
-  seed = counter("seed", meta("seed"));
-  // Absent in checkpoints written before fp16 support: nothing skipped.
-  auto it = file.metadata.find("skipped_steps");
-  skipped = it == file.metadata.end()
-                ? 0
-                : int64_t(counter("skipped_steps", it->second));
-  if (skipped > step)
-    throw Error(path + ": checkpoint metadata says " + std::to_string(skipped) +
-                " skipped steps of " + std::to_string(step));
+  const CheckpointCounters counters =
+      parseCheckpointCounters(file.metadata, path);
+  step = counters.step;
+  seed = counters.seed;
+  skipped = counters.skipped;
   // A tensor the step does not have: a checkpoint of a larger model or of
   // another optimizer, which would otherwise resume in part.
   std::set<std::string> stored;

@@ -158,9 +158,9 @@ nlohmann::json parseStrictJson(std::string_view text, int maxDepth) {
     }
     return true;
   };
-  try {
-    return json::parse(text.begin(), text.end(), cb);
-  } catch (const json::parse_error &e) {
+  // nlohmann reports syntax errors as parse_error and a number too large
+  // for a double ("1e400") as out_of_range 406: both are malformed input.
+  auto malformed = [](const json::exception &e) {
     std::string msg = e.what();
     // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
     if (!msg.empty() && msg[0] == '[') {
@@ -168,7 +168,18 @@ nlohmann::json parseStrictJson(std::string_view text, int maxDepth) {
       if (close != std::string::npos)
         msg = msg.substr(close + 2);
     }
-    throw JsonError(JsonError::Malformed, "", "malformed JSON: " + msg);
+    // The overflow message quotes the whole number, which may be the
+    // whole file.
+    if (msg.size() > 200)
+      msg = msg.substr(0, 190) + "...";
+    return JsonError(JsonError::Malformed, "", "malformed JSON: " + msg);
+  };
+  try {
+    return json::parse(text.begin(), text.end(), cb);
+  } catch (const json::parse_error &e) {
+    throw malformed(e);
+  } catch (const json::out_of_range &e) {
+    throw malformed(e);
   }
 }
 

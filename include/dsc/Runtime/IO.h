@@ -12,8 +12,10 @@
 #include "dsc/Runtime/OutputFile.h"
 #include "dsc/Runtime/Program.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dsc::rt {
@@ -24,6 +26,9 @@ namespace dsc::rt {
 class TokenFile {
 public:
   static TokenFile open(const std::string &path);
+  /// The format checks of open() on bytes already in memory; `path` picks
+  /// the format (.txt) and names the file in errors.
+  static TokenFile parse(std::string_view bytes, const std::string &path);
   int64_t size() const { return int64_t(tokens.size()); }
   const std::vector<int32_t> &data() const { return tokens; }
   int32_t maxToken() const;
@@ -54,8 +59,31 @@ struct Safetensors {
   /// name -> dtype. F16 and BF16 tensors are read and widened to F32.
   std::map<std::string, std::string> skipped;
   static Safetensors read(const std::string &path);
+  /// What read() checks and returns, on the file's bytes already in memory;
+  /// `name` (the path) prefixes every error.
+  static Safetensors parse(std::string_view bytes, const std::string &name);
   void write(const std::string &path) const; ///< atomic
 };
+
+/// The counters of a dsc checkpoint's metadata (Trainer::saveCheckpoint).
+struct CheckpointCounters {
+  int64_t step = 0;
+  uint64_t seed = 0;
+  int64_t skipped = 0; ///< absent in files before fp16 support: 0
+};
+
+/// Throws rt::Error naming `path` unless `metadata` marks a dsc checkpoint
+/// ("format": "dsc-checkpoint").
+void checkCheckpointFormat(const std::map<std::string, std::string> &metadata,
+                           const std::string &path);
+
+/// The counters of a checkpoint's metadata, strictly: plain decimal digits
+/// ("2x", "-1" and "+1" are damaged files, not numbers), step counts within
+/// int64, and skipped steps at most the steps. Throws rt::Error naming
+/// `path` and the key.
+CheckpointCounters
+parseCheckpointCounters(const std::map<std::string, std::string> &metadata,
+                        const std::string &path);
 
 } // namespace dsc::rt
 

@@ -1,0 +1,8 @@
+
+
+func.func @residual_layer_norm_epsilon(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op expects epsilon > 0}}
+  %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %h, %b, %b {epsilon = 0.0 : f64, rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2xf32>)
+  return
+}
+

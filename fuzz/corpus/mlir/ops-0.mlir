@@ -1,0 +1,98 @@
+// RUN: dsc-opt %s | FileCheck %s
+// RUN: dsc-opt %s | dsc-opt | FileCheck %s
+// RUN: dsc-opt %s --mlir-print-op-generic | dsc-opt | FileCheck %s
+
+func.func @forward_ops(%ids: tensor<2x8xi32>, %wte: tensor<50x24xf32>,
+                       %w: tensor<24x72xf32>, %b: tensor<72xf32>,
+                       %g: tensor<24xf32>, %labels: tensor<2x8xi32>) -> tensor<f32> {
+  %pos = dsc.iota {step = 1 : i64} : () -> tensor<8xi32>
+  %types = dsc.iota {step = 0 : i64} : () -> tensor<8xi32>
+  %tok = dsc.embedding %wte, %ids : (tensor<50x24xf32>, tensor<2x8xi32>) -> tensor<2x8x24xf32>
+  %pe = dsc.embedding %wte, %pos : (tensor<50x24xf32>, tensor<8xi32>) -> tensor<8x24xf32>
+  %h = dsc.add %tok, %pe : (tensor<2x8x24xf32>, tensor<8x24xf32>) -> tensor<2x8x24xf32>
+  %n = dsc.layer_norm %h, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  %rn = dsc.rms_norm %h, %g : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  %rdx, %rdw = dsc.rms_norm_grad %rn, %h, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  %qkv = dsc.linear %n, %w, %b : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<72xf32>) -> tensor<2x8x72xf32>
+  %q, %k, %v = dsc.split_heads %qkv {num_heads = 3 : i64} : (tensor<2x8x72xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  %s = dsc.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %p = dsc.softmax %s {causal = true, scale = 0.35355339059327373 : f64} : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %pd = dsc.dropout %p {rate = 0.1 : f64, stream = 7 : i64} : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %o = dsc.batch_matmul %pd, %v : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %m = dsc.merge_heads %o : (tensor<2x3x8x8xf32>) -> tensor<2x8x24xf32>
+  %a = dsc.gelu tanh %m : tensor<2x8x24xf32> -> tensor<2x8x24xf32>
+  %a2 = dsc.gelu erf %a : tensor<2x8x24xf32> -> tensor<2x8x24xf32>
+  %logits = dsc.linear %a2, %wte {transpose_w = true} : (tensor<2x8x24xf32>, tensor<50x24xf32>) -> tensor<2x8x50xf32>
+  %in, %lab = dsc.mlm_mask %ids {mask_prob = 0.15 : f64, mask_token_id = 3 : i64, stream = 1 : i64, vocab_size = 50 : i64} : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xi32>)
+  %loss = dsc.cross_entropy %logits, %labels : (tensor<2x8x50xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+func.func @fusion_ops(%x: tensor<2x8x72xf32>, %w: tensor<24x24xf32>, %b: tensor<24xf32>) {
+  %w3 = dsc.concat %w, %w, %w {axis = 0 : i64} : (tensor<24x24xf32>, tensor<24x24xf32>, tensor<24x24xf32>) -> tensor<72x24xf32>
+  %p0, %p1 = dsc.split %w3 {axis = 1 : i64} : (tensor<72x24xf32>) -> (tensor<72x8xf32>, tensor<72x16xf32>)
+  %b3 = dsc.concat %b, %b, %b {axis = 0 : i64} : (tensor<24xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<72xf32>
+  %q, %k, %v = dsc.bias_split_heads %x, %b3 {num_heads = 3 : i64} : (tensor<2x8x72xf32>, tensor<72xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  return
+}
+
+func.func @fused_epilogues(%h: tensor<2x8x24xf32>, %b: tensor<24xf32>, %dy: tensor<2x8x24xf32>) {
+  %a = dsc.bias_gelu tanh %h, %b : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
+  %dh, %db = dsc.bias_gelu_grad erf %dy, %h, %b : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  %r = dsc.bias_dropout_add %h, %b, %a {rate = 0.1 : f64, stream = 4 : i64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>) -> tensor<2x8x24xf32>
+  %dx, %dbias = dsc.dropout_bias_grad %dy {rate = 0.1 : f64, stream = 4 : i64} : (tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  return
+}
+
+func.func @residual_layer_norm_ops(%h: tensor<2x8x24xf32>, %b: tensor<24xf32>, %res: tensor<2x8x24xf32>, %dy: tensor<2x8x24xf32>) {
+  %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %res, %b, %b {epsilon = 1.0e-5 : f64, rate = 0.1 : f64, stream = 4 : i64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8xf32>)
+  %0:3 = dsc.layer_norm_grad %dy, %s, %b, %dy {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  %1:3 = dsc.layer_norm_grad_from_output %dy, %y, %b, %b, %r, %dy : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>, tensor<2x8xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  return
+}
+
+func.func @softmax_dropout_ops(%s: tensor<2x3x8x8xf32>) {
+  %d, %p = dsc.softmax_dropout %s {causal = true, rate = 0.1 : f64, scale = 0.25 : f64, stream = 3 : i64} : (tensor<2x3x8x8xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  %g = dsc.softmax_dropout_grad %d, %p, %d {rate = 0.1 : f64, scale = 0.25 : f64} : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
+
+func.func @attention_ops(%q: tensor<2x3x8x4xf32>) {
+  %o, %l = dsc.attention %q, %q, %q {causal = true, rate = 0.1 : f64, scale = 0.5 : f64, stream = 3 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  %g:3 = dsc.attention_grad %o, %q, %q, %q, %o, %l {causal = true, rate = 0.1 : f64, scale = 0.5 : f64, stream = 3 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}
+
+func.func @invertible_ops(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>, %dy: tensor<2x8x24xf32>) {
+  %y, %r = dsc.invertible_layer_norm %x, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8xf32>)
+  %dx, %dg, %db = dsc.layer_norm_grad_from_output %dy, %y, %g, %g, %r : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>, tensor<2x8xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  return
+}
+
+func.func @gradient_ops(%ids: tensor<2x8xi32>, %dy: tensor<2x8x24xf32>,
+                        %x: tensor<2x8x24xf32>, %w: tensor<24x24xf32>,
+                        %g: tensor<24xf32>, %dl: tensor<f32>,
+                        %logits: tensor<2x8x50xf32>, %labels: tensor<2x8xi32>) {
+  %0 = dsc.reduce_to %dy : (tensor<2x8x24xf32>) -> tensor<24xf32>
+  %1 = dsc.embedding_grad %ids, %dy : (tensor<2x8xi32>, tensor<2x8x24xf32>) -> tensor<50x24xf32>
+  %2 = dsc.linear_grad_input %dy, %w : (tensor<2x8x24xf32>, tensor<24x24xf32>) -> tensor<2x8x24xf32>
+  %3 = dsc.linear_grad_weight %x, %dy {transpose_w = true} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> tensor<24x24xf32>
+  %4:3 = dsc.layer_norm_grad %dy, %x, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
+  %5 = dsc.gelu_grad erf %dy, %x : tensor<2x8x24xf32>, tensor<2x8x24xf32> -> tensor<2x8x24xf32>
+  %6 = dsc.softmax_grad %dy, %x {scale = 0.5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> tensor<2x8x24xf32>
+  %7 = dsc.cross_entropy_grad %dl, %logits, %labels : (tensor<f32>, tensor<2x8x50xf32>, tensor<2x8xi32>) -> tensor<2x8x50xf32>
+  %8 = dsc.fill {value = 0.0 : f64} : () -> tensor<4xf32>
+  return
+}
+
+func.func @optimizer_ops(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %m: tensor<4x4xf32>,
+                         %v: tensor<4x4xf32>, %step: tensor<i64>) {
+  %g1 = dsc.all_reduce %g {op = #dsc<reduce sum>} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n = dsc.global_norm %g1, %g : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
+  %c = dsc.clip_coefficient %n {max_norm = 1.0 : f64} : (tensor<f32>) -> tensor<f32>
+  %lr = dsc.lr_schedule %step {kind = #dsc<lr_schedule WarmupLR>, lr = 1.0e-3 : f64, warmup_min_lr = 0.0 : f64, warmup_max_lr = 1.0e-3 : f64, warmup_num_steps = 10 : i64, total_num_steps = 0 : i64, warmup_type = #dsc<warmup log>, warmup_min_ratio = 0.0 : f64, cos_min_ratio = 1.0e-4 : f64} : (tensor<i64>) -> tensor<f32>
+  %a:3 = dsc.adam %p, %g1, %m, %v, %lr, %step, %c {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64, adamw = true, bias_correction = true} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  %l:3 = dsc.lamb %p, %g1, %m, %v, %lr, %step, %c {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.01 : f64, bias_correction = true, max_coeff = 10.0 : f64, min_coeff = 0.01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  %s:2 = dsc.sgd %p, %g1, %m, %lr, %step, %c {momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}
