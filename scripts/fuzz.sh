@@ -20,19 +20,8 @@ targets=("$@")
 ((${#targets[@]})) || targets=(safetensors tokens config checkpoint mlir)
 
 packages=(clang-19 libclang-rt-19-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-    missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq \
-    --no-install-recommends "${missing[@]}" >/dev/null
-fi
+. scripts/install-packages.sh
+install_missing_packages fuzz "${packages[@]}"
 
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -G Ninja -S . -B build-fuzz -DDSC_FUZZ=ON \

@@ -10,19 +10,8 @@ packages=(
   nlohmann-json3-dev libopenblas-dev libgtest-dev
   python3-torch python3-numpy
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-    missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq \
-    --no-install-recommends "${missing[@]}" >/dev/null
-fi
+. scripts/install-packages.sh
+install_missing_packages setup "${packages[@]}"
 
 if [ ! -f build/build.ninja ]; then
   cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release \

@@ -2,6 +2,7 @@
 
 #include "dsc/Runtime/OutputFile.h"
 #include "dsc/Runtime/Program.h"
+#include "dsc/Support/Files.h"
 
 #include <cerrno>
 #include <csignal>
@@ -43,21 +44,6 @@ std::string resolveLink(const std::string &path) {
   std::string resolved = real;
   std::free(real);
   return resolved;
-}
-
-/// What a path that exists is, for messages: "a directory", ... or "".
-std::string nonRegularKind(const struct stat &st) {
-  if (S_ISREG(st.st_mode))
-    return "";
-  if (S_ISDIR(st.st_mode))
-    return "a directory";
-  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
-    return "a device";
-  if (S_ISFIFO(st.st_mode))
-    return "a FIFO";
-  if (S_ISSOCK(st.st_mode))
-    return "a socket";
-  return "not a regular file";
 }
 
 /// The directory must exist and take new files.
@@ -105,8 +91,8 @@ void checkOutputFile(const std::string &path, const std::string &option) {
     throw Error(option + ": empty output path");
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
-    if (std::string kind = nonRegularKind(st); !kind.empty())
-      throw Error(option + ": " + path + " is " + kind +
+    if (!S_ISREG(st.st_mode))
+      throw Error(option + ": " + path + " is " + fileTypeName(st.st_mode) +
                   ", not a regular file: dsc writes a new file and renames "
                   "it into place");
     if (::access(path.c_str(), W_OK) != 0)
@@ -135,8 +121,9 @@ void writeFileAtomic(const std::string &requested, const std::string &bytes) {
   const std::string path = resolveLink(requested);
   struct stat st;
   if (::stat(path.c_str(), &st) == 0)
-    if (std::string kind = nonRegularKind(st); !kind.empty())
-      throw Error("cannot write " + requested + ": it is " + kind +
+    if (!S_ISREG(st.st_mode))
+      throw Error("cannot write " + requested + ": it is " +
+                  fileTypeName(st.st_mode) +
                   ", not a regular file");
   const std::string dir = directoryOf(path);
   std::string tmpl = path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";

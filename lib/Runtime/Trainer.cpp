@@ -279,10 +279,12 @@ void Trainer::saveCheckpoint(const std::string &path) const {
 void Trainer::loadCheckpoint(const std::string &path) {
   Safetensors file = Safetensors::read(path);
   checkCheckpointFormat(file.metadata, path);
+  std::set<std::string> stored;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
     if (buf.role != BufferRole::Param && buf.role != BufferRole::OptState)
       continue;
+    stored.insert(buf.name);
     auto it = file.tensors.find(buf.name);
     if (it == file.tensors.end())
       throw Error(path + ": missing tensor '" + buf.name +
@@ -300,10 +302,6 @@ void Trainer::loadCheckpoint(const std::string &path) {
   skipped = counters.skipped;
   // A tensor the step does not have: a checkpoint of a larger model or of
   // another optimizer, which would otherwise resume in part.
-  std::set<std::string> stored;
-  for (const Buffer &buf : prog.buffers)
-    if (buf.role == BufferRole::Param || buf.role == BufferRole::OptState)
-      stored.insert(buf.name);
   for (const auto &[name, tensor] : file.tensors)
     if (!stored.count(name))
       throw Error(path + ": tensor '" + name +

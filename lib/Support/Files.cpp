@@ -14,7 +14,19 @@ namespace dsc {
 
 namespace {
 
-const char *kindOf(mode_t mode) {
+[[noreturn]] void notRegular(const std::string &path, mode_t mode) {
+  throw FileError(path + " is not a regular file (" + fileTypeName(mode) + ")");
+}
+
+[[noreturn]] void cannot(const char *what, const std::string &path,
+                         int err) {
+  throw FileError(std::string("cannot ") + what + " " + path + ": " +
+                  std::strerror(err));
+}
+
+} // namespace
+
+const char *fileTypeName(unsigned mode) {
   if (S_ISDIR(mode))
     return "a directory";
   if (S_ISFIFO(mode))
@@ -27,18 +39,6 @@ const char *kindOf(mode_t mode) {
     return "a socket";
   return "not a file";
 }
-
-[[noreturn]] void notRegular(const std::string &path, mode_t mode) {
-  throw FileError(path + " is not a regular file (" + kindOf(mode) + ")");
-}
-
-[[noreturn]] void cannot(const char *what, const std::string &path,
-                         int err) {
-  throw FileError(std::string("cannot ") + what + " " + path + ": " +
-                  std::strerror(err));
-}
-
-} // namespace
 
 void requireRegularFile(const std::string &path) {
   struct stat st;

@@ -26,6 +26,10 @@ struct FileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What a file of this st_mode is, for messages: "a directory", "a FIFO",
+/// "a character device", ... ("not a file" for anything else).
+const char *fileTypeName(unsigned mode);
+
 /// Throws FileError "<path> is not a regular file (a directory)" (or a FIFO,
 /// a character device, ...) or "cannot open <path>: <reason>".
 void requireRegularFile(const std::string &path);
