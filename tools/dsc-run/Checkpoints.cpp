@@ -3,7 +3,7 @@
 #include "Checkpoints.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <cctype>
 #include <filesystem>
 #include <vector>
 
