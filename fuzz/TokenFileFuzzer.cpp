@@ -1,6 +1,6 @@
 //===- TokenFileFuzzer.cpp - rt::TokenFile::parse and batch ---------------===//
 //
-// Input: [format][B][T][step: 8 bytes][micro][accum] then the file's bytes.
+// Input: [format][B][T][step: 8 bytes][slice][slices] then the file's bytes.
 // format % 3 picks the name: .bin (llm.c or raw uint16), .tok (raw uint16)
 // or .txt (bytes). Accepted: rt::Error from parse and batch. An accepted
 // file holds tokens in range; batch writes exactly B*T inputs and targets,
@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t stepBits;
   std::memcpy(&stepBits, data + 3, 8);
   const int64_t step = int64_t(stepBits >> 1); // any non-negative int64
-  const int64_t micro = data[11] % 4, accum = 1 + data[12] % 4;
+  const int64_t slices = 1 + data[12] % 4, slice = data[11] % slices;
   const std::string_view file = fuzz::bytesOf(data + kPrefix, size - kPrefix);
 
   rt::TokenFile tf;
@@ -49,9 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // Exactly B*T elements each: ASan reports a write past them.
   std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
   try {
-    tf.batch(step, micro, accum, B, T, inputs.data(), targets.data());
+    tf.batch(step, slice, slices, B, T, inputs.data(), targets.data());
   } catch (const rt::Error &) {
-    fuzz::require(tf.size() < B * T + 2, "batch refused a file long enough");
+    fuzz::require(tf.size() < slices * B * T + 2,
+                  "batch refused a file long enough");
     return 0;
   } catch (...) {
     fuzz::unexpectedException();

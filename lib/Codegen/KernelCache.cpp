@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Codegen/KernelCache.h"
+#include "dsc/Support/Hash.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -23,14 +24,6 @@ namespace dsc::cuda {
 namespace {
 
 const char kMagic[] = "DSCKC1\n";
-
-uint64_t fnv1a(const std::string &s, uint64_t h) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 std::string hex(uint64_t v) {
   static const char digits[] = "0123456789abcdef";
@@ -85,7 +78,7 @@ std::string readEntry(const std::string &path, const std::string &key,
       !getString(in, storedSource, size) || storedSource != source ||
       !getString(in, binary, size) ||
       !in.read(reinterpret_cast<char *>(&sum), sizeof sum) ||
-      sum != fnv1a(binary, 0xcbf29ce484222325ull) || binary.empty())
+      sum != fnv1a64(binary) || binary.empty())
     return "";
   return binary;
 }
@@ -108,7 +101,7 @@ std::string writeEntry(const std::string &path, const std::string &key,
     putString(out, key);
     putString(out, source);
     putString(out, binary);
-    const uint64_t sum = fnv1a(binary, 0xcbf29ce484222325ull);
+    const uint64_t sum = fnv1a64(binary);
     out.write(reinterpret_cast<const char *>(&sum), sizeof sum);
     out.flush();
     if (!out) {
@@ -144,8 +137,8 @@ CachedCompile compileCached(const std::string &source, const std::string &name,
   if (!cacheDir.empty()) {
     // Two independent 64-bit hashes name the file; the stored key and
     // source decide whether it is a hit.
-    c.path = cacheDir + "/" + hex(fnv1a(key + source, 0xcbf29ce484222325ull)) +
-             hex(fnv1a(source + key, 0x84222325cbf29ce4ull)) + "-" +
+    c.path = cacheDir + "/" + hex(fnv1a64(key + source)) +
+             hex(fnv1a64(source + key, 0x84222325cbf29ce4ull)) + "-" +
              options.arch + ".cubin";
     std::string binary = readEntry(c.path, key, source);
     if (!binary.empty()) {

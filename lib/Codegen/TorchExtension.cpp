@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Codegen/TorchExtension.h"
+#include "dsc/Support/Hash.h"
 
 #include <cmath>
 #include <cstdio>
@@ -122,10 +123,7 @@ std::string pyAttr(const rt::AttrValue &v) {
 /// FNV-1a: names the compiled module after its sources, so extensions of
 /// different steps can be loaded into one process side by side.
 std::string hashName(const std::string &a, const std::string &b) {
-  uint64_t h = 1469598103934665603ull;
-  for (const std::string *s : {&a, &b})
-    for (unsigned char c : *s)
-      h = (h ^ c) * 1099511628211ull;
+  const uint64_t h = fnv1a64(b, fnv1a64(a));
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return std::string("dsc_ext_") + std::string(buf, 10);

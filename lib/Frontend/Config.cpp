@@ -1053,6 +1053,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
     c.fail("world size " + str(worldSize) + " is not allowed; expected >= 1");
   json j = parseJson(text, c);
   TrainConfig t;
+  t.worldSize = worldSize;
   std::optional<int64_t> tb, mb, ga;
   std::string rematPolicy; // dsc.remat.policy; empty: derived
 

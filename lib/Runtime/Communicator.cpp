@@ -1,18 +1,43 @@
-//===- Communicator.cpp - The single-rank communicator --------------------===//
+//===- Communicator.cpp - Picking the communicator; the single rank -------===//
+
+#include "Launcher.h"
 
 #include "dsc/Runtime/Runtime.h"
 
+#include <algorithm>
+
 namespace dsc::rt {
 
+const char *collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::Count:
+    break;
+  }
+  return "?";
+}
+
 namespace {
-/// One process: a sum or mean over one rank leaves the data unchanged.
+/// One process: every collective leaves the data as it is.
 class SingleRankCommunicator final : public Communicator {
 public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allReduce(float *, int64_t n, bool) override {
+  int localRank() const override { return 0; }
+  int localSize() const override { return 1; }
+  const char *transport() const override { return "single process"; }
+  void allReduce(float *, int64_t n, ReduceOp) override {
     if (n < 0)
-      throw Error("allReduce: negative element count");
+      throw Error("all_reduce: negative element count");
+  }
+  void allGather(const void *in, void *out, int64_t bytesPerRank) override {
+    if (bytesPerRank < 0)
+      throw Error("all_gather: negative byte count");
+    std::copy_n(static_cast<const char *>(in), bytesPerRank,
+                static_cast<char *>(out));
   }
   void barrier() override {}
 };
@@ -20,6 +45,20 @@ public:
 
 std::unique_ptr<Communicator> createSingleRankCommunicator() {
   return std::make_unique<SingleRankCommunicator>();
+}
+
+std::unique_ptr<Communicator> createCommunicator() {
+  const LaunchEnvironment env = readLaunchEnvironment();
+  if (env.mpiLauncher.empty()) {
+    if (env.worldSize > 1)
+      throw Error(env.worldSizeVariable + "=" + std::to_string(env.worldSize) +
+                  " asks for " + std::to_string(env.worldSize) +
+                  " ranks, but no MPI launcher started this process: "
+                  "start CPU ranks with 'mpirun -np N' or 'srun' (a "
+                  "torchrun-style launch without MPI is not supported)");
+    return createSingleRankCommunicator();
+  }
+  return createMpiCommunicator(env);
 }
 
 } // namespace dsc::rt

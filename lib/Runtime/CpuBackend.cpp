@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <omp.h>
 
 namespace dsc::rt {
 
@@ -56,12 +57,23 @@ private:
   std::map<Opcode, std::pair<double, int64_t>> entries;
 };
 
+/// Ranks on one node share its cores: unless OMP_NUM_THREADS says
+/// otherwise, each rank takes its share (torchrun sets OMP_NUM_THREADS=1
+/// for the same reason). Threads that outnumber the cores spin against each
+/// other and slow every rank down many times.
+void shareCoresWithLocalRanks(const Communicator &comm) {
+  if (comm.localSize() <= 1 || std::getenv("OMP_NUM_THREADS"))
+    return;
+  omp_set_num_threads(std::max(1, omp_get_num_procs() / comm.localSize()));
+}
+
 class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(Communicator &comm)
       : comm(comm), profile(std::getenv("DSC_PROFILE")
                                 ? std::make_unique<OpcodeProfile>()
                                 : nullptr) {
+    shareCoresWithLocalRanks(comm);
     cpu::configureBlasThreads();
   }
   const char *name() const override { return "cpu"; }
@@ -112,7 +124,7 @@ void CpuBackend::dispatch(cpu::Exec &e) {
   case KernelFamily::Gemm:
     return cpu::runGemm(e);
   case KernelFamily::Collective:
-    comm.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.mean);
+    comm.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
     return;
   }
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));

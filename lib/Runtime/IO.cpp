@@ -111,24 +111,26 @@ int32_t TokenFile::maxToken() const {
   return m;
 }
 
-void TokenFile::batch(int64_t step, int64_t micro, int64_t gradAccum,
+void TokenFile::batch(int64_t step, int64_t slice, int64_t slices,
                       int64_t B, int64_t T, int32_t *inputs,
                       int32_t *targets) const {
-  if (B <= 0 || T <= 0 || gradAccum <= 0 || step < 0 || micro < 0)
+  if (B <= 0 || T <= 0 || slices <= 0 || step < 0 || slice < 0 ||
+      slice >= slices)
     throw Error("batch: invalid arguments (B=" + std::to_string(B) +
-                ", T=" + std::to_string(T) +
-                ", grad_accum=" + std::to_string(gradAccum) + ")");
+                ", T=" + std::to_string(T) + ", slice " +
+                std::to_string(slice) + " of " + std::to_string(slices) + ")");
+  using u128 = unsigned __int128;
   const int64_t N = size(), BT = B * T;
-  if (N < BT + 2)
+  const u128 global = u128(uint64_t(BT)) * uint64_t(slices);
+  if (u128(uint64_t(N)) < global + 2)
     throw Error("data file " + path + " has " + std::to_string(N) +
-                " tokens; need at least " + std::to_string(BT + 2) +
-                " (B*T+2) for micro-batch " + std::to_string(B) +
-                " and seq-len " + std::to_string(T));
-  const unsigned __int128 span = uint64_t(N - BT - 1);
-  const unsigned __int128 idx =
-      (unsigned __int128)(uint64_t(step)) * uint64_t(gradAccum) + uint64_t(micro);
-  const uint64_t start = uint64_t((idx % span) * uint64_t(BT) % span);
-  const int32_t *src = tokens.data() + start;
+                " tokens; need at least " + std::to_string(uint64_t(global + 2)) +
+                " (train_batch_size*seq_len+2) for a global batch of " +
+                std::to_string(B * slices) + " rows of seq-len " +
+                std::to_string(T));
+  const u128 span = u128(uint64_t(N)) - global - 1;
+  const uint64_t first = uint64_t(u128(uint64_t(step)) * global % span);
+  const int32_t *src = tokens.data() + first + uint64_t(slice) * uint64_t(BT);
   std::memcpy(inputs, src, size_t(BT) * sizeof(int32_t));
   std::memcpy(targets, src + 1, size_t(BT) * sizeof(int32_t));
 }

@@ -528,9 +528,14 @@ void Checker::other() {
   d.n = in(0).numElements();
   if (I.op == Opcode::AllReduce) {
     const std::string &op = I.getString("op");
-    if (op != "sum" && op != "mean")
-      fail("op must be \"sum\" or \"mean\", got \"" + op + "\"");
-    d.mean = op == "mean";
+    if (op == "sum")
+      d.reduce = ReduceOp::Sum;
+    else if (op == "mean")
+      d.reduce = ReduceOp::Mean;
+    else if (op == "max")
+      d.reduce = ReduceOp::Max;
+    else
+      fail("op must be \"sum\", \"mean\" or \"max\", got \"" + op + "\"");
   }
   count(out(0), d.n, I.op == Opcode::AllReduce ? "tensor" : "output");
 }

@@ -112,6 +112,14 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   T = prog.metaInt("seq_len", std::nullopt, 1);
   A = prog.metaInt("grad_accum", std::nullopt, 1);
   V = prog.metaInt("vocab_size", std::nullopt, 1);
+  const int64_t compiledFor = prog.metaInt("world_size", 1, 1);
+  if (compiledFor != comm.size())
+    throw Error("the step was compiled for " + std::to_string(compiledFor) +
+                " rank" + (compiledFor == 1 ? "" : "s") +
+                " (dsc.world_size) but this job has " +
+                std::to_string(comm.size()) +
+                "; compile it with --world-size " +
+                std::to_string(comm.size()));
   prog.function("micro_step");
   prog.function("apply_step");
   // The driver writes and reads these buffers directly: their types must be
@@ -331,9 +339,14 @@ void Trainer::requireFiniteState(const std::string &source) {
 void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
   const int ids = buffer(BufferRole::Input, "input_ids");
   const int targets = buffer(BufferRole::Input, "targets");
-  data.batch(step, micro, A, B, T, storage.i32(ids), storage.i32(targets));
+  // This rank's rows of the global batch (TokenFile::batch). The random
+  // stream is keyed by the same slice index, so W ranks with A micro-batches
+  // draw the dropout and masking of one rank with W*A micro-batches.
+  const int64_t slices = A * comm.size(), slice = comm.rank() * A + micro;
+  data.batch(step, slice, slices, B, T, storage.i32(ids),
+             storage.i32(targets));
   backend.upload(storage, {ids, targets});
-  RngContext rng{seed, uint64_t(step * A + micro)};
+  RngContext rng{seed, uint64_t(step * slices + slice)};
   backend.run(prog, prog.function("micro_step"), storage, rng);
 }
 
@@ -341,12 +354,17 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   auto start = std::chrono::steady_clock::now();
   StepStats stats;
   stats.step = step;
+  const CommTraffic before = comm.traffic();
   int lossBuf = buffer(BufferRole::Output, "loss");
   for (int64_t m = 0; m < A; ++m) {
     runMicroStep(data, m);
     backend.download(storage, {lossBuf});
     stats.loss += storage.f32(lossBuf)[0] / double(A);
   }
+  // The global batch's mean: every rank's micro-batches weigh the same.
+  float globalLoss = float(stats.loss);
+  comm.allReduce(&globalLoss, 1, ReduceOp::Mean);
+  stats.loss = globalLoss;
   // DeepSpeed advances neither the optimizer's step nor the LR scheduler on
   // a skipped (overflowed) step: the counter is the applied updates + 1.
   const int stepBuf = buffer(BufferRole::Input, "step");
@@ -372,6 +390,8 @@ StepStats Trainer::trainStep(const TokenFile &data) {
                        std::chrono::steady_clock::now() - start)
                        .count();
   stats.tokensPerSecond = double(A * B * T * comm.size()) / seconds;
+  for (int k = 0; k < int(CollectiveKind::Count); ++k)
+    stats.commSent.bytes[k] = comm.traffic().bytes[k] - before.bytes[k];
   // A skipped fp16 step is loss scaling at work; any other non-finite loss
   // or gradient norm means the weights are now poisoned.
   if (!stats.skipped) {

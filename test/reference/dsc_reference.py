@@ -116,9 +116,12 @@ def random_tokens(n, vocab, seed=0):
 
 
 def batch_at(tokens, step, micro, B, T, A):
-    """llm.c-style batching as specified in DESIGN.md (no shuffle)."""
+    """llm.c-style batching (no shuffle): the step's global batch is the
+    A*B*T consecutive tokens at (step*A*B*T) mod (N - A*B*T - 1); micro-batch
+    m is its rows [m*B, (m+1)*B) (TokenFile::batch in lib/Runtime/IO.cpp)."""
     N = len(tokens)
-    start = ((step * A + micro) * B * T) % (N - B * T - 1)
+    G = A * B * T
+    start = (step * G) % (N - G - 1) + micro * B * T
     chunk = tokens[start:start + B * T + 1]
     x = torch.from_numpy(chunk[:-1].reshape(B, T).copy())
     y = torch.from_numpy(chunk[1:].reshape(B, T).copy())

@@ -34,7 +34,7 @@ def main():
         R.write_tokens(p, toks)
         assert np.array_equal(R.read_tokens(p), toks)
         x, y = R.batch_at(toks, 2, 1, 3, 5, 2)
-        start = (5 * 15) % (100 - 16)
+        start = (2 * 30) % (100 - 31) + 15
         assert np.array_equal(x.numpy().ravel(), toks[start:start + 15])
         assert np.array_equal(y.numpy().ravel(), toks[start + 1:start + 16])
     # 80/10/10: over many draws the branch frequencies are close to nominal.

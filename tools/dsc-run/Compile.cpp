@@ -168,6 +168,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
                      b.getI64IntegerAttr(train.stepsPerPrint));
+  // The runtime refuses to run the step on a job of another size.
+  (*module)->setAttr("dsc.world_size", b.getI64IntegerAttr(train.worldSize));
   mlir::dsc::TrainingPipelineOptions options;
   fillPipelineOptions(train, options);
   auto pm = PassManager::on<ModuleOp>(&ctx);

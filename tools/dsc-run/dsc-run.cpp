@@ -2,6 +2,7 @@
 //
 //   dsc-run train --model M.json --config C.json --data D [options]
 //   dsc-run train step.mlir --data D [options]
+//   mpirun -np N dsc-run train ...   (or srun): data parallel over N ranks
 //   dsc-run compile --model M.json --config C.json [--seq-len T]
 //                   [--stage forward|step] [--print-pipeline] -o step.mlir
 //   dsc-run estimate --model M.json --config C.json [--memory-report F.json]
@@ -17,15 +18,18 @@
 #include "Compile.h"
 #include "Demo.h"
 #include "Memory.h"
+#include "Ranks.h"
 
 #include "dsc/Codegen/KernelCache.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Trainer.h"
+#include "dsc/Support/Hash.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -53,9 +57,10 @@ const char *kUsage =
     "          [--resume CK.safetensors] [--log-json F]\n"
     "          [--checkpoint-every N [--checkpoint-keep K]]\n"
     "          [--backend auto|cpu|cuda] [--memory-report F.json]\n"
-    "  estimate --model M.json --config C.json [--seq-len T]\n"
+    "          under mpirun -np N or srun: data parallel over N ranks\n"
+    "  estimate --model M.json --config C.json [--seq-len T] [--world-size N]\n"
     "          [--memory-report F.json]   plan the step's memory, run nothing\n"
-    "  compile --model M.json --config C.json [--seq-len T]\n"
+    "  compile --model M.json --config C.json [--seq-len T] [--world-size N]\n"
     "          [--stage forward|step] [--print-pipeline] -o STEP.mlir\n"
     "          --print-pipeline: the pass pipeline on stdout\n"
     "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
@@ -175,10 +180,12 @@ struct Configs {
   TrainConfig train;
 };
 
-Configs readConfigs(const Args &args) {
+/// The configs of --model and --config for a job of `worldSize` ranks
+/// (train_batch_size = micro * accumulation * worldSize).
+Configs readConfigs(const Args &args, int64_t worldSize) {
   Configs c;
   c.model = parseModelConfig(args.get("--model"));
-  c.train = parseTrainConfig(args.get("--config"));
+  c.train = parseTrainConfig(args.get("--config"), worldSize);
   if (args.has("--seq-len")) {
     c.train.seqLen = args.getInt("--seq-len", 0, 1);
     if (c.train.seqLen > c.model.maxPositions)
@@ -220,7 +227,13 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
   log << "{\"step\": " << s.step << ", \"loss\": " << jsonNumber(s.loss, 9)
       << ", \"lr\": " << jsonNumber(s.lr, 9)
       << ", \"grad_norm\": " << jsonNumber(s.gradNorm, 9)
-      << ", \"tokens_per_s\": " << jsonNumber(s.tokensPerSecond, 6);
+      << ", \"tokens_per_s\": " << jsonNumber(s.tokensPerSecond, 6)
+      << ", \"comm_bytes\": {";
+  for (int k = 0; k < int(rt::CollectiveKind::Count); ++k)
+    log << (k ? ", " : "") << "\""
+        << rt::collectiveKindName(rt::CollectiveKind(k))
+        << "\": " << s.commSent.bytes[k];
+  log << "}";
   if (s.hasLossScale)
     log << ", \"loss_scale\": " << jsonNumber(s.lossScale, 9)
         << ", \"skipped\": " << (s.skipped ? "true" : "false");
@@ -244,7 +257,9 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
     if (!log)
       throw rt::Error("cannot write log file " + logPath);
   }
-  bool tty = isatty(STDOUT_FILENO);
+  // Launchers relay the ranks' output line by line (Open MPI through a
+  // pseudo-terminal): a multi-rank job gets plain lines, no progress bar.
+  bool tty = isatty(STDOUT_FILENO) && trainer.worldSize() == 1;
   int64_t first = trainer.currentStep();
   for (int64_t i = 0; i < steps; ++i) {
     rt::StepStats s;
@@ -300,7 +315,8 @@ void checkOutputs(const Args &args) {
 
 int cmdCompile(int argc, char **argv) {
   Args args("compile", argc, argv,
-            {"--model", "--config", "--seq-len", "--stage", "-o"},
+            {"--model", "--config", "--seq-len", "--stage", "--world-size",
+             "-o"},
             {"--print-pipeline"});
   std::string stage = args.getOr("--stage", "step");
   if (stage != "forward" && stage != "step")
@@ -314,7 +330,7 @@ int cmdCompile(int argc, char **argv) {
     throw UsageError("dsc-run compile: --print-pipeline writes to stdout; "
                      "give -o a file");
   checkOutputs(args);
-  Configs c = readConfigs(args);
+  Configs c = readConfigs(args, args.getInt("--world-size", 1, 1));
   mlir::MLIRContext ctx;
   std::string pipeline;
   auto module = compileStep(ctx, c.model, c.train, stage == "step",
@@ -331,7 +347,24 @@ int cmdCompile(int argc, char **argv) {
   return 0;
 }
 
+/// The fingerprint of every DSC_* environment variable (they change how the
+/// step is compiled, planned and run).
+uint64_t dscEnvironmentFingerprint() {
+  std::vector<std::string> vars;
+  for (char **e = environ; *e; ++e)
+    if (std::strncmp(*e, "DSC_", 4) == 0)
+      vars.push_back(*e);
+  std::sort(vars.begin(), vars.end());
+  uint64_t h = kFnv1aBasis;
+  for (const std::string &v : vars)
+    h = fnv1a64(v + '\n', h);
+  return h;
+}
+
 int cmdTrain(int argc, char **argv) {
+  // Under mpirun/srun this joins the job; every rank runs this command.
+  auto comm = rt::createCommunicator();
+  RankOutput output(*comm);
   Args args("train", argc, argv,
             {"--model", "--config", "--data", "--steps", "--seq-len",
              "--init-from", "--save", "--checkpoint", "--resume",
@@ -346,39 +379,68 @@ int cmdTrain(int argc, char **argv) {
   if (args.has("--checkpoint-keep") && !args.has("--checkpoint-every"))
     throw UsageError("dsc-run train: --checkpoint-keep needs "
                      "--checkpoint-every N");
-  checkOutputs(args);
+  if (args.has("--resume") && args.has("--init-from"))
+    throw UsageError("dsc-run train: --resume already restores the weights; "
+                     "drop --init-from");
+  // Only rank 0 writes files.
+  if (output.leader())
+    checkOutputs(args);
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   if (args.positional.size() > 1)
     throw UsageError("dsc-run train: more than one compiled step given");
-  if (args.positional.size() == 1) {
+  const std::string stepPath =
+      args.positional.empty() ? "" : args.positional[0];
+  if (!stepPath.empty()) {
     if (args.has("--model") || args.has("--config") || args.has("--seq-len"))
       throw UsageError("dsc-run train: give either a compiled step or "
                        "--model/--config, not both");
-    module = loadStep(ctx, args.positional[0]);
+    module = loadStep(ctx, stepPath);
   } else {
-    Configs c = readConfigs(args);
+    Configs c = readConfigs(args, comm->size());
     module = compileStep(ctx, c.model, c.train);
   }
+  rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
+  std::string commandLine;
+  for (int i = 0; i < argc; ++i)
+    commandLine += std::string(argv[i]) + '\0';
+  std::string moduleText;
+  llvm::raw_string_ostream moduleOs(moduleText);
+  module->print(moduleOs);
+  auto file = [&](const char *option) {
+    const std::string path = args.getOr(option, "");
+    return JobInput{option, path, fileFingerprint(path)};
+  };
+  const auto &tokens = data.data();
+  requireSameInputs(
+      *comm,
+      {{"command line", "", fnv1a64(commandLine)},
+       {"DSC_* environment", "", dscEnvironmentFingerprint()},
+       file("--model"),
+       file("--config"),
+       {"compiled step", stepPath, fileFingerprint(stepPath)},
+       {"--data", args.get("--data"),
+        fnv1a64({reinterpret_cast<const char *>(tokens.data()),
+                 tokens.size() * sizeof(int32_t)})},
+       file("--init-from"),
+       file("--resume"),
+       {"compiled training step (a different dsc build?)", "",
+        fnv1a64(moduleOs.str())}});
+
   rt::Program program = lowerStep(*module);
   bool planned = memoryPlanningEnabled();
   MemoryReport memory = planStep(program, planned);
   // Read before the program moves into the trainer.
   const uint64_t seed = uint64_t(program.metaInt("seed", 42));
   const int64_t printEvery = program.metaInt("steps_per_print", 1, 1);
-  auto comm = rt::createSingleRankCommunicator();
   auto backend = makeBackend(backendName, program, *comm);
   rt::Trainer trainer(std::move(program), *backend, *comm, seed);
   int64_t steps = args.getInt("--steps", 100, 0);
-  rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
   if (data.maxToken() >= trainer.vocabSize())
     throw rt::Error(args.get("--data") + ": token " +
                     std::to_string(data.maxToken()) +
                     " is outside the model's vocabulary of " +
                     std::to_string(trainer.vocabSize()));
-  if (args.has("--resume") && args.has("--init-from"))
-    throw UsageError("dsc-run train: --resume already restores the weights; "
-                     "drop --init-from");
   if (args.has("--resume"))
     trainer.loadCheckpoint(args.get("--resume"));
   else if (args.has("--init-from"))
@@ -386,12 +448,15 @@ int cmdTrain(int argc, char **argv) {
   else
     trainer.initializeWeights();
   std::optional<PeriodicCheckpoints> periodic;
-  if (args.has("--checkpoint-every"))
+  if (args.has("--checkpoint-every") && output.leader())
     periodic.emplace(args.get("--checkpoint"),
                      args.getInt("--checkpoint-every", 0, 1),
                      args.getInt("--checkpoint-keep", 2, 1));
-  trainLoop(trainer, data, steps, printEvery, args.getOr("--log-json", ""),
+  trainLoop(trainer, data, steps, printEvery,
+            output.leader() ? args.getOr("--log-json", "") : "",
             periodic ? &*periodic : nullptr);
+  if (!output.leader())
+    return 0;
   if (args.has("--save"))
     trainer.saveWeights(args.get("--save"));
   if (args.has("--checkpoint"))
@@ -409,12 +474,13 @@ int cmdTrain(int argc, char **argv) {
 /// so it works for models far larger than this machine's memory.
 int cmdEstimate(int argc, char **argv) {
   Args args("estimate", argc, argv,
-            {"--model", "--config", "--seq-len", "--memory-report"});
+            {"--model", "--config", "--seq-len", "--world-size",
+             "--memory-report"});
   if (!args.positional.empty())
     throw UsageError("dsc-run estimate: unexpected argument '" +
                      args.positional[0] + "'");
   checkOutputs(args);
-  Configs c = readConfigs(args);
+  Configs c = readConfigs(args, args.getInt("--world-size", 1, 1));
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
   rt::Program program = lowerStep(*module);
@@ -438,7 +504,7 @@ int cmdInspect(int argc, char **argv) {
   args.noPositional();
   const std::string backendName = chooseBackend(args);
   checkOutputs(args);
-  Configs c = readConfigs(args);
+  Configs c = readConfigs(args, 1);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
   auto comm = rt::createSingleRankCommunicator();
@@ -464,7 +530,7 @@ int cmdCheckCuda(int argc, char **argv) {
   args.noPositional();
   if (std::string why = rt::cudaUnavailableReason(); !why.empty())
     throw rt::Error("check-cuda: " + why);
-  Configs c = readConfigs(args);
+  Configs c = readConfigs(args, 1);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
   rt::Program unplanned = lowerStep(*module);
@@ -677,10 +743,13 @@ int main(int argc, char **argv) {
                      "' (expected train, compile, estimate, inspect, demo, "
                      "check-cuda or devices)");
   } catch (const std::bad_alloc &) {
-    std::cerr << "error: out of memory\n";
+    std::cerr << errorPrefix() << "error: out of memory\n";
   } catch (const std::exception &e) {
-    // Usage, config, runtime and CUDA errors alike: one line.
-    std::cerr << "error: " << printableLine(e.what()) << "\n";
+    // Usage, config, runtime and CUDA errors alike: one line (from rank 0
+    // alone when every rank found it).
+    if (printsError(e))
+      std::cerr << errorPrefix() << "error: " << printableLine(e.what())
+                << "\n";
   }
   return 1;
 }

@@ -41,14 +41,6 @@ std::vector<std::string> listDir(const std::string &dir) {
   closedir(d);
   return names;
 }
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 bool contains(const std::string &s, const std::string &sub) {
   return s.find(sub) != std::string::npos;
 }
@@ -129,12 +121,12 @@ TEST(TokenFile, BatchPositionsAndTooShort) {
     toks[size_t(i)] = i;
   writeTokenFile(path, toks);
   TokenFile tf = TokenFile::open(path);
-  const int64_t B = 2, T = 3, A = 2; // span = 50 - 6 - 1 = 43
+  const int64_t B = 2, T = 3, S = 2; // span = 50 - 12 - 1 = 37
   int32_t in[6], tg[6];
   for (int64_t step : {0, 1, 5}) {
-    for (int64_t micro : {0, 1}) {
-      tf.batch(step, micro, A, B, T, in, tg);
-      int64_t start = ((step * A + micro) * B * T) % 43;
+    for (int64_t slice : {0, 1}) {
+      tf.batch(step, slice, S, B, T, in, tg);
+      int64_t start = (step * S * B * T) % 37 + slice * B * T;
       for (int k = 0; k < 6; ++k) {
         ASSERT_EQ(in[k], start + k);
         ASSERT_EQ(tg[k], start + k + 1);
@@ -145,8 +137,11 @@ TEST(TokenFile, BatchPositionsAndTooShort) {
   TokenFile small = TokenFile::open(dir + "/s.bin");
   EXPECT_EQ(errorOf([&] { small.batch(0, 0, 1, B, T, in, tg); }),
             "data file " + dir +
-                "/s.bin has 7 tokens; need at least 8 (B*T+2) for micro-batch "
-                "2 and seq-len 3");
+                "/s.bin has 7 tokens; need at least 8 "
+                "(train_batch_size*seq_len+2) for a global batch of 2 rows of "
+                "seq-len 3");
+  EXPECT_EQ(errorOf([&] { tf.batch(0, 2, 2, B, T, in, tg); }),
+            "batch: invalid arguments (B=2, T=3, slice 2 of 2)");
   writeTokenFile(dir + "/e.bin", toks);
   EXPECT_NO_THROW(TokenFile::open(dir + "/e.bin").batch(1000000007, 1, 8, B, T, in, tg));
 }

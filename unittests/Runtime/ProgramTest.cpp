@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+
 using namespace dsc::rt;
+using dsc::rt::test::errorOf;
 using dsc::rt::test::Harness;
 
 TEST(Program, DtypeAndOpcodeNames) {
@@ -136,9 +140,15 @@ TEST(Communicator, SingleRank) {
   EXPECT_EQ(c->rank(), 0);
   EXPECT_EQ(c->size(), 1);
   float x[3] = {1, 2, 3};
-  c->allReduce(x, 3, true);
+  c->allReduce(x, 3, ReduceOp::Mean);
   EXPECT_EQ(x[2], 3.0f);
+  c->allReduce(x, 3, ReduceOp::Max);
+  EXPECT_EQ(x[0], 1.0f);
+  char gathered[2];
+  c->allGather("ab", gathered, 2);
+  EXPECT_EQ(std::string(gathered, 2), "ab");
   c->barrier();
+  EXPECT_EQ(c->traffic()[CollectiveKind::AllReduce], 0);
 }
 
 TEST(Backend, AllReduceCopiesWhenNotInPlace) {
@@ -151,6 +161,59 @@ TEST(Backend, AllReduceCopiesWhenNotInPlace) {
   EXPECT_EQ(h.get(b), (std::vector<float>{1, 2, 3}));
   h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("sum")}});
   EXPECT_EQ(h.get(a), (std::vector<float>{1, 2, 3}));
-  EXPECT_THROW(h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("max")}}),
+  h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("max")}});
+  EXPECT_EQ(h.get(a), (std::vector<float>{1, 2, 3}));
+  EXPECT_THROW(h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("min")}}),
                Error);
+}
+
+/// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+public:
+  ScopedEnv(std::initializer_list<std::pair<const char *, const char *>> vars) {
+    for (auto [name, value] : vars) {
+      const char *old = std::getenv(name);
+      saved.emplace_back(name, old ? std::optional<std::string>(old)
+                                   : std::nullopt);
+      value ? setenv(name, value, 1) : unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto &[name, value] : saved)
+      value ? setenv(name.c_str(), value->c_str(), 1) : unsetenv(name.c_str());
+  }
+
+private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+};
+
+TEST(Communicator, LauncherEnvironment) {
+  ScopedEnv clean({{"OMPI_COMM_WORLD_SIZE", nullptr},
+                   {"PMI_SIZE", nullptr},
+                   {"SLURM_NTASKS", nullptr},
+                   {"WORLD_SIZE", nullptr}});
+  EXPECT_EQ(createCommunicator()->size(), 1);
+  {
+    ScopedEnv torchrun({{"WORLD_SIZE", "1"}});
+    EXPECT_EQ(createCommunicator()->size(), 1);
+  }
+  {
+    // Several ranks without an MPI launcher: refused, not run as one.
+    ScopedEnv torchrun({{"WORLD_SIZE", "2"}});
+    EXPECT_NE(errorOf([] { createCommunicator(); })
+                  .find("WORLD_SIZE=2 asks for 2 ranks, but no MPI launcher"),
+              std::string::npos);
+  }
+  {
+    ScopedEnv bad({{"OMPI_COMM_WORLD_SIZE", "two"}});
+    EXPECT_NE(errorOf([] { createCommunicator(); })
+                  .find("environment variable OMPI_COMM_WORLD_SIZE='two' is "
+                        "not an integer"),
+              std::string::npos);
+  }
+  {
+    // An sbatch script (no srun step) is not a launched rank.
+    ScopedEnv sbatch({{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", nullptr}});
+    EXPECT_EQ(createCommunicator()->size(), 1);
+  }
 }

@@ -106,4 +106,13 @@ std::string tempDir() {
   return std::string(name.data());
 }
 
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 } // namespace dsc::rt::test

@@ -54,6 +54,9 @@ std::vector<double> numericGrad(float *x, int64_t n,
 /// sum_i w[i] * y[i] in double.
 double dot(const float *w, const float *y, int64_t n);
 
+/// The message of the rt::Error `f` throws, or "<no error>".
+std::string errorOf(const std::function<void()> &f);
+
 /// A fresh empty directory under the test temp dir.
 std::string tempDir();
 

@@ -43,7 +43,8 @@ def Dsc_WarmupTypeAttr : EnumAttr<Dsc_Dialect, Dsc_WarmupType, "warmup">;
 
 def Dsc_ReduceKind : I32EnumAttr<"ReduceKind",
     "how a collective combines the ranks' tensors", [
-      I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>
+      I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>,
+      I32EnumAttrCase<"max", 2>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

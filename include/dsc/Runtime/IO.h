@@ -32,9 +32,14 @@ public:
   int64_t size() const { return int64_t(tokens.size()); }
   const std::vector<int32_t> &data() const { return tokens; }
   int32_t maxToken() const;
-  /// The batch of (step, micro): B*T inputs then B*T targets, starting at
-  /// ((step*A + micro)*B*T) mod (N - B*T - 1). Throws if N < B*T + 2.
-  void batch(int64_t step, int64_t micro, int64_t gradAccum, int64_t B,
+  /// Slice `slice` of the global batch of `step`. The global batch is the
+  /// G = slices*B*T consecutive tokens starting at (step*G) mod (N - G - 1),
+  /// what one rank with micro-batch slices*B would read; slice s is its
+  /// rows [s*B, (s+1)*B): B*T inputs, and the B*T tokens after each as
+  /// targets. A data-parallel rank r with A micro-batches reads slices
+  /// r*A + m, so every world size and accumulation trains on the same
+  /// tokens. Throws if N < G + 2.
+  void batch(int64_t step, int64_t slice, int64_t slices, int64_t B,
              int64_t T, int32_t *inputs, int32_t *targets) const;
   std::string path;
 

@@ -57,9 +57,10 @@ struct InstrDims {
   std::vector<int64_t> widths;
   /// Dropout rate, checked to be in [0, 1) (0 for ops without one).
   double rate = 0.0;
-  /// Gelu family: the tanh form (anything but "erf"); AllReduce: "mean"
-  /// (else "sum").
-  bool tanh = false, mean = false;
+  /// Gelu family: the tanh form (anything but "erf").
+  bool tanh = false;
+  /// AllReduce: its `op`.
+  ReduceOp reduce = ReduceOp::Sum;
   /// LrSchedule: its attributes, checked (kind, warmup type, and a cosine
   /// decay that has steps to run).
   LrScheduleAttrs schedule;

@@ -184,6 +184,10 @@ struct Program {
 
 /// Every runtime failure (bad file, bad program, bad shapes) is an Error with a
 /// one-line message; the tools print it and exit non-zero.
+/// How a collective reduction combines the ranks' values (the `op` of
+/// all_reduce).
+enum class ReduceOp { Sum, Mean, Max };
+
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

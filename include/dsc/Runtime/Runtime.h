@@ -14,20 +14,56 @@
 
 namespace dsc::rt {
 
+/// The collective kinds whose traffic a Communicator counts (the keys of
+/// `--log-json`'s "comm_bytes").
+enum class CollectiveKind { AllReduce, AllGather, Count };
+const char *collectiveKindName(CollectiveKind kind);
+
+/// Bytes this rank sent, per collective kind, by the bandwidth-optimal
+/// (ring) algorithm's volume: an all-reduce of S bytes over N ranks sends
+/// 2S(N-1)/N, an all-gather of S bytes per rank S(N-1). One rank sends
+/// nothing.
+struct CommTraffic {
+  int64_t bytes[int(CollectiveKind::Count)] = {};
+  int64_t &operator[](CollectiveKind k) { return bytes[int(k)]; }
+  int64_t operator[](CollectiveKind k) const { return bytes[int(k)]; }
+};
+
 /// Collectives between data-parallel ranks. Every reduction in a Program goes
 /// through this interface; nothing in the runtime assumes a single rank.
+/// Every rank must call the same collectives in the same order.
 class Communicator {
 public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// In-place sum (or mean when `average`) of `n` floats across all ranks.
-  virtual void allReduce(float *data, int64_t n, bool average) = 0;
+  /// The rank's index among the ranks of its node (picks its GPU), and
+  /// how many ranks its node runs (they share its cores).
+  virtual int localRank() const = 0;
+  virtual int localSize() const = 0;
+  /// "Open MPI", "single process", ...
+  virtual const char *transport() const = 0;
+  /// In place: the element-wise sum, mean or max of `n` floats of all ranks.
+  virtual void allReduce(float *data, int64_t n, ReduceOp op) = 0;
+  /// `out` (size() * bytesPerRank bytes) receives every rank's `in` in rank
+  /// order.
+  virtual void allGather(const void *in, void *out, int64_t bytesPerRank) = 0;
   virtual void barrier() = 0;
+  const CommTraffic &traffic() const { return sent; }
+
+protected:
+  CommTraffic sent;
 };
 
 /// The communicator of a job with one process.
 std::unique_ptr<Communicator> createSingleRankCommunicator();
+
+/// The communicator the launcher asks for: MPI when the process was started
+/// by mpirun/mpiexec or srun (their environment says so), else one rank.
+/// Throws when the environment asks for several ranks that this build or
+/// launcher cannot connect (no MPI in the build, torchrun's variables
+/// without MPI).
+std::unique_ptr<Communicator> createCommunicator();
 
 /// Host memory for every buffer of a Program, 64-byte aligned. A program
 /// with a memory plan (Program::arenaBytes >= 0) gets one zeroed arena and

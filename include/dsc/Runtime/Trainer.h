@@ -25,7 +25,9 @@ struct StepStats {
   bool hasLossScale = false;
   double lossScale = 1.0;
   bool skipped = false;
-  double tokensPerSecond = 0.0;
+  double tokensPerSecond = 0.0; ///< of the whole job (every rank's tokens)
+  /// Bytes this rank sent in the step's collectives, per kind.
+  CommTraffic commSent;
 };
 
 /// Thrown by trainStep when a step's loss or gradient norm is NaN or
@@ -46,6 +48,7 @@ public:
   int64_t seqLen() const { return T; }
   int64_t gradAccum() const { return A; }
   int64_t vocabSize() const { return V; }
+  int worldSize() const { return comm.size(); }
   int64_t currentStep() const { return step; }
   /// Steps whose update was skipped (fp16 overflow). The optimizer and the
   /// LR schedule count applied updates only: step - skippedSteps.

@@ -1,0 +1,216 @@
+//===- MpiCommunicator.cpp - Collectives over MPI -------------------------===//
+//
+// CPU ranks talk through the MPI library the launcher belongs to (Debian's
+// Open MPI here). Every collective is issued non-blocking and waited for
+// with a deadline, so a rank that stops (or a network that drops) makes the
+// others stop with one line instead of hanging for ever.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Launcher.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace dsc::rt {
+
+namespace {
+
+/// The MPI library's message for an error code.
+std::string mpiErrorString(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, size_t(length));
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  explicit MpiCommunicator(const LaunchEnvironment &env);
+  ~MpiCommunicator() override;
+  int rank() const override { return myRank; }
+  int size() const override { return worldSize; }
+  int localRank() const override { return myLocalRank; }
+  int localSize() const override { return myLocalSize; }
+  const char *transport() const override { return "MPI"; }
+  void allReduce(float *data, int64_t n, ReduceOp op) override;
+  void allGather(const void *in, void *out, int64_t bytesPerRank) override;
+  void barrier() override;
+
+private:
+  void check(int code, const char *what) const;
+  /// Waits for `request` until the deadline; past it, names the ranks that
+  /// did not report and aborts the job.
+  void wait(MPI_Request &request, const char *what);
+  [[noreturn]] void declareLost(const char *what);
+  /// MPI counts are ints: splits `n` items into chunks MPI can take.
+  static constexpr int64_t kMaxCount = int64_t(1) << 30;
+
+  MPI_Comm world = MPI_COMM_NULL; ///< the collectives' communicator
+  MPI_Comm alarm = MPI_COMM_NULL; ///< "I timed out" messages
+  int myRank = 0, worldSize = 1, myLocalRank = 0, myLocalSize = 1;
+  double timeoutSeconds = 45;
+};
+
+MpiCommunicator::MpiCommunicator(const LaunchEnvironment &env) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS)
+    throw Error("MPI_Init failed (launched by " + env.mpiLauncher + ")");
+  // Errors come back as codes and become one-line errors here.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &alarm), "MPI_Comm_dup");
+  MPI_Comm_rank(world, &myRank);
+  MPI_Comm_size(world, &worldSize);
+  if (worldSize != env.worldSize)
+    throw Error(env.mpiLauncher + " started " + std::to_string(env.worldSize) +
+                " ranks (" + env.worldSizeVariable + "), but MPI sees " +
+                std::to_string(worldSize) +
+                " (an MPI library that does not match the launcher? with "
+                "srun, try --mpi=pmix)");
+  MPI_Comm node;
+  check(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, myRank,
+                            MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  MPI_Comm_rank(node, &myLocalRank);
+  MPI_Comm_size(node, &myLocalSize);
+  MPI_Comm_free(&node);
+  timeoutSeconds = collectiveTimeoutSeconds();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  // A rank that fails alone exits without MPI_Finalize (which would wait
+  // for the others); the launcher then ends the job.
+  if (std::uncaught_exceptions())
+    return;
+  MPI_Comm_free(&alarm);
+  MPI_Comm_free(&world);
+  MPI_Finalize();
+}
+
+void MpiCommunicator::check(int code, const char *what) const {
+  if (code != MPI_SUCCESS)
+    throw Error(std::string(what) + " failed on rank " +
+                std::to_string(myRank) + ": " + mpiErrorString(code));
+}
+
+void MpiCommunicator::wait(MPI_Request &request, const char *what) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  // Spin briefly (small collectives finish in microseconds), then back off
+  // so that oversubscribed ranks leave the cores to the ranks still working.
+  auto pause = std::chrono::microseconds(0);
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done)
+      return;
+    const double waited =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (timeoutSeconds > 0 && waited > timeoutSeconds)
+      declareLost(what);
+    if (pause.count())
+      std::this_thread::sleep_for(pause);
+    if (waited > 1e-3)
+      pause = std::min(std::chrono::microseconds(2000),
+                       pause + std::chrono::microseconds(20));
+  }
+}
+
+void MpiCommunicator::declareLost(const char *what) {
+  // Every live rank is stuck in the same collective and times out too;
+  // each tells the others so. Whoever is not heard from within a few
+  // seconds is the rank that stopped or died.
+  constexpr int kTag = 7;
+  std::vector<MPI_Request> sends;
+  for (int r = 0; r < worldSize; ++r) {
+    if (r == myRank)
+      continue;
+    sends.emplace_back();
+    MPI_Issend(&myRank, 1, MPI_INT, r, kTag, alarm, &sends.back());
+  }
+  std::vector<bool> heard(size_t(worldSize), false);
+  heard[size_t(myRank)] = true;
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < until) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kTag, alarm, &flag, &status);
+    if (flag) {
+      int from = 0;
+      MPI_Recv(&from, 1, MPI_INT, status.MPI_SOURCE, kTag, alarm,
+               MPI_STATUS_IGNORE);
+      heard[size_t(status.MPI_SOURCE)] = true;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string lost;
+  for (int r = 0; r < worldSize; ++r)
+    if (!heard[size_t(r)])
+      lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+  std::fprintf(stderr,
+               "dsc: rank %d: %s did not complete in %.0f s; %s "
+               "(DSC_COMM_TIMEOUT sets the limit)\n",
+               myRank, what, timeoutSeconds,
+               lost.empty() ? "every rank is waiting (a rank fell behind?)"
+                            : ("lost rank " + lost + " (stopped or died)").c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+void MpiCommunicator::allReduce(float *data, int64_t n, ReduceOp op) {
+  if (n < 0)
+    throw Error("all_reduce: negative element count");
+  for (int64_t done = 0; done < n; done += kMaxCount) {
+    const int count = int(std::min(kMaxCount, n - done));
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT,
+                         op == ReduceOp::Max ? MPI_MAX : MPI_SUM, world,
+                         &request),
+          "MPI_Iallreduce");
+    wait(request, "all_reduce");
+  }
+  if (op == ReduceOp::Mean) {
+    const float inv = 1.0f / float(worldSize);
+    for (int64_t i = 0; i < n; ++i)
+      data[i] *= inv;
+  }
+  sent[CollectiveKind::AllReduce] +=
+      2 * n * int64_t(sizeof(float)) * (worldSize - 1) / worldSize;
+}
+
+void MpiCommunicator::allGather(const void *in, void *out,
+                                int64_t bytesPerRank) {
+  if (bytesPerRank < 0 || bytesPerRank > kMaxCount)
+    throw Error("all_gather: " + std::to_string(bytesPerRank) +
+                " bytes per rank is outside [0, 2^30]");
+  MPI_Request request;
+  check(MPI_Iallgather(in, int(bytesPerRank), MPI_BYTE, out, int(bytesPerRank),
+                       MPI_BYTE, world, &request),
+        "MPI_Iallgather");
+  wait(request, "all_gather");
+  sent[CollectiveKind::AllGather] += bytesPerRank * (worldSize - 1);
+}
+
+void MpiCommunicator::barrier() {
+  MPI_Request request;
+  check(MPI_Ibarrier(world, &request), "MPI_Ibarrier");
+  wait(request, "barrier");
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> createMpiCommunicator(const LaunchEnvironment &env) {
+  return std::make_unique<MpiCommunicator>(env);
+}
+
+} // namespace dsc::rt
