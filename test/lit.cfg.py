@@ -31,6 +31,15 @@ config.substitutions.append(("%reference", os.path.join(config.dsc_src_root, "te
 # Debian's python3-torch imports only under the system interpreter.
 config.substitutions.append(("%torch_python", "/usr/bin/python3"))
 
+# Multi-process tests: real ranks under Open MPI's mpirun on this machine
+# (oversubscribed: CI has 2 cores), one OpenMP thread per rank.
+mpirun = shutil.which("mpirun")
+if config.dsc_have_mpi.upper() in ("ON", "1", "TRUE", "YES") and mpirun:
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", mpirun + " --oversubscribe --allow-run-as-root "
+         "-x OMP_NUM_THREADS=1"))
+
 # NVRTC (CUDA toolkit found at configure time, no GPU needed).
 if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("nvrtc")

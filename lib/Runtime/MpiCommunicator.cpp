@@ -157,7 +157,7 @@ void MpiCommunicator::declareLost(const char *what) {
     if (!heard[size_t(r)])
       lost += (lost.empty() ? "" : ", ") + std::to_string(r);
   std::fprintf(stderr,
-               "dsc: rank %d: %s did not complete in %.0f s; %s "
+               "rank %d: error: %s did not complete in %.0f s; %s "
                "(DSC_COMM_TIMEOUT sets the limit)\n",
                myRank, what, timeoutSeconds,
                lost.empty() ? "every rank is waiting (a rank fell behind?)"
