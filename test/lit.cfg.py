@@ -39,6 +39,11 @@ if config.dsc_have_mpi.upper() in ("ON", "1", "TRUE", "YES") and mpirun:
     config.substitutions.append(
         ("%mpirun", mpirun + " --oversubscribe --allow-run-as-root "
          "-x OMP_NUM_THREADS=1"))
+    # A private network namespace (root, CAP_SYS_ADMIN) whose loopback
+    # counts what crossed the transport.
+    if shutil.which("unshare") and shutil.which("ip") and subprocess.call(
+            ["unshare", "-n", "true"], stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("netns")
 
 # NVRTC (CUDA toolkit found at configure time, no GPU needed).
 if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
