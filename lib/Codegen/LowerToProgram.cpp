@@ -215,6 +215,8 @@ FailureOr<AttrValue> convertAttr(Attribute attr, rt::AttrKind kind) {
     return enumName<WarmupTypeAttr>(attr);
   case rt::AttrKind::ReduceKind:
     return enumName<ReduceKindAttr>(attr);
+  case rt::AttrKind::MeshAxis:
+    return enumName<MeshAxisAttr>(attr);
   }
   return failure();
 }
@@ -225,6 +227,21 @@ FailureOr<rt::Instr> Lowering::lowerOp(Operation *op) {
   auto it = opcodesByOpName().find(op->getName().getStringRef());
   if (it == opcodesByOpName().end())
     return op->emitOpError("cannot be executed by the runtime (not lowered)");
+  // The runtime's communicator spans every rank: a reduction over a
+  // smaller group (one mesh axis of several, or a one-rank axis of a
+  // multi-rank job) has no instruction yet.
+  if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+    const int64_t group = meshGroupSize(op, reduce.getAxis());
+    const int64_t world = meshGroupSize(op, MeshAxis::data) *
+                          meshGroupSize(op, MeshAxis::tensor) *
+                          meshGroupSize(op, MeshAxis::pipeline);
+    if (group != world)
+      return op->emitOpError()
+             << "over the " << stringifyMeshAxis(reduce.getAxis())
+             << " axis (" << group << " of " << world
+             << " ranks) cannot be executed by the runtime yet (its "
+                "communicator spans all ranks)";
+  }
   rt::Instr instr{it->second, {}, {}, {}};
   NamedAttrList attrs(op->getAttrDictionary());
   if (std::optional<RegisteredOperationName> name = op->getRegisteredInfo())
@@ -339,7 +356,10 @@ FailureOr<rt::Program> Lowering::run() {
     StringRef name = attr.getName().strref();
     if (!name.consume_front("dsc."))
       continue;
-    if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
+    if (auto mesh = dyn_cast<MeshAttr>(attr.getValue()))
+      program.meta["world_size"] =
+          mesh.getData() * mesh.getTensor() * mesh.getPipeline();
+    else if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
       program.meta[name.str()] = int64_t(i.getInt());
     else if (auto s = dyn_cast<StringAttr>(attr.getValue()))
       program.meta[name.str()] = s.str();

@@ -627,9 +627,139 @@ LogicalResult CrossEntropyGradOp::verify() {
                      shapeOf(getLogits()));
 }
 
+//===----------------------------------------------------------------------===//
+// The device mesh and the collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t data, int64_t tensor,
+                               int64_t pipeline) {
+  if (data < 1 || tensor < 1 || pipeline < 1)
+    return emitError() << "mesh axes must have at least one rank, got data = "
+                       << data << ", tensor = " << tensor
+                       << ", pipeline = " << pipeline;
+  return success();
+}
+
+int64_t MeshAttr::groupSize(MeshAxis axis) const {
+  switch (axis) {
+  case MeshAxis::data:
+    return getData();
+  case MeshAxis::tensor:
+    return getTensor();
+  case MeshAxis::pipeline:
+    return getPipeline();
+  }
+  llvm_unreachable("unknown mesh axis");
+}
+
+LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  if (attr.getName() != kMeshAttrName)
+    return success();
+  if (!isa<ModuleOp>(op))
+    return op->emitError() << "'" << kMeshAttrName
+                           << "' belongs on the module";
+  if (!isa<MeshAttr>(attr.getValue()))
+    return op->emitError() << "'" << kMeshAttrName
+                           << "' must be a #dsc.mesh<...>";
+  return success();
+}
+
+int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto mesh = module ? module->getAttrOfType<MeshAttr>(kMeshAttrName)
+                     : MeshAttr();
+  return mesh ? mesh.groupSize(axis) : 1;
+}
+
+namespace {
+
+/// `op`'s group size along `axis`, for messages: "the data axis (4 ranks)".
+std::string groupName(MeshAxis axis, int64_t size) {
+  return "the " + stringifyMeshAxis(axis).str() + " axis (" +
+         std::to_string(size) + (size == 1 ? " rank)" : " ranks)");
+}
+
+/// `result` is `input` with dimension 0 multiplied by `factor` (all_gather)
+/// or divided by it (reduce_scatter, `divide`).
+LogicalResult verifyDim0Scaled(Operation *op, Value input, Value result,
+                               MeshAxis axis, bool divide) {
+  ArrayRef<int64_t> in = shapeOf(input);
+  if (in.empty())
+    return op->emitOpError("expects a tensor of rank >= 1 (it splits or "
+                           "concatenates dimension 0)");
+  const int64_t g = meshGroupSize(op, axis);
+  SmallVector<int64_t> want(in);
+  if (divide) {
+    if (in[0] % g != 0)
+      return op->emitOpError() << "dimension 0 of the input (" << in[0]
+                               << ") is not divisible by "
+                               << groupName(axis, g);
+    want[0] = in[0] / g;
+  } else {
+    want[0] = in[0] * g;
+  }
+  return expectShape(op, "result", shapeOf(result), want);
+}
+
+} // namespace
+
 LogicalResult AllReduceOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifyDim0Scaled(*this, getInput(), getResult(), getAxis(),
+                          /*divide=*/true);
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (getInput().getType().getElementType() !=
+      getResult().getType().getElementType())
+    return emitOpError("changes the element type");
+  return verifyDim0Scaled(*this, getInput(), getResult(), getAxis(),
+                          /*divide=*/false);
+}
+
+LogicalResult BroadcastOp::verify() {
+  const int64_t g = meshGroupSize(*this, getAxis());
+  if (getRoot() < 0 || getRoot() >= g)
+    return emitOpError() << "root " << getRoot() << " is not a rank of "
+                         << groupName(getAxis(), g);
+  if (getInput().getType() != getResult().getType())
+    return emitOpError("result type must equal the input type");
+  return success();
+}
+
+LogicalResult AllToAllOp::verify() {
+  const int64_t g = meshGroupSize(*this, getAxis());
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  if (getInput().getType() != getResult().getType())
+    return emitOpError("result type must equal the input type");
+  if (in.empty() || in[0] % g != 0)
+    return emitOpError() << "dimension 0 of the input must be divisible by "
+                         << groupName(getAxis(), g);
+  return success();
+}
+
+/// send/recv: a peer offset that names another rank of the group.
+static LogicalResult verifyPeer(Operation *op, int64_t peer, MeshAxis axis) {
+  const int64_t g = meshGroupSize(op, axis);
+  if (peer == 0 || peer <= -g || peer >= g)
+    return op->emitOpError() << "peer offset " << peer
+                             << " does not name another rank of "
+                             << groupName(axis, g);
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return verifyPeer(*this, getPeer(), getAxis());
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyPeer(*this, getPeer(), getAxis());
 }
 
 LogicalResult GlobalNormOp::verify() {

@@ -116,7 +116,7 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   if (compiledFor != comm.size())
     throw Error("the step was compiled for " + std::to_string(compiledFor) +
                 " rank" + (compiledFor == 1 ? "" : "s") +
-                " (dsc.world_size) but this job has " +
+                " (dsc.mesh) but this job has " +
                 std::to_string(comm.size()) +
                 "; compile it with --world-size " +
                 std::to_string(comm.size()));

@@ -168,8 +168,10 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
                      b.getI64IntegerAttr(train.stepsPerPrint));
-  // The runtime refuses to run the step on a job of another size.
-  (*module)->setAttr("dsc.world_size", b.getI64IntegerAttr(train.worldSize));
+  // Data parallelism over the job's ranks; the runtime refuses to run the
+  // step on a job of another size.
+  (*module)->setAttr(mlir::dsc::kMeshAttrName,
+                     mlir::dsc::MeshAttr::get(&ctx, train.worldSize, 1, 1));
   mlir::dsc::TrainingPipelineOptions options;
   fillPipelineOptions(train, options);
   auto pm = PassManager::on<ModuleOp>(&ctx);

@@ -17,7 +17,8 @@
 namespace dsc {
 
 /// Imports the model as @forward, with the module attributes dsc.seed,
-/// dsc.steps_per_print and dsc.world_size from `train`; with `buildStep`, also runs the training
+/// dsc.steps_per_print and dsc.mesh (data parallel over train.worldSize
+/// ranks) from `train`; with `buildStep`, also runs the training
 /// pipeline (mlir::dsc::buildTrainingPipeline) with the options `train` asks
 /// for. `pipeline`, if given, receives that pipeline as text
 /// (`builtin.module(...)`, as --pass-pipeline takes it), whether or not it

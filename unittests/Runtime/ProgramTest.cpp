@@ -157,13 +157,13 @@ TEST(Backend, AllReduceCopiesWhenNotInPlace) {
   int b = h.buf({3});
   h.alloc();
   h.set(a, {1, 2, 3});
-  h.run(Opcode::AllReduce, {a}, {b}, {{"op", std::string("mean")}});
+  h.run(Opcode::AllReduce, {a}, {b}, {{"op", std::string("mean")}, {"axis", std::string("data")}});
   EXPECT_EQ(h.get(b), (std::vector<float>{1, 2, 3}));
-  h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("sum")}});
+  h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("sum")}, {"axis", std::string("data")}});
   EXPECT_EQ(h.get(a), (std::vector<float>{1, 2, 3}));
-  h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("max")}});
+  h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("max")}, {"axis", std::string("data")}});
   EXPECT_EQ(h.get(a), (std::vector<float>{1, 2, 3}));
-  EXPECT_THROW(h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("min")}}),
+  EXPECT_THROW(h.run(Opcode::AllReduce, {a}, {a}, {{"op", std::string("min")}, {"axis", std::string("data")}}),
                Error);
 }
 

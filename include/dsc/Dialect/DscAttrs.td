@@ -51,6 +51,16 @@ def Dsc_ReduceKind : I32EnumAttr<"ReduceKind",
 }
 def Dsc_ReduceKindAttr : EnumAttr<Dsc_Dialect, Dsc_ReduceKind, "reduce">;
 
+def Dsc_MeshAxis : I32EnumAttr<"MeshAxis",
+    "an axis of the device mesh: the ranks a collective spans", [
+      I32EnumAttrCase<"data", 0>, I32EnumAttrCase<"tensor", 1>,
+      I32EnumAttrCase<"pipeline", 2>
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+  let genSpecializedAttr = 0;
+}
+def Dsc_MeshAxisAttr : EnumAttr<Dsc_Dialect, Dsc_MeshAxis, "axis">;
+
 def Dsc_InitKind : I32EnumAttr<"InitKind", "parameter initialisation rule", [
       I32EnumAttrCase<"normal", 0>, I32EnumAttrCase<"zeros", 1>,
       I32EnumAttrCase<"ones", 2>
@@ -86,6 +96,30 @@ def Dsc_ParamAttr : AttrDef<Dsc_Dialect, "Param"> {
                         "InitKind":$init,
                         "FloatAttr":$std);
   let assemblyFormat = "`<` $name `,` $init `,` $std `>`";
+}
+
+def Dsc_MeshAttr : AttrDef<Dsc_Dialect, "Mesh"> {
+  let mnemonic = "mesh";
+  let summary = "The device mesh: ranks = data x tensor x pipeline";
+  let description = [{
+    The module attribute `dsc.mesh = #dsc.mesh<data = 4, tensor = 2,
+    pipeline = 1>` says how the job's ranks are arranged; a collective's
+    `axis` names the group of ranks it spans (all ranks that differ only in
+    that coordinate), and its verifier checks shapes against that group's
+    size. A module without `dsc.mesh` runs on one rank (every axis has
+    size 1).
+  }];
+  let parameters = (ins "int64_t":$data, "int64_t":$tensor,
+                        "int64_t":$pipeline);
+  let assemblyFormat = [{
+    `<` `data` `=` $data `,` `tensor` `=` $tensor `,` `pipeline` `=`
+    $pipeline `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The number of ranks in one group along `axis`.
+    int64_t groupSize(MeshAxis axis) const;
+  }];
 }
 
 def Dsc_StateAttr : AttrDef<Dsc_Dialect, "State"> {

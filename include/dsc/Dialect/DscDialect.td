@@ -20,6 +20,8 @@ def Dsc_Dialect : Dialect {
     `-dsc-build-train-step` turns it into `@micro_step` and `@apply_step`.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // Checks the module attribute dsc.mesh.
+  let hasOperationAttrVerify = 1;
 }
 
 #endif // DSC_DIALECT

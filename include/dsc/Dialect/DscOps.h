@@ -34,6 +34,12 @@ namespace mlir::dsc {
 /// Names of the argument/result attributes the frontend and passes use.
 inline constexpr llvm::StringLiteral kParamAttrName = "dsc.param";
 inline constexpr llvm::StringLiteral kStateAttrName = "dsc.state";
+/// The module attribute holding the device mesh (#dsc.mesh<...>).
+inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
+
+/// The number of ranks a collective of `op` spans along `axis`: from the
+/// enclosing module's dsc.mesh, 1 without one.
+int64_t meshGroupSize(Operation *op, MeshAxis axis);
 
 /// Discardable provenance attributes on ops, read by the memory report:
 /// `dsc.layer = i : i64` on every op the frontend builds for transformer

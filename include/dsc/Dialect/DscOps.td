@@ -534,16 +534,93 @@ def Dsc_CrossEntropyGradOp : Dsc_Op<"cross_entropy_grad"> {
 // Training-step ops
 //===----------------------------------------------------------------------===//
 
-def Dsc_AllReduceOp : Dsc_EffectfulOp<"all_reduce", [Dsc_Collective]> {
-  let summary = "Reduction across the data-parallel process group";
+//===----------------------------------------------------------------------===//
+// Collectives. Each spans the group of ranks along its mesh `axis`
+// (Dsc_MeshAttr); shapes are checked against that group's size G.
+//===----------------------------------------------------------------------===//
+
+class Dsc_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Dsc_EffectfulOp<mnemonic, !listconcat(traits, [Dsc_Collective])>;
+
+def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce"> {
+  let summary = "Element-wise sum, mean or max of the group's tensors";
   let description = [{
-    `op` is sum or mean. On one rank this is the identity; the runtime's
-    Communicator performs it on N ranks.
+    Every rank of the group gets the reduction of all of the group's
+    `input`s. With G = 1 this is the identity.
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
                        DefaultValuedAttr<Dsc_ReduceKindAttr,
-                                         "ReduceKind::mean">:$op);
+                                         "ReduceKind::mean">:$op,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data">:$axis);
   let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_ReduceScatterOp : Dsc_CollectiveOp<"reduce_scatter"> {
+  let summary = "Reduce, then keep this rank's 1/G of dimension 0";
+  let description = [{
+    `input` [G*n, ...] -> `result` [n, ...]: rank i of the group gets rows
+    [i*n, (i+1)*n) of the reduction (sum, mean or max) of the group's
+    inputs. ZeRO-2 reduces gradients this way.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<Dsc_ReduceKindAttr,
+                                         "ReduceKind::mean">:$op,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data">:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_AllGatherOp : Dsc_CollectiveOp<"all_gather"> {
+  let summary = "Concatenate the group's tensors along dimension 0";
+  let description = [{
+    `input` [n, ...] -> `result` [G*n, ...], rank i's input at rows
+    [i*n, (i+1)*n). ZeRO-3 gathers sharded parameters this way.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Dsc_BroadcastOp : Dsc_CollectiveOp<"broadcast"> {
+  let summary = "Every rank of the group gets the root's tensor";
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$root,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Dsc_AllToAllOp : Dsc_CollectiveOp<"all_to_all"> {
+  let summary = "Rank i sends its j-th 1/G of dimension 0 to rank j";
+  let description = [{
+    `input` and `result` are [G*n, ...]: rows [j*n, (j+1)*n) of rank i's
+    input become rows [i*n, (i+1)*n) of rank j's result.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Dsc_SendOp : Dsc_CollectiveOp<"send"> {
+  let summary = "Send a tensor to the rank `peer` steps along the axis";
+  let description = [{
+    `peer` is an offset along `axis` (pipeline stages send activations to
+    +1 and gradients to -1); the rank that receives it issues the matching
+    `dsc.recv` with the opposite offset. 0 < |peer| < G.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::pipeline">:$axis);
+}
+
+def Dsc_RecvOp : Dsc_CollectiveOp<"recv"> {
+  let summary = "Receive a tensor from the rank `peer` steps along the axis";
+  let arguments = (ins I64Attr:$peer,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::pipeline">:$axis);
+  let results = (outs AnyRankedTensor:$result);
 }
 
 def Dsc_GlobalNormOp : Dsc_Op<"global_norm"> {

@@ -109,6 +109,7 @@ enum class AttrKind {
   LrScheduleKind,
   WarmupType,
   ReduceKind,
+  MeshAxis,
 };
 
 struct AttrSpec {
