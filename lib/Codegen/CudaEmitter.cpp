@@ -503,6 +503,9 @@ void Emitter::emitFunction(const rt::Function &fn) {
       rt::checkInstr(P, I);
       KernelSpec spec(P, I);
       const bool allReduce = I.op == rt::Opcode::AllReduce;
+      if (routeOf(I.op) == Route::Collective && !allReduce)
+        spec.fail("ZeRO steps run on the CPU backend only (no NCCL "
+                  "communicator yet)");
       if (allReduce &&
           (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32))
         spec.fail("collectives run on f32 buffers");

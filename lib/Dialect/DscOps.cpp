@@ -667,7 +667,9 @@ LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
 }
 
 int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
-  auto module = op->getParentOfType<ModuleOp>();
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
   auto mesh = module ? module->getAttrOfType<MeshAttr>(kMeshAttrName)
                      : MeshAttr();
   return mesh ? mesh.groupSize(axis) : 1;
@@ -760,6 +762,23 @@ LogicalResult SendOp::verify() {
 
 LogicalResult RecvOp::verify() {
   return verifyPeer(*this, getPeer(), getAxis());
+}
+
+LogicalResult ShardOp::verify() {
+  if (getInput().getType().getElementType() !=
+      getResult().getType().getElementType())
+    return emitOpError("changes the element type");
+  return verifyDim0Scaled(*this, getInput(), getResult(), getAxis(),
+                          /*divide=*/true);
+}
+
+LogicalResult NormAllReduceOp::verify() { return success(); }
+
+LogicalResult FlatResizeOp::verify() {
+  if (getInput().getType().getElementType() !=
+      getResult().getType().getElementType())
+    return emitOpError("changes the element type");
+  return success();
 }
 
 LogicalResult GlobalNormOp::verify() {

@@ -821,12 +821,14 @@ void parseBf16(const Ctx &c, const std::string &name, const json &sec,
     mp.bf16 = c.boolean(name + ".enabled", *it);
 }
 
-void checkZero(const Ctx &c, const json &sec) {
+/// zero_optimization: stage 0, 1 or 2 (-dsc-zero). Its other keys are
+/// DeepSpeed's tuning knobs: those that only tune bucketing and overlap are
+/// accepted (dsc reduces each gradient in its own collective; see the
+/// README), those that ask for something dsc does not do are errors.
+void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   // Old DeepSpeed accepted a bare boolean (true meaning stage 1).
   if (sec.is_boolean()) {
-    if (sec.get<bool>())
-      c.fail("zero_optimization: true (stage 1) is not supported yet; "
-             "ZeRO sharding is not implemented, use stage 0");
+    t.zeroStage = sec.get<bool>() ? 1 : 0;
     return;
   }
   c.object("zero_optimization", sec);
@@ -846,15 +848,45 @@ void checkZero(const Ctx &c, const json &sec) {
        "zero_hpz_partition_size", "zero_quantized_weights",
        "zero_quantized_gradients", "mics_shard_size",
        "mics_hierarchical_params_gather"});
+  for (const char *key : {"reduce_bucket_size", "allgather_bucket_size",
+                          "stage3_prefetch_bucket_size",
+                          "stage3_param_persistence_threshold",
+                          "stage3_max_live_parameters",
+                          "stage3_max_reuse_distance", "sub_group_size"})
+    if (auto it = sec.find(key); it != sec.end())
+      c.integer(std::string("zero_optimization.") + key, *it, 0,
+                std::numeric_limits<int64_t>::max(), "an integer >= 0");
+  for (const char *key : {"overlap_comm", "contiguous_gradients",
+                          "reduce_scatter", "allgather_partitions",
+                          "round_robin_gradients", "elastic_checkpoint",
+                          "ignore_unused_parameters", "load_from_fp32_weights",
+                          "memory_efficient_linear"})
+    if (auto it = sec.find(key); it != sec.end())
+      c.boolean(std::string("zero_optimization.") + key, *it);
+  // Requests for what dsc does not do (offload, quantized or hierarchical
+  // partitions): refused rather than silently ignored.
+  for (const char *key :
+       {"offload_param", "offload_optimizer", "cpu_offload",
+        "cpu_offload_params", "zero_quantized_weights",
+        "zero_quantized_gradients", "zero_hpz_partition_size",
+        "mics_shard_size"}) {
+    auto it = sec.find(key);
+    if (it == sec.end() || it->is_null() || (it->is_boolean() && !*it) ||
+        (it->is_number_integer() && it->get<int64_t>() <= 1) ||
+        (it->is_object() && it->value("device", "none") == "none"))
+      continue;
+    c.fail(std::string("zero_optimization.") + key +
+           " is not supported (dsc does not offload, quantize or "
+           "hierarchically partition ZeRO state)");
+  }
   auto it = sec.find("stage");
   if (it == sec.end())
     return; // DeepSpeed default: stage 0
-  int64_t stage = c.integer("zero_optimization.stage", *it, 0, 3,
-                            "an integer in [0, 3]");
-  if (stage != 0)
-    c.fail("zero_optimization.stage: " + std::to_string(stage) +
-           " is not supported yet; ZeRO sharding is not implemented, use "
-           "stage 0");
+  t.zeroStage = c.integer("zero_optimization.stage", *it, 0, 3,
+                          "an integer in [0, 3]");
+  if (t.zeroStage == 3)
+    c.fail("zero_optimization.stage: 3 (sharded parameters) is not "
+           "implemented yet; stages 0, 1 and 2 are");
 }
 
 /// activation_checkpointing: DeepSpeed has no on/off key here; a model
@@ -1104,7 +1136,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
       parseBf16(c, k, v, t.precision);
     }
     else if (k == "zero_optimization")
-      checkZero(c, v);
+      parseZero(c, v, t);
     else if (k == "activation_checkpointing")
       parseActivationCheckpointing(c, v, t);
     else if (k == "sparse_attention")
@@ -1123,6 +1155,10 @@ TrainConfig parseTrainConfigText(const std::string &text,
   // DeepSpeed asserts the same.
   if (t.precision.fp16 && t.precision.bf16)
     c.fail("fp16.enabled and bf16.enabled cannot both be true");
+  if (t.zeroStage > 0 && t.optimizer.type == OptimizerType::Lamb)
+    c.fail("zero_optimization.stage " + str(t.zeroStage) +
+           " with optimizer Lamb: LAMB's trust ratio needs whole "
+           "parameters, which ZeRO shards across ranks");
 
   // DeepSpeed's rule (DeepSpeedConfig._set_batch_related_parameters).
   using i128 = __int128;

@@ -12,6 +12,8 @@ const char *collectiveKindName(CollectiveKind kind) {
   switch (kind) {
   case CollectiveKind::AllReduce:
     return "all_reduce";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
   case CollectiveKind::AllGather:
     return "all_gather";
   case CollectiveKind::Count:
@@ -32,6 +34,12 @@ public:
   void allReduce(float *, int64_t n, ReduceOp) override {
     if (n < 0)
       throw Error("all_reduce: negative element count");
+  }
+  void reduceScatter(const float *in, float *out, int64_t nPerRank,
+                     ReduceOp) override {
+    if (nPerRank < 0)
+      throw Error("reduce_scatter: negative element count");
+    std::copy_n(in, nPerRank, out);
   }
   void allGather(const void *in, void *out, int64_t bytesPerRank) override {
     if (bytesPerRank < 0)

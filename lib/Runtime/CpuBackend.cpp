@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -97,6 +98,7 @@ private:
   void execute(const Program &P, Storage &S, const Instr &I,
                const RngContext &rng);
   void dispatch(cpu::Exec &e);
+  void runCollective(cpu::Exec &e);
   Communicator &comm;
   std::unique_ptr<OpcodeProfile> profile;
 };
@@ -124,10 +126,39 @@ void CpuBackend::dispatch(cpu::Exec &e) {
   case KernelFamily::Gemm:
     return cpu::runGemm(e);
   case KernelFamily::Collective:
-    comm.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
-    return;
+    return runCollective(e);
   }
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
+}
+
+void CpuBackend::runCollective(cpu::Exec &e) {
+  switch (e.I.op) {
+  case Opcode::AllReduce:
+    comm.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
+    return;
+  case Opcode::ReduceScatter:
+    comm.reduceScatter(e.fin(0, "input"), e.fout(0, "result"), e.d.n,
+                       e.d.reduce);
+    return;
+  case Opcode::AllGather:
+    comm.allGather(e.fin(0, "input"), e.fout(0, "result"),
+                   e.d.n * int64_t(sizeof(float)));
+    return;
+  case Opcode::Shard: // this rank's part: no communication
+    cpu::copyBytes(e.fout(0, "result"),
+                   e.fin(0, "input") + int64_t(comm.rank()) * e.d.n,
+                   size_t(e.d.n) * sizeof(float));
+    return;
+  case Opcode::NormAllReduce: {
+    float sumSquares = e.scalarIn(0, "norm") * e.scalarIn(0, "norm");
+    comm.allReduce(&sumSquares, 1, ReduceOp::Sum);
+    e.fout(0, "result")[0] = std::sqrt(sumSquares);
+    return;
+  }
+  default:
+    break;
+  }
+  e.fail("internal: not a collective opcode");
 }
 
 } // namespace

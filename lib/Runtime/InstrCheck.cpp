@@ -121,6 +121,8 @@ public:
   void scalarOp();
   void lrSchedule();
   void other();
+  void shard();
+  ReduceOp reduceOp() const;
 
   const Program &P;
   const Instr &I;
@@ -526,18 +528,43 @@ void Checker::other() {
     return;
   }
   d.n = in(0).numElements();
-  if (I.op == Opcode::AllReduce) {
-    const std::string &op = I.getString("op");
-    if (op == "sum")
-      d.reduce = ReduceOp::Sum;
-    else if (op == "mean")
-      d.reduce = ReduceOp::Mean;
-    else if (op == "max")
-      d.reduce = ReduceOp::Max;
-    else
-      fail("op must be \"sum\", \"mean\" or \"max\", got \"" + op + "\"");
-  }
+  if (I.op == Opcode::AllReduce)
+    d.reduce = reduceOp();
   count(out(0), d.n, I.op == Opcode::AllReduce ? "tensor" : "output");
+}
+
+ReduceOp Checker::reduceOp() const {
+  const std::string &op = I.getString("op");
+  if (op == "sum")
+    return ReduceOp::Sum;
+  if (op == "mean")
+    return ReduceOp::Mean;
+  if (op == "max")
+    return ReduceOp::Max;
+  fail("op must be \"sum\", \"mean\" or \"max\", got \"" + op + "\"");
+}
+
+/// ReduceScatter, AllGather, Shard: f32 tensors whose sizes differ by the
+/// program's world size W (d.n: the per-rank shard); NormAllReduce: f32
+/// scalars.
+void Checker::shard() {
+  for (const Buffer *b : {&in(0), &out(0)})
+    if (b->dtype != DType::F32)
+      fail("'" + b->name + "' must be f32 (collectives move f32), got " +
+           dtypeName(b->dtype));
+  if (I.op == Opcode::NormAllReduce) {
+    d.n = 1;
+    count(in(0), 1, "norm");
+    count(out(0), 1, "result");
+    return;
+  }
+  const int64_t W = P.metaInt("world_size", 1, 1);
+  const bool gather = I.op == Opcode::AllGather;
+  const Buffer &whole = gather ? out(0) : in(0), &part = gather ? in(0) : out(0);
+  d.n = part.numElements();
+  count(whole, d.n * W, gather ? "gathered result" : "input");
+  if (I.op == Opcode::ReduceScatter)
+    d.reduce = reduceOp();
 }
 
 void Checker::family() {
@@ -547,6 +574,12 @@ void Checker::family() {
   case OpFamily::Convert:
   case OpFamily::Collective:
     other();
+    return;
+  case OpFamily::Shard:
+    shard();
+    return;
+  case OpFamily::Resize:
+    d.n = in(0).numElements();
     return;
   case OpFamily::Embedding:
     embedding();

@@ -39,6 +39,8 @@ public:
   int localSize() const override { return myLocalSize; }
   const char *transport() const override { return "MPI"; }
   void allReduce(float *data, int64_t n, ReduceOp op) override;
+  void reduceScatter(const float *in, float *out, int64_t nPerRank,
+                     ReduceOp op) override;
   void allGather(const void *in, void *out, int64_t bytesPerRank) override;
   void barrier() override;
 
@@ -186,6 +188,26 @@ void MpiCommunicator::allReduce(float *data, int64_t n, ReduceOp op) {
   }
   sent[CollectiveKind::AllReduce] +=
       2 * n * int64_t(sizeof(float)) * (worldSize - 1) / worldSize;
+}
+
+void MpiCommunicator::reduceScatter(const float *in, float *out,
+                                    int64_t nPerRank, ReduceOp op) {
+  if (nPerRank < 0 || nPerRank > kMaxCount)
+    throw Error("reduce_scatter: " + std::to_string(nPerRank) +
+                " elements per rank is outside [0, 2^30]");
+  MPI_Request request;
+  check(MPI_Ireduce_scatter_block(in, out, int(nPerRank), MPI_FLOAT,
+                                  op == ReduceOp::Max ? MPI_MAX : MPI_SUM,
+                                  world, &request),
+        "MPI_Ireduce_scatter_block");
+  wait(request, "reduce_scatter");
+  if (op == ReduceOp::Mean) {
+    const float inv = 1.0f / float(worldSize);
+    for (int64_t i = 0; i < nPerRank; ++i)
+      out[i] *= inv;
+  }
+  sent[CollectiveKind::ReduceScatter] +=
+      nPerRank * int64_t(sizeof(float)) * (worldSize - 1);
 }
 
 void MpiCommunicator::allGather(const void *in, void *out,

@@ -120,6 +120,7 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                 std::to_string(comm.size()) +
                 "; compile it with --world-size " +
                 std::to_string(comm.size()));
+  zeroStage = prog.metaInt("zero_stage", 0, 0);
   prog.function("micro_step");
   prog.function("apply_step");
   // The driver writes and reads these buffers directly: their types must be
@@ -259,6 +260,8 @@ void Trainer::loadWeights(const std::string &path) {
 }
 
 void Trainer::saveWeights(const std::string &path) const {
+  if (comm.rank() != 0)
+    return; // every rank holds the whole parameters (ZeRO stages 0-2)
   Safetensors file;
   file.metadata["format"] = "pt";
   for (size_t id = 0; id < prog.buffers.size(); ++id)
@@ -266,6 +269,37 @@ void Trainer::saveWeights(const std::string &path) const {
       file.tensors[prog.buffers[id].name] = tensorOf(int(id));
   requireFiniteToSave(file, path, step);
   file.write(path);
+}
+
+bool Trainer::isShard(int id) const {
+  const BufferRole role = prog.buffers[size_t(id)].role;
+  return (zeroStage >= 1 && role == BufferRole::OptState) ||
+         (zeroStage >= 2 && role == BufferRole::GradAcc);
+}
+
+const Buffer &Trainer::paramOf(int id) const {
+  const std::string &name = prog.buffers[size_t(id)].name;
+  const int param =
+      prog.findBuffer(BufferRole::Param, name.substr(name.find('/') + 1));
+  if (param < 0)
+    throw Error("compiled step: sharded buffer '" + name +
+                "' names no parameter");
+  return prog.buffers[size_t(param)];
+}
+
+Tensor Trainer::wholeTensorOf(int id) const {
+  Tensor t = tensorOf(id);
+  if (!isShard(id))
+    return t;
+  // ZeRO: rank i holds elements [i*s, (i+1)*s) of the flattened, padded
+  // parameter-shaped tensor.
+  const Buffer &param = paramOf(id);
+  std::vector<char> all(t.bytes.size() * size_t(comm.size()));
+  comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
+  all.resize(param.bytes());
+  t.shape = param.shape;
+  t.bytes = std::move(all);
+  return t;
 }
 
 void Trainer::saveCheckpoint(const std::string &path) const {
@@ -278,8 +312,10 @@ void Trainer::saveCheckpoint(const std::string &path) const {
     BufferRole role = prog.buffers[id].role;
     // Accumulators are zero between steps, so they are not stored.
     if (role == BufferRole::Param || role == BufferRole::OptState)
-      file.tensors[prog.buffers[id].name] = tensorOf(int(id));
+      file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
   }
+  if (comm.rank() != 0)
+    return;
   requireFiniteToSave(file, path, step);
   file.write(path);
 }
@@ -297,11 +333,26 @@ void Trainer::loadCheckpoint(const std::string &path) {
     if (it == file.tensors.end())
       throw Error(path + ": missing tensor '" + buf.name +
                   "' (checkpoint of a different model or optimizer?)");
-    if (it->second.shape != buf.shape || it->second.dtype != buf.dtype)
+    // Checkpoints hold whole tensors whatever the ZeRO stage and world
+    // size; a sharded buffer takes this rank's part.
+    const bool shard = isShard(int(id));
+    const std::vector<int64_t> &want = shard ? paramOf(int(id)).shape : buf.shape;
+    if (it->second.shape != want || it->second.dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(it->second.shape) + ", expected " +
-                  spacedShape(buf.shape));
-    std::memcpy(storage.data(int(id)), it->second.bytes.data(), buf.bytes());
+                  spacedShape(want));
+    char *dst = static_cast<char *>(storage.data(int(id)));
+    if (!shard) {
+      std::memcpy(dst, it->second.bytes.data(), buf.bytes());
+      continue;
+    }
+    const std::vector<char> &whole = it->second.bytes;
+    const size_t first = buf.bytes() * size_t(comm.rank());
+    const size_t have = first < whole.size()
+                            ? std::min(buf.bytes(), whole.size() - first)
+                            : 0;
+    std::memcpy(dst, whole.data() + first, have);
+    std::memset(dst + have, 0, buf.bytes() - have); // the padding
   }
   const CheckpointCounters counters =
       parseCheckpointCounters(file.metadata, path);

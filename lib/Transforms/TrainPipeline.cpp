@@ -7,8 +7,9 @@
 //   forward-graph fusions (qkv, bias-gelu, bias-dropout-add,
 //     residual-layer-norm, attention, softmax-dropout)
 //   -dsc-autodiff, -dsc-build-train-step
-//   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (last: it rounds what
-//     the other passes built)
+//   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (it rounds what the
+//     passes before it built)
+//   -dsc-zero (shards the finished step's optimizer state and gradients)
 //
 // -dsc-fuse-attention runs before -dsc-fuse-softmax-dropout: it takes the
 // whole softmax chain, so the softmax + dropout fusion sees only the
@@ -91,13 +92,18 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                           : HalfFormat::bf16;
     pm.addPass(createDscMixedPrecision(precision));
   }
+  if (o.zeroStage > 0) {
+    DscZeroOptions zero;
+    zero.stage = o.zeroStage;
+    pm.addPass(createDscZero(zero));
+  }
 }
 
 void mlir::dsc::registerTrainingPipeline() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "dsc-train-pipeline",
       "Build the training step: the chosen fusions, -dsc-autodiff, "
-      "-dsc-build-train-step, then -dsc-invertible, -dsc-remat and "
-      "-dsc-mixed-precision as chosen",
+      "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
+      "-dsc-mixed-precision and -dsc-zero as chosen",
       buildTrainingPipeline);
 }

@@ -31,10 +31,14 @@ void PeriodicCheckpoints::afterStep(const rt::Trainer &trainer) const {
   if (steps % every != 0)
     return;
   const std::string path = pathAfter(steps);
+  // Every rank takes part in the save (ZeRO gathers shards); rank 0 writes.
+  const bool writer = trainer.rank() == 0;
   // Also removes temporaries a killed save of this name left behind.
-  rt::checkOutputFile(path, "--checkpoint-every");
+  if (writer)
+    rt::checkOutputFile(path, "--checkpoint-every");
   trainer.saveCheckpoint(path);
-  removeOlder();
+  if (writer)
+    removeOlder();
 }
 
 void PeriodicCheckpoints::removeOlder() const {

@@ -148,6 +148,7 @@ void fillPipelineOptions(const dsc::TrainConfig &train,
   p.mixedPrecision = mp.fp16   ? mlir::dsc::TrainingPrecision::F16
                      : mp.bf16 ? mlir::dsc::TrainingPrecision::BF16
                                : mlir::dsc::TrainingPrecision::None;
+  p.zeroStage = train.zeroStage;
 }
 
 } // namespace

@@ -447,20 +447,21 @@ int cmdTrain(int argc, char **argv) {
     trainer.loadWeights(args.get("--init-from"));
   else
     trainer.initializeWeights();
+  // Every rank saves (ZeRO's shards are gathered); rank 0 writes.
   std::optional<PeriodicCheckpoints> periodic;
-  if (args.has("--checkpoint-every") && output.leader())
+  if (args.has("--checkpoint-every"))
     periodic.emplace(args.get("--checkpoint"),
                      args.getInt("--checkpoint-every", 0, 1),
                      args.getInt("--checkpoint-keep", 2, 1));
   trainLoop(trainer, data, steps, printEvery,
             output.leader() ? args.getOr("--log-json", "") : "",
             periodic ? &*periodic : nullptr);
-  if (!output.leader())
-    return 0;
   if (args.has("--save"))
     trainer.saveWeights(args.get("--save"));
   if (args.has("--checkpoint"))
     trainer.saveCheckpoint(args.get("--checkpoint"));
+  if (!output.leader())
+    return 0;
   if (args.has("--memory-report")) {
     // The CPU backend computes in the host arena and measures its peak.
     if (planned && backendName == "cpu")

@@ -38,7 +38,7 @@ inline constexpr llvm::StringLiteral kStateAttrName = "dsc.state";
 inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
 
 /// The number of ranks a collective of `op` spans along `axis`: from the
-/// enclosing module's dsc.mesh, 1 without one.
+/// dsc.mesh of `op` (a module) or of its enclosing module, 1 without one.
 int64_t meshGroupSize(Operation *op, MeshAxis axis);
 
 /// Discardable provenance attributes on ops, read by the memory report:

@@ -623,6 +623,41 @@ def Dsc_RecvOp : Dsc_CollectiveOp<"recv"> {
   let results = (outs AnyRankedTensor:$result);
 }
 
+def Dsc_ShardOp : Dsc_CollectiveOp<"shard"> {
+  let summary = "This rank's 1/G of dimension 0 (no communication)";
+  let description = [{
+    `input` [G*n, ...] -> `result` [n, ...]: rows [i*n, (i+1)*n) on rank i
+    of the group. What a rank updates of a parameter ZeRO shards.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Dsc_NormAllReduceOp : Dsc_CollectiveOp<"norm_all_reduce"> {
+  let summary = "sqrt of the group's sum of squares of a scalar";
+  let description = [{
+    The global norm of vectors sharded across the group, from each rank's
+    norm of its shards: sqrt(sum over ranks of input^2).
+  }];
+  let arguments = (ins Dsc_Scalar:$input,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data">:$axis);
+  let results = (outs Dsc_Scalar:$result);
+}
+
+def Dsc_FlatResizeOp : Dsc_Op<"flat_resize"> {
+  let summary = "The elements in row-major order, cut or zero-padded";
+  let description = [{
+    `result` holds the first min(n, m) elements of `input` (n elements) in
+    row-major order, then zeros up to its own m elements. ZeRO flattens a
+    parameter into G equal shards with it, and back.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_GlobalNormOp : Dsc_Op<"global_norm"> {
   let summary = "sqrt of the sum of squares of every element of every input";
   let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs);

@@ -85,7 +85,8 @@ constexpr int kAnyCount = -1;
 
 /// The shape checks and sizes an opcode shares with others (InstrCheck).
 enum class OpFamily {
-  Init, Copy, Convert, Collective, Embedding, Add, ReduceTo, Linear,
+  Init, Copy, Convert, Collective, Shard, Resize, Embedding, Add, ReduceTo,
+  Linear,
   BatchMatmul, Norm, NormGrad, ResidualNorm, Gelu, Dropout, Bias, Heads,
   ConcatSplit, Softmax, Attention, CrossEntropy, MlmMask, Optimizer, Scalar,
 };

@@ -16,13 +16,13 @@ namespace dsc::rt {
 
 /// The collective kinds whose traffic a Communicator counts (the keys of
 /// `--log-json`'s "comm_bytes").
-enum class CollectiveKind { AllReduce, AllGather, Count };
+enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, Count };
 const char *collectiveKindName(CollectiveKind kind);
 
 /// Bytes this rank sent, per collective kind, by the bandwidth-optimal
 /// (ring) algorithm's volume: an all-reduce of S bytes over N ranks sends
-/// 2S(N-1)/N, an all-gather of S bytes per rank S(N-1). One rank sends
-/// nothing.
+/// 2S(N-1)/N, a reduce-scatter of S bytes S(N-1)/N, an all-gather of S
+/// bytes per rank S(N-1). One rank sends nothing.
 struct CommTraffic {
   int64_t bytes[int(CollectiveKind::Count)] = {};
   int64_t &operator[](CollectiveKind k) { return bytes[int(k)]; }
@@ -45,6 +45,11 @@ public:
   virtual const char *transport() const = 0;
   /// In place: the element-wise sum, mean or max of `n` floats of all ranks.
   virtual void allReduce(float *data, int64_t n, ReduceOp op) = 0;
+  /// `out` (nPerRank floats) receives this rank's part, rank() * nPerRank
+  /// onwards, of the element-wise reduction of every rank's `in` (size() *
+  /// nPerRank floats).
+  virtual void reduceScatter(const float *in, float *out, int64_t nPerRank,
+                             ReduceOp op) = 0;
   /// `out` (size() * bytesPerRank bytes) receives every rank's `in` in rank
   /// order.
   virtual void allGather(const void *in, void *out, int64_t bytesPerRank) = 0;

@@ -49,6 +49,7 @@ public:
   int64_t gradAccum() const { return A; }
   int64_t vocabSize() const { return V; }
   int worldSize() const { return comm.size(); }
+  int rank() const { return comm.rank(); }
   int64_t currentStep() const { return step; }
   /// Steps whose update was skipped (fp16 overflow). The optimizer and the
   /// LR schedule count applied updates only: step - skippedSteps.
@@ -64,9 +65,13 @@ public:
   void loadWeights(const std::string &path);
   /// Writes what save_pretrained writes: every parameter, Hugging Face names.
   /// Refuses (leaving the file as it was) if a weight is NaN or infinite,
-  /// as loadWeights and loadCheckpoint refuse such files.
+  /// as loadWeights and loadCheckpoint refuse such files. Every rank of the
+  /// job calls it; rank 0 writes.
   void saveWeights(const std::string &path) const;
-  /// Weights + optimizer state + step + seed, in one atomic safetensors file.
+  /// Weights + optimizer state + step + seed, in one atomic safetensors
+  /// file of whole tensors whatever the ZeRO stage and world size (sharded
+  /// state is all-gathered), so it resumes on any number of ranks. Every
+  /// rank of the job calls it; rank 0 writes.
   void saveCheckpoint(const std::string &path) const;
   void loadCheckpoint(const std::string &path);
 
@@ -92,6 +97,13 @@ private:
   /// state in host storage is NaN or infinite.
   void requireFiniteState(const std::string &source);
   int buffer(BufferRole role, const std::string &name) const;
+  /// ZeRO (dsc.zero_stage): optimizer state (stage >= 1) and gradient
+  /// accumulators (stage 2) hold this rank's shard of the flattened,
+  /// zero-padded parameter their name ends with (paramOf).
+  bool isShard(int buffer) const;
+  const Buffer &paramOf(int shardBuffer) const;
+  /// tensorOf, with a shard all-gathered into its whole parameter shape.
+  Tensor wholeTensorOf(int buffer) const;
   void expectBuffer(BufferRole role, const std::string &name, DType dtype,
                     int64_t elements) const;
   Tensor tensorOf(int buffer) const;
@@ -102,6 +114,7 @@ private:
   Storage storage;
   uint64_t seed;
   int64_t B, T, A, V;
+  int64_t zeroStage = 0;
   int64_t step = 0;
   int64_t skipped = 0;
 };

@@ -298,6 +298,36 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
+  let summary = "ZeRO: shard optimizer state (stage 1) and gradients (stage 2)";
+  let description = [{
+    Over the G ranks of the data axis of the module's `dsc.mesh`, each
+    parameter of n elements is flattened and zero-padded to G*s elements
+    (s = ceil(n / G)) and rank i owns elements [i*s, (i+1)*s).
+
+    Stage 1 (DeepSpeed's ZeRO-1): the optimizer state arguments and results
+    of @apply_step become the rank's shards; each accumulated gradient is
+    reduce-scattered (`dsc.reduce_scatter` mean, instead of `dsc.all_reduce`);
+    the global norm is the `dsc.norm_all_reduce` of the shards' norms (and
+    fp16's overflow flag the `dsc.all_reduce` max of the shards'); the
+    optimizer updates the rank's shard of the parameter (`dsc.shard`) and
+    `dsc.all_gather` rebuilds the whole parameter. Per step each rank sends
+    Psi(G-1)/G elements in the reduce-scatter and as many in the all-gather:
+    what the all-reduce of data parallelism sends.
+
+    Stage 2 also shards the gradient accumulators: @micro_step
+    reduce-scatters each micro-batch's gradient into them, so they take
+    1/G of the memory, and @apply_step uses them as they are.
+
+    The padding elements stay zero (zero gradient, zero state, no update).
+    LAMB's trust ratio needs whole parameters and is refused.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", "1", "ZeRO stage: 1 or 2">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
   let summary = "Plan the lowered step's static arena and print its memory";
   let description = [{

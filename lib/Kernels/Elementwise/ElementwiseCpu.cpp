@@ -464,6 +464,14 @@ void runElementwise(Exec &e) {
     split(e.fin(0, "input"), outs, d.widths, d.outer, d.inner);
     return;
   }
+  case Opcode::FlatResize: {
+    const int64_t n = e.in(0).numElements(), m = e.out(0).numElements();
+    float *out = e.fout(0, "result");
+    copyBytes(out, e.fin(0, "input"), size_t(std::min(n, m)) * sizeof(float));
+    if (m > n)
+      fillF32(out + n, m - n, 0.0f);
+    return;
+  }
   case Opcode::Copy: {
     const Buffer &i = e.in(0), &o = e.out(0);
     if (i.dtype != o.dtype)

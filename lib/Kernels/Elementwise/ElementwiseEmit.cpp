@@ -325,6 +325,9 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
     return emitConcatSplit(s, d);
   case Opcode::Convert:
     return emitConvert(s, d);
+  case Opcode::FlatResize:
+    s.fail("ZeRO steps run on the CPU backend only (no CUDA kernel for "
+           "flat_resize, no NCCL communicator yet)");
   case Opcode::Copy:
     if (s.inType(0) == Storage::I32 || s.inType(0) == Storage::I64 ||
         s.outType(0) == Storage::I32 || s.outType(0) == Storage::I64)

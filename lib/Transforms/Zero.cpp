@@ -1,0 +1,214 @@
+//===- Zero.cpp - ZeRO stages 1 and 2 as a rewrite of the training step ---===//
+//
+// -dsc-zero (see Passes.td): optimizer state (stage 1) and gradient
+// accumulators (stage 2) become each rank's 1/G shard of the flattened,
+// zero-padded parameter; the gradient reduction becomes a reduce-scatter and
+// the updated shards are all-gathered into whole parameters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Transforms/Passes.h"
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCZERO
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+/// A parameter of type `t` over G ranks: flattened and padded to G*s
+/// elements (`padded`), of which each rank owns s (`shard`).
+struct Sharding {
+  int64_t groupSize;
+  RankedTensorType shard(Type t) const {
+    auto tensor = cast<RankedTensorType>(t);
+    const int64_t n = tensor.getNumElements();
+    return RankedTensorType::get({(n + groupSize - 1) / groupSize},
+                                 tensor.getElementType());
+  }
+  RankedTensorType padded(Type t) const {
+    RankedTensorType s = shard(t);
+    return RankedTensorType::get({s.getDimSize(0) * groupSize},
+                                 s.getElementType());
+  }
+};
+
+std::optional<StateKind> argKind(func::FuncOp fn, unsigned i) {
+  if (auto state = fn.getArgAttrOfType<StateAttr>(i, kStateAttrName))
+    return state.getKind();
+  return std::nullopt;
+}
+
+std::optional<StateKind> resultKind(func::FuncOp fn, unsigned i) {
+  if (auto state = fn.getResultAttrOfType<StateAttr>(i, kStateAttrName))
+    return state.getKind();
+  return std::nullopt;
+}
+
+bool isOptimizerState(StateKind kind) {
+  return kind == StateKind::exp_avg || kind == StateKind::exp_avg_sq ||
+         kind == StateKind::momentum;
+}
+
+/// The function type from the entry block's arguments and the return.
+void updateFunctionType(func::FuncOp fn) {
+  Block &body = fn.getBody().front();
+  fn.setFunctionType(FunctionType::get(
+      fn.getContext(), body.getArgumentTypes(),
+      body.getTerminator()->getOperandTypes()));
+}
+
+struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
+  using DscZeroBase::DscZeroBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (stage != 1 && stage != 2) {
+      module.emitError("dsc-zero: stage must be 1 or 2, got ") << stage;
+      return signalPassFailure();
+    }
+    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
+    if (!micro || !apply || micro.isExternal() || apply.isExternal()) {
+      module.emitError("dsc-zero: no @micro_step and @apply_step; run "
+                       "-dsc-build-train-step first");
+      return signalPassFailure();
+    }
+    Sharding sharding{meshGroupSize(module, MeshAxis::data)};
+    if ((stage == 2 && failed(shardAccumulation(micro, sharding))) ||
+        failed(shardUpdate(apply, sharding)))
+      return signalPassFailure();
+    // The runtime gathers and scatters these shards in checkpoints.
+    module->setAttr("dsc.zero_stage",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     int64_t(stage)));
+  }
+
+  /// Stage 2: @micro_step reduce-scatters each gradient into the rank's
+  /// shard of its accumulator.
+  LogicalResult shardAccumulation(func::FuncOp micro, const Sharding &sh) {
+    Block &body = micro.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    OpBuilder b(&getContext());
+    for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+      if (resultKind(micro, r) != StateKind::grad)
+        continue;
+      auto add = ret.getOperand(r).getDefiningOp<AddOp>();
+      auto acc = add ? dyn_cast<BlockArgument>(add.getLhs()) : nullptr;
+      if (!acc || argKind(micro, acc.getArgNumber()) != StateKind::grad)
+        return micro.emitError("dsc-zero: @micro_step result ")
+               << r << " is not an accumulation dsc.add(accumulator, grad)";
+      Type full = acc.getType();
+      b.setInsertionPoint(add);
+      Location loc = add.getLoc();
+      Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), add.getRhs());
+      Value part = b.create<ReduceScatterOp>(
+          loc, sh.shard(full), padded,
+          ReduceKindAttr::get(&getContext(), ReduceKind::mean),
+          MeshAxisAttr::get(&getContext(), MeshAxis::data));
+      acc.setType(sh.shard(full));
+      ret.setOperand(r, b.create<AddOp>(loc, sh.shard(full), acc, part));
+      if (add->use_empty())
+        add.erase();
+    }
+    updateFunctionType(micro);
+    return success();
+  }
+
+  /// @apply_step: shard the optimizer state (and, stage 2, take the
+  /// accumulators as shards); see Passes.td.
+  LogicalResult shardUpdate(func::FuncOp apply, const Sharding &sh) {
+    MLIRContext *ctx = &getContext();
+    Block &body = apply.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    auto data = MeshAxisAttr::get(ctx, MeshAxis::data);
+    // The whole type of every accumulator, before stage 2 retypes it.
+    DenseMap<Value, Type> fullGradType;
+    for (BlockArgument arg : body.getArguments()) {
+      std::optional<StateKind> kind = argKind(apply, arg.getArgNumber());
+      if (!kind)
+        continue;
+      if (*kind == StateKind::grad) {
+        fullGradType[arg] = arg.getType();
+        if (stage == 2)
+          arg.setType(sh.shard(arg.getType()));
+      } else if (isOptimizerState(*kind)) {
+        arg.setType(sh.shard(arg.getType()));
+      }
+    }
+
+    OpBuilder b(ctx);
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      Location loc = op->getLoc();
+      if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+        auto acc = dyn_cast<BlockArgument>(reduce.getInput());
+        if (!acc || !fullGradType.count(acc))
+          continue;
+        Value part = acc; // stage 2: reduced in @micro_step already
+        if (stage == 1) {
+          b.setInsertionPoint(reduce);
+          Type full = fullGradType[acc];
+          Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), acc);
+          part = b.create<ReduceScatterOp>(loc, sh.shard(full), padded,
+                                           reduce.getOpAttr(), data);
+        }
+        reduce.replaceAllUsesWith(part);
+        reduce.erase();
+      } else if (isa<GlobalNormOp>(op)) {
+        // The norms of the shards combine into the norm of the whole.
+        b.setInsertionPointAfter(op);
+        auto norm = b.create<NormAllReduceOp>(loc, op->getResult(0).getType(),
+                                              op->getResult(0), data);
+        op->getResult(0).replaceAllUsesExcept(norm, norm);
+      } else if (isa<CheckFiniteOp>(op)) {
+        // fp16: every rank skips the step if any shard overflowed.
+        b.setInsertionPointAfter(op);
+        auto any = b.create<AllReduceOp>(
+            loc, op->getResult(0).getType(), op->getResult(0),
+            ReduceKindAttr::get(ctx, ReduceKind::max), data);
+        op->getResult(0).replaceAllUsesExcept(any, any);
+      } else if (auto update = dyn_cast<OptimizerOpInterface>(op)) {
+        if (isa<LambOp>(op))
+          return op->emitOpError("dsc-zero: LAMB's trust ratio needs whole "
+                                 "parameters, which ZeRO shards");
+        Value param = update.getParamOperand();
+        Type full = param.getType();
+        b.setInsertionPoint(op);
+        Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), param);
+        Value mine = b.create<ShardOp>(loc, sh.shard(full), padded, data);
+        op->setOperand(0, mine);
+        for (Value result : op->getResults())
+          result.setType(sh.shard(full));
+        b.setInsertionPointAfter(op);
+        Value newParam = update.getNewParamResult();
+        auto gathered =
+            b.create<AllGatherOp>(loc, sh.padded(full), newParam, data);
+        auto whole = b.create<FlatResizeOp>(loc, full, gathered);
+        newParam.replaceAllUsesExcept(whole, gathered);
+      }
+    }
+    // Stage 2: the accumulators restart at zero as shards.
+    if (stage == 2)
+      for (unsigned r = 0; r < ret.getNumOperands(); ++r)
+        if (resultKind(apply, r) == StateKind::grad) {
+          b.setInsertionPoint(ret);
+          ret.setOperand(r, b.create<FillOp>(
+                                ret.getLoc(), sh.shard(ret.getOperand(r).getType()),
+                                b.getF64FloatAttr(0.0)));
+        }
+    // Fills left without a use (the old accumulator resets) go away.
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator()))
+      if (isa<FillOp>(op) && op.use_empty())
+        op.erase();
+    updateFunctionType(apply);
+    return success();
+  }
+};
+
+} // namespace
