@@ -67,7 +67,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (stage != 1 && stage != 2) {
-      module.emitError("dsc-zero: stage must be 1 or 2, got ") << stage;
+      module.emitError("dsc-zero: stage must be 1 or 2, got ") << int64_t(stage);
       return signalPassFailure();
     }
     auto micro = module.lookupSymbol<func::FuncOp>("micro_step");

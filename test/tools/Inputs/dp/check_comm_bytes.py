@@ -1,28 +1,43 @@
-"""check_comm_bytes.py WEIGHTS.safetensors LOG.jsonl N
+"""check_comm_bytes.py WEIGHTS.safetensors LOG.jsonl N [STAGE ACCUM]
 
-Exit 0 iff every step of LOG (a run on N ranks) records the all-reduce bytes
-of data parallelism: each gradient and the loss reduced by a ring,
-2 * 4 * (parameters + 1) * (N - 1) / N bytes sent per rank, and no
-all-gather."""
+Exit 0 iff every step of LOG (a run on N ranks) records the bytes each rank
+sent by the ring algorithms' volumes (include/dsc/Runtime/Runtime.h):
+
+- ZeRO stage 0: an all-reduce of every gradient and of the loss,
+  2 * 4 * (parameters + 1) * (N - 1) / N bytes;
+- stage 1 or 2: each parameter of n elements padded to N * ceil(n / N),
+  its gradient reduce-scattered (once per step, or once per micro-batch at
+  stage 2: ACCUM times) and its shard all-gathered, 4 * ceil(n / N) * (N - 1)
+  bytes each; plus all-reduces of the loss and of the shards' norm."""
 import json
-import os
 import struct
 import sys
 
 weights, log, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+stage = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+accum = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 with open(weights, "rb") as f:
     header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-params = 0
+sizes = []
 for name, t in header.items():
     if name != "__metadata__":
         size = 1
         for d in t["shape"]:
             size *= d
-        params += size
-expected = 2 * 4 * (params + 1) * (n - 1) // n
+        sizes.append(size)
+scalar_all_reduce = 2 * 4 * (n - 1) // n
+if stage == 0:
+    expected = {"all_reduce": sum(2 * 4 * s * (n - 1) // n for s in sizes)
+                + scalar_all_reduce,
+                "reduce_scatter": 0, "all_gather": 0}
+else:
+    shard_bytes = sum(4 * -(-s // n) * (n - 1) for s in sizes)
+    expected = {"all_reduce": 2 * scalar_all_reduce,
+                "reduce_scatter": shard_bytes * (accum if stage == 2 else 1),
+                "all_gather": shard_bytes}
 for record in map(json.loads, open(log)):
-    got = record["comm_bytes"]
-    if got != {"all_reduce": expected, "all_gather": 0}:
-        sys.exit(f"step {record['step']}: comm_bytes {got}, expected "
-                 f"all_reduce {expected} ({params} parameters, {n} ranks)")
+    if record["comm_bytes"] != expected:
+        sys.exit(f"step {record['step']}: comm_bytes {record['comm_bytes']}, "
+                 f"expected {expected} ({sum(sizes)} parameters, {n} ranks, "
+                 f"ZeRO stage {stage}, accumulation {accum})")
 print(f"comm bytes: OK ({expected} per rank per step)")

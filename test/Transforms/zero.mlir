@@ -1,0 +1,76 @@
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw weight-decay=0.01 grad-clip=1.0" -dsc-zero=stage=1 | FileCheck %s --check-prefix=STAGE1
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd grad-accum=2" -dsc-zero=stage=2 | FileCheck %s --check-prefix=STAGE2
+// RUN: dsc-opt %s --dsc-train-pipeline="fp16=true zero-stage=1" | FileCheck %s --check-prefix=FP16
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb" -dsc-zero 2>&1 | FileCheck %s --check-prefix=LAMB
+// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=3 2>&1 | FileCheck %s --check-prefix=STAGE3
+// RUN: not dsc-opt %s -dsc-zero 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// LAMB: error: 'dsc.lamb' op dsc-zero: LAMB's trust ratio needs whole parameters, which ZeRO shards
+// STAGE3: error: dsc-zero: stage must be 1 or 2, got 3
+// NOSTEP: error: dsc-zero: no @micro_step and @apply_step; run -dsc-build-train-step first
+
+// Over 3 data-parallel ranks, w (64 elements) is padded to 66 and each rank
+// owns 22; b (8) is padded to 9, 3 per rank.
+
+// Stage 1: the optimizer state is sharded; gradients are reduce-scattered
+// instead of all-reduced, the global norm combines the shards' norms, and
+// the updated shards are gathered back into whole parameters.
+// STAGE1: module attributes {dsc.grad_accum = 1 : i64, dsc.mesh = #dsc.mesh<data = 3, tensor = 1, pipeline = 1>, dsc.zero_stage = 1 : i64}
+// STAGE1-LABEL: func.func @apply_step(
+// STAGE1-SAME: %[[W:[a-z0-9]+]]: tensor<8x8xf32> {{{[^}]*}}#dsc.state<param, "w">}
+// STAGE1-SAME: %[[GW:[a-z0-9]+]]: tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
+// STAGE1-SAME: %[[GB:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<grad, "b">}
+// STAGE1-SAME: %[[MW:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<exp_avg, "w">}
+// STAGE1-SAME: tensor<3xf32> {dsc.state = #dsc.state<exp_avg, "b">}
+// STAGE1-SAME: %[[VW:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<exp_avg_sq, "w">}
+// STAGE1-SAME: -> (tensor<8x8xf32> {{{[^}]*}}}, tensor<8xf32> {{{[^}]*}}}, tensor<22xf32> {dsc.state = #dsc.state<exp_avg, "w">}, tensor<3xf32> {{{[^}]*}}}, tensor<22xf32> {{{[^}]*}}}, tensor<3xf32> {{{[^}]*}}}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
+// STAGE1: %[[PGW:.*]] = dsc.flat_resize %[[GW]] : (tensor<8x8xf32>) -> tensor<66xf32>
+// STAGE1: %[[SGW:.*]] = dsc.reduce_scatter %[[PGW]] : (tensor<66xf32>) -> tensor<22xf32>
+// STAGE1: %[[PGB:.*]] = dsc.flat_resize %[[GB]] : (tensor<8xf32>) -> tensor<9xf32>
+// STAGE1: %[[SGB:.*]] = dsc.reduce_scatter %[[PGB]] : (tensor<9xf32>) -> tensor<3xf32>
+// STAGE1-NOT: dsc.all_reduce
+// STAGE1: %[[LOCAL:.*]] = dsc.global_norm %[[SGW]], %[[SGB]]
+// STAGE1: %[[NORM:.*]] = dsc.norm_all_reduce %[[LOCAL]]
+// STAGE1: dsc.clip_coefficient %[[NORM]]
+// STAGE1: %[[PW:.*]] = dsc.flat_resize %[[W]] : (tensor<8x8xf32>) -> tensor<66xf32>
+// STAGE1: %[[MINE:.*]] = dsc.shard %[[PW]] : (tensor<66xf32>) -> tensor<22xf32>
+// STAGE1: %[[NEWW:.*]], %[[NEWM:.*]], %[[NEWV:.*]] = dsc.adam %[[MINE]], %[[SGW]], %[[MW]], %[[VW]], {{.*}}weight_decay = 1.000000e-02 : f64}{{.*}} -> (tensor<22xf32>, tensor<22xf32>, tensor<22xf32>)
+// STAGE1: %[[ALL:.*]] = dsc.all_gather %[[NEWW]] : (tensor<22xf32>) -> tensor<66xf32>
+// STAGE1: %[[WHOLE:.*]] = dsc.flat_resize %[[ALL]] : (tensor<66xf32>) -> tensor<8x8xf32>
+// STAGE1: dsc.adam {{.*}} -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+// STAGE1: return %[[WHOLE]], %{{.*}}, %[[NEWM]]
+
+// Stage 2: each micro-batch's gradient is reduce-scattered into the rank's
+// shard of the accumulator; @apply_step takes the shards as they are.
+// STAGE2-LABEL: func.func @micro_step(
+// STAGE2-SAME: %[[ACC:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<grad, "w">}
+// STAGE2-SAME: -> (tensor<f32> {{{[^}]*}}}, tensor<2x4x8xf32> {{{[^}]*}}}, tensor<22xf32> {dsc.state = #dsc.state<grad, "w">}, tensor<3xf32> {dsc.state = #dsc.state<grad, "b">})
+// STAGE2: %[[PG:.*]] = dsc.flat_resize %{{.*}} : (tensor<8x8xf32>) -> tensor<66xf32>
+// STAGE2: %[[PART:.*]] = dsc.reduce_scatter %[[PG]] : (tensor<66xf32>) -> tensor<22xf32>
+// STAGE2: %[[SUM:.*]] = dsc.add %[[ACC]], %[[PART]] : (tensor<22xf32>, tensor<22xf32>) -> tensor<22xf32>
+// STAGE2: return %{{.*}}, %{{.*}}, %[[SUM]],
+// STAGE2-LABEL: func.func @apply_step(
+// STAGE2-SAME: %[[G:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<grad, "w">}
+// STAGE2-NOT: dsc.reduce_scatter
+// STAGE2-NOT: dsc.all_reduce
+// STAGE2: dsc.global_norm %[[G]],
+// STAGE2: dsc.sgd %{{.*}}, %[[G]],
+// STAGE2: %[[ZERO:.*]] = dsc.fill {value = 0.000000e+00 : f64} : () -> tensor<22xf32>
+// STAGE2: return {{.*}}, %[[ZERO]],
+
+// fp16: a step is skipped on every rank when any rank's shard overflowed.
+// FP16-LABEL: func.func @apply_step(
+// FP16: %[[LOCAL:.*]] = dsc.check_finite %{{.*}}, %{{.*}} : (tensor<22xf32>, tensor<3xf32>) -> tensor<f32>
+// FP16: %[[ANY:.*]] = dsc.all_reduce %[[LOCAL]] {op = #dsc<reduce max>}
+// FP16: dsc.unscale_clip
+// FP16: dsc.adam {{.*}}, %[[ANY]] {
+
+module attributes {dsc.mesh = #dsc.mesh<data = 3, tensor = 1, pipeline = 1>} {
+func.func @forward(%w: tensor<8x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
+                   %b: tensor<8xf32> {dsc.param = #dsc.param<"b", zeros, 0.0 : f64>},
+                   %x: tensor<2x4xi32>, %y: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>) {
+  %e = dsc.embedding %w, %x : (tensor<8x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %l = dsc.linear %e, %w, %b {transpose_w = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %loss = dsc.cross_entropy %l, %y : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss, %l : tensor<f32>, tensor<2x4x8xf32>
+}
+}
