@@ -568,8 +568,17 @@ TEST(TrainConfig, UnimplementedSections) {
               "number_checkpoints": null}, "transformer_kernel": {
               "normalize_invertible": false}, "wall_clock_breakdown": false)"));
   train(ds(R"("fp16": {"loss_scale": 0}, "zero_optimization": false)"));
-  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2})")),
-             "zero_optimization.stage: 2 is not supported yet");
+  EXPECT_EQ(train(ds(R"("zero_optimization": {"stage": 2})")).zeroStage, 2);
+  EXPECT_EQ(train(ds(R"("zero_optimization": true)")).zeroStage, 1);
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 3})")),
+             "zero_optimization.stage: 3 (sharded parameters) is not "
+             "implemented yet");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 1,
+                              "cpu_offload": true})")),
+             "zero_optimization.cpu_offload is not supported");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 1,
+                              "overlap_comm": 1})")),
+             "zero_optimization.overlap_comm");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 4})")),
              "zero_optimization.stage: 4 is not allowed");
   EXPECT_HAS(trainError(ds(R"("activation_checkpointing":

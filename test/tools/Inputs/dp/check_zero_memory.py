@@ -1,0 +1,32 @@
+"""check_zero_memory.py WEIGHTS.safetensors N STAGE REPORT.json
+
+Exit 0 iff the per-rank model states of `dsc-run estimate --world-size N
+--memory-report` equal ZeRO's formulas for dsc's f32 master weights and
+Adam: parameters 4*Psi bytes; gradients 4*Psi, or at stage 2 the rank's
+shards 4*sum(ceil(n/N)); optimizer state (two moments) 8*Psi, or from stage
+1 on 8*sum(ceil(n/N)), n the elements of each parameter (each is padded to
+a multiple of N)."""
+import json
+import struct
+import sys
+
+weights, n, stage, report = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+with open(weights, "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+sizes = []
+for name, t in header.items():
+    if name != "__metadata__":
+        size = 1
+        for d in t["shape"]:
+            size *= d
+        sizes.append(size)
+psi = sum(sizes)
+shards = sum(-(-s // n) for s in sizes)
+want = {"parameters": 4 * psi,
+        "gradients": 4 * (shards if stage >= 2 else psi),
+        "optimizer_state": 8 * (shards if stage >= 1 else psi)}
+got = json.load(open(report))
+have = {k: got[k] for k in want}
+if have != want:
+    sys.exit(f"stage {stage}, {n} ranks: {have}, expected {want}")
+print(f"stage {stage} on {n} ranks: {have} (Psi = {psi})")
