@@ -36,6 +36,7 @@ private:
   FailureOr<rt::Instr> lowerOp(Operation *op);
   int newBuffer(Value v, BufferRole role, std::string name);
   FailureOr<int> stateBuffer(StateAttr state, Type type, ParamAttr param,
+                             DenseI64ArrayAttr shardOf,
                              Location loc);
 
   ModuleOp module;
@@ -79,7 +80,8 @@ int Lowering::newBuffer(Value v, BufferRole role, std::string name) {
 }
 
 FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
-                                     ParamAttr param, Location loc) {
+                                     ParamAttr param,
+                                     DenseI64ArrayAttr shardOf, Location loc) {
   FailureOr<rt::DType> dtype = dtypeOf(type, loc);
   if (failed(dtype))
     return failure();
@@ -128,6 +130,9 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
                                                     : rt::InitKind::Ones;
     buf.initStd = param.getStd().getValueAsDouble();
   }
+  if (shardOf)
+    buf.wholeShape.assign(shardOf.asArrayRef().begin(),
+                          shardOf.asArrayRef().end());
   program.buffers.push_back(std::move(buf));
   int id = int(program.buffers.size()) - 1;
   states[key] = id;
@@ -277,6 +282,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     FailureOr<int> id = stateBuffer(
         state, arg.getType(),
         fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName),
+        fn.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
+                                               kShardOfAttrName),
         fn.getLoc());
     if (failed(id))
       return failure();
@@ -297,7 +304,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     if (!state)
       return fn.emitError("result #") << i << " of @" << fn.getName()
                                       << " has no #dsc.state";
-    FailureOr<int> targetId = stateBuffer(state, v.getType(), {}, fn.getLoc());
+    FailureOr<int> targetId =
+        stateBuffer(state, v.getType(), {}, {}, fn.getLoc());
     if (failed(targetId))
       return failure();
     int target = *targetId;

@@ -821,7 +821,7 @@ void parseBf16(const Ctx &c, const std::string &name, const json &sec,
     mp.bf16 = c.boolean(name + ".enabled", *it);
 }
 
-/// zero_optimization: stage 0, 1 or 2 (-dsc-zero). Its other keys are
+/// zero_optimization: stage 0 to 3 (-dsc-zero). Its other keys are
 /// DeepSpeed's tuning knobs: those that only tune bucketing and overlap are
 /// accepted (dsc reduces each gradient in its own collective; see the
 /// README), those that ask for something dsc does not do are errors.
@@ -884,9 +884,6 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
     return; // DeepSpeed default: stage 0
   t.zeroStage = c.integer("zero_optimization.stage", *it, 0, 3,
                           "an integer in [0, 3]");
-  if (t.zeroStage == 3)
-    c.fail("zero_optimization.stage: 3 (sharded parameters) is not "
-           "implemented yet; stages 0, 1 and 2 are");
 }
 
 /// activation_checkpointing: DeepSpeed has no on/off key here; a model

@@ -92,7 +92,7 @@ static uint32_t nameHash(const std::string &s) {
 // Zeros/None -> 0, Ones -> 1. Every other persistent buffer (GradAcc,
 // OptState, Output) is zeroed; Temp and Input buffers are left alone.
 void initializeParameters(const Program &program, Storage &storage,
-                          uint64_t seed) {
+                          uint64_t seed, int rank) {
   const auto key = philoxKey(seed);
   for (size_t bi = 0; bi < program.buffers.size(); ++bi) {
     const Buffer &b = program.buffers[bi];
@@ -108,25 +108,38 @@ void initializeParameters(const Program &program, Storage &storage,
     if (b.dtype != DType::F32)
       throw Error("parameter '" + b.name + "' must be f32 to be initialized");
     float *x = static_cast<float *>(raw);
+    // This buffer holds elements [first, first + n) of a whole tensor of
+    // `whole` elements; past `whole` is a shard's zero padding.
+    int64_t first = 0, whole = n;
+    if (!b.wholeShape.empty()) {
+      first = int64_t(rank) * n;
+      whole = 1;
+      for (int64_t d : b.wholeShape)
+        whole *= d;
+    }
+    const int64_t end = std::min(first + n, whole);
+    std::fill(x, x + n, 0.0f);
     if (b.init == InitKind::Ones) {
-      for (int64_t i = 0; i < n; ++i)
-        x[i] = 1.0f;
+      for (int64_t w = first; w < end; ++w)
+        x[w - first] = 1.0f;
       continue;
     }
     const uint32_t stream = nameHash(b.name);
     const double stdev = b.initStd;
-    const int64_t pairs = (n + 1) / 2;
+    // Element pair j of the whole tensor is elements 2j and 2j+1.
+    const int64_t firstPair = first / 2, endPair = (end + 1) / 2;
 #pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < pairs; ++j) {
+    for (int64_t j = firstPair; j < endPair; ++j) {
       PhiloxBlock r = philox4x32_10(
           {uint32_t(j), stream, 0x1417u, uint32_t(uint64_t(j) >> 32)}, key);
       double u1 = (double((r[0] >> 8) + 1)) * 0x1p-24;
       double u2 = double(r[1] >> 8) * 0x1p-24;
       double rad = std::sqrt(-2.0 * std::log(u1));
       double th = 2.0 * M_PI * u2;
-      x[2 * j] = float(stdev * rad * std::cos(th));
-      if (2 * j + 1 < n)
-        x[2 * j + 1] = float(stdev * rad * std::sin(th));
+      if (2 * j >= first)
+        x[2 * j - first] = float(stdev * rad * std::cos(th));
+      if (2 * j + 1 >= first && 2 * j + 1 < end)
+        x[2 * j + 1 - first] = float(stdev * rad * std::sin(th));
     }
   }
 }

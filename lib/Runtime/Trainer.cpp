@@ -120,7 +120,6 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                 std::to_string(comm.size()) +
                 "; compile it with --world-size " +
                 std::to_string(comm.size()));
-  zeroStage = prog.metaInt("zero_stage", 0, 0);
   prog.function("micro_step");
   prog.function("apply_step");
   // The driver writes and reads these buffers directly: their types must be
@@ -171,8 +170,18 @@ void Trainer::uploadPersistent() {
   backend.upload(storage, prog.persistentBuffers());
 }
 
+void Trainer::copyShard(const std::vector<char> &whole, int id,
+                        char *dst) const {
+  const size_t bytes = prog.buffers[size_t(id)].bytes();
+  const size_t first = bytes * size_t(comm.rank());
+  const size_t have =
+      first < whole.size() ? std::min(bytes, whole.size() - first) : 0;
+  std::memcpy(dst, whole.data() + first, have);
+  std::memset(dst + have, 0, bytes - have); // the padding
+}
+
 void Trainer::initializeWeights() {
-  initializeParameters(prog, storage, seed);
+  initializeParameters(prog, storage, seed, comm.rank());
   uploadPersistent();
   step = 0;
   skipped = 0;
@@ -208,12 +217,18 @@ void Trainer::loadWeights(const std::string &path) {
                   file.skipped.at(name) +
                   ", which dsc cannot load (F32, F16, BF16)");
     const Tensor *found = &it->second;
-    if (found->shape != buf.shape || found->dtype != buf.dtype)
+    const std::vector<int64_t> &want =
+        isShard(int(id)) ? buf.wholeShape : buf.shape;
+    if (found->shape != want || found->dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(found->shape) + " " + dtypeName(found->dtype) +
-                  ", the model expects " + spacedShape(buf.shape) + " " +
+                  ", the model expects " + spacedShape(want) + " " +
                   dtypeName(buf.dtype));
-    std::memcpy(storage.data(int(id)), found->bytes.data(), buf.bytes());
+    char *dst = static_cast<char *>(storage.data(int(id)));
+    if (isShard(int(id)))
+      copyShard(found->bytes, int(id), dst); // ZeRO-3: this rank's part
+    else
+      std::memcpy(dst, found->bytes.data(), buf.bytes());
   }
   requireFiniteState(path);
 
@@ -260,31 +275,19 @@ void Trainer::loadWeights(const std::string &path) {
 }
 
 void Trainer::saveWeights(const std::string &path) const {
-  if (comm.rank() != 0)
-    return; // every rank holds the whole parameters (ZeRO stages 0-2)
   Safetensors file;
   file.metadata["format"] = "pt";
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::Param)
-      file.tensors[prog.buffers[id].name] = tensorOf(int(id));
+      file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
+  if (comm.rank() != 0)
+    return;
   requireFiniteToSave(file, path, step);
   file.write(path);
 }
 
 bool Trainer::isShard(int id) const {
-  const BufferRole role = prog.buffers[size_t(id)].role;
-  return (zeroStage >= 1 && role == BufferRole::OptState) ||
-         (zeroStage >= 2 && role == BufferRole::GradAcc);
-}
-
-const Buffer &Trainer::paramOf(int id) const {
-  const std::string &name = prog.buffers[size_t(id)].name;
-  const int param =
-      prog.findBuffer(BufferRole::Param, name.substr(name.find('/') + 1));
-  if (param < 0)
-    throw Error("compiled step: sharded buffer '" + name +
-                "' names no parameter");
-  return prog.buffers[size_t(param)];
+  return !prog.buffers[size_t(id)].wholeShape.empty();
 }
 
 Tensor Trainer::wholeTensorOf(int id) const {
@@ -292,12 +295,13 @@ Tensor Trainer::wholeTensorOf(int id) const {
   if (!isShard(id))
     return t;
   // ZeRO: rank i holds elements [i*s, (i+1)*s) of the flattened, padded
-  // parameter-shaped tensor.
-  const Buffer &param = paramOf(id);
+  // tensor.
+  Buffer whole = prog.buffers[size_t(id)];
+  whole.shape = whole.wholeShape;
   std::vector<char> all(t.bytes.size() * size_t(comm.size()));
   comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-  all.resize(param.bytes());
-  t.shape = param.shape;
+  all.resize(whole.bytes());
+  t.shape = whole.shape;
   t.bytes = std::move(all);
   return t;
 }
@@ -336,7 +340,7 @@ void Trainer::loadCheckpoint(const std::string &path) {
     // Checkpoints hold whole tensors whatever the ZeRO stage and world
     // size; a sharded buffer takes this rank's part.
     const bool shard = isShard(int(id));
-    const std::vector<int64_t> &want = shard ? paramOf(int(id)).shape : buf.shape;
+    const std::vector<int64_t> &want = shard ? buf.wholeShape : buf.shape;
     if (it->second.shape != want || it->second.dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(it->second.shape) + ", expected " +
@@ -346,13 +350,7 @@ void Trainer::loadCheckpoint(const std::string &path) {
       std::memcpy(dst, it->second.bytes.data(), buf.bytes());
       continue;
     }
-    const std::vector<char> &whole = it->second.bytes;
-    const size_t first = buf.bytes() * size_t(comm.rank());
-    const size_t have = first < whole.size()
-                            ? std::min(buf.bytes(), whole.size() - first)
-                            : 0;
-    std::memcpy(dst, whole.data() + first, have);
-    std::memset(dst + have, 0, buf.bytes() - have); // the padding
+    copyShard(it->second.bytes, int(id), dst);
   }
   const CheckpointCounters counters =
       parseCheckpointCounters(file.metadata, path);

@@ -53,6 +53,24 @@ bool isOptimizerState(StateKind kind) {
          kind == StateKind::momentum;
 }
 
+/// Marks argument `arg` of `fn` as the rank's shard of a tensor of type
+/// `whole` (the runtime gathers and scatters it in checkpoints) and retypes
+/// it to the shard.
+void shardArgument(func::FuncOp fn, BlockArgument arg, const Sharding &sh) {
+  auto whole = cast<RankedTensorType>(arg.getType());
+  fn.setArgAttr(arg.getArgNumber(), kShardOfAttrName,
+                DenseI64ArrayAttr::get(fn.getContext(), whole.getShape()));
+  arg.setType(sh.shard(whole));
+}
+
+/// The whole tensor of type `whole` from every rank's shard.
+Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
+                  const Sharding &sh) {
+  auto data = MeshAxisAttr::get(b.getContext(), MeshAxis::data);
+  Value all = b.create<AllGatherOp>(loc, sh.padded(whole), shard, data);
+  return b.create<FlatResizeOp>(loc, whole, all);
+}
+
 /// The function type from the entry block's arguments and the return.
 void updateFunctionType(func::FuncOp fn) {
   Block &body = fn.getBody().front();
@@ -66,8 +84,9 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (stage != 1 && stage != 2) {
-      module.emitError("dsc-zero: stage must be 1 or 2, got ") << int64_t(stage);
+    if (stage < 1 || stage > 3) {
+      module.emitError("dsc-zero: stage must be 1, 2 or 3, got ")
+          << int64_t(stage);
       return signalPassFailure();
     }
     auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
@@ -78,13 +97,52 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       return signalPassFailure();
     }
     Sharding sharding{meshGroupSize(module, MeshAxis::data)};
-    if ((stage == 2 && failed(shardAccumulation(micro, sharding))) ||
+    if (stage == 3) {
+      gatherParameters(micro, sharding);
+      if (auto eval = module.lookupSymbol<func::FuncOp>("eval_step"))
+        gatherParameters(eval, sharding);
+    }
+    if ((stage >= 2 && failed(shardAccumulation(micro, sharding))) ||
         failed(shardUpdate(apply, sharding)))
       return signalPassFailure();
-    // The runtime gathers and scatters these shards in checkpoints.
-    module->setAttr("dsc.zero_stage",
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                     int64_t(stage)));
+  }
+
+  /// Stage 3: the parameters of `fn` are shards; each is all-gathered
+  /// right before its first use in the forward and again before its first
+  /// use in the backward (ops marked dsc.grad), so the memory plan frees the
+  /// whole parameter between the two and after the backward.
+  void gatherParameters(func::FuncOp fn, const Sharding &sh) {
+    Block &body = fn.getBody().front();
+    DenseMap<Operation *, unsigned> position;
+    unsigned next = 0;
+    for (Operation &op : body)
+      position[&op] = next++;
+    OpBuilder b(&getContext());
+    for (BlockArgument arg : body.getArguments()) {
+      if (argKind(fn, arg.getArgNumber()) != StateKind::param)
+        continue;
+      Type whole = arg.getType();
+      // The users of each phase, and the first of them in program order.
+      SmallVector<OpOperand *> uses[2];
+      Operation *first[2] = {nullptr, nullptr};
+      for (OpOperand &use : arg.getUses()) {
+        Operation *user = use.getOwner();
+        const int phase = user->hasAttr(kGradAttrName) ? 1 : 0;
+        uses[phase].push_back(&use);
+        if (!first[phase] || position[user] < position[first[phase]])
+          first[phase] = user;
+      }
+      shardArgument(fn, arg, sh);
+      for (int phase = 0; phase < 2; ++phase) {
+        if (!first[phase])
+          continue;
+        b.setInsertionPoint(first[phase]);
+        Value gathered = gatherWhole(b, arg.getLoc(), arg, whole, sh);
+        for (OpOperand *use : uses[phase])
+          use->set(gathered);
+      }
+    }
+    updateFunctionType(fn);
   }
 
   /// Stage 2: @micro_step reduce-scatters each gradient into the rank's
@@ -102,6 +160,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         return micro.emitError("dsc-zero: @micro_step result ")
                << r << " is not an accumulation dsc.add(accumulator, grad)";
       Type full = acc.getType();
+      shardArgument(micro, acc, sh);
       b.setInsertionPoint(add);
       Location loc = add.getLoc();
       Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), add.getRhs());
@@ -109,7 +168,6 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           loc, sh.shard(full), padded,
           ReduceKindAttr::get(&getContext(), ReduceKind::mean),
           MeshAxisAttr::get(&getContext(), MeshAxis::data));
-      acc.setType(sh.shard(full));
       ret.setOperand(r, b.create<AddOp>(loc, sh.shard(full), acc, part));
       if (add->use_empty())
         add.erase();
@@ -133,10 +191,11 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         continue;
       if (*kind == StateKind::grad) {
         fullGradType[arg] = arg.getType();
-        if (stage == 2)
-          arg.setType(sh.shard(arg.getType()));
-      } else if (isOptimizerState(*kind)) {
-        arg.setType(sh.shard(arg.getType()));
+        if (stage >= 2)
+          shardArgument(apply, arg, sh);
+      } else if (isOptimizerState(*kind) ||
+                 (stage == 3 && *kind == StateKind::param)) {
+        shardArgument(apply, arg, sh);
       }
     }
 
@@ -150,7 +209,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         auto acc = dyn_cast<BlockArgument>(reduce.getInput());
         if (!acc || !fullGradType.count(acc))
           continue;
-        Value part = acc; // stage 2: reduced in @micro_step already
+        Value part = acc; // stages 2-3: reduced in @micro_step already
         if (stage == 1) {
           b.setInsertionPoint(reduce);
           Type full = fullGradType[acc];
@@ -177,7 +236,14 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         if (isa<LambOp>(op))
           return op->emitOpError("dsc-zero: LAMB's trust ratio needs whole "
                                  "parameters, which ZeRO shards");
+        // Stage 3: the parameter argument is the shard already, and the
+        // updated shard is the result.
         Value param = update.getParamOperand();
+        if (stage == 3) {
+          for (Value result : op->getResults())
+            result.setType(param.getType());
+          continue;
+        }
         Type full = param.getType();
         b.setInsertionPoint(op);
         Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), param);
@@ -187,14 +253,16 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           result.setType(sh.shard(full));
         b.setInsertionPointAfter(op);
         Value newParam = update.getNewParamResult();
-        auto gathered =
-            b.create<AllGatherOp>(loc, sh.padded(full), newParam, data);
-        auto whole = b.create<FlatResizeOp>(loc, full, gathered);
-        newParam.replaceAllUsesExcept(whole, gathered);
+        SmallVector<OpOperand *> uses;
+        for (OpOperand &use : newParam.getUses())
+          uses.push_back(&use);
+        Value whole = gatherWhole(b, loc, newParam, full, sh);
+        for (OpOperand *use : uses)
+          use->set(whole);
       }
     }
-    // Stage 2: the accumulators restart at zero as shards.
-    if (stage == 2)
+    // Stages 2-3: the accumulators restart at zero as shards.
+    if (stage >= 2)
       for (unsigned r = 0; r < ret.getNumOperands(); ++r)
         if (resultKind(apply, r) == StateKind::grad) {
           b.setInsertionPoint(ret);

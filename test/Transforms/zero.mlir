@@ -2,10 +2,11 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd grad-accum=2" -dsc-zero=stage=2 | FileCheck %s --check-prefix=STAGE2
 // RUN: dsc-opt %s --dsc-train-pipeline="fp16=true zero-stage=1" | FileCheck %s --check-prefix=FP16
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb" -dsc-zero 2>&1 | FileCheck %s --check-prefix=LAMB
-// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=3 2>&1 | FileCheck %s --check-prefix=STAGE3
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=3 | FileCheck %s --check-prefix=STAGE3
+// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=4 2>&1 | FileCheck %s --check-prefix=STAGE4
 // RUN: not dsc-opt %s -dsc-zero 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // LAMB: error: 'dsc.lamb' op dsc-zero: LAMB's trust ratio needs whole parameters, which ZeRO shards
-// STAGE3: error: dsc-zero: stage must be 1 or 2, got 3
+// STAGE4: error: dsc-zero: stage must be 1, 2 or 3, got 4
 // NOSTEP: error: dsc-zero: no @micro_step and @apply_step; run -dsc-build-train-step first
 
 // Over 3 data-parallel ranks, w (64 elements) is padded to 66 and each rank
@@ -14,14 +15,13 @@
 // Stage 1: the optimizer state is sharded; gradients are reduce-scattered
 // instead of all-reduced, the global norm combines the shards' norms, and
 // the updated shards are gathered back into whole parameters.
-// STAGE1: module attributes {dsc.grad_accum = 1 : i64, dsc.mesh = #dsc.mesh<data = 3, tensor = 1, pipeline = 1>, dsc.zero_stage = 1 : i64}
 // STAGE1-LABEL: func.func @apply_step(
 // STAGE1-SAME: %[[W:[a-z0-9]+]]: tensor<8x8xf32> {{{[^}]*}}#dsc.state<param, "w">}
 // STAGE1-SAME: %[[GW:[a-z0-9]+]]: tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
 // STAGE1-SAME: %[[GB:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<grad, "b">}
-// STAGE1-SAME: %[[MW:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<exp_avg, "w">}
-// STAGE1-SAME: tensor<3xf32> {dsc.state = #dsc.state<exp_avg, "b">}
-// STAGE1-SAME: %[[VW:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<exp_avg_sq, "w">}
+// STAGE1-SAME: %[[MW:[a-z0-9]+]]: tensor<22xf32> {dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<exp_avg, "w">}
+// STAGE1-SAME: tensor<3xf32> {dsc.shard_of = array<i64: 8>, dsc.state = #dsc.state<exp_avg, "b">}
+// STAGE1-SAME: %[[VW:[a-z0-9]+]]: tensor<22xf32> {dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<exp_avg_sq, "w">}
 // STAGE1-SAME: -> (tensor<8x8xf32> {{{[^}]*}}}, tensor<8xf32> {{{[^}]*}}}, tensor<22xf32> {dsc.state = #dsc.state<exp_avg, "w">}, tensor<3xf32> {{{[^}]*}}}, tensor<22xf32> {{{[^}]*}}}, tensor<3xf32> {{{[^}]*}}}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
 // STAGE1: %[[PGW:.*]] = dsc.flat_resize %[[GW]] : (tensor<8x8xf32>) -> tensor<66xf32>
 // STAGE1: %[[SGW:.*]] = dsc.reduce_scatter %[[PGW]] : (tensor<66xf32>) -> tensor<22xf32>
@@ -42,20 +42,43 @@
 // Stage 2: each micro-batch's gradient is reduce-scattered into the rank's
 // shard of the accumulator; @apply_step takes the shards as they are.
 // STAGE2-LABEL: func.func @micro_step(
-// STAGE2-SAME: %[[ACC:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<grad, "w">}
+// STAGE2-SAME: %[[ACC:[a-z0-9]+]]: tensor<22xf32> {dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<grad, "w">}
 // STAGE2-SAME: -> (tensor<f32> {{{[^}]*}}}, tensor<2x4x8xf32> {{{[^}]*}}}, tensor<22xf32> {dsc.state = #dsc.state<grad, "w">}, tensor<3xf32> {dsc.state = #dsc.state<grad, "b">})
 // STAGE2: %[[PG:.*]] = dsc.flat_resize %{{.*}} : (tensor<8x8xf32>) -> tensor<66xf32>
 // STAGE2: %[[PART:.*]] = dsc.reduce_scatter %[[PG]] : (tensor<66xf32>) -> tensor<22xf32>
 // STAGE2: %[[SUM:.*]] = dsc.add %[[ACC]], %[[PART]] : (tensor<22xf32>, tensor<22xf32>) -> tensor<22xf32>
 // STAGE2: return %{{.*}}, %{{.*}}, %[[SUM]],
 // STAGE2-LABEL: func.func @apply_step(
-// STAGE2-SAME: %[[G:[a-z0-9]+]]: tensor<22xf32> {dsc.state = #dsc.state<grad, "w">}
+// STAGE2-SAME: %[[G:[a-z0-9]+]]: tensor<22xf32> {dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<grad, "w">}
 // STAGE2-NOT: dsc.reduce_scatter
 // STAGE2-NOT: dsc.all_reduce
 // STAGE2: dsc.global_norm %[[G]],
 // STAGE2: dsc.sgd %{{.*}}, %[[G]],
 // STAGE2: %[[ZERO:.*]] = dsc.fill {value = 0.000000e+00 : f64} : () -> tensor<22xf32>
 // STAGE2: return {{.*}}, %[[ZERO]],
+
+// Stage 3: parameters are shards too. @micro_step gathers w before its
+// first forward use and again before the backward reads it; the optimizer
+// updates the shards, and nothing is gathered after it.
+// STAGE3-LABEL: func.func @micro_step(
+// STAGE3-SAME: %[[W:[a-z0-9]+]]: tensor<22xf32> {dsc.param = {{[^}]*}}, dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<param, "w">}
+// STAGE3: %[[ALLF:.*]] = dsc.all_gather %[[W]] : (tensor<22xf32>) -> tensor<66xf32>
+// STAGE3: %[[WF:.*]] = dsc.flat_resize %[[ALLF]] : (tensor<66xf32>) -> tensor<8x8xf32>
+// STAGE3: dsc.embedding %[[WF]],
+// STAGE3: dsc.linear %{{.*}}, %[[WF]],
+// STAGE3: %[[ALLB:.*]] = dsc.all_gather %[[W]] : (tensor<22xf32>) -> tensor<66xf32>
+// STAGE3: %[[WB:.*]] = dsc.flat_resize %[[ALLB]] : (tensor<66xf32>) -> tensor<8x8xf32>
+// STAGE3: dsc.linear_grad_input %{{.*}}, %[[WB]] {dsc.grad
+// STAGE3-LABEL: func.func @apply_step(
+// STAGE3-SAME: %[[P:[a-z0-9]+]]: tensor<22xf32> {dsc.param = {{[^}]*}}, dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<param, "w">}
+// STAGE3-NOT: dsc.all_gather
+// STAGE3: %[[NEW:[a-z_0-9]+]], {{.*}} = dsc.adam %[[P]],
+// STAGE3-NOT: dsc.all_gather
+// STAGE3: return %[[NEW]],
+// STAGE3-LABEL: func.func @eval_step(
+// STAGE3: dsc.all_gather
+// STAGE3: dsc.all_gather
+// STAGE3-NOT: dsc.all_gather
 
 // fp16: a step is skipped on every rank when any rank's shard overflowed.
 // FP16-LABEL: func.func @apply_step(

@@ -34,6 +34,9 @@ namespace mlir::dsc {
 /// Names of the argument/result attributes the frontend and passes use.
 inline constexpr llvm::StringLiteral kParamAttrName = "dsc.param";
 inline constexpr llvm::StringLiteral kStateAttrName = "dsc.state";
+/// ZeRO (-dsc-zero): on a step argument that holds this rank's shard of a
+/// flattened, zero-padded tensor, the whole tensor's shape (array<i64>).
+inline constexpr llvm::StringLiteral kShardOfAttrName = "dsc.shard_of";
 /// The module attribute holding the device mesh (#dsc.mesh<...>).
 inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
 

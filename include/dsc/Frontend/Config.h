@@ -122,7 +122,7 @@ struct MixedPrecisionConfig {
 
 struct TrainConfig {
   int64_t worldSize = 1;      ///< data-parallel ranks (the job's size)
-  int64_t zeroStage = 0;      ///< zero_optimization.stage: 0, 1 or 2
+  int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
   int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
   int64_t microBatch = 1;
   int64_t gradAccum = 1;

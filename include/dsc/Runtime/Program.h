@@ -58,6 +58,10 @@ struct Buffer {
   std::vector<int64_t> shape;
   InitKind init = InitKind::None; ///< only for Param
   double initStd = 0.0;           ///< only for InitKind::Normal
+  /// ZeRO: this buffer holds rank r's elements [r*n, (r+1)*n) of a tensor
+  /// of this shape, flattened and zero-padded to a multiple of the world
+  /// size (n: this buffer's elements). Empty for a whole tensor.
+  std::vector<int64_t> wholeShape;
   /// Byte offset in the program's arena when it has a memory plan
   /// (Program::arenaBytes >= 0, see include/dsc/Codegen/MemoryPlan.h); -1
   /// when the buffer is allocated on its own.

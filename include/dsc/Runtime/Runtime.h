@@ -134,9 +134,11 @@ public:
 std::unique_ptr<Backend> createCpuBackend(Communicator &comm);
 
 /// Fills every Param buffer per its init rule from a seeded Philox stream
-/// (normal via Box-Muller), zeroes every other persistent buffer.
+/// (normal via Box-Muller), zeroes every other persistent buffer. A ZeRO
+/// shard (Buffer::wholeShape) gets rank `rank`'s part of the values its
+/// whole tensor would get, so every world size starts from the same weights.
 void initializeParameters(const Program &program, Storage &storage,
-                          uint64_t seed);
+                          uint64_t seed, int rank = 0);
 
 } // namespace dsc::rt
 

@@ -59,7 +59,8 @@ public:
 
   /// Hugging Face initialisation from the seeded Philox stream.
   void initializeWeights();
-  /// Loads every parameter from a safetensors file; names may carry the
+  /// Loads every parameter (ZeRO-3: this rank's part of each) from a
+  /// safetensors file; names may carry the
   /// `transformer.`/`bert.` prefix or not. Missing or mis-shaped tensors are
   /// errors naming the file and tensor.
   void loadWeights(const std::string &path);
@@ -97,13 +98,15 @@ private:
   /// state in host storage is NaN or infinite.
   void requireFiniteState(const std::string &source);
   int buffer(BufferRole role, const std::string &name) const;
-  /// ZeRO (dsc.zero_stage): optimizer state (stage >= 1) and gradient
-  /// accumulators (stage 2) hold this rank's shard of the flattened,
-  /// zero-padded parameter their name ends with (paramOf).
+  /// ZeRO: whether the buffer holds this rank's shard of a whole tensor
+  /// (Buffer::wholeShape).
   bool isShard(int buffer) const;
-  const Buffer &paramOf(int shardBuffer) const;
-  /// tensorOf, with a shard all-gathered into its whole parameter shape.
+  /// tensorOf, with a shard all-gathered into its whole tensor (every rank
+  /// must call it for the same buffers).
   Tensor wholeTensorOf(int buffer) const;
+  /// Writes this rank's part of `whole` (the whole tensor's bytes) into the
+  /// shard buffer `id` at `dst`, zeroing the padding.
+  void copyShard(const std::vector<char> &whole, int id, char *dst) const;
   void expectBuffer(BufferRole role, const std::string &name, DType dtype,
                     int64_t elements) const;
   Tensor tensorOf(int buffer) const;
@@ -114,7 +117,6 @@ private:
   Storage storage;
   uint64_t seed;
   int64_t B, T, A, V;
-  int64_t zeroStage = 0;
   int64_t step = 0;
   int64_t skipped = 0;
 };

@@ -299,7 +299,7 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
 }
 
 def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
-  let summary = "ZeRO: shard optimizer state (stage 1) and gradients (stage 2)";
+  let summary = "ZeRO: shard optimizer state, gradients and parameters";
   let description = [{
     Over the G ranks of the data axis of the module's `dsc.mesh`, each
     parameter of n elements is flattened and zero-padded to G*s elements
@@ -319,11 +319,20 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
     reduce-scatters each micro-batch's gradient into them, so they take
     1/G of the memory, and @apply_step uses them as they are.
 
-    The padding elements stay zero (zero gradient, zero state, no update).
-    LAMB's trust ratio needs whole parameters and is refused.
+    Stage 3 also shards the parameters: every step function takes the
+    rank's shards; @micro_step all-gathers a parameter right before its
+    first forward use and again before its first backward use (ops marked
+    `dsc.grad`), so the memory plan holds a whole parameter only while its
+    layer runs; @eval_step gathers each once; the optimizer updates the
+    shards in place and nothing is gathered after it.
+
+    Every sharded argument carries `dsc.shard_of = array<i64: whole shape>`,
+    from which the runtime gathers and scatters shards in checkpoints and
+    weight files. The padding elements stay zero (zero gradient, zero state,
+    no update). LAMB's trust ratio needs whole parameters and is refused.
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", "1", "ZeRO stage: 1 or 2">
+    Option<"stage", "stage", "int64_t", "1", "ZeRO stage: 1, 2 or 3">
   ];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }

@@ -2,10 +2,10 @@
 
 Exit 0 iff the per-rank model states of `dsc-run estimate --world-size N
 --memory-report` equal ZeRO's formulas for dsc's f32 master weights and
-Adam: parameters 4*Psi bytes; gradients 4*Psi, or at stage 2 the rank's
-shards 4*sum(ceil(n/N)); optimizer state (two moments) 8*Psi, or from stage
-1 on 8*sum(ceil(n/N)), n the elements of each parameter (each is padded to
-a multiple of N)."""
+Adam: parameters 4*Psi bytes, or at stage 3 the rank's shards
+4*sum(ceil(n/N)); gradients 4*Psi, or from stage 2 on 4*sum(ceil(n/N));
+optimizer state (two moments) 8*Psi, or from stage 1 on 8*sum(ceil(n/N)), n
+the elements of each parameter (each is padded to a multiple of N)."""
 import json
 import struct
 import sys
@@ -22,7 +22,7 @@ for name, t in header.items():
         sizes.append(size)
 psi = sum(sizes)
 shards = sum(-(-s // n) for s in sizes)
-want = {"parameters": 4 * psi,
+want = {"parameters": 4 * (shards if stage >= 3 else psi),
         "gradients": 4 * (shards if stage >= 2 else psi),
         "optimizer_state": 8 * (shards if stage >= 1 else psi)}
 got = json.load(open(report))
