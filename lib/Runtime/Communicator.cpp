@@ -55,6 +55,8 @@ std::unique_ptr<Communicator> createSingleRankCommunicator() {
   return std::make_unique<SingleRankCommunicator>();
 }
 
+int launchedWorldSize() { return readLaunchEnvironment().worldSize; }
+
 std::unique_ptr<Communicator> createCommunicator() {
   const LaunchEnvironment env = readLaunchEnvironment();
   if (env.mpiLauncher.empty()) {

@@ -46,10 +46,10 @@ public:
 
 private:
   void check(int code, const char *what) const;
-  /// Waits for `request` until the deadline; past it, names the ranks that
-  /// did not report and aborts the job.
-  void wait(MPI_Request &request, const char *what);
-  [[noreturn]] void declareLost(const char *what);
+  /// Waits for `request` until `patience` times the deadline; past it,
+  /// names the ranks that did not report and aborts the job.
+  void wait(MPI_Request &request, const char *what, double patience = 1);
+  [[noreturn]] void declareLost(const char *what, double waitedSeconds);
   /// MPI counts are ints: splits `n` items into chunks MPI can take.
   static constexpr int64_t kMaxCount = int64_t(1) << 30;
 
@@ -102,7 +102,8 @@ void MpiCommunicator::check(int code, const char *what) const {
                 std::to_string(myRank) + ": " + mpiErrorString(code));
 }
 
-void MpiCommunicator::wait(MPI_Request &request, const char *what) {
+void MpiCommunicator::wait(MPI_Request &request, const char *what,
+                           double patience) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   // Spin briefly (small collectives finish in microseconds), then back off
@@ -115,8 +116,8 @@ void MpiCommunicator::wait(MPI_Request &request, const char *what) {
       return;
     const double waited =
         std::chrono::duration<double>(Clock::now() - start).count();
-    if (timeoutSeconds > 0 && waited > timeoutSeconds)
-      declareLost(what);
+    if (timeoutSeconds > 0 && waited > timeoutSeconds * patience)
+      declareLost(what, timeoutSeconds * patience);
     if (pause.count())
       std::this_thread::sleep_for(pause);
     if (waited > 1e-3)
@@ -125,7 +126,7 @@ void MpiCommunicator::wait(MPI_Request &request, const char *what) {
   }
 }
 
-void MpiCommunicator::declareLost(const char *what) {
+void MpiCommunicator::declareLost(const char *what, double waitedSeconds) {
   // Every live rank is stuck in the same collective and times out too;
   // each tells the others so. Whoever is not heard from within a few
   // seconds is the rank that stopped or died.
@@ -161,7 +162,7 @@ void MpiCommunicator::declareLost(const char *what) {
   std::fprintf(stderr,
                "rank %d: error: %s did not complete in %.0f s; %s "
                "(DSC_COMM_TIMEOUT sets the limit)\n",
-               myRank, what, timeoutSeconds,
+               myRank, what, waitedSeconds,
                lost.empty() ? "every rank is waiting (a rank fell behind?)"
                             : ("lost rank " + lost + " (stopped or died)").c_str());
   std::fflush(stderr);
@@ -226,7 +227,8 @@ void MpiCommunicator::allGather(const void *in, void *out,
 void MpiCommunicator::barrier() {
   MPI_Request request;
   check(MPI_Ibarrier(world, &request), "MPI_Ibarrier");
-  wait(request, "barrier");
+  // Ranks wait here for rank 0's writes (a checkpoint can take a while).
+  wait(request, "barrier", 10);
 }
 
 } // namespace

@@ -277,13 +277,16 @@ void Trainer::loadWeights(const std::string &path) {
 void Trainer::saveWeights(const std::string &path) const {
   Safetensors file;
   file.metadata["format"] = "pt";
+  // Shards are gathered by every rank; other tensors only rank 0 needs.
   for (size_t id = 0; id < prog.buffers.size(); ++id)
-    if (prog.buffers[id].role == BufferRole::Param)
+    if (prog.buffers[id].role == BufferRole::Param &&
+        (comm.rank() == 0 || isShard(int(id))))
       file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
-  if (comm.rank() != 0)
-    return;
-  requireFiniteToSave(file, path, step);
-  file.write(path);
+  if (comm.rank() == 0) {
+    requireFiniteToSave(file, path, step);
+    file.write(path);
+  }
+  comm.barrier(); // the ranks go on together once the file is written
 }
 
 bool Trainer::isShard(int id) const {
@@ -315,13 +318,15 @@ void Trainer::saveCheckpoint(const std::string &path) const {
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     BufferRole role = prog.buffers[id].role;
     // Accumulators are zero between steps, so they are not stored.
-    if (role == BufferRole::Param || role == BufferRole::OptState)
+    if ((role == BufferRole::Param || role == BufferRole::OptState) &&
+        (comm.rank() == 0 || isShard(int(id))))
       file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
   }
-  if (comm.rank() != 0)
-    return;
-  requireFiniteToSave(file, path, step);
-  file.write(path);
+  if (comm.rank() == 0) {
+    requireFiniteToSave(file, path, step);
+    file.write(path);
+  }
+  comm.barrier(); // the ranks go on together once the file is written
 }
 
 void Trainer::loadCheckpoint(const std::string &path) {

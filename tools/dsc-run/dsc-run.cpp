@@ -728,6 +728,11 @@ int main(int argc, char **argv) {
   try {
     if (command == "train")
       return cmdTrain(argc - 2, argv + 2);
+    // Every other command is one process; N copies would each do all of it.
+    if (const int ranks = rt::launchedWorldSize(); ranks > 1)
+      throw UsageError("dsc-run " + command + " runs in one process, but the "
+                       "launcher started " + std::to_string(ranks) +
+                       "; only 'dsc-run train' runs data parallel");
     if (command == "compile")
       return cmdCompile(argc - 2, argv + 2);
     if (command == "estimate")

@@ -53,6 +53,8 @@ public:
   /// `out` (size() * bytesPerRank bytes) receives every rank's `in` in rank
   /// order.
   virtual void allGather(const void *in, void *out, int64_t bytesPerRank) = 0;
+  /// Waits for every rank. Also where ranks wait for rank 0 to write a
+  /// file, so an MPI barrier allows 10 times DSC_COMM_TIMEOUT.
   virtual void barrier() = 0;
   const CommTraffic &traffic() const { return sent; }
 
@@ -69,6 +71,10 @@ std::unique_ptr<Communicator> createSingleRankCommunicator();
 /// launcher cannot connect (no MPI in the build, torchrun's variables
 /// without MPI).
 std::unique_ptr<Communicator> createCommunicator();
+
+/// The number of ranks the launcher's environment announces (1 without a
+/// launcher): commands that run in one process refuse to run as several.
+int launchedWorldSize();
 
 /// Host memory for every buffer of a Program, 64-byte aligned. A program
 /// with a memory plan (Program::arenaBytes >= 0) gets one zeroed arena and
