@@ -45,6 +45,11 @@ if config.dsc_have_mpi.upper() in ("ON", "1", "TRUE", "YES") and mpirun:
             ["unshare", "-n", "true"], stderr=subprocess.DEVNULL) == 0:
         config.available_features.add("netns")
 
+# NCCL's bootstrap test binary (built with the CUDA backend; NCCL itself is
+# loaded at run time).
+if os.path.exists(os.path.join(config.dsc_tools_dir, "DscNcclTests")):
+    config.available_features.add("nccl")
+
 # NVRTC (CUDA toolkit found at configure time, no GPU needed).
 if config.dsc_have_nvrtc.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("nvrtc")

@@ -17,6 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Nccl.h"
+
 #include "dsc/Runtime/CudaBackend.h"
 
 #include "dsc/Codegen/CudaEmitter.h"
@@ -81,10 +83,11 @@ struct Call {
   // holds the widening of a 16-bit operand, if any, run first).
   int gemm = -1;
   void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
-  // Memcpy.
+  // Memcpy, and AllReduce (NCCL, in place when src == dst).
   const void *src = nullptr;
   void *dst = nullptr;
   size_t bytes = 0;
+  ReduceOp reduce = ReduceOp::Sum;
 };
 
 /// cuBLASLt descriptors of one distinct GEMM, in column-major terms: the
@@ -134,11 +137,15 @@ private:
   FunctionState &prepare(const Function &fn);
   void buildGraph(FunctionState &state, const std::string &fnName);
   void runGemm(const Call &call, cudaStream_t on);
+  void runAllReduce(const Call &call, cudaStream_t on);
   void runEager(const FunctionState &state, const Function &fn);
   void checkStatus(const std::string &where);
   std::string describe(const Function &fn, const Call &call) const;
 
   CudaOptions options;
+  Communicator &comm;
+  /// Several ranks: the data-parallel all-reduces run on NCCL.
+  std::unique_ptr<NcclComm> nccl;
   std::vector<Buffer> buffers;
   cuda::Module module;
   std::string arch, deviceName;
@@ -158,17 +165,19 @@ private:
 };
 
 CudaBackend::CudaBackend(const Program &program, Communicator &comm,
-                         const CudaOptions &options)
-    : options(options), buffers(program.buffers) {
-  if (comm.size() != 1)
-    throw Error("the CUDA backend runs one rank; multi-rank collectives "
-                "(NCCL) are not built yet");
+                         const CudaOptions &opts)
+    : options(opts), comm(comm), buffers(program.buffers) {
   int count = 0;
   check(cudaGetDeviceCount(&count), "looking for a GPU");
+  // Each rank of a node takes the GPU of its local rank.
+  if (comm.size() > 1)
+    options.device = count > 0 ? comm.localRank() % count : 0;
   if (options.device < 0 || options.device >= count)
     throw Error("CUDA: device " + std::to_string(options.device) +
                 " does not exist (" + std::to_string(count) + " found)");
   check(cudaSetDevice(options.device), "selecting the device");
+  if (comm.size() > 1)
+    nccl = std::make_unique<NcclComm>(comm);
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, options.device),
         "reading the device properties");
@@ -481,16 +490,23 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       break;
     case cuda::Step::Kind::Memcpy:
     case cuda::Step::Kind::AllReduce: {
-      // One rank: a sum or mean over the ranks is the tensor itself.
       const int from = step.args[0].buffers[0], to = step.args[1].buffers[0];
-      if (from == to)
-        continue;
-      call.kind = cuda::Step::Kind::Memcpy;
       call.src = address(from);
       call.dst = address(to);
       call.bytes = buffers[size_t(from)].bytes();
       if (call.bytes == 0)
         continue;
+      if (step.kind == cuda::Step::Kind::AllReduce && nccl) {
+        const std::string &op = fn.body.at(step.instrs.at(0)).getString("op");
+        call.reduce = op == "mean" ? ReduceOp::Mean
+                      : op == "max" ? ReduceOp::Max
+                                    : ReduceOp::Sum;
+        break;
+      }
+      // One rank: a sum or mean over the ranks is the tensor itself.
+      if (from == to)
+        continue;
+      call.kind = cuda::Step::Kind::Memcpy;
       break;
     }
     }
@@ -579,8 +595,27 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
                                      cudaMemcpyDeviceToDevice),
             what);
       break;
-    case cuda::Step::Kind::AllReduce:
-      continue; // never in a prepared function
+    case cuda::Step::Kind::AllReduce: {
+      // NCCL's kernels, captured as a child graph like cuBLASLt's.
+      cudaGraph_t child = nullptr;
+      check(cudaStreamBeginCapture(captureStream,
+                                   cudaStreamCaptureModeThreadLocal),
+            what);
+      try {
+        runAllReduce(call, captureStream);
+      } catch (...) {
+        cudaStreamEndCapture(captureStream, &child);
+        if (child)
+          cudaGraphDestroy(child);
+        throw;
+      }
+      check(cudaStreamEndCapture(captureStream, &child), what);
+      cudaError_t e =
+          cudaGraphAddChildGraphNode(&node, state.graph, deps(), ndeps(), child);
+      cudaGraphDestroy(child);
+      check(e, what);
+      break;
+    }
     }
     prev = node;
   }
@@ -618,6 +653,7 @@ void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
             "copying in " + describe(fn, call));
       break;
     case cuda::Step::Kind::AllReduce:
+      runAllReduce(call, stream);
       break;
     }
     check(cudaStreamSynchronize(stream), "running " + describe(fn, call));
@@ -640,6 +676,11 @@ void CudaBackend::checkStatus(const std::string &where) {
   throw Error(where + ": " + message);
 }
 
+void CudaBackend::runAllReduce(const Call &call, cudaStream_t on) {
+  nccl->allReduce(call.src, call.dst, call.bytes / sizeof(float), call.reduce,
+                  on);
+}
+
 void CudaBackend::run(const Program &program, const Function &fn, Storage &,
                       const RngContext &rng) {
   if (program.buffers.size() != buffers.size())
@@ -647,6 +688,12 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
   FunctionState &state = prepare(fn);
   rngSeed = rng.seed;
   rngOffset = rng.offset;
+  // What the ring all-reduces of this call send (Communicator::traffic).
+  const int64_t ranks = comm.size();
+  for (const Call &call : state.calls)
+    if (call.kind == cuda::Step::Kind::AllReduce)
+      comm.countSent(CollectiveKind::AllReduce,
+                     2 * int64_t(call.bytes) * (ranks - 1) / ranks);
   if (!options.graphs) {
     runEager(state, fn);
     return;

@@ -57,6 +57,8 @@ public:
   /// file, so an MPI barrier allows 10 times DSC_COMM_TIMEOUT.
   virtual void barrier() = 0;
   const CommTraffic &traffic() const { return sent; }
+  /// Bytes a backend sent for this job over its own transport (NCCL).
+  void countSent(CollectiveKind kind, int64_t bytes) { sent[kind] += bytes; }
 
 protected:
   CommTraffic sent;
