@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 
 namespace dsc::rt {
@@ -136,6 +137,11 @@ private:
   void planGemms();
   FunctionState &prepare(const Function &fn);
   void buildGraph(FunctionState &state, const std::string &fnName);
+  /// Captures what `work` launches on a stream as a child graph of
+  /// `state.graph`, after node `after` (none: a root); returns its node.
+  cudaGraphNode_t addCapturedNode(FunctionState &state, cudaGraphNode_t after,
+                                  const std::string &what,
+                                  const std::function<void(cudaStream_t)> &work);
   void runGemm(const Call &call, cudaStream_t on);
   void runAllReduce(const Call &call, cudaStream_t on);
   void runEager(const FunctionState &state, const Function &fn);
@@ -544,6 +550,30 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
   return state;
 }
 
+cudaGraphNode_t CudaBackend::addCapturedNode(
+    FunctionState &state, cudaGraphNode_t after, const std::string &what,
+    const std::function<void(cudaStream_t)> &work) {
+  cudaGraph_t child = nullptr;
+  check(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
+        what);
+  try {
+    work(captureStream);
+  } catch (...) {
+    cudaStreamEndCapture(captureStream, &child);
+    if (child)
+      cudaGraphDestroy(child);
+    throw;
+  }
+  check(cudaStreamEndCapture(captureStream, &child), what);
+  cudaGraphNode_t node = nullptr;
+  cudaError_t e = cudaGraphAddChildGraphNode(&node, state.graph,
+                                             after ? &after : nullptr,
+                                             after ? 1 : 0, child);
+  cudaGraphDestroy(child);
+  check(e, what);
+  return node;
+}
+
 void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
   const std::string what = "building the graph of @" + fnName;
   check(cudaGraphCreate(&state.graph, 0), what);
@@ -568,54 +598,22 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
     switch (call.kind) {
     case cuda::Step::Kind::Kernel:
       continue;
-    case cuda::Step::Kind::Gemm: {
+    case cuda::Step::Kind::Gemm:
       // cuBLASLt launches what it likes: capture it as a child graph.
-      cudaGraph_t child = nullptr;
-      check(cudaStreamBeginCapture(captureStream,
-                                   cudaStreamCaptureModeThreadLocal),
-            what);
-      try {
-        runGemm(call, captureStream);
-      } catch (...) {
-        cudaStreamEndCapture(captureStream, &child);
-        if (child)
-          cudaGraphDestroy(child);
-        throw;
-      }
-      check(cudaStreamEndCapture(captureStream, &child), what);
-      cudaError_t e =
-          cudaGraphAddChildGraphNode(&node, state.graph, deps(), ndeps(), child);
-      cudaGraphDestroy(child);
-      check(e, what);
+      node = addCapturedNode(state, prev, what,
+                             [&](cudaStream_t on) { runGemm(call, on); });
       break;
-    }
     case cuda::Step::Kind::Memcpy:
       check(cudaGraphAddMemcpyNode1D(&node, state.graph, deps(), ndeps(),
                                      call.dst, call.src, call.bytes,
                                      cudaMemcpyDeviceToDevice),
             what);
       break;
-    case cuda::Step::Kind::AllReduce: {
-      // NCCL's kernels, captured as a child graph like cuBLASLt's.
-      cudaGraph_t child = nullptr;
-      check(cudaStreamBeginCapture(captureStream,
-                                   cudaStreamCaptureModeThreadLocal),
-            what);
-      try {
-        runAllReduce(call, captureStream);
-      } catch (...) {
-        cudaStreamEndCapture(captureStream, &child);
-        if (child)
-          cudaGraphDestroy(child);
-        throw;
-      }
-      check(cudaStreamEndCapture(captureStream, &child), what);
-      cudaError_t e =
-          cudaGraphAddChildGraphNode(&node, state.graph, deps(), ndeps(), child);
-      cudaGraphDestroy(child);
-      check(e, what);
+    case cuda::Step::Kind::AllReduce:
+      // NCCL's kernels, captured like cuBLASLt's.
+      node = addCapturedNode(state, prev, what,
+                             [&](cudaStream_t on) { runAllReduce(call, on); });
       break;
-    }
     }
     prev = node;
   }
