@@ -277,9 +277,15 @@ void Trainer::loadWeights(const std::string &path) {
 void Trainer::saveWeights(const std::string &path) const {
   Safetensors file;
   file.metadata["format"] = "pt";
+  writeFromAllRanks(file, path, {BufferRole::Param});
+}
+
+void Trainer::writeFromAllRanks(Safetensors &file, const std::string &path,
+                                std::initializer_list<BufferRole> roles) const {
   // Shards are gathered by every rank; other tensors only rank 0 needs.
   for (size_t id = 0; id < prog.buffers.size(); ++id)
-    if (prog.buffers[id].role == BufferRole::Param &&
+    if (std::find(roles.begin(), roles.end(), prog.buffers[id].role) !=
+            roles.end() &&
         (comm.rank() == 0 || isShard(int(id))))
       file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
   if (comm.rank() == 0) {
@@ -298,13 +304,14 @@ Tensor Trainer::wholeTensorOf(int id) const {
   if (!isShard(id))
     return t;
   // ZeRO: rank i holds elements [i*s, (i+1)*s) of the flattened, padded
-  // tensor.
-  Buffer whole = prog.buffers[size_t(id)];
-  whole.shape = whole.wholeShape;
+  // tensor; the padding is cut off.
   std::vector<char> all(t.bytes.size() * size_t(comm.size()));
   comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-  all.resize(whole.bytes());
-  t.shape = whole.shape;
+  t.shape = prog.buffers[size_t(id)].wholeShape;
+  int64_t elements = 1;
+  for (int64_t d : t.shape)
+    elements *= d;
+  all.resize(size_t(elements) * dtypeSize(t.dtype));
   t.bytes = std::move(all);
   return t;
 }
@@ -315,18 +322,8 @@ void Trainer::saveCheckpoint(const std::string &path) const {
   file.metadata["step"] = std::to_string(step);
   file.metadata["seed"] = std::to_string(seed);
   file.metadata["skipped_steps"] = std::to_string(skipped);
-  for (size_t id = 0; id < prog.buffers.size(); ++id) {
-    BufferRole role = prog.buffers[id].role;
-    // Accumulators are zero between steps, so they are not stored.
-    if ((role == BufferRole::Param || role == BufferRole::OptState) &&
-        (comm.rank() == 0 || isShard(int(id))))
-      file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
-  }
-  if (comm.rank() == 0) {
-    requireFiniteToSave(file, path, step);
-    file.write(path);
-  }
-  comm.barrier(); // the ranks go on together once the file is written
+  // Accumulators are zero between steps, so they are not stored.
+  writeFromAllRanks(file, path, {BufferRole::Param, BufferRole::OptState});
 }
 
 void Trainer::loadCheckpoint(const std::string &path) {

@@ -104,6 +104,11 @@ private:
   /// tensorOf, with a shard all-gathered into its whole tensor (every rank
   /// must call it for the same buffers).
   Tensor wholeTensorOf(int buffer) const;
+  /// Puts the buffers of `roles` into `file` as whole tensors (every rank
+  /// gathers the shards), writes it from rank 0 (refusing non-finite
+  /// values) and returns on every rank once it is written.
+  void writeFromAllRanks(Safetensors &file, const std::string &path,
+                         std::initializer_list<BufferRole> roles) const;
   /// Writes this rank's part of `whole` (the whole tensor's bytes) into the
   /// shard buffer `id` at `dst`, zeroing the padding.
   void copyShard(const std::vector<char> &whole, int id, char *dst) const;
