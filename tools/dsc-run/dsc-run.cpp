@@ -361,6 +361,40 @@ uint64_t dscEnvironmentFingerprint() {
   return h;
 }
 
+/// Refuses (AgreedError, from rank 0) a job whose ranks were given
+/// different command lines, DSC_* settings, input files or compiled steps.
+void requireSameJob(rt::Communicator &comm, const Args &args, int argc,
+                    char **argv, const rt::TokenFile &data,
+                    mlir::ModuleOp module) {
+  std::string commandLine;
+  for (int i = 0; i < argc; ++i)
+    commandLine += std::string(argv[i]) + '\0';
+  std::string moduleText;
+  llvm::raw_string_ostream moduleOs(moduleText);
+  module.print(moduleOs);
+  auto file = [&](const char *option) {
+    const std::string path = args.getOr(option, "");
+    return JobInput{option, path, fileFingerprint(path)};
+  };
+  const std::string stepPath =
+      args.positional.empty() ? "" : args.positional[0];
+  const auto &tokens = data.data();
+  requireSameInputs(
+      comm,
+      {{"command line", "", fnv1a64(commandLine)},
+       {"DSC_* environment", "", dscEnvironmentFingerprint()},
+       file("--model"),
+       file("--config"),
+       {"compiled step", stepPath, fileFingerprint(stepPath)},
+       {"--data", args.get("--data"),
+        fnv1a64({reinterpret_cast<const char *>(tokens.data()),
+                 tokens.size() * sizeof(int32_t)})},
+       file("--init-from"),
+       file("--resume"),
+       {"compiled training step (a different dsc build?)", "",
+        fnv1a64(moduleOs.str())}});
+}
+
 int cmdTrain(int argc, char **argv) {
   // Under mpirun/srun this joins the job; every rank runs this command.
   auto comm = rt::createCommunicator();
@@ -401,31 +435,10 @@ int cmdTrain(int argc, char **argv) {
     module = compileStep(ctx, c.model, c.train);
   }
   rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
-  std::string commandLine;
-  for (int i = 0; i < argc; ++i)
-    commandLine += std::string(argv[i]) + '\0';
-  std::string moduleText;
-  llvm::raw_string_ostream moduleOs(moduleText);
-  module->print(moduleOs);
-  auto file = [&](const char *option) {
-    const std::string path = args.getOr(option, "");
-    return JobInput{option, path, fileFingerprint(path)};
-  };
-  const auto &tokens = data.data();
-  requireSameInputs(
-      *comm,
-      {{"command line", "", fnv1a64(commandLine)},
-       {"DSC_* environment", "", dscEnvironmentFingerprint()},
-       file("--model"),
-       file("--config"),
-       {"compiled step", stepPath, fileFingerprint(stepPath)},
-       {"--data", args.get("--data"),
-        fnv1a64({reinterpret_cast<const char *>(tokens.data()),
-                 tokens.size() * sizeof(int32_t)})},
-       file("--init-from"),
-       file("--resume"),
-       {"compiled training step (a different dsc build?)", "",
-        fnv1a64(moduleOs.str())}});
+  // Ranks must agree on everything they were given; one process has no
+  // one to disagree with (and skips rereading and hashing its files).
+  if (comm->size() > 1)
+    requireSameJob(*comm, args, argc, argv, data, *module);
 
   rt::Program program = lowerStep(*module);
   bool planned = memoryPlanningEnabled();
