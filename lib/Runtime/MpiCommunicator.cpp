@@ -46,6 +46,14 @@ public:
 
 private:
   void check(int code, const char *what) const;
+  /// MPI sums; a mean divides the sum by the world size afterwards.
+  void finishMean(ReduceOp op, float *data, int64_t n) const {
+    if (op != ReduceOp::Mean)
+      return;
+    const float inv = 1.0f / float(worldSize);
+    for (int64_t i = 0; i < n; ++i)
+      data[i] *= inv;
+  }
   /// Waits for `request` until `patience` times the deadline; past it,
   /// names the ranks that did not report and aborts the job.
   void wait(MPI_Request &request, const char *what, double patience = 1);
@@ -182,11 +190,7 @@ void MpiCommunicator::allReduce(float *data, int64_t n, ReduceOp op) {
           "MPI_Iallreduce");
     wait(request, "all_reduce");
   }
-  if (op == ReduceOp::Mean) {
-    const float inv = 1.0f / float(worldSize);
-    for (int64_t i = 0; i < n; ++i)
-      data[i] *= inv;
-  }
+  finishMean(op, data, n);
   sent[CollectiveKind::AllReduce] +=
       2 * n * int64_t(sizeof(float)) * (worldSize - 1) / worldSize;
 }
@@ -202,11 +206,7 @@ void MpiCommunicator::reduceScatter(const float *in, float *out,
                                   world, &request),
         "MPI_Ireduce_scatter_block");
   wait(request, "reduce_scatter");
-  if (op == ReduceOp::Mean) {
-    const float inv = 1.0f / float(worldSize);
-    for (int64_t i = 0; i < nPerRank; ++i)
-      out[i] *= inv;
-  }
+  finishMean(op, out, nPerRank);
   sent[CollectiveKind::ReduceScatter] +=
       nPerRank * int64_t(sizeof(float)) * (worldSize - 1);
 }

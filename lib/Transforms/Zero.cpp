@@ -71,6 +71,16 @@ Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
   return b.create<FlatResizeOp>(loc, whole, all);
 }
 
+/// The rank's shard of the group's mean (or `op`) of `value`, a tensor of
+/// type `whole`: flattened, padded and reduce-scattered.
+Value reduceScatterShard(OpBuilder &b, Location loc, Value value, Type whole,
+                         ReduceKindAttr op, const Sharding &sh) {
+  Value padded = b.create<FlatResizeOp>(loc, sh.padded(whole), value);
+  return b.create<ReduceScatterOp>(
+      loc, sh.shard(whole), padded, op,
+      MeshAxisAttr::get(b.getContext(), MeshAxis::data));
+}
+
 /// The function type from the entry block's arguments and the return.
 void updateFunctionType(func::FuncOp fn) {
   Block &body = fn.getBody().front();
@@ -163,11 +173,9 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       shardArgument(micro, acc, sh);
       b.setInsertionPoint(add);
       Location loc = add.getLoc();
-      Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), add.getRhs());
-      Value part = b.create<ReduceScatterOp>(
-          loc, sh.shard(full), padded,
-          ReduceKindAttr::get(&getContext(), ReduceKind::mean),
-          MeshAxisAttr::get(&getContext(), MeshAxis::data));
+      Value part = reduceScatterShard(
+          b, loc, add.getRhs(), full,
+          ReduceKindAttr::get(&getContext(), ReduceKind::mean), sh);
       ret.setOperand(r, b.create<AddOp>(loc, sh.shard(full), acc, part));
       if (add->use_empty())
         add.erase();
@@ -183,20 +191,12 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     Block &body = apply.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     auto data = MeshAxisAttr::get(ctx, MeshAxis::data);
-    // The whole type of every accumulator, before stage 2 retypes it.
-    DenseMap<Value, Type> fullGradType;
     for (BlockArgument arg : body.getArguments()) {
       std::optional<StateKind> kind = argKind(apply, arg.getArgNumber());
-      if (!kind)
-        continue;
-      if (*kind == StateKind::grad) {
-        fullGradType[arg] = arg.getType();
-        if (stage >= 2)
-          shardArgument(apply, arg, sh);
-      } else if (isOptimizerState(*kind) ||
-                 (stage == 3 && *kind == StateKind::param)) {
+      if (kind && (isOptimizerState(*kind) ||
+                   (stage >= 2 && *kind == StateKind::grad) ||
+                   (stage == 3 && *kind == StateKind::param)))
         shardArgument(apply, arg, sh);
-      }
     }
 
     OpBuilder b(ctx);
@@ -207,15 +207,13 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       Location loc = op->getLoc();
       if (auto reduce = dyn_cast<AllReduceOp>(op)) {
         auto acc = dyn_cast<BlockArgument>(reduce.getInput());
-        if (!acc || !fullGradType.count(acc))
+        if (!acc || argKind(apply, acc.getArgNumber()) != StateKind::grad)
           continue;
         Value part = acc; // stages 2-3: reduced in @micro_step already
-        if (stage == 1) {
+        if (stage == 1) { // the accumulator is still whole
           b.setInsertionPoint(reduce);
-          Type full = fullGradType[acc];
-          Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), acc);
-          part = b.create<ReduceScatterOp>(loc, sh.shard(full), padded,
-                                           reduce.getOpAttr(), data);
+          part = reduceScatterShard(b, loc, acc, acc.getType(),
+                                    reduce.getOpAttr(), sh);
         }
         reduce.replaceAllUsesWith(part);
         reduce.erase();
