@@ -14,21 +14,14 @@ sent by the ring algorithms' volumes (include/dsc/Runtime/Runtime.h):
   reads it (not an embedding table's gradient or a bias's), so between 1
   and 2 times the shards per micro-batch, and nothing after the update."""
 import json
-import struct
 import sys
+
+from weights import tensor_sizes
 
 weights, log, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 stage = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 accum = int(sys.argv[5]) if len(sys.argv) > 5 else 1
-with open(weights, "rb") as f:
-    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-sizes = []
-for name, t in header.items():
-    if name != "__metadata__":
-        size = 1
-        for d in t["shape"]:
-            size *= d
-        sizes.append(size)
+sizes = tensor_sizes(weights)
 scalar_all_reduce = 2 * 4 * (n - 1) // n
 if stage == 0:
     expected = {"all_reduce": sum(2 * 4 * s * (n - 1) // n for s in sizes)

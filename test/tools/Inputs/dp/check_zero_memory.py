@@ -7,19 +7,12 @@ Adam: parameters 4*Psi bytes, or at stage 3 the rank's shards
 optimizer state (two moments) 8*Psi, or from stage 1 on 8*sum(ceil(n/N)), n
 the elements of each parameter (each is padded to a multiple of N)."""
 import json
-import struct
 import sys
 
+from weights import tensor_sizes
+
 weights, n, stage, report = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-with open(weights, "rb") as f:
-    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-sizes = []
-for name, t in header.items():
-    if name != "__metadata__":
-        size = 1
-        for d in t["shape"]:
-            size *= d
-        sizes.append(size)
+sizes = tensor_sizes(weights)
 psi = sum(sizes)
 shards = sum(-(-s // n) for s in sizes)
 want = {"parameters": 4 * (shards if stage >= 3 else psi),
