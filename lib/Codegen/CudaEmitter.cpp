@@ -314,6 +314,9 @@ void emitKernel(KernelSpec &s) {
   case rt::KernelFamily::Gemm:
   case rt::KernelFamily::Collective:
     break;
+  case rt::KernelFamily::Compression:
+    s.fail("1-bit compression runs on the CPU backend only so far (no "
+           "emitted pack/unpack kernels yet)");
   }
   s.fail("internal: not emitted as a single kernel");
 }
@@ -504,8 +507,9 @@ void Emitter::emitFunction(const rt::Function &fn) {
       KernelSpec spec(P, I);
       const bool allReduce = I.op == rt::Opcode::AllReduce;
       if (routeOf(I.op) == Route::Collective && !allReduce)
-        spec.fail("ZeRO steps run on the CPU backend only (no NCCL "
-                  "communicator yet)");
+        spec.fail("the CUDA backend's NCCL communicator does all-reduce "
+                  "only; ZeRO and 1-bit compressed steps run on the CPU "
+                  "backend");
       if (allReduce &&
           (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32))
         spec.fail("collectives run on f32 buffers");

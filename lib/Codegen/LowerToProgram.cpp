@@ -288,6 +288,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     if (failed(id))
       return failure();
     buffers[arg] = *id;
+    if (fn.getArgAttr(arg.getArgNumber(), kPerRankAttrName))
+      program.buffers[size_t(*id)].perRank = true;
   }
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -350,10 +352,13 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
 FailureOr<rt::Program> Lowering::run() {
   if (failed(verifyOpTable(module.getContext())))
     return failure();
-  for (StringRef name : {"micro_step", "apply_step", "eval_step"}) {
+  for (StringRef name :
+       {"micro_step", "apply_step", "eval_step", "apply_step_compressed"}) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
-    if (!fn && name == "eval_step")
-      continue; // Optional: only sampling and evaluation need it.
+    // Optional: only sampling and evaluation need @eval_step; only 1-bit
+    // Adam has a compression stage (the driver runs it after freeze_step).
+    if (!fn && (name == "eval_step" || name == "apply_step_compressed"))
+      continue;
     if (!fn)
       return module.emitError("not a lowered training step: no @")
              << name << " (run --dsc-train-pipeline first)";

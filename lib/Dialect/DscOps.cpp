@@ -781,6 +781,76 @@ LogicalResult FlatResizeOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// 1-bit compression
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnebitCompressOp::verify() {
+  const int64_t n = getInput().getType().getNumElements();
+  const int64_t p = getError().getType().getNumElements();
+  if (p % 8 != 0 || p < n)
+    return emitOpError() << "error has " << p << " elements; it must be a "
+                         << "multiple of 8 and at least the input's " << n;
+  if (failed(expectShape(*this, "signs", shapeOf(getSigns()), {p / 8})) ||
+      failed(expectShape(*this, "scale", shapeOf(getScale()), {1})))
+    return failure();
+  return expectShape(*this, "new_error", shapeOf(getNewError()), {p});
+}
+
+namespace {
+/// onebit_decode(_mean): `signs` [G*c/8] and `scales` [G]; returns c.
+FailureOr<int64_t> decodedChunk(Operation *op, Value signs, Value scales) {
+  const int64_t bytes = shapeOf(signs)[0], g = shapeOf(scales)[0];
+  if (g < 1 || bytes % g != 0)
+    return op->emitOpError() << "signs of " << bytes << " bytes do not split "
+                             << "into " << g << " chunks (one per scale)";
+  return bytes / g * 8;
+}
+} // namespace
+
+LogicalResult OnebitDecodeOp::verify() {
+  FailureOr<int64_t> c = decodedChunk(*this, getSigns(), getScales());
+  if (failed(c))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     {*c * shapeOf(getScales())[0]});
+}
+
+LogicalResult OnebitDecodeMeanOp::verify() {
+  FailureOr<int64_t> c = decodedChunk(*this, getSigns(), getScales());
+  if (failed(c))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), {*c});
+}
+
+LogicalResult EmaUpdateOp::verify() {
+  const double beta = getBeta().convertToDouble();
+  if (!(beta >= 0 && beta < 1))
+    return emitOpError() << "expects beta in [0, 1), got " << beta;
+  if (failed(expectShape(*this, "grad", shapeOf(getGrad()),
+                         shapeOf(getAvg()))) ||
+      failed(expectShape(*this, "result", shapeOf(getResult()),
+                         shapeOf(getAvg()))))
+    return failure();
+  return verifyFloatElementTypes(*this);
+}
+
+LogicalResult FrozenAdamOp::verify() {
+  ArrayRef<int64_t> param = shapeOf(getParam());
+  for (auto [what, v] : {std::pair<const char *, Value>{"old_exp_avg",
+                                                        getOldExpAvg()},
+                         {"exp_avg", getExpAvg()},
+                         {"exp_avg_sq", getExpAvgSq()},
+                         {"new_param", getNewParam()},
+                         {"new_exp_avg", getNewExpAvg()}})
+    if (failed(expectShape(*this, what, shapeOf(v), param)))
+      return failure();
+  if (!(getEps().convertToDouble() > 0) ||
+      !(getWeightDecay().convertToDouble() >= 0))
+    return emitOpError("expects eps > 0 and weight_decay >= 0");
+  return verifyFloatElementTypes(*this);
+}
+
 LogicalResult GlobalNormOp::verify() {
   if (getInputs().empty())
     return emitOpError("expects at least one input");

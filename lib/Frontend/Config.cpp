@@ -577,19 +577,22 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
 void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
   c.object("optimizer", sec);
   c.checkKeys("optimizer", sec, {"type", "params"});
-  const char *types = "one of \"Adam\", \"AdamW\", \"Lamb\", \"SGD\" "
-                      "(case-insensitive)";
+  const char *types = "one of \"Adam\", \"AdamW\", \"Lamb\", \"SGD\", "
+                      "\"OneBitAdam\" (case-insensitive)";
   auto typeIt = sec.find("type");
   if (typeIt == sec.end())
     c.fail(std::string("optimizer.type: missing; expected ") + types);
   const std::string &typeName = c.string("optimizer.type", *typeIt, types);
   // DeepSpeed lower-cases the names of its own optimizers.
   std::string t = lower(typeName);
-  if (t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb")
-    c.fail("optimizer.type '" + typeName + "' is not supported yet");
+  if (t == "zerooneadam" || t == "onebitlamb")
+    c.fail("optimizer.type '" + typeName + "' is not supported yet "
+           "(OneBitAdam is)");
   bool adamLike = t == "adam" || t == "adamw";
   if (adamLike)
     o.type = OptimizerType::AdamW; // refined by adam_w_mode below
+  else if (t == "onebitadam")
+    o.type = OptimizerType::OneBitAdam;
   else if (t == "lamb")
     o.type = OptimizerType::Lamb;
   else if (t == "sgd")
@@ -604,12 +607,18 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
   else if (o.type == OptimizerType::Lamb)
     allowed.insert(allowed.end(), {"betas", "eps", "bias_correction",
                                    "max_coeff", "min_coeff"});
+  else if (o.type == OptimizerType::OneBitAdam)
+    allowed.insert(allowed.end(),
+                   {"betas", "eps", "bias_correction", "amsgrad",
+                    "freeze_step", "cuda_aware", "comm_backend_name",
+                    "eps_inside_sqrt", "max_grad_norm"});
   else
     allowed.insert(allowed.end(), {"momentum", "dampening", "nesterov"});
   static const std::vector<std::string> allKnown = {
       "lr",        "weight_decay", "betas",      "eps",      "bias_correction",
       "adam_w_mode", "torch_adam", "amsgrad",    "max_coeff", "min_coeff",
-      "momentum",  "dampening",    "nesterov"};
+      "momentum",  "dampening",    "nesterov",   "freeze_step", "cuda_aware",
+      "comm_backend_name", "eps_inside_sqrt", "max_grad_norm"};
 
   std::optional<bool> adamWMode;
   auto paramsIt = sec.find("params");
@@ -657,6 +666,24 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
         o.dampening = c.nonNegativeNumber(p, v);
       else if (k == "nesterov")
         o.nesterov = c.boolean(p, v);
+      else if (k == "freeze_step")
+        o.freezeStep = c.nonNegative(p, v);
+      else if (k == "cuda_aware")
+        c.boolean(p, v); // GPU buffers go to NCCL directly either way
+      else if (k == "comm_backend_name") {
+        const char *backends = "\"nccl\" or \"mpi\"";
+        o.commBackend = c.string(p, v, backends);
+        if (o.commBackend != "nccl" && o.commBackend != "mpi")
+          c.bad(p, v, backends);
+      } else if (k == "eps_inside_sqrt") {
+        if (c.boolean(p, v))
+          c.fail(p + ": true is not supported (DeepSpeed's OnebitAdam "
+                 "ignores it; dsc adds eps outside the square root)");
+      } else if (k == "max_grad_norm") {
+        if (c.nonNegativeNumber(p, v) != 0)
+          c.fail(p + ": not supported (DeepSpeed's OnebitAdam ignores it); "
+                 "clip with the top-level gradient_clipping");
+      }
     }
   }
 
@@ -671,6 +698,9 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
     o.type = (t == "adam" && adamWMode && !*adamWMode) ? OptimizerType::Adam
                                                          : OptimizerType::AdamW;
   }
+  // DeepSpeed's OnebitAdam accepts bias_correction and never corrects.
+  if (o.type == OptimizerType::OneBitAdam)
+    o.biasCorrection = false;
   if (o.type == OptimizerType::Lamb && o.minCoeff > o.maxCoeff)
     c.fail("optimizer.params.min_coeff (" + show(json(o.minCoeff)) +
            ") must not exceed max_coeff (" + show(json(o.maxCoeff)) + ")");
@@ -1152,6 +1182,10 @@ TrainConfig parseTrainConfigText(const std::string &text,
   // DeepSpeed asserts the same.
   if (t.precision.fp16 && t.precision.bf16)
     c.fail("fp16.enabled and bf16.enabled cannot both be true");
+  if (t.zeroStage > 0 && t.optimizer.type == OptimizerType::OneBitAdam)
+    c.fail("zero_optimization.stage " + str(t.zeroStage) +
+           " with optimizer OneBitAdam is not supported yet (1-bit Adam "
+           "runs on whole tensors; use stage 0)");
   if (t.zeroStage > 0 && t.optimizer.type == OptimizerType::Lamb)
     c.fail("zero_optimization.stage " + str(t.zeroStage) +
            " with optimizer Lamb: LAMB's trust ratio needs whole "

@@ -12,6 +12,7 @@ set(DSC_KERNELS_CPU_SOURCES
   ${DSC_KERNELS_DIR}/Attention/AttentionCpu.cpp
   ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLossCpu.cpp
   ${DSC_KERNELS_DIR}/Optimizers/OptimizersCpu.cpp
+  ${DSC_KERNELS_DIR}/Compression/CompressionCpu.cpp
   ${DSC_KERNELS_DIR}/Gemm/GemmCpu.cpp
 )
 

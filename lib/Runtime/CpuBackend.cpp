@@ -127,6 +127,8 @@ void CpuBackend::dispatch(cpu::Exec &e) {
     return cpu::runGemm(e);
   case KernelFamily::Collective:
     return runCollective(e);
+  case KernelFamily::Compression:
+    return cpu::runCompression(e);
   }
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
 }
@@ -140,9 +142,13 @@ void CpuBackend::runCollective(cpu::Exec &e) {
     comm.reduceScatter(e.fin(0, "input"), e.fout(0, "result"), e.d.n,
                        e.d.reduce);
     return;
-  case Opcode::AllGather:
-    comm.allGather(e.fin(0, "input"), e.fout(0, "result"),
-                   e.d.n * int64_t(sizeof(float)));
+  case Opcode::AllGather: // any element type: bytes
+    comm.allGather(e.S.data(e.inId(0)), e.S.data(e.outId(0)),
+                   e.d.n * int64_t(dtypeSize(e.in(0).dtype)));
+    return;
+  case Opcode::AllToAll:
+    comm.allToAll(e.S.data(e.inId(0)), e.S.data(e.outId(0)),
+                  e.d.n * int64_t(dtypeSize(e.in(0).dtype)));
     return;
   case Opcode::Shard: // this rank's part: no communication
     cpu::copyBytes(e.fout(0, "result"),

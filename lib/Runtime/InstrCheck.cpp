@@ -122,6 +122,7 @@ public:
   void lrSchedule();
   void other();
   void shard();
+  void compression();
   ReduceOp reduceOp() const;
 
   const Program &P;
@@ -548,23 +549,109 @@ ReduceOp Checker::reduceOp() const {
 /// program's world size W (d.n: the per-rank shard); NormAllReduce: f32
 /// scalars.
 void Checker::shard() {
-  for (const Buffer *b : {&in(0), &out(0)})
-    if (b->dtype != DType::F32)
-      fail("'" + b->name + "' must be f32 (collectives move f32), got " +
-           dtypeName(b->dtype));
+  const int64_t W = P.metaInt("world_size", 1, 1);
+  // Gathers and exchanges move bytes of any type; reductions f32.
+  if (I.op == Opcode::AllGather || I.op == Opcode::AllToAll) {
+    if (in(0).dtype != out(0).dtype)
+      fail("'" + out(0).name + "' must have the input's type " +
+           dtypeName(in(0).dtype) + ", got " + dtypeName(out(0).dtype));
+  } else {
+    for (const Buffer *b : {&in(0), &out(0)})
+      if (b->dtype != DType::F32)
+        fail("'" + b->name + "' must be f32 (reductions move f32), got " +
+             dtypeName(b->dtype));
+  }
+  if (I.op == Opcode::AllToAll) {
+    const int64_t total = in(0).numElements();
+    if (total % W != 0)
+      fail("'" + in(0).name + "' has " + std::to_string(total) +
+           " elements, not a multiple of the world size " + std::to_string(W));
+    d.n = total / W;
+    count(out(0), total, "result");
+    return;
+  }
   if (I.op == Opcode::NormAllReduce) {
     d.n = 1;
     count(in(0), 1, "norm");
     count(out(0), 1, "result");
     return;
   }
-  const int64_t W = P.metaInt("world_size", 1, 1);
   const bool gather = I.op == Opcode::AllGather;
   const Buffer &whole = gather ? out(0) : in(0), &part = gather ? in(0) : out(0);
   d.n = part.numElements();
   count(whole, d.n * W, gather ? "gathered result" : "input");
   if (I.op == Opcode::ReduceScatter)
     d.reduce = reduceOp();
+}
+
+/// 1-bit compression (see InstrDims for the sizes).
+void Checker::compression() {
+  auto bits = [&](const Buffer &b, int64_t elements, const char *role) {
+    if (b.dtype != DType::U8)
+      fail(std::string(role) + " '" + b.name + "' must be u8, got " +
+           dtypeName(b.dtype));
+    count(b, elements / 8, role);
+  };
+  auto f32 = [&](const Buffer &b, int64_t elements, const char *role) {
+    if (b.dtype != DType::F32)
+      fail(std::string(role) + " '" + b.name + "' must be f32, got " +
+           dtypeName(b.dtype));
+    count(b, elements, role);
+  };
+  switch (I.op) {
+  case Opcode::OnebitCompress:
+    d.n = in(0).numElements();
+    d.rows = 1;
+    d.cols = in(1).numElements();
+    if (d.cols % 8 != 0 || d.cols < d.n)
+      fail("error '" + in(1).name + "' has " + std::to_string(d.cols) +
+           " elements; it must be a multiple of 8 and at least the input's " +
+           std::to_string(d.n));
+    f32(in(1), d.cols, "error");
+    if (I.inputs.size() == 3)
+      count(in(2), 1, "skip");
+    bits(out(0), d.cols, "signs");
+    f32(out(1), 1, "scale");
+    f32(out(2), d.cols, "new_error");
+    return;
+  case Opcode::OnebitDecode:
+  case Opcode::OnebitDecodeMean: {
+    d.rows = in(1).numElements();
+    const int64_t bytes = in(0).numElements();
+    if (d.rows < 1 || bytes % d.rows != 0)
+      fail("signs '" + in(0).name + "' of " + std::to_string(bytes) +
+           " bytes do not split into " + std::to_string(d.rows) + " chunks");
+    d.cols = bytes / d.rows * 8;
+    bits(in(0), d.rows * d.cols, "signs");
+    f32(in(1), d.rows, "scales");
+    f32(out(0), I.op == Opcode::OnebitDecode ? d.rows * d.cols : d.cols,
+        "result");
+    return;
+  }
+  case Opcode::EmaUpdate:
+    d.n = in(0).numElements();
+    count(in(1), d.n, "grad");
+    count(in(2), 1, "grad_scale");
+    if (I.inputs.size() == 4)
+      count(in(3), 1, "skip");
+    count(out(0), d.n, "result");
+    if (!(I.getFloat("beta") >= 0 && I.getFloat("beta") < 1))
+      fail("beta must be in [0, 1)");
+    return;
+  case Opcode::FrozenAdam:
+    d.n = in(0).numElements();
+    count(in(1), d.n, "old_exp_avg");
+    count(in(2), d.n, "exp_avg");
+    count(in(3), d.n, "exp_avg_sq");
+    count(in(4), 1, "lr");
+    if (I.inputs.size() == 6)
+      count(in(5), 1, "skip");
+    count(out(0), d.n, "new_param");
+    count(out(1), d.n, "new_exp_avg");
+    return;
+  default:
+    fail("internal: not a compression opcode");
+  }
 }
 
 void Checker::family() {
@@ -577,6 +664,9 @@ void Checker::family() {
     return;
   case OpFamily::Shard:
     shard();
+    return;
+  case OpFamily::Compression:
+    compression();
     return;
   case OpFamily::Resize:
     d.n = in(0).numElements();

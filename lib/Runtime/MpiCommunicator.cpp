@@ -42,6 +42,7 @@ public:
   void reduceScatter(const float *in, float *out, int64_t nPerRank,
                      ReduceOp op) override;
   void allGather(const void *in, void *out, int64_t bytesPerRank) override;
+  void allToAll(const void *in, void *out, int64_t bytesPerPeer) override;
   void barrier() override;
 
 private:
@@ -222,6 +223,19 @@ void MpiCommunicator::allGather(const void *in, void *out,
         "MPI_Iallgather");
   wait(request, "all_gather");
   sent[CollectiveKind::AllGather] += bytesPerRank * (worldSize - 1);
+}
+
+void MpiCommunicator::allToAll(const void *in, void *out,
+                               int64_t bytesPerPeer) {
+  if (bytesPerPeer < 0 || bytesPerPeer > kMaxCount)
+    throw Error("all_to_all: " + std::to_string(bytesPerPeer) +
+                " bytes per peer is outside [0, 2^30]");
+  MPI_Request request;
+  check(MPI_Ialltoall(in, int(bytesPerPeer), MPI_BYTE, out, int(bytesPerPeer),
+                      MPI_BYTE, world, &request),
+        "MPI_Ialltoall");
+  wait(request, "all_to_all");
+  sent[CollectiveKind::AllToAll] += bytesPerPeer * (worldSize - 1);
 }
 
 void MpiCommunicator::barrier() {

@@ -122,6 +122,8 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                 std::to_string(comm.size()));
   prog.function("micro_step");
   prog.function("apply_step");
+  if (prog.functions.count("apply_step_compressed"))
+    prog.metaInt("freeze_step", std::nullopt, 0);
   // The driver writes and reads these buffers directly: their types must be
   // what the module attributes promise, or a hand-edited step would make it
   // write out of bounds.
@@ -286,7 +288,7 @@ void Trainer::writeFromAllRanks(Safetensors &file, const std::string &path,
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (std::find(roles.begin(), roles.end(), prog.buffers[id].role) !=
             roles.end() &&
-        (comm.rank() == 0 || isShard(int(id))))
+        (comm.rank() == 0 || gatheredOnSave(int(id))))
       file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
   if (comm.rank() == 0) {
     requireFiniteToSave(file, path, step);
@@ -299,8 +301,26 @@ bool Trainer::isShard(int id) const {
   return !prog.buffers[size_t(id)].wholeShape.empty();
 }
 
+bool Trainer::gatheredOnSave(int id) const {
+  return isShard(id) || prog.buffers[size_t(id)].perRank;
+}
+
+const Function &Trainer::applyFunction(int64_t optimizerStep) const {
+  if (prog.functions.count("apply_step_compressed") &&
+      optimizerStep > prog.metaInt("freeze_step", std::nullopt, 0))
+    return prog.function("apply_step_compressed");
+  return prog.function("apply_step");
+}
+
 Tensor Trainer::wholeTensorOf(int id) const {
   Tensor t = tensorOf(id);
+  if (prog.buffers[size_t(id)].perRank) {
+    std::vector<char> all(t.bytes.size() * size_t(comm.size()));
+    comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
+    t.shape.insert(t.shape.begin(), comm.size());
+    t.bytes = std::move(all);
+    return t;
+  }
   if (!isShard(id))
     return t;
   // ZeRO: rank i holds elements [i*s, (i+1)*s) of the flattened, padded
@@ -339,6 +359,27 @@ void Trainer::loadCheckpoint(const std::string &path) {
     if (it == file.tensors.end())
       throw Error(path + ": missing tensor '" + buf.name +
                   "' (checkpoint of a different model or optimizer?)");
+    char *dst = static_cast<char *>(storage.data(int(id)));
+    if (buf.perRank) {
+      // Each rank's own compression errors: only the same world size can
+      // continue them.
+      const Tensor &t = it->second;
+      std::vector<int64_t> want = buf.shape;
+      want.insert(want.begin(), comm.size());
+      if (!t.shape.empty() && t.shape[0] != comm.size() &&
+          std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) ==
+              buf.shape)
+        throw Error(path + ": tensor '" + buf.name + "' holds the 1-bit "
+                    "compression errors of " + std::to_string(t.shape[0]) +
+                    " ranks; resume this checkpoint with " +
+                    std::to_string(t.shape[0]) + " ranks");
+      if (t.shape != want || t.dtype != buf.dtype)
+        throw Error(path + ": tensor '" + buf.name + "' has shape " +
+                    spacedShape(t.shape) + ", expected " + spacedShape(want));
+      std::memcpy(dst, t.bytes.data() + buf.bytes() * size_t(comm.rank()),
+                  buf.bytes());
+      continue;
+    }
     // Checkpoints hold whole tensors whatever the ZeRO stage and world
     // size; a sharded buffer takes this rank's part.
     const bool shard = isShard(int(id));
@@ -347,7 +388,6 @@ void Trainer::loadCheckpoint(const std::string &path) {
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(it->second.shape) + ", expected " +
                   spacedShape(want));
-    char *dst = static_cast<char *>(storage.data(int(id)));
     if (!shard) {
       std::memcpy(dst, it->second.bytes.data(), buf.bytes());
       continue;
@@ -421,7 +461,7 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   const int stepBuf = buffer(BufferRole::Input, "step");
   *storage.i64(stepBuf) = step - skipped + 1;
   backend.upload(storage, {stepBuf});
-  backend.run(prog, prog.function("apply_step"), storage,
+  backend.run(prog, applyFunction(step - skipped + 1), storage,
               RngContext{seed, uint64_t(step)});
   const int lrBuf = buffer(BufferRole::Output, "lr");
   const int normBuf = buffer(BufferRole::Output, "grad_norm");

@@ -9,6 +9,7 @@
 //   -dsc-autodiff, -dsc-build-train-step
 //   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (it rounds what the
 //     passes before it built)
+//   -dsc-onebit-adam (adds 1-bit Adam's compression stage)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
 //
 // -dsc-fuse-attention runs before -dsc-fuse-softmax-dropout: it takes the
@@ -92,6 +93,11 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                           : HalfFormat::bf16;
     pm.addPass(createDscMixedPrecision(precision));
   }
+  if (o.onebitAdamFreezeStep >= 0) {
+    DscOneBitAdamOptions onebit;
+    onebit.freezeStep = o.onebitAdamFreezeStep;
+    pm.addPass(createDscOneBitAdam(onebit));
+  }
   if (o.zeroStage > 0) {
     DscZeroOptions zero;
     zero.stage = o.zeroStage;
@@ -104,6 +110,6 @@ void mlir::dsc::registerTrainingPipeline() {
       "dsc-train-pipeline",
       "Build the training step: the chosen fusions, -dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
-      "-dsc-mixed-precision and -dsc-zero as chosen",
+      "-dsc-mixed-precision, -dsc-onebit-adam and -dsc-zero as chosen",
       buildTrainingPipeline);
 }

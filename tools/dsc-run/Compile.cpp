@@ -58,6 +58,7 @@ mlir::dsc::TrainStepOptimizer optimizerChoice(dsc::OptimizerType type) {
   case dsc::OptimizerType::Adam:
     return mlir::dsc::TrainStepOptimizer::Adam;
   case dsc::OptimizerType::AdamW:
+  case dsc::OptimizerType::OneBitAdam: // its warm-up; see fillPipelineOptions
     return mlir::dsc::TrainStepOptimizer::AdamW;
   case dsc::OptimizerType::Lamb:
     return mlir::dsc::TrainStepOptimizer::Lamb;
@@ -148,6 +149,8 @@ void fillPipelineOptions(const dsc::TrainConfig &train,
   p.mixedPrecision = mp.fp16   ? mlir::dsc::TrainingPrecision::F16
                      : mp.bf16 ? mlir::dsc::TrainingPrecision::BF16
                                : mlir::dsc::TrainingPrecision::None;
+  if (o.type == dsc::OptimizerType::OneBitAdam)
+    p.onebitAdamFreezeStep = o.freezeStep; // o.biasCorrection is false
   p.zeroStage = train.zeroStage;
 }
 

@@ -76,7 +76,8 @@ def Dsc_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"exp_avg", 2>, I32EnumAttrCase<"exp_avg_sq", 3>,
       I32EnumAttrCase<"momentum", 4>, I32EnumAttrCase<"input_ids", 5>,
       I32EnumAttrCase<"targets", 6>, I32EnumAttrCase<"step", 7>,
-      I32EnumAttrCase<"output", 8>, I32EnumAttrCase<"loss_scaler", 9>
+      I32EnumAttrCase<"output", 8>, I32EnumAttrCase<"loss_scaler", 9>,
+      I32EnumAttrCase<"worker_error", 10>, I32EnumAttrCase<"server_error", 11>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

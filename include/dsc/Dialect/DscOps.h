@@ -37,6 +37,9 @@ inline constexpr llvm::StringLiteral kStateAttrName = "dsc.state";
 /// ZeRO (-dsc-zero): on a step argument that holds this rank's shard of a
 /// flattened, zero-padded tensor, the whole tensor's shape (array<i64>).
 inline constexpr llvm::StringLiteral kShardOfAttrName = "dsc.shard_of";
+/// On a step argument whose value differs between ranks (1-bit Adam's
+/// compression errors): checkpoints keep every rank's copy (unit attribute).
+inline constexpr llvm::StringLiteral kPerRankAttrName = "dsc.per_rank";
 /// The module attribute holding the device mesh (#dsc.mesh<...>).
 inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
 

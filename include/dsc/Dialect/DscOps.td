@@ -658,6 +658,88 @@ def Dsc_FlatResizeOp : Dsc_Op<"flat_resize"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+//===----------------------------------------------------------------------===//
+// 1-bit compression: DeepSpeed's compressed_allreduce, taken apart into
+// kernels and plain collectives by -dsc-onebit-adam (lib/Transforms/
+// OneBitAdam.cpp). A tensor of P elements (P a multiple of 8) travels as P
+// sign bits and one f32 scale.
+//===----------------------------------------------------------------------===//
+
+/// Signs packed 8 per byte, numpy.packbits order: bit 7 (the high bit) of
+/// byte k is element 8k; a set bit is +1, a clear bit -1.
+def Dsc_SignBits : 1DTensorOf<[UI8]>;
+def Dsc_F32Vector : 1DTensorOf<[F32]>;
+
+def Dsc_OnebitCompressOp : Dsc_Op<"onebit_compress"> {
+  let summary = "Error-compensated 1-bit compression";
+  let description = [{
+    y = flatten(`input`) zero-padded to the P elements of `error`, plus
+    `error`; scale = ||y||_2 / sqrt(P); each element is sent as its sign
+    (+1 for y >= 0, NaN included: DeepSpeed's sign(0) = +1) times scale.
+    `new_error` = y - scale * sign, fed back into the next compression.
+    `signs` is [P/8] (Dsc_SignBits), `scale` [1]. The sum of squares is
+    accumulated in f64 in element order, so the result is the same on any
+    thread count. With `skip` non-zero (an fp16 overflow) `new_error` is
+    `error`: the step that is skipped leaves no trace.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_F32Vector:$error,
+                       Optional<Dsc_Scalar>:$skip);
+  let results = (outs Dsc_SignBits:$signs, Dsc_F32Vector:$scale,
+                      Dsc_F32Vector:$new_error);
+}
+
+def Dsc_OnebitDecodeOp : Dsc_Op<"onebit_decode"> {
+  let summary = "G compressed chunks back to f32 values";
+  let description = [{
+    `signs` [G*c/8] holds G chunks of c signs, `scales` [G] their scales;
+    `result` [G*c] is element i of chunk j = scales[j] * sign.
+  }];
+  let arguments = (ins Dsc_SignBits:$signs, Dsc_F32Vector:$scales);
+  let results = (outs Dsc_F32Vector:$result);
+}
+
+def Dsc_OnebitDecodeMeanOp : Dsc_Op<"onebit_decode_mean"> {
+  let summary = "The mean of G compressed chunks";
+  let description = [{
+    `signs` [G*c/8] holds G chunks of c signs, `scales` [G] their scales;
+    `result` [c] = sum over j = 0..G-1, in that order, of sign * (scales[j]
+    * (1/G)): what a 1-bit server averages from the workers' chunks.
+  }];
+  let arguments = (ins Dsc_SignBits:$signs, Dsc_F32Vector:$scales);
+  let results = (outs Dsc_F32Vector:$result);
+}
+
+def Dsc_EmaUpdateOp : Dsc_Op<"ema_update"> {
+  let summary = "Exponential moving average: beta * avg + (1 - beta) * grad";
+  let description = [{
+    `grad` is multiplied by `grad_scale` (clipping) first; with `skip`
+    non-zero, `avg` passes through. 1-bit Adam's momentum of the local
+    gradient, before it is compressed.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$avg, Dsc_FloatTensor:$grad,
+                       Dsc_Scalar:$grad_scale, F64Attr:$beta,
+                       Optional<Dsc_Scalar>:$skip);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam"> {
+  let summary = "Adam's update with a frozen variance (1-bit Adam)";
+  let description = [{
+    m = `exp_avg`, zeroed where `exp_avg_sq` is exactly 0 (an element that
+    has only ever had zero gradients: DeepSpeed's exp_avg_mask, derived
+    instead of supplied); update = m / (sqrt(exp_avg_sq) + eps) +
+    weight_decay * param; `new_param` = param - lr * update, `new_exp_avg` =
+    m. Without bias correction, as DeepSpeed's OnebitAdam. With `skip`
+    non-zero, param and `old_exp_avg` pass through.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$old_exp_avg,
+                       Dsc_FloatTensor:$exp_avg, Dsc_FloatTensor:$exp_avg_sq,
+                       Dsc_Scalar:$lr, F64Attr:$eps, F64Attr:$weight_decay,
+                       Optional<Dsc_Scalar>:$skip);
+  let results = (outs Dsc_FloatTensor:$new_param,
+                      Dsc_FloatTensor:$new_exp_avg);
+}
+
 def Dsc_GlobalNormOp : Dsc_Op<"global_norm"> {
   let summary = "sqrt of the sum of squares of every element of every input";
   let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs);

@@ -47,7 +47,9 @@ ModelConfig parseModelConfig(const std::string &path);
 ModelConfig parseModelConfigText(const std::string &text,
                                  const std::string &origin);
 
-enum class OptimizerType { Adam, AdamW, Lamb, SGD };
+/// OneBitAdam: DeepSpeed's 1-bit Adam (Adam without bias correction,
+/// AdamW-style decay, compressed momentum after freeze_step).
+enum class OptimizerType { Adam, AdamW, Lamb, SGD, OneBitAdam };
 
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::AdamW;
@@ -59,6 +61,10 @@ struct OptimizerConfig {
   double maxCoeff = 10.0, minCoeff = 0.01; ///< Lamb trust-ratio clamp
   double momentum = 0.0, dampening = 0.0;  ///< SGD
   bool nesterov = false;                   ///< SGD
+  int64_t freezeStep = 100000;             ///< OneBitAdam: warm-up steps
+  /// OneBitAdam's comm_backend_name: "nccl" or "mpi". dsc's transport
+  /// follows the backend (CPU ranks: MPI, CUDA ranks: NCCL).
+  std::string commBackend = "nccl";
 };
 
 enum class SchedulerType { None, WarmupLR, WarmupDecayLR, WarmupCosineLR };

@@ -59,6 +59,10 @@ struct InstrDims {
   double rate = 0.0;
   /// Gelu family: the tanh form (anything but "erf").
   bool tanh = false;
+  /// Compression family: a compressed tensor of `cols` elements (P) in
+  /// `rows` chunks (G; OnebitCompress: 1); `n` is OnebitCompress's input
+  /// elements, EmaUpdate's and FrozenAdam's tensor elements.
+  /// AllToAll: `n` elements per peer.
   /// AllReduce: its `op`.
   ReduceOp reduce = ReduceOp::Sum;
   /// LrSchedule: its attributes, checked (kind, warmup type, and a cosine

@@ -62,6 +62,9 @@ struct Buffer {
   /// of this shape, flattened and zero-padded to a multiple of the world
   /// size (n: this buffer's elements). Empty for a whole tensor.
   std::vector<int64_t> wholeShape;
+  /// 1-bit Adam's compression errors: every rank holds its own value, so
+  /// checkpoints keep all ranks' copies ([world size, shape...]).
+  bool perRank = false;
   /// Byte offset in the program's arena when it has a memory plan
   /// (Program::arenaBytes >= 0, see include/dsc/Codegen/MemoryPlan.h); -1
   /// when the buffer is allocated on its own.
@@ -93,12 +96,14 @@ enum class OpFamily {
   Linear,
   BatchMatmul, Norm, NormGrad, ResidualNorm, Gelu, Dropout, Bias, Heads,
   ConcatSplit, Softmax, Attention, CrossEntropy, MlmMask, Optimizer, Scalar,
+  Compression,
 };
 
 /// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
 /// CPU, cuBLASLt on CUDA; Collective: the communicator).
 enum class KernelFamily {
   Elementwise, Norms, Attention, EmbeddingLoss, Optimizers, Gemm, Collective,
+  Compression,
 };
 
 /// How the CUDA backend runs an opcode.

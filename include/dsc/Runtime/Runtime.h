@@ -16,13 +16,14 @@ namespace dsc::rt {
 
 /// The collective kinds whose traffic a Communicator counts (the keys of
 /// `--log-json`'s "comm_bytes").
-enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, Count };
+enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Count };
 const char *collectiveKindName(CollectiveKind kind);
 
 /// Bytes this rank sent, per collective kind, by the bandwidth-optimal
 /// (ring) algorithm's volume: an all-reduce of S bytes over N ranks sends
 /// 2S(N-1)/N, a reduce-scatter of S bytes S(N-1)/N, an all-gather of S
-/// bytes per rank S(N-1). One rank sends nothing.
+/// bytes per rank S(N-1), an all-to-all of S bytes per peer S(N-1). One
+/// rank sends nothing.
 struct CommTraffic {
   int64_t bytes[int(CollectiveKind::Count)] = {};
   int64_t &operator[](CollectiveKind k) { return bytes[int(k)]; }
@@ -53,6 +54,9 @@ public:
   /// `out` (size() * bytesPerRank bytes) receives every rank's `in` in rank
   /// order.
   virtual void allGather(const void *in, void *out, int64_t bytesPerRank) = 0;
+  /// `in` and `out` hold size() chunks of bytesPerPeer bytes: chunk j of
+  /// this rank's `in` becomes chunk rank() of rank j's `out`.
+  virtual void allToAll(const void *in, void *out, int64_t bytesPerPeer) = 0;
   /// Waits for every rank. Also where ranks wait for rank 0 to write a
   /// file, so an MPI barrier allows 10 times DSC_COMM_TIMEOUT.
   virtual void barrier() = 0;
@@ -93,6 +97,7 @@ public:
   float *f32(int buffer) { return static_cast<float *>(data(buffer)); }
   int32_t *i32(int buffer) { return static_cast<int32_t *>(data(buffer)); }
   int64_t *i64(int buffer) { return static_cast<int64_t *>(data(buffer)); }
+  uint8_t *u8(int buffer) { return static_cast<uint8_t *>(data(buffer)); }
   size_t totalBytes() const { return total; }
   /// Planned programs: the arena's size (Program::arenaBytes); else 0.
   size_t arenaBytes() const { return arenaSize; }

@@ -101,9 +101,17 @@ private:
   /// ZeRO: whether the buffer holds this rank's shard of a whole tensor
   /// (Buffer::wholeShape).
   bool isShard(int buffer) const;
-  /// tensorOf, with a shard all-gathered into its whole tensor (every rank
-  /// must call it for the same buffers).
+  /// Whether saving the buffer needs every rank's bytes: a ZeRO shard or
+  /// a per-rank buffer (Buffer::perRank).
+  bool gatheredOnSave(int buffer) const;
+  /// tensorOf, with a shard all-gathered into its whole tensor and a
+  /// per-rank buffer into [world size, shape...] (every rank must call it
+  /// for the same buffers).
   Tensor wholeTensorOf(int buffer) const;
+  /// The function that applies optimizer step `optimizerStep` (1-based):
+  /// @apply_step, or 1-bit Adam's @apply_step_compressed after its
+  /// freeze_step.
+  const Function &applyFunction(int64_t optimizerStep) const;
   /// Puts the buffers of `roles` into `file` as whole tensors (every rank
   /// gathers the shards), writes it from rank 0 (refusing non-finite
   /// values) and returns on every rank once it is written.

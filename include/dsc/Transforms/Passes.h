@@ -251,6 +251,11 @@ struct TrainingPipelineOptions
           clEnumValN(TrainingPrecision::None, "none", "no rounding"),
           clEnumValN(TrainingPrecision::F16, "f16", "IEEE binary16"),
           clEnumValN(TrainingPrecision::BF16, "bf16", "bfloat16"))};
+  Option<int64_t> onebitAdamFreezeStep{
+      *this, "onebit-adam-freeze-step",
+      llvm::cl::desc("Run -dsc-onebit-adam (before -dsc-zero) with this "
+                     "freeze-step (-1: not at all)"),
+      llvm::cl::init(-1)};
   Option<int64_t> zeroStage{
       *this, "zero-stage",
       llvm::cl::desc("Run -dsc-zero after everything else with this stage "
@@ -260,7 +265,8 @@ struct TrainingPipelineOptions
 
 /// Adds the training pipeline to `pm` (anchored on builtin.module): the
 /// fusions, -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible,
-/// -dsc-remat, -dsc-mixed-precision and -dsc-zero as `options` ask. dsc-run compiles
+/// -dsc-remat, -dsc-mixed-precision, -dsc-onebit-adam and -dsc-zero as
+/// `options` ask. dsc-run compiles
 /// with it; dsc-opt registers it as --dsc-train-pipeline.
 void buildTrainingPipeline(OpPassManager &pm,
                            const TrainingPipelineOptions &options);

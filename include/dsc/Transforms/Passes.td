@@ -337,6 +337,42 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscOneBitAdam : Pass<"dsc-onebit-adam", "::mlir::ModuleOp"> {
+  let summary = "1-bit Adam: compress the momentum's all-reduce after warm-up";
+  let description = [{
+    DeepSpeed's OnebitAdam (arXiv:2102.02888) as a rewrite of the training
+    step. @apply_step, built with AdamW-style decay and no bias correction,
+    is the warm-up stage: full-precision all-reduce of the gradients. The
+    pass adds @apply_step_compressed, the compression stage the runtime
+    runs once the optimizer step exceeds `freeze-step` (the module
+    attribute `dsc.freeze_step`):
+
+      m = beta1 * m + (1 - beta1) * local gradient   (dsc.ema_update)
+      m = compressed all-reduce (mean) of m          (G > 1 ranks only)
+      p -= lr * (m / (sqrt(v) + eps) + weight_decay * p), v frozen
+                                                     (dsc.frozen_adam)
+
+    The compressed all-reduce is DeepSpeed's compressed_allreduce taken
+    apart: dsc.onebit_compress (worker error feedback, 1 sign bit per
+    element and one scale), dsc.all_to_all of the sign chunks,
+    dsc.all_gather of the scales, dsc.onebit_decode_mean and a second
+    dsc.onebit_compress (server error feedback), dsc.all_gather of the
+    server signs and scales, dsc.onebit_decode. Each parameter of n
+    elements is padded to P (a multiple of G * lcm(G, 8)); its errors are
+    new per-rank state: `worker_error` [P] and `server_error` [P / G]
+    arguments (marked `dsc.per_rank`) and results of the compression stage,
+    so they are planned, checkpointed and resumed like any state. The
+    all-reduces of the gradient accumulators go away (fp16's overflow flag
+    is all-reduced with max instead); clipping sees local gradients, as in
+    DeepSpeed once the engine stops all-reducing them.
+  }];
+  let options = [
+    Option<"freezeStep", "freeze-step", "int64_t", "100000",
+           "The last optimizer step of the warm-up stage">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
   let summary = "Plan the lowered step's static arena and print its memory";
   let description = [{

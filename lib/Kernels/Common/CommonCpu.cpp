@@ -36,6 +36,25 @@ void fillF32(float *out, int64_t n, float v) {
     out[i] = v;
 }
 
+double sumSquares(const float *x, int64_t n) {
+  // Fixed-size chunks summed in order: independent of the thread count.
+  const int64_t cb = 1 << 14, chunks = ceilDiv(n, cb);
+  std::vector<double> part(size_t(std::max<int64_t>(chunks, 1)), 0.0);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i0 = c * cb, i1 = std::min(n, i0 + cb);
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = i0; i < i1; ++i)
+      s += double(x[i]) * double(x[i]);
+    part[size_t(c)] = s;
+  }
+  double total = 0.0;
+  for (double s : part)
+    total += s;
+  return total;
+}
+
 void copyBytes(void *out, const void *in, size_t bytes) {
   if (out == in || bytes == 0)
     return;

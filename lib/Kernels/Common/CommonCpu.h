@@ -37,6 +37,9 @@ void configureBlasThreads();
 
 /// out[0, n) = v.
 void fillF32(float *out, int64_t n, float v);
+/// The sum of squares of x[0, n), accumulated in double over fixed chunks
+/// summed in order (the same on any thread count).
+double sumSquares(const float *x, int64_t n);
 /// memmove in 1 MiB chunks over the threads; nothing when out == in.
 void copyBytes(void *out, const void *in, size_t bytes);
 
@@ -202,6 +205,14 @@ public:
     dtype(out(k), DType::I32, role);
     return S.i32(outId(k));
   }
+  const uint8_t *u8in(size_t k, const char *role) {
+    dtype(in(k), DType::U8, role);
+    return S.u8(inId(k));
+  }
+  uint8_t *u8out(size_t k, const char *role) {
+    dtype(out(k), DType::U8, role);
+    return S.u8(outId(k));
+  }
   float scalarIn(size_t k, const char *role) { return fin(k, role)[0]; }
   /// The optimizer step counter: an i64 scalar (i32 accepted too).
   int64_t stepIn(size_t k) {
@@ -242,6 +253,7 @@ void runNorms(Exec &e);
 void runAttention(Exec &e);
 void runEmbeddingLoss(Exec &e);
 void runOptimizers(Exec &e);
+void runCompression(Exec &e);
 void runGemm(Exec &e);
 
 } // namespace dsc::rt::cpu

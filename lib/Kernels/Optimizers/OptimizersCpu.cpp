@@ -1,6 +1,6 @@
 //===- OptimizersCpu.cpp - Optimizer, schedule and loss-scale CPU kernels -===//
 //
-// adam, lamb and sgd, lr_schedule, global_norm and clip_coefficient, the
+// adam, lamb and sgd, 1-bit Adam's ema_update and frozen_adam, lr_schedule, global_norm and clip_coefficient, the
 // fp16 loss scaler (check_finite, loss_scale, unscale_clip,
 // update_loss_scale), and runOptimizers, their dispatch. The loss-scaler
 // kernels follow deepspeed/runtime/fp16/loss_scaler.py and
@@ -13,26 +13,6 @@
 namespace dsc::rt::cpu {
 
 namespace {
-
-/// sum of squares, accumulated in double.
-double sumSquares(const float *x, int64_t n) {
-  // Fixed-size chunks summed in order: independent of the thread count.
-  const int64_t cb = 1 << 14, chunks = ceilDiv(n, cb);
-  std::vector<double> part(size_t(std::max<int64_t>(chunks, 1)), 0.0);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t i0 = c * cb, i1 = std::min(n, i0 + cb);
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = i0; i < i1; ++i)
-      s += double(x[i]) * double(x[i]);
-    part[size_t(c)] = s;
-  }
-  double total = 0.0;
-  for (double s : part)
-    total += s;
-  return total;
-}
 
 float clipCoefficient(float norm, double maxNorm) {
   double n = double(norm) + 1e-6;
@@ -394,6 +374,54 @@ void runOptimizers(Exec &e) {
     SgdParams hp{I.getFloat("momentum"), I.getFloat("dampening"),
                  I.getFloat("weight_decay"), I.getInt("nesterov") != 0};
     sgd(p, g, buf, d.n, lr, step, gscale, hp);
+    return;
+  }
+  case Opcode::EmaUpdate: {
+    const float *avg = e.fin(0, "avg");
+    const float *g = e.fin(1, "grad");
+    const float gscale = e.scalarIn(2, "grad_scale");
+    const bool skip = I.inputs.size() == 4 && e.scalarIn(3, "skip") != 0.0f;
+    float *out = e.fout(0, "result");
+    if (skip) {
+      copyBytes(out, avg, size_t(d.n) * sizeof(float));
+      return;
+    }
+    // As Adam's momentum: beta and (1 - beta) applied as fp32 scalars.
+    const float b = float(I.getFloat("beta")),
+                c = float(1.0 - I.getFloat("beta"));
+#pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i)
+      out[i] = b * avg[i] + c * (g[i] * gscale);
+    return;
+  }
+  case Opcode::FrozenAdam: {
+    const float *p = e.fin(0, "param");
+    const float *oldM = e.fin(1, "old_exp_avg");
+    const float *m = e.fin(2, "exp_avg");
+    const float *v = e.fin(3, "exp_avg_sq");
+    const float lr = e.scalarIn(4, "lr");
+    const bool skip = I.inputs.size() == 6 && e.scalarIn(5, "skip") != 0.0f;
+    float *newP = e.fout(0, "new_param");
+    float *newM = e.fout(1, "new_exp_avg");
+    if (skip) {
+      copyBytes(newP, p, size_t(d.n) * sizeof(float));
+      copyBytes(newM, oldM, size_t(d.n) * sizeof(float));
+      return;
+    }
+    // DeepSpeed's OnebitAdam: update = m / (sqrt(v) + eps) + wd * p;
+    // p += -lr * update. The mask (v == 0: only zero gradients so far)
+    // keeps compression noise out of momenta that must stay zero.
+    const float eps = float(I.getFloat("eps")),
+                wd = float(I.getFloat("weight_decay"));
+#pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float mi = v[i] != 0.0f ? m[i] : 0.0f;
+      float update = mi / (std::sqrt(v[i]) + eps);
+      if (wd != 0.0f)
+        update += wd * p[i];
+      newP[i] = p[i] + -lr * update;
+      newM[i] = mi;
+    }
     return;
   }
   case Opcode::CheckFinite: {

@@ -159,6 +159,10 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::UnscaleClip:
   case Opcode::UpdateLossScale:
     return emitScalarOp(s, d);
+  case Opcode::EmaUpdate:
+  case Opcode::FrozenAdam:
+    s.fail("1-bit Adam's compression stage runs on the CPU backend only so "
+           "far");
   default:
     break;
   }

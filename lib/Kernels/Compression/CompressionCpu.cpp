@@ -1,0 +1,111 @@
+//===- CompressionCpu.cpp - 1-bit compression CPU kernels -----------------===//
+//
+// onebit_compress, onebit_decode and onebit_decode_mean: the arithmetic of
+// DeepSpeed's compressed_allreduce (deepspeed/runtime/comm/nccl.py), in its
+// operation order, so that a straightforward reference of the same math
+// agrees bit for bit. The one deliberate difference: the norm's sum of
+// squares is accumulated in double (torch.norm accumulates in float), which
+// makes the scale independent of the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonCpu.h"
+
+namespace dsc::rt::cpu {
+
+namespace {
+
+/// Packs the signs of y[0, p) (p a multiple of 8), bit 7 of byte k for
+/// element 8k, as numpy.packbits; a set bit is y >= 0 (NaN included, as
+/// DeepSpeed's sign(y) + 1 > 0 test counts NaN as +1).
+void packSigns(const float *y, int64_t p, uint8_t *signs) {
+#pragma omp parallel for schedule(static) if (p > (1 << 18))
+  for (int64_t k = 0; k < p / 8; ++k) {
+    uint8_t byte = 0;
+    for (int b = 0; b < 8; ++b)
+      byte = uint8_t(byte | (uint8_t(!(y[8 * k + b] < 0.0f)) << (7 - b)));
+    signs[k] = byte;
+  }
+}
+
+inline bool signBit(const uint8_t *signs, int64_t i) {
+  return (signs[i >> 3] >> (7 - (i & 7))) & 1;
+}
+
+/// y = pad(x, p) + error; scale = ||y|| / sqrt(p); new_error = y - scale *
+/// sign(y). `newError` may be `error` (in place).
+void compress(const float *x, int64_t n, const float *error, int64_t p,
+              uint8_t *signs, float *scale, float *newError) {
+#pragma omp parallel for simd schedule(static) if (p > (1 << 15))
+  for (int64_t i = 0; i < p; ++i)
+    newError[i] = (i < n ? x[i] : 0.0f) + error[i];
+  // torch.norm(y) / np.sqrt(numel): the norm as a float, divided by the
+  // square root rounded to float.
+  const float s = float(std::sqrt(sumSquares(newError, p))) /
+                  float(std::sqrt(double(p)));
+  packSigns(newError, p, signs);
+#pragma omp parallel for simd schedule(static) if (p > (1 << 15))
+  for (int64_t i = 0; i < p; ++i)
+    newError[i] = newError[i] - (newError[i] < 0.0f ? -s : s);
+  *scale = s;
+}
+
+} // namespace
+
+void runCompression(Exec &e) {
+  const InstrDims &d = e.d;
+  switch (e.I.op) {
+  case Opcode::OnebitCompress: {
+    const float *x = e.fin(0, "input");
+    const float *error = e.fin(1, "error");
+    uint8_t *signs = e.u8out(0, "signs");
+    float *scale = e.fout(1, "scale");
+    float *newError = e.fout(2, "new_error");
+    if (e.I.inputs.size() == 3 && e.scalarIn(2, "skip") != 0.0f) {
+      // A skipped step: the error is kept; what is sent is never used.
+      copyBytes(newError, error, size_t(d.cols) * sizeof(float));
+      std::memset(signs, 0, size_t(d.cols / 8));
+      *scale = 0.0f;
+      return;
+    }
+    compress(x, d.n, error, d.cols, signs, scale, newError);
+    return;
+  }
+  case Opcode::OnebitDecode: {
+    const uint8_t *signs = e.u8in(0, "signs");
+    const float *scales = e.fin(1, "scales");
+    float *out = e.fout(0, "result");
+    const int64_t c = d.cols;
+#pragma omp parallel for schedule(static) if (d.rows * c > (1 << 15))
+    for (int64_t i = 0; i < d.rows * c; ++i)
+      out[i] = signBit(signs, i) ? scales[i / c] : -scales[i / c];
+    return;
+  }
+  case Opcode::OnebitDecodeMean: {
+    const uint8_t *signs = e.u8in(0, "signs");
+    const float *scales = e.fin(1, "scales");
+    float *out = e.fout(0, "result");
+    const int64_t c = d.cols, g = d.rows;
+    // DeepSpeed scales first (scale * (1 / G), a float), then sums the G
+    // chunks in rank order.
+    std::vector<float> chunkWeight(static_cast<size_t>(g));
+    const float inv = float(1.0 / double(g));
+    for (int64_t j = 0; j < g; ++j)
+      chunkWeight[size_t(j)] = scales[j] * inv;
+#pragma omp parallel for schedule(static) if (c > (1 << 15))
+    for (int64_t i = 0; i < c; ++i) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < g; ++j)
+        acc += signBit(signs, j * c + i) ? chunkWeight[size_t(j)]
+                                         : -chunkWeight[size_t(j)];
+      out[i] = acc;
+    }
+    return;
+  }
+  default:
+    break;
+  }
+  e.fail("internal: not a compression opcode");
+}
+
+} // namespace dsc::rt::cpu

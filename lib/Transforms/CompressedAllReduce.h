@@ -1,0 +1,46 @@
+//===- CompressedAllReduce.h - DeepSpeed's 1-bit all-reduce as IR -*- C++ -*-===//
+//
+// Builds the error-compensated 1-bit all-reduce of DeepSpeed's
+// compressed_allreduce (deepspeed/runtime/comm/nccl.py) out of dsc ops, for
+// the passes that compress an optimizer's communication (-dsc-onebit-adam;
+// 0/1 Adam and 1-bit LAMB reuse it):
+//
+//   worker: y = x + worker_error -> signs, scale      (onebit_compress)
+//   all_to_all the sign chunks, all_gather the scales
+//   server: the mean of the G chunks it received + server_error
+//           -> signs, scale                           (onebit_decode_mean,
+//                                                      onebit_compress)
+//   all_gather the server chunks' signs and scales, decode (onebit_decode)
+//
+// A tensor of n elements is padded to P = compressedSize(n, G) elements;
+// the worker error has P elements, the server error P / G.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_LIB_TRANSFORMS_COMPRESSEDALLREDUCE_H
+#define DSC_LIB_TRANSFORMS_COMPRESSEDALLREDUCE_H
+
+#include "dsc/Dialect/DscOps.h"
+
+namespace mlir::dsc {
+
+/// DeepSpeed's padding: n rounded up to a multiple of G * lcm(G, 8), so
+/// every server chunk (P / G) is a whole number of sign bytes.
+int64_t compressedSize(int64_t n, int64_t groupSize);
+
+struct CompressedAllReduce {
+  Value result;         ///< the group's mean of `input`, compressed twice
+  Value newWorkerError; ///< [P]
+  Value newServerError; ///< [P / G]
+};
+
+/// The compressed mean of `input` over the data axis (G ranks, G > 1), with
+/// the error buffers `workerError` [P] and `serverError` [P / G]; `skip`
+/// (optional, fp16's overflow flag) keeps both errors unchanged.
+CompressedAllReduce buildCompressedAllReduce(OpBuilder &b, Location loc,
+                                             Value input, Value workerError,
+                                             Value serverError, Value skip,
+                                             int64_t groupSize);
+
+} // namespace mlir::dsc
+
+#endif // DSC_LIB_TRANSFORMS_COMPRESSEDALLREDUCE_H

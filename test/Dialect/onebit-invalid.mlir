@@ -1,0 +1,97 @@
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics
+
+// The 1-bit compression ops' verifiers.
+
+func.func @compress_error_too_small(%x: tensor<4x5xf32>, %e: tensor<16xf32>) {
+  // expected-error @+1 {{error has 16 elements; it must be a multiple of 8 and at least the input's 20}}
+  %s, %k, %n = dsc.onebit_compress %x, %e : (tensor<4x5xf32>, tensor<16xf32>) -> (tensor<2xui8>, tensor<1xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @compress_error_not_bytes(%x: tensor<20xf32>, %e: tensor<20xf32>) {
+  // expected-error @+1 {{error has 20 elements; it must be a multiple of 8}}
+  %s, %k, %n = dsc.onebit_compress %x, %e : (tensor<20xf32>, tensor<20xf32>) -> (tensor<2xui8>, tensor<1xf32>, tensor<20xf32>)
+  return
+}
+
+// -----
+
+func.func @compress_signs(%x: tensor<20xf32>, %e: tensor<24xf32>) {
+  // expected-error @+1 {{signs has shape [4], expected [3]}}
+  %s, %k, %n = dsc.onebit_compress %x, %e : (tensor<20xf32>, tensor<24xf32>) -> (tensor<4xui8>, tensor<1xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @compress_scale(%x: tensor<20xf32>, %e: tensor<24xf32>) {
+  // expected-error @+1 {{scale has shape [2], expected [1]}}
+  %s, %k, %n = dsc.onebit_compress %x, %e : (tensor<20xf32>, tensor<24xf32>) -> (tensor<3xui8>, tensor<2xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @compress_signed_bytes(%x: tensor<20xf32>, %e: tensor<24xf32>) {
+  // expected-error @+1 {{result #0 must be 1D tensor of 8-bit unsigned integer values}}
+  %s, %k, %n = dsc.onebit_compress %x, %e : (tensor<20xf32>, tensor<24xf32>) -> (tensor<3xi8>, tensor<1xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @decode_chunks(%s: tensor<10xui8>, %k: tensor<4xf32>) {
+  // expected-error @+1 {{signs of 10 bytes do not split into 4 chunks (one per scale)}}
+  %r = dsc.onebit_decode %s, %k : (tensor<10xui8>, tensor<4xf32>) -> tensor<80xf32>
+  return
+}
+
+// -----
+
+func.func @decode_result(%s: tensor<12xui8>, %k: tensor<4xf32>) {
+  // expected-error @+1 {{result has shape [24], expected [96]}}
+  %r = dsc.onebit_decode %s, %k : (tensor<12xui8>, tensor<4xf32>) -> tensor<24xf32>
+  return
+}
+
+// -----
+
+func.func @decode_mean_result(%s: tensor<12xui8>, %k: tensor<4xf32>) {
+  // expected-error @+1 {{result has shape [96], expected [24]}}
+  %r = dsc.onebit_decode_mean %s, %k : (tensor<12xui8>, tensor<4xf32>) -> tensor<96xf32>
+  return
+}
+
+// -----
+
+func.func @ema_beta(%m: tensor<4xf32>, %g: tensor<4xf32>, %c: tensor<f32>) {
+  // expected-error @+1 {{expects beta in [0, 1), got 1}}
+  %r = dsc.ema_update %m, %g, %c {beta = 1.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @ema_shape(%m: tensor<4xf32>, %g: tensor<5xf32>, %c: tensor<f32>) {
+  // expected-error @+1 {{grad has shape [5], expected [4]}}
+  %r = dsc.ema_update %m, %g, %c {beta = 0.9 : f64} : (tensor<4xf32>, tensor<5xf32>, tensor<f32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @frozen_shape(%p: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<3xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{exp_avg_sq has shape [3], expected [4]}}
+  %np, %nm = dsc.frozen_adam %p, %m, %m, %v, %lr {eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @frozen_eps(%p: tensor<4xf32>, %m: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{expects eps > 0 and weight_decay >= 0}}
+  %np, %nm = dsc.frozen_adam %p, %m, %m, %m, %lr {eps = 0.0 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
