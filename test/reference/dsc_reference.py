@@ -518,6 +518,41 @@ class FusedLambRef:
                 self.coeffs.append(coeff)
 
 
+class OneBitAdamRef:
+    """DeepSpeed OnebitAdam (deepspeed/runtime/fp16/onebit/adam.py) on one
+    rank, where DeepSpeed does not compress (size 1). No bias correction;
+    update = m / (sqrt(v) + eps) + wd * p; p -= lr * update. Steps 1 ..
+    freeze_step update m and v (warm-up); later steps update m only (v
+    frozen), and zero m where v == 0 (dsc derives DeepSpeed's exp_avg_mask
+    so). DeepSpeed's first step() call only initialises buffers; dsc has
+    no such call, and neither has this reference."""
+
+    def __init__(self, groups, betas=(0.9, 0.999), eps=1e-8,
+                 freeze_step=100000):
+        self.param_groups = groups
+        self.b1, self.b2 = betas
+        self.eps, self.freeze_step = eps, freeze_step
+        self.state = {}
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        for g in self.param_groups:
+            lr, wd = g["lr"], g["weight_decay"]
+            for p in g["params"]:
+                st = self.state.setdefault(id(p), {"m": torch.zeros_like(p),
+                                                   "v": torch.zeros_like(p)})
+                m, v = st["m"], st["v"]
+                m.mul_(self.b1).add_((1 - self.b1) * p.grad)
+                if self.t <= self.freeze_step:
+                    v.mul_(self.b2).add_((1 - self.b2) * p.grad * p.grad)
+                else:
+                    m.mul_((v != 0).to(m.dtype))
+                upd = m / (v.sqrt() + self.eps) + wd * p
+                p.sub_(lr * upd)
+
+
 def make_optimizer(tc, named_params):
     o = tc.opt
     t = o["type"].lower()
@@ -537,6 +572,11 @@ def make_optimizer(tc, named_params):
         if t == "adam" and p.get("adam_w_mode", True) is False:
             return torch.optim.Adam(groups, lr=lr, betas=betas, eps=eps)
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+    if t == "onebitadam":
+        for g in groups:
+            g["lr"] = lr
+        return OneBitAdamRef(groups, betas=betas, eps=eps,
+                             freeze_step=p.get("freeze_step", 100000))
     if t == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=p.get("momentum", 0.0),
                                dampening=p.get("dampening", 0.0),
