@@ -413,10 +413,10 @@ TEST(TrainConfig, OptimizerTypes) {
   EXPECT_EQ(t.optimizer.type, OptimizerType::SGD);
   EXPECT_DOUBLE_EQ(t.optimizer.momentum, 0.9);
   EXPECT_TRUE(t.optimizer.nesterov);
-  EXPECT_EQ(trainError(ds(R"("optimizer": {"type": "OneBitAdam"})")),
-            "ds.json: optimizer.type 'OneBitAdam' is not supported yet");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"})")),
              "optimizer.type 'ZeroOneAdam' is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb"})")),
+             "optimizer.type 'OneBitLamb' is not supported yet");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "Adagrad"})")),
              "optimizer.type: \"Adagrad\" is not allowed; expected one of");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"params": {}})")),
@@ -431,6 +431,46 @@ TEST(TrainConfig, OptimizerTypes) {
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "SGD",
                               "params": {"nesterov": true}})")),
              "optimizer.params.nesterov: true requires momentum > 0");
+}
+
+TEST(TrainConfig, OneBitAdam) {
+  TrainConfig t = train(ds(R"("optimizer": {"type": "OneBitAdam", "params":
+      {"lr": 2e-4, "freeze_step": 23000, "cuda_aware": false,
+       "comm_backend_name": "mpi", "bias_correction": true}})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::OneBitAdam);
+  EXPECT_EQ(t.optimizer.freezeStep, 23000);
+  EXPECT_EQ(t.optimizer.commBackend, "mpi");
+  // DeepSpeed's OnebitAdam accepts bias_correction and never corrects.
+  EXPECT_FALSE(t.optimizer.biasCorrection);
+  t = train(ds(R"("optimizer": {"type": "onebitadam"})"));
+  EXPECT_EQ(t.optimizer.freezeStep, 100000); // DeepSpeed's default
+  EXPECT_EQ(t.optimizer.commBackend, "nccl");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
+                              "params": {"freeze_step": -1}})")),
+             "optimizer.params.freeze_step: -1 is not allowed; expected an "
+             "integer >= 0");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
+                              "params": {"comm_backend_name": "gloo"}})")),
+             "optimizer.params.comm_backend_name: \"gloo\" is not allowed; "
+             "expected \"nccl\" or \"mpi\"");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
+                              "params": {"eps_inside_sqrt": true}})")),
+             "optimizer.params.eps_inside_sqrt: true is not supported");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
+                              "params": {"max_grad_norm": 1.0}})")),
+             "clip with the top-level gradient_clipping");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
+                              "params": {"momentum": 0.9}})")),
+             "optimizer.params.momentum: not a parameter of optimizer type "
+             "'OneBitAdam'");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "AdamW",
+                              "params": {"freeze_step": 10}})")),
+             "optimizer.params.freeze_step: not a parameter of optimizer "
+             "type 'AdamW'");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam"},
+                              "zero_optimization": {"stage": 1})")),
+             "zero_optimization.stage 1 with optimizer OneBitAdam is not "
+             "supported yet");
 }
 
 TEST(TrainConfig, UnknownKeyAtDepth) {
