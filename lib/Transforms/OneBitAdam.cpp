@@ -113,8 +113,8 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
 
     SmallVector<AdamOp> updates;
     fn.walk([&](AdamOp op) { updates.push_back(op); });
-    SmallVector<Value> newErrors;
-    SmallVector<DictionaryAttr> errorAttrs;
+    // The updated errors, returned with their states once all are built.
+    SmallVector<std::pair<Value, StateAttr>> newErrors;
     for (AdamOp adam : updates) {
       Location loc = adam.getLoc();
       b.setInsertionPoint(adam);
@@ -128,19 +128,19 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
         StringRef name = fn.getArgAttrOfType<StateAttr>(param.getArgNumber(),
                                                         kStateAttrName)
                              .getName();
-        const int64_t n =
-            cast<RankedTensorType>(param.getType()).getNumElements();
-        const int64_t p = compressedSize(n, groupSize);
-        Value workerError = addErrorArgument(
-            fn, p, StateKind::worker_error, name, newErrors, errorAttrs);
-        Value serverError =
-            addErrorArgument(fn, p / groupSize, StateKind::server_error, name,
-                             newErrors, errorAttrs);
+        const int64_t p = compressedSize(
+            cast<RankedTensorType>(param.getType()).getNumElements(),
+            groupSize);
+        auto workerState = StateAttr::get(ctx, StateKind::worker_error, name);
+        auto serverState = StateAttr::get(ctx, StateKind::server_error, name);
+        BlockArgument workerError = addErrorArgument(fn, p, workerState);
+        BlockArgument serverError =
+            addErrorArgument(fn, p / groupSize, serverState);
         CompressedAllReduce reduced = buildCompressedAllReduce(
             b, loc, momentum, workerError, serverError, skip, groupSize);
         momentum = reduced.result;
-        newErrors[newErrors.size() - 2] = reduced.newWorkerError;
-        newErrors.back() = reduced.newServerError;
+        newErrors.push_back({reduced.newWorkerError, workerState});
+        newErrors.push_back({reduced.newServerError, serverState});
       }
       auto frozen = b.create<FrozenAdamOp>(
           loc, TypeRange{adam.getParam().getType(), adam.getExpAvg().getType()},
@@ -151,35 +151,28 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
       adam.getNewExpAvgSq().replaceAllUsesWith(adam.getExpAvgSq());
       adam.erase();
     }
-    // The updated errors are results with the errors' states.
-    for (auto [value, attrs] : llvm::zip(newErrors, errorAttrs)) {
+    for (auto [value, state] : newErrors) {
       const unsigned r = ret.getNumOperands();
       ret->insertOperands(r, value);
-      NamedAttrList resultAttrs;
-      resultAttrs.set(kStateAttrName, attrs.get(kStateAttrName));
-      fn.insertResult(r, value.getType(), resultAttrs.getDictionary(ctx));
+      NamedAttrList attrs;
+      attrs.set(kStateAttrName, state);
+      fn.insertResult(r, value.getType(), attrs.getDictionary(ctx));
     }
   }
 
-  /// Appends a per-rank error buffer argument of `elements` f32 elements;
-  /// records it (to be replaced by its update) in `values`.
+  /// Appends a per-rank f32 argument of `elements` elements holding
+  /// `state` (a compression error).
   BlockArgument addErrorArgument(func::FuncOp fn, int64_t elements,
-                                 StateKind kind, StringRef name,
-                                 SmallVectorImpl<Value> &values,
-                                 SmallVectorImpl<DictionaryAttr> &attrs) {
+                                 StateAttr state) {
     MLIRContext *ctx = &getContext();
-    NamedAttrList list;
-    list.set(kStateAttrName, StateAttr::get(ctx, kind, name));
-    list.set(kPerRankAttrName, UnitAttr::get(ctx));
-    DictionaryAttr dict = list.getDictionary(ctx);
+    NamedAttrList attrs;
+    attrs.set(kStateAttrName, state);
+    attrs.set(kPerRankAttrName, UnitAttr::get(ctx));
     const unsigned index = fn.getNumArguments();
     fn.insertArgument(index,
                       RankedTensorType::get({elements}, Float32Type::get(ctx)),
-                      dict, fn.getLoc());
-    BlockArgument arg = fn.getArgument(index);
-    values.push_back(arg);
-    attrs.push_back(dict);
-    return arg;
+                      attrs.getDictionary(ctx), fn.getLoc());
+    return fn.getArgument(index);
   }
 };
 
