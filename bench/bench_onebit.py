@@ -11,7 +11,7 @@ The script needs a private network namespace: when the only interface it
 sees is not `lo` alone, it re-executes itself under `unshare -n` (root, or a
 user allowed to unshare). It brings `lo` up (`ip link set lo up`) and makes
 Open MPI use TCP over that loopback only, no shared memory, with the ring
-all-reduce, exactly as test/tools/Inputs/dp/loopback_bytes.py does
+all-reduce, with the flags of test/tools/Inputs/dp/loopback.py
 (`--mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include
 lo --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm
 4`). Every rank runs one thread (OMP_NUM_THREADS=1).
@@ -82,13 +82,11 @@ os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "reference"))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "tools", "Inputs", "dp"))
 import dsc_reference as R  # noqa: E402
+from loopback import MCA, lo_tx_bytes  # noqa: E402
 
 NETNS_FLAG = "DSC_BENCH_ONEBIT_NETNS"
-MCA = ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
-       "--mca", "oob_tcp_if_include", "lo",
-       "--mca", "coll_tuned_use_dynamic_rules", "1",
-       "--mca", "coll_tuned_allreduce_algorithm", "4"]
 WEIGHT_DECAY = 0.01
 
 
@@ -176,14 +174,6 @@ def enter_private_netns():
     os.environ[NETNS_FLAG] = "1"
     sys.stdout.flush()
     os.execv(unshare, [unshare, "-n", sys.executable, os.path.abspath(__file__)] + sys.argv[1:])
-
-
-def lo_tx_bytes():
-    for line in open("/proc/net/dev"):
-        name, _, fields = line.partition(":")
-        if name.strip() == "lo":
-            return int(fields.split()[8])
-    sys.exit("no loopback device in /proc/net/dev")
 
 
 def tcp_goodput_gbit(nbytes=32 << 20):

@@ -61,6 +61,14 @@ private:
   [[noreturn]] void declareLost(const char *what, double waitedSeconds);
   /// MPI counts are ints: splits `n` items into chunks MPI can take.
   static constexpr int64_t kMaxCount = int64_t(1) << 30;
+  /// A count of one call (`what`: "all_gather", `unit`: "bytes per rank")
+  /// that MPI can take, or an error.
+  static int countOf(const char *what, int64_t n, const char *unit) {
+    if (n < 0 || n > kMaxCount)
+      throw Error(std::string(what) + ": " + std::to_string(n) + " " + unit +
+                  " is outside [0, 2^30]");
+    return int(n);
+  }
 
   MPI_Comm world = MPI_COMM_NULL; ///< the collectives' communicator
   MPI_Comm alarm = MPI_COMM_NULL; ///< "I timed out" messages
@@ -198,11 +206,9 @@ void MpiCommunicator::allReduce(float *data, int64_t n, ReduceOp op) {
 
 void MpiCommunicator::reduceScatter(const float *in, float *out,
                                     int64_t nPerRank, ReduceOp op) {
-  if (nPerRank < 0 || nPerRank > kMaxCount)
-    throw Error("reduce_scatter: " + std::to_string(nPerRank) +
-                " elements per rank is outside [0, 2^30]");
+  const int count = countOf("reduce_scatter", nPerRank, "elements per rank");
   MPI_Request request;
-  check(MPI_Ireduce_scatter_block(in, out, int(nPerRank), MPI_FLOAT,
+  check(MPI_Ireduce_scatter_block(in, out, count, MPI_FLOAT,
                                   op == ReduceOp::Max ? MPI_MAX : MPI_SUM,
                                   world, &request),
         "MPI_Ireduce_scatter_block");
@@ -214,12 +220,10 @@ void MpiCommunicator::reduceScatter(const float *in, float *out,
 
 void MpiCommunicator::allGather(const void *in, void *out,
                                 int64_t bytesPerRank) {
-  if (bytesPerRank < 0 || bytesPerRank > kMaxCount)
-    throw Error("all_gather: " + std::to_string(bytesPerRank) +
-                " bytes per rank is outside [0, 2^30]");
+  const int count = countOf("all_gather", bytesPerRank, "bytes per rank");
   MPI_Request request;
-  check(MPI_Iallgather(in, int(bytesPerRank), MPI_BYTE, out, int(bytesPerRank),
-                       MPI_BYTE, world, &request),
+  check(MPI_Iallgather(in, count, MPI_BYTE, out, count, MPI_BYTE, world,
+                       &request),
         "MPI_Iallgather");
   wait(request, "all_gather");
   sent[CollectiveKind::AllGather] += bytesPerRank * (worldSize - 1);
@@ -227,12 +231,10 @@ void MpiCommunicator::allGather(const void *in, void *out,
 
 void MpiCommunicator::allToAll(const void *in, void *out,
                                int64_t bytesPerPeer) {
-  if (bytesPerPeer < 0 || bytesPerPeer > kMaxCount)
-    throw Error("all_to_all: " + std::to_string(bytesPerPeer) +
-                " bytes per peer is outside [0, 2^30]");
+  const int count = countOf("all_to_all", bytesPerPeer, "bytes per peer");
   MPI_Request request;
-  check(MPI_Ialltoall(in, int(bytesPerPeer), MPI_BYTE, out, int(bytesPerPeer),
-                      MPI_BYTE, world, &request),
+  check(MPI_Ialltoall(in, count, MPI_BYTE, out, count, MPI_BYTE, world,
+                      &request),
         "MPI_Ialltoall");
   wait(request, "all_to_all");
   sent[CollectiveKind::AllToAll] += bytesPerPeer * (worldSize - 1);

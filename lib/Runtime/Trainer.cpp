@@ -314,24 +314,22 @@ const Function &Trainer::applyFunction(int64_t optimizerStep) const {
 
 Tensor Trainer::wholeTensorOf(int id) const {
   Tensor t = tensorOf(id);
-  if (prog.buffers[size_t(id)].perRank) {
-    std::vector<char> all(t.bytes.size() * size_t(comm.size()));
-    comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-    t.shape.insert(t.shape.begin(), comm.size());
-    t.bytes = std::move(all);
+  if (!gatheredOnSave(id))
     return t;
-  }
-  if (!isShard(id))
-    return t;
-  // ZeRO: rank i holds elements [i*s, (i+1)*s) of the flattened, padded
-  // tensor; the padding is cut off.
   std::vector<char> all(t.bytes.size() * size_t(comm.size()));
   comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-  t.shape = prog.buffers[size_t(id)].wholeShape;
-  int64_t elements = 1;
-  for (int64_t d : t.shape)
-    elements *= d;
-  all.resize(size_t(elements) * dtypeSize(t.dtype));
+  if (prog.buffers[size_t(id)].perRank) {
+    // One row per rank.
+    t.shape.insert(t.shape.begin(), comm.size());
+  } else {
+    // ZeRO: rank i holds elements [i*s, (i+1)*s) of the flattened, padded
+    // tensor; the padding is cut off.
+    t.shape = prog.buffers[size_t(id)].wholeShape;
+    int64_t elements = 1;
+    for (int64_t d : t.shape)
+      elements *= d;
+    all.resize(size_t(elements) * dtypeSize(t.dtype));
+  }
   t.bytes = std::move(all);
   return t;
 }
@@ -459,9 +457,10 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   // DeepSpeed advances neither the optimizer's step nor the LR scheduler on
   // a skipped (overflowed) step: the counter is the applied updates + 1.
   const int stepBuf = buffer(BufferRole::Input, "step");
-  *storage.i64(stepBuf) = step - skipped + 1;
+  const int64_t optimizerStep = step - skipped + 1;
+  *storage.i64(stepBuf) = optimizerStep;
   backend.upload(storage, {stepBuf});
-  backend.run(prog, applyFunction(step - skipped + 1), storage,
+  backend.run(prog, applyFunction(optimizerStep), storage,
               RngContext{seed, uint64_t(step)});
   const int lrBuf = buffer(BufferRole::Output, "lr");
   const int normBuf = buffer(BufferRole::Output, "grad_norm");

@@ -1,8 +1,9 @@
 //===- OptimizersCpu.cpp - Optimizer, schedule and loss-scale CPU kernels -===//
 //
-// adam, lamb and sgd, 1-bit Adam's ema_update and frozen_adam, lr_schedule, global_norm and clip_coefficient, the
-// fp16 loss scaler (check_finite, loss_scale, unscale_clip,
-// update_loss_scale), and runOptimizers, their dispatch. The loss-scaler
+// adam, lamb and sgd, 1-bit Adam's ema_update and frozen_adam,
+// lr_schedule, global_norm and clip_coefficient, the fp16 loss scaler
+// (check_finite, loss_scale, unscale_clip, update_loss_scale), and
+// runOptimizers, their dispatch. The loss-scaler
 // kernels follow deepspeed/runtime/fp16/loss_scaler.py and
 // fused_optimizer.py line by line.
 //

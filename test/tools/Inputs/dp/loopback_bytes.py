@@ -13,20 +13,10 @@ import os
 import subprocess
 import sys
 
+from loopback import MCA, lo_tx_bytes
+
 n, mpirun, dsc_run, model, config, data, work = sys.argv[1:8]
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-MCA = ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
-       "--mca", "oob_tcp_if_include", "lo",
-       "--mca", "coll_tuned_use_dynamic_rules", "1",
-       "--mca", "coll_tuned_allreduce_algorithm", "4"]
-
-
-def lo_tx_bytes():
-    for line in open("/proc/net/dev"):
-        name, _, fields = line.partition(":")
-        if name.strip() == "lo":
-            return int(fields.split()[8])
-    sys.exit("no loopback device in /proc/net/dev")
 
 
 def run(steps):
