@@ -310,6 +310,10 @@ void emitKernel(KernelSpec &s) {
     return emitEmbeddingLoss(s, d);
   case rt::KernelFamily::Optimizers:
     return emitOptimizers(s, d);
+  case rt::KernelFamily::Gated:
+    return emitGated(s, d);
+  case rt::KernelFamily::Rotary:
+    return emitRotary(s, d);
   // GEMMs are cuBLASLt descriptors, collectives go to the communicator.
   case rt::KernelFamily::Gemm:
   case rt::KernelFamily::Collective:

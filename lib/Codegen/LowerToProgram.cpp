@@ -222,6 +222,8 @@ FailureOr<AttrValue> convertAttr(Attribute attr, rt::AttrKind kind) {
     return enumName<ReduceKindAttr>(attr);
   case rt::AttrKind::MeshAxis:
     return enumName<MeshAxisAttr>(attr);
+  case rt::AttrKind::RopeScaling:
+    return enumName<RopeScalingAttr>(attr);
   }
   return failure();
 }

@@ -32,6 +32,8 @@ constexpr int64_t kLayerNormFlops = 8;
 constexpr int64_t kRmsNormFlops = 5; // square, sum, scale, weight
 constexpr int64_t kCrossEntropyFlops = 5;
 constexpr int64_t kMaskFlops = 4;
+constexpr int64_t kSiluFlops = 5;   // exp, add, divide, multiply
+constexpr int64_t kRotaryFlops = 6; // sin, cos, two multiply-adds
 
 /// One model class per op, parameterised by the FLOP rule and cheapness.
 template <typename OpT, int64_t (*Flops)(OpT), bool Cheap>
@@ -122,6 +124,11 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
            perInput<SoftmaxDropoutOp, kSoftmaxFlops + kDropoutFlops>, false>(
         ctx);
     attach<AttentionOp, attentionFlops, false>(ctx);
+    attach<RotaryOp, perResult<RotaryOp, kRotaryFlops>, true>(ctx);
+    attach<RepeatKvOp, zeroFlops<RepeatKvOp>, true>(ctx);
+    attach<SiluOp, perResult<SiluOp, kSiluFlops>, true>(ctx);
+    attach<MulOp, perResult<MulOp, kAddFlops>, true>(ctx);
+    attach<SwigluOp, perResult<SwigluOp, kSiluFlops + kAddFlops>, true>(ctx);
   });
 }
 

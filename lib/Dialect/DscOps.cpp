@@ -466,17 +466,30 @@ LogicalResult SoftmaxDropoutGradOp::verify() {
                      shapeOf(getProbs()));
 }
 
-/// q, k, v (and `others`) [B, H, T, D]; lse [B, H, T].
+/// q and the `sameAsQ` tensors [B, H, T, D]; the `keyValue` tensors
+/// [B, KV, T, D] with H a multiple of KV (grouped-query attention); lse
+/// [B, H, T].
 static LogicalResult
 verifyAttentionShapes(Operation *op, Value q,
-                      ArrayRef<std::pair<StringRef, Value>> others,
+                      ArrayRef<std::pair<StringRef, Value>> sameAsQ,
+                      ArrayRef<std::pair<StringRef, Value>> keyValue,
                       Value lse) {
   ArrayRef<int64_t> x = shapeOf(q);
   if (x.size() != 4)
     return op->emitOpError("expects q of rank 4 [B, H, T, D], got ")
            << shapeStr(x);
-  for (auto [name, v] : others)
+  for (auto [name, v] : sameAsQ)
     if (failed(expectShape(op, name, shapeOf(v), x)))
+      return failure();
+  ArrayRef<int64_t> kv = shapeOf(keyValue.front().second);
+  if (kv.size() != 4 || kv[0] != x[0] || kv[2] != x[2] || kv[3] != x[3] ||
+      kv[1] <= 0 || x[1] % kv[1] != 0)
+    return op->emitOpError("k ")
+           << shapeStr(kv) << " does not match q " << shapeStr(x)
+           << " (expected [B, KV, T, D] with KV dividing the " << x[1]
+           << " query heads)";
+  for (auto [name, v] : keyValue)
+    if (failed(expectShape(op, name, shapeOf(v), kv)))
       return failure();
   if (failed(expectShape(op, "lse", shapeOf(lse), x.drop_back())))
     return failure();
@@ -484,10 +497,8 @@ verifyAttentionShapes(Operation *op, Value q,
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionShapes(*this, getQ(),
-                                   {{"k", getK()},
-                                    {"v", getV()},
-                                    {"result", getResult()}},
+  if (failed(verifyAttentionShapes(*this, getQ(), {{"result", getResult()}},
+                                   {{"k", getK()}, {"v", getV()}},
                                    getLse())))
     return failure();
   // The lse has no gradient rule: a forward use of it would be silently
@@ -500,16 +511,85 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return verifyAttentionShapes(*this, getQ(),
-                               {{"gradient", getGrad()},
-                                {"k", getK()},
-                                {"v", getV()},
-                                {"out", getOut()},
-                                {"q_grad", getQGrad()},
-                                {"k_grad", getKGrad()},
-                                {"v_grad", getVGrad()}},
-                               getLse());
+  return verifyAttentionShapes(
+      *this, getQ(),
+      {{"gradient", getGrad()}, {"out", getOut()}, {"q_grad", getQGrad()}},
+      {{"k", getK()},
+       {"v", getV()},
+       {"k_grad", getKGrad()},
+       {"v_grad", getVGrad()}},
+      getLse());
 }
+
+//===----------------------------------------------------------------------===//
+// LLaMA: rotary embeddings, grouped-query heads, SwiGLU
+//===----------------------------------------------------------------------===//
+
+LogicalResult RotaryOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  if (x.size() != 4 || x[3] % 2 != 0)
+    return emitOpError("expects [B, H, T, D] heads with an even D, got ")
+           << shapeStr(x);
+  if (getTheta().convertToDouble() <= 1.0)
+    return emitOpError("theta must be > 1, got ")
+           << getTheta().convertToDouble();
+  if (getScaling() != RopeScaling::none && getFactor().convertToDouble() < 1.0)
+    return emitOpError("factor must be >= 1, got ")
+           << getFactor().convertToDouble();
+  if (getScaling() == RopeScaling::llama3 &&
+      (getLowFreqFactor().convertToDouble() <= 0.0 ||
+       getHighFreqFactor().convertToDouble() <=
+           getLowFreqFactor().convertToDouble() ||
+       getOriginalMaxPositions() <= 0))
+    return emitOpError("llama3 scaling needs 0 < low_freq_factor < "
+                       "high_freq_factor and original_max_positions > 0");
+  if (failed(verifyFloatElementTypes(*this)))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), x);
+}
+
+/// [B, KV, T, D] (`kv`) against [B, KV * groups, T, D] (`heads`).
+static LogicalResult verifyRepeatKv(Operation *op, Value kv, Value heads,
+                                    int64_t groups) {
+  ArrayRef<int64_t> k = shapeOf(kv);
+  if (groups <= 0)
+    return op->emitOpError("groups must be positive, got ") << groups;
+  if (k.size() != 4)
+    return op->emitOpError("expects [B, KV, T, D] heads, got ")
+           << shapeStr(k);
+  if (failed(verifyFloatElementTypes(op)))
+    return failure();
+  return expectShape(op, "repeated heads", shapeOf(heads),
+                     {k[0], k[1] * groups, k[2], k[3]});
+}
+
+LogicalResult RepeatKvOp::verify() {
+  return verifyRepeatKv(*this, getInput(), getResult(), getGroups());
+}
+
+LogicalResult RepeatKvGradOp::verify() {
+  return verifyRepeatKv(*this, getResult(), getGrad(), getGroups());
+}
+
+/// Every operand and result of `op` has the shape of its first operand.
+static LogicalResult verifyAllSameShape(Operation *op) {
+  if (failed(verifyFloatElementTypes(op)))
+    return failure();
+  ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (failed(expectShape(op, "operand #" + std::to_string(i), shapeOf(v), x)))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (failed(expectShape(op, "result #" + std::to_string(i), shapeOf(v), x)))
+      return failure();
+  return success();
+}
+
+LogicalResult SiluOp::verify() { return verifyAllSameShape(*this); }
+LogicalResult SiluGradOp::verify() { return verifyAllSameShape(*this); }
+LogicalResult MulOp::verify() { return verifyAllSameShape(*this); }
+LogicalResult SwigluOp::verify() { return verifyAllSameShape(*this); }
+LogicalResult SwigluGradOp::verify() { return verifyAllSameShape(*this); }
 
 /// logits [..., V] against labels [...].
 static LogicalResult verifyLogitsLabels(Operation *op, Value logits,

@@ -74,6 +74,43 @@ void GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                            getInput(), getApproximationAttr());
 }
 
+void RotaryOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  // A rotation's gradient is its transpose: the rotation the other way.
+  auto grad = cast<RotaryOp>(b.clone(*getOperation()));
+  grad->setOperand(0, resultGrads[0]);
+  grad.setInverse(!getInverse());
+  operandGrads[0] = grad.getResult();
+}
+
+void RepeatKvOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<RepeatKvGradOp>(
+      getLoc(), getInput().getType(), resultGrads[0], getGroupsAttr());
+}
+
+void SiluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                           SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<SiluGradOp>(getLoc(), getInput().getType(),
+                                         resultGrads[0], getInput());
+}
+
+void MulOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                          SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  operandGrads[0] = b.create<MulOp>(getLoc(), getLhs().getType(), dy, getRhs());
+  operandGrads[1] = b.create<MulOp>(getLoc(), getRhs().getType(), dy, getLhs());
+}
+
+void SwigluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  auto grad = b.create<SwigluGradOp>(
+      getLoc(), TypeRange{getGate().getType(), getUp().getType()},
+      resultGrads[0], getGate(), getUp());
+  operandGrads[0] = grad.getGateGrad();
+  operandGrads[1] = grad.getUpGrad();
+}
+
 void DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   // Same stream, same mask: the gradient is the dropout of the gradient.
@@ -247,9 +284,9 @@ void AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   // The verifier allows only dsc.attention_grad to read the lse, so no
   // gradient reaches it; the backward recomputes the probabilities from
   // q, k and the lse instead of keeping them.
-  Type type = getQ().getType();
   auto grad = b.create<AttentionGradOp>(
-      getLoc(), TypeRange{type, type, type}, resultGrads[0], getQ(), getK(),
+      getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
+      resultGrads[0], getQ(), getK(),
       getV(), getResult(), getLse(), getScaleAttr(), getCausalAttr(),
       getRateAttr(), getStreamAttr());
   operandGrads[0] = grad.getQGrad();

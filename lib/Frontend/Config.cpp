@@ -498,6 +498,7 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
   // Defaults of transformers' BertConfig.
   ModelConfig m;
   m.type = ModelType::BERT;
+  m.typeName = "bert";
   m.vocabSize = 30522;
   m.hidden = 768;
   m.numLayers = 12;
@@ -567,6 +568,194 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
   }
   checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
                  m.numHeads);
+  return m;
+}
+
+/// rope_scaling: null, or {"rope_type" (or the older "type"): "default" |
+/// "linear" | "llama3", "factor", and llama3's low_freq_factor,
+/// high_freq_factor and original_max_position_embeddings}.
+RopeConfig parseRopeScaling(const Ctx &c, const json &v, RopeConfig rope) {
+  if (v.is_null())
+    return rope;
+  c.object("rope_scaling", v);
+  const char *types = "\"default\", \"linear\" or \"llama3\"";
+  auto typeIt = v.find("rope_type");
+  if (typeIt == v.end())
+    typeIt = v.find("type");
+  if (typeIt == v.end())
+    c.fail(std::string("rope_scaling.rope_type: missing; expected ") + types);
+  const std::string &t = c.string("rope_scaling.rope_type", *typeIt, types);
+  std::vector<std::string> allowed = {"rope_type", "type"};
+  if (t == "default")
+    rope.scaling = RopeScaling::None;
+  else if (t == "linear")
+    rope.scaling = RopeScaling::Linear;
+  else if (t == "llama3")
+    rope.scaling = RopeScaling::Llama3;
+  else
+    c.fail("rope_scaling.rope_type: " + show(*typeIt) +
+           " is not supported; expected " + types);
+  if (rope.scaling != RopeScaling::None)
+    allowed.push_back("factor");
+  if (rope.scaling == RopeScaling::Llama3)
+    allowed.insert(allowed.end(),
+                   {"low_freq_factor", "high_freq_factor",
+                    "original_max_position_embeddings"});
+  c.checkKeys("rope_scaling", v, allowed);
+  auto required = [&](const char *key) -> const json & {
+    auto it = v.find(key);
+    if (it == v.end())
+      c.fail(std::string("rope_scaling.") + key + ": missing (rope_type " +
+             t + " needs it)");
+    return *it;
+  };
+  if (rope.scaling == RopeScaling::None)
+    return rope;
+  rope.factor = c.number("rope_scaling.factor", required("factor"),
+                         [](double x) { return x >= 1; }, "a number >= 1");
+  if (rope.scaling == RopeScaling::Llama3) {
+    rope.lowFreqFactor = c.positiveNumber("rope_scaling.low_freq_factor",
+                                          required("low_freq_factor"));
+    rope.highFreqFactor = c.positiveNumber("rope_scaling.high_freq_factor",
+                                           required("high_freq_factor"));
+    rope.originalMaxPositions =
+        c.dimension("rope_scaling.original_max_position_embeddings",
+                    required("original_max_position_embeddings"));
+    if (rope.highFreqFactor <= rope.lowFreqFactor)
+      c.fail("rope_scaling.high_freq_factor (" +
+             show(v["high_freq_factor"]) +
+             ") must be greater than low_freq_factor (" +
+             show(v["low_freq_factor"]) + ")");
+  }
+  return rope;
+}
+
+/// LlamaForCausalLM and the model types whose keys map onto its graph:
+/// MistralForCausalLM (no sliding window shorter than the sequence) and
+/// Qwen2ForCausalLM (biases on q, k and v; no sliding window).
+ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
+  const bool mistral = type == "mistral", qwen2 = type == "qwen2";
+  // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config.
+  ModelConfig m;
+  m.type = ModelType::LLaMA;
+  m.typeName = type;
+  m.vocabSize = qwen2 ? 151936 : 32000;
+  m.hidden = 4096;
+  m.intermediate = mistral ? 14336 : qwen2 ? 22016 : 11008;
+  m.numLayers = 32;
+  m.numHeads = 32;
+  std::optional<int64_t> kvHeads;
+  if (mistral)
+    kvHeads = 8;
+  m.maxPositions = mistral ? 4096 * 32 : qwen2 ? 32768 : 2048;
+  m.layerNormEps = 1e-6;
+  m.initializerRange = 0.02;
+  m.embdDropout = m.residDropout = m.attnDropout = 0.0;
+  m.tieEmbeddings = false;
+  m.qkvBias = qwen2;
+  m.slidingWindow = mistral ? 4096 : 0;
+  bool qwenSlidingWindow = false;
+
+  std::vector<std::string> archKeys = {
+      "model_type",        "vocab_size",          "hidden_size",
+      "intermediate_size", "num_hidden_layers",   "num_attention_heads",
+      "num_key_value_heads", "head_dim",          "hidden_act",
+      "max_position_embeddings", "rms_norm_eps",  "rope_theta",
+      "rope_scaling",      "tie_word_embeddings", "attention_dropout",
+      "initializer_range", "pretraining_tp"};
+  if (mistral)
+    archKeys.push_back("sliding_window");
+  else if (qwen2)
+    archKeys.insert(archKeys.end(),
+                    {"sliding_window", "use_sliding_window",
+                     "max_window_layers"});
+  else
+    archKeys.insert(archKeys.end(), {"attention_bias", "mlp_bias"});
+  auto known = [&](const std::string &k) {
+    return std::find(archKeys.begin(), archKeys.end(), k) != archKeys.end();
+  };
+  json ropeScaling;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string &k = it.key();
+    const json &v = it.value();
+    if (k == "model_type")
+      continue;
+    if (!known(k)) {
+      if (!handleIgnored(c, k, v, kCommonIgnored))
+        unknownModelKey(c, k, archKeys);
+      continue;
+    }
+    if (k == "vocab_size")
+      m.vocabSize = c.dimension(k, v);
+    else if (k == "hidden_size")
+      m.hidden = c.dimension(k, v);
+    else if (k == "intermediate_size")
+      m.intermediate = c.dimension(k, v);
+    else if (k == "num_hidden_layers")
+      m.numLayers = c.layerCount(k, v);
+    else if (k == "num_attention_heads")
+      m.numHeads = c.dimension(k, v);
+    else if (k == "num_key_value_heads")
+      kvHeads = v.is_null() ? std::optional<int64_t>()
+                            : std::optional<int64_t>(c.dimension(k, v));
+    else if (k == "head_dim")
+      m.headDim = v.is_null() ? 0 : c.dimension(k, v);
+    else if (k == "hidden_act") {
+      // transformers' ACT2FN: "silu" and "swish" are both SiLU.
+      const std::string &act = c.string(k, v, "\"silu\"");
+      if (act != "silu" && act != "swish")
+        c.fail(k + ": " + show(v) + " is not supported; expected \"silu\" "
+                                    "(SwiGLU)");
+    } else if (k == "max_position_embeddings")
+      m.maxPositions = c.dimension(k, v);
+    else if (k == "rms_norm_eps")
+      m.layerNormEps = c.positiveNumber(k, v);
+    else if (k == "rope_theta")
+      m.rope.theta = c.number(k, v, [](double x) { return x > 1; },
+                              "a number > 1");
+    else if (k == "rope_scaling")
+      ropeScaling = v;
+    else if (k == "tie_word_embeddings")
+      m.tieEmbeddings = c.boolean(k, v);
+    else if (k == "attention_dropout")
+      m.attnDropout = c.probability(k, v);
+    else if (k == "initializer_range")
+      m.initializerRange = c.nonNegativeNumber(k, v);
+    else if (k == "pretraining_tp") {
+      // Only a different (sliced) way to compute the same projections.
+      c.integer(k, v, 1, kMaxDimension, "a positive integer");
+    } else if (k == "attention_bias")
+      m.qkvBias = m.outBias = c.boolean(k, v);
+    else if (k == "mlp_bias")
+      m.mlpBias = c.boolean(k, v);
+    else if (k == "sliding_window")
+      m.slidingWindow = v.is_null() ? 0 : c.dimension(k, v);
+    else if (k == "use_sliding_window")
+      qwenSlidingWindow = c.boolean(k, v);
+    else if (k == "max_window_layers")
+      c.integer(k, v, 0, kMaxLayers, "an integer >= 0");
+  }
+  m.rope = parseRopeScaling(c, ropeScaling, m.rope);
+  // Qwen2 slides its window only when use_sliding_window is true.
+  if (qwen2) {
+    if (qwenSlidingWindow)
+      c.fail("use_sliding_window: true is not supported; dsc attends to the "
+             "whole sequence");
+    m.slidingWindow = 0;
+  }
+  m.numKvHeads = kvHeads ? *kvHeads : m.numHeads;
+  if (m.numHeads % m.numKvHeads != 0)
+    c.fail("num_attention_heads (" + std::to_string(m.numHeads) +
+           ") must be divisible by num_key_value_heads (" +
+           std::to_string(m.numKvHeads) + ")");
+  if (!m.headDim)
+    checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
+                   m.numHeads);
+  int64_t headDim = m.headDim ? m.headDim : m.hidden / m.numHeads;
+  if (headDim % 2 != 0)
+    c.fail("head_dim (" + std::to_string(headDim) +
+           ") must be even: rotary embeddings rotate pairs of dimensions");
+  m.headDim = headDim;
   return m;
 }
 
@@ -1032,14 +1221,16 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
   const std::string name = "dsc.fusion";
   c.object(name, sec);
   c.checkKeys(name, sec,
-              {"qkv", "bias_gelu", "bias_dropout_add", "softmax_dropout",
-               "residual_layer_norm", "attention"});
+              {"qkv", "bias_gelu", "swiglu", "bias_dropout_add",
+               "softmax_dropout", "residual_layer_norm", "attention"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     bool on = c.boolean(name + "." + it.key(), it.value());
     if (it.key() == "qkv")
       f.qkv = on;
     else if (it.key() == "bias_gelu")
       f.biasGelu = on;
+    else if (it.key() == "swiglu")
+      f.swiglu = on;
     else if (it.key() == "softmax_dropout")
       f.softmaxDropout = on;
     else if (it.key() == "residual_layer_norm")
@@ -1088,7 +1279,8 @@ ModelConfig parseModelConfigText(const std::string &text,
                                  const std::string &origin) {
   Ctx c(origin);
   json j = parseJson(text, c);
-  const char *types = "\"gpt2\" or \"bert\"";
+  const char *types =
+      "\"gpt2\", \"bert\", \"llama\", \"mistral\" or \"qwen2\"";
   auto it = j.find("model_type");
   if (it == j.end())
     c.fail(std::string("model_type: missing; expected ") + types);
@@ -1097,6 +1289,8 @@ ModelConfig parseModelConfigText(const std::string &text,
     return parseGpt2(c, j);
   if (t == "bert")
     return parseBert(c, j);
+  if (t == "llama" || t == "mistral" || t == "qwen2")
+    return parseLlama(c, j, t);
   c.fail("model_type: " + show(*it) + " is not supported; expected " + types);
 }
 
@@ -1268,9 +1462,18 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
                                                : 4 * model.hidden);
   const double T = double(train.seqLen ? train.seqLen : model.maxPositions);
   const double B = double(train.microBatch);
-  const double params = (V + double(model.maxPositions)) * d +
-                        L * (4 * d * d + 2 * d * ffn);
-  const double activations = L * B * T * (16 * d + 2 * ffn + 3 * H * T);
+  const bool llama = model.type == ModelType::LLaMA;
+  // Attention projections: q and o over the heads' width, k and v over the
+  // key/value heads' (all four d * d without grouped-query attention).
+  const double attnWidth = double(model.attentionWidth());
+  const double kvWidth =
+      llama ? double(model.numKvHeads * model.headDim) : attnWidth;
+  const double params =
+      (V * (model.tieEmbeddings ? 1 : 2) +
+       (llama ? 0.0 : double(model.maxPositions))) * d +
+      L * (2 * d * attnWidth + 2 * d * kvWidth + (llama ? 3 : 2) * d * ffn);
+  const double activations =
+      L * B * T * (16 * d + (llama ? 4 : 2) * ffn + 3 * H * T);
   const double bytes = 4 * (4 * params + activations + 2 * B * T * V);
   if (bytes > kMaxStepBytes) {
     char text[64];
@@ -1291,7 +1494,14 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
     throw ConfigError("dsc.mask_token_id (" + str(train.maskTokenId) +
                       ") must be less than the model's vocab_size (" +
                       str(model.vocabSize) + ")");
-  if (!gpt2 && train.maskTokenId < 0 && model.vocabSize <= kBertMaskTokenId)
+  if (model.slidingWindow && T > double(model.slidingWindow))
+    throw ConfigError("model config: sliding_window (" +
+                      str(model.slidingWindow) + ") is shorter than the "
+                      "sequence (" + str(int64_t(T)) + "); sliding-window "
+                      "attention is not supported, so train with dsc.seq_len "
+                      "<= sliding_window");
+  if (model.type == ModelType::BERT && train.maskTokenId < 0 &&
+      model.vocabSize <= kBertMaskTokenId)
     throw ConfigError(
         "dsc.mask_token_id is not set and the default " +
         str(kBertMaskTokenId) + " (bert-base [MASK]) "

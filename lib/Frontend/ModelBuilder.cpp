@@ -1,10 +1,11 @@
 //===- ModelBuilder.cpp - GPT-2 and BERT as dsc IR -----------------------===//
 //
-// Emits the forward graph of GPT2LMHeadModel and BertForMaskedLM the way
-// Hugging Face computes them, op by op, so the IR is what a user who knows
-// those models expects to read. Parameter names and layouts are Hugging
-// Face's: GPT-2 Conv1D weights are [in, out], BERT nn.Linear weights are
-// [out, in] (dsc.linear with transpose_w), output embeddings are tied.
+// Emits the forward graph of GPT2LMHeadModel, BertForMaskedLM and
+// LlamaForCausalLM the way Hugging Face computes them, op by op, so the IR
+// is what a user who knows those models expects to read. Parameter names
+// and layouts are Hugging Face's: GPT-2 Conv1D weights are [in, out], BERT
+// and LLaMA nn.Linear weights are [out, in] (dsc.linear with transpose_w);
+// GPT-2 and BERT tie the output embeddings, LLaMA's config chooses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,6 +86,52 @@ public:
     Value bias = zerosParam(prefix + ".bias", {out});
     return linear(x, w, bias, transposeW);
   }
+  /// An nn.Linear `<prefix>` ([out, in] weight, normal(std)) with a zero
+  /// bias only when `bias` (LLaMA's projections mostly have none).
+  Value dense(Value x, const std::string &prefix, int64_t in, int64_t out,
+              double std, bool bias) {
+    if (bias)
+      return projection(x, prefix, in, out, std, /*transposeW=*/true);
+    Value w = normalParam(prefix + ".weight", {out, in}, std);
+    return linear(x, w, Value(), /*transposeW=*/true);
+  }
+  Value rmsNorm(Value x, const std::string &prefix, double eps) {
+    int64_t c = typeOf(x).getShape().back();
+    Value weight = param(prefix + ".weight", {c}, InitKind::ones);
+    return b.create<RmsNormOp>(loc, x.getType(), x, weight,
+                               b.getF64FloatAttr(eps));
+  }
+  /// [B, T, H*D] -> [B, H, T, D].
+  Value splitHeads(Value x, int64_t heads) {
+    auto shape = typeOf(x).getShape();
+    auto type = f32Type({shape[0], heads, shape[1], shape[2] / heads});
+    return b.create<SplitHeadsOp>(loc, TypeRange{type}, x,
+                                  b.getI64IntegerAttr(heads))
+        .getParts()[0];
+  }
+  Value rotary(Value x, const ::dsc::RopeConfig &rope) {
+    RopeScaling scaling = rope.scaling == ::dsc::RopeScaling::Linear
+                              ? RopeScaling::linear
+                          : rope.scaling == ::dsc::RopeScaling::Llama3
+                              ? RopeScaling::llama3
+                              : RopeScaling::none;
+    return b.create<RotaryOp>(
+        loc, x.getType(), x, b.getF64FloatAttr(rope.theta),
+        RopeScalingAttr::get(ctx, scaling), b.getF64FloatAttr(rope.factor),
+        b.getF64FloatAttr(rope.lowFreqFactor),
+        b.getF64FloatAttr(rope.highFreqFactor),
+        b.getI64IntegerAttr(rope.originalMaxPositions), b.getBoolAttr(false));
+  }
+  /// Key/value heads [B, KV, T, D] repeated for `groups` query heads each.
+  Value repeatKv(Value x, int64_t groups) {
+    if (groups == 1)
+      return x;
+    auto shape = typeOf(x).getShape();
+    return b.create<RepeatKvOp>(
+        loc, f32Type({shape[0], shape[1] * groups, shape[2], shape[3]}), x,
+        b.getI64IntegerAttr(groups));
+  }
+
   /// LayerNorm with parameters `<prefix>.weight` (ones) and `.bias` (zeros).
   Value layerNorm(Value x, const std::string &prefix, double eps) {
     int64_t c = typeOf(x).getShape().back();
@@ -135,18 +182,25 @@ public:
       llvm::append_range(qkv, split.getParts());
     }
     assert(qkv.size() == 3 && "attention needs q, k and v");
-    auto headShape = typeOf(qkv[0]).getShape(); // [B, H, T, D]
-    int64_t t = headShape[2], d = headShape[3];
+    return attendHeads(qkv[0], qkv[1], qkv[2], causal, attnDropout);
+  }
+
+  /// softmax(q k^T / sqrt(D)) v on [B, H, T, D] heads, merged back to
+  /// [B, T, H*D].
+  Value attendHeads(Value q, Value k, Value v, bool causal,
+                    double attnDropout) {
+    auto headShape = typeOf(q).getShape(); // [B, H, T, D]
+    int64_t heads = headShape[1], t = headShape[2], d = headShape[3];
     auto scoreType = f32Type({headShape[0], heads, t, t});
     Value scores = b.create<BatchMatmulOp>(
-        loc, scoreType, qkv[0], qkv[1], b.getBoolAttr(false),
-        b.getBoolAttr(true), b.getF64FloatAttr(1.0));
+        loc, scoreType, q, k, b.getBoolAttr(false), b.getBoolAttr(true),
+        b.getF64FloatAttr(1.0));
     Value probs = b.create<SoftmaxOp>(loc, scoreType, scores,
                                       b.getF64FloatAttr(1.0 / std::sqrt(d)),
                                       b.getBoolAttr(causal));
     probs = dropout(probs, attnDropout);
     Value context = b.create<BatchMatmulOp>(
-        loc, qkv[0].getType(), probs, qkv[2], b.getBoolAttr(false),
+        loc, q.getType(), probs, v, b.getBoolAttr(false),
         b.getBoolAttr(false), b.getF64FloatAttr(1.0));
     return b.create<MergeHeadsOp>(
         loc, f32Type({headShape[0], t, heads * d}), ValueRange{context});
@@ -255,6 +309,50 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
   return g.crossEntropy(logits, mask.getLabels());
 }
 
+/// LlamaForCausalLM (also Mistral and Qwen2): pre-RMSNorm blocks, rotary
+/// embeddings on q and k, grouped-query attention, SwiGLU MLP, a head of its
+/// own unless tie_word_embeddings.
+Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
+                 Value targets, Value &logits) {
+  int64_t c = m.hidden, hd = m.headDim, heads = m.numHeads,
+          kv = m.numKvHeads;
+  double std = m.initializerRange, eps = m.layerNormEps;
+  Value embed = g.normalParam("model.embed_tokens.weight", {m.vocabSize, c},
+                              std);
+  Value h = g.embedding(embed, ids);
+  for (int64_t l = 0; l < m.numLayers; ++l) {
+    Operation *before = g.lastOp();
+    std::string lp = "model.layers." + std::to_string(l) + ".";
+    Value a = g.rmsNorm(h, lp + "input_layernorm", eps);
+    std::string sp = lp + "self_attn.";
+    Value q = g.dense(a, sp + "q_proj", c, heads * hd, std, m.qkvBias);
+    Value k = g.dense(a, sp + "k_proj", c, kv * hd, std, m.qkvBias);
+    Value v = g.dense(a, sp + "v_proj", c, kv * hd, std, m.qkvBias);
+    q = g.rotary(g.splitHeads(q, heads), m.rope);
+    k = g.rotary(g.splitHeads(k, kv), m.rope);
+    v = g.splitHeads(v, kv);
+    a = g.attendHeads(q, g.repeatKv(k, heads / kv), g.repeatKv(v, heads / kv),
+                      /*causal=*/true, m.attnDropout);
+    h = g.add(h, g.dense(a, sp + "o_proj", heads * hd, c, std, m.outBias));
+    Value f = g.rmsNorm(h, lp + "post_attention_layernorm", eps);
+    std::string mp = lp + "mlp.";
+    Value gate = g.dense(f, mp + "gate_proj", c, m.intermediate, std,
+                         m.mlpBias);
+    Value up = g.dense(f, mp + "up_proj", c, m.intermediate, std, m.mlpBias);
+    Value act = g.b.create<SiluOp>(g.loc, gate.getType(), gate);
+    f = g.b.create<MulOp>(g.loc, up.getType(), act, up);
+    h = g.add(h, g.dense(f, mp + "down_proj", m.intermediate, c, std,
+                         m.mlpBias));
+    g.tagLayer(before, l);
+  }
+  h = g.rmsNorm(h, "model.norm", eps);
+  Value head = m.tieEmbeddings
+                   ? embed
+                   : g.normalParam("lm_head.weight", {m.vocabSize, c}, std);
+  logits = g.linear(h, head, Value(), /*transposeW=*/true);
+  return g.crossEntropy(logits, targets);
+}
+
 } // namespace
 
 auto ::dsc::importModel(MLIRContext &ctx,
@@ -262,8 +360,7 @@ auto ::dsc::importModel(MLIRContext &ctx,
                          const ::dsc::ImportOptions &opts)
     -> OwningOpRef<ModuleOp> {
   ctx.loadDialect<DscDialect, func::FuncDialect>();
-  Location loc = NameLoc::get(StringAttr::get(
-      &ctx, model.type == ::dsc::ModelType::GPT2 ? "gpt2" : "bert"));
+  Location loc = NameLoc::get(StringAttr::get(&ctx, model.typeName));
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   OpBuilder mb = OpBuilder::atBlockEnd(module->getBody());
   auto idType = RankedTensorType::get({opts.microBatch, opts.seqLen},
@@ -274,9 +371,18 @@ auto ::dsc::importModel(MLIRContext &ctx,
   GraphBuilder g(fn);
   Value ids = block->getArgument(0), targets = block->getArgument(1);
   Value logits;
-  Value loss = model.type == ::dsc::ModelType::GPT2
-                   ? buildGpt2(g, model, ids, targets, logits)
-                   : buildBert(g, model, opts, ids, logits);
+  Value loss;
+  switch (model.type) {
+  case ::dsc::ModelType::GPT2:
+    loss = buildGpt2(g, model, ids, targets, logits);
+    break;
+  case ::dsc::ModelType::BERT:
+    loss = buildBert(g, model, opts, ids, logits);
+    break;
+  case ::dsc::ModelType::LLaMA:
+    loss = buildLlama(g, model, ids, targets, logits);
+    break;
+  }
   g.b.create<func::ReturnOp>(loc, ValueRange{loss, logits});
 
   fn.setFunctionType(mb.getFunctionType(block->getArgumentTypes(),
@@ -296,7 +402,6 @@ auto ::dsc::importModel(MLIRContext &ctx,
   module->getOperation()->setAttr(::dsc::kVocabSizeAttr,
                                   mb.getI64IntegerAttr(model.vocabSize));
   module->getOperation()->setAttr(
-      ::dsc::kModelTypeAttr,
-      mb.getStringAttr(model.type == ::dsc::ModelType::GPT2 ? "gpt2" : "bert"));
+      ::dsc::kModelTypeAttr, mb.getStringAttr(model.typeName));
   return module;
 }

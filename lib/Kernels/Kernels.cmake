@@ -13,6 +13,8 @@ set(DSC_KERNELS_CPU_SOURCES
   ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLossCpu.cpp
   ${DSC_KERNELS_DIR}/Optimizers/OptimizersCpu.cpp
   ${DSC_KERNELS_DIR}/Compression/CompressionCpu.cpp
+  ${DSC_KERNELS_DIR}/Gated/GatedCpu.cpp
+  ${DSC_KERNELS_DIR}/Rotary/RotaryCpu.cpp
   ${DSC_KERNELS_DIR}/Gemm/GemmCpu.cpp
 )
 
@@ -23,6 +25,8 @@ set(DSC_KERNELS_EMIT_SOURCES
   ${DSC_KERNELS_DIR}/Attention/AttentionEmit.cpp
   ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLossEmit.cpp
   ${DSC_KERNELS_DIR}/Optimizers/OptimizersEmit.cpp
+  ${DSC_KERNELS_DIR}/Gated/GatedEmit.cpp
+  ${DSC_KERNELS_DIR}/Rotary/RotaryEmit.cpp
 )
 
 # The CUDA device library, pasted into every emitted translation unit: these
@@ -35,5 +39,7 @@ set(DSC_KERNELS_CUDA_LIBRARY
   ${DSC_KERNELS_DIR}/Attention/Attention.cuh
   ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLoss.cuh
   ${DSC_KERNELS_DIR}/Optimizers/Optimizers.cuh
+  ${DSC_KERNELS_DIR}/Gated/Gated.cuh
+  ${DSC_KERNELS_DIR}/Rotary/Rotary.cuh
   ${DSC_KERNELS_DIR}/Gemm/Gemm.cuh
 )

@@ -129,6 +129,10 @@ void CpuBackend::dispatch(cpu::Exec &e) {
     return runCollective(e);
   case KernelFamily::Compression:
     return cpu::runCompression(e);
+  case KernelFamily::Gated:
+    return cpu::runGated(e);
+  case KernelFamily::Rotary:
+    return cpu::runRotary(e);
   }
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
 }

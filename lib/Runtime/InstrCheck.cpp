@@ -115,6 +115,9 @@ public:
   void concatSplit();
   void softmax();
   void attention();
+  void pointwise();
+  void rotary();
+  void repeatKv();
   void crossEntropy();
   void mlmMask();
   void optimizer();
@@ -393,20 +396,79 @@ void Checker::softmax() {
 /// Attention(q, k, v) -> out, lse; AttentionGrad(dout, q, k, v, out, lse)
 /// -> dq, dk, dv. q, k, v, out and their gradients are [B, H, T, D], lse is
 /// [B, H, T].
+/// Attention(q, k, v) -> out, lse; AttentionGrad(dout, q, k, v, out, lse)
+/// -> dq, dk, dv. k and v (and dk, dv) may have fewer heads than q
+/// (grouped-query attention): [B, KV, T, D] with KV dividing H.
 void Checker::attention() {
   const bool grad = I.op == Opcode::AttentionGrad;
-  const Buffer &q = in(grad ? 1 : 0);
+  const size_t qi = grad ? 1 : 0;
+  const Buffer &q = in(qi), &k = in(qi + 1);
   if (q.shape.size() != 4)
     fail("q '" + q.name + "' must be [B,H,T,D], got " + shapeStr(q.shape));
+  d.B = q.shape[0];
+  d.H = q.shape[1];
   d.BH = q.shape[0] * q.shape[1];
   d.T = q.shape[2];
   d.D = q.shape[3];
-  const int64_t rows = d.BH * d.T, n = rows * d.D;
-  for (size_t k = grad ? 0 : 1; k < I.inputs.size(); ++k)
-    count(in(k), k == 5 ? rows : n, k == 5 ? "lse" : "input");
-  for (size_t k = 0; k < I.outputs.size(); ++k)
-    count(out(k), k == 1 && !grad ? rows : n, "output");
+  if (k.shape.size() != 4 || k.shape[1] <= 0 || d.H % k.shape[1] != 0)
+    fail("k '" + k.name + "' " + shapeStr(k.shape) +
+         " must be [B,KV,T,D] with KV dividing q's " + std::to_string(d.H) +
+         " heads");
+  d.groups = d.H / k.shape[1];
+  const int64_t rows = d.BH * d.T, n = rows * d.D, kvN = n / d.groups;
+  const auto sizeOf = [&](size_t input) {
+    if (input == 5)
+      return rows;
+    return input == qi + 1 || input == qi + 2 ? kvN : n;
+  };
+  for (size_t i = grad ? 0 : 1; i < I.inputs.size(); ++i)
+    count(in(i), sizeOf(i), i == 5 ? "lse" : "input");
+  for (size_t o = 0; o < I.outputs.size(); ++o)
+    count(out(o), grad ? (o == 0 ? n : kvN) : (o == 1 ? rows : n), "output");
   rate();
+}
+
+/// Silu(x), SiluGrad(dy, x), Mul(a, b), Swiglu(gate, up), SwigluGrad(dy,
+/// gate, up) -> dgate, dup: every operand has the same number of elements.
+void Checker::pointwise() {
+  d.n = in(0).numElements();
+  for (size_t i = 1; i < I.inputs.size(); ++i)
+    count(in(i), d.n, "input");
+  for (size_t o = 0; o < I.outputs.size(); ++o)
+    count(out(o), d.n, "output");
+}
+
+/// Rotary(x) -> y on [B, H, T, D] heads with an even D.
+void Checker::rotary() {
+  const Buffer &x = in(0);
+  if (x.shape.size() != 4 || x.shape[3] % 2 != 0)
+    fail("x '" + x.name + "' must be [B,H,T,D] with an even D, got " +
+         shapeStr(x.shape));
+  d.B = x.shape[0];
+  d.H = x.shape[1];
+  d.T = x.shape[2];
+  d.D = x.shape[3];
+  d.n = x.numElements();
+  count(out(0), d.n, "output");
+  const std::string &scaling = I.getString("scaling");
+  if (scaling != "none" && scaling != "linear" && scaling != "llama3")
+    fail("unknown scaling '" + scaling + "'");
+}
+
+/// RepeatKv(x [B, KV, T, D]) -> [B, KV*G, T, D]; RepeatKvGrad the reverse.
+void Checker::repeatKv() {
+  const bool grad = I.op == Opcode::RepeatKvGrad;
+  const Buffer &kv = grad ? out(0) : in(0);
+  d.groups = I.getInt("groups");
+  if (kv.shape.size() != 4 || d.groups <= 0)
+    fail("'" + kv.name + "' must be [B,KV,T,D] with groups > 0, got " +
+         shapeStr(kv.shape) + " and groups " + std::to_string(d.groups));
+  d.B = kv.shape[0];
+  d.H = kv.shape[1];
+  d.T = kv.shape[2];
+  d.D = kv.shape[3];
+  d.n = kv.numElements();
+  count(grad ? in(0) : out(0), d.n * d.groups, "repeated heads");
 }
 
 /// CrossEntropy(logits, labels) -> loss; CrossEntropyGrad(dloss, logits,
@@ -667,6 +729,15 @@ void Checker::family() {
     return;
   case OpFamily::Compression:
     compression();
+    return;
+  case OpFamily::Pointwise:
+    pointwise();
+    return;
+  case OpFamily::Rotary:
+    rotary();
+    return;
+  case OpFamily::RepeatKv:
+    repeatKv();
     return;
   case OpFamily::Resize:
     d.n = in(0).numElements();

@@ -5,6 +5,8 @@
 // dsc.attention. The backward then recomputes the probabilities per tile
 // from q, k and the saved log-sum-exp instead of keeping the [B, H, T, T]
 // probabilities (and their dropout) alive from the forward to the backward.
+// Keys and values repeated for grouped-query attention (dsc.repeat_kv) are
+// read from their shared heads: the fused kernels never copy them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +85,13 @@ std::optional<Chain> matchAttentionCore(BatchMatmulOp ctx) {
   return c;
 }
 
+/// The shared key/value heads behind a dsc.repeat_kv, else `v` itself.
+Value unrepeated(Value v) {
+  if (auto repeat = v.getDefiningOp<RepeatKvOp>())
+    return repeat.getInput();
+  return v;
+}
+
 struct FuseAttention : OpRewritePattern<BatchMatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(BatchMatmulOp ctx,
@@ -92,11 +101,14 @@ struct FuseAttention : OpRewritePattern<BatchMatmulOp> {
       return rewriter.notifyMatchFailure(ctx, "not the context product of "
                                               "an attention core");
     auto type = cast<RankedTensorType>(ctx.getType());
+    // Read before the rewrite erases the products that use them.
+    Value keys = c->scores.getRhs(), values = ctx.getRhs();
     auto lseType = RankedTensorType::get(type.getShape().drop_back(),
                                          type.getElementType());
     auto fused = rewriter.create<AttentionOp>(
         ctx.getLoc(), TypeRange{type, lseType}, c->scores.getLhs(),
-        c->scores.getRhs(), ctx.getRhs(), rewriter.getF64FloatAttr(c->scale),
+        unrepeated(c->scores.getRhs()), unrepeated(ctx.getRhs()),
+        rewriter.getF64FloatAttr(c->scale),
         rewriter.getBoolAttr(c->causal),
         c->rate ? c->rate : rewriter.getF64FloatAttr(0.0),
         c->stream ? c->stream : rewriter.getI64IntegerAttr(0));
@@ -106,6 +118,10 @@ struct FuseAttention : OpRewritePattern<BatchMatmulOp> {
       rewriter.eraseOp(c->dropout);
     rewriter.eraseOp(c->softmax);
     rewriter.eraseOp(c->scores);
+    for (Value repeated : {keys, values})
+      if (auto repeat = repeated.getDefiningOp<RepeatKvOp>())
+        if (repeat->use_empty())
+          rewriter.eraseOp(repeat);
     return success();
   }
 };

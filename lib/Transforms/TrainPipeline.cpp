@@ -4,7 +4,7 @@
 // fills TrainingPipelineOptions from the model and DeepSpeed configs, dsc-opt
 // registers it as --dsc-train-pipeline. Order:
 //
-//   forward-graph fusions (qkv, bias-gelu, bias-dropout-add,
+//   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
 //     residual-layer-norm, attention, softmax-dropout)
 //   -dsc-autodiff, -dsc-build-train-step
 //   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (it rounds what the
@@ -32,6 +32,8 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createDscFuseQkv());
   if (o.fuseBiasGelu)
     pm.addPass(createDscFuseBiasGelu());
+  if (o.fuseSwiglu)
+    pm.addPass(createDscFuseSwiglu());
   if (o.fuseBiasDropoutAdd)
     pm.addPass(createDscFuseBiasDropoutAdd());
   if (o.fuseResidualLayerNorm)

@@ -99,6 +99,7 @@ void fillPipelineOptions(const dsc::TrainConfig &train,
   const dsc::FusionConfig &fusion = train.fusion;
   p.fuseQkv = fusion.qkv;
   p.fuseBiasGelu = fusion.biasGelu;
+  p.fuseSwiglu = fusion.swiglu;
   p.fuseBiasDropoutAdd = fusion.biasDropoutAdd;
   p.fuseResidualLayerNorm = fusion.biasDropoutAdd && fusion.residualLayerNorm;
   p.fuseAttention = fusion.attention;

@@ -14,6 +14,17 @@ def Dsc_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::mlir::dsc";
 }
 
+def Dsc_RopeScaling : I32EnumAttr<"RopeScaling",
+    "how rotary embeddings stretch positions (Hugging Face rope_scaling)", [
+      I32EnumAttrCase<"none", 0>,    // plain RoPE
+      I32EnumAttrCase<"linear", 1>,  // every frequency divided by factor
+      I32EnumAttrCase<"llama3", 2>   // Llama 3.1's per-wavelength blend
+    ]> {
+  let cppNamespace = "::mlir::dsc";
+  let genSpecializedAttr = 0;
+}
+def Dsc_RopeScalingAttr : EnumAttr<Dsc_Dialect, Dsc_RopeScaling, "rope_scaling">;
+
 def Dsc_HalfFormat : I32EnumAttr<"HalfFormat",
     "16-bit floating-point format of -dsc-mixed-precision", [
       I32EnumAttrCase<"f16", 0>,  // IEEE binary16

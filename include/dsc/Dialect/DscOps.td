@@ -143,6 +143,67 @@ def Dsc_RmsNormOp : Dsc_DiffOp<"rms_norm"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+def Dsc_RotaryOp : Dsc_DiffOp<"rotary"> {
+  let summary = "Rotary position embedding of [B, H, T, D] heads (LLaMA)";
+  let description = [{
+    Hugging Face's half rotation: for i < D/2 and position t (the index in
+    T), with angle a = t * f_i,
+      y[i]       = x[i] cos a - x[i + D/2] sin a
+      y[i + D/2] = x[i + D/2] cos a + x[i] sin a.
+    The frequencies f_i = theta^(-2i/D) are stretched by `scaling`: linear
+    divides them by `factor`; llama3 divides those whose wavelength exceeds
+    original_max_positions / low_freq_factor by `factor`, keeps those below
+    original_max_positions / high_freq_factor and blends in between
+    (transformers' _compute_llama3_parameters). `inverse` rotates by -a,
+    which is both the inverse and the gradient (a rotation's transpose).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta,
+                       DefaultValuedAttr<Dsc_RopeScalingAttr,
+                           "::mlir::dsc::RopeScaling::none">:$scaling,
+                       DefaultValuedAttr<F64Attr, "1.0">:$factor,
+                       DefaultValuedAttr<F64Attr, "1.0">:$low_freq_factor,
+                       DefaultValuedAttr<F64Attr, "4.0">:$high_freq_factor,
+                       DefaultValuedAttr<I64Attr, "8192">:$original_max_positions,
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_RepeatKvOp : Dsc_DiffOp<"repeat_kv"> {
+  let summary = "Grouped-query attention: each key/value head serves `groups` query heads";
+  let description = [{
+    `[B, KV, T, D] -> [B, KV * groups, T, D]`, head h reading head
+    h / groups (Hugging Face's repeat_kv). `-dsc-fuse-attention` absorbs it:
+    the fused kernels index the shared head instead of copying it. The
+    gradient is `dsc.repeat_kv_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, I64Attr:$groups);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SiluOp : Dsc_DiffOp<"silu"> {
+  let summary = "SiLU (swish): x * sigmoid(x)";
+  let arguments = (ins Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_MulOp : Dsc_DiffOp<"mul"> {
+  let summary = "Elementwise product of two tensors of one shape";
+  let arguments = (ins Dsc_FloatTensor:$lhs, Dsc_FloatTensor:$rhs);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SwigluOp : Dsc_DiffOp<"swiglu"> {
+  let summary = "Fused SwiGLU gate: silu(gate) * up";
+  let description = [{
+    `dsc.mul (dsc.silu %gate), %up` in one pass (LLaMA's MLP), without the
+    silu output as an intermediate. Produced by `-dsc-fuse-swiglu`; its
+    gradient is one `dsc.swiglu_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$gate, Dsc_FloatTensor:$up);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_GeluOp : Dsc_DiffOp<"gelu"> {
   let summary = "GELU, tanh approximation (gelu_new) or exact erf (gelu)";
   let arguments = (ins Dsc_FloatTensor:$input,
@@ -233,7 +294,9 @@ def Dsc_AttentionOp : Dsc_DiffOp<"attention", [Dsc_Stochastic]> {
     dropout mask element is the index in the [B, H, T, T] probabilities, so
     fused and unfused steps draw the same mask. `%lse` has no gradient and
     only `dsc.attention_grad` may read it. Produced by -dsc-fuse-attention;
-    its gradient is one `dsc.attention_grad`.
+    its gradient is one `dsc.attention_grad`. Grouped-query attention:
+    `%k, %v : [B, KV, T, D]` with H a multiple of KV; query head h reads
+    key/value head h / (H / KV), which is never copied.
   }];
   let arguments = (ins Dsc_FloatTensor:$q, Dsc_FloatTensor:$k,
                        Dsc_FloatTensor:$v,
@@ -452,6 +515,25 @@ def Dsc_GeluGradOp : Dsc_Op<"gelu_grad"> {
     $approximation $grad `,` $input attr-dict `:` type($grad) `,` type($input)
     `->` type($result)
   }];
+}
+
+def Dsc_SiluGradOp : Dsc_Op<"silu_grad"> {
+  let summary = "dx = dy * silu'(x)";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SwigluGradOp : Dsc_Op<"swiglu_grad"> {
+  let summary = "Gradients of dsc.swiglu w.r.t. gate and up, one pass";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$gate,
+                       Dsc_FloatTensor:$up);
+  let results = (outs Dsc_FloatTensor:$gate_grad, Dsc_FloatTensor:$up_grad);
+}
+
+def Dsc_RepeatKvGradOp : Dsc_Op<"repeat_kv_grad"> {
+  let summary = "Gradient of dsc.repeat_kv: the sum over each head's group";
+  let arguments = (ins Dsc_FloatTensor:$grad, I64Attr:$groups);
+  let results = (outs Dsc_FloatTensor:$result);
 }
 
 def Dsc_BiasGeluGradOp : Dsc_Op<"bias_gelu_grad"> {

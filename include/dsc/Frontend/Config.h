@@ -21,12 +21,30 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class ModelType { GPT2, BERT };
+/// LLaMA covers the Hugging Face model types llama, mistral and qwen2 (one
+/// graph: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU).
+enum class ModelType { GPT2, BERT, LLaMA };
 enum class GeluApprox { Tanh, Erf };
 
-/// Architecture hyper-parameters, normalised across GPT-2 and BERT key names.
+/// rope_scaling's rope_type: none (null or "default"), "linear" (positions
+/// divided by factor) or "llama3" (Llama 3.1's per-frequency blend).
+enum class RopeScaling { None, Linear, Llama3 };
+
+/// Rotary position embeddings (LLaMA family): rope_theta and rope_scaling.
+struct RopeConfig {
+  double theta = 10000.0;
+  RopeScaling scaling = RopeScaling::None;
+  double factor = 1.0;
+  double lowFreqFactor = 1.0;              ///< llama3 only
+  double highFreqFactor = 4.0;             ///< llama3 only
+  int64_t originalMaxPositions = 8192;     ///< llama3 only
+};
+
+/// Architecture hyper-parameters, normalised across GPT-2, BERT and LLaMA
+/// key names.
 struct ModelConfig {
   ModelType type = ModelType::GPT2;
+  std::string typeName = "gpt2"; ///< model_type as written (llama, qwen2...)
   int64_t vocabSize = 0;
   int64_t maxPositions = 0;   ///< n_positions / max_position_embeddings
   int64_t hidden = 0;         ///< n_embd / hidden_size
@@ -34,12 +52,27 @@ struct ModelConfig {
   int64_t numHeads = 0;       ///< n_head / num_attention_heads
   int64_t intermediate = 0;   ///< n_inner (null: 4*hidden) / intermediate_size
   int64_t typeVocabSize = 0;  ///< BERT only (token_type_embeddings rows)
-  double layerNormEps = 1e-5; ///< layer_norm_epsilon / layer_norm_eps
+  double layerNormEps = 1e-5; ///< layer_norm_epsilon / layer_norm_eps /
+                              ///< rms_norm_eps
   double initializerRange = 0.02;
   double embdDropout = 0.0;   ///< embd_pdrop / hidden_dropout_prob
   double residDropout = 0.0;  ///< resid_pdrop / hidden_dropout_prob
   double attnDropout = 0.0;   ///< attn_pdrop / attention_probs_dropout_prob
   GeluApprox gelu = GeluApprox::Tanh; ///< gelu_new -> Tanh, gelu -> Erf
+  // LLaMA family only.
+  int64_t numKvHeads = 0;     ///< num_key_value_heads (grouped-query)
+  int64_t headDim = 0;        ///< head_dim (default hidden / heads)
+  RopeConfig rope;
+  bool tieEmbeddings = true;  ///< tie_word_embeddings (LLaMA default false)
+  bool qkvBias = false;       ///< attention_bias (llama), always (qwen2)
+  bool outBias = false;       ///< attention_bias (llama): o_proj's bias
+  bool mlpBias = false;       ///< mlp_bias
+  int64_t slidingWindow = 0;  ///< mistral's sliding_window; 0: none
+
+  /// Width of the attention heads together (heads * head dim).
+  int64_t attentionWidth() const {
+    return numHeads * (headDim ? headDim : hidden / numHeads);
+  }
 };
 
 /// Reads and validates a Hugging Face config.json.
@@ -85,6 +118,7 @@ constexpr int64_t kBertMaskTokenId = 103;
 struct FusionConfig {
   bool qkv = true;            ///< -dsc-fuse-qkv
   bool biasGelu = true;       ///< -dsc-fuse-bias-gelu
+  bool swiglu = true;         ///< -dsc-fuse-swiglu
   bool biasDropoutAdd = true; ///< -dsc-fuse-bias-dropout-add
   bool softmaxDropout = true; ///< -dsc-fuse-softmax-dropout
   bool attention = true;      ///< -dsc-fuse-attention

@@ -1,6 +1,6 @@
 //===- ModelBuilder.h - Model config -> dsc IR -----------------*- C++ -*-===//
 //
-// Imports a GPT-2 or BERT architecture as
+// Imports a GPT-2, BERT or LLaMA-family architecture as
 //   func.func @forward(params..., %input_ids: tensor<BxTxi32>,
 //                      %targets: tensor<BxTxi32>) -> (loss, logits)
 // in dsc ops. Every parameter argument carries #dsc.param with its Hugging

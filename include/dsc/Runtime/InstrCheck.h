@@ -52,6 +52,10 @@ struct InstrDims {
   /// SplitHeads / BiasSplitHeads / MergeHeads: [B, T, parts*H*D] and
   /// `parts` head tensors [B, H, T, D]. Attention: q [B, H, T, D], BH = B*H.
   int64_t B = 0, T = 0, H = 0, D = 0, BH = 0, parts = 0;
+  /// Attention: query heads per key/value head (k, v are [B, H/groups, T,
+  /// D]). Rotary: x [B, H, T, D]. RepeatKv(Grad): the key/value heads
+  /// [B, H, T, D] and the copies of each.
+  int64_t groups = 1;
   /// Concat / Split: the whole tensor as [outer, sum(widths), inner].
   int64_t outer = 1, inner = 1;
   std::vector<int64_t> widths;

@@ -96,14 +96,14 @@ enum class OpFamily {
   Linear,
   BatchMatmul, Norm, NormGrad, ResidualNorm, Gelu, Dropout, Bias, Heads,
   ConcatSplit, Softmax, Attention, CrossEntropy, MlmMask, Optimizer, Scalar,
-  Compression,
+  Compression, Pointwise, Rotary, RepeatKv,
 };
 
 /// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
 /// CPU, cuBLASLt on CUDA; Collective: the communicator).
 enum class KernelFamily {
   Elementwise, Norms, Attention, EmbeddingLoss, Optimizers, Gemm, Collective,
-  Compression,
+  Compression, Gated, Rotary,
 };
 
 /// How the CUDA backend runs an opcode.
@@ -120,6 +120,7 @@ enum class AttrKind {
   WarmupType,
   ReduceKind,
   MeshAxis,
+  RopeScaling,
 };
 
 struct AttrSpec {

@@ -56,6 +56,7 @@ inline StringRef stringifyRematPolicy(RematPolicy policy) {
 /// them together with its own patterns. -dsc-fuse-qkv and -dsc-remat stay
 /// walks: they decide over the whole function.
 void populateFuseBiasGeluPatterns(RewritePatternSet &patterns);
+void populateFuseSwigluPatterns(RewritePatternSet &patterns);
 void populateFuseSoftmaxDropoutPatterns(RewritePatternSet &patterns);
 void populateFuseBiasDropoutAddPatterns(RewritePatternSet &patterns);
 void populateFuseResidualLayerNormPatterns(RewritePatternSet &patterns);
@@ -87,6 +88,9 @@ struct TrainingPipelineOptions
   Option<bool> fuseBiasGelu{*this, "fuse-bias-gelu",
                             llvm::cl::desc("Run -dsc-fuse-bias-gelu"),
                             llvm::cl::init(false)};
+  Option<bool> fuseSwiglu{*this, "fuse-swiglu",
+                          llvm::cl::desc("Run -dsc-fuse-swiglu"),
+                          llvm::cl::init(false)};
   Option<bool> fuseBiasDropoutAdd{
       *this, "fuse-bias-dropout-add",
       llvm::cl::desc("Run -dsc-fuse-bias-dropout-add"), llvm::cl::init(false)};

@@ -79,6 +79,23 @@ def DscFuseBiasGelu : Pass<"dsc-fuse-bias-gelu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscFuseSwiglu : Pass<"dsc-fuse-swiglu", "::mlir::ModuleOp"> {
+  let summary = "SiLU gate times up projection in one op (LLaMA's MLP)";
+  let description = [{
+    A product whose operand is a SiLU used only there becomes one
+    `dsc.swiglu`; run before -dsc-autodiff, whose rule for it emits one
+    `dsc.swiglu_grad` for both operands' gradients.
+
+    ```mlir
+    %s = dsc.silu %gate
+    %h = dsc.mul %s, %up
+    // =>
+    %h = dsc.swiglu %gate, %up
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscFuseBiasDropoutAdd : Pass<"dsc-fuse-bias-dropout-add", "::mlir::ModuleOp"> {
   let summary = "Bias + dropout + residual add in one op";
   let description = [{

@@ -215,8 +215,10 @@ __device__ __forceinline__ bool attnValid(dsc_i64 i, dsc_i64 j) {
 }
 
 /// dsc.attention: out = dropout(softmax(scale q k^T)) v, lse of each row.
+/// Query head bh reads key/value head bh / GROUPS (grouped-query attention).
 template <typename TQ, typename TK, typename TV, typename TO, typename TC,
-          dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL, int WARPS>
+          dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL, int WARPS,
+          int GROUPS>
 __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
                                  TO *out, float *lse, float scale, float rate,
                                  float keepScale, Rng rng) {
@@ -228,7 +230,7 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
   __shared__ __align__(32) float sO[TILE * D];
   __shared__ float sM[TILE], sL[TILE];
   const dsc_i64 bh = blockIdx.x / TILES, i0 = (blockIdx.x % TILES) * TILE;
-  const dsc_i64 base = bh * T * D;
+  const dsc_i64 base = bh * T * D, kvBase = bh / GROUPS * T * D;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
   const float inf = __int_as_float(0x7f800000);
   loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
@@ -240,7 +242,7 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
   }
   const dsc_i64 keyEnd = CAUSAL ? (i0 + TILE < T ? i0 + TILE : T) : T;
   for (dsc_i64 j0 = 0; j0 < keyEnd; j0 += TILE) {
-    loadTile<T, D, TILE, WARPS>(k + base, j0, sKV);
+    loadTile<T, D, TILE, WARPS>(k + kvBase, j0, sKV);
     __syncthreads();
     mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sKV, D, sS,
                                                           TILE);
@@ -279,7 +281,7 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
       }
     }
     __syncthreads();
-    loadTile<T, D, TILE, WARPS>(v + base, j0, sKV);
+    loadTile<T, D, TILE, WARPS>(v + kvBase, j0, sKV);
     __syncthreads();
     mmaTile<TC, TILE, D, TILE, false, false, true, WARPS>(sP, TILE, sKV, D, sO,
                                                           D);
@@ -336,10 +338,11 @@ __device__ __forceinline__ void attentionDs(const float *sS, const float *sDP,
   }
 }
 
-/// dK and dV of one key tile: loops over the query tiles that see it.
+/// dK and dV of one key tile of key/value head kvh: loops over the GROUPS
+/// query heads that share it and the query tiles that see it.
 template <typename TG, typename TQ, typename TK, typename TV, typename TO,
           typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
-          int WARPS>
+          int WARPS, int GROUPS>
 __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
                                 const TV *v, const float *lse,
                                 const float *rowDot, TO *dk, TO *dv,
@@ -356,38 +359,41 @@ __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
   __shared__ __align__(32) float sDP[TILE * TILE];
   __shared__ __align__(32) float sDK[TILE * D];
   __shared__ __align__(32) float sDV[TILE * D];
-  const dsc_i64 bh = blockIdx.x / TILES, j0 = (blockIdx.x % TILES) * TILE;
-  const dsc_i64 base = bh * T * D;
-  loadTile<T, D, TILE, WARPS>(k + base, j0, sK);
-  loadTile<T, D, TILE, WARPS>(v + base, j0, sV);
+  const dsc_i64 kvh = blockIdx.x / TILES, j0 = (blockIdx.x % TILES) * TILE;
+  const dsc_i64 kvBase = kvh * T * D;
+  loadTile<T, D, TILE, WARPS>(k + kvBase, j0, sK);
+  loadTile<T, D, TILE, WARPS>(v + kvBase, j0, sV);
   for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32)
     sDK[e] = sDV[e] = 0.0f;
-  // Causal: query tiles ending before key j0 see none of this tile.
-  for (dsc_i64 i0 = CAUSAL ? j0 : 0; i0 < T; i0 += TILE) {
-    loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
-    loadTile<T, D, TILE, WARPS>(dout + base, i0, sG);
-    __syncthreads();
-    mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sK, D, sS,
-                                                          TILE);
-    mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sG, D, sV, D, sDP,
-                                                          TILE);
-    __syncthreads();
-    attentionDs<T, TILE, CAUSAL, true, WARPS>(sS, sDP, sP, sDS, lse, rowDot,
-                                              bh, i0, j0, scale, rate,
-                                              keepScale, rng);
-    __syncthreads();
-    // dv += (Z P)^T dout; dk += dS^T q (scaled when stored).
-    mmaTile<TC, TILE, D, TILE, true, false, true, WARPS>(sP, TILE, sG, D, sDV,
-                                                         D);
-    mmaTile<TC, TILE, D, TILE, true, false, true, WARPS>(sDS, TILE, sQ, D, sDK,
-                                                         D);
-    __syncthreads();
+  for (dsc_i64 bh = kvh * GROUPS; bh < (kvh + 1) * GROUPS; ++bh) {
+    const dsc_i64 base = bh * T * D;
+    // Causal: query tiles ending before key j0 see none of this tile.
+    for (dsc_i64 i0 = CAUSAL ? j0 : 0; i0 < T; i0 += TILE) {
+      loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
+      loadTile<T, D, TILE, WARPS>(dout + base, i0, sG);
+      __syncthreads();
+      mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sK, D, sS,
+                                                            TILE);
+      mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sG, D, sV, D, sDP,
+                                                            TILE);
+      __syncthreads();
+      attentionDs<T, TILE, CAUSAL, true, WARPS>(sS, sDP, sP, sDS, lse, rowDot,
+                                                bh, i0, j0, scale, rate,
+                                                keepScale, rng);
+      __syncthreads();
+      // dv += (Z P)^T dout; dk += dS^T q (scaled when stored).
+      mmaTile<TC, TILE, D, TILE, true, false, true, WARPS>(sP, TILE, sG, D, sDV,
+                                                           D);
+      mmaTile<TC, TILE, D, TILE, true, false, true, WARPS>(sDS, TILE, sQ, D, sDK,
+                                                           D);
+      __syncthreads();
+    }
   }
   for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32) {
     const dsc_i64 j = j0 + e / D;
     if (j < T) {
-      st(dk, base + j * D + e % D, scale * sDK[e]);
-      st(dv, base + j * D + e % D, sDV[e]);
+      st(dk, kvBase + j * D + e % D, scale * sDK[e]);
+      st(dv, kvBase + j * D + e % D, sDV[e]);
     }
   }
 }
@@ -395,7 +401,7 @@ __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
 /// dQ of one query tile: loops over the key tiles it sees.
 template <typename TG, typename TQ, typename TK, typename TV, typename TO,
           typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
-          int WARPS>
+          int WARPS, int GROUPS>
 __device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
                                const TV *v, const float *lse,
                                const float *rowDot, TO *dq, float scale,
@@ -410,15 +416,15 @@ __device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
   __shared__ __align__(32) float sDP[TILE * TILE];
   __shared__ __align__(32) float sDQ[TILE * D];
   const dsc_i64 bh = blockIdx.x / TILES, i0 = (blockIdx.x % TILES) * TILE;
-  const dsc_i64 base = bh * T * D;
+  const dsc_i64 base = bh * T * D, kvBase = bh / GROUPS * T * D;
   loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
   loadTile<T, D, TILE, WARPS>(dout + base, i0, sG);
   for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32)
     sDQ[e] = 0.0f;
   const dsc_i64 keyEnd = CAUSAL ? (i0 + TILE < T ? i0 + TILE : T) : T;
   for (dsc_i64 j0 = 0; j0 < keyEnd; j0 += TILE) {
-    loadTile<T, D, TILE, WARPS>(k + base, j0, sK);
-    loadTile<T, D, TILE, WARPS>(v + base, j0, sV);
+    loadTile<T, D, TILE, WARPS>(k + kvBase, j0, sK);
+    loadTile<T, D, TILE, WARPS>(v + kvBase, j0, sV);
     __syncthreads();
     mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sK, D, sS,
                                                           TILE);

@@ -153,9 +153,11 @@ inline int64_t attnKeyEnd(int64_t i1, int64_t T, bool causal) {
 
 /// dsc.attention over BH = B*H heads of [T, D]: out = dropout(softmax(scale
 /// q k^T, causal)) v and lse[BH, T] of the scaled, masked scores, with
-/// softmaxDropout's mask over the [BH, T, T] probabilities.
+/// softmaxDropout's mask over the [BH, T, T] probabilities. Query head bh
+/// reads key/value head bh / groups (grouped-query attention).
 void attention(const float *q, const float *k, const float *v, float *out,
-               float *lse, int64_t BH, int64_t T, int64_t D, float scale,
+               float *lse, int64_t BH, int64_t groups, int64_t T, int64_t D,
+               float scale,
                bool causal, double rate, uint32_t stream, uint64_t seed,
                uint64_t offset) {
   const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
@@ -168,8 +170,8 @@ void attention(const float *q, const float *k, const float *v, float *out,
     for (int64_t task = 0; task < BH * tiles; ++task) {
       const int64_t bh = task / tiles, i0 = (task % tiles) * kAttnTile;
       const int64_t br = std::min(kAttnTile, T - i0);
-      const float *qb = q + (bh * T + i0) * D, *kb = k + bh * T * D,
-                  *vb = v + bh * T * D;
+      const float *qb = q + (bh * T + i0) * D,
+                  *kb = k + bh / groups * T * D, *vb = v + bh / groups * T * D;
       float *acc = out + (bh * T + i0) * D; // accumulated in place
       fillF32(acc, br * D, 0.0f);
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
@@ -224,76 +226,94 @@ void attention(const float *q, const float *k, const float *v, float *out,
 }
 
 /// dsc.attention_grad: dq, dk, dv from the probabilities recomputed per
-/// tile from q, k and lse (FlashAttention-2's backward).
+/// tile from q, k and lse (FlashAttention-2's backward) for the query heads
+/// [h0, h0 + groups) that share one key/value head (grouped-query
+/// attention): dk and dv accumulate over them in head order.
+void attentionGradHeads(const float *dout, const float *q, const float *k,
+                        const float *v, const float *out, const float *lse,
+                        float *dq, float *dk, float *dv, int64_t h0,
+                        int64_t groups, int64_t T, int64_t D, float scale,
+                        bool causal, double rate, uint32_t stream,
+                        uint64_t seed, uint64_t offset, float *P, float *dP,
+                        float *rowDot) {
+  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+  const int64_t kvBase = h0 / groups * T * D;
+  const float *kb = k + kvBase, *vb = v + kvBase;
+  float *dkb = dk + kvBase, *dvb = dv + kvBase;
+  fillF32(dkb, T * D, 0.0f);
+  fillF32(dvb, T * D, 0.0f);
+  for (int64_t bh = h0; bh < h0 + groups; ++bh) {
+    const int64_t base = bh * T * D;
+    const float *qb = q + base, *gb = dout + base, *ob = out + base,
+                *lb = lse + bh * T;
+    float *dqb = dq + base;
+    // D_i = rowsum(dout * out) = rowsum(dP * P) of the softmax backward.
+    for (int64_t i = 0; i < T; ++i) {
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t d = 0; d < D; ++d)
+        dot += gb[i * D + d] * ob[i * D + d];
+      rowDot[i] = dot;
+    }
+    fillF32(dqb, T * D, 0.0f);
+    for (int64_t j0 = 0; j0 < T; j0 += kAttnTile) {
+      const int64_t bc = std::min(kAttnTile, T - j0);
+      // Causal: query tiles that end before key j0 see none of its keys.
+      for (int64_t i0 = causal ? j0 : 0; i0 < T; i0 += kAttnTile) {
+        const int64_t br = std::min(kAttnTile, T - i0);
+        // P = exp(scale * q k^T - lse) (0 where masked); dP = dout v^T.
+        gemm(false, true, br, bc, D, scale, qb + i0 * D, D, kb + j0 * D, D,
+             0.0f, P, bc);
+        gemm(false, true, br, bc, D, 1.0f, gb + i0 * D, D, vb + j0 * D, D,
+             0.0f, dP, bc);
+        for (int64_t r = 0; r < br; ++r) {
+          const int64_t i = i0 + r, n = attnValid(i, j0, bc, causal);
+          float *pr = P + r * bc, *dpr = dP + r * bc;
+          const float li = lb[i], di = rowDot[i];
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j)
+            pr[j] = expApprox(pr[j] - li);
+          for (int64_t j = n; j < bc; ++j)
+            pr[j] = 0.0f;
+          // dS = P * (Z dP - D), and P becomes the dropped Z P, where Z
+          // is keep / (1 - rate) or 0.
+          const int64_t e0 = (bh * T + i) * T + j0;
+          forDropoutMask(e0, e0 + bc, rate, stream, seed, offset,
+                         [&](int64_t e, bool keep) {
+                           const int64_t j = e - e0;
+                           const float z = keep ? keepScale : 0.0f;
+                           const float p = pr[j];
+                           dpr[j] = p * (z * dpr[j] - di);
+                           pr[j] = z * p;
+                         });
+        }
+        // dv += Zp^T dout; dq += scale dS k; dk += scale dS^T q.
+        gemm(true, false, bc, D, br, 1.0f, P, bc, gb + i0 * D, D, 1.0f,
+             dvb + j0 * D, D);
+        gemm(false, false, br, D, bc, scale, dP, bc, kb + j0 * D, D, 1.0f,
+             dqb + i0 * D, D);
+        gemm(true, false, bc, D, br, scale, dP, bc, qb + i0 * D, D, 1.0f,
+             dkb + j0 * D, D);
+      }
+    }
+  }
+}
+
+/// dsc.attention_grad over BH query heads, one task per key/value head.
 void attentionGrad(const float *dout, const float *q, const float *k,
                    const float *v, const float *out, const float *lse,
-                   float *dq, float *dk, float *dv, int64_t BH, int64_t T,
-                   int64_t D, float scale, bool causal, double rate,
+                   float *dq, float *dk, float *dv, int64_t BH, int64_t groups,
+                   int64_t T, int64_t D, float scale, bool causal, double rate,
                    uint32_t stream, uint64_t seed, uint64_t offset) {
-  const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
 #pragma omp parallel
   {
     const size_t tile = size_t(kAttnTile * kAttnTile);
     std::vector<float> P(tile), dP(tile), rowDot(static_cast<size_t>(T));
 #pragma omp for schedule(dynamic)
-    for (int64_t bh = 0; bh < BH; ++bh) {
-      const int64_t base = bh * T * D;
-      const float *qb = q + base, *kb = k + base, *vb = v + base,
-                  *gb = dout + base, *ob = out + base, *lb = lse + bh * T;
-      float *dqb = dq + base, *dkb = dk + base, *dvb = dv + base;
-      // D_i = rowsum(dout * out) = rowsum(dP * P) of the softmax backward.
-      for (int64_t i = 0; i < T; ++i) {
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t d = 0; d < D; ++d)
-          dot += gb[i * D + d] * ob[i * D + d];
-        rowDot[size_t(i)] = dot;
-      }
-      fillF32(dqb, T * D, 0.0f);
-      fillF32(dkb, T * D, 0.0f);
-      fillF32(dvb, T * D, 0.0f);
-      for (int64_t j0 = 0; j0 < T; j0 += kAttnTile) {
-        const int64_t bc = std::min(kAttnTile, T - j0);
-        // Causal: query tiles that end before key j0 see none of its keys.
-        for (int64_t i0 = causal ? j0 : 0; i0 < T;
-             i0 += kAttnTile) {
-          const int64_t br = std::min(kAttnTile, T - i0);
-          // P = exp(scale * q k^T - lse) (0 where masked); dP = dout v^T.
-          gemm(false, true, br, bc, D, scale, qb + i0 * D, D, kb + j0 * D, D,
-               0.0f, P.data(), bc);
-          gemm(false, true, br, bc, D, 1.0f, gb + i0 * D, D, vb + j0 * D, D,
-               0.0f, dP.data(), bc);
-          for (int64_t r = 0; r < br; ++r) {
-            const int64_t i = i0 + r, n = attnValid(i, j0, bc, causal);
-            float *pr = P.data() + r * bc, *dpr = dP.data() + r * bc;
-            const float li = lb[i], di = rowDot[size_t(i)];
-#pragma omp simd
-            for (int64_t j = 0; j < n; ++j)
-              pr[j] = expApprox(pr[j] - li);
-            for (int64_t j = n; j < bc; ++j)
-              pr[j] = 0.0f;
-            // dS = P * (Z dP - D), and P becomes the dropped Z P, where Z
-            // is keep / (1 - rate) or 0.
-            const int64_t e0 = (bh * T + i) * T + j0;
-            forDropoutMask(e0, e0 + bc, rate, stream, seed, offset,
-                           [&](int64_t e, bool keep) {
-                             const int64_t j = e - e0;
-                             const float z = keep ? keepScale : 0.0f;
-                             const float p = pr[j];
-                             dpr[j] = p * (z * dpr[j] - di);
-                             pr[j] = z * p;
-                           });
-          }
-          // dv += Zp^T dout; dq += scale dS k; dk += scale dS^T q.
-          gemm(true, false, bc, D, br, 1.0f, P.data(), bc, gb + i0 * D, D,
-               1.0f, dvb + j0 * D, D);
-          gemm(false, false, br, D, bc, scale, dP.data(), bc, kb + j0 * D, D,
-               1.0f, dqb + i0 * D, D);
-          gemm(true, false, bc, D, br, scale, dP.data(), bc, qb + i0 * D, D,
-               1.0f, dkb + j0 * D, D);
-        }
-      }
-    }
+    for (int64_t kvh = 0; kvh < BH / groups; ++kvh)
+      attentionGradHeads(dout, q, k, v, out, lse, dq, dk, dv, kvh * groups,
+                         groups, T, D, scale, causal, rate, stream, seed,
+                         offset, P.data(), dP.data(), rowDot.data());
   }
 }
 
@@ -333,12 +353,12 @@ void runAttention(Exec &e) {
       attentionGrad(e.fin(0, "dout"), e.fin(1, "q"), e.fin(2, "k"),
                     e.fin(3, "v"), e.fin(4, "out"), e.fin(5, "lse"),
                     e.fout(0, "dq"), e.fout(1, "dk"), e.fout(2, "dv"), d.BH,
-                    d.T, d.D, scale, causal, d.rate, stream, rng.seed,
-                    rng.offset);
+                    d.groups, d.T, d.D, scale, causal, d.rate, stream,
+                    rng.seed, rng.offset);
     else
       attention(e.fin(0, "q"), e.fin(1, "k"), e.fin(2, "v"), e.fout(0, "out"),
-                e.fout(1, "lse"), d.BH, d.T, d.D, scale, causal, d.rate, stream,
-                rng.seed, rng.offset);
+                e.fout(1, "lse"), d.BH, d.groups, d.T, d.D, scale, causal,
+                d.rate, stream, rng.seed, rng.offset);
     return;
   }
   case Opcode::SoftmaxGrad: {

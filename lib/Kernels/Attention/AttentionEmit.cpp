@@ -122,7 +122,7 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const std::string TC = storageCType(tc), rng = s.rng();
   const std::string shape = n(BH) + ", " + n(T) + ", " + n(D) + ", " +
                             n(tile) + ", " + b(causal) + ", " +
-                            std::to_string(warps);
+                            std::to_string(warps) + ", " + n(d.groups);
   const std::string tail = flt(scale) + ", " + flt(rate) + ", " + keepScale +
                            ", " + rng;
   if (!grad) {
@@ -149,7 +149,9 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
                    {g, o, rowDot}));
   const std::string types =
       s.T(g) + ", " + s.T(q) + ", " + s.T(k) + ", " + s.T(v);
-  s.kernel(grid, warps * 32,
+  // One block per key tile of each key/value head (it loops over the
+  // query heads sharing it).
+  s.kernel(grid / d.groups, warps * 32,
            {g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed",
             "offset"},
            call("attentionGradKV", {types, s.T(dk), TC, shape},

@@ -254,6 +254,8 @@ void runAttention(Exec &e);
 void runEmbeddingLoss(Exec &e);
 void runOptimizers(Exec &e);
 void runCompression(Exec &e);
+void runGated(Exec &e);
+void runRotary(Exec &e);
 void runGemm(Exec &e);
 
 } // namespace dsc::rt::cpu

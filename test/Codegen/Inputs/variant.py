@@ -17,7 +17,8 @@ import sys
 model_path, fusion, precision, out = sys.argv[1:5]
 model = json.load(open(model_path))
 for key in ("attn_pdrop", "embd_pdrop", "resid_pdrop",
-            "attention_probs_dropout_prob", "hidden_dropout_prob"):
+            "attention_probs_dropout_prob", "hidden_dropout_prob",
+            "attention_dropout"):
     if key in model:
         model[key] = 0.1
 bert = model["model_type"] == "bert"
@@ -28,8 +29,8 @@ config = {
     "gradient_accumulation_steps": 1,
     "gradient_clipping": 1.0,
     "dsc": {"seed": 3, "seq_len": 32,
-            "fusion": {k: fused for k in ("qkv", "bias_gelu", "bias_dropout_add",
-                                          "softmax_dropout",
+            "fusion": {k: fused for k in ("qkv", "bias_gelu", "swiglu",
+                                          "bias_dropout_add", "softmax_dropout",
                                           "residual_layer_norm")}},
 }
 config["dsc"]["fusion"]["attention"] = fusion == "attention"

@@ -1,0 +1,75 @@
+//===- Gated.cuh - SiLU, products and the SwiGLU gate, CUDA ----*- CUDA -*-===//
+//
+// silu, mul, swiglu and their gradients: the CUDA side of GatedCpu.cpp.
+//
+// Not a standalone header: part of the CUDA device library, pasted after
+// Common.cuh, whose helpers it uses (see Common.cuh and
+// lib/Kernels/Kernels.cmake).
+//
+//===----------------------------------------------------------------------===//
+
+namespace dsc {
+
+__device__ __forceinline__ float sigmoidAt(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+/// OP 0: y = silu(a); 1: y = a * b; 2: y = silu(a) * b (swiglu).
+template <int OP, typename TA, typename TB, typename TY, dsc_i64 N, int VEC>
+__device__ void gatedForward(const TA *a, const TB *b, TY *y) {
+  DSC_GRID_LOOP(g, N / VEC) {
+    float va[VEC], vb[VEC];
+    ldv<VEC>(a, g * VEC, va);
+    if constexpr (OP != 0)
+      ldv<VEC>(b, g * VEC, vb);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      if constexpr (OP == 0)
+        va[l] = va[l] * sigmoidAt(va[l]);
+      else if constexpr (OP == 1)
+        va[l] = va[l] * vb[l];
+      else
+        va[l] = va[l] * sigmoidAt(va[l]) * vb[l];
+    }
+    stv<VEC>(y, g * VEC, va);
+  }
+}
+
+/// dsc.silu_grad (cpu::siluGrad): dx = dy * silu'(x).
+template <typename TD, typename TX, typename TO, dsc_i64 N, int VEC>
+__device__ void siluGrad(const TD *dy, const TX *x, TO *dx) {
+  DSC_GRID_LOOP(g, N / VEC) {
+    float d[VEC], v[VEC];
+    ldv<VEC>(dy, g * VEC, d);
+    ldv<VEC>(x, g * VEC, v);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const float s = sigmoidAt(v[l]);
+      d[l] = d[l] * (s * (1.0f + v[l] * (1.0f - s)));
+    }
+    stv<VEC>(dx, g * VEC, d);
+  }
+}
+
+/// dsc.swiglu_grad (cpu::swigluGrad).
+template <typename TD, typename TG, typename TU, typename TO, dsc_i64 N,
+          int VEC>
+__device__ void swigluGrad(const TD *dy, const TG *gate, const TU *up,
+                           TO *dgate, TO *dup) {
+  DSC_GRID_LOOP(g, N / VEC) {
+    float d[VEC], a[VEC], u[VEC], da[VEC];
+    ldv<VEC>(dy, g * VEC, d);
+    ldv<VEC>(gate, g * VEC, a);
+    ldv<VEC>(up, g * VEC, u);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const float s = sigmoidAt(a[l]);
+      da[l] = d[l] * u[l] * (s * (1.0f + a[l] * (1.0f - s)));
+      d[l] = d[l] * a[l] * s;
+    }
+    stv<VEC>(dgate, g * VEC, da);
+    stv<VEC>(dup, g * VEC, d);
+  }
+}
+
+} // namespace dsc

@@ -1,0 +1,91 @@
+//===- GatedCpu.cpp - SiLU, products and the SwiGLU gate, CPU -------------===//
+//
+// silu, mul, swiglu (silu(gate) * up) and their gradients: LLaMA's MLP.
+// Every operand of these ops has one shape (the instruction checker's
+// Pointwise family), so each kernel is one vectorised loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonCpu.h"
+
+namespace dsc::rt::cpu {
+
+namespace {
+
+/// sigmoid(x) with the branch-free exp (1 / (1 + e^-x); e^-x saturates at
+/// e^87.3, where the sigmoid is 0 to float precision anyway).
+inline float sigmoidAt(float x) { return 1.0f / (1.0f + expApprox(-x)); }
+
+/// d silu / dx = s + x s (1 - s) with s = sigmoid(x).
+inline float siluDerivativeAt(float x) {
+  const float s = sigmoidAt(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
+void silu(const float *x, float *y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * sigmoidAt(x[i]);
+}
+
+void siluGrad(const float *dy, const float *x, float *dx, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = dy[i] * siluDerivativeAt(x[i]);
+}
+
+void mul(const float *a, const float *b, float *y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] * b[i];
+}
+
+void swiglu(const float *gate, const float *up, float *y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = gate[i] * sigmoidAt(gate[i]) * up[i];
+}
+
+/// dgate = dy * up * silu'(gate), dup = dy * silu(gate). The outputs may
+/// alias dy (each element is read before it is written).
+void swigluGrad(const float *dy, const float *gate, const float *up,
+                float *dgate, float *dup, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i], d = dy[i], s = sigmoidAt(g);
+    const float u = up[i];
+    dgate[i] = d * u * (s * (1.0f + g * (1.0f - s)));
+    dup[i] = d * g * s;
+  }
+}
+
+} // namespace
+
+void runGated(Exec &e) {
+  const int64_t n = e.d.n;
+  switch (e.I.op) {
+  case Opcode::Silu:
+    silu(e.fin(0, "x"), e.fout(0, "y"), n);
+    return;
+  case Opcode::SiluGrad:
+    siluGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fout(0, "dx"), n);
+    return;
+  case Opcode::Mul:
+    mul(e.fin(0, "a"), e.fin(1, "b"), e.fout(0, "y"), n);
+    return;
+  case Opcode::Swiglu:
+    swiglu(e.fin(0, "gate"), e.fin(1, "up"), e.fout(0, "y"), n);
+    return;
+  case Opcode::SwigluGrad: {
+    const float *dy = e.fin(0, "dy"), *gate = e.fin(1, "gate"),
+                *up = e.fin(2, "up");
+    swigluGrad(dy, gate, up, e.fout(0, "dgate"), e.fout(1, "dup"), n);
+    return;
+  }
+  default:
+    break;
+  }
+  e.fail("internal: not a silu, mul or swiglu opcode");
+}
+
+} // namespace dsc::rt::cpu

@@ -1,0 +1,60 @@
+//===- GatedEmit.cpp - CUDA launchers of the gated family -----------------===//
+//
+// silu, mul, swiglu and their gradients: emitGated instantiates the
+// grid-stride templates of Gated.cuh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonEmit.h"
+
+namespace dsc::cuda::detail {
+
+using rt::Opcode;
+
+void emitGated(KernelSpec &s, const rt::InstrDims &d) {
+  const int64_t N = d.n;
+  const int vec = vecFor(N);
+  const std::string V = std::to_string(vec);
+  switch (s.I.op) {
+  case Opcode::Silu:
+  case Opcode::Mul:
+  case Opcode::Swiglu: {
+    const int op = s.I.op == Opcode::Silu ? 0 : s.I.op == Opcode::Mul ? 1 : 2;
+    const std::string a = s.in(0, "a"), y = s.out(0, "y");
+    const std::string bArg = op == 0 ? "(const float *)nullptr" : s.in(1, "b");
+    const std::string bT = op == 0 ? "float" : s.T(bArg);
+    std::vector<std::string> args = {a, y};
+    if (op != 0)
+      args.push_back(bArg);
+    elementwise(s, N / vec, args,
+                call("gatedForward",
+                     {std::to_string(op), s.T(a), bT, s.T(y), n(N), V},
+                     {a, bArg, y}));
+    return;
+  }
+  case Opcode::SiluGrad: {
+    const std::string dy = s.in(0, "dy"), x = s.in(1, "x"),
+                      dx = s.out(0, "dx");
+    elementwise(s, N / vec, {dy, x, dx},
+                call("siluGrad", {s.T(dy), s.T(x), s.T(dx), n(N), V},
+                     {dy, x, dx}));
+    return;
+  }
+  case Opcode::SwigluGrad: {
+    const std::string dy = s.in(0, "dy"), gate = s.in(1, "gate"),
+                      up = s.in(2, "up"), dg = s.out(0, "dgate"),
+                      du = s.out(1, "dup");
+    if (s.outType(0) != s.outType(1))
+      s.fail("dgate and dup must have one storage type");
+    elementwise(s, N / vec, {dy, gate, up, dg, du},
+                call("swigluGrad",
+                     {s.T(dy), s.T(gate), s.T(up), s.T(dg), n(N), V},
+                     {dy, gate, up, dg, du}));
+    return;
+  }
+  default:
+    s.fail("internal: not a silu, mul or swiglu opcode");
+  }
+}
+
+} // namespace dsc::cuda::detail
