@@ -4,6 +4,11 @@ logits, loss and the gradient of every parameter.
   /usr/bin/python3 check_model.py --dsc-run build/bin/dsc-run --model gpt2 \
       --workdir /tmp/ref-gpt2
 
+--model names configs/<model>.json and its batch config configs/<model>_fwd.json
+(dsc_reference.MODELS: gpt2, bert, llama, llama3_tied, qwen2). The weights
+dsc saves must carry Hugging Face's parameter names (for the LLaMA family
+exactly dsc_reference.llama_param_shapes: no lm_head.weight when tied).
+
 The reference runs in float64 from the fp32 weights dsc used; dsc runs fp32.
 Error per tensor: max|dsc - ref| / max|ref|, must be <= --tol (1e-4).
 """

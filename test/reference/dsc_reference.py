@@ -1,8 +1,9 @@
 """Independent PyTorch references for dsc's numerical tests.
 
 Everything here is written from the public descriptions of the formats and
-algorithms (safetensors, llm.c token files, Hugging Face GPT2LMHeadModel and
-BertForMaskedLM, torch.optim, DeepSpeed's lr_schedules.py and FusedLamb,
+algorithms (safetensors, llm.c token files, Hugging Face GPT2LMHeadModel,
+BertForMaskedLM and LlamaForCausalLM (with its Mistral and Qwen2 variants),
+torch.optim, DeepSpeed's lr_schedules.py and FusedLamb,
 Random123's Philox4x32-10), never from dsc's C++, so the tests check dsc
 against an outside oracle.
 
@@ -252,11 +253,247 @@ def bert_forward(P, cfg, ids, labels=None):
     return logits, loss
 
 
+# ---------------------------------------------------------------------------
+# LlamaForCausalLM (modeling_llama.py) and the same decoder as Hugging Face
+# builds it for MistralForCausalLM and Qwen2ForCausalLM
+# ---------------------------------------------------------------------------
+
+LLAMA_FAMILY = ("llama", "mistral", "qwen2")
+
+
+def llama_dims(cfg):
+    """(hidden, heads, kv_heads, head_dim, intermediate) with the configs'
+    defaults: num_key_value_heads absent or null means plain multi-head
+    attention (= num_attention_heads); head_dim absent or null means
+    hidden_size // num_attention_heads. head_dim may differ from that
+    quotient, so q_proj has heads*head_dim outputs, not hidden_size."""
+    C = cfg["hidden_size"]
+    H = cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or H
+    D = cfg.get("head_dim") or C // H
+    if H % KV:
+        raise ValueError(f"num_attention_heads {H} is not a multiple of "
+                         f"num_key_value_heads {KV}")
+    return C, H, KV, D, cfg["intermediate_size"]
+
+
+def llama_biases(cfg):
+    """(q/k/v bias, o_proj bias, MLP bias) as each model class builds its
+    nn.Linear layers: LLaMA reads attention_bias (all four projections) and
+    mlp_bias; Qwen2 always has q/k/v biases and never an o_proj or MLP bias;
+    Mistral has no bias anywhere (its config has neither key)."""
+    mt = model_type(cfg)
+    if mt == "qwen2":
+        return True, False, False
+    if mt == "mistral":
+        return False, False, False
+    ab = bool(cfg.get("attention_bias", False))
+    return ab, ab, bool(cfg.get("mlp_bias", False))
+
+
+def llama_tied(cfg):
+    """LlamaConfig, MistralConfig and Qwen2Config all default
+    tie_word_embeddings to false (GPT-2 and BERT default to true)."""
+    return bool(cfg.get("tie_word_embeddings", False))
+
+
+def llama_param_shapes(cfg):
+    """{HF parameter name: shape}, in the modules' order, exactly the
+    parameters (no tied alias: a tied model has no lm_head.weight, as in the
+    safetensors files save_pretrained writes). Weights in nn.Linear layout
+    [out, in]."""
+    C, H, KV, D, I = llama_dims(cfg)
+    V = cfg["vocab_size"]
+    qkv_b, o_b, mlp_b = llama_biases(cfg)
+    s = {"model.embed_tokens.weight": (V, C)}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        for n, out, inp, b in (("self_attn.q_proj", H * D, C, qkv_b),
+                               ("self_attn.k_proj", KV * D, C, qkv_b),
+                               ("self_attn.v_proj", KV * D, C, qkv_b),
+                               ("self_attn.o_proj", C, H * D, o_b),
+                               ("mlp.gate_proj", I, C, mlp_b),
+                               ("mlp.up_proj", I, C, mlp_b),
+                               ("mlp.down_proj", C, I, mlp_b)):
+            s[p + n + ".weight"] = (out, inp)
+            if b:
+                s[p + n + ".bias"] = (out,)
+        s[p + "input_layernorm.weight"] = (C,)
+        s[p + "post_attention_layernorm.weight"] = (C,)
+    s["model.norm.weight"] = (C,)
+    if not llama_tied(cfg):
+        s["lm_head.weight"] = (V, C)
+    return s
+
+
+def rope_type(cfg):
+    """The rope_scaling kind; "type" is the older spelling of "rope_type"."""
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return "default"
+    return rs.get("rope_type", rs.get("type", "default"))
+
+
+def rope_inv_freq(cfg, dtype=torch.float64):
+    """Rotary inverse frequencies [head_dim/2]:
+    inv_freq[j] = 1 / rope_theta^(2j/head_dim), then rope_scaling:
+      linear: inv_freq / factor (the same as dividing positions by factor);
+      llama3 (Llama 3.1): with L = original_max_position_embeddings and
+        wavelength w = 2 pi / inv_freq, frequencies with w < L /
+        high_freq_factor are kept, those with w > L / low_freq_factor are
+        divided by factor, and in between
+        s = (L / w - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        blends them: (1 - s) inv_freq / factor + s inv_freq.
+    dtype: float64 for the reference; float32 reproduces transformers, which
+    computes its rotary tables in float32 whatever the model's dtype."""
+    D = llama_dims(cfg)[3]
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise NotImplementedError("partial_rotary_factor")
+    theta = float(cfg.get("rope_theta", 10000.0))
+    inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=dtype) / D))
+    kind = rope_type(cfg)
+    rs = cfg.get("rope_scaling") or {}
+    if kind == "default":
+        return inv
+    if kind == "linear":
+        return inv / rs["factor"]
+    if kind == "llama3":
+        factor = rs["factor"]
+        lo, hi = rs["low_freq_factor"], rs["high_freq_factor"]
+        L = rs["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        s = (L / wavelen - lo) / (hi - lo)
+        blend = (1 - s) * inv / factor + s * inv
+        return torch.where(wavelen < L / hi, inv,
+                           torch.where(wavelen > L / lo, inv / factor, blend))
+    raise NotImplementedError(f"rope_scaling type {kind!r}")
+
+
+def rope_cos_sin(cfg, T, dtype=torch.float64):
+    """cos, sin [T, head_dim] for positions 0..T-1 in HF's half layout:
+    frequency j turns the pair of dimensions (j, j + head_dim/2)."""
+    inv = rope_inv_freq(cfg, dtype)
+    ang = torch.arange(T, dtype=dtype)[:, None] * inv[None, :]
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos(), ang.sin()
+
+
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) over the two halves of the last dimension."""
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+
+
+def apply_rope(x, cos, sin):
+    """x [..., T, head_dim]; cos, sin [T, head_dim]."""
+    return x * cos + rotate_half(x) * sin
+
+
+def rms_norm(x, w, eps):
+    """LlamaRMSNorm: x / sqrt(mean(x^2) + eps) * w, eps inside the root."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def llama_init(cfg, seed=0):
+    """{name: float32 numpy array} initialised like HF's _init_weights:
+    matrices normal(0, initializer_range), biases zero, RMSNorm gammas one
+    (for tests that have no dsc-run to ask for initial weights)."""
+    rs = np.random.RandomState(seed)
+    std = cfg.get("initializer_range", 0.02)
+    out = {}
+    for k, shape in llama_param_shapes(cfg).items():
+        if len(shape) == 2:
+            out[k] = (std * rs.randn(*shape)).astype(np.float32)
+        elif k.endswith("norm.weight"):
+            out[k] = np.ones(shape, dtype=np.float32)
+        else:
+            out[k] = np.zeros(shape, dtype=np.float32)
+    return out
+
+
+def _check_llama_params(P, cfg):
+    want = llama_param_shapes(cfg)
+    missing = [k for k in want if k not in P]
+    extra = [k for k in P if k not in want]
+    if missing or extra:
+        hint = (" (tie_word_embeddings is true: the head is embed_tokens, "
+                "no lm_head.weight)" if "lm_head.weight" in extra else "")
+        raise ValueError(f"{model_type(cfg)} parameters: missing {missing}, "
+                         f"unexpected {extra}{hint}")
+    for k, s in want.items():
+        if tuple(P[k].shape) != s:
+            raise ValueError(f"{k}: shape {tuple(P[k].shape)}, expected {s}")
+
+
+def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64):
+    """LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM) with no
+    cache, no padding, positions 0..T-1. Returns (logits [B,T,V], loss).
+
+    Per layer: h += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)),
+    v_proj(n))) with n = RMSNorm(h); h += down_proj(silu(gate_proj(m)) *
+    up_proj(m)) with m = RMSNorm(h). Grouped-query attention: query head i
+    reads key/value head i // (heads / kv_heads). Causal softmax of
+    q.k / sqrt(head_dim). Then the final RMSNorm and lm_head (embed_tokens
+    when tied), no bias.
+
+    dsc's batches already hold next-token targets (llm.c convention), so the
+    loss is CrossEntropy(logits, targets) over all positions, no shift; HF's
+    labels=... shifts instead (the same with targets = ids shifted left).
+    rope_dtype: where cos/sin are computed (float64 here; float32 to mirror
+    transformers exactly, see rope_inv_freq)."""
+    if cfg.get("attention_dropout", 0.0):
+        raise ValueError("attention_dropout must be 0 for the reference")
+    act = cfg.get("hidden_act", "silu")
+    if act not in ("silu", "swish"):
+        raise NotImplementedError(f"hidden_act {act!r}")
+    _check_llama_params(P, cfg)
+    C, H, KV, D, _ = llama_dims(cfg)
+    V = cfg["vocab_size"]
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    B, T = ids.shape
+    window = cfg.get("sliding_window")
+    if model_type(cfg) == "qwen2" and not cfg.get("use_sliding_window", False):
+        window = None
+    if window is not None and T > window:
+        raise NotImplementedError(f"sliding_window {window} < seq_len {T}")
+
+    h = P["model.embed_tokens.weight"][ids]
+    cos, sin = (t.to(h.dtype) for t in rope_cos_sin(cfg, T, rope_dtype))
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    lin = lambda x, n: F.linear(x, P[n + ".weight"], P.get(n + ".bias"))  # noqa: E731
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        n = rms_norm(h, P[p + "input_layernorm.weight"], eps)
+        q = lin(n, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
+        k = lin(n, p + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2)
+        v = lin(n, p + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        s = s.masked_fill(~causal, float("-inf"))
+        o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, H * D)
+        h = h + lin(o, p + "self_attn.o_proj")
+        m = rms_norm(h, P[p + "post_attention_layernorm.weight"], eps)
+        m = F.silu(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
+        h = h + lin(m, p + "mlp.down_proj")
+    h = rms_norm(h, P["model.norm.weight"], eps)
+    head = P["model.embed_tokens.weight"] if llama_tied(cfg) else P["lm_head.weight"]
+    logits = F.linear(h, head)
+    loss = None
+    if targets is not None:
+        loss = F.cross_entropy(logits.view(-1, V), targets.reshape(-1),
+                               ignore_index=-100)
+    return logits, loss
+
+
 def forward(P, cfg, ids, labels):
     if model_type(cfg) == "gpt2":
         return gpt2_forward(P, cfg, ids, labels)
     if model_type(cfg) == "bert":
         return bert_forward(P, cfg, ids, labels)
+    if model_type(cfg) in LLAMA_FAMILY:
+        return llama_forward(P, cfg, ids, labels)
     raise ValueError(cfg["model_type"])
 
 
@@ -636,7 +873,10 @@ def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64):
 # ---------------------------------------------------------------------------
 
 def is_norm_weight(name):
-    return name.endswith(".weight") and ("ln_" in name or "LayerNorm" in name)
+    """GPT-2's ln_*, BERT's LayerNorm, the LLaMA family's RMSNorm gammas
+    (input_layernorm, post_attention_layernorm, model.norm)."""
+    return name.endswith(".weight") and ("ln_" in name or "LayerNorm" in name
+                                         or name.endswith("norm.weight"))
 
 
 def perturb(weights, seed=0, matrix_scale=8.0):
@@ -768,9 +1008,14 @@ def write_json(path, obj):
     return path
 
 
+# Model configs the checks know: configs/<name>.json.
+MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2"]
+
+
 def common_args(ap):
     ap.add_argument("--dsc-run", default="dsc-run", help="dsc-run binary")
-    ap.add_argument("--model", choices=["gpt2", "bert"], default="gpt2")
+    ap.add_argument("--model", choices=MODELS, default="gpt2",
+                    help="configs/<model>.json (+ <model>_fwd.json, <model>_<case>.json)")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--quiet", action="store_true")
