@@ -60,3 +60,28 @@ func.func @two_projections(%x: tensor<2x8x24xf32>, %wq: tensor<24x24xf32>, %bq: 
   %s = dsc.batch_matmul %qh, %kh {transpose_b = true} : (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
   return %s, %k : tensor<2x3x8x8xf32>, tensor<2x8x24xf32>
 }
+
+// -----
+
+// Grouped-query attention (LLaMA): bias-free q/k/v_proj with 4 query heads
+// and 2 key/value heads become one GEMM over the concatenated [32+16+16, 16]
+// weights, split into the three widths and then into heads.
+// CHECK-LABEL: func.func @gqa(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<1x6x16xf32>, %[[WQ:[a-z0-9]+]]: tensor<32x16xf32>, %[[WK:[a-z0-9]+]]: tensor<16x16xf32>, %[[WV:[a-z0-9]+]]: tensor<16x16xf32>
+// CHECK: %[[W:.*]] = dsc.concat %[[WQ]], %[[WK]], %[[WV]] {axis = 0 : i64} : (tensor<32x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<64x16xf32>
+// CHECK-NEXT: %[[P:.*]] = dsc.linear %[[X]], %[[W]] {transpose_w = true} : (tensor<1x6x16xf32>, tensor<64x16xf32>) -> tensor<1x6x64xf32>
+// CHECK-NEXT: %[[S:.*]]:3 = dsc.split %[[P]] {axis = 2 : i64} : (tensor<1x6x64xf32>) -> (tensor<1x6x32xf32>, tensor<1x6x16xf32>, tensor<1x6x16xf32>)
+// CHECK-DAG: dsc.split_heads %[[S]]#0 {num_heads = 4 : i64}
+// CHECK-DAG: dsc.split_heads %[[S]]#1 {num_heads = 2 : i64}
+// CHECK-DAG: dsc.split_heads %[[S]]#2 {num_heads = 2 : i64}
+// CHECK-NOT: dsc.linear
+func.func @gqa(%x: tensor<1x6x16xf32>, %wq: tensor<32x16xf32>, %wk: tensor<16x16xf32>, %wv: tensor<16x16xf32>)
+    -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) {
+  %q0 = dsc.linear %x, %wq {transpose_w = true} : (tensor<1x6x16xf32>, tensor<32x16xf32>) -> tensor<1x6x32xf32>
+  %k0 = dsc.linear %x, %wk {transpose_w = true} : (tensor<1x6x16xf32>, tensor<16x16xf32>) -> tensor<1x6x16xf32>
+  %v0 = dsc.linear %x, %wv {transpose_w = true} : (tensor<1x6x16xf32>, tensor<16x16xf32>) -> tensor<1x6x16xf32>
+  %q = dsc.split_heads %q0 {num_heads = 4 : i64} : (tensor<1x6x32xf32>) -> tensor<1x4x6x8xf32>
+  %k = dsc.split_heads %k0 {num_heads = 2 : i64} : (tensor<1x6x16xf32>) -> tensor<1x2x6x8xf32>
+  %v = dsc.split_heads %v0 {num_heads = 2 : i64} : (tensor<1x6x16xf32>) -> tensor<1x2x6x8xf32>
+  return %q, %k, %v : tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>
+}

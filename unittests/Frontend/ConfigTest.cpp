@@ -827,3 +827,121 @@ TEST(TrainConfig, MixedPrecision) {
              "fp16.auto_cast: true is not supported yet");
   EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": "yes"})")), "fp16.enabled");
 }
+
+//===----------------------------------------------------------------------===//
+// LLaMA family
+//===----------------------------------------------------------------------===//
+
+TEST(ModelConfig, LlamaDefaultsAreTransformers) {
+  ModelConfig m = parseModelConfigText(R"({"model_type": "llama"})", "m");
+  EXPECT_EQ(m.type, ModelType::LLaMA);
+  EXPECT_EQ(m.typeName, "llama");
+  EXPECT_EQ(m.vocabSize, 32000);
+  EXPECT_EQ(m.hidden, 4096);
+  EXPECT_EQ(m.intermediate, 11008);
+  EXPECT_EQ(m.numHeads, 32);
+  EXPECT_EQ(m.numKvHeads, 32); // null: as many as query heads
+  EXPECT_EQ(m.headDim, 128);
+  EXPECT_EQ(m.layerNormEps, 1e-6);
+  EXPECT_FALSE(m.tieEmbeddings);
+  EXPECT_FALSE(m.qkvBias || m.outBias || m.mlpBias);
+  EXPECT_EQ(m.rope.theta, 10000.0);
+  EXPECT_EQ(m.rope.scaling, RopeScaling::None);
+  EXPECT_EQ(m.attnDropout, 0.0);
+}
+
+TEST(ModelConfig, LlamaKeys) {
+  ModelConfig m = parseModelConfigText(R"({
+    "model_type": "llama", "vocab_size": 97, "hidden_size": 46,
+    "intermediate_size": 70, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 12,
+    "hidden_act": "silu", "max_position_embeddings": 64,
+    "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 16},
+    "attention_bias": true, "mlp_bias": true, "tie_word_embeddings": true,
+    "attention_dropout": 0.1, "pretraining_tp": 1,
+    "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16",
+    "architectures": ["LlamaForCausalLM"]})",
+                                       "m");
+  EXPECT_EQ(m.numKvHeads, 2);
+  EXPECT_EQ(m.headDim, 12);
+  EXPECT_EQ(m.attentionWidth(), 48);
+  EXPECT_TRUE(m.qkvBias && m.outBias && m.mlpBias && m.tieEmbeddings);
+  EXPECT_EQ(m.rope.scaling, RopeScaling::Llama3);
+  EXPECT_EQ(m.rope.factor, 8.0);
+  EXPECT_EQ(m.rope.originalMaxPositions, 16);
+  EXPECT_EQ(m.attnDropout, 0.1);
+}
+
+TEST(ModelConfig, Qwen2AndMistral) {
+  ModelConfig q = parseModelConfigText(
+      R"({"model_type": "qwen2", "use_sliding_window": false,
+          "sliding_window": 4096, "max_window_layers": 28,
+          "rope_scaling": {"type": "linear", "factor": 2.0}})",
+      "m");
+  EXPECT_EQ(q.typeName, "qwen2");
+  EXPECT_TRUE(q.qkvBias);
+  EXPECT_FALSE(q.outBias || q.mlpBias);
+  EXPECT_EQ(q.slidingWindow, 0);
+  EXPECT_EQ(q.rope.scaling, RopeScaling::Linear);
+  EXPECT_EQ(q.rope.factor, 2.0);
+  ModelConfig m = parseModelConfigText(
+      R"({"model_type": "mistral", "sliding_window": null})", "m");
+  EXPECT_EQ(m.numKvHeads, 8);
+  EXPECT_EQ(m.slidingWindow, 0);
+  EXPECT_FALSE(m.qkvBias);
+}
+
+TEST(ModelConfig, LlamaErrorsNameTheKey) {
+  EXPECT_HAS(modelError(R"({"model_type": "llama", "hidden_act": "gelu"})"),
+             "hidden_act: \"gelu\" is not supported; expected \"silu\"");
+  EXPECT_HAS(modelError(R"({"model_type": "llama",
+                            "rope_scaling": {"rope_type": "yarn", "factor": 4}})"),
+             "rope_scaling.rope_type: \"yarn\" is not supported");
+  EXPECT_HAS(modelError(R"({"model_type": "llama",
+                            "rope_scaling": {"rope_type": "linear"}})"),
+             "rope_scaling.factor: missing");
+  EXPECT_HAS(modelError(R"({"model_type": "llama",
+                            "rope_scaling": {"rope_type": "linear", "factor": 2,
+                                             "low_freq_factor": 1}})"),
+             "rope_scaling.low_freq_factor: unknown key");
+  EXPECT_HAS(modelError(R"({"model_type": "llama",
+                            "rope_scaling": {"rope_type": "llama3", "factor": 8,
+                              "low_freq_factor": 4, "high_freq_factor": 1,
+                              "original_max_position_embeddings": 8192}})"),
+             "rope_scaling.high_freq_factor (1) must be greater than "
+             "low_freq_factor (4)");
+  EXPECT_HAS(modelError(R"({"model_type": "llama", "num_attention_heads": 6,
+                            "num_key_value_heads": 4, "hidden_size": 48})"),
+             "num_attention_heads (6) must be divisible by "
+             "num_key_value_heads (4)");
+  EXPECT_HAS(modelError(R"({"model_type": "llama", "hidden_size": 45,
+                            "num_attention_heads": 5})"),
+             "head_dim (9) must be even");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen2", "use_sliding_window": true})"),
+             "use_sliding_window: true is not supported");
+  // attention_bias is LlamaConfig's; Qwen2 fixes its biases.
+  EXPECT_HAS(modelError(R"({"model_type": "qwen2", "attention_bias": true})"),
+             "unknown key 'attention_bias'");
+  EXPECT_HAS(modelError(R"({"model_type": "llama", "rope_theta": 0.5})"),
+             "rope_theta: 0.5 is not allowed");
+  EXPECT_HAS(modelError(R"({"model_type": "falcon"})"),
+             "model_type: \"falcon\" is not supported");
+}
+
+TEST(ModelConfig, SlidingWindowShorterThanSequenceIsRefused) {
+  ModelConfig m = parseModelConfigText(
+      R"({"model_type": "mistral", "sliding_window": 16,
+          "max_position_embeddings": 64, "hidden_size": 64,
+          "num_attention_heads": 4, "num_key_value_heads": 2,
+          "num_hidden_layers": 1, "vocab_size": 100,
+          "intermediate_size": 128})",
+      "m");
+  TrainConfig t = train(ds("\"dsc\": {\"seq_len\": 32}"));
+  EXPECT_HAS(errorOf([&] { validateConfigs(m, t); }),
+             "sliding_window (16) is shorter than the sequence (32)");
+  t = train(ds("\"dsc\": {\"seq_len\": 16}"));
+  validateConfigs(m, t);
+}
