@@ -459,7 +459,7 @@ func.func @attention_rank(%q: tensor<3x8x4xf32>, %k: tensor<3x8x4xf32>, %v: tens
 // -----
 
 func.func @attention_k(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x6x4xf32>, %v: tensor<2x3x8x4xf32>) {
-  // expected-error @+1 {{'dsc.attention' op k has shape [2, 3, 6, 4], expected [2, 3, 8, 4]}}
+  // expected-error @+1 {{'dsc.attention' op k [2, 3, 6, 4] does not match q [2, 3, 8, 4] (expected [B, KV, T, D] with KV dividing the 3 query heads)}}
   %o, %l = dsc.attention %q, %k, %v {rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
   return
 }
