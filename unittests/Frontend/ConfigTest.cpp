@@ -212,8 +212,8 @@ TEST(ModelConfig, HeadsMustDivideHidden) {
 
 TEST(ModelConfig, ModelType) {
   EXPECT_HAS(modelError(R"({"n_layer": 2})"), "m.json: model_type: missing");
-  EXPECT_HAS(modelError(R"({"model_type": "llama"})"),
-             "m.json: model_type: \"llama\" is not supported");
+  EXPECT_HAS(modelError(R"({"model_type": "gptj"})"),
+             "m.json: model_type: \"gptj\" is not supported");
   EXPECT_HAS(modelError(R"({"model_type": 2})"), "model_type: 2 is not allowed");
 }
 
