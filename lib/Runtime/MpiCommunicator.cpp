@@ -70,6 +70,15 @@ private:
     return int(n);
   }
 
+  /// The signature MPI_Iallgather and MPI_Ialltoall share.
+  using ByteExchange = int (*)(const void *, int, MPI_Datatype, void *, int,
+                               MPI_Datatype, MPI_Comm, MPI_Request *);
+  /// One all-gather or all-to-all of `bytes` per rank (`unit` names them
+  /// in the count error), counted as sent to every other rank.
+  void exchangeBytes(ByteExchange exchange, const char *mpiName,
+                     CollectiveKind kind, const char *what, const char *unit,
+                     const void *in, void *out, int64_t bytes);
+
   MPI_Comm world = MPI_COMM_NULL; ///< the collectives' communicator
   MPI_Comm alarm = MPI_COMM_NULL; ///< "I timed out" messages
   int myRank = 0, worldSize = 1, myLocalRank = 0, myLocalSize = 1;
@@ -218,26 +227,28 @@ void MpiCommunicator::reduceScatter(const float *in, float *out,
       nPerRank * int64_t(sizeof(float)) * (worldSize - 1);
 }
 
+void MpiCommunicator::exchangeBytes(ByteExchange exchange,
+                                    const char *mpiName, CollectiveKind kind,
+                                    const char *what, const char *unit,
+                                    const void *in, void *out, int64_t bytes) {
+  const int count = countOf(what, bytes, unit);
+  MPI_Request request;
+  check(exchange(in, count, MPI_BYTE, out, count, MPI_BYTE, world, &request),
+        mpiName);
+  wait(request, what);
+  sent[kind] += bytes * (worldSize - 1);
+}
+
 void MpiCommunicator::allGather(const void *in, void *out,
                                 int64_t bytesPerRank) {
-  const int count = countOf("all_gather", bytesPerRank, "bytes per rank");
-  MPI_Request request;
-  check(MPI_Iallgather(in, count, MPI_BYTE, out, count, MPI_BYTE, world,
-                       &request),
-        "MPI_Iallgather");
-  wait(request, "all_gather");
-  sent[CollectiveKind::AllGather] += bytesPerRank * (worldSize - 1);
+  exchangeBytes(MPI_Iallgather, "MPI_Iallgather", CollectiveKind::AllGather,
+                "all_gather", "bytes per rank", in, out, bytesPerRank);
 }
 
 void MpiCommunicator::allToAll(const void *in, void *out,
                                int64_t bytesPerPeer) {
-  const int count = countOf("all_to_all", bytesPerPeer, "bytes per peer");
-  MPI_Request request;
-  check(MPI_Ialltoall(in, count, MPI_BYTE, out, count, MPI_BYTE, world,
-                      &request),
-        "MPI_Ialltoall");
-  wait(request, "all_to_all");
-  sent[CollectiveKind::AllToAll] += bytesPerPeer * (worldSize - 1);
+  exchangeBytes(MPI_Ialltoall, "MPI_Ialltoall", CollectiveKind::AllToAll,
+                "all_to_all", "bytes per peer", in, out, bytesPerPeer);
 }
 
 void MpiCommunicator::barrier() {

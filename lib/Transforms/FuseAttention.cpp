@@ -107,7 +107,7 @@ struct FuseAttention : OpRewritePattern<BatchMatmulOp> {
                                          type.getElementType());
     auto fused = rewriter.create<AttentionOp>(
         ctx.getLoc(), TypeRange{type, lseType}, c->scores.getLhs(),
-        unrepeated(c->scores.getRhs()), unrepeated(ctx.getRhs()),
+        unrepeated(keys), unrepeated(values),
         rewriter.getF64FloatAttr(c->scale),
         rewriter.getBoolAttr(c->causal),
         c->rate ? c->rate : rewriter.getF64FloatAttr(0.0),

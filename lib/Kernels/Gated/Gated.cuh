@@ -14,6 +14,11 @@ __device__ __forceinline__ float sigmoidAt(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
+/// d silu / dx = s + x s (1 - s), given s = sigmoid(x).
+__device__ __forceinline__ float siluDerivative(float x, float s) {
+  return s * (1.0f + x * (1.0f - s));
+}
+
 /// OP 0: y = silu(a); 1: y = a * b; 2: y = silu(a) * b (swiglu).
 template <int OP, typename TA, typename TB, typename TY, dsc_i64 N, int VEC>
 __device__ void gatedForward(const TA *a, const TB *b, TY *y) {
@@ -43,10 +48,8 @@ __device__ void siluGrad(const TD *dy, const TX *x, TO *dx) {
     ldv<VEC>(dy, g * VEC, d);
     ldv<VEC>(x, g * VEC, v);
 #pragma unroll
-    for (int l = 0; l < VEC; ++l) {
-      const float s = sigmoidAt(v[l]);
-      d[l] = d[l] * (s * (1.0f + v[l] * (1.0f - s)));
-    }
+    for (int l = 0; l < VEC; ++l)
+      d[l] = d[l] * siluDerivative(v[l], sigmoidAt(v[l]));
     stv<VEC>(dx, g * VEC, d);
   }
 }
@@ -64,7 +67,7 @@ __device__ void swigluGrad(const TD *dy, const TG *gate, const TU *up,
 #pragma unroll
     for (int l = 0; l < VEC; ++l) {
       const float s = sigmoidAt(a[l]);
-      da[l] = d[l] * u[l] * (s * (1.0f + a[l] * (1.0f - s)));
+      da[l] = d[l] * u[l] * siluDerivative(a[l], s);
       d[l] = d[l] * a[l] * s;
     }
     stv<VEC>(dgate, g * VEC, da);

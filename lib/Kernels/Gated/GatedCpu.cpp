@@ -16,9 +16,8 @@ namespace {
 /// e^87.3, where the sigmoid is 0 to float precision anyway).
 inline float sigmoidAt(float x) { return 1.0f / (1.0f + expApprox(-x)); }
 
-/// d silu / dx = s + x s (1 - s) with s = sigmoid(x).
-inline float siluDerivativeAt(float x) {
-  const float s = sigmoidAt(x);
+/// d silu / dx = s + x s (1 - s), given s = sigmoid(x).
+inline float siluDerivative(float x, float s) {
   return s * (1.0f + x * (1.0f - s));
 }
 
@@ -31,7 +30,7 @@ void silu(const float *x, float *y, int64_t n) {
 void siluGrad(const float *dy, const float *x, float *dx, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i)
-    dx[i] = dy[i] * siluDerivativeAt(x[i]);
+    dx[i] = dy[i] * siluDerivative(x[i], sigmoidAt(x[i]));
 }
 
 void mul(const float *a, const float *b, float *y, int64_t n) {
@@ -53,8 +52,7 @@ void swigluGrad(const float *dy, const float *gate, const float *up,
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i], d = dy[i], s = sigmoidAt(g);
-    const float u = up[i];
-    dgate[i] = d * u * (s * (1.0f + g * (1.0f - s)));
+    dgate[i] = d * up[i] * siluDerivative(g, s);
     dup[i] = d * g * s;
   }
 }
