@@ -125,9 +125,20 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   buf.dtype = *dtype;
   buf.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
   if (param) {
-    buf.init = param.getInit() == InitKind::normal  ? rt::InitKind::Normal
-               : param.getInit() == InitKind::zeros ? rt::InitKind::Zeros
-                                                    : rt::InitKind::Ones;
+    switch (param.getInit()) {
+    case InitKind::normal:
+      buf.init = rt::InitKind::Normal;
+      break;
+    case InitKind::uniform:
+      buf.init = rt::InitKind::Uniform;
+      break;
+    case InitKind::zeros:
+      buf.init = rt::InitKind::Zeros;
+      break;
+    case InitKind::ones:
+      buf.init = rt::InitKind::Ones;
+      break;
+    }
     buf.initStd = param.getStd().getValueAsDouble();
   }
   if (shardOf)
@@ -292,6 +303,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     buffers[arg] = *id;
     if (fn.getArgAttr(arg.getArgNumber(), kPerRankAttrName))
       program.buffers[size_t(*id)].perRank = true;
+    if (fn.getArgAttr(arg.getArgNumber(), kFrozenAttrName))
+      program.buffers[size_t(*id)].frozen = true;
   }
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -376,6 +389,8 @@ FailureOr<rt::Program> Lowering::run() {
           mesh.getData() * mesh.getTensor() * mesh.getPipeline();
     else if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
       program.meta[name.str()] = int64_t(i.getInt());
+    else if (auto f = dyn_cast<FloatAttr>(attr.getValue()))
+      program.meta[name.str()] = f.getValueAsDouble();
     else if (auto s = dyn_cast<StringAttr>(attr.getValue()))
       program.meta[name.str()] = s.str();
   }

@@ -128,6 +128,7 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<RepeatKvOp, zeroFlops<RepeatKvOp>, true>(ctx);
     attach<SiluOp, perResult<SiluOp, kSiluFlops>, true>(ctx);
     attach<MulOp, perResult<MulOp, kAddFlops>, true>(ctx);
+    attach<ScaleOp, perResult<ScaleOp, kAddFlops>, true>(ctx);
     attach<SwigluOp, perResult<SwigluOp, kSiluFlops + kAddFlops>, true>(ctx);
   });
 }

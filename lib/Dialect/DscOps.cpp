@@ -12,6 +12,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::dsc;
 
@@ -588,6 +590,11 @@ static LogicalResult verifyAllSameShape(Operation *op) {
 LogicalResult SiluOp::verify() { return verifyAllSameShape(*this); }
 LogicalResult SiluGradOp::verify() { return verifyAllSameShape(*this); }
 LogicalResult MulOp::verify() { return verifyAllSameShape(*this); }
+LogicalResult ScaleOp::verify() {
+  if (!std::isfinite(getFactor().convertToDouble()))
+    return emitOpError("factor must be finite");
+  return verifyAllSameShape(*this);
+}
 LogicalResult SwigluOp::verify() { return verifyAllSameShape(*this); }
 LogicalResult SwigluGradOp::verify() { return verifyAllSameShape(*this); }
 

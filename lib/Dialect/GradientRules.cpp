@@ -102,6 +102,12 @@ void MulOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[1] = b.create<MulOp>(getLoc(), getRhs().getType(), dy, getLhs());
 }
 
+void ScaleOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<ScaleOp>(getLoc(), getInput().getType(),
+                                      resultGrads[0], getFactorAttr());
+}
+
 void SwigluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                              SmallVectorImpl<Value> &operandGrads) {
   auto grad = b.create<SwigluGradOp>(

@@ -126,6 +126,16 @@ void initializeParameters(const Program &program, Storage &storage,
     }
     const uint32_t stream = nameHash(b.name);
     const double stdev = b.initStd;
+    if (b.init == InitKind::Uniform) { // one draw per element
+#pragma omp parallel for schedule(static)
+      for (int64_t w = first; w < end; ++w) {
+        PhiloxBlock r = philox4x32_10(
+            {uint32_t(w), stream, 0x1418u, uint32_t(uint64_t(w) >> 32)}, key);
+        const double u = double(r[0] >> 8) * 0x1p-24; // [0, 1)
+        x[w - first] = float(stdev * (2.0 * u - 1.0));
+      }
+      continue;
+    }
     // Element pair j of the whole tensor is elements 2j and 2j+1.
     const int64_t firstPair = first / 2, endPair = (end + 1) / 2;
 #pragma omp parallel for schedule(static)

@@ -43,17 +43,6 @@ bool allFinite(DType dtype, const void *data, size_t bytes) {
   return true;
 }
 
-/// Refuses to write a weights or checkpoint file holding a NaN or an
-/// infinity: the user's previous file is worth more than a poisoned one.
-void requireFiniteToSave(const Safetensors &file, const std::string &path,
-                         int64_t step) {
-  for (const auto &[name, t] : file.tensors)
-    if (!allFinite(t.dtype, t.bytes.data(), t.bytes.size()))
-      throw Error("not writing " + path + ": '" + name +
-                  "' holds NaN or infinite values after step " +
-                  std::to_string(step) + "; the file is left as it was");
-}
-
 /// Tensors of Hugging Face files that dsc ties to another weight: file name,
 /// the dsc parameter it must equal.
 const std::pair<const char *, const char *> kTiedTensors[] = {
@@ -103,6 +92,15 @@ bool isUnneededBertTensor(const std::string &name) {
 }
 
 } // namespace
+
+void dsc::rt::requireFiniteToSave(const Safetensors &file,
+                                  const std::string &path, int64_t step) {
+  for (const auto &[name, t] : file.tensors)
+    if (!allFinite(t.dtype, t.bytes.data(), t.bytes.size()))
+      throw Error("not writing " + path + ": '" + name +
+                  "' holds NaN or infinite values after step " +
+                  std::to_string(step) + "; the file is left as it was");
+}
 
 Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                  uint64_t seed)
@@ -209,6 +207,10 @@ void Trainer::loadWeights(const std::string &path) {
       throw Error(path + ": both '" + present[0] + "' and '" + present[1] +
                   "' are present for the model's '" + buf.name +
                   "'; a file must name each weight once");
+    // A base model's file has no LoRA adapters: they keep their
+    // initialisation (or come from loadAdapter).
+    if (present.empty() && !buf.frozen && isLoraAdapterName(buf.name))
+      continue;
     if (present.empty())
       throw Error(path + ": missing tensor '" + buf.name + "'");
     const std::string &name = present[0];

@@ -67,10 +67,12 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   Type lossType = fnType.getResult(0);
   Value dloss = body.addArgument(lossType, forward.getLoc());
 
-  // Parameters are the arguments carrying dsc.param.
+  // Parameters are the arguments carrying dsc.param; frozen ones (dsc.frozen)
+  // are constants here.
   SmallVector<BlockArgument> params;
   for (BlockArgument arg : body.getArguments().drop_back())
-    if (grad.getArgAttr(arg.getArgNumber(), kParamAttrName))
+    if (grad.getArgAttr(arg.getArgNumber(), kParamAttrName) &&
+        !grad.getArgAttr(arg.getArgNumber(), kFrozenAttrName))
       params.push_back(arg);
 
   // Active values: those that depend on a parameter.
@@ -121,7 +123,8 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
     }
   }
 
-  // Return the forward results followed by one gradient per parameter.
+  // Return the forward results followed by one gradient per trainable
+  // parameter.
   SmallVector<Value> results(ret.getOperands());
   for (BlockArgument p : params) {
     Value g = grads.lookup(p);

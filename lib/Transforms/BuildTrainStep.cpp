@@ -6,6 +6,8 @@
 //
 //   @micro_step(params, grad_accs, input_ids, targets)
 //       -> (loss, logits, grad_accs + grads / A)
+//       (frozen parameters, dsc.frozen, are read but have no accumulator;
+//       @apply_step neither takes nor updates them)
 //   @apply_step(params, grad_accs, optimizer state, step)
 //       -> (params', optimizer state', zeroed grad_accs, grad_norm, lr)
 //
@@ -43,21 +45,33 @@ namespace {
 struct Param {
   StringRef name;
   RankedTensorType type;
+  ParamAttr attr;
+  bool frozen;
 };
 
 /// Collects argument/result types and their #dsc.state attributes.
 struct Signature {
   SmallVector<Type> types;
   SmallVector<DictionaryAttr> attrs;
-  void add(MLIRContext *ctx, Type type, StateKind kind, StringRef name,
-           Attribute paramAttr = {}) {
+  void add(MLIRContext *ctx, Type type, StateKind kind, StringRef name) {
     types.push_back(type);
-    SmallVector<NamedAttribute> entries = {NamedAttribute(
-        StringAttr::get(ctx, kStateAttrName), StateAttr::get(ctx, kind, name))};
-    if (paramAttr)
-      entries.push_back(
-          NamedAttribute(StringAttr::get(ctx, kParamAttrName), paramAttr));
+    attrs.push_back(DictionaryAttr::get(ctx, {stateEntry(ctx, kind, name)}));
+  }
+  /// A parameter with its dsc.param (and dsc.frozen, if frozen).
+  void addParam(MLIRContext *ctx, const Param &p) {
+    types.push_back(p.type);
+    SmallVector<NamedAttribute> entries = {
+        stateEntry(ctx, StateKind::param, p.name),
+        NamedAttribute(StringAttr::get(ctx, kParamAttrName), p.attr)};
+    if (p.frozen)
+      entries.push_back(NamedAttribute(StringAttr::get(ctx, kFrozenAttrName),
+                                       UnitAttr::get(ctx)));
     attrs.push_back(DictionaryAttr::get(ctx, entries));
+  }
+  static NamedAttribute stateEntry(MLIRContext *ctx, StateKind kind,
+                                   StringRef name) {
+    return NamedAttribute(StringAttr::get(ctx, kStateAttrName),
+                          StateAttr::get(ctx, kind, name));
   }
 };
 
@@ -66,9 +80,9 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
 
   void runOnOperation() override;
   LogicalResult checkOptions(Operation *anchor);
-  func::FuncOp buildMicroStep(func::FuncOp fwdGrad, ArrayRef<Param> params);
-  func::FuncOp buildApplyStep(ModuleOp module, ArrayRef<Param> params,
-                              ArrayRef<Attribute> paramAttrs);
+  func::FuncOp buildMicroStep(func::FuncOp fwdGrad, ArrayRef<Param> params,
+                              ArrayRef<Param> trainable);
+  func::FuncOp buildApplyStep(ModuleOp module, ArrayRef<Param> trainable);
   func::FuncOp buildEvalStep(ModuleOp module, unsigned numParams);
   /// fp16: the scale before any update (2^initial-scale-power or static).
   double initialScale() const {
@@ -165,17 +179,23 @@ void BuildTrainStepPass::runOnOperation() {
                      "-dsc-autodiff first");
     return signalPassFailure();
   }
-  SmallVector<Param> params;
-  SmallVector<Attribute> paramAttrs;
+  SmallVector<Param> params, trainable;
   for (unsigned i = 0, e = fwdGrad.getNumArguments(); i < e; ++i)
     if (auto attr = fwdGrad.getArgAttrOfType<ParamAttr>(i, kParamAttrName)) {
       params.push_back(
           {attr.getName(),
-           cast<RankedTensorType>(fwdGrad.getArgument(i).getType())});
-      paramAttrs.push_back(attr);
+           cast<RankedTensorType>(fwdGrad.getArgument(i).getType()), attr,
+           bool(fwdGrad.getArgAttr(i, kFrozenAttrName))});
+      if (!params.back().frozen)
+        trainable.push_back(params.back());
     }
-  if (!buildMicroStep(fwdGrad, params) ||
-      !buildApplyStep(module, params, paramAttrs) ||
+  if (trainable.empty()) {
+    fwdGrad.emitError("dsc-build-train-step: every parameter is frozen; "
+                      "there is nothing to train");
+    return signalPassFailure();
+  }
+  if (!buildMicroStep(fwdGrad, params, trainable) ||
+      !buildApplyStep(module, trainable) ||
       !buildEvalStep(module, params.size()))
     return signalPassFailure();
   fwdGrad.erase();
@@ -186,7 +206,8 @@ void BuildTrainStepPass::runOnOperation() {
 }
 
 func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
-                                                ArrayRef<Param> params) {
+                                                ArrayRef<Param> params,
+                                                ArrayRef<Param> trainable) {
   MLIRContext *ctx = &getContext();
   if (fwdGrad.isExternal() || !fwdGrad.getBody().hasOneBlock()) {
     fwdGrad.emitError("dsc-build-train-step: @forward_grad must have a body "
@@ -194,10 +215,10 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
     return {};
   }
   Block &src = fwdGrad.getBody().front();
-  unsigned numParams = params.size();
+  unsigned numParams = params.size(), numTrainable = trainable.size();
   unsigned numInputs = src.getNumArguments() - numParams - 1; // minus dloss
   unsigned numForwardResults =
-      fwdGrad.getFunctionType().getNumResults() - numParams;
+      fwdGrad.getFunctionType().getNumResults() - numTrainable;
   if (numInputs != 2 || numForwardResults != 2) {
     fwdGrad.emitError("dsc-build-train-step: expected @forward_grad(params, "
                       "input_ids, targets, dloss) -> (loss, logits, grads)");
@@ -212,10 +233,9 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
     }
 
   Signature args, results;
-  for (unsigned i = 0; i < numParams; ++i)
-    args.add(ctx, params[i].type, StateKind::param, params[i].name,
-             fwdGrad.getArgAttr(i, kParamAttrName));
   for (const Param &p : params)
+    args.addParam(ctx, p);
+  for (const Param &p : trainable)
     args.add(ctx, p.type, StateKind::grad, p.name);
   args.add(ctx, src.getArgument(numParams).getType(), StateKind::input_ids,
            "input_ids");
@@ -225,7 +245,7 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
               "loss");
   results.add(ctx, fwdGrad.getFunctionType().getResult(1), StateKind::output,
               "logits");
-  for (const Param &p : params)
+  for (const Param &p : trainable)
     results.add(ctx, p.type, StateKind::grad, p.name);
   if (fp16)
     args.add(ctx, scalerType(), StateKind::loss_scaler, "state");
@@ -243,8 +263,9 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   IRMapping map;
   for (unsigned i = 0; i < numParams; ++i)
     map.map(src.getArgument(i), body->getArgument(i));
-  map.map(src.getArgument(numParams), body->getArgument(2 * numParams));
-  map.map(src.getArgument(numParams + 1), body->getArgument(2 * numParams + 1));
+  const unsigned firstInput = numParams + numTrainable;
+  map.map(src.getArgument(numParams), body->getArgument(firstInput));
+  map.map(src.getArgument(numParams + 1), body->getArgument(firstInput + 1));
   // DeepSpeed scales each micro-batch loss by 1/A; the accumulated gradient
   // is then the mean over the step's micro-batches.
   // With fp16 the seed is scale / A (DeepSpeed's backward(loss * scale)).
@@ -265,7 +286,7 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   auto ret = cast<func::ReturnOp>(src.getTerminator());
   SmallVector<Value> outs = {map.lookup(ret.getOperand(0)),
                              map.lookup(ret.getOperand(1))};
-  for (unsigned i = 0; i < numParams; ++i) {
+  for (unsigned i = 0; i < numTrainable; ++i) {
     Value acc = body->getArgument(numParams + i);
     Value g = map.lookup(ret.getOperand(numForwardResults + i));
     outs.push_back(b.create<AddOp>(loc, acc.getType(), acc, g));
@@ -275,8 +296,7 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
 }
 
 func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
-                                                ArrayRef<Param> params,
-                                                ArrayRef<Attribute> paramAttrs) {
+                                                ArrayRef<Param> params) {
   MLIRContext *ctx = &getContext();
   auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
   auto stepType = RankedTensorType::get({}, IntegerType::get(ctx, 64));
@@ -284,8 +304,8 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   unsigned n = params.size();
 
   Signature args, results;
-  for (auto [p, attr] : llvm::zip(params, paramAttrs))
-    args.add(ctx, p.type, StateKind::param, p.name, attr);
+  for (const Param &p : params)
+    args.addParam(ctx, p);
   for (const Param &p : params)
     args.add(ctx, p.type, StateKind::grad, p.name);
   for (StateKind kind : kinds)
@@ -295,8 +315,8 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   if (fp16)
     args.add(ctx, scalerType(), StateKind::loss_scaler, "state");
 
-  for (auto [p, attr] : llvm::zip(params, paramAttrs))
-    results.add(ctx, p.type, StateKind::param, p.name, attr);
+  for (const Param &p : params)
+    results.addParam(ctx, p);
   for (StateKind kind : kinds)
     for (const Param &p : params)
       results.add(ctx, p.type, kind, p.name);

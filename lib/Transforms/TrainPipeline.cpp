@@ -4,6 +4,7 @@
 // fills TrainingPipelineOptions from the model and DeepSpeed configs, dsc-opt
 // registers it as --dsc-train-pipeline. Order:
 //
+//   -dsc-lora (freezes the model and adds adapters: the fusions see them)
 //   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
 //     residual-layer-norm, attention, softmax-dropout)
 //   -dsc-autodiff, -dsc-build-train-step
@@ -28,6 +29,20 @@ using namespace mlir::dsc;
 
 void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                                       const TrainingPipelineOptions &o) {
+  if (o.loraRank > 0) {
+    DscLoraOptions lora;
+    lora.rank = o.loraRank;
+    lora.alpha = o.loraAlpha;
+    lora.dropout = o.loraDropout;
+    // DscLoraOptions holds an ArrayRef; createDscLora copies what it needs.
+    std::vector<std::string> targets(o.loraTargetModules.begin(),
+                                     o.loraTargetModules.end());
+    lora.targetModules = targets;
+    lora.targetRegex = o.loraTargetRegex;
+    lora.bias = o.loraBias;
+    lora.rslora = o.loraRslora;
+    pm.addPass(createDscLora(lora));
+  }
   if (o.fuseQkv)
     pm.addPass(createDscFuseQkv());
   if (o.fuseBiasGelu)
@@ -110,7 +125,8 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
 void mlir::dsc::registerTrainingPipeline() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "dsc-train-pipeline",
-      "Build the training step: the chosen fusions, -dsc-autodiff, "
+      "Build the training step: -dsc-lora and the fusions as chosen, "
+      "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam and -dsc-zero as chosen",
       buildTrainingPipeline);

@@ -94,8 +94,21 @@ mlir::dsc::RematPolicy rematChoice(const std::string &policy) {
 }
 
 /// The training pipeline `train` asks for.
-void fillPipelineOptions(const dsc::TrainConfig &train,
+void fillPipelineOptions(const dsc::ModelConfig &model,
+                         const dsc::TrainConfig &train,
                          mlir::dsc::TrainingPipelineOptions &p) {
+  if (const dsc::LoraConfig &l = train.lora; l.enabled) {
+    p.loraRank = l.rank;
+    p.loraAlpha = l.alpha;
+    p.loraDropout = l.dropout;
+    std::vector<std::string> targets = l.targetModules;
+    if (targets.empty() && l.targetRegex.empty())
+      targets = dsc::defaultLoraTargets(model.type);
+    p.loraTargetModules = targets;
+    p.loraTargetRegex = l.targetRegex;
+    p.loraBias = l.bias;
+    p.loraRslora = l.useRslora;
+  }
   const dsc::FusionConfig &fusion = train.fusion;
   p.fuseQkv = fusion.qkv;
   p.fuseBiasGelu = fusion.biasGelu;
@@ -178,7 +191,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr(mlir::dsc::kMeshAttrName,
                      mlir::dsc::MeshAttr::get(&ctx, train.worldSize, 1, 1));
   mlir::dsc::TrainingPipelineOptions options;
-  fillPipelineOptions(train, options);
+  fillPipelineOptions(model, train, options);
   auto pm = PassManager::on<ModuleOp>(&ctx);
   mlir::dsc::buildTrainingPipeline(pm, options);
   if (pipeline) {

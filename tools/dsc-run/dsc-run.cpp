@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Adapter.h"
 #include "CheckCuda.h"
 #include "Checkpoints.h"
 #include "Compile.h"
@@ -57,14 +58,18 @@ const char *kUsage =
     "          [--resume CK.safetensors] [--log-json F]\n"
     "          [--checkpoint-every N [--checkpoint-keep K]]\n"
     "          [--backend auto|cpu|cuda] [--memory-report F.json]\n"
+    "          [--adapter DIR] [--merge-adapter W.safetensors]\n"
     "          under mpirun -np N or srun: data parallel over N ranks\n"
+    "          LoRA (a \"lora\" config section or --adapter): --save DIR\n"
+    "          writes PEFT's adapter directory\n"
     "  estimate --model M.json --config C.json [--seq-len T] [--world-size N]\n"
     "          [--memory-report F.json]   plan the step's memory, run nothing\n"
     "  compile --model M.json --config C.json [--seq-len T] [--world-size N]\n"
     "          [--stage forward|step] [--print-pipeline] -o STEP.mlir\n"
     "          --print-pipeline: the pass pipeline on stdout\n"
     "  inspect --model M.json --config C.json --data D [--seq-len T]\n"
-    "          [--init-from W.safetensors] --out DUMP.safetensors\n"
+    "          [--init-from W.safetensors] [--adapter DIR]\n"
+    "          --out DUMP.safetensors\n"
     "          [--backend auto|cpu|cuda]\n"
     "  demo    [--steps N] [--backend auto|cpu|cuda]   train a small GPT to\n"
     "          count (generated data)\n"
@@ -178,6 +183,8 @@ std::unique_ptr<rt::Backend> makeBackend(const std::string &name,
 struct Configs {
   ModelConfig model;
   TrainConfig train;
+  /// --adapter's adapter_config.json, checked against the built step.
+  std::optional<LoraConfig> adapter;
 };
 
 /// The configs of --model and --config for a job of `worldSize` ranks
@@ -194,6 +201,8 @@ Configs readConfigs(const Args &args, int64_t worldSize) {
                        " exceeds the model's " +
                        std::to_string(c.model.maxPositions) + " positions");
   }
+  if (args.has("--adapter"))
+    c.adapter = readAdapterConfig(args.get("--adapter"), c.train);
   validateConfigs(c.model, c.train);
   return c;
 }
@@ -303,10 +312,17 @@ void writeText(const std::string &path, const std::string &text) {
 
 /// Every file the command will write is checked before any work, so a run
 /// never trains for hours and then finds it cannot save.
-void checkOutputs(const Args &args) {
-  for (const char *option : {"--save", "--checkpoint", "--memory-report", "--out"})
-    if (args.has(option))
+/// With `lora`, --save names PEFT's adapter directory.
+void checkOutputs(const Args &args, bool lora = false) {
+  for (const char *option : {"--save", "--checkpoint", "--memory-report",
+                             "--out", "--merge-adapter"}) {
+    if (!args.has(option))
+      continue;
+    if (lora && std::string(option) == "--save")
+      checkAdapterOutput(args.get(option), option);
+    else
       rt::checkOutputFile(args.get(option), option);
+  }
   if (args.has("-o") && args.get("-o") != "-")
     rt::checkOutputFile(args.get("-o"), "-o");
   if (args.has("--log-json"))
@@ -391,6 +407,10 @@ void requireSameJob(rt::Communicator &comm, const Args &args, int argc,
                  tokens.size() * sizeof(int32_t)})},
        file("--init-from"),
        file("--resume"),
+       {"--adapter", adapterWeightsPath(args.getOr("--adapter", ".")),
+        args.has("--adapter")
+            ? fileFingerprint(adapterWeightsPath(args.get("--adapter")))
+            : 0},
        {"compiled training step (a different dsc build?)", "",
         fnv1a64(moduleOs.str())}});
 }
@@ -403,7 +423,8 @@ int cmdTrain(int argc, char **argv) {
             {"--model", "--config", "--data", "--steps", "--seq-len",
              "--init-from", "--save", "--checkpoint", "--resume",
              "--log-json", "--backend", "--memory-report",
-             "--checkpoint-every", "--checkpoint-keep"});
+             "--checkpoint-every", "--checkpoint-keep", "--adapter",
+             "--merge-adapter"});
   const std::string backendName = chooseBackend(args);
   if ((args.has("--checkpoint-every") || args.has("--checkpoint-keep")) &&
       !args.has("--checkpoint"))
@@ -413,27 +434,41 @@ int cmdTrain(int argc, char **argv) {
   if (args.has("--checkpoint-keep") && !args.has("--checkpoint-every"))
     throw UsageError("dsc-run train: --checkpoint-keep needs "
                      "--checkpoint-every N");
-  if (args.has("--resume") && args.has("--init-from"))
+  if (args.has("--resume") && (args.has("--init-from") || args.has("--adapter")))
     throw UsageError("dsc-run train: --resume already restores the weights; "
-                     "drop --init-from");
-  // Only rank 0 writes files.
-  if (output.leader())
-    checkOutputs(args);
+                     "drop --init-from and --adapter");
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   if (args.positional.size() > 1)
     throw UsageError("dsc-run train: more than one compiled step given");
   const std::string stepPath =
       args.positional.empty() ? "" : args.positional[0];
+  std::optional<Configs> configs;
+  bool lora;
   if (!stepPath.empty()) {
     if (args.has("--model") || args.has("--config") || args.has("--seq-len"))
       throw UsageError("dsc-run train: give either a compiled step or "
                        "--model/--config, not both");
     module = loadStep(ctx, stepPath);
+    lora = stepHasLora(*module);
   } else {
-    Configs c = readConfigs(args, comm->size());
-    module = compileStep(ctx, c.model, c.train);
+    configs = readConfigs(args, comm->size());
+    lora = configs->train.lora.enabled;
   }
+  if (args.has("--merge-adapter") && !lora)
+    throw UsageError("dsc-run train: --merge-adapter needs a LoRA model (a "
+                     "\"lora\" section in the training config, or "
+                     "--adapter)");
+  // Only rank 0 writes files; each is checked before any work.
+  if (output.leader())
+    checkOutputs(args, lora);
+  if (configs)
+    module = compileStep(ctx, configs->model, configs->train);
+  if (args.has("--adapter"))
+    checkAdapterMatchesStep(
+        configs ? *configs->adapter
+                : parseAdapterConfig(adapterConfigPath(args.get("--adapter"))),
+        args.get("--adapter"), *module);
   rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
   // Ranks must agree on everything they were given; one process has no
   // one to disagree with (and skips rereading and hashing its files).
@@ -460,6 +495,8 @@ int cmdTrain(int argc, char **argv) {
     trainer.loadWeights(args.get("--init-from"));
   else
     trainer.initializeWeights();
+  if (args.has("--adapter"))
+    trainer.loadAdapter(adapterWeightsPath(args.get("--adapter")));
   // Every rank saves (ZeRO's shards are gathered); rank 0 writes.
   std::optional<PeriodicCheckpoints> periodic;
   if (args.has("--checkpoint-every"))
@@ -469,8 +506,14 @@ int cmdTrain(int argc, char **argv) {
   trainLoop(trainer, data, steps, printEvery,
             output.leader() ? args.getOr("--log-json", "") : "",
             periodic ? &*periodic : nullptr);
-  if (args.has("--save"))
-    trainer.saveWeights(args.get("--save"));
+  if (args.has("--save")) {
+    if (trainer.hasAdapter())
+      trainer.saveAdapter(args.get("--save"));
+    else
+      trainer.saveWeights(args.get("--save"));
+  }
+  if (args.has("--merge-adapter"))
+    trainer.saveMergedWeights(args.get("--merge-adapter"));
   if (args.has("--checkpoint"))
     trainer.saveCheckpoint(args.get("--checkpoint"));
   if (!output.leader())
@@ -514,13 +557,15 @@ int cmdEstimate(int argc, char **argv) {
 int cmdInspect(int argc, char **argv) {
   Args args("inspect", argc, argv,
             {"--model", "--config", "--data", "--seq-len", "--init-from",
-             "--out", "--backend"});
+             "--out", "--backend", "--adapter"});
   args.noPositional();
   const std::string backendName = chooseBackend(args);
   checkOutputs(args);
   Configs c = readConfigs(args, 1);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
+  if (c.adapter)
+    checkAdapterMatchesStep(*c.adapter, args.get("--adapter"), *module);
   auto comm = rt::createSingleRankCommunicator();
   rt::Program program = lowerStep(*module);
   auto backend = makeBackend(backendName, program, *comm);
@@ -529,6 +574,8 @@ int cmdInspect(int argc, char **argv) {
     trainer.loadWeights(args.get("--init-from"));
   else
     trainer.initializeWeights();
+  if (c.adapter)
+    trainer.loadAdapter(adapterWeightsPath(args.get("--adapter")));
   rt::TokenFile data = rt::TokenFile::open(args.get("--data"));
   trainer.inspectMicroStep(data).write(args.get("--out"));
   return 0;

@@ -74,7 +74,8 @@ def Dsc_MeshAxisAttr : EnumAttr<Dsc_Dialect, Dsc_MeshAxis, "axis">;
 
 def Dsc_InitKind : I32EnumAttr<"InitKind", "parameter initialisation rule", [
       I32EnumAttrCase<"normal", 0>, I32EnumAttrCase<"zeros", 1>,
-      I32EnumAttrCase<"ones", 2>
+      I32EnumAttrCase<"ones", 2>,
+      I32EnumAttrCase<"uniform", 3>  // U(-std, std): LoRA's A
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;
@@ -103,6 +104,7 @@ def Dsc_ParamAttr : AttrDef<Dsc_Dialect, "Param"> {
     `#dsc.param<"transformer.h.0.attn.c_attn.weight", normal, 0.02>`. The name is
     the one `save_pretrained` writes; layouts follow Hugging Face (GPT-2
     `Conv1D` weights are [in, out], BERT `nn.Linear` weights are [out, in]).
+    `std` is the standard deviation of `normal` and the bound of `uniform`.
   }];
   let parameters = (ins StringRefParameter<>:$name,
                         "InitKind":$init,

@@ -34,6 +34,11 @@ namespace mlir::dsc {
 /// Names of the argument/result attributes the frontend and passes use.
 inline constexpr llvm::StringLiteral kParamAttrName = "dsc.param";
 inline constexpr llvm::StringLiteral kStateAttrName = "dsc.state";
+/// On a parameter argument (beside dsc.param): the parameter is frozen, as
+/// -dsc-lora leaves the base model's weights. -dsc-autodiff gives it no
+/// gradient and -dsc-build-train-step no optimizer state or update; the
+/// runtime still loads and saves it (unit attribute).
+inline constexpr llvm::StringLiteral kFrozenAttrName = "dsc.frozen";
 /// ZeRO (-dsc-zero): on a step argument that holds this rank's shard of a
 /// flattened, zero-padded tensor, the whole tensor's shape (array<i64>).
 inline constexpr llvm::StringLiteral kShardOfAttrName = "dsc.shard_of";

@@ -193,6 +193,17 @@ def Dsc_MulOp : Dsc_DiffOp<"mul"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+def Dsc_ScaleOp : Dsc_DiffOp<"scale"> {
+  let summary = "Multiplies every element by a constant: input * factor";
+  let description = [{
+    `%y = dsc.scale %x {factor = 2.0 : f64}`: LoRA's alpha / r on the
+    adapter's output (`-dsc-lora`). Its gradient is the same scaling of the
+    incoming gradient.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_SwigluOp : Dsc_DiffOp<"swiglu"> {
   let summary = "Fused SwiGLU gate: silu(gate) * up";
   let description = [{

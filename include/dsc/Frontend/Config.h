@@ -160,6 +160,31 @@ struct MixedPrecisionConfig {
   bool consecutiveHysteresis = false;
 };
 
+/// PEFT's LoraConfig, from the training config's `lora` section or a saved
+/// adapter_config.json: -dsc-lora's options.
+struct LoraConfig {
+  bool enabled = false;
+  int64_t rank = 8;            ///< r
+  double alpha = 8.0;          ///< lora_alpha
+  double dropout = 0.0;        ///< lora_dropout
+  /// target_modules as a list (["q_proj", "v_proj"], or "all-linear"
+  /// written as a string); empty with targetRegex empty: PEFT's default
+  /// for the model type (defaultLoraTargets).
+  std::vector<std::string> targetModules;
+  std::string targetRegex;     ///< target_modules as any other string
+  std::string bias = "none";   ///< none | all | lora_only
+  bool useRslora = false;      ///< use_rslora: scale alpha / sqrt(r)
+};
+
+/// PEFT's default target_modules for a model type (its
+/// TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+std::vector<std::string> defaultLoraTargets(ModelType type);
+
+/// Reads a PEFT adapter_config.json (peft_type "LORA").
+LoraConfig parseAdapterConfig(const std::string &path);
+LoraConfig parseAdapterConfigText(const std::string &text,
+                                  const std::string &origin);
+
 struct TrainConfig {
   int64_t worldSize = 1;      ///< data-parallel ranks (the job's size)
   int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
@@ -179,6 +204,7 @@ struct TrainConfig {
   KernelConfig kernel;
   RematConfig remat;
   MixedPrecisionConfig precision;
+  LoraConfig lora;
 };
 
 /// Reads and validates a ds_config.json. `worldSize` is the number of

@@ -49,7 +49,8 @@ enum class BufferRole {
   Output,     ///< read by the driver after a call (loss, logits, grad norm)
 };
 
-enum class InitKind { None, Zeros, Ones, Normal };
+/// Normal: N(0, initStd^2); Uniform: U(-initStd, initStd) (LoRA's A).
+enum class InitKind { None, Zeros, Ones, Normal, Uniform };
 
 struct Buffer {
   std::string name; ///< e.g. "transformer.h.0.ln_1.weight", "exp_avg/<param>"
@@ -57,7 +58,7 @@ struct Buffer {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   InitKind init = InitKind::None; ///< only for Param
-  double initStd = 0.0;           ///< only for InitKind::Normal
+  double initStd = 0.0;           ///< Normal's std, Uniform's bound
   /// ZeRO: this buffer holds rank r's elements [r*n, (r+1)*n) of a tensor
   /// of this shape, flattened and zero-padded to a multiple of the world
   /// size (n: this buffer's elements). Empty for a whole tensor.
@@ -65,6 +66,9 @@ struct Buffer {
   /// 1-bit Adam's compression errors: every rank holds its own value, so
   /// checkpoints keep all ranks' copies ([world size, shape...]).
   bool perRank = false;
+  /// A parameter the step reads but never updates (dsc.frozen: the base
+  /// model under LoRA). Trainable parameters are the adapter.
+  bool frozen = false;
   /// Byte offset in the program's arena when it has a memory plan
   /// (Program::arenaBytes >= 0, see include/dsc/Codegen/MemoryPlan.h); -1
   /// when the buffer is allocated on its own.

@@ -38,6 +38,16 @@ struct Diverged : Error {
   StepStats stats;
 };
 
+/// Refuses to write a weights, adapter or checkpoint file holding a NaN or
+/// an infinity (after step `step`): the user's previous file is worth more
+/// than a poisoned one.
+void requireFiniteToSave(const Safetensors &file, const std::string &path,
+                         int64_t step);
+
+/// PEFT's names of LoRA's matrices: "<module>.lora_A.weight" and
+/// "<module>.lora_B.weight".
+bool isLoraAdapterName(const std::string &name);
+
 class Trainer {
 public:
   Trainer(Program program, Backend &backend, Communicator &comm,
@@ -64,6 +74,23 @@ public:
   /// `transformer.`/`bert.` prefix or not. Missing or mis-shaped tensors are
   /// errors naming the file and tensor.
   void loadWeights(const std::string &path);
+  /// LoRA (a step built by -dsc-lora; see lib/Runtime/Adapters.cpp):
+  /// whether the step has adapters.
+  bool hasAdapter() const;
+  /// Loads the trainable parameters from a PEFT adapter_model.safetensors
+  /// (`base_model.model.<name>`); each must be there with its shape, and
+  /// nothing else may be.
+  void loadAdapter(const std::string &path);
+  /// Writes what PEFT's save_pretrained writes for a LoRA model into the
+  /// directory `dir` (created if missing): adapter_model.safetensors with
+  /// the trainable parameters and adapter_config.json. Every rank calls it;
+  /// rank 0 writes.
+  void saveAdapter(const std::string &dir) const;
+  /// Writes the base model's weights (Hugging Face names, as saveWeights)
+  /// with each adapter merged: W + scale * B A (transposed for [in, out]
+  /// weights), what PEFT's merge_and_unload gives. Every rank calls it.
+  void saveMergedWeights(const std::string &path) const;
+
   /// Writes what save_pretrained writes: every parameter, Hugging Face names.
   /// Refuses (leaving the file as it was) if a weight is NaN or infinite,
   /// as loadWeights and loadCheckpoint refuse such files. Every rank of the

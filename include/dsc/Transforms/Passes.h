@@ -81,6 +81,30 @@ enum class TrainingPrecision { None, F16, BF16 };
 /// them), the -dsc-remat ones are prefixed `remat-`.
 struct TrainingPipelineOptions
     : public PassPipelineOptions<TrainingPipelineOptions> {
+  // -dsc-lora, first of all (lora-rank 0: no LoRA); the other options keep
+  // the pass's names with a `lora-` prefix.
+  Option<int64_t> loraRank{*this, "lora-rank",
+                           llvm::cl::desc("Run -dsc-lora with this rank (r)"),
+                           llvm::cl::init(0)};
+  Option<ExactDouble> loraAlpha{*this, "lora-alpha",
+                                llvm::cl::desc("-dsc-lora alpha"),
+                                llvm::cl::init(8.0)};
+  Option<ExactDouble> loraDropout{*this, "lora-dropout",
+                                  llvm::cl::desc("-dsc-lora dropout"),
+                                  llvm::cl::init(0.0)};
+  ListOption<std::string> loraTargetModules{
+      *this, "lora-target-modules",
+      llvm::cl::desc("-dsc-lora target-modules")};
+  Option<std::string> loraTargetRegex{
+      *this, "lora-target-regex", llvm::cl::desc("-dsc-lora target-regex"),
+      llvm::cl::init("")};
+  Option<std::string> loraBias{*this, "lora-bias",
+                               llvm::cl::desc("-dsc-lora bias"),
+                               llvm::cl::init("none")};
+  Option<bool> loraRslora{*this, "lora-rslora",
+                          llvm::cl::desc("-dsc-lora rslora"),
+                          llvm::cl::init(false)};
+
   // Forward-graph fusions, in the order the pipeline runs them.
   Option<bool> fuseQkv{*this, "fuse-qkv",
                        llvm::cl::desc("Run -dsc-fuse-qkv"),

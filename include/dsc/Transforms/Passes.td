@@ -10,7 +10,8 @@ def DscAutodiff : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
     For the function `@forward(params..., inputs...) -> (loss, extra...)`
     this adds `@forward_grad(params..., inputs..., %dloss) -> (loss, extra...,
     grads...)` holding the forward ops followed by their reverse-mode
-    gradients, one gradient per argument carrying `dsc.param`. Gradients of
+    gradients, one gradient per argument carrying `dsc.param` and not
+    `dsc.frozen` (frozen parameters are constants to it). Gradients of
     values with several uses are summed with `dsc.add`. Each op's rule comes
     from its GradientOpInterface; an op on the path to the loss without one
     is an error.
@@ -29,6 +30,56 @@ def DscAutodiff : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
     Option<"function", "function", "std::string", "\"forward\"",
            "Name of the function to differentiate">
   ];
+}
+
+def DscLora : Pass<"dsc-lora", "::mlir::ModuleOp"> {
+  let summary = "LoRA: freeze @forward's parameters, add low-rank adapters";
+  let description = [{
+    PEFT's `get_peft_model` as a rewrite of the forward graph (run it first,
+    before the fusions and -dsc-autodiff). Every `dsc.linear` whose weight
+    is the parameter `<module>.weight` of a targeted module gets an adapter:
+    two new parameters `<module>.lora_A.weight` [r, in] (uniform in
+    +-1/sqrt(in), PEFT's kaiming_uniform(a=sqrt(5))) and
+    `<module>.lora_B.weight` [out, r] (zeros), and its result becomes
+
+    ```mlir
+    %y  = dsc.linear %x, %w, %b                      // the frozen base
+    %xd = dsc.dropout %x {rate = lora_dropout}       // only if rate > 0
+    %h  = dsc.linear %xd, %lora_A {transpose_w = true}
+    %d  = dsc.linear %h, %lora_B {transpose_w = true}
+    %ds = dsc.scale %d {factor = alpha / r}          // alpha / sqrt(r): rslora
+    %y2 = dsc.add %y, %ds
+    ```
+
+    Every other parameter gets `dsc.frozen` (no gradient, no optimizer
+    state), except biases by `bias`: `all` trains every parameter whose name
+    contains "bias" (PEFT's rule), `lora_only` the biases of adapted
+    modules. A module matches an entry of `target-modules` when its name
+    equals it or ends in "." + it; `all-linear` adapts every linear layer
+    but the output head; `target-regex` instead matches whole module names
+    (PEFT's string form). Every entry must match a module, and a matched
+    weight must feed only linear layers (an embedding cannot be adapted).
+    The module records the settings (`dsc.lora_rank`, `dsc.lora_alpha`,
+    `dsc.lora_dropout`, `dsc.lora_target_modules` or `dsc.lora_target_regex`,
+    `dsc.lora_bias`, `dsc.lora_rslora`, `dsc.lora_fan_in_fan_out`): the
+    runtime writes them to PEFT's adapter_config.json and merges with them.
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", "8", "r: the adapters' rank">,
+    Option<"alpha", "alpha", "::mlir::dsc::ExactDouble", "8.0",
+           "lora_alpha: the update is scaled by alpha / r">,
+    Option<"dropout", "dropout", "::mlir::dsc::ExactDouble", "0.0",
+           "lora_dropout: dropout on the adapter's input">,
+    ListOption<"targetModules", "target-modules", "std::string",
+               "target_modules: module names (or name suffixes) to adapt">,
+    Option<"targetRegex", "target-regex", "std::string", "\"\"",
+           "target_modules as a string: a regex matching whole module names">,
+    Option<"bias", "bias", "std::string", "\"none\"",
+           "Trainable biases: none, all or lora_only">,
+    Option<"rslora", "rslora", "bool", "false",
+           "use_rslora: scale by alpha / sqrt(r)">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
 def DscFuseQkv : Pass<"dsc-fuse-qkv", "::mlir::ModuleOp"> {

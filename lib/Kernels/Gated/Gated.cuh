@@ -1,6 +1,7 @@
 //===- Gated.cuh - SiLU, products and the SwiGLU gate, CUDA ----*- CUDA -*-===//
 //
-// silu, mul, swiglu and their gradients: the CUDA side of GatedCpu.cpp.
+// silu, mul, swiglu, scale and their gradients: the CUDA side of
+// GatedCpu.cpp.
 //
 // Not a standalone header: part of the CUDA device library, pasted after
 // Common.cuh, whose helpers it uses (see Common.cuh and
@@ -19,13 +20,14 @@ __device__ __forceinline__ float siluDerivative(float x, float s) {
   return s * (1.0f + x * (1.0f - s));
 }
 
-/// OP 0: y = silu(a); 1: y = a * b; 2: y = silu(a) * b (swiglu).
+/// OP 0: y = silu(a); 1: y = a * b; 2: y = silu(a) * b (swiglu);
+/// 3: y = a * factor (scale).
 template <int OP, typename TA, typename TB, typename TY, dsc_i64 N, int VEC>
-__device__ void gatedForward(const TA *a, const TB *b, TY *y) {
+__device__ void gatedForward(const TA *a, const TB *b, TY *y, float factor) {
   DSC_GRID_LOOP(g, N / VEC) {
     float va[VEC], vb[VEC];
     ldv<VEC>(a, g * VEC, va);
-    if constexpr (OP != 0)
+    if constexpr (OP == 1 || OP == 2)
       ldv<VEC>(b, g * VEC, vb);
 #pragma unroll
     for (int l = 0; l < VEC; ++l) {
@@ -33,6 +35,8 @@ __device__ void gatedForward(const TA *a, const TB *b, TY *y) {
         va[l] = va[l] * sigmoidAt(va[l]);
       else if constexpr (OP == 1)
         va[l] = va[l] * vb[l];
+      else if constexpr (OP == 3)
+        va[l] = va[l] * factor;
       else
         va[l] = va[l] * sigmoidAt(va[l]) * vb[l];
     }

@@ -1,6 +1,7 @@
 //===- GatedCpu.cpp - SiLU, products and the SwiGLU gate, CPU -------------===//
 //
-// silu, mul, swiglu (silu(gate) * up) and their gradients: LLaMA's MLP.
+// silu, mul, swiglu (silu(gate) * up) and their gradients: LLaMA's MLP;
+// scale (by a constant): LoRA's alpha / r.
 // Every operand of these ops has one shape (the instruction checker's
 // Pointwise family), so each kernel is one vectorised loop.
 //
@@ -39,6 +40,12 @@ void mul(const float *a, const float *b, float *y, int64_t n) {
     y[i] = a[i] * b[i];
 }
 
+void scale(const float *x, float factor, float *y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * factor;
+}
+
 void swiglu(const float *gate, const float *up, float *y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i)
@@ -71,6 +78,9 @@ void runGated(Exec &e) {
   case Opcode::Mul:
     mul(e.fin(0, "a"), e.fin(1, "b"), e.fout(0, "y"), n);
     return;
+  case Opcode::Scale:
+    scale(e.fin(0, "x"), float(e.I.getFloat("factor")), e.fout(0, "y"), n);
+    return;
   case Opcode::Swiglu:
     swiglu(e.fin(0, "gate"), e.fin(1, "up"), e.fout(0, "y"), n);
     return;
@@ -83,7 +93,7 @@ void runGated(Exec &e) {
   default:
     break;
   }
-  e.fail("internal: not a silu, mul or swiglu opcode");
+  e.fail("internal: not a silu, mul, scale or swiglu opcode");
 }
 
 } // namespace dsc::rt::cpu

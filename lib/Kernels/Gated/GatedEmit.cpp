@@ -1,6 +1,6 @@
 //===- GatedEmit.cpp - CUDA launchers of the gated family -----------------===//
 //
-// silu, mul, swiglu and their gradients: emitGated instantiates the
+// silu, mul, swiglu, scale and their gradients: emitGated instantiates the
 // grid-stride templates of Gated.cuh.
 //
 //===----------------------------------------------------------------------===//
@@ -18,18 +18,24 @@ void emitGated(KernelSpec &s, const rt::InstrDims &d) {
   switch (s.I.op) {
   case Opcode::Silu:
   case Opcode::Mul:
-  case Opcode::Swiglu: {
-    const int op = s.I.op == Opcode::Silu ? 0 : s.I.op == Opcode::Mul ? 1 : 2;
+  case Opcode::Swiglu:
+  case Opcode::Scale: {
+    const int op = s.I.op == Opcode::Silu    ? 0
+                   : s.I.op == Opcode::Mul   ? 1
+                   : s.I.op == Opcode::Swiglu ? 2
+                                              : 3;
+    const bool binary = op == 1 || op == 2;
     const std::string a = s.in(0, "a"), y = s.out(0, "y");
-    const std::string bArg = op == 0 ? "(const float *)nullptr" : s.in(1, "b");
-    const std::string bT = op == 0 ? "float" : s.T(bArg);
+    const std::string bArg = binary ? s.in(1, "b") : "(const float *)nullptr";
+    const std::string bT = binary ? s.T(bArg) : "float";
     std::vector<std::string> args = {a, y};
-    if (op != 0)
+    if (binary)
       args.push_back(bArg);
+    const double factor = op == 3 ? s.I.getFloat("factor") : 1.0;
     elementwise(s, N / vec, args,
                 call("gatedForward",
                      {std::to_string(op), s.T(a), bT, s.T(y), n(N), V},
-                     {a, bArg, y}));
+                     {a, bArg, y, flt(factor)}));
     return;
   }
   case Opcode::SiluGrad: {
@@ -53,7 +59,7 @@ void emitGated(KernelSpec &s, const rt::InstrDims &d) {
     return;
   }
   default:
-    s.fail("internal: not a silu, mul or swiglu opcode");
+    s.fail("internal: not a silu, mul, scale or swiglu opcode");
   }
 }
 
