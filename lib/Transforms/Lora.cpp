@@ -66,7 +66,8 @@ StringRef paramName(func::FuncOp fn, Value v) {
 
 LogicalResult LoraPass::checkOptions(ModuleOp module) {
   if (rank < 1)
-    return module.emitError("dsc-lora: rank (r) must be >= 1, got ") << rank;
+    return module.emitError("dsc-lora: rank (r) must be >= 1, got ")
+           << int64_t(rank);
   if (!std::isfinite(double(alpha)) || !(double(alpha) > 0))
     return module.emitError("dsc-lora: alpha (lora_alpha) must be a finite "
                             "number > 0");
@@ -233,11 +234,12 @@ void LoraPass::runOnOperation() {
         }
     }
 
-  // The adapters' parameters, appended after the model's own.
-  unsigned firstInput = 0;
-  while (firstInput < body.getNumArguments() &&
-         !paramName(forward, body.getArgument(firstInput)).empty())
-    ++firstInput;
+  // The adapters' parameters, right after the model's last one.
+  unsigned firstAdapter = 0;
+  for (BlockArgument arg : body.getArguments())
+    if (!paramName(forward, arg).empty())
+      firstAdapter = arg.getArgNumber() + 1;
+  const unsigned endAdapter = firstAdapter + 2 * targets.size();
   MLIRContext *ctx = &getContext();
   auto f32 = Float32Type::get(ctx);
   SmallVector<unsigned> indices;
@@ -246,7 +248,7 @@ void LoraPass::runOnOperation() {
   SmallVector<Location> locs;
   auto addParam = [&](const std::string &name, ArrayRef<int64_t> shape,
                       InitKind init, double scale, Location loc) {
-    indices.push_back(firstInput);
+    indices.push_back(firstAdapter);
     types.push_back(RankedTensorType::get(shape, f32));
     attrs.push_back(DictionaryAttr::get(
         ctx, {NamedAttribute(StringAttr::get(ctx, kParamAttrName),
@@ -275,8 +277,8 @@ void LoraPass::runOnOperation() {
       nextStream = std::max(nextStream, s.getInt() + 1);
   });
   for (auto [i, t] : llvm::enumerate(targets))
-    adapt(t, body.getArgument(firstInput + 2 * i),
-          body.getArgument(firstInput + 2 * i + 1), nextStream + int64_t(i));
+    adapt(t, body.getArgument(firstAdapter + 2 * i),
+          body.getArgument(firstAdapter + 2 * i + 1), nextStream + int64_t(i));
 
   // Freeze everything but the adapters and the biases `bias` trains.
   SmallVector<DictionaryAttr> argAttrs;
@@ -284,7 +286,8 @@ void LoraPass::runOnOperation() {
     NamedAttrList entries(forward.getArgAttrDict(arg.getArgNumber()));
     StringRef name = paramName(forward, arg);
     bool trainable =
-        arg.getArgNumber() >= firstInput ||
+        (arg.getArgNumber() >= firstAdapter &&
+         arg.getArgNumber() < endAdapter) ||
         (bias == "all" && name.contains("bias")) ||
         (bias == "lora_only" && name.ends_with(".bias") &&
          adapted.contains(name.drop_back(strlen(".bias"))));
