@@ -945,3 +945,89 @@ TEST(ModelConfig, SlidingWindowShorterThanSequenceIsRefused) {
   t = train(ds("\"dsc\": {\"seq_len\": 16}"));
   validateConfigs(m, t);
 }
+
+TEST(LoraConfig, Section) {
+  TrainConfig t = train(ds(R"("lora": {"r": 16, "lora_alpha": 32,
+      "lora_dropout": 0.05, "target_modules": ["q_proj", "v_proj"],
+      "bias": "lora_only", "use_rslora": true, "task_type": "CAUSAL_LM"})"));
+  EXPECT_TRUE(t.lora.enabled);
+  EXPECT_EQ(t.lora.rank, 16);
+  EXPECT_EQ(t.lora.alpha, 32.0);
+  EXPECT_EQ(t.lora.dropout, 0.05);
+  EXPECT_EQ(t.lora.targetModules,
+            (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_EQ(t.lora.bias, "lora_only");
+  EXPECT_TRUE(t.lora.useRslora);
+  // PEFT's defaults: r 8, lora_alpha 8, target_modules by model type.
+  TrainConfig d = train(ds(R"("lora": {})"));
+  EXPECT_TRUE(d.lora.enabled);
+  EXPECT_EQ(d.lora.rank, 8);
+  EXPECT_EQ(d.lora.alpha, 8.0);
+  EXPECT_TRUE(d.lora.targetModules.empty());
+  EXPECT_EQ(defaultLoraTargets(ModelType::LLaMA),
+            (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_EQ(defaultLoraTargets(ModelType::GPT2),
+            (std::vector<std::string>{"c_attn"}));
+  EXPECT_FALSE(train(ds("")).lora.enabled);
+  // A string is PEFT's regex form, except "all-linear".
+  EXPECT_EQ(train(ds(R"("lora": {"target_modules": ".*proj"})")).lora.targetRegex,
+            ".*proj");
+  EXPECT_EQ(train(ds(R"("lora": {"target_modules": "all-linear"})"))
+                .lora.targetModules,
+            (std::vector<std::string>{"all-linear"}));
+}
+
+TEST(LoraConfig, Errors) {
+  EXPECT_EQ(trainError(ds(R"("lora": {"r": 0})")),
+            "ds.json: lora.r: 0 is not allowed; expected an integer in [1, 65536]");
+  EXPECT_EQ(trainError(ds(R"("lora": {"lora_alpha": -1})")),
+            "ds.json: lora.lora_alpha: -1 is not allowed; expected a number > 0");
+  EXPECT_EQ(trainError(ds(R"("lora": {"lora_dropout": 1.0})")),
+            "ds.json: lora.lora_dropout: 1.0 is not allowed; expected a number in [0, 1)");
+  EXPECT_EQ(trainError(ds(R"("lora": {"bias": "some"})")),
+            "ds.json: lora.bias: \"some\" is not allowed; expected \"none\", "
+            "\"all\" or \"lora_only\"");
+  EXPECT_EQ(trainError(ds(R"("lora": {"target_modules": []})")),
+            "ds.json: lora.target_modules: [] is not allowed; expected a list "
+            "of module names, \"all-linear\" or a regular expression");
+  EXPECT_EQ(trainError(ds(R"("lora": {"use_dora": true})")),
+            "ds.json: lora.use_dora: true is not supported (dsc implements "
+            "plain LoRA on the targeted linear layers)");
+  EXPECT_EQ(trainError(ds(R"("lora": {"modules_to_save": ["lm_head"]})")),
+            "ds.json: lora.modules_to_save: [\"lm_head\"] is not supported "
+            "(dsc implements plain LoRA on the targeted linear layers)");
+  EXPECT_EQ(trainError(ds(R"("lora": {"init_lora_weights": "gaussian"})")),
+            "ds.json: lora.init_lora_weights: only PEFT's default "
+            "initialisation (true) is supported");
+  EXPECT_EQ(trainError(ds(R"("lora": {"peft_type": "IA3"})")),
+            "ds.json: lora.peft_type: \"IA3\" is not allowed; expected \"LORA\"");
+  EXPECT_NE(trainError(ds(R"("lora": {"rank": 4})"))
+                .find("ds.json: lora.rank: unknown key"),
+            std::string::npos);
+  // PEFT's defaults of what dsc does not do are accepted.
+  EXPECT_TRUE(train(ds(R"("lora": {"use_dora": false, "modules_to_save": null,
+      "rank_pattern": {}, "layers_to_transform": null})")).lora.enabled);
+}
+
+TEST(LoraConfig, AdapterConfigFile) {
+  LoraConfig l = parseAdapterConfigText(
+      R"({"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 4,
+          "lora_alpha": 16, "target_modules": ["v_proj", "q_proj"],
+          "base_model_name_or_path": "meta-llama/Llama-3.2-1B",
+          "revision": null, "inference_mode": true, "fan_in_fan_out": false})",
+      "adapter_config.json");
+  EXPECT_EQ(l.rank, 4);
+  EXPECT_EQ(l.alpha, 16.0);
+  EXPECT_EQ(l.targetModules, (std::vector<std::string>{"v_proj", "q_proj"}));
+  EXPECT_EQ(errorOf([] {
+              parseAdapterConfigText(R"({"r": 4})", "adapter_config.json");
+            }),
+            "adapter_config.json: peft_type: missing; expected \"LORA\" (a "
+            "PEFT adapter_config.json)");
+  EXPECT_EQ(errorOf([] {
+              parseAdapterConfigText(R"({"peft_type": "LORA", "r": "4"})",
+                                     "adapter_config.json");
+            }),
+            "adapter_config.json: r: \"4\" is not allowed; expected an "
+            "integer in [1, 65536]");
+}

@@ -55,6 +55,32 @@ TEST(Init, NormalFollowsDocumentedScheme) {
   EXPECT_NEAR(std::sqrt(v), 0.02, 0.02 * 0.06);
 }
 
+TEST(Init, UniformFollowsDocumentedScheme) {
+  // LoRA's A: U(-bound, bound), one Philox draw per element (counter
+  // {element, name hash, 0x1418, element >> 32}).
+  Program p;
+  p.buffers.push_back(param("q.lora_A.weight", {8, 500}, InitKind::Uniform, 0.25));
+  Storage s(p);
+  initializeParameters(p, s, 42);
+  const float *x = s.f32(0);
+  PhiloxBlock b =
+      philox4x32_10({7, fnv1a("q.lora_A.weight"), 0x1418, 0}, philoxKey(42));
+  EXPECT_FLOAT_EQ(x[7], float(0.25 * (2.0 * double(b[0] >> 8) * 0x1p-24 - 1.0)));
+  double m = 0, lo = 1, hi = -1;
+  const int64_t n = 8 * 500;
+  for (int64_t i = 0; i < n; ++i) {
+    m += x[i];
+    lo = std::min(lo, double(x[i]));
+    hi = std::max(hi, double(x[i]));
+  }
+  EXPECT_GE(lo, -0.25);
+  EXPECT_LT(hi, 0.25);
+  EXPECT_LT(lo, -0.24); // the draws fill the interval
+  EXPECT_GT(hi, 0.24);
+  // Mean of n uniforms: standard error 0.25 / sqrt(3 n).
+  EXPECT_NEAR(m / n, 0.0, 4 * 0.25 / std::sqrt(3.0 * n));
+}
+
 TEST(Init, IndependentOfThreadsAndOtherBuffers) {
   Program a;
   a.buffers.push_back(param("h.0.w", {1000}, InitKind::Normal, 1.0));
