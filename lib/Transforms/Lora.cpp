@@ -210,9 +210,11 @@ void LoraPass::runOnOperation() {
           << entry << "' matches no linear layer of the model";
       return signalPassFailure();
     }
-  if (targets.empty()) {
-    module.emitError("dsc-lora: target-regex '")
-        << targetRegex << "' matches no linear layer of the model";
+  if (targets.empty()) { // a regex, or all-linear on a model of embeddings
+    module.emitError("dsc-lora: ")
+        << (targetRegex.empty() ? "target-modules" : "target-regex '" +
+                                                         targetRegex + "'")
+        << " matches no linear layer of the model";
     return signalPassFailure();
   }
   const bool fanInFanOut = !targets.front().linear.getTransposeW();
