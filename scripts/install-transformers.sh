@@ -23,6 +23,9 @@
 # Its configuration module imports tokenizers (via the GGUF integration), so
 # tokenizers is needed although no tokenizer is used. --only-binary: wheels
 # only, nothing is compiled here.
+# peft 0.13.2 (with what it imports: accelerate, psutil, PyYAML, and Jinja2
+# for the model card save_pretrained writes) is for check_peft.py, which
+# exchanges LoRA adapters between dsc and PEFT; it supports torch 1.13.
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +42,12 @@ PINS=(
   filelock==3.16.1
   tqdm==4.67.1
   fsspec==2024.10.0
+  peft==0.13.2
+  accelerate==0.34.2
+  psutil==7.2.2
+  PyYAML==6.0.3
+  Jinja2==3.1.4
+  MarkupSafe==2.1.5
 )
 STAMP_TEXT=$(printf '%s\n' "${PINS[@]}")
 

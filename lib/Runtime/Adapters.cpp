@@ -190,9 +190,13 @@ void Trainer::loadAdapter(const std::string &path) {
       continue;
     const std::string name = prefix + buf.name;
     auto it = file.tensors.find(name);
+    // A trainable bias may be absent: PEFT 0.13's save_pretrained leaves out
+    // the biases bias="lora_only" trains; they keep the base file's values.
+    if (it == file.tensors.end() && !isLoraAdapterName(buf.name))
+      continue;
     if (it == file.tensors.end())
       throw Error(path + ": missing tensor '" + name +
-                  "' (an adapter for other target modules, bias or model?)");
+                  "' (an adapter for other target modules or model?)");
     const bool shard = !buf.wholeShape.empty();
     const std::vector<int64_t> &want = shard ? buf.wholeShape : buf.shape;
     if (it->second.shape != want || it->second.dtype != buf.dtype)

@@ -92,11 +92,13 @@ static uint32_t nameHash(const std::string &s) {
 // Zeros/None -> 0, Ones -> 1. Every other persistent buffer (GradAcc,
 // OptState, Output) is zeroed; Temp and Input buffers are left alone.
 void initializeParameters(const Program &program, Storage &storage,
-                          uint64_t seed, int rank) {
+                          uint64_t seed, int rank, const std::vector<int> *only) {
   const auto key = philoxKey(seed);
   for (size_t bi = 0; bi < program.buffers.size(); ++bi) {
     const Buffer &b = program.buffers[bi];
     if (b.role == BufferRole::Temp || b.role == BufferRole::Input)
+      continue;
+    if (only && std::find(only->begin(), only->end(), int(bi)) == only->end())
       continue;
     const int64_t n = b.numElements();
     void *raw = storage.data(int(bi));

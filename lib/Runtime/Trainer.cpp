@@ -193,6 +193,7 @@ void Trainer::loadWeights(const std::string &path) {
     return file.tensors.count(name) || file.skipped.count(name);
   };
   std::set<std::string> used;
+  std::vector<int> uninitialized; // LoRA adapters a base file does not have
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
     if (buf.role != BufferRole::Param)
@@ -207,10 +208,12 @@ void Trainer::loadWeights(const std::string &path) {
       throw Error(path + ": both '" + present[0] + "' and '" + present[1] +
                   "' are present for the model's '" + buf.name +
                   "'; a file must name each weight once");
-    // A base model's file has no LoRA adapters: they keep their
-    // initialisation (or come from loadAdapter).
-    if (present.empty() && !buf.frozen && isLoraAdapterName(buf.name))
+    // A base model's file has no LoRA adapters: they get their
+    // initialisation (A uniform, B zero; loadAdapter may replace them).
+    if (present.empty() && !buf.frozen && isLoraAdapterName(buf.name)) {
+      uninitialized.push_back(int(id));
       continue;
+    }
     if (present.empty())
       throw Error(path + ": missing tensor '" + buf.name + "'");
     const std::string &name = present[0];
@@ -234,6 +237,7 @@ void Trainer::loadWeights(const std::string &path) {
     else
       std::memcpy(dst, found->bytes.data(), buf.bytes());
   }
+  initializeParameters(prog, storage, seed, comm.rank(), &uninitialized);
   requireFiniteState(path);
 
   // Hugging Face files may also hold the tied output weights under their own

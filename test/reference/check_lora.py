@@ -289,6 +289,23 @@ def main():
     merged_dump = dsc.inspect(model_json, plain_json, data, merged_path,
                               dsc.path("merged-dump.safetensors"))
     ck.check("merged weights logits", merged_dump["logits"], ref_logits.detach())
+
+    # 5. From the base alone (no --adapter): A starts as PEFT's
+    # U(+-1/sqrt(in)) and B at zero, so one step moves B and not A.
+    fresh = dsc.path("fresh")
+    one = dict(ds, scheduler=None, gradient_clipping=0.0)
+    one.pop("scheduler")
+    one_json = R.write_json(dsc.path("one-step.json"), one)
+    dsc.run("train", "--model", model_json, "--config", one_json, "--data", data,
+            "--steps", 1, "--init-from", base_path, "--save", fresh)
+    f = R.load_safetensors(os.path.join(fresh, "adapter_model.safetensors"))
+    for m in modules:
+        a, b = f[PEFT + m + ".lora_A.weight"], f[PEFT + m + ".lora_B.weight"]
+        bound = 1 / math.sqrt(a.shape[1])
+        if not (0.5 * bound < np.abs(a).max() <= bound * (1 + 1e-6)) or not np.abs(b).max() > 0:
+            ck.failed.append("fresh " + m)
+            print(f"FAIL fresh adapter {m}: max|A| {np.abs(a).max():.4f} (bound {bound:.4f}), "
+                  f"max|B| {np.abs(b).max():.2e} after one step from the base")
     ck.finish(f"check_lora {model}")
 
 

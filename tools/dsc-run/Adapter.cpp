@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,15 +79,23 @@ void dsc::checkAdapterMatchesStep(const LoraConfig &adapter,
   // is what the step was built with when the training config had none.
   if (adapter.targetModules.empty() && adapter.targetRegex.empty())
     return;
-  const std::string want =
-      adapter.targetRegex.empty()
-          ? llvm::join(adapter.targetModules, ",")
-          : adapter.targetRegex;
-  const std::string have = stringOf(adapter.targetRegex.empty()
-                                        ? "dsc.lora_target_modules"
-                                        : "dsc.lora_target_regex");
+  if (!adapter.targetRegex.empty()) {
+    const std::string have = stringOf("dsc.lora_target_regex");
+    if (adapter.targetRegex != have)
+      differs("target_modules", "\"" + adapter.targetRegex + "\"",
+              "\"" + have + "\"");
+    return;
+  }
+  // A set to PEFT (it saves it in any order).
+  std::vector<std::string> want = adapter.targetModules, have;
+  const std::string list = stringOf("dsc.lora_target_modules");
+  for (llvm::StringRef entry : llvm::split(list, ','))
+    have.push_back(entry.str());
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
   if (want != have)
-    differs("target_modules", "\"" + want + "\"", "\"" + have + "\"");
+    differs("target_modules", "[" + llvm::join(want, ", ") + "]",
+            "[" + llvm::join(have, ", ") + "]");
 }
 
 void dsc::checkAdapterOutput(const std::string &dir,

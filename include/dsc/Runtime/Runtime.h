@@ -150,8 +150,11 @@ std::unique_ptr<Backend> createCpuBackend(Communicator &comm);
 /// (normal via Box-Muller), zeroes every other persistent buffer. A ZeRO
 /// shard (Buffer::wholeShape) gets rank `rank`'s part of the values its
 /// whole tensor would get, so every world size starts from the same weights.
+/// With `only`, just the buffers it lists (their values do not depend on
+/// the others: LoRA adapters missing from a base model's file).
 void initializeParameters(const Program &program, Storage &storage,
-                          uint64_t seed, int rank = 0);
+                          uint64_t seed, int rank = 0,
+                          const std::vector<int> *only = nullptr);
 
 } // namespace dsc::rt
 

@@ -72,13 +72,15 @@ public:
   /// Loads every parameter (ZeRO-3: this rank's part of each) from a
   /// safetensors file; names may carry the
   /// `transformer.`/`bert.` prefix or not. Missing or mis-shaped tensors are
-  /// errors naming the file and tensor.
+  /// errors naming the file and tensor, except LoRA adapters: a base
+  /// model's file has none, so they get their initialisation.
   void loadWeights(const std::string &path);
   /// LoRA (a step built by -dsc-lora; see lib/Runtime/Adapters.cpp):
   /// whether the step has adapters.
   bool hasAdapter() const;
   /// Loads the trainable parameters from a PEFT adapter_model.safetensors
-  /// (`base_model.model.<name>`); each must be there with its shape, and
+  /// (`base_model.model.<name>`): every LoRA matrix must be there with its
+  /// shape, a trained bias may be (else it keeps its loaded value), and
   /// nothing else may be.
   void loadAdapter(const std::string &path);
   /// Writes what PEFT's save_pretrained writes for a LoRA model into the
