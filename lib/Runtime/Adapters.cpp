@@ -197,17 +197,12 @@ void Trainer::loadAdapter(const std::string &path) {
     if (it == file.tensors.end())
       throw Error(path + ": missing tensor '" + name +
                   "' (an adapter for other target modules or model?)");
-    const bool shard = !buf.wholeShape.empty();
-    const std::vector<int64_t> &want = shard ? buf.wholeShape : buf.shape;
+    const std::vector<int64_t> &want = wholeShapeOf(int(id));
     if (it->second.shape != want || it->second.dtype != buf.dtype)
       throw Error(path + ": tensor '" + name + "' has shape " +
                   shapeStr(it->second.shape) + ", the model expects " +
                   shapeStr(want) + " (an adapter of another rank r?)");
-    char *dst = static_cast<char *>(storage.data(int(id)));
-    if (shard)
-      copyShard(it->second.bytes, int(id), dst);
-    else
-      std::memcpy(dst, it->second.bytes.data(), buf.bytes());
+    storeWhole(it->second.bytes, int(id));
     used.insert(name);
   }
   for (const auto &[name, t] : file.tensors)

@@ -170,9 +170,18 @@ void Trainer::uploadPersistent() {
   backend.upload(storage, prog.persistentBuffers());
 }
 
-void Trainer::copyShard(const std::vector<char> &whole, int id,
-                        char *dst) const {
+const std::vector<int64_t> &Trainer::wholeShapeOf(int id) const {
+  const Buffer &buf = prog.buffers[size_t(id)];
+  return isShard(id) ? buf.wholeShape : buf.shape;
+}
+
+void Trainer::storeWhole(const std::vector<char> &whole, int id) {
+  char *dst = static_cast<char *>(storage.data(id));
   const size_t bytes = prog.buffers[size_t(id)].bytes();
+  if (!isShard(id)) {
+    std::memcpy(dst, whole.data(), bytes);
+    return;
+  }
   const size_t first = bytes * size_t(comm.rank());
   const size_t have =
       first < whole.size() ? std::min(bytes, whole.size() - first) : 0;
@@ -224,18 +233,13 @@ void Trainer::loadWeights(const std::string &path) {
                   file.skipped.at(name) +
                   ", which dsc cannot load (F32, F16, BF16)");
     const Tensor *found = &it->second;
-    const std::vector<int64_t> &want =
-        isShard(int(id)) ? buf.wholeShape : buf.shape;
+    const std::vector<int64_t> &want = wholeShapeOf(int(id));
     if (found->shape != want || found->dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(found->shape) + " " + dtypeName(found->dtype) +
                   ", the model expects " + spacedShape(want) + " " +
                   dtypeName(buf.dtype));
-    char *dst = static_cast<char *>(storage.data(int(id)));
-    if (isShard(int(id)))
-      copyShard(found->bytes, int(id), dst); // ZeRO-3: this rank's part
-    else
-      std::memcpy(dst, found->bytes.data(), buf.bytes());
+    storeWhole(found->bytes, int(id)); // ZeRO-3: this rank's part
   }
   initializeParameters(prog, storage, seed, comm.rank(), &uninitialized);
   requireFiniteState(path);
@@ -386,17 +390,12 @@ void Trainer::loadCheckpoint(const std::string &path) {
     }
     // Checkpoints hold whole tensors whatever the ZeRO stage and world
     // size; a sharded buffer takes this rank's part.
-    const bool shard = isShard(int(id));
-    const std::vector<int64_t> &want = shard ? buf.wholeShape : buf.shape;
+    const std::vector<int64_t> &want = wholeShapeOf(int(id));
     if (it->second.shape != want || it->second.dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(it->second.shape) + ", expected " +
                   spacedShape(want));
-    if (!shard) {
-      std::memcpy(dst, it->second.bytes.data(), buf.bytes());
-      continue;
-    }
-    copyShard(it->second.bytes, int(id), dst);
+    storeWhole(it->second.bytes, int(id));
   }
   const CheckpointCounters counters =
       parseCheckpointCounters(file.metadata, path);

@@ -23,8 +23,9 @@ config configs/lora-<model>.json (PEFT's keys in its "lora" section).
 
 The reference is independent of dsc's two-GEMM form: it merges the adapter
 into an effective weight W + scale * B A (transposed for GPT-2's Conv1D) and
-lets autograd carry the gradient to A and B, with PyTorch's AdamW over the
-trainable parameters only, DeepSpeed's clipping and schedules.
+lets autograd carry the gradient to A and B; dsc_reference.reference_train
+trains the trainable parameters only (PyTorch's AdamW, DeepSpeed's clipping
+and schedules), the base a constant.
 """
 
 import argparse
@@ -104,42 +105,6 @@ def write_adapter(dirname, lora, tensors, fan_in_fan_out):
     R.save_safetensors(os.path.join(dirname, "adapter_model.safetensors"),
                        {PEFT + k: v for k, v in tensors.items()},
                        metadata={"format": "pt"})
-
-
-def reference_train(base, start, mcfg, tc, tokens, modules, scale, model):
-    """DeepSpeed-engine semantics (as dsc_reference.reference_train) over
-    the trainable parameters only; the base is a constant."""
-    P = {k: torch.tensor(v, dtype=torch.float64) for k, v in base.items()}
-    T = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
-         for k, v in start.items()}
-    for k in T:
-        P.pop(k, None)  # trainable biases live in T
-    opt = R.make_optimizer(tc, T)
-    sched = R.make_scheduler(tc)
-    log, gmax = [], {k: torch.zeros_like(v) for k, v in T.items()}
-    for s in range(STEPS):
-        for v in T.values():
-            v.grad = None
-        total = 0.0
-        for m in range(tc.A):
-            x, y = R.micro_batch(tokens, tc, mcfg, s, m)
-            _, loss = R.forward(effective_weights({**P, **T}, T, modules, scale, model),
-                                mcfg, x, y)
-            (loss / tc.A).backward()
-            total += loss.item() / tc.A
-        for k, v in T.items():
-            gmax[k] = torch.maximum(gmax[k], v.grad.abs())
-        grads = [v.grad for v in T.values()]
-        norm = torch.sqrt(sum((g ** 2).sum() for g in grads)).item()
-        if tc.clip > 0 and tc.clip / (norm + 1e-6) < 1:
-            for g in grads:
-                g.mul_(tc.clip / (norm + 1e-6))
-        for g in opt.param_groups:
-            g["lr"] = sched.lr
-        opt.step()
-        sched.step()
-        log.append({"loss": total, "grad_norm": norm, "lr": g["lr"]})
-    return {k: v.detach() for k, v in T.items()}, log, gmax
 
 
 def check_trained(ck, name, got, ref, start, gmax, lr_sum):
@@ -226,7 +191,9 @@ def main():
             "--save", saved, "--merge-adapter", merged_path, "--log-json", log_path)
     with open(log_path) as f:
         log = [json.loads(line) for line in f if line.strip()]
-    ref, rlog, gmax = reference_train(base, start, mcfg, tc, tokens, modules, scale, model)
+    ref, rlog, gmax = R.reference_train(
+        start, mcfg, tc, tokens, STEPS, frozen=base,
+        weights=lambda W: effective_weights(W, W, modules, scale, model))
     lr_sum = sum(e["lr"] for e in rlog)
     for s, (d, e) in enumerate(zip(log, rlog)):
         print(f"     step {s}: loss {d['loss']:.6f} (ref {e['loss']:.6f}) "

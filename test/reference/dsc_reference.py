@@ -828,14 +828,21 @@ def make_optimizer(tc, named_params):
     raise ValueError(o["type"])
 
 
-def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64):
+def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64,
+                    frozen=None, weights=None):
     """DeepSpeed-engine semantics: per micro-batch backward of loss/A,
     global-norm clipping (max_norm / (norm + 1e-6) when < 1, the norm taken
     before clipping), optimizer step at the scheduler's current lr, then
     scheduler.step().
+    P0 are the trained parameters; `frozen` (name -> array) are constants
+    the forward also reads, and `weights` maps the union to the weights the
+    forward gets (LoRA's merged effective weights; default: as they are).
     Returns (final params, [per-step dict(loss, lr, grad_norm, clip)],
     {name: elementwise max |grad| over the steps})."""
     P = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in P0.items()}
+    F = {k: torch.tensor(v, dtype=dtype) for k, v in (frozen or {}).items()
+         if k not in P}
+    weights = weights or (lambda W: W)
     opt = make_optimizer(tc, P)
     sched = make_scheduler(tc)
     log, gmax = [], {k: torch.zeros_like(v) for k, v in P.items()}
@@ -845,7 +852,7 @@ def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64):
         total = 0.0
         for m in range(tc.A):
             x, y = micro_batch(tokens, tc, mcfg, s, m)
-            _, loss = forward(P, mcfg, x, y)
+            _, loss = forward(weights({**F, **P}), mcfg, x, y)
             (loss / tc.A).backward()
             total += loss.item() / tc.A
         for k, v in P.items():

@@ -146,9 +146,12 @@ private:
   /// values) and returns on every rank once it is written.
   void writeFromAllRanks(Safetensors &file, const std::string &path,
                          std::initializer_list<BufferRole> roles) const;
-  /// Writes this rank's part of `whole` (the whole tensor's bytes) into the
-  /// shard buffer `id` at `dst`, zeroing the padding.
-  void copyShard(const std::vector<char> &whole, int id, char *dst) const;
+  /// The shape of the whole tensor buffer `id` holds (or holds a shard of).
+  const std::vector<int64_t> &wholeShapeOf(int id) const;
+  /// Stores `whole` (a whole tensor's bytes, of wholeShapeOf(id)) in buffer
+  /// `id`: all of it, or for a ZeRO shard this rank's part with the padding
+  /// zeroed.
+  void storeWhole(const std::vector<char> &whole, int id);
   void expectBuffer(BufferRole role, const std::string &name, DType dtype,
                     int64_t elements) const;
   Tensor tensorOf(int buffer) const;
