@@ -99,6 +99,10 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<InvertibleLayerNormOp,
            perInput<InvertibleLayerNormOp, kLayerNormFlops>, false>(ctx);
     attach<RmsNormOp, perInput<RmsNormOp, kRmsNormFlops>, false>(ctx);
+    attach<InvertibleRmsNormOp,
+           perInput<InvertibleRmsNormOp, kRmsNormFlops>, false>(ctx);
+    attach<AddRmsNormOp, perInput<AddRmsNormOp, kAddFlops + kRmsNormFlops>,
+           false>(ctx);
     attach<GeluOp, perResult<GeluOp, kGeluFlops>, true>(ctx);
     attach<DropoutOp, perResult<DropoutOp, kDropoutFlops>, true>(ctx);
     attach<SplitHeadsOp, zeroFlops<SplitHeadsOp>, true>(ctx);

@@ -208,6 +208,10 @@ LogicalResult RmsNormGradOp::verify() {
   if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
                          shapeOf(getInput()))))
     return failure();
+  if (Value r = getResidualGrad();
+      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
+                              shapeOf(getInput()))))
+    return failure();
   return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
                      shapeOf(getInput()));
 }
@@ -216,6 +220,46 @@ LogicalResult RmsNormGradOp::verify() {
 static LogicalResult verifyRowStats(Operation *op, Value input, Value rstd) {
   ArrayRef<int64_t> x = shapeOf(input);
   return expectShape(op, "rstd", shapeOf(rstd), x.drop_back());
+}
+
+LogicalResult AddRmsNormOp::verify() {
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError("expects epsilon > 0");
+  if (failed(verifyNormParams(*this, getInput(), {getWeight()})) ||
+      failed(expectShape(*this, "residual", shapeOf(getResidual()),
+                         shapeOf(getInput()))) ||
+      failed(verifyRowStats(*this, getInput(), getRstd())) ||
+      failed(expectShape(*this, "sum", shapeOf(getSum()),
+                         shapeOf(getInput()))))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult InvertibleRmsNormOp::verify() {
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError("expects epsilon > 0");
+  if (failed(verifyNormParams(*this, getInput(), {getWeight()})) ||
+      failed(verifyRowStats(*this, getInput(), getRstd())))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult RmsNormGradFromOutputOp::verify() {
+  if (failed(verifyNormParams(*this, getOutput(),
+                              {getWeight(), getWeightGrad()})) ||
+      failed(verifyRowStats(*this, getOutput(), getRstd())))
+    return failure();
+  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
+                         shapeOf(getOutput()))))
+    return failure();
+  if (Value r = getResidualGrad();
+      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
+                              shapeOf(getOutput()))))
+    return failure();
+  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
+                     shapeOf(getOutput()));
 }
 
 LogicalResult InvertibleLayerNormOp::verify() {
@@ -814,8 +858,9 @@ LogicalResult AllGatherOp::verify() {
 
 LogicalResult BroadcastOp::verify() {
   const int64_t g = meshGroupSize(*this, getAxis());
-  if (getRoot() < 0 || getRoot() >= g)
-    return emitOpError() << "root " << getRoot() << " is not a rank of "
+  const int64_t root = getRootAttr().getInt();
+  if (root < 0 || root >= g)
+    return emitOpError() << "root " << root << " is not a rank of "
                          << groupName(getAxis(), g);
   if (getInput().getType() != getResult().getType())
     return emitOpError("result type must equal the input type");

@@ -62,9 +62,26 @@ void RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   auto grad = b.create<RmsNormGradOp>(getLoc(), getInput().getType(),
                                       getWeight().getType(), resultGrads[0],
                                       getInput(), getWeight(),
+                                      /*residual_grad=*/Value(),
                                       getEpsilonAttr());
   operandGrads[0] = grad.getInputGrad();
   operandGrads[1] = grad.getWeightGrad();
+}
+
+void AddRmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  Value dsum = resultGrads[0], dy = resultGrads[1];
+  if (dy) {
+    // The sum's total gradient: the RMSNorm's plus its other uses' (the
+    // next residual add), summed in the RMSNorm backward's pass.
+    auto grad = b.create<RmsNormGradOp>(getLoc(), getSum().getType(),
+                                        getWeight().getType(), dy, getSum(),
+                                        getWeight(), dsum, getEpsilonAttr());
+    dsum = grad.getInputGrad();
+    operandGrads[2] = grad.getWeightGrad();
+  }
+  operandGrads[0] = dsum;
+  operandGrads[1] = dsum;
 }
 
 void GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,

@@ -1222,7 +1222,8 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
   c.object(name, sec);
   c.checkKeys(name, sec,
               {"qkv", "bias_gelu", "swiglu", "bias_dropout_add",
-               "softmax_dropout", "residual_layer_norm", "attention"});
+               "softmax_dropout", "residual_layer_norm", "residual_rms_norm",
+               "attention"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     bool on = c.boolean(name + "." + it.key(), it.value());
     if (it.key() == "qkv")
@@ -1235,6 +1236,8 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
       f.softmaxDropout = on;
     else if (it.key() == "residual_layer_norm")
       f.residualLayerNorm = on;
+    else if (it.key() == "residual_rms_norm")
+      f.residualRmsNorm = on;
     else if (it.key() == "attention")
       f.attention = on;
     else

@@ -107,7 +107,7 @@ public:
   void batchMatmul();
   void norm();
   void normGrad();
-  void biasDropoutAddLayerNorm();
+  void residualNorm();
   void gelu();
   void dropout();
   void biasOps();
@@ -222,26 +222,36 @@ void Checker::batchMatmul() {
 }
 
 /// LayerNorm(x, gamma, beta) -> y; InvertibleLayerNorm(x, gamma, beta) ->
-/// y, rstd; RmsNorm(x, weight) -> y.
+/// y, rstd; RmsNorm(x, weight) -> y; InvertibleRmsNorm(x, weight) -> y,
+/// rstd.
 void Checker::norm() {
-  const bool rms = I.op == Opcode::RmsNorm;
+  const bool rms =
+      I.op == Opcode::RmsNorm || I.op == Opcode::InvertibleRmsNorm;
   rowsOf(in(0), "x");
   count(in(1), d.cols, rms ? "weight" : "gamma");
   if (!rms)
     count(in(2), d.cols, "beta");
   count(out(0), d.n, "output");
-  if (I.op == Opcode::InvertibleLayerNorm)
+  if (I.outputs.size() == 2)
     count(out(1), d.rows, "rstd");
 }
 
 /// LayerNormGrad: dy, x, gamma[, dres]; LayerNormGradFromOutput: dy, y,
 /// gamma, beta, rstd[, dres]; both output dx, dgamma, dbeta. RmsNormGrad:
-/// dy, x, weight -> dx, dweight.
+/// dy, x, weight[, dres]; RmsNormGradFromOutput: dy, y, weight, rstd[,
+/// dres]; both output dx, dweight.
 void Checker::normGrad() {
-  if (I.op == Opcode::RmsNormGrad) {
-    rowsOf(in(1), "x");
+  if (I.op == Opcode::RmsNormGrad ||
+      I.op == Opcode::RmsNormGradFromOutput) {
+    const bool fromOutput = I.op == Opcode::RmsNormGradFromOutput;
+    const size_t base = fromOutput ? 4 : 3;
+    rowsOf(in(1), fromOutput ? "y" : "x");
     count(in(0), d.n, "dy");
     count(in(2), d.cols, "weight");
+    if (fromOutput)
+      count(in(3), d.rows, "rstd");
+    if (I.inputs.size() == base + 1)
+      count(in(base), d.n, "residual gradient");
     count(out(0), d.n, "dx");
     count(out(1), d.cols, "dweight");
     return;
@@ -262,7 +272,18 @@ void Checker::normGrad() {
   count(out(2), d.cols, "dbeta");
 }
 
-void Checker::biasDropoutAddLayerNorm() {
+/// BiasDropoutAddLayerNorm(x, bias, res, gamma, beta) and AddRmsNorm(x,
+/// res, weight), both -> sum, y, rstd.
+void Checker::residualNorm() {
+  if (I.op == Opcode::AddRmsNorm) {
+    rowsOf(in(0), "input");
+    count(in(1), d.n, "residual");
+    count(in(2), d.cols, "weight");
+    count(out(0), d.n, "sum");
+    count(out(1), d.n, "output");
+    count(out(2), d.rows, "rstd");
+    return;
+  }
   rowsOf(in(0), "input");
   count(in(1), d.cols, "bias");
   count(in(2), d.n, "residual");
@@ -764,7 +785,7 @@ void Checker::family() {
     normGrad();
     return;
   case OpFamily::ResidualNorm:
-    biasDropoutAddLayerNorm();
+    residualNorm();
     return;
   case OpFamily::Gelu:
     gelu();

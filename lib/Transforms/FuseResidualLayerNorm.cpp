@@ -24,15 +24,6 @@ using namespace mlir::dsc;
 
 namespace {
 
-/// Whether `v` is available at `op` (a block argument or an earlier op's
-/// result in the same block).
-bool definedBefore(Value v, Operation *op) {
-  if (auto arg = dyn_cast<BlockArgument>(v))
-    return arg.getOwner() == op->getBlock();
-  Operation *def = v.getDefiningOp();
-  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
-}
-
 /// One LayerNorm per sum: once fused, the sum is the fused op's and a
 /// second LayerNorm of it keeps its own op.
 struct FuseResidualLayerNorm : OpRewritePattern<LayerNormOp> {

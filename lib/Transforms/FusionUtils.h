@@ -32,6 +32,16 @@ inline void copyLayer(Operation *from, ArrayRef<Operation *> to) {
       op->setAttr(kLayerAttrName, layer);
 }
 
+/// Whether `v` is available at `op` (a block argument or an earlier op's
+/// result in the same block): a fusion that moves an op's work up to
+/// another's place checks its other operands with it.
+inline bool definedBefore(Value v, Operation *op) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
 /// Runs a fusion pass's patterns over `root` to a fixed point, top-down,
 /// without region simplification (the step functions are single blocks).
 inline LogicalResult applyFusionPatterns(Operation *root,

@@ -1,13 +1,19 @@
-//===- Invertible.cpp - LayerNorm backward from its output ----------------===//
+//===- Invertible.cpp - Norm backward from its output ---------------------===//
 //
-// Pairs every dsc.layer_norm_grad with the dsc.layer_norm whose input it
-// reads, turns the forward op into dsc.invertible_layer_norm (which also
-// yields the per-row 1/std) and the gradient into
-// dsc.layer_norm_grad_from_output, so the LayerNorm input has no backward use
+// Pairs every dsc.layer_norm_grad (dsc.rms_norm_grad) with the forward norm
+// whose input it reads, turns the forward op into dsc.invertible_layer_norm
+// (dsc.invertible_rms_norm), which also yields the per-row 1/std (1/rms),
+// and the gradient into dsc.layer_norm_grad_from_output
+// (dsc.rms_norm_grad_from_output), so the norm's input has no backward use
 // left and the memory planner frees it after the forward pass.
 //
-// A dsc.bias_dropout_add_layer_norm already yields the 1/std, so only its
-// gradient changes; its sum stays alive only if something else reads it.
+// A dsc.bias_dropout_add_layer_norm or dsc.add_rms_norm already yields the
+// 1/std, so only its gradient changes; its sum stays alive only if
+// something else reads it.
+//
+// Rotary embeddings need nothing here: dsc.rotary's gradient is the inverse
+// rotation of the incoming gradient and reads neither its input nor its
+// output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,71 +29,107 @@ using namespace mlir::dsc;
 
 namespace {
 
-/// The forward LayerNorm a gradient op differentiates, if it is in reach.
-LayerNormOp forwardOf(LayerNormGradOp grad) {
+/// The forward norm of type NormOp a gradient op differentiates, if it is
+/// in reach: it reads the same input with the same weight and epsilon.
+template <typename NormOp, typename GradOp>
+NormOp forwardOf(GradOp grad, Value weight) {
   for (Operation *user : grad.getInput().getUsers())
-    if (auto ln = dyn_cast<LayerNormOp>(user))
-      if (ln.getGamma() == grad.getGamma() &&
-          ln.getEpsilon() == grad.getEpsilon() &&
-          ln->getBlock() == grad->getBlock())
-        return ln;
+    if (auto norm = dyn_cast<NormOp>(user))
+      if (norm->getOperand(1) == weight &&
+          norm.getEpsilon() == grad.getEpsilon() &&
+          norm->getBlock() == grad->getBlock())
+        return norm;
   return {};
 }
 
-/// The forward op's LayerNorm output, gamma, beta and 1/std.
-struct ForwardOutputs {
-  Value result, gamma, beta, rstd;
-};
+/// `norm` replaced by its invertible form (made once per forward op).
+template <typename InvOp, typename NormOp>
+InvOp invertOnce(NormOp norm, DenseMap<Operation *, Operation *> &inverted) {
+  if (Operation *done = inverted.lookup(norm))
+    return cast<InvOp>(done);
+  OpBuilder b(norm);
+  auto rowsType = cast<RankedTensorType>(norm.getInput().getType());
+  SmallVector<Type> types = {norm.getType(),
+                             rowsType.clone(rowsType.getShape().drop_back())};
+  auto inv = b.create<InvOp>(norm.getLoc(), types, norm->getOperands(),
+                             norm->getAttrs());
+  norm.getResult().replaceAllUsesWith(inv.getResult());
+  inverted[norm] = inv;
+  return inv;
+}
 
 struct InvertiblePass : mlir::dsc::impl::DscInvertibleBase<InvertiblePass> {
   void runOnOperation() override {
-    SmallVector<LayerNormGradOp> grads;
-    getOperation().walk([&](LayerNormGradOp op) { grads.push_back(op); });
-    DenseMap<Operation *, InvertibleLayerNormOp> inverted;
-    for (LayerNormGradOp grad : grads) {
-      std::optional<ForwardOutputs> fwd = invert(grad, inverted);
-      if (!fwd)
+    SmallVector<Operation *> grads;
+    getOperation().walk([&](Operation *op) {
+      if (isa<LayerNormGradOp, RmsNormGradOp>(op))
+        grads.push_back(op);
+    });
+    DenseMap<Operation *, Operation *> inverted;
+    for (Operation *op : grads) {
+      Operation *fromOutput = nullptr;
+      if (auto grad = dyn_cast<LayerNormGradOp>(op))
+        fromOutput = invertLayerNorm(grad, inverted);
+      else
+        fromOutput = invertRmsNorm(cast<RmsNormGradOp>(op), inverted);
+      if (!fromOutput)
         continue;
-      OpBuilder b(grad);
-      auto fromOutput = b.create<LayerNormGradFromOutputOp>(
-          grad.getLoc(), grad.getResultTypes(), grad.getGrad(), fwd->result,
-          fwd->gamma, fwd->beta, fwd->rstd, grad.getResidualGrad());
-      fromOutput->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
-      grad.replaceAllUsesWith(fromOutput.getResults());
-      grad.erase();
+      fromOutput->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+      op->replaceAllUsesWith(fromOutput->getResults());
+      op->erase();
     }
-    for (auto &[ln, inv] : inverted)
-      ln->erase();
+    for (auto &entry : inverted)
+      entry.first->erase();
   }
 
-  /// The outputs the backward of `grad` can use instead of the input, or
-  /// nullopt when its forward op is out of reach.
-  static std::optional<ForwardOutputs>
-  invert(LayerNormGradOp grad,
-         DenseMap<Operation *, InvertibleLayerNormOp> &inverted) {
+  /// dsc.layer_norm_grad_from_output for `grad`, or null when its forward
+  /// op is out of reach.
+  static Operation *
+  invertLayerNorm(LayerNormGradOp grad,
+                  DenseMap<Operation *, Operation *> &inverted) {
+    Value y, beta, rstd;
     if (auto fused =
             grad.getInput().getDefiningOp<BiasDropoutAddLayerNormOp>();
         fused && fused.getGamma() == grad.getGamma() &&
-        fused.getEpsilon() == grad.getEpsilon())
-      return ForwardOutputs{fused.getResult(), fused.getGamma(),
-                            fused.getBeta(), fused.getRstd()};
-    LayerNormOp ln = forwardOf(grad);
-    if (!ln)
-      return std::nullopt;
-    InvertibleLayerNormOp inv = inverted.lookup(ln);
-    if (!inv) {
-      OpBuilder b(ln);
-      auto rowsType = cast<RankedTensorType>(ln.getInput().getType());
-      inv = b.create<InvertibleLayerNormOp>(
-          ln.getLoc(), ln.getType(),
-          rowsType.clone(rowsType.getShape().drop_back()), ln.getInput(),
-          ln.getGamma(), ln.getBeta(), ln.getEpsilonAttr());
-      inv->setDiscardableAttrs(ln->getDiscardableAttrDictionary());
-      ln.getResult().replaceAllUsesWith(inv.getResult());
-      inverted[ln] = inv;
+        fused.getEpsilon() == grad.getEpsilon()) {
+      y = fused.getResult();
+      beta = fused.getBeta();
+      rstd = fused.getRstd();
+    } else if (auto ln = forwardOf<LayerNormOp>(grad, grad.getGamma())) {
+      auto inv = invertOnce<InvertibleLayerNormOp>(ln, inverted);
+      y = inv.getResult();
+      beta = inv.getBeta();
+      rstd = inv.getRstd();
+    } else {
+      return nullptr;
     }
-    return ForwardOutputs{inv.getResult(), inv.getGamma(), inv.getBeta(),
-                          inv.getRstd()};
+    OpBuilder b(grad);
+    return b.create<LayerNormGradFromOutputOp>(
+        grad.getLoc(), grad.getResultTypes(), grad.getGrad(), y,
+        grad.getGamma(), beta, rstd, grad.getResidualGrad());
+  }
+
+  /// dsc.rms_norm_grad_from_output for `grad`, or null when its forward op
+  /// is out of reach.
+  static Operation *invertRmsNorm(RmsNormGradOp grad,
+                                  DenseMap<Operation *, Operation *> &inverted) {
+    Value y, rstd;
+    if (auto fused = grad.getInput().getDefiningOp<AddRmsNormOp>();
+        fused && fused.getWeight() == grad.getWeight() &&
+        fused.getEpsilon() == grad.getEpsilon()) {
+      y = fused.getResult();
+      rstd = fused.getRstd();
+    } else if (auto norm = forwardOf<RmsNormOp>(grad, grad.getWeight())) {
+      auto inv = invertOnce<InvertibleRmsNormOp>(norm, inverted);
+      y = inv.getResult();
+      rstd = inv.getRstd();
+    } else {
+      return nullptr;
+    }
+    OpBuilder b(grad);
+    return b.create<RmsNormGradFromOutputOp>(
+        grad.getLoc(), grad.getResultTypes(), grad.getGrad(), y,
+        grad.getWeight(), rstd, grad.getResidualGrad());
   }
 };
 

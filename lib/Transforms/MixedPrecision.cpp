@@ -96,9 +96,16 @@ struct MixedPrecisionPass
     // The attention's log-sum-exp stays f32, as FlashAttention keeps it: the
     // backward's exp(s - lse) would carry a half-precision error in the
     // exponent otherwise.
-    for (Operation *op : ops)
+    // Likewise the norms' per-row 1/std (1/rms), which the invertible
+    // backward multiplies every element by (one value per row, as Apex's
+    // fused LayerNorm keeps its invvar in f32).
+    for (Operation *op : ops) {
       if (auto attention = dyn_cast<AttentionOp>(op))
         keepF32.insert(attention.getLse());
+      else if (isa<InvertibleLayerNormOp, BiasDropoutAddLayerNormOp,
+                   InvertibleRmsNormOp, AddRmsNormOp>(op))
+        keepF32.insert(op->getResults().back());
+    }
 
     // Activations: every f32 tensor result is stored in half.
     for (Operation *op : ops)

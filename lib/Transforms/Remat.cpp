@@ -257,14 +257,15 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
   }
 
   /// A fused op recomputes as a whole, which is coarse: recomputing the
-  /// LayerNorm output of dsc.bias_dropout_add_layer_norm would re-run the
-  /// residual sum and its dropout as well, and the dropped probabilities of
-  /// dsc.softmax_dropout would re-run the softmax. Such a result that the
-  /// backward reads gets an "exposure": a plain op deriving it from a
-  /// sibling result (layer_norm of the sum; dropout of the probabilities),
-  /// whose result the backward reads instead. The exposure is an ordinary
-  /// candidate of its own; foldExposures() undoes every exposure that ends
-  /// up not recomputed, so the stored graph is the fused one.
+  /// normalised output of dsc.bias_dropout_add_layer_norm or
+  /// dsc.add_rms_norm would re-run the residual sum (and its dropout) as
+  /// well, and the dropped probabilities of dsc.softmax_dropout would re-run
+  /// the softmax. Such a result that the backward reads gets an "exposure":
+  /// a plain op deriving it from a sibling result (layer_norm or rms_norm of
+  /// the sum; dropout of the probabilities), whose result the backward
+  /// reads instead. The exposure is an ordinary candidate of its own;
+  /// foldExposures() undoes every exposure that ends up not recomputed, so
+  /// the stored graph is the fused one.
   static void exposeFusedResults(func::FuncOp fn) {
     auto readBack = [](Value v) {
       return llvm::any_of(v.getUsers(), [](Operation *user) {
@@ -299,7 +300,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     SmallVector<Operation *> fusedOps;
     fn.walk([&](Operation *op) {
       if (!op->hasAttr(kGradAttrName) &&
-          isa<SoftmaxDropoutOp, BiasDropoutAddLayerNormOp>(op))
+          isa<SoftmaxDropoutOp, BiasDropoutAddLayerNormOp, AddRmsNormOp>(op))
         fusedOps.push_back(op);
     });
     for (Operation *op : fusedOps) {
@@ -312,6 +313,23 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
                                          sd.getProbs(), sd.getRateAttr(),
                                          sd.getStreamAttr());
         expose(sd, again, {0});
+        continue;
+      }
+      if (auto rms = dyn_cast<AddRmsNormOp>(op)) {
+        if (!readBack(rms.getResult()))
+          continue;
+        if (readBack(rms.getRstd())) { // -dsc-invertible's backward
+          auto again = b.create<InvertibleRmsNormOp>(
+              rms.getLoc(), rms.getResult().getType(), rms.getRstd().getType(),
+              rms.getSum(), rms.getWeight(), rms.getEpsilonAttr());
+          expose(rms, again, {1, 2});
+        } else {
+          auto again = b.create<RmsNormOp>(rms.getLoc(),
+                                           rms.getResult().getType(),
+                                           rms.getSum(), rms.getWeight(),
+                                           rms.getEpsilonAttr());
+          expose(rms, again, {1});
+        }
         continue;
       }
       auto ln = cast<BiasDropoutAddLayerNormOp>(op);

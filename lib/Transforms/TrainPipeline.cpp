@@ -6,7 +6,7 @@
 //
 //   -dsc-lora (freezes the model and adds adapters: the fusions see them)
 //   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
-//     residual-layer-norm, attention, softmax-dropout)
+//     residual-layer-norm, residual-rms-norm, attention, softmax-dropout)
 //   -dsc-autodiff, -dsc-build-train-step
 //   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (it rounds what the
 //     passes before it built)
@@ -53,6 +53,8 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createDscFuseBiasDropoutAdd());
   if (o.fuseResidualLayerNorm)
     pm.addPass(createDscFuseResidualLayerNorm());
+  if (o.fuseResidualRmsNorm)
+    pm.addPass(createDscFuseResidualRmsNorm());
   if (o.fuseAttention)
     pm.addPass(createDscFuseAttention());
   if (o.fuseSoftmaxDropout)

@@ -96,6 +96,54 @@ func.func @rms_norm_grad_shapes(%dy: tensor<2x12xf32>, %x: tensor<2x24xf32>, %w:
 
 // -----
 
+func.func @rms_norm_grad_residual(%dy: tensor<2x24xf32>, %x: tensor<2x24xf32>, %w: tensor<24xf32>, %dr: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.rms_norm_grad' op residual gradient has shape [24], expected [2, 24]}}
+  %0:2 = dsc.rms_norm_grad %dy, %x, %w, %dr : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_residual(%x: tensor<2x24xf32>, %r: tensor<24xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.add_rms_norm' op residual has shape [24], expected [2, 24]}}
+  %0:3 = dsc.add_rms_norm %x, %r, %w : (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_rstd(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.add_rms_norm' op rstd has shape [2, 24], expected [2]}}
+  %0:3 = dsc.add_rms_norm %x, %x, %w : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2x24xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_eps(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.add_rms_norm' op expects epsilon > 0}}
+  %0:3 = dsc.add_rms_norm %x, %x, %w {epsilon = 0.0 : f64} : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @invertible_rms_norm_rstd(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{'dsc.invertible_rms_norm' op rstd has shape [24], expected [2]}}
+  %0:2 = dsc.invertible_rms_norm %x, %w : (tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_from_output_weight(%dy: tensor<2x24xf32>, %y: tensor<2x24xf32>, %w: tensor<12xf32>, %r: tensor<2xf32>) {
+  // expected-error @+1 {{'dsc.rms_norm_grad_from_output' op normalization parameter has shape [12], expected [24]}}
+  %0:2 = dsc.rms_norm_grad_from_output %dy, %y, %w, %r : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<12xf32>, tensor<2xf32>) -> (tensor<2x24xf32>, tensor<12xf32>)
+  return
+}
+
+// -----
+
 func.func @dropout_rate(%x: tensor<4xf32>) {
   // expected-error @+1 {{'dsc.dropout' op expects rate in [0, 1), got 1.000000e+00}}
   %0 = dsc.dropout %x {rate = 1.0 : f64, stream = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>

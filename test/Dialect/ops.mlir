@@ -21,6 +21,14 @@ func.func @forward_ops(%ids: tensor<2x8xi32>, %wte: tensor<50x24xf32>,
   %rn = dsc.rms_norm %h, %g : (tensor<2x8x24xf32>, tensor<24xf32>) -> tensor<2x8x24xf32>
   // CHECK: dsc.rms_norm_grad {{.*}} {epsilon = 1.000000e-05 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
   %rdx, %rdw = dsc.rms_norm_grad %rn, %h, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  // CHECK: dsc.add_rms_norm {{.*}} {epsilon = 1.000000e-05 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8xf32>)
+  %as, %ay, %ar = dsc.add_rms_norm %h, %rn, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8xf32>)
+  // CHECK: dsc.rms_norm_grad {{.*}} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  %adx, %adw = dsc.rms_norm_grad %ay, %as, %g, %rn : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  // CHECK: dsc.invertible_rms_norm {{.*}} : (tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8xf32>)
+  %iy, %ir = dsc.invertible_rms_norm %h, %g : (tensor<2x8x24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x8xf32>)
+  // CHECK: dsc.rms_norm_grad_from_output {{.*}} : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
+  %odx, %odw = dsc.rms_norm_grad_from_output %iy, %iy, %g, %ir, %rn : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<2x8xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>)
   // CHECK: dsc.linear {{.*}} : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<72xf32>) -> tensor<2x8x72xf32>
   %qkv = dsc.linear %n, %w, %b : (tensor<2x8x24xf32>, tensor<24x72xf32>, tensor<72xf32>) -> tensor<2x8x72xf32>
   // CHECK: %[[QKV:.*]]:3 = dsc.split_heads {{.*}} {num_heads = 3 : i64}

@@ -115,6 +115,7 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
   p.fuseSwiglu = fusion.swiglu;
   p.fuseBiasDropoutAdd = fusion.biasDropoutAdd;
   p.fuseResidualLayerNorm = fusion.biasDropoutAdd && fusion.residualLayerNorm;
+  p.fuseResidualRmsNorm = fusion.residualRmsNorm;
   p.fuseAttention = fusion.attention;
   p.fuseSoftmaxDropout = fusion.softmaxDropout;
 

@@ -540,14 +540,16 @@ TEST(TrainConfig, DscSection) {
 
 TEST(TrainConfig, FusionSwitches) {
   FusionConfig on = train(ds("")).fusion; // all on by default
-  EXPECT_TRUE(on.qkv && on.biasGelu && on.biasDropoutAdd &&
-              on.softmaxDropout && on.residualLayerNorm && on.attention);
+  EXPECT_TRUE(on.qkv && on.biasGelu && on.swiglu && on.biasDropoutAdd &&
+              on.softmaxDropout && on.residualLayerNorm &&
+              on.residualRmsNorm && on.attention);
   FusionConfig off = train(ds(R"("dsc": {"fusion": {"qkv": false,
-      "bias_gelu": false, "bias_dropout_add": false,
+      "bias_gelu": false, "swiglu": false, "bias_dropout_add": false,
       "softmax_dropout": false, "residual_layer_norm": false,
-      "attention": false}})")).fusion;
-  EXPECT_FALSE(off.qkv || off.biasGelu || off.biasDropoutAdd ||
-               off.softmaxDropout || off.residualLayerNorm || off.attention);
+      "residual_rms_norm": false, "attention": false}})")).fusion;
+  EXPECT_FALSE(off.qkv || off.biasGelu || off.swiglu || off.biasDropoutAdd ||
+               off.softmaxDropout || off.residualLayerNorm ||
+               off.residualRmsNorm || off.attention);
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"qkv": 1}})")),
              "dsc.fusion.qkv");
   EXPECT_HAS(trainError(ds(R"("dsc": {"fusion": {"gelu": true}})")),

@@ -235,3 +235,94 @@ TEST(RmsNorm, RejectsWrongWeight) {
                  "RmsNorm: weight 'b1' [7] has 7 elements, expected 8");
   }
 }
+
+// add_rms_norm: the sum is x + res, the output bitwise rms_norm of it (the
+// unfused pair), rstd the naive 1/rms; invertible_rms_norm yields the same
+// output and rstd.
+TEST(RmsNorm, AddAndInvertibleForms) {
+  const int64_t R = 37, C = 100;
+  const double eps = 1e-6;
+  Harness h;
+  int x = h.buf({R, C}), res = h.buf({R, C}), w = h.buf({C});
+  int sum = h.buf({R, C}), y = h.buf({R, C}), rstd = h.buf({R});
+  int yPlain = h.buf({R, C}), yInv = h.buf({R, C}), rstdInv = h.buf({R});
+  h.alloc();
+  auto xv = uniform(size_t(R * C), 50, -3, 5),
+       rv = uniform(size_t(R * C), 51, -2, 2);
+  h.set(x, xv);
+  h.set(res, rv);
+  h.set(w, uniform(size_t(C), 52));
+  h.run(Opcode::AddRmsNorm, {x, res, w}, {sum, y, rstd}, {{"epsilon", eps}});
+  h.run(Opcode::RmsNorm, {sum, w}, {yPlain}, {{"epsilon", eps}});
+  h.run(Opcode::InvertibleRmsNorm, {sum, w}, {yInv, rstdInv},
+        {{"epsilon", eps}});
+  for (int64_t r = 0; r < R; ++r) {
+    double ms = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const size_t k = size_t(r * C + c);
+      ASSERT_EQ(h.f(sum)[k], xv[k] + rv[k]) << k;
+      ms += std::pow(double(h.f(sum)[k]), 2);
+    }
+    const double want = 1.0 / std::sqrt(ms / C + eps);
+    EXPECT_NEAR(h.f(rstd)[r], want, 1e-5 * want) << r;
+    EXPECT_EQ(h.f(rstdInv)[r], h.f(rstd)[r]) << r;
+  }
+  for (int64_t k = 0; k < R * C; ++k) {
+    ASSERT_EQ(h.f(y)[k], h.f(yPlain)[k]) << k;
+    ASSERT_EQ(h.f(yInv)[k], h.f(yPlain)[k]) << k;
+  }
+}
+
+// The residual gradient is added after the RMSNorm one (one rounding, like
+// the unfused add), and the gradient from the output and 1/rms equals the
+// one from the input up to rounding.
+TEST(RmsNorm, GradWithResidualAndFromOutput) {
+  const int64_t R = 70, C = 24;
+  const double eps = 1e-5;
+  Harness h;
+  int x = h.buf({R, C}), w = h.buf({C}), dy = h.buf({R, C}),
+      dres = h.buf({R, C}), y = h.buf({R, C}), rstd = h.buf({R});
+  int dx = h.buf({R, C}), dw = h.buf({C}), dxRes = h.buf({R, C}),
+      dwRes = h.buf({C}), dxOut = h.buf({R, C}), dwOut = h.buf({C});
+  h.alloc();
+  h.set(x, uniform(size_t(R * C), 53, -2, 2));
+  h.set(w, uniform(size_t(C), 54, 0.5, 1.5));
+  h.set(dy, uniform(size_t(R * C), 55));
+  h.set(dres, uniform(size_t(R * C), 56));
+  h.run(Opcode::RmsNormGrad, {dy, x, w}, {dx, dw}, {{"epsilon", eps}});
+  h.run(Opcode::RmsNormGrad, {dy, x, w, dres}, {dxRes, dwRes},
+        {{"epsilon", eps}});
+  h.run(Opcode::InvertibleRmsNorm, {x, w}, {y, rstd}, {{"epsilon", eps}});
+  h.run(Opcode::RmsNormGradFromOutput, {dy, y, w, rstd, dres},
+        {dxOut, dwOut}, {});
+  for (int64_t k = 0; k < R * C; ++k) {
+    ASSERT_EQ(h.f(dxRes)[k], h.f(dx)[k] + h.f(dres)[k]) << k;
+    EXPECT_NEAR(h.f(dxOut)[k], h.f(dxRes)[k],
+                1e-5 * (1 + std::fabs(h.f(dxRes)[k])))
+        << k;
+  }
+  for (int64_t k = 0; k < C; ++k) {
+    ASSERT_EQ(h.f(dwRes)[k], h.f(dw)[k]) << k;
+    EXPECT_NEAR(h.f(dwOut)[k], h.f(dw)[k], 1e-5 * (1 + std::fabs(h.f(dw)[k])))
+        << k;
+  }
+}
+
+TEST(RmsNorm, GradFromOutputRejectsZeroWeight) {
+  const int64_t R = 4, C = 8;
+  Harness h;
+  int dy = h.buf({R, C}), y = h.buf({R, C}), w = h.buf({C}),
+      rstd = h.buf({R}), dx = h.buf({R, C}), dw = h.buf({C});
+  h.alloc();
+  auto wv = uniform(size_t(C), 57, 0.5, 1.5);
+  wv[5] = 0.0f;
+  h.set(w, wv);
+  try {
+    h.run(Opcode::RmsNormGradFromOutput, {dy, y, w, rstd}, {dx, dw}, {});
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("RMSNorm weight element 5 is 0"),
+              std::string::npos)
+        << e.what();
+  }
+}

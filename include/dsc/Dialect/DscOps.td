@@ -143,6 +143,25 @@ def Dsc_RmsNormOp : Dsc_DiffOp<"rms_norm"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+def Dsc_AddRmsNormOp : Dsc_DiffOp<"add_rms_norm"> {
+  let summary = "Fused residual add, then RMSNorm";
+  let description = [{
+    `%sum, %y, %rstd = dsc.add_rms_norm %x, %res, %weight {epsilon}`
+    computes `%sum = %x + %res` and `%y = rms_norm(%sum)` row by row in one
+    pass, with `%rstd` the per-row `1 / sqrt(mean(sum^2) + epsilon)` (`[...]`
+    for `[..., C]`). `%sum` is the residual stream (LLaMA's next block adds
+    to it); `%rstd` lets `-dsc-invertible` take the RMSNorm backward from
+    `%y`. Produced by `-dsc-fuse-residual-rms-norm`; its gradient is one
+    `dsc.rms_norm_grad` that adds `%sum`'s other gradient into its input
+    gradient, which is then both operands' gradient.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$residual,
+                       Dsc_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs Dsc_FloatTensor:$sum, Dsc_FloatTensor:$result,
+                      Dsc_FloatTensor:$rstd);
+}
+
 def Dsc_RotaryOp : Dsc_DiffOp<"rotary"> {
   let summary = "Rotary position embedding of [B, H, T, D] heads (LLaMA)";
   let description = [{
@@ -479,9 +498,13 @@ def Dsc_RmsNormGradOp : Dsc_Op<"rms_norm_grad"> {
     With `x_hat = x * rstd` and `g = grad * weight`:
     `input_grad = rstd * (g - x_hat * mean(g * x_hat))` per row and
     `weight_grad = sum over rows of grad * x_hat` (rstd recomputed from x).
+    With the optional `residual_grad` (the gradient reaching the RMSNorm
+    input along a residual connection), the input gradient is the RMSNorm
+    one plus `residual_grad`, added in the same pass.
   }];
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
                        Dsc_FloatTensor:$weight,
+                       Optional<Dsc_FloatTensor>:$residual_grad,
                        DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
   let results = (outs Dsc_FloatTensor:$input_grad,
                       Dsc_FloatTensor:$weight_grad);
@@ -515,6 +538,35 @@ def Dsc_LayerNormGradFromOutputOp : Dsc_Op<"layer_norm_grad_from_output"> {
                        Optional<Dsc_FloatTensor>:$residual_grad);
   let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
                       Dsc_FloatTensor:$beta_grad);
+}
+
+def Dsc_InvertibleRmsNormOp : Dsc_Op<"invertible_rms_norm"> {
+  let summary = "RMSNorm that also returns each row's 1/rms";
+  let description = [{
+    `%y, %rstd = dsc.invertible_rms_norm %x, %weight` with `%x : [..., C]`
+    and `%rstd : [...]`. With the per-row `%rstd` saved, the backward needs
+    only `%y` (`dsc.rms_norm_grad_from_output`), so `%x` need not be kept
+    for it. Produced by `-dsc-invertible`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$rstd);
+}
+
+def Dsc_RmsNormGradFromOutputOp : Dsc_Op<"rms_norm_grad_from_output"> {
+  let summary = "RMSNorm gradients from the output and the saved 1/rms";
+  let description = [{
+    x_hat = y / weight, then the `dsc.rms_norm_grad` formulas with the
+    saved rstd. Requires every weight element to be non-zero (checked by
+    the kernels at run time: a zero is an error, not a wrong gradient). The
+    optional `residual_grad` is added into the input gradient, as for
+    `dsc.rms_norm_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$output,
+                       Dsc_FloatTensor:$weight, Dsc_FloatTensor:$rstd,
+                       Optional<Dsc_FloatTensor>:$residual_grad);
+  let results = (outs Dsc_FloatTensor:$input_grad,
+                      Dsc_FloatTensor:$weight_grad);
 }
 
 def Dsc_GeluGradOp : Dsc_Op<"gelu_grad"> {

@@ -124,6 +124,7 @@ struct FusionConfig {
   bool attention = true;      ///< -dsc-fuse-attention
   /// -dsc-fuse-residual-layer-norm (extends bias_dropout_add's ops)
   bool residualLayerNorm = true;
+  bool residualRmsNorm = true; ///< -dsc-fuse-residual-rms-norm
 };
 
 /// DeepSpeed's `transformer_kernel` switches dsc implements.

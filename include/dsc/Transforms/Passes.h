@@ -60,6 +60,7 @@ void populateFuseSwigluPatterns(RewritePatternSet &patterns);
 void populateFuseSoftmaxDropoutPatterns(RewritePatternSet &patterns);
 void populateFuseBiasDropoutAddPatterns(RewritePatternSet &patterns);
 void populateFuseResidualLayerNormPatterns(RewritePatternSet &patterns);
+void populateFuseResidualRmsNormPatterns(RewritePatternSet &patterns);
 void populateFuseAttentionPatterns(RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION
@@ -122,6 +123,10 @@ struct TrainingPipelineOptions
       *this, "fuse-residual-layer-norm",
       llvm::cl::desc("Run -dsc-fuse-residual-layer-norm (it fuses the "
                      "dsc.bias_dropout_add that fuse-bias-dropout-add makes)"),
+      llvm::cl::init(false)};
+  Option<bool> fuseResidualRmsNorm{
+      *this, "fuse-residual-rms-norm",
+      llvm::cl::desc("Run -dsc-fuse-residual-rms-norm"),
       llvm::cl::init(false)};
   Option<bool> fuseAttention{*this, "fuse-attention",
                              llvm::cl::desc("Run -dsc-fuse-attention"),

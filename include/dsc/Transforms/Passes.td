@@ -189,6 +189,25 @@ def DscFuseResidualLayerNorm : Pass<"dsc-fuse-residual-layer-norm", "::mlir::Mod
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscFuseResidualRmsNorm : Pass<"dsc-fuse-residual-rms-norm", "::mlir::ModuleOp"> {
+  let summary = "Residual add + RMSNorm in one op";
+  let description = [{
+    A `dsc.rms_norm` of a same-shape `dsc.add` (LLaMA's residual stream)
+    becomes one `dsc.add_rms_norm`, which also yields the sum for its other
+    users and each row's 1/rms. Run before -dsc-autodiff, whose rule for it
+    emits one `dsc.rms_norm_grad` that adds the sum's other gradient in the
+    same pass.
+
+    ```mlir
+    %h = dsc.add %x, %res
+    %n = dsc.rms_norm %h, %w {epsilon = 1e-5}
+    // =>
+    %h, %n, %rstd = dsc.add_rms_norm %x, %res, %w {epsilon = 1e-5}
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscFuseSoftmaxDropout : Pass<"dsc-fuse-softmax-dropout", "::mlir::ModuleOp"> {
   let summary = "Scale + mask + softmax + dropout of the attention in one op";
   let description = [{
@@ -241,7 +260,7 @@ def DscFuseAttention : Pass<"dsc-fuse-attention", "::mlir::ModuleOp"> {
 }
 
 def DscInvertible : Pass<"dsc-invertible", "::mlir::ModuleOp"> {
-  let summary = "LayerNorm backward from its output (normalize_invertible)";
+  let summary = "LayerNorm and RMSNorm backward from the output (normalize_invertible)";
   let description = [{
     DeepSpeed's `normalize_invertible`: the LayerNorm backward is computed
     from the LayerNorm output and a saved per-row 1/std instead of its input,
@@ -262,8 +281,13 @@ def DscInvertible : Pass<"dsc-invertible", "::mlir::ModuleOp"> {
     and the forward's beta. The pass cannot prove gamma != 0 at compile time
     (it is a trained parameter), so it rewrites whenever asked and the kernel
     checks gamma at run time: a zero element is a clear error, never a wrong
-    gradient. Softmax needs no rewrite: dsc.softmax_grad already reads only
-    the softmax output.
+    gradient. RMSNorm the same way: dsc.rms_norm becomes
+    dsc.invertible_rms_norm and its gradient dsc.rms_norm_grad_from_output
+    (x_hat = y / weight). The fused dsc.bias_dropout_add_layer_norm and
+    dsc.add_rms_norm already yield the per-row statistic, so only their
+    gradients change. Softmax needs no rewrite: dsc.softmax_grad already
+    reads only the softmax output; nor does dsc.rotary, whose gradient is
+    the inverse rotation of the incoming gradient.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }

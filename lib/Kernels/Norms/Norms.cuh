@@ -1,7 +1,8 @@
 //===- Norms.cuh - LayerNorm and RMSNorm device templates ------*- CUDA -*-===//
 //
-// layer_norm, invertible_layer_norm, rms_norm, bias_dropout_add_layer_norm
-// and their gradients, row kernels: the CUDA side of NormsCpu.cpp.
+// layer_norm, invertible_layer_norm, rms_norm, invertible_rms_norm,
+// bias_dropout_add_layer_norm, add_rms_norm and their gradients, row
+// kernels: the CUDA side of NormsCpu.cpp.
 //
 // Not a standalone header: part of the CUDA device library, pasted after
 // Common.cuh, whose helpers it uses (see Common.cuh and
@@ -169,17 +170,31 @@ __device__ void layerNormGradRows(const TD *dy, const TX *xOrY,
   storeRow<THREADS, ITEMS, VEC, C>(part, blk * 2 * C + C, lane, pb);
 }
 
-/// dsc.rms_norm (cpu::rmsNorm): rstd = 1 / sqrt(mean(x^2) + eps),
-/// y = (x * rstd) * w.
-template <typename TX, typename TW, typename TY, dsc_i64 ROWS, dsc_i64 C,
+/// dsc.rms_norm, dsc.invertible_rms_norm and dsc.add_rms_norm
+/// (cpu::rmsNorm): rstd = 1 / sqrt(mean(x^2) + eps), y = (x * rstd) * w.
+/// RES: x + res is written to sum and normalised (the f32 row sum, not its
+/// stored, possibly rounded, copy). RSTD: rstd is written per row.
+template <typename TX, typename TR, typename TW, typename TS, typename TY,
+          typename TD, bool RES, bool RSTD, dsc_i64 ROWS, dsc_i64 C,
           int THREADS, int ITEMS, int VEC>
-__device__ void rmsNorm(const TX *x, const TW *w, TY *y, float eps) {
+__device__ void rmsNorm(const TX *x, const TR *res, const TW *w, TS *sum,
+                        TY *y, TD *rstdOut, float eps) {
   const dsc_i64 r = rowIndex<THREADS>();
   const int lane = rowLane<THREADS>();
   if (r >= ROWS)
     return;
   float v[ITEMS][VEC];
   loadRow<THREADS, ITEMS, VEC, C>(x, r * C, lane, v, 0.0f);
+  if constexpr (RES) {
+    float rv[ITEMS][VEC];
+    loadRow<THREADS, ITEMS, VEC, C>(res, r * C, lane, rv, 0.0f);
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        v[k][l] = __fadd_rn(v[k][l], rv[k][l]);
+    storeRow<THREADS, ITEMS, VEC, C>(sum, r * C, lane, v);
+  }
   float q = 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k)
@@ -187,6 +202,9 @@ __device__ void rmsNorm(const TX *x, const TW *w, TY *y, float eps) {
     for (int l = 0; l < VEC; ++l)
       q += v[k][l] * v[k][l];
   const float rstd = 1.0f / sqrtf(rowSum<THREADS>(q) / float(C) + eps);
+  if constexpr (RSTD)
+    if (lane == 0)
+      st(rstdOut, r, rstd);
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
     const dsc_i64 c = (dsc_i64(k) * THREADS + lane) * VEC;
@@ -201,13 +219,19 @@ __device__ void rmsNorm(const TX *x, const TW *w, TY *y, float eps) {
   storeRow<THREADS, ITEMS, VEC, C>(y, r * C, lane, v);
 }
 
-/// dsc.rms_norm_grad (cpu::rmsNormGrad): blocks of 32 rows as
+/// dsc.rms_norm_grad and dsc.rms_norm_grad_from_output (cpu::rmsNormGrad /
+/// rmsNormGradFromOutput through rmsNormGradRows): blocks of 32 rows as
 /// layerNormGradRows; dx = rstd * (dy*w - x_hat * mean(dy*w*x_hat)) and the
 /// block's dw partial sums to part[blk, C], merged by columnSum.
-template <typename TD, typename TX, typename TW, typename TO, dsc_i64 ROWS,
-          dsc_i64 C, int THREADS, int ITEMS, int VEC>
-__device__ void rmsNormGradRows(const TD *dy, const TX *x, const TW *w,
-                                TO *dx, float *part, float eps) {
+/// FROM_OUTPUT: x_hat = y / w with the saved rstd; a zero weight element
+/// sets the status. DRES: dres is added to dx afterwards (a separate
+/// rounding, as the CPU does).
+template <typename TD, typename TX, typename TW, typename TS, typename TR,
+          typename TO, bool FROM_OUTPUT, bool DRES, dsc_i64 ROWS, dsc_i64 C,
+          int THREADS, int ITEMS, int VEC>
+__device__ void rmsNormGradRows(const TD *dy, const TX *xOrY, const TW *w,
+                                const TS *rstdIn, const TR *dres, TO *dx,
+                                float *part, float eps, dsc_u32 code) {
   constexpr dsc_i64 blocks = (ROWS + kRowBlock - 1) / kRowBlock;
   const dsc_i64 blk = rowIndex<THREADS>();
   const int lane = rowLane<THREADS>();
@@ -215,6 +239,16 @@ __device__ void rmsNormGradRows(const TD *dy, const TX *x, const TW *w,
     return;
   float g[ITEMS][VEC], pw[ITEMS][VEC];
   loadRow<THREADS, ITEMS, VEC, C>(w, 0, lane, g, 0.0f);
+  if constexpr (FROM_OUTPUT) {
+    if (blk == 0) {
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+        for (int l = 0; l < VEC; ++l)
+          if ((dsc_i64(k) * THREADS + lane) * VEC + l < C && g[k][l] == 0.0f)
+            fail(code);
+    }
+  }
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k)
 #pragma unroll
@@ -222,31 +256,56 @@ __device__ void rmsNormGradRows(const TD *dy, const TX *x, const TW *w,
       pw[k][l] = 0.0f;
   const dsc_i64 r1 = (blk + 1) * kRowBlock < ROWS ? (blk + 1) * kRowBlock : ROWS;
   for (dsc_i64 r = blk * kRowBlock; r < r1; ++r) {
-    float xv[ITEMS][VEC], d[ITEMS][VEC];
-    loadRow<THREADS, ITEMS, VEC, C>(x, r * C, lane, xv, 0.0f);
+    float xh[ITEMS][VEC], d[ITEMS][VEC];
+    loadRow<THREADS, ITEMS, VEC, C>(xOrY, r * C, lane, xh, 0.0f);
     loadRow<THREADS, ITEMS, VEC, C>(dy, r * C, lane, d, 0.0f);
-    float q = 0.0f;
+    float rstd;
+    if constexpr (FROM_OUTPUT) {
+      rstd = ld(rstdIn, r);
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k)
+      for (int k = 0; k < ITEMS; ++k)
 #pragma unroll
-      for (int l = 0; l < VEC; ++l)
-        q += xv[k][l] * xv[k][l];
-    const float rstd = 1.0f / sqrtf(rowSum<THREADS>(q) / float(C) + eps);
+        for (int l = 0; l < VEC; ++l)
+          xh[k][l] = (dsc_i64(k) * THREADS + lane) * VEC + l < C
+                         ? xh[k][l] / g[k][l]
+                         : 0.0f;
+    } else {
+      float q = 0.0f;
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+        for (int l = 0; l < VEC; ++l)
+          q += xh[k][l] * xh[k][l];
+      rstd = 1.0f / sqrtf(rowSum<THREADS>(q) / float(C) + eps);
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+        for (int l = 0; l < VEC; ++l)
+          xh[k][l] = xh[k][l] * rstd;
+    }
     float sgx = 0.0f;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k)
 #pragma unroll
       for (int l = 0; l < VEC; ++l) {
-        const float xh = xv[k][l] * rstd;
-        sgx += d[k][l] * g[k][l] * xh;
-        pw[k][l] += d[k][l] * xh;
+        sgx += d[k][l] * g[k][l] * xh[k][l];
+        pw[k][l] += d[k][l] * xh[k][l];
       }
     const float mgx = rowSum<THREADS>(sgx) / float(C);
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k)
 #pragma unroll
       for (int l = 0; l < VEC; ++l)
-        d[k][l] = rstd * (d[k][l] * g[k][l] - xv[k][l] * rstd * mgx);
+        d[k][l] = rstd * (d[k][l] * g[k][l] - xh[k][l] * mgx);
+    if constexpr (DRES) {
+      float dr[ITEMS][VEC];
+      loadRow<THREADS, ITEMS, VEC, C>(dres, r * C, lane, dr, 0.0f);
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+        for (int l = 0; l < VEC; ++l)
+          d[k][l] = __fadd_rn(d[k][l], dr[k][l]);
+    }
     storeRow<THREADS, ITEMS, VEC, C>(dx, r * C, lane, d);
   }
   storeRow<THREADS, ITEMS, VEC, C>(part, blk * C, lane, pw);

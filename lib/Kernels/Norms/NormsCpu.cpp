@@ -1,7 +1,8 @@
 //===- NormsCpu.cpp - LayerNorm and RMSNorm CPU kernels -------------------===//
 //
-// layer_norm, invertible_layer_norm, rms_norm, bias_dropout_add_layer_norm
-// and the gradients, and runNorms, their dispatch. Weight and bias
+// layer_norm, invertible_layer_norm, rms_norm, invertible_rms_norm,
+// bias_dropout_add_layer_norm, add_rms_norm and the gradients, and runNorms,
+// their dispatch. Weight and bias
 // gradients are summed per 32-row block and merged in block order, so they
 // do not depend on the thread count.
 //
@@ -124,38 +125,97 @@ inline float rmsRstd(const float *x, int64_t C, float eps) {
   return 1.0f / std::sqrt(q / float(C) + eps);
 }
 
-/// RMSNorm: y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps).
-void rmsNorm(const float *x, const float *w, float *y, int64_t rows,
-             int64_t C, float eps) {
+/// RMSNorm: y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps). With
+/// `res` (dsc.add_rms_norm), x + res is normalised and written to `sum`
+/// first, in the same pass over the row. `rstdOut` (rows floats, or null)
+/// receives each row's rstd.
+void rmsNorm(const float *x, const float *res, const float *w, float *sum,
+             float *y, float *rstdOut, int64_t rows, int64_t C, float eps) {
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * C;
+    if (res) {
+      const float *rr = res + r * C;
+      float *sr = sum + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        sr[c] = xr[c] + rr[c];
+      xr = sr;
+    }
     float *yr = y + r * C;
     const float rstd = rmsRstd(xr, C, eps);
+    if (rstdOut)
+      rstdOut[r] = rstd;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c)
       yr[c] = (xr[c] * rstd) * w[c];
   }
 }
 
-/// dx = rstd * (dy*w - x_hat * mean(dy*w*x_hat)), dw = sum_rows dy*x_hat.
-void rmsNormGrad(const float *dy, const float *x, const float *w, float *dx,
-                 float *dw, int64_t rows, int64_t C, float eps) {
+/// RMSNorm backward given, per row, x_hat and rstd: `rowStats(r, xh)` writes
+/// row r's x_hat into xh and returns its rstd. dx = rstd * (dy*w - x_hat *
+/// mean(dy*w*x_hat)), dw = sum_rows dy*x_hat; `dres` (or null) is added
+/// into dx afterwards, a separate rounding like the unfused step's dsc.add.
+template <typename RowStats>
+void rmsNormGradRows(const float *dy, const float *w, const float *dres,
+                     float *dx, float *dw, int64_t rows, int64_t C,
+                     RowStats rowStats) {
   rowsWithColumnSum(rows, C, dw, [&](int64_t r, float *acc) {
-    const float *xr = x + r * C, *dyr = dy + r * C;
+    thread_local std::vector<float> xhRow;
+    xhRow.resize(size_t(C));
+    float *xh = xhRow.data();
+    const float *dyr = dy + r * C;
     float *dxr = dx + r * C;
-    const float rstd = rmsRstd(xr, C, eps);
+    const float rstd = rowStats(r, xh);
     float sgx = 0.0f;
 #pragma omp simd reduction(+ : sgx)
     for (int64_t c = 0; c < C; ++c) {
-      const float xh = xr[c] * rstd;
-      sgx += dyr[c] * w[c] * xh;
-      acc[c] += dyr[c] * xh;
+      sgx += dyr[c] * w[c] * xh[c];
+      acc[c] += dyr[c] * xh[c];
     }
     const float mgx = sgx / float(C);
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c)
-      dxr[c] = rstd * (dyr[c] * w[c] - xr[c] * rstd * mgx);
+      dxr[c] = rstd * (dyr[c] * w[c] - xh[c] * mgx);
+    if (dres) {
+      const float *dr = dres + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        dxr[c] += dr[c];
+    }
+  });
+}
+
+void rmsNormGrad(const float *dy, const float *x, const float *w,
+                 const float *dres, float *dx, float *dw, int64_t rows,
+                 int64_t C, float eps) {
+  rmsNormGradRows(dy, w, dres, dx, dw, rows, C, [&](int64_t r, float *xh) {
+    const float *xr = x + r * C;
+    const float rstd = rmsRstd(xr, C, eps);
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      xh[c] = xr[c] * rstd;
+    return rstd;
+  });
+}
+
+/// The same gradient from the output y and the saved rstd (the invertible
+/// RMSNorm): x_hat = y / w. Throws if w has a zero.
+void rmsNormGradFromOutput(const float *dy, const float *y, const float *w,
+                           const float *rstd, const float *dres, float *dx,
+                           float *dw, int64_t rows, int64_t C) {
+  for (int64_t c = 0; c < C; ++c)
+    if (w[c] == 0.0f)
+      throw Error("rms_norm_grad_from_output: RMSNorm weight element " +
+                  std::to_string(c) +
+                  " is 0, so the input cannot be recovered from the output; "
+                  "switch off transformer_kernel.normalize_invertible");
+  rmsNormGradRows(dy, w, dres, dx, dw, rows, C, [&](int64_t r, float *xh) {
+    const float *yr = y + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      xh[c] = yr[c] / w[c];
+    return rstd[r];
   });
 }
 
@@ -255,14 +315,35 @@ void runNorms(Exec &e) {
     return;
   }
   case Opcode::RmsNorm:
-    rmsNorm(e.fin(0, "x"), e.fin(1, "weight"), e.fout(0, "output"), d.rows,
+  case Opcode::InvertibleRmsNorm: {
+    float *rstd =
+        I.op == Opcode::InvertibleRmsNorm ? e.fout(1, "rstd") : nullptr;
+    rmsNorm(e.fin(0, "x"), nullptr, e.fin(1, "weight"), nullptr,
+            e.fout(0, "output"), rstd, d.rows, d.cols,
+            float(I.getFloat("epsilon")));
+    return;
+  }
+  case Opcode::AddRmsNorm:
+    rmsNorm(e.fin(0, "x"), e.fin(1, "residual"), e.fin(2, "weight"),
+            e.fout(0, "sum"), e.fout(1, "output"), e.fout(2, "rstd"), d.rows,
             d.cols, float(I.getFloat("epsilon")));
     return;
-  case Opcode::RmsNormGrad:
-    rmsNormGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fin(2, "weight"),
+  case Opcode::RmsNormGrad: {
+    const float *dres =
+        I.inputs.size() == 4 ? e.fin(3, "residual gradient") : nullptr;
+    rmsNormGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fin(2, "weight"), dres,
                 e.fout(0, "dx"), e.fout(1, "dweight"), d.rows, d.cols,
                 float(I.getFloat("epsilon")));
     return;
+  }
+  case Opcode::RmsNormGradFromOutput: {
+    const float *dres =
+        I.inputs.size() == 5 ? e.fin(4, "residual gradient") : nullptr;
+    rmsNormGradFromOutput(e.fin(0, "dy"), e.fin(1, "y"), e.fin(2, "weight"),
+                          e.fin(3, "rstd"), dres, e.fout(0, "dx"),
+                          e.fout(1, "dweight"), d.rows, d.cols);
+    return;
+  }
   case Opcode::BiasDropoutAddLayerNorm:
     biasDropoutAddLayerNorm(e.fin(0, "x"), e.fin(1, "bias"),
                             e.fin(2, "residual"), e.fin(3, "gamma"),

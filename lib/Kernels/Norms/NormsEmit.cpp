@@ -1,9 +1,10 @@
 //===- NormsEmit.cpp - CUDA launchers of the norms family -----------------===//
 //
-// layer_norm, invertible_layer_norm, rms_norm, bias_dropout_add_layer_norm
-// and their gradients: emitNorms and the emit logic of each op, which
-// instantiates the matching row kernel of Norms.cuh (and, for the weight
-// gradients, Common.cuh's columnSum over the 32-row block partial sums).
+// layer_norm, invertible_layer_norm, rms_norm, invertible_rms_norm,
+// bias_dropout_add_layer_norm, add_rms_norm and their gradients: emitNorms
+// and the emit logic of each op, which instantiates the matching row kernel
+// of Norms.cuh (and, for the weight gradients, Common.cuh's columnSum over
+// the 32-row block partial sums).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,31 +39,83 @@ void emitLayerNorm(KernelSpec &s, const rt::InstrDims &d) {
                 {xs, g, be, y, rstd, flt(s.I.getFloat("epsilon"))}));
 }
 
+/// rms_norm, invertible_rms_norm (x, weight -> y[, rstd]) and add_rms_norm
+/// (x, res, weight -> sum, y, rstd).
 void emitRmsNorm(KernelSpec &s, const rt::InstrDims &d) {
+  const bool withRes = s.I.op == Opcode::AddRmsNorm;
+  const bool withRstd = s.I.op != Opcode::RmsNorm;
   const int64_t C = d.cols, rows = d.rows;
-  const std::string xs = s.in(0, "x"), w = s.in(1, "weight"),
-                    y = s.out(0, "y");
+  const std::string xs = s.in(0, "x");
+  std::vector<std::string> args = {xs};
+  std::string res = "(const float *)nullptr", resT = "float",
+              sum = "(float *)nullptr", sumT = "float";
+  if (withRes) {
+    res = s.in(1, "res");
+    resT = s.T(res);
+    args.push_back(res);
+  }
+  const std::string w = s.in(withRes ? 2 : 1, "weight");
+  args.push_back(w);
+  if (withRes) {
+    sum = s.out(0, "sum");
+    sumT = s.T(sum);
+    args.push_back(sum);
+  }
+  const std::string y = s.out(withRes ? 1 : 0, "y");
+  args.push_back(y);
+  std::string rstd = "(float *)nullptr", rstdT = "float";
+  if (withRstd) {
+    rstd = s.out(withRes ? 2 : 1, "rstd");
+    rstdT = s.T(rstd);
+    args.push_back(rstd);
+  }
   const RowConfig c = s.rowConfig(rows, C);
-  s.kernel(c.grid, c.block, {xs, w, y},
+  s.kernel(c.grid, c.block, args,
            call("rmsNorm",
-                {s.T(xs), s.T(w), s.T(y), n(rows), n(C), rowArgs(c)},
-                {xs, w, y, flt(s.I.getFloat("epsilon"))}));
+                {s.T(xs), resT, s.T(w), sumT, s.T(y), rstdT, b(withRes),
+                 b(withRstd), n(rows), n(C), rowArgs(c)},
+                {xs, res, w, sum, y, rstd, flt(s.I.getFloat("epsilon"))}));
 }
 
+/// rms_norm_grad (dy, x, weight[, dres]) and rms_norm_grad_from_output (dy,
+/// y, weight, rstd[, dres]), both -> dx, dweight.
 void emitRmsNormGrad(KernelSpec &s, const rt::InstrDims &d) {
+  const bool fromOutput = s.I.op == Opcode::RmsNormGradFromOutput;
+  const size_t base = fromOutput ? 4 : 3;
+  const bool dres = s.I.inputs.size() == base + 1;
   const int64_t C = d.cols, rows = d.rows;
-  const std::string dy = s.in(0, "dy"), xs = s.in(1, "x"),
-                    w = s.in(2, "weight"), dx = s.out(0, "dx"),
-                    dw = s.out(1, "dweight");
+  const std::string dy = s.in(0, "dy"), xs = s.in(1, fromOutput ? "y" : "x"),
+                    w = s.in(2, "weight");
+  std::vector<std::string> args = {dy, xs, w};
+  std::string rstd = "(const float *)nullptr", rsT = "float";
+  if (fromOutput) {
+    rstd = s.in(3, "rstd");
+    rsT = s.T(rstd);
+    args.push_back(rstd);
+  }
+  std::string dr = "(const float *)nullptr", drT = "float";
+  if (dres) {
+    dr = s.in(base, "dres");
+    drT = s.T(dr);
+    args.push_back(dr);
+  }
+  const std::string dx = s.out(0, "dx"), dw = s.out(1, "dweight");
   const int64_t blocks = std::max<int64_t>(1, ceilDiv(rows, 32));
   s.scratch(blocks * C * 4);
+  args.insert(args.end(), {dx, "dsc_scratch"});
   const std::string part = "static_cast<float *>(dsc_scratch)";
+  const std::string code =
+      fromOutput ? s.status("an RMSNorm weight element is 0, so the input "
+                            "cannot be recovered from the output; switch off "
+                            "transformer_kernel.normalize_invertible")
+                 : "0u";
   const RowConfig c = s.rowConfig(blocks, C);
-  s.kernel(c.grid, c.block, {dy, xs, w, dx, "dsc_scratch"},
+  s.kernel(c.grid, c.block, args,
            call("rmsNormGradRows",
-                {s.T(dy), s.T(xs), s.T(w), s.T(dx), n(rows), n(C),
-                 rowArgs(c)},
-                {dy, xs, w, dx, part, flt(s.I.getFloat("epsilon"))}));
+                {s.T(dy), s.T(xs), s.T(w), rsT, drT, s.T(dx), b(fromOutput),
+                 b(dres), n(rows), n(C), rowArgs(c)},
+                {dy, xs, w, rstd, dr, dx, part,
+                 fromOutput ? "0.0f" : flt(s.I.getFloat("epsilon")), code}));
   elementwise(s, C, {"dsc_scratch", dw},
               call("columnSum", {s.T(dw), n(blocks), n(C), n(C)}, {part, dw}));
 }
@@ -156,8 +209,11 @@ void emitNorms(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::LayerNormGradFromOutput:
     return emitLayerNormGrad(s, d);
   case Opcode::RmsNorm:
+  case Opcode::InvertibleRmsNorm:
+  case Opcode::AddRmsNorm:
     return emitRmsNorm(s, d);
   case Opcode::RmsNormGrad:
+  case Opcode::RmsNormGradFromOutput:
     return emitRmsNormGrad(s, d);
   default:
     break;

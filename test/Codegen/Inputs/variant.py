@@ -31,7 +31,8 @@ config = {
     "dsc": {"seed": 3, "seq_len": 32,
             "fusion": {k: fused for k in ("qkv", "bias_gelu", "swiglu",
                                           "bias_dropout_add", "softmax_dropout",
-                                          "residual_layer_norm")}},
+                                          "residual_layer_norm",
+                                          "residual_rms_norm")}},
 }
 config["dsc"]["fusion"]["attention"] = fusion == "attention"
 if bert:
