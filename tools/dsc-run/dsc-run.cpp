@@ -22,6 +22,7 @@
 #include "Ranks.h"
 
 #include "dsc/Codegen/KernelCache.h"
+#include "dsc/Frontend/SparseLayout.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Trainer.h"
 #include "dsc/Support/Hash.h"
@@ -76,7 +77,10 @@ const char *kUsage =
     "  check-cuda --model M.json --config C.json --data D [--seq-len T]\n"
     "          [--steps N] [--kernel-tolerance X] [--loss-tolerance X]\n"
     "          the CUDA backend against the CPU backend, kernel by kernel\n"
-    "  devices  the GPUs the CUDA backend can use\n";
+    "  devices  the GPUs the CUDA backend can use\n"
+    "  layout  --config C.json --seq-len T --heads H [--format json|text]\n"
+    "          the block-sparse attention layout of its sparse_attention\n"
+    "          section (heads x blocks x blocks)\n";
 
 /// Flags of one sub-command: `--name value` pairs, `switches` (flags that
 /// take no value) and positional arguments.
@@ -554,6 +558,32 @@ int cmdEstimate(int argc, char **argv) {
   return 0;
 }
 
+/// The layout of a config's sparse_attention section, as JSON (the format
+/// mode "user" reads back) or drawn for a person.
+int cmdLayout(int argc, char **argv) {
+  Args args("layout", argc, argv,
+            {"--config", "--seq-len", "--heads", "--format"});
+  args.noPositional();
+  const std::string format = args.getOr("--format", "json");
+  if (format != "json" && format != "text")
+    throw UsageError("dsc-run layout: --format '" + format +
+                     "' is not json or text");
+  const std::string path = args.get("--config");
+  const int64_t seqLen = args.getInt("--seq-len", 0, 1);
+  const int64_t heads = args.getInt("--heads", 0, 1);
+  if (!args.has("--seq-len") || !args.has("--heads"))
+    throw UsageError(std::string("dsc-run layout: missing required option '") +
+                     (args.has("--seq-len") ? "--heads" : "--seq-len") + "'");
+  dsc::TrainConfig train = dsc::parseTrainConfig(path);
+  if (!train.sparseAttention.enabled)
+    throw dsc::ConfigError(path + ": no sparse_attention section");
+  dsc::BlockLayout layout =
+      dsc::makeSparseLayout(train.sparseAttention, seqLen, heads, train.seed);
+  std::cout << (format == "json" ? dsc::layoutJson(layout)
+                                 : dsc::layoutText(layout));
+  return 0;
+}
+
 int cmdInspect(int argc, char **argv) {
   Args args("inspect", argc, argv,
             {"--model", "--config", "--data", "--seq-len", "--init-from",
@@ -805,9 +835,11 @@ int main(int argc, char **argv) {
       return cmdCheckCuda(argc - 2, argv + 2);
     if (command == "devices")
       return cmdDevices(argc - 2, argv + 2);
+    if (command == "layout")
+      return cmdLayout(argc - 2, argv + 2);
     throw UsageError("dsc-run: unknown command '" + command +
                      "' (expected train, compile, estimate, inspect, demo, "
-                     "check-cuda or devices)");
+                     "check-cuda, devices or layout)");
   } catch (const std::bad_alloc &) {
     std::cerr << errorPrefix() << "error: out of memory\n";
   } catch (const std::exception &e) {

@@ -625,8 +625,53 @@ TEST(TrainConfig, UnimplementedSections) {
                               {"partition_activations": true})")),
              "activation_checkpointing.partition_activations: true is not "
              "supported yet");
-  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "fixed"})")),
-             "sparse_attention: block-sparse attention is not supported yet");
+}
+
+// DeepSpeed's keys and JSON defaults; every key is accepted in every mode
+// (DeepSpeed's documented example lists them all), its checks are errors.
+TEST(TrainConfig, SparseAttention) {
+  EXPECT_FALSE(train(ds("")).sparseAttention.enabled);
+  SparseAttentionConfig d = train(ds(R"("sparse_attention": {})"))
+                                .sparseAttention;
+  EXPECT_TRUE(d.enabled);
+  EXPECT_EQ(d.mode, SparsityMode::Fixed);
+  EXPECT_EQ(d.block, 16);
+  EXPECT_EQ(d.numLocalBlocks, 4);
+  EXPECT_EQ(d.numRandomBlocks, 0);
+  EXPECT_FALSE(d.unidirectional);
+  SparseAttentionConfig v = train(ds(R"("sparse_attention": {
+      "mode": "variable", "block": 32, "num_local_blocks": 2,
+      "attention": "unidirectional", "num_random_blocks": 1,
+      "local_window_blocks": [2, 3], "global_block_indices": [0, 4],
+      "global_block_end_indices": [1, 6], "num_sliding_window_blocks": 5})"))
+                                .sparseAttention;
+  EXPECT_EQ(v.mode, SparsityMode::Variable);
+  EXPECT_EQ(v.block, 32);
+  EXPECT_TRUE(v.unidirectional);
+  EXPECT_EQ(v.localWindowBlocks, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(v.globalBlockEndIndices, (std::vector<int64_t>{1, 6}));
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "sparse"})")),
+             "sparse_attention.mode: \"sparse\" is not allowed");
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"num_local_blocks": 6,
+                              "num_global_blocks": 4})")),
+             "num_local_blocks (6) must be divisible by num_global_blocks");
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"attention":
+                              "unidirectional",
+                              "horizontal_global_attention": true})")),
+             "horizontal_global_attention needs attention");
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "variable",
+                              "global_block_indices": [2],
+                              "global_block_end_indices": [2]})")),
+             "global_block_indices[0] (2) must be smaller than "
+             "global_block_end_indices[0] (2)");
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "bslongformer",
+                              "global_block_indices": [0, 1],
+                              "global_block_end_indices": [3]})")),
+             "global_block_end_indices has 1 entries but");
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"local_window_blocks": []})")),
+             "sparse_attention.local_window_blocks: [] is not allowed");
+  EXPECT_HAS(trainError(ds(R"("sparse_attention": {"mode": "user"})")),
+             "mode \"user\" needs layout_file");
 }
 
 TEST(TrainConfig, Remat) {

@@ -186,6 +186,28 @@ LoraConfig parseAdapterConfig(const std::string &path);
 LoraConfig parseAdapterConfigText(const std::string &text,
                                   const std::string &origin);
 
+/// DeepSpeed's `sparse_attention` section (its keys and JSON defaults, see
+/// deepspeed/runtime/constants.py), plus dsc's mode "user" with
+/// `layout_file`. The layout itself: SparseLayout.h.
+enum class SparsityMode { Dense, Fixed, Variable, BigBird, BSLongformer, User };
+struct SparseAttentionConfig {
+  bool enabled = false; ///< the section is present
+  SparsityMode mode = SparsityMode::Fixed;
+  int64_t block = 16;
+  bool differentLayoutPerHead = false;
+  int64_t numLocalBlocks = 4;              ///< fixed
+  int64_t numGlobalBlocks = 1;             ///< fixed, bigbird
+  bool unidirectional = false;             ///< `attention`
+  bool horizontalGlobalAttention = false;  ///< fixed, variable
+  int64_t numDifferentGlobalPatterns = 1;  ///< fixed
+  int64_t numRandomBlocks = 0;             ///< variable, bigbird
+  std::vector<int64_t> localWindowBlocks = {4};   ///< variable
+  std::vector<int64_t> globalBlockIndices = {0};  ///< variable, bslongformer
+  std::vector<int64_t> globalBlockEndIndices;     ///< empty: not given
+  int64_t numSlidingWindowBlocks = 3;      ///< bigbird, bslongformer
+  std::string layoutFile;                  ///< user
+};
+
 struct TrainConfig {
   int64_t worldSize = 1;      ///< data-parallel ranks (the job's size)
   int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
@@ -206,6 +228,7 @@ struct TrainConfig {
   RematConfig remat;
   MixedPrecisionConfig precision;
   LoraConfig lora;
+  SparseAttentionConfig sparseAttention;
 };
 
 /// Reads and validates a ds_config.json. `worldSize` is the number of
