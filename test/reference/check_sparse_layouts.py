@@ -1,12 +1,12 @@
 """dsc's block-sparse layouts against DeepSpeed's own make_layout.
 
 usage: /usr/bin/python3 check_sparse_layouts.py --dsc-run DSC_RUN --workdir DIR
-           [--pydeps DIR]
+           [--cache DIR]
 
 DeepSpeed's deepspeed/ops/sparse_attention/sparsity_config.py imports only
 torch and random, so this loads that one file from DeepSpeed's source
 release (0.16.4, fetched once with `pip download`, cached in
-<pydeps>/deepspeed-sparsity-0.16.4) instead of installing DeepSpeed. Every deterministic configuration below (no random
+<source>/.deepspeed-ref, git-ignored) instead of installing DeepSpeed. Every deterministic configuration below (no random
 blocks) must give the same heads x blocks x blocks layout from
 `dsc-run layout` as from DeepSpeed, except where dsc differs on purpose:
 a unidirectional layout is strictly block-causal, so it is compared with
@@ -28,9 +28,9 @@ VERSION = "0.16.4"
 MEMBER = "deepspeed/ops/sparse_attention/sparsity_config.py"
 
 
-def fetch_sparsity_config(pydeps):
+def fetch_sparsity_config(cache):
     """Path of DeepSpeed's sparsity_config.py, fetched if need be."""
-    dest_dir = os.path.join(pydeps, "deepspeed-sparsity-" + VERSION)
+    dest_dir = os.path.join(cache, "deepspeed-sparsity-" + VERSION)
     dest = os.path.join(dest_dir, "sparsity_config.py")
     if os.path.isfile(dest):
         return dest
@@ -50,7 +50,7 @@ def fetch_sparsity_config(pydeps):
         name = [m for m in tar.getnames() if m.endswith(MEMBER)][0]
         text = tar.extractfile(name).read()
     os.makedirs(dest_dir, exist_ok=True)
-    tmp = dest + ".tmp"
+    tmp = "%s.%d.tmp" % (dest, os.getpid())
     with open(tmp, "wb") as f:
         f.write(text)
     os.replace(tmp, dest)
@@ -100,11 +100,13 @@ def main():
     ap.add_argument("--dsc-run", required=True)
     ap.add_argument("--workdir", required=True)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--pydeps", default=os.path.join(here, "..", "..",
-                                                     ".pydeps"))
+    # Not inside .pydeps: install-transformers.sh replaces that directory
+    # whole, possibly while this runs.
+    ap.add_argument("--cache", default=os.path.join(here, "..", "..",
+                                                    ".deepspeed-ref"))
     a = ap.parse_args()
     try:
-        path = fetch_sparsity_config(a.pydeps)
+        path = fetch_sparsity_config(a.cache)
         spec = importlib.util.spec_from_file_location("ds_sparsity", path)
         ds = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(ds)
