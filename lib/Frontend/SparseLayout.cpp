@@ -136,13 +136,20 @@ void globalRanges(const SparseAttentionConfig &s, BlockLayout &l, int64_t h,
   }
 }
 
-void variableLayout(const SparseAttentionConfig &s, BlockLayout &l, int64_t h,
-                    uint64_t seed) {
+/// num_random_blocks per row (Variable, BigBird): among all blocks, or
+/// among those a unidirectional row may see.
+void randomRows(const SparseAttentionConfig &s, BlockLayout &l, int64_t h,
+                uint64_t seed) {
   const int64_t nb = l.blocks;
   requireBlocks(nb, s.numRandomBlocks, "num_random_blocks");
   for (int64_t row = 0; row < nb; ++row)
     setRandomBlocks(l, h, row, s.unidirectional ? row + 1 : nb,
                     s.numRandomBlocks, seed);
+}
+
+void variableLayout(const SparseAttentionConfig &s, BlockLayout &l, int64_t h,
+                    uint64_t seed) {
+  randomRows(s, l, h, seed);
   setLocalWindows(l, h, s.localWindowBlocks, s.unidirectional);
   globalRanges(s, l, h, s.horizontalGlobalAttention, s.unidirectional);
 }
@@ -159,10 +166,7 @@ void slidingWindow(const SparseAttentionConfig &s, BlockLayout &l,
 void bigBirdLayout(const SparseAttentionConfig &s, BlockLayout &l, int64_t h,
                    uint64_t seed) {
   const int64_t nb = l.blocks;
-  requireBlocks(nb, s.numRandomBlocks, "num_random_blocks");
-  for (int64_t row = 0; row < nb; ++row)
-    setRandomBlocks(l, h, row, s.unidirectional ? row + 1 : nb,
-                    s.numRandomBlocks, seed);
+  randomRows(s, l, h, seed);
   slidingWindow(s, l, h);
   requireBlocks(nb, s.numGlobalBlocks, "num_global_blocks");
   fill(l, h, 0, s.numGlobalBlocks, 0, nb);

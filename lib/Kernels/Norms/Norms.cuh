@@ -12,6 +12,34 @@
 
 namespace dsc {
 
+/// The invertible backwards divide by the weight (gamma): a zero element
+/// among this thread's columns sets the status `code` (the CPU refuses the
+/// same input).
+template <dsc_i64 C, int THREADS, int ITEMS, int VEC>
+__device__ void failOnZeroWeight(const float (&g)[ITEMS][VEC], int lane,
+                                 dsc_u32 code) {
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      if ((dsc_i64(k) * THREADS + lane) * VEC + l < C && g[k][l] == 0.0f)
+        fail(code);
+}
+
+/// d += dres[offset row]: the residual gradient added after the norm's, a
+/// separate rounding (as the CPU and the unfused dsc.add do), never an FMA.
+template <dsc_i64 C, int THREADS, int ITEMS, int VEC, typename TR>
+__device__ void addResidualGrad(float (&d)[ITEMS][VEC], const TR *dres,
+                                dsc_i64 offset, int lane) {
+  float dr[ITEMS][VEC];
+  loadRow<THREADS, ITEMS, VEC, C>(dres, offset, lane, dr, 0.0f);
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k)
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      d[k][l] = __fadd_rn(d[k][l], dr[k][l]);
+}
+
 /// dsc.layer_norm / dsc.invertible_layer_norm (cpu::layerNorm): two-pass
 /// mean and variance, rstd = 1 / sqrt(var + eps).
 template <typename TX, typename TG, typename TB, typename TY, typename TR,
@@ -85,12 +113,7 @@ __device__ void layerNormGradRows(const TD *dy, const TX *xOrY,
   if constexpr (FROM_OUTPUT) {
     loadRow<THREADS, ITEMS, VEC, C>(beta, 0, lane, bt, 0.0f);
     if (blk == 0)
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k)
-#pragma unroll
-        for (int l = 0; l < VEC; ++l)
-          if ((dsc_i64(k) * THREADS + lane) * VEC + l < C && g[k][l] == 0.0f)
-            fail(code);
+      failOnZeroWeight<C, THREADS, ITEMS, VEC>(g, lane, code);
   }
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k)
@@ -155,15 +178,8 @@ __device__ void layerNormGradRows(const TD *dy, const TX *xOrY,
 #pragma unroll
       for (int l = 0; l < VEC; ++l)
         d[k][l] = rstd * (d[k][l] * g[k][l] - mg - xh[k][l] * mgx);
-    if constexpr (DRES) {
-      float dr[ITEMS][VEC];
-      loadRow<THREADS, ITEMS, VEC, C>(dres, r * C, lane, dr, 0.0f);
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k)
-#pragma unroll
-        for (int l = 0; l < VEC; ++l)
-          d[k][l] = __fadd_rn(d[k][l], dr[k][l]);
-    }
+    if constexpr (DRES)
+      addResidualGrad<C, THREADS, ITEMS, VEC>(d, dres, r * C, lane);
     storeRow<THREADS, ITEMS, VEC, C>(dx, r * C, lane, d);
   }
   storeRow<THREADS, ITEMS, VEC, C>(part, blk * 2 * C, lane, pg);
@@ -239,16 +255,9 @@ __device__ void rmsNormGradRows(const TD *dy, const TX *xOrY, const TW *w,
     return;
   float g[ITEMS][VEC], pw[ITEMS][VEC];
   loadRow<THREADS, ITEMS, VEC, C>(w, 0, lane, g, 0.0f);
-  if constexpr (FROM_OUTPUT) {
-    if (blk == 0) {
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k)
-#pragma unroll
-        for (int l = 0; l < VEC; ++l)
-          if ((dsc_i64(k) * THREADS + lane) * VEC + l < C && g[k][l] == 0.0f)
-            fail(code);
-    }
-  }
+  if constexpr (FROM_OUTPUT)
+    if (blk == 0)
+      failOnZeroWeight<C, THREADS, ITEMS, VEC>(g, lane, code);
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k)
 #pragma unroll
@@ -297,15 +306,8 @@ __device__ void rmsNormGradRows(const TD *dy, const TX *xOrY, const TW *w,
 #pragma unroll
       for (int l = 0; l < VEC; ++l)
         d[k][l] = rstd * (d[k][l] * g[k][l] - xh[k][l] * mgx);
-    if constexpr (DRES) {
-      float dr[ITEMS][VEC];
-      loadRow<THREADS, ITEMS, VEC, C>(dres, r * C, lane, dr, 0.0f);
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k)
-#pragma unroll
-        for (int l = 0; l < VEC; ++l)
-          d[k][l] = __fadd_rn(d[k][l], dr[k][l]);
-    }
+    if constexpr (DRES)
+      addResidualGrad<C, THREADS, ITEMS, VEC>(d, dres, r * C, lane);
     storeRow<THREADS, ITEMS, VEC, C>(dx, r * C, lane, d);
   }
   storeRow<THREADS, ITEMS, VEC, C>(part, blk * C, lane, pw);

@@ -53,6 +53,16 @@ void layerNorm(const float *x, const float *gamma, const float *beta,
   }
 }
 
+/// dx += dres for one row: the residual gradient a fused norm backward adds.
+/// A second pass over the row (in L1), not one expression with dx: the
+/// compiler would contract it into an FMA, and the sum must round like the
+/// separate dsc.add of the unfused step.
+inline void addResidualGradRow(float *dxr, const float *dr, int64_t C) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c)
+    dxr[c] += dr[c];
+}
+
 /// LayerNorm backward given, per row, the normalised input x_hat and 1/std:
 /// `rowStats(r, xh)` writes row r's x_hat into xh and returns its rstd.
 /// `dres` (or null) is added into dx in the same pass.
@@ -87,15 +97,8 @@ void layerNormGradRows(const float *dy, const float *gamma, const float *dres,
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c)
         dxr[c] = rstd * (dyr[c] * gamma[c] - mg - xh[c] * mgx);
-      // A second pass over the row (in L1), not one expression: the
-      // compiler would contract it into an FMA, and the sum must round like
-      // the separate dsc.add of the unfused step.
-      if (dres) {
-        const float *dr = dres + r * C;
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c)
-          dxr[c] += dr[c];
-      }
+      if (dres)
+        addResidualGradRow(dxr, dres + r * C, C);
     }
   }
   const int64_t cb = 64, slices = ceilDiv(C, cb);
@@ -177,12 +180,8 @@ void rmsNormGradRows(const float *dy, const float *w, const float *dres,
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c)
       dxr[c] = rstd * (dyr[c] * w[c] - xh[c] * mgx);
-    if (dres) {
-      const float *dr = dres + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c)
-        dxr[c] += dr[c];
-    }
+    if (dres)
+      addResidualGradRow(dxr, dres + r * C, C);
   });
 }
 
