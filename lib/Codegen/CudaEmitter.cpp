@@ -237,6 +237,19 @@ std::string KernelSpec::constArray(const std::string &name,
   return full;
 }
 
+std::string KernelSpec::deviceArray(const std::string &name,
+                                    const std::vector<int32_t> &values) {
+  std::string full = "$K_" + name;
+  device += "__device__ const int " + full + "[" +
+            std::to_string(std::max<size_t>(1, values.size())) + "] = {";
+  for (size_t i = 0; i < values.size(); ++i)
+    device += (i ? "," : "") + std::to_string(values[i]);
+  if (values.empty())
+    device += "0";
+  device += "};\n";
+  return full;
+}
+
 int KernelSpec::paramIndex(const std::string &name) const {
   for (size_t i = 0; i < launcher.params.size(); ++i)
     if (launcher.params[i].name == name)

@@ -66,6 +66,10 @@ public:
   /// A constant array at namespace scope, `$K_<name>`; returns its name.
   std::string constArray(const std::string &name,
                          const std::vector<int64_t> &values);
+  /// An int array in global memory at namespace scope, `$K_<name>`, for
+  /// tables too large for the 64 KiB of constant memory; returns its name.
+  std::string deviceArray(const std::string &name,
+                          const std::vector<int32_t> &values);
 
   /// Adds a kernel taking the named parameters and running `body`.
   void kernel(int64_t grid, int block, const std::vector<std::string> &args,

@@ -235,6 +235,16 @@ FailureOr<AttrValue> convertAttr(Attribute attr, rt::AttrKind kind) {
     return enumName<MeshAxisAttr>(attr);
   case rt::AttrKind::RopeScaling:
     return enumName<RopeScalingAttr>(attr);
+  case rt::AttrKind::BlockLayout:
+    if (auto layout = dyn_cast<BlockLayoutAttr>(attr)) {
+      ArrayRef<int32_t> rows = layout.getRows().asArrayRef(),
+                        cols = layout.getCols().asArrayRef();
+      return AttrValue(rt::BlockLayout{
+          layout.getBlock(), layout.getHeads(), layout.getBlocks(),
+          std::vector<int32_t>(rows.begin(), rows.end()),
+          std::vector<int32_t>(cols.begin(), cols.end())});
+    }
+    return failure();
   }
   return failure();
 }
@@ -266,8 +276,12 @@ FailureOr<rt::Instr> Lowering::lowerOp(Operation *op) {
     name->populateDefaultAttrs(attrs);
   for (const rt::AttrSpec &spec : rt::opInfo(instr.op).attrs) {
     Attribute attr = attrs.get(spec.name);
+    // A block layout is optional: without one the instruction is dense.
     FailureOr<AttrValue> value =
-        attr ? convertAttr(attr, spec.kind) : FailureOr<AttrValue>(failure());
+        attr ? convertAttr(attr, spec.kind)
+        : spec.kind == rt::AttrKind::BlockLayout
+            ? FailureOr<AttrValue>(AttrValue(rt::BlockLayout{}))
+            : FailureOr<AttrValue>(failure());
     if (failed(value))
       return op->emitOpError("attribute '")
              << spec.name << "' is missing or not of the kind the runtime's "

@@ -117,6 +117,10 @@ std::string pyAttr(const rt::AttrValue &v) {
     return std::to_string(*i);
   if (const double *d = std::get_if<double>(&v))
     return pyFloat(*d);
+  if (const rt::BlockLayout *l = std::get_if<rt::BlockLayout>(&v))
+    return "{'block': " + std::to_string(l->block) +
+           ", 'heads': " + std::to_string(l->heads) +
+           ", 'blocks': " + std::to_string(l->blocks) + "}";
   return pyStr(std::get<std::string>(v));
 }
 
@@ -533,6 +537,9 @@ import torch
     bool firstAttr = true;
     for (const auto &[key, value] : info.first->attrs) {
       if (key == "stream") // a parameter, not baked in
+        continue;
+      if (const auto *l = std::get_if<rt::BlockLayout>(&value);
+          l && l->empty()) // dense: nothing to say
         continue;
       os << (firstAttr ? "" : ", ") << pyStr(key) << ": " << pyAttr(value);
       firstAttr = false;

@@ -476,6 +476,41 @@ LogicalResult BatchMatmulOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }
 
+/// A block-sparse `layout` on scores [..., H, T, T] (or attention of H
+/// query heads over T tokens): T is the layout's tokens, its heads 1 or H,
+/// and a causal op's layout has no block above the diagonal.
+static LogicalResult verifyBlockLayout(Operation *op, BlockLayoutAttr layout,
+                                       int64_t heads, int64_t tq, int64_t tk,
+                                       bool causal) {
+  if (!layout)
+    return success();
+  if (tq != layout.getTokens() || tk != layout.getTokens())
+    return op->emitOpError("block layout covers ")
+           << layout.getTokens() << " tokens (" << layout.getBlocks()
+           << " blocks of " << layout.getBlock() << "), the scores are "
+           << tq << " x " << tk;
+  if (layout.getHeads() != 1 && layout.getHeads() != heads)
+    return op->emitOpError("block layout has ")
+           << layout.getHeads() << " heads, expected 1 or " << heads;
+  if (causal && !layout.isBlockCausal())
+    return op->emitOpError(
+        "causal attention needs a block-causal layout (no block above the "
+        "diagonal)");
+  return success();
+}
+
+/// The block layout of a softmax over x: rank >= 3 ([..., H, T, T]).
+static LogicalResult verifySoftmaxLayout(Operation *op, BlockLayoutAttr layout,
+                                         ArrayRef<int64_t> x, bool causal) {
+  if (!layout)
+    return success();
+  if (x.size() < 3)
+    return op->emitOpError("a block layout needs scores [..., H, T, T], got ")
+           << shapeStr(x);
+  return verifyBlockLayout(op, layout, x[x.size() - 3], x[x.size() - 2],
+                           x.back(), causal);
+}
+
 LogicalResult SoftmaxOp::verify() {
   ArrayRef<int64_t> x = shapeOf(getInput());
   if (x.empty() || (getCausal() && x.size() < 2))
@@ -483,7 +518,8 @@ LogicalResult SoftmaxOp::verify() {
            << shapeStr(x);
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
-  if (failed(verifyFloatElementTypes(*this)))
+  if (failed(verifySoftmaxLayout(*this, getLayoutAttr(), x, getCausal())) ||
+      failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
 }
@@ -495,7 +531,8 @@ LogicalResult SoftmaxDropoutOp::verify() {
            << shapeStr(x);
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
-  if (failed(verifyFloatElementTypes(*this)) ||
+  if (failed(verifySoftmaxLayout(*this, getLayoutAttr(), x, getCausal())) ||
+      failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "probs", shapeOf(getProbs()), x)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
@@ -545,7 +582,10 @@ verifyAttentionShapes(Operation *op, Value q,
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionShapes(*this, getQ(), {{"result", getResult()}},
                                    {{"k", getK()}, {"v", getV()}},
-                                   getLse())))
+                                   getLse())) ||
+      failed(verifyBlockLayout(*this, getLayoutAttr(), shapeOf(getQ())[1],
+                               shapeOf(getQ())[2], shapeOf(getQ())[2],
+                               getCausal())))
     return failure();
   // The lse has no gradient rule: a forward use of it would be silently
   // non-differentiated.
@@ -557,14 +597,18 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return verifyAttentionShapes(
-      *this, getQ(),
-      {{"gradient", getGrad()}, {"out", getOut()}, {"q_grad", getQGrad()}},
-      {{"k", getK()},
-       {"v", getV()},
-       {"k_grad", getKGrad()},
-       {"v_grad", getVGrad()}},
-      getLse());
+  if (failed(verifyAttentionShapes(
+          *this, getQ(),
+          {{"gradient", getGrad()}, {"out", getOut()}, {"q_grad", getQGrad()}},
+          {{"k", getK()},
+           {"v", getV()},
+           {"k_grad", getKGrad()},
+           {"v_grad", getVGrad()}},
+          getLse())))
+    return failure();
+  ArrayRef<int64_t> q = shapeOf(getQ());
+  return verifyBlockLayout(*this, getLayoutAttr(), q[1], q[2], q[2],
+                           getCausal());
 }
 
 //===----------------------------------------------------------------------===//
@@ -770,6 +814,62 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << data << ", tensor = " << tensor
                        << ", pipeline = " << pipeline;
   return success();
+}
+
+LogicalResult
+BlockLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        int64_t block, int64_t heads, int64_t blocks,
+                        DenseI32ArrayAttr rows, DenseI32ArrayAttr cols) {
+  if (block < 1 || heads < 1 || blocks < 1)
+    return emitError() << "block layout needs block, heads and blocks >= 1, "
+                          "got block = "
+                       << block << ", heads = " << heads
+                       << ", blocks = " << blocks;
+  ArrayRef<int32_t> r = rows.asArrayRef(), c = cols.asArrayRef();
+  const int64_t numRows = heads * blocks;
+  if (int64_t(r.size()) != numRows + 1)
+    return emitError() << "block layout rows must hold heads * blocks + 1 = "
+                       << numRows + 1 << " offsets, got " << r.size();
+  if (r.front() != 0 || r.back() != int64_t(c.size()))
+    return emitError() << "block layout rows must start at 0 and end at the "
+                          "number of cols ("
+                       << c.size() << "), got " << r.front() << " .. "
+                       << r.back();
+  for (int64_t row = 0; row < numRows; ++row) {
+    if (r[row + 1] <= r[row])
+      return emitError() << "query block " << row % blocks << " of layout head "
+                         << row / blocks << " attends to no key block";
+    for (int32_t k = r[row]; k < r[row + 1]; ++k)
+      if (c[k] < 0 || c[k] >= blocks || (k > r[row] && c[k] <= c[k - 1]))
+        return emitError() << "the key blocks of query block " << row % blocks
+                           << " of layout head " << row / blocks
+                           << " must ascend within [0, " << blocks << ")";
+  }
+  return success();
+}
+
+BlockLayoutAttr BlockLayoutAttr::fromMask(MLIRContext *ctx, int64_t block,
+                                          int64_t heads, int64_t blocks,
+                                          ArrayRef<uint8_t> mask) {
+  assert(int64_t(mask.size()) == heads * blocks * blocks && "mask shape");
+  SmallVector<int32_t> rows{0}, cols;
+  for (int64_t row = 0; row < heads * blocks; ++row) {
+    for (int64_t col = 0; col < blocks; ++col)
+      if (mask[size_t(row * blocks + col)])
+        cols.push_back(int32_t(col));
+    rows.push_back(int32_t(cols.size()));
+  }
+  return get(ctx, block, heads, blocks, DenseI32ArrayAttr::get(ctx, rows),
+             DenseI32ArrayAttr::get(ctx, cols));
+}
+
+bool BlockLayoutAttr::isBlockCausal() const {
+  ArrayRef<int32_t> r = getRows().asArrayRef(), c = getCols().asArrayRef();
+  // Columns ascend, so a row's last block is its rightmost.
+  for (int64_t row = 0; row + 1 < int64_t(r.size()); ++row)
+    if (c[r[row + 1] - 1] > row % getBlocks())
+      return false;
+  return true;
 }
 
 int64_t MeshAttr::groupSize(MeshAxis axis) const {

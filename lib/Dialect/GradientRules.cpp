@@ -311,7 +311,7 @@ void AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
       getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
       resultGrads[0], getQ(), getK(),
       getV(), getResult(), getLse(), getScaleAttr(), getCausalAttr(),
-      getRateAttr(), getStreamAttr());
+      getRateAttr(), getStreamAttr(), getLayoutAttr());
   operandGrads[0] = grad.getQGrad();
   operandGrads[1] = grad.getKGrad();
   operandGrads[2] = grad.getVGrad();

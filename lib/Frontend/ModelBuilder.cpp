@@ -197,7 +197,7 @@ public:
         b.getF64FloatAttr(1.0));
     Value probs = b.create<SoftmaxOp>(loc, scoreType, scores,
                                       b.getF64FloatAttr(1.0 / std::sqrt(d)),
-                                      b.getBoolAttr(causal));
+                                      b.getBoolAttr(causal), attentionLayout);
     probs = dropout(probs, attnDropout);
     Value context = b.create<BatchMatmulOp>(
         loc, q.getType(), probs, v, b.getBoolAttr(false),
@@ -218,6 +218,7 @@ public:
   Type f32;
   unsigned numParams = 0;
   SmallVector<Attribute> paramAttrs;
+  BlockLayoutAttr attentionLayout; ///< null: dense attention
   int64_t nextStream = 1;
 };
 
@@ -353,6 +354,20 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   return g.crossEntropy(logits, targets);
 }
 
+/// The #dsc.block_layout of a config's layout; one layout head when every
+/// head has the same blocks.
+BlockLayoutAttr layoutAttr(MLIRContext *ctx, const ::dsc::BlockLayout &l,
+                           int64_t seqLen) {
+  const size_t perHead = size_t(l.blocks * l.blocks);
+  int64_t heads = 1;
+  for (int64_t h = 1; h < l.heads && heads == 1; ++h)
+    if (!std::equal(l.bits.begin(), l.bits.begin() + perHead,
+                    l.bits.begin() + h * perHead))
+      heads = l.heads;
+  return BlockLayoutAttr::fromMask(ctx, seqLen / l.blocks, heads, l.blocks,
+                                   ArrayRef(l.bits).take_front(heads * perHead));
+}
+
 } // namespace
 
 auto ::dsc::importModel(MLIRContext &ctx,
@@ -369,6 +384,8 @@ auto ::dsc::importModel(MLIRContext &ctx,
                                     mb.getFunctionType({idType, idType}, {}));
   Block *block = fn.addEntryBlock();
   GraphBuilder g(fn);
+  if (opts.attentionLayout)
+    g.attentionLayout = layoutAttr(&ctx, *opts.attentionLayout, opts.seqLen);
   Value ids = block->getArgument(0), targets = block->getArgument(1);
   Value logits;
   Value loss;

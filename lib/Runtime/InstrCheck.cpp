@@ -42,16 +42,25 @@ public:
       if (it == I.attrs.end())
         fail(std::string("missing attribute '") + spec.name + "'");
       const AttrValue &v = it->second;
-      const bool ok = spec.kind == AttrKind::Int
-                          ? std::holds_alternative<int64_t>(v)
-                      : spec.kind == AttrKind::Float
-                          ? !std::holds_alternative<std::string>(v)
-                          : std::holds_alternative<std::string>(v);
+      const bool ok =
+          spec.kind == AttrKind::Int ? std::holds_alternative<int64_t>(v)
+          : spec.kind == AttrKind::Float
+              ? std::holds_alternative<int64_t>(v) ||
+                    std::holds_alternative<double>(v)
+          : spec.kind == AttrKind::BlockLayout
+              ? std::holds_alternative<BlockLayout>(v)
+              : std::holds_alternative<std::string>(v);
       if (!ok)
         fail(std::string("attribute '") + spec.name + "' must be " +
-             (spec.kind == AttrKind::Int     ? "an int"
-              : spec.kind == AttrKind::Float ? "a number"
-                                             : "a string"));
+             (spec.kind == AttrKind::Int           ? "an int"
+              : spec.kind == AttrKind::Float       ? "a number"
+              : spec.kind == AttrKind::BlockLayout ? "a block layout"
+                                                   : "a string"));
+      if (spec.kind == AttrKind::BlockLayout) {
+        std::string why = std::get<BlockLayout>(v).invalidReason();
+        if (!why.empty())
+          fail(std::string("attribute '") + spec.name + "': " + why);
+      }
     }
     for (const auto &[name, value] : I.attrs)
       if (std::none_of(info.attrs.begin(), info.attrs.end(),
@@ -115,6 +124,7 @@ public:
   void concatSplit();
   void softmax();
   void attention();
+  void blockLayout(int64_t heads, int64_t tq, int64_t tk) const;
   void pointwise();
   void rotary();
   void repeatKv();
@@ -412,14 +422,36 @@ void Checker::softmax() {
     count(out(k), d.n, op == Opcode::SoftmaxGrad ? "dx" : "output");
   if (drop)
     rate();
+  if (!grad && !I.getLayout("layout").empty()) {
+    if (x.shape.size() < 3)
+      fail("a block layout needs scores [..., H, T, T], got " +
+           shapeStr(x.shape));
+    blockLayout(x.shape[x.shape.size() - 3], d.tq, d.cols);
+  }
+}
+
+/// The instruction's block layout fits H heads of Tq x Tk scores: Tq = Tk =
+/// its tokens, its heads 1 or H, block-causal when the op is causal.
+void Checker::blockLayout(int64_t heads, int64_t tq, int64_t tk) const {
+  const BlockLayout &l = I.getLayout("layout");
+  if (tq != l.tokens() || tk != l.tokens())
+    fail("block layout covers " + std::to_string(l.tokens()) +
+         " tokens, the scores are " + std::to_string(tq) + " x " +
+         std::to_string(tk));
+  if (l.heads != 1 && l.heads != heads)
+    fail("block layout has " + std::to_string(l.heads) +
+         " heads, expected 1 or " + std::to_string(heads));
+  if (I.getInt("causal") != 0)
+    for (int64_t r = 0; r < l.heads * l.blocks; ++r)
+      if (l.cols[size_t(l.rows[size_t(r + 1)] - 1)] > r % l.blocks)
+        fail("causal attention needs a block-causal layout (no block above "
+             "the diagonal)");
 }
 
 /// Attention(q, k, v) -> out, lse; AttentionGrad(dout, q, k, v, out, lse)
-/// -> dq, dk, dv. q, k, v, out and their gradients are [B, H, T, D], lse is
-/// [B, H, T].
-/// Attention(q, k, v) -> out, lse; AttentionGrad(dout, q, k, v, out, lse)
-/// -> dq, dk, dv. k and v (and dk, dv) may have fewer heads than q
-/// (grouped-query attention): [B, KV, T, D] with KV dividing H.
+/// -> dq, dk, dv. q, out and dq are [B, H, T, D], lse is [B, H, T]; k and v
+/// (and dk, dv) may have fewer heads than q (grouped-query attention):
+/// [B, KV, T, D] with KV dividing H.
 void Checker::attention() {
   const bool grad = I.op == Opcode::AttentionGrad;
   const size_t qi = grad ? 1 : 0;
@@ -447,6 +479,8 @@ void Checker::attention() {
   for (size_t o = 0; o < I.outputs.size(); ++o)
     count(out(o), grad ? (o == 0 ? n : kvN) : (o == 1 ? rows : n), "output");
   rate();
+  if (!I.getLayout("layout").empty())
+    blockLayout(d.H, d.T, d.T);
 }
 
 /// Silu(x), SiluGrad(dy, x), Mul(a, b), Swiglu(gate, up), SwigluGrad(dy,

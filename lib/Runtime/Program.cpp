@@ -94,6 +94,8 @@ const char *kindName(const AttrValue &v) {
     return "int";
   if (std::holds_alternative<double>(v))
     return "float";
+  if (std::holds_alternative<BlockLayout>(v))
+    return "block layout";
   return "string";
 }
 
@@ -125,6 +127,76 @@ const std::string &Instr::getString(const std::string &name) const {
   if (const std::string *s = std::get_if<std::string>(&v))
     return *s;
   wrongType(*this, name, "a string", v);
+}
+
+const BlockLayout &Instr::getLayout(const std::string &name) const {
+  const AttrValue &v = lookup(*this, name, "block layout");
+  if (const BlockLayout *l = std::get_if<BlockLayout>(&v))
+    return *l;
+  wrongType(*this, name, "a block layout", v);
+}
+
+BlockLayout BlockLayout::transposed() const {
+  BlockLayout t{block, heads, blocks, {}, {}};
+  if (empty())
+    return t;
+  // Count each column's blocks, then place rows in ascending order.
+  t.rows.assign(size_t(heads * blocks + 1), 0);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < blocks; ++i)
+      for (int32_t k = rows[size_t(h * blocks + i)];
+           k < rows[size_t(h * blocks + i + 1)]; ++k)
+        ++t.rows[size_t(h * blocks + cols[size_t(k)] + 1)];
+  for (size_t r = 1; r < t.rows.size(); ++r)
+    t.rows[r] += t.rows[r - 1];
+  t.cols.resize(cols.size());
+  std::vector<int32_t> next(t.rows.begin(), t.rows.end() - 1);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < blocks; ++i)
+      for (int32_t k = rows[size_t(h * blocks + i)];
+           k < rows[size_t(h * blocks + i + 1)]; ++k)
+        t.cols[size_t(next[size_t(h * blocks + cols[size_t(k)])]++)] =
+            int32_t(i);
+  return t;
+}
+
+BlockLayout BlockLayout::refined(int64_t factor, bool causal) const {
+  if (empty() || factor == 1)
+    return *this;
+  BlockLayout f{block / factor, heads, blocks * factor, {0}, {}};
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < f.blocks; ++i) {
+      const int64_t row = h * blocks + i / factor;
+      for (int32_t k = rows[size_t(row)]; k < rows[size_t(row + 1)]; ++k)
+        for (int64_t s = 0; s < factor; ++s)
+          if (!causal || cols[size_t(k)] * factor + s <= i)
+            f.cols.push_back(int32_t(cols[size_t(k)] * factor + s));
+      f.rows.push_back(int32_t(f.cols.size()));
+    }
+  return f;
+}
+
+std::string BlockLayout::invalidReason() const {
+  if (empty())
+    return rows.empty() && cols.empty() ? "" : "an empty layout has blocks";
+  if (block < 1 || heads < 1 || blocks < 1)
+    return "block, heads and blocks must be >= 1";
+  const int64_t numRows = heads * blocks;
+  if (int64_t(rows.size()) != numRows + 1 || rows.front() != 0 ||
+      rows.back() != int64_t(cols.size()))
+    return "rows must be heads * blocks + 1 offsets from 0 to the number of "
+           "cols";
+  for (int64_t r = 0; r < numRows; ++r) {
+    if (rows[size_t(r + 1)] <= rows[size_t(r)])
+      return "query block " + std::to_string(r % blocks) + " of head " +
+             std::to_string(r / blocks) + " attends to no key block";
+    for (int32_t k = rows[size_t(r)]; k < rows[size_t(r + 1)]; ++k)
+      if (cols[size_t(k)] < 0 || cols[size_t(k)] >= blocks ||
+          (k > rows[size_t(r)] && cols[size_t(k)] <= cols[size_t(k - 1)]))
+        return "the key blocks of each query block must ascend within "
+               "[0, blocks)";
+  }
+  return "";
 }
 
 int64_t Program::metaInt(const std::string &key, std::optional<int64_t> dflt,

@@ -33,6 +33,7 @@ struct Chain {
   bool causal = false;
   FloatAttr rate;
   IntegerAttr stream;
+  BlockLayoutAttr layout;
 };
 
 bool isOne(FloatAttr a) { return a.getValueAsDouble() == 1.0; }
@@ -55,6 +56,7 @@ std::optional<Chain> matchAttentionCore(BatchMatmulOp ctx) {
     c.causal = sd.getCausal();
     c.rate = sd.getRateAttr();
     c.stream = sd.getStreamAttr();
+    c.layout = sd.getLayoutAttr();
   } else {
     if ((c.dropout = probs.getDefiningOp<DropoutOp>())) {
       probs = c.dropout.getInput();
@@ -70,6 +72,7 @@ std::optional<Chain> matchAttentionCore(BatchMatmulOp ctx) {
     scores = softmax.getInput();
     c.scale = softmax.getScale().convertToDouble();
     c.causal = softmax.getCausal();
+    c.layout = softmax.getLayoutAttr();
   }
   c.scores = scores.getDefiningOp<BatchMatmulOp>();
   if (!c.scores || !scores.hasOneUse() || c.scores.getTransposeA() ||
@@ -111,7 +114,7 @@ struct FuseAttention : OpRewritePattern<BatchMatmulOp> {
         rewriter.getF64FloatAttr(c->scale),
         rewriter.getBoolAttr(c->causal),
         c->rate ? c->rate : rewriter.getF64FloatAttr(0.0),
-        c->stream ? c->stream : rewriter.getI64IntegerAttr(0));
+        c->stream ? c->stream : rewriter.getI64IntegerAttr(0), c->layout);
     copyLayer(ctx, {fused});
     rewriter.replaceOp(ctx, fused.getResult());
     if (c->dropout)

@@ -32,7 +32,7 @@ struct FuseSoftmaxDropout : OpRewritePattern<DropoutOp> {
     auto fused = rewriter.create<SoftmaxDropoutOp>(
         dropout.getLoc(), TypeRange{type, type}, softmax.getInput(),
         softmax.getScaleAttr(), softmax.getCausalAttr(), dropout.getRateAttr(),
-        dropout.getStreamAttr());
+        dropout.getStreamAttr(), softmax.getLayoutAttr());
     copyLayer(softmax, {fused});
     rewriter.replaceOp(dropout, fused.getResult());
     rewriter.eraseOp(softmax);

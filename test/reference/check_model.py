@@ -35,6 +35,7 @@ def main():
 
     model_json = args.model_config or os.path.join(R.CONFIGS, f"{args.model}.json")
     ds_json = args.ds_config or os.path.join(R.CONFIGS, f"{args.model}_fwd.json")
+    model_json, ds_json = os.path.abspath(model_json), os.path.abspath(ds_json)
     mcfg, ds = R.load_json(model_json), R.load_json(ds_json)
     tc = R.TrainCfg(ds)
     if tc.A != 1:
@@ -75,7 +76,13 @@ def main():
 
     P = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
          for k, v in w0.items()}
-    logits, loss = R.forward(P, mcfg, ids, labels)
+    # Block-sparse attention: the dense model with the layout's element mask.
+    heads = mcfg.get("n_head", mcfg.get("num_attention_heads"))
+    mask = dsc.attention_mask(ds_json, ds, tc.T, heads)
+    if mask is not None:
+        print(f"     (sparse attention: {int(mask[0].sum())} of {tc.T * tc.T} "
+              "scores of head 0 attended)")
+    logits, loss = R.forward(P, mcfg, ids, labels, mask)
     (loss / tc.A).backward()
 
     ck.check("logits", dump["logits"], logits.detach())

@@ -162,7 +162,15 @@ def _ln(x, P, prefix, eps):
 # GPT2LMHeadModel (modeling_gpt2.py), functional over a {HF name: tensor} dict
 # ---------------------------------------------------------------------------
 
-def gpt2_forward(P, cfg, ids, targets=None):
+def block_mask(layout, T):
+    """The [heads, T, T] element mask (True: attended) of a block-sparse
+    layout, heads x blocks x blocks 0/1 as `dsc-run layout` prints it."""
+    L = torch.tensor(layout, dtype=torch.bool)
+    b = T // L.shape[-1]
+    return L.repeat_interleave(b, dim=1).repeat_interleave(b, dim=2)
+
+
+def gpt2_forward(P, cfg, ids, targets=None, attn_mask=None):
     """Returns (logits [B,T,V], loss).
 
     dsc's batches already hold next-token targets (llm.c convention), so the
@@ -177,6 +185,8 @@ def gpt2_forward(P, cfg, ids, targets=None):
     p = "transformer."
     h = P[p + "wte.weight"][ids] + P[p + "wpe.weight"][torch.arange(T)]
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if attn_mask is not None:
+        causal = causal & attn_mask
     for l in range(cfg["n_layer"]):
         lp = f"{p}h.{l}."
         a = _ln(h, P, lp + "ln_1", eps)
@@ -210,7 +220,7 @@ def gpt2_forward(P, cfg, ids, targets=None):
 # BertForMaskedLM (modeling_bert.py)
 # ---------------------------------------------------------------------------
 
-def bert_forward(P, cfg, ids, labels=None):
+def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
     """ids: the already-masked inputs; labels: -100 where not predicted.
 
     NOTE: dsc does not implement padding_idx (HF's word_embeddings has
@@ -237,6 +247,8 @@ def bert_forward(P, cfg, ids, labels=None):
         sp = lp + "attention.self."
         q, k, v = (heads(lin(h, sp + n)) for n in ("query", "key", "value"))
         s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        if attn_mask is not None:
+            s = s.masked_fill(~attn_mask, float("-inf"))
         pr = torch.softmax(s, dim=-1)
         o = (pr @ v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
         a = _ln(lin(o, lp + "attention.output.dense") + h, P,
@@ -425,7 +437,8 @@ def _check_llama_params(P, cfg):
             raise ValueError(f"{k}: shape {tuple(P[k].shape)}, expected {s}")
 
 
-def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64):
+def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
+                  attn_mask=None):
     """LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM) with no
     cache, no padding, positions 0..T-1. Returns (logits [B,T,V], loss).
 
@@ -460,6 +473,8 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64):
     h = P["model.embed_tokens.weight"][ids]
     cos, sin = (t.to(h.dtype) for t in rope_cos_sin(cfg, T, rope_dtype))
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if attn_mask is not None:
+        causal = causal & attn_mask
     lin = lambda x, n: F.linear(x, P[n + ".weight"], P.get(n + ".bias"))  # noqa: E731
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
@@ -487,13 +502,14 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64):
     return logits, loss
 
 
-def forward(P, cfg, ids, labels):
+def forward(P, cfg, ids, labels, attn_mask=None):
+    """attn_mask: None (dense) or a [heads or 1, T, T] element mask."""
     if model_type(cfg) == "gpt2":
-        return gpt2_forward(P, cfg, ids, labels)
+        return gpt2_forward(P, cfg, ids, labels, attn_mask)
     if model_type(cfg) == "bert":
-        return bert_forward(P, cfg, ids, labels)
+        return bert_forward(P, cfg, ids, labels, attn_mask)
     if model_type(cfg) in LLAMA_FAMILY:
-        return llama_forward(P, cfg, ids, labels)
+        return llama_forward(P, cfg, ids, labels, attn_mask=attn_mask)
     raise ValueError(cfg["model_type"])
 
 
@@ -999,6 +1015,15 @@ class DscRun:
         self.run("inspect", "--model", model, "--config", config, "--data", data,
                  "--init-from", init_from, "--out", out)
         return load_safetensors(out)
+
+    def attention_mask(self, config, ds, T, heads):
+        """The element mask of the ds_config's sparse_attention layout (as
+        `dsc-run layout` prints it), or None without one."""
+        if "sparse_attention" not in ds:
+            return None
+        out = self.run("layout", "--config", os.path.abspath(config),
+                       "--seq-len", T, "--heads", heads)
+        return block_mask(json.loads(out)["layout"], T)
 
     def train(self, model, config, data, steps, init_from, save, log_json):
         self.run("train", "--model", model, "--config", config, "--data", data,

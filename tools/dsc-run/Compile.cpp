@@ -182,6 +182,11 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   import.mlmProbability = train.mlmProbability;
   import.maskTokenId =
       train.maskTokenId >= 0 ? train.maskTokenId : kBertMaskTokenId;
+  // Mode dense is dense attention: no layout to mask or visit.
+  if (train.sparseAttention.enabled &&
+      train.sparseAttention.mode != SparsityMode::Dense)
+    import.attentionLayout = makeSparseLayout(
+        train.sparseAttention, import.seqLen, model.numHeads, train.seed);
   OwningOpRef<ModuleOp> module = importModel(ctx, model, import);
   Builder b(&ctx);
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));

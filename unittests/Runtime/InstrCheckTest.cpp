@@ -84,7 +84,7 @@ TEST(InstrCheck, DerivedSizes) {
       o = c.buf({2, 3, 4, 8}), lse = c.buf({2, 3, 4});
   Instr att = instr(Opcode::Attention, {q, k, v}, {o, lse});
   att.attrs = {{"scale", 0.5}, {"causal", int64_t(1)}, {"rate", 0.1},
-               {"stream", int64_t(0)}};
+               {"stream", int64_t(0)}, {"layout", BlockLayout{}}};
   d = checkInstr(c.prog, att);
   EXPECT_EQ(d.BH, 6);
   EXPECT_EQ(d.T, 4);

@@ -123,7 +123,8 @@ TEST_P(SoftmaxTest, ForwardMatchesNaive) {
   auto xv = uniform(size_t(B * H * Tq * Tk), 40, -20, 20);
   h.set(x, xv);
   h.run(Opcode::Softmax, {x}, {y},
-        {{"scale", scale}, {"causal", int64_t(causal)}});
+        {{"scale", scale}, {"causal", int64_t(causal)},
+         {"layout", BlockLayout{}}});
   auto want = refSoftmax(xv, B * H * Tq, Tq, Tk, scale, causal);
   for (size_t k = 0; k < want.size(); ++k) {
     if (want[k] == 0.0)
@@ -144,7 +145,8 @@ TEST_P(SoftmaxTest, GradMatchesFiniteDifferences) {
   h.set(x, uniform(size_t(2 * Tq * Tk), 41, -2, 2));
   h.set(dy, uniform(size_t(2 * Tq * Tk), 42));
   std::map<std::string, AttrValue> at = {{"scale", scale},
-                                         {"causal", int64_t(causal)}};
+                                         {"causal", int64_t(causal)},
+                                         {"layout", BlockLayout{}}};
   h.run(Opcode::Softmax, {x}, {y}, at);
   h.run(Opcode::SoftmaxGrad, {dy, y}, {dx}, {{"scale", scale}});
   auto loss = [&] {
@@ -167,7 +169,8 @@ TEST(Softmax, InPlaceAndLongRows) {
   h.alloc();
   auto xv = uniform(size_t(3 * Tk), 43, -50, 50);
   h.set(x, xv);
-  h.run(Opcode::Softmax, {x}, {x}, {{"scale", 1.0}, {"causal", int64_t(0)}});
+  h.run(Opcode::Softmax, {x}, {x},
+        {{"scale", 1.0}, {"causal", int64_t(0)}, {"layout", BlockLayout{}}});
   auto want = refSoftmax(xv, 3, 1, Tk, 1.0, false);
   double sum = 0;
   for (size_t k = 0; k < want.size(); ++k) {

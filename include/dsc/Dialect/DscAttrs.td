@@ -149,4 +149,41 @@ def Dsc_StateAttr : AttrDef<Dsc_Dialect, "State"> {
   let assemblyFormat = "`<` $kind `,` $name `>`";
 }
 
+def Dsc_BlockLayoutAttr : AttrDef<Dsc_Dialect, "BlockLayout"> {
+  let mnemonic = "block_layout";
+  let summary = "A block-sparse attention layout, rows compressed (CSR)";
+  let description = [{
+    Which key blocks each query block attends to, per head:
+    `#dsc.block_layout<block = 16, heads = 1, blocks = 3,
+    rows = array<i32: 0, 1, 3, 5>, cols = array<i32: 0, 0, 1, 1, 2>>`.
+    Tokens are cut into `blocks` blocks of `block`; query block i of layout
+    head h attends to the key blocks `cols[rows[h * blocks + i]]` up to
+    (not including) `cols[rows[h * blocks + i + 1]]`, ascending. `heads` is
+    1 (every head shares the layout) or the number of query heads (head h
+    uses layout head h). Every query block attends to at least one key
+    block. On `dsc.softmax`, `dsc.softmax_dropout`, `dsc.attention` and
+    `dsc.attention_grad` it masks every score outside the layout's blocks
+    (probability exactly 0), on top of the op's causal mask; the fused
+    attention kernels visit only the layout's blocks. Built from a
+    `sparse_attention` config by the frontend (include/dsc/Frontend/
+    SparseLayout.h).
+  }];
+  let parameters = (ins "int64_t":$block, "int64_t":$heads, "int64_t":$blocks,
+                        "DenseI32ArrayAttr":$rows, "DenseI32ArrayAttr":$cols);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The layout of a [heads][blocks][blocks] 0/1 mask.
+    static BlockLayoutAttr fromMask(MLIRContext *ctx, int64_t block,
+                                    int64_t heads, int64_t blocks,
+                                    ArrayRef<uint8_t> mask);
+    /// The tokens the layout covers (blocks * block).
+    int64_t getTokens() const { return getBlocks() * getBlock(); }
+    /// Nonzero blocks over all layout heads.
+    int64_t getNonzero() const { return getCols().size(); }
+    /// Whether no block lies above the diagonal.
+    bool isBlockCausal() const;
+  }];
+}
+
 #endif // DSC_ATTRS

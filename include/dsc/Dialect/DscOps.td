@@ -286,11 +286,15 @@ def Dsc_SoftmaxOp : Dsc_DiffOp<"softmax"> {
   let summary = "Softmax of scale*x over the last dimension, optionally causal";
   let description = [{
     For `x : [..., Tq, Tk]` with `causal`, key j is masked for query i when
-    j > i + (Tk - Tq); masked probabilities are exactly zero.
+    j > i + (Tk - Tq); masked probabilities are exactly zero. With a
+    block-sparse `layout` (`x : [..., H, T, T]`, T the layout's tokens),
+    scores outside its blocks are masked as well: the dense reference of
+    block-sparse `dsc.attention`.
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
-                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       OptionalAttr<Dsc_BlockLayoutAttr>:$layout);
   let results = (outs Dsc_FloatTensor:$result);
 }
 
@@ -301,12 +305,13 @@ def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout", [Dsc_Stochastic]> {
     stream}`: the `dsc.softmax` of the scores and the `dsc.dropout` of that
     (same Philox mask) in one pass per row. `%probs` is what the backward
     needs; its gradient is one `dsc.softmax_dropout_grad`. Produced by
-    `-dsc-fuse-softmax-dropout`.
+    `-dsc-fuse-softmax-dropout`. `layout` masks as `dsc.softmax`'s does.
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       F64Attr:$rate, I64Attr:$stream);
+                       F64Attr:$rate, I64Attr:$stream,
+                       OptionalAttr<Dsc_BlockLayoutAttr>:$layout);
   let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$probs);
 }
 
@@ -326,13 +331,18 @@ def Dsc_AttentionOp : Dsc_DiffOp<"attention", [Dsc_Stochastic]> {
     only `dsc.attention_grad` may read it. Produced by -dsc-fuse-attention;
     its gradient is one `dsc.attention_grad`. Grouped-query attention:
     `%k, %v : [B, KV, T, D]` with H a multiple of KV; query head h reads
-    key/value head h / (H / KV), which is never copied.
+    key/value head h / (H / KV), which is never copied. Block-sparse
+    attention: with a `layout` (#dsc.block_layout, T its tokens, its heads
+    1 or H, block-causal when `causal`), scores outside the layout's blocks
+    are masked and the kernels visit only its blocks, so time and memory
+    traffic scale with its nonzero blocks, not T^2.
   }];
   let arguments = (ins Dsc_FloatTensor:$q, Dsc_FloatTensor:$k,
                        Dsc_FloatTensor:$v,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       F64Attr:$rate, I64Attr:$stream);
+                       F64Attr:$rate, I64Attr:$stream,
+                       OptionalAttr<Dsc_BlockLayoutAttr>:$layout);
   let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$lse);
 }
 
@@ -655,14 +665,16 @@ def Dsc_AttentionGradOp : Dsc_Op<"attention_grad", [Dsc_Stochastic]> {
     the dropout mask is drawn again from Philox, and with D_i =
     rowsum(dout * out), dP = dout v^T (dropped), dS = P * (dP - D) gives
     dq = scale * dS k, dk = scale * dS^T q and dv = dropout(P)^T dout.
-    Nothing of size [T, T] is saved.
+    Nothing of size [T, T] is saved. `layout`: the forward's, whose blocks
+    alone are visited.
   }];
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$q,
                        Dsc_FloatTensor:$k, Dsc_FloatTensor:$v,
                        Dsc_FloatTensor:$out, Dsc_FloatTensor:$lse,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       F64Attr:$rate, I64Attr:$stream);
+                       F64Attr:$rate, I64Attr:$stream,
+                       OptionalAttr<Dsc_BlockLayoutAttr>:$layout);
   let results = (outs Dsc_FloatTensor:$q_grad, Dsc_FloatTensor:$k_grad,
                       Dsc_FloatTensor:$v_grad);
 }

@@ -11,9 +11,12 @@
 #define DSC_FRONTEND_MODELBUILDER_H
 
 #include "dsc/Frontend/Config.h"
+#include "dsc/Frontend/SparseLayout.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+
+#include <optional>
 
 namespace dsc {
 
@@ -22,6 +25,10 @@ struct ImportOptions {
   int64_t seqLen = 0;
   double mlmProbability = 0.15; ///< BERT only
   int64_t maskTokenId = 103;    ///< BERT only
+  /// Block-sparse attention: every layer's attention masks (and, fused,
+  /// visits) only this layout's blocks (makeSparseLayout of the config's
+  /// sparse_attention section for seqLen tokens and the query heads).
+  std::optional<BlockLayout> attentionLayout;
 };
 
 /// Builds the forward module. The configs must already be validated.

@@ -125,6 +125,7 @@ enum class AttrKind {
   ReduceKind,
   MeshAxis,
   RopeScaling,
+  BlockLayout, ///< a BlockLayout; an op without #dsc.block_layout has none
 };
 
 struct AttrSpec {
@@ -150,8 +151,38 @@ const std::vector<OpInfo> &allOps();
 
 const char *opcodeName(Opcode op);
 
+/// A block-sparse attention layout (#dsc.block_layout, whose description
+/// says what it means): query block i of layout head h attends to the key
+/// blocks cols[rows[h * blocks + i]] .. cols[rows[h * blocks + i + 1]] - 1.
+/// `blocks` 0: no layout (dense attention).
+struct BlockLayout {
+  int64_t block = 0, heads = 0, blocks = 0;
+  std::vector<int32_t> rows, cols;
+
+  bool empty() const { return blocks == 0; }
+  int64_t tokens() const { return blocks * block; }
+  /// The layout head of query head `bh` of B * H (heads is 1 or H).
+  int64_t headOf(int64_t bh) const { return bh % heads; }
+  /// The same layout with rows and columns swapped (compressed columns:
+  /// for each key block, the query blocks that attend to it).
+  BlockLayout transposed() const;
+  /// Every block split into blocks of `block / factor` (the same mask at a
+  /// finer grain; `factor` divides `block`). `causal`: without the fine
+  /// blocks above the diagonal, which a causal mask hides whole.
+  BlockLayout refined(int64_t factor, bool causal = false) const;
+  /// The rows/cols invariants of #dsc.block_layout's verifier: empty when
+  /// they hold, else what is wrong.
+  std::string invalidReason() const;
+
+  bool operator==(const BlockLayout &o) const {
+    return block == o.block && heads == o.heads && blocks == o.blocks &&
+           rows == o.rows && cols == o.cols;
+  }
+  bool operator!=(const BlockLayout &o) const { return !(*this == o); }
+};
+
 /// Attribute values carried by an instruction (from the dsc op's attributes).
-using AttrValue = std::variant<int64_t, double, std::string>;
+using AttrValue = std::variant<int64_t, double, std::string, BlockLayout>;
 
 struct Instr {
   Opcode op;
@@ -166,6 +197,7 @@ struct Instr {
   int64_t getInt(const std::string &name) const;
   double getFloat(const std::string &name) const; ///< accepts int too
   const std::string &getString(const std::string &name) const;
+  const BlockLayout &getLayout(const std::string &name) const;
   bool has(const std::string &name) const { return attrs.count(name) != 0; }
 };
 

@@ -147,6 +147,10 @@ __device__ void softmaxGradRows(const TD *dy, const TY *y, const TM *dropped,
 // (bh*T + i)*T + j, the mask of dsc.softmax_dropout. The backward is two
 // kernels that each recompute P from the saved lse, so dK/dV (per key
 // tile) and dQ (per query tile) are written without atomics: deterministic.
+// Block-sparse attention (LH > 0 layout heads, TILE the layout's block):
+// a query tile visits only the key tiles of its layout row, a key tile only
+// the query tiles of its column (the compressed rows of the layout and of
+// its transpose, arrays of the emitted module); LH = 0 is dense.
 // NOT RUN ON A GPU YET (compiled with NVRTC only); the structure is the
 // CPU kernel's, tile for tile.
 //===----------------------------------------------------------------------===//
@@ -214,13 +218,43 @@ __device__ __forceinline__ bool attnValid(dsc_i64 i, dsc_i64 j) {
   return i < T && j < T && (!CAUSAL || j <= i);
 }
 
+/// The tiles tile `t` of query head bh visits, as positions [begin, end)
+/// of a list (tileAt): row (bh % LH) * TILES + t of a compressed layout
+/// (`rows`), or, dense (LH = 0), the tiles [denseBegin, denseEnd) themselves.
+template <int LH, dsc_i64 TILES>
+__device__ __forceinline__ void tileRange(const int *rows, dsc_i64 bh,
+                                          dsc_i64 t, dsc_i64 denseBegin,
+                                          dsc_i64 denseEnd, dsc_i64 &begin,
+                                          dsc_i64 &end) {
+  if constexpr (LH > 0) {
+    const dsc_i64 row = (bh % LH) * TILES + t;
+    begin = rows[row];
+    end = rows[row + 1];
+  } else {
+    begin = denseBegin;
+    end = denseEnd;
+  }
+}
+
+/// The tile at position k of a tileRange.
+template <int LH>
+__device__ __forceinline__ dsc_i64 tileAt(const int *cols, dsc_i64 k) {
+  if constexpr (LH > 0) {
+    return cols[k];
+  } else {
+    return k;
+  }
+}
+
 /// dsc.attention: out = dropout(softmax(scale q k^T)) v, lse of each row.
 /// Query head bh reads key/value head bh / GROUPS (grouped-query attention).
+/// `rows`/`cols`: the block layout (LH > 0).
 template <typename TQ, typename TK, typename TV, typename TO, typename TC,
           dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL, int WARPS,
-          int GROUPS>
+          int GROUPS, int LH>
 __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
-                                 TO *out, float *lse, float scale, float rate,
+                                 TO *out, float *lse, const int *rows,
+                                 const int *cols, float scale, float rate,
                                  float keepScale, Rng rng) {
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
   __shared__ __align__(32) TC sQ[TILE * D];
@@ -240,8 +274,12 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
     sM[r] = -inf;
     sL[r] = 0.0f;
   }
-  const dsc_i64 keyEnd = CAUSAL ? (i0 + TILE < T ? i0 + TILE : T) : T;
-  for (dsc_i64 j0 = 0; j0 < keyEnd; j0 += TILE) {
+  const dsc_i64 qt = i0 / TILE;
+  dsc_i64 kBegin, kEnd;
+  tileRange<LH, TILES>(rows, bh, qt, 0, CAUSAL ? qt + 1 : TILES, kBegin,
+                       kEnd);
+  for (dsc_i64 kk = kBegin; kk < kEnd; ++kk) {
+    const dsc_i64 j0 = tileAt<LH>(cols, kk) * TILE;
     loadTile<T, D, TILE, WARPS>(k + kvBase, j0, sKV);
     __syncthreads();
     mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sKV, D, sS,
@@ -339,13 +377,15 @@ __device__ __forceinline__ void attentionDs(const float *sS, const float *sDP,
 }
 
 /// dK and dV of one key tile of key/value head kvh: loops over the GROUPS
-/// query heads that share it and the query tiles that see it.
+/// query heads that share it and the query tiles that see it (`rows`/`cols`:
+/// the transposed block layout, LH > 0).
 template <typename TG, typename TQ, typename TK, typename TV, typename TO,
           typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
-          int WARPS, int GROUPS>
+          int WARPS, int GROUPS, int LH>
 __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
                                 const TV *v, const float *lse,
                                 const float *rowDot, TO *dk, TO *dv,
+                                const int *rows, const int *cols,
                                 float scale, float rate, float keepScale,
                                 Rng rng) {
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
@@ -366,9 +406,12 @@ __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
   for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32)
     sDK[e] = sDV[e] = 0.0f;
   for (dsc_i64 bh = kvh * GROUPS; bh < (kvh + 1) * GROUPS; ++bh) {
-    const dsc_i64 base = bh * T * D;
+    const dsc_i64 base = bh * T * D, kt = j0 / TILE;
     // Causal: query tiles ending before key j0 see none of this tile.
-    for (dsc_i64 i0 = CAUSAL ? j0 : 0; i0 < T; i0 += TILE) {
+    dsc_i64 qBegin, qEnd;
+    tileRange<LH, TILES>(rows, bh, kt, CAUSAL ? kt : 0, TILES, qBegin, qEnd);
+    for (dsc_i64 qq = qBegin; qq < qEnd; ++qq) {
+      const dsc_i64 i0 = tileAt<LH>(cols, qq) * TILE;
       loadTile<T, D, TILE, WARPS>(q + base, i0, sQ);
       loadTile<T, D, TILE, WARPS>(dout + base, i0, sG);
       __syncthreads();
@@ -398,14 +441,16 @@ __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
   }
 }
 
-/// dQ of one query tile: loops over the key tiles it sees.
+/// dQ of one query tile: loops over the key tiles it sees (`rows`/`cols`:
+/// the block layout, LH > 0).
 template <typename TG, typename TQ, typename TK, typename TV, typename TO,
           typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
-          int WARPS, int GROUPS>
+          int WARPS, int GROUPS, int LH>
 __device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
                                const TV *v, const float *lse,
-                               const float *rowDot, TO *dq, float scale,
-                               float rate, float keepScale, Rng rng) {
+                               const float *rowDot, TO *dq, const int *rows,
+                               const int *cols, float scale, float rate,
+                               float keepScale, Rng rng) {
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
   __shared__ __align__(32) TC sQ[TILE * D];
   __shared__ __align__(32) TC sG[TILE * D];
@@ -421,8 +466,12 @@ __device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
   loadTile<T, D, TILE, WARPS>(dout + base, i0, sG);
   for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32)
     sDQ[e] = 0.0f;
-  const dsc_i64 keyEnd = CAUSAL ? (i0 + TILE < T ? i0 + TILE : T) : T;
-  for (dsc_i64 j0 = 0; j0 < keyEnd; j0 += TILE) {
+  const dsc_i64 qt = i0 / TILE;
+  dsc_i64 kBegin, kEnd;
+  tileRange<LH, TILES>(rows, bh, qt, 0, CAUSAL ? qt + 1 : TILES, kBegin,
+                       kEnd);
+  for (dsc_i64 kk = kBegin; kk < kEnd; ++kk) {
+    const dsc_i64 j0 = tileAt<LH>(cols, kk) * TILE;
     loadTile<T, D, TILE, WARPS>(k + kvBase, j0, sK);
     loadTile<T, D, TILE, WARPS>(v + kvBase, j0, sV);
     __syncthreads();

@@ -1,7 +1,8 @@
 //===- AttentionCpu.cpp - Softmax and fused attention CPU kernels ---------===//
 //
 // softmax, softmax_dropout, attention (FlashAttention-2 on the CPU) and
-// their gradients, and runAttention, their dispatch.
+// their gradients, dense or block-sparse (a #dsc.block_layout), and
+// runAttention, their dispatch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +48,54 @@ inline void softmaxRow(const float *xr, float *yr, int64_t valid, int64_t Tk,
     yr[j] = 0.0f;
 }
 
+/// One row of a block-sparse softmax: only the keys of the layout's blocks
+/// of row `layoutRow` (and below `valid`) count; every other key gets 0.
+inline void softmaxRowSparse(const float *xr, float *yr, int64_t valid,
+                             int64_t Tk, float scale, const BlockLayout &l,
+                             int64_t layoutRow) {
+  const int32_t k0 = l.rows[size_t(layoutRow)],
+                k1 = l.rows[size_t(layoutRow + 1)];
+  const auto keys = [&](int32_t k, int64_t &j0, int64_t &j1) {
+    j0 = l.cols[size_t(k)] * l.block;
+    j1 = std::min(j0 + l.block, valid);
+  };
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int32_t k = k0; k < k1; ++k) {
+    int64_t j0, j1;
+    keys(k, j0, j1);
+    for (int64_t j = j0; j < j1; ++j)
+      mx = std::max(mx, scale * xr[j]);
+  }
+  fillF32(yr, Tk, 0.0f);
+  float sum = 0.0f;
+  for (int32_t k = k0; k < k1; ++k) {
+    int64_t j0, j1;
+    keys(k, j0, j1);
+    for (int64_t j = j0; j < j1; ++j) {
+      yr[j] = expApprox(scale * xr[j] - mx);
+      sum += yr[j];
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  for (int32_t k = k0; k < k1; ++k) {
+    int64_t j0, j1;
+    keys(k, j0, j1);
+    for (int64_t j = j0; j < j1; ++j)
+      yr[j] *= inv;
+  }
+}
+
+/// Row r of x[rows, Tk] (rows = B*H*Tq) with the layout's mask, if any.
+inline void maskedSoftmaxRow(const float *x, float *y, int64_t r, int64_t Tq,
+                             int64_t Tk, float scale, bool causal,
+                             const BlockLayout &l) {
+  const int64_t valid = validKeys(r, Tq, Tk, causal);
+  if (l.empty())
+    return softmaxRow(x + r * Tk, y + r * Tk, valid, Tk, scale);
+  const int64_t row = l.headOf(r / Tq) * l.blocks + r % Tq / l.block;
+  softmaxRowSparse(x + r * Tk, y + r * Tk, valid, Tk, scale, l, row);
+}
+
 /// One row of dsc.softmax_grad; dxr may alias dyr.
 inline void softmaxGradRow(const float *dyr, const float *yr, float *dxr,
                            int64_t Tk, float scale) {
@@ -61,11 +110,10 @@ inline void softmaxGradRow(const float *dyr, const float *yr, float *dxr,
 
 /// Softmax over the last dim of x[rows, Tk], rows = batch*Tq.
 void softmax(const float *x, float *y, int64_t rows, int64_t Tq, int64_t Tk,
-             float scale, bool causal) {
+             float scale, bool causal, const BlockLayout &layout) {
 #pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
   for (int64_t r = 0; r < rows; ++r)
-    softmaxRow(x + r * Tk, y + r * Tk, validKeys(r, Tq, Tk, causal), Tk,
-               scale);
+    maskedSoftmaxRow(x, y, r, Tq, Tk, scale, causal, layout);
 }
 
 void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
@@ -79,13 +127,12 @@ void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
 /// undropped probabilities are kept for the backward.
 void softmaxDropout(const float *x, float *dropped, float *probs,
                     int64_t rows, int64_t Tq, int64_t Tk, float scale,
-                    bool causal, double rate, uint32_t stream, uint64_t seed,
-                    uint64_t offset) {
+                    bool causal, const BlockLayout &layout, double rate,
+                    uint32_t stream, uint64_t seed, uint64_t offset) {
   const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
 #pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
-    float *pr = probs + r * Tk;
-    softmaxRow(x + r * Tk, pr, validKeys(r, Tq, Tk, causal), Tk, scale);
+    maskedSoftmaxRow(x, probs, r, Tq, Tk, scale, causal, layout);
     forDropoutMask(r * Tk, (r + 1) * Tk, rate, stream, seed, offset,
                    [&](int64_t i, bool keep) {
                      float p = probs[i];
@@ -146,49 +193,89 @@ inline int64_t attnValid(int64_t i, int64_t j0, int64_t bc, bool causal) {
   return causal ? std::clamp<int64_t>(i + 1 - j0, 0, bc) : bc;
 }
 
-/// Last key tile start a query tile ending at row i1 - 1 needs.
-inline int64_t attnKeyEnd(int64_t i1, int64_t T, bool causal) {
-  return causal ? i1 : T;
-}
+/// The tiles of one attention: the layout's blocks, or kAttnTile rows
+/// everywhere when it is dense. `visited` lists the key tiles a query tile
+/// reads (the layout's row; every tile up to the causal end when dense),
+/// `visitors` the query tiles that read a key tile (the transposed
+/// layout's row; every tile from the causal start when dense).
+struct AttentionTiles {
+  AttentionTiles(const BlockLayout &layout, int64_t T, bool causal)
+      : layout(layout), byKey(layout.transposed()), causal(causal),
+        size(layout.empty() ? kAttnTile : layout.block),
+        count(ceilDiv(T, size)) {}
+
+  void visited(int64_t bh, int64_t qt, std::vector<int64_t> &tiles) const {
+    list(layout, bh, qt, 0, causal ? qt + 1 : count, tiles);
+  }
+  void visitors(int64_t bh, int64_t kt, std::vector<int64_t> &tiles) const {
+    list(byKey, bh, kt, causal ? kt : 0, count, tiles);
+  }
+
+  const BlockLayout &layout;
+  const BlockLayout byKey;
+  const bool causal;
+  const int64_t size, count;
+
+private:
+  /// Row `t` of `l` for head bh; dense: the tiles [from, to).
+  static void list(const BlockLayout &l, int64_t bh, int64_t t, int64_t from,
+                   int64_t to, std::vector<int64_t> &tiles) {
+    tiles.clear();
+    if (l.empty()) {
+      for (int64_t j = from; j < to; ++j)
+        tiles.push_back(j);
+      return;
+    }
+    const int64_t row = l.headOf(bh) * l.blocks + t;
+    for (int32_t k = l.rows[size_t(row)]; k < l.rows[size_t(row + 1)]; ++k)
+      tiles.push_back(l.cols[size_t(k)]);
+  }
+};
 
 /// dsc.attention over BH = B*H heads of [T, D]: out = dropout(softmax(scale
-/// q k^T, causal)) v and lse[BH, T] of the scaled, masked scores, with
-/// softmaxDropout's mask over the [BH, T, T] probabilities. Query head bh
-/// reads key/value head bh / groups (grouped-query attention).
+/// q k^T, causal, layout)) v and lse[BH, T] of the scaled, masked scores,
+/// with softmaxDropout's mask over the [BH, T, T] probabilities. Query head
+/// bh reads key/value head bh / groups (grouped-query attention). Only the
+/// tiles `tiles` visits are computed.
 void attention(const float *q, const float *k, const float *v, float *out,
                float *lse, int64_t BH, int64_t groups, int64_t T, int64_t D,
-               float scale,
-               bool causal, double rate, uint32_t stream, uint64_t seed,
-               uint64_t offset) {
+               float scale, const AttentionTiles &tiles, double rate,
+               uint32_t stream, uint64_t seed, uint64_t offset) {
   const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
-  const int64_t tiles = ceilDiv(T, kAttnTile);
+  const int64_t tile = tiles.size;
+  const bool causal = tiles.causal;
 #pragma omp parallel
   {
-    std::vector<float> S(size_t(kAttnTile * kAttnTile)), m(kAttnTile),
-        l(kAttnTile);
+    std::vector<float> S(static_cast<size_t>(tile * tile)),
+        m(static_cast<size_t>(tile)), l(static_cast<size_t>(tile));
+    std::vector<int64_t> keyTiles;
 #pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < BH * tiles; ++task) {
-      const int64_t bh = task / tiles, i0 = (task % tiles) * kAttnTile;
-      const int64_t br = std::min(kAttnTile, T - i0);
+    for (int64_t task = 0; task < BH * tiles.count; ++task) {
+      const int64_t bh = task / tiles.count, qt = task % tiles.count;
+      const int64_t i0 = qt * tile, br = std::min(tile, T - i0);
       const float *qb = q + (bh * T + i0) * D,
                   *kb = k + bh / groups * T * D, *vb = v + bh / groups * T * D;
       float *acc = out + (bh * T + i0) * D; // accumulated in place
       fillF32(acc, br * D, 0.0f);
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
       std::fill(l.begin(), l.end(), 0.0f);
-      for (int64_t j0 = 0; j0 < attnKeyEnd(i0 + br, T, causal);
-           j0 += kAttnTile) {
-        const int64_t bc = std::min(kAttnTile, T - j0);
+      tiles.visited(bh, qt, keyTiles);
+      for (int64_t kt : keyTiles) {
+        const int64_t j0 = kt * tile, bc = std::min(tile, T - j0);
         gemm(false, true, br, bc, D, scale, qb, D, kb + j0 * D, D, 0.0f,
              S.data(), bc);
         for (int64_t r = 0; r < br; ++r) {
           const int64_t i = i0 + r, n = attnValid(i, j0, bc, causal);
           float *sr = S.data() + r * bc;
-          float mx = m[r];
+          float mx = m[size_t(r)];
 #pragma omp simd reduction(max : mx)
           for (int64_t j = 0; j < n; ++j)
             mx = std::max(mx, sr[j]);
-          const float corr = expApprox(m[r] - mx);
+          // A row with no valid key yet keeps m = -inf: nothing to correct.
+          const float corr =
+              mx == -std::numeric_limits<float>::infinity()
+                  ? 1.0f
+                  : expApprox(m[size_t(r)] - mx);
           float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
           for (int64_t j = 0; j < n; ++j) {
@@ -197,8 +284,8 @@ void attention(const float *q, const float *k, const float *v, float *out,
           }
           for (int64_t j = n; j < bc; ++j)
             sr[j] = 0.0f;
-          m[r] = mx;
-          l[r] = l[r] * corr + sum;
+          m[size_t(r)] = mx;
+          l[size_t(r)] = l[size_t(r)] * corr + sum;
           const int64_t e0 = (bh * T + i) * T + j0;
           forDropoutMask(e0, e0 + n, rate, stream, seed, offset,
                          [&](int64_t e, bool keep) {
@@ -214,16 +301,27 @@ void attention(const float *q, const float *k, const float *v, float *out,
              acc, D);
       }
       for (int64_t r = 0; r < br; ++r) {
-        const float inv = keepScale / l[r];
+        const float inv = keepScale / l[size_t(r)];
         float *ar = acc + r * D;
 #pragma omp simd
         for (int64_t d = 0; d < D; ++d)
           ar[d] *= inv;
-        lse[bh * T + i0 + r] = m[r] + std::log(l[r]);
+        lse[bh * T + i0 + r] = m[size_t(r)] + std::log(l[size_t(r)]);
       }
     }
   }
 }
+
+/// Scratch of one attentionGradHeads call: two [tile, tile] tiles, the
+/// rows' D_i and a tile list.
+struct GradScratch {
+  GradScratch(int64_t tile, int64_t T)
+      : P(static_cast<size_t>(tile * tile)),
+        dP(static_cast<size_t>(tile * tile)),
+        rowDot(static_cast<size_t>(T)) {}
+  std::vector<float> P, dP, rowDot;
+  std::vector<int64_t> queryTiles;
+};
 
 /// dsc.attention_grad: dq, dk, dv from the probabilities recomputed per
 /// tile from q, k and lse (FlashAttention-2's backward) for the query heads
@@ -233,13 +331,15 @@ void attentionGradHeads(const float *dout, const float *q, const float *k,
                         const float *v, const float *out, const float *lse,
                         float *dq, float *dk, float *dv, int64_t h0,
                         int64_t groups, int64_t T, int64_t D, float scale,
-                        bool causal, double rate, uint32_t stream,
-                        uint64_t seed, uint64_t offset, float *P, float *dP,
-                        float *rowDot) {
+                        const AttentionTiles &tiles, double rate,
+                        uint32_t stream, uint64_t seed, uint64_t offset,
+                        GradScratch &w) {
   const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
+  const int64_t tile = tiles.size;
   const int64_t kvBase = h0 / groups * T * D;
   const float *kb = k + kvBase, *vb = v + kvBase;
   float *dkb = dk + kvBase, *dvb = dv + kvBase;
+  float *P = w.P.data(), *dP = w.dP.data(), *rowDot = w.rowDot.data();
   fillF32(dkb, T * D, 0.0f);
   fillF32(dvb, T * D, 0.0f);
   for (int64_t bh = h0; bh < h0 + groups; ++bh) {
@@ -256,18 +356,18 @@ void attentionGradHeads(const float *dout, const float *q, const float *k,
       rowDot[i] = dot;
     }
     fillF32(dqb, T * D, 0.0f);
-    for (int64_t j0 = 0; j0 < T; j0 += kAttnTile) {
-      const int64_t bc = std::min(kAttnTile, T - j0);
-      // Causal: query tiles that end before key j0 see none of its keys.
-      for (int64_t i0 = causal ? j0 : 0; i0 < T; i0 += kAttnTile) {
-        const int64_t br = std::min(kAttnTile, T - i0);
+    for (int64_t kt = 0; kt < tiles.count; ++kt) {
+      const int64_t j0 = kt * tile, bc = std::min(tile, T - j0);
+      tiles.visitors(bh, kt, w.queryTiles);
+      for (int64_t qt : w.queryTiles) {
+        const int64_t i0 = qt * tile, br = std::min(tile, T - i0);
         // P = exp(scale * q k^T - lse) (0 where masked); dP = dout v^T.
         gemm(false, true, br, bc, D, scale, qb + i0 * D, D, kb + j0 * D, D,
              0.0f, P, bc);
         gemm(false, true, br, bc, D, 1.0f, gb + i0 * D, D, vb + j0 * D, D,
              0.0f, dP, bc);
         for (int64_t r = 0; r < br; ++r) {
-          const int64_t i = i0 + r, n = attnValid(i, j0, bc, causal);
+          const int64_t i = i0 + r, n = attnValid(i, j0, bc, tiles.causal);
           float *pr = P + r * bc, *dpr = dP + r * bc;
           const float li = lb[i], di = rowDot[i];
 #pragma omp simd
@@ -303,17 +403,17 @@ void attentionGradHeads(const float *dout, const float *q, const float *k,
 void attentionGrad(const float *dout, const float *q, const float *k,
                    const float *v, const float *out, const float *lse,
                    float *dq, float *dk, float *dv, int64_t BH, int64_t groups,
-                   int64_t T, int64_t D, float scale, bool causal, double rate,
-                   uint32_t stream, uint64_t seed, uint64_t offset) {
+                   int64_t T, int64_t D, float scale,
+                   const AttentionTiles &tiles, double rate, uint32_t stream,
+                   uint64_t seed, uint64_t offset) {
 #pragma omp parallel
   {
-    const size_t tile = size_t(kAttnTile * kAttnTile);
-    std::vector<float> P(tile), dP(tile), rowDot(static_cast<size_t>(T));
+    GradScratch scratch(tiles.size, T);
 #pragma omp for schedule(dynamic)
     for (int64_t kvh = 0; kvh < BH / groups; ++kvh)
       attentionGradHeads(dout, q, k, v, out, lse, dq, dk, dv, kvh * groups,
-                         groups, T, D, scale, causal, rate, stream, seed,
-                         offset, P.data(), dP.data(), rowDot.data());
+                         groups, T, D, scale, tiles, rate, stream, seed,
+                         offset, scratch);
   }
 }
 
@@ -328,7 +428,8 @@ void runAttention(Exec &e) {
     const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
     const bool causal = I.has("causal") && I.getInt("causal") != 0;
     const float *px = e.fin(0, "x");
-    softmax(px, e.fout(0, "output"), d.rows, d.tq, d.cols, scale, causal);
+    softmax(px, e.fout(0, "output"), d.rows, d.tq, d.cols, scale, causal,
+            I.getLayout("layout"));
     return;
   }
   case Opcode::SoftmaxDropout:
@@ -340,24 +441,26 @@ void runAttention(Exec &e) {
     else
       softmaxDropout(e.fin(0, "scores"), e.fout(0, "dropped"),
                      e.fout(1, "probs"), d.rows, d.tq, d.cols, scale,
-                     I.has("causal") && I.getInt("causal") != 0, d.rate,
+                     I.has("causal") && I.getInt("causal") != 0,
+                     I.getLayout("layout"), d.rate,
                      uint32_t(I.getInt("stream")), rng.seed, rng.offset);
     return;
   }
   case Opcode::Attention:
   case Opcode::AttentionGrad: {
     const float scale = float(I.getFloat("scale"));
-    const bool causal = I.getInt("causal") != 0;
+    const AttentionTiles tiles(I.getLayout("layout"), d.T,
+                               I.getInt("causal") != 0);
     const uint32_t stream = uint32_t(I.getInt("stream"));
     if (I.op == Opcode::AttentionGrad)
       attentionGrad(e.fin(0, "dout"), e.fin(1, "q"), e.fin(2, "k"),
                     e.fin(3, "v"), e.fin(4, "out"), e.fin(5, "lse"),
                     e.fout(0, "dq"), e.fout(1, "dk"), e.fout(2, "dv"), d.BH,
-                    d.groups, d.T, d.D, scale, causal, d.rate, stream,
+                    d.groups, d.T, d.D, scale, tiles, d.rate, stream,
                     rng.seed, rng.offset);
     else
       attention(e.fin(0, "q"), e.fin(1, "k"), e.fin(2, "v"), e.fout(0, "out"),
-                e.fout(1, "lse"), d.BH, d.groups, d.T, d.D, scale, causal,
+                e.fout(1, "lse"), d.BH, d.groups, d.T, d.D, scale, tiles,
                 d.rate, stream, rng.seed, rng.offset);
     return;
   }

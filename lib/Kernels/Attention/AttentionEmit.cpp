@@ -51,6 +51,11 @@ void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
     return;
   }
   const bool causal = s.I.has("causal") && s.I.getInt("causal") != 0;
+  // The unfused block-sparse softmax is the CPU's dense reference of the
+  // fused kernels; on a GPU the fused attention is what runs.
+  if (!s.I.getLayout("layout").empty())
+    s.fail("a block-sparse softmax runs on the CPU backend only; keep "
+           "dsc.fusion.attention on (the default) for the CUDA backend");
   const std::string xs = s.in(0, "x");
   std::string probs, dropped = "(float *)nullptr", dropT = "float";
   std::vector<std::string> args = {xs};
@@ -86,11 +91,25 @@ int64_t attentionSmem(bool grad, int64_t tile, int64_t D, int64_t tc) {
   return std::max(kv, q);
 }
 
+/// The tile of a block-sparse attention: the largest of 64, 32, 16 that
+/// divides the layout's block and fits, else the block itself (FMA) if it
+/// fits; 0 if nothing fits.
+int64_t sparseTile(int64_t block, bool grad, int64_t D, int64_t tcBytes) {
+  for (int64_t t : {64, 32, 16})
+    if (block % t == 0 && attentionSmem(grad, t, D, tcBytes) <= 48 * 1024)
+      return t;
+  return block < 16 && attentionSmem(grad, block, D, 4) <= 48 * 1024 ? block
+                                                                      : 0;
+}
+
 /// Attention and AttentionGrad (cpu::attention / attentionGrad): one block
 /// of 4 warps per (batch*head, tile). The tiles are stored as the inputs'
 /// half type when q, k, v (and dout) share it and D is a multiple of 16
 /// (WMMA tensor cores), else as f32 (FMA); the tile is the largest of 64,
-/// 32, 16 whose kernels fit the 48 KiB of static shared memory.
+/// 32, 16 whose kernels fit the 48 KiB of static shared memory. With a
+/// block layout the tile divides its block (sparseTile; the layout is
+/// refined to the tile) and the layout's compressed rows (and, for the
+/// backward's key tiles, columns) are arrays of the module.
 void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const bool grad = s.I.op == Opcode::AttentionGrad;
   const size_t qi = grad ? 1 : 0;
@@ -107,14 +126,23 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   if (D % 16 != 0)
     tc = Storage::F32;
   const int64_t tcBytes = tc == Storage::F32 ? 4 : 2;
+  const rt::BlockLayout &layout = s.I.getLayout("layout");
   int64_t tile = 0;
-  for (int64_t t : {64, 32, 16})
-    if (attentionSmem(grad, t, D, tcBytes) <= 48 * 1024) {
-      tile = t;
-      break;
-    }
+  if (!layout.empty()) {
+    tile = sparseTile(layout.block, grad, D, tcBytes);
+    if (tile % 16 != 0)
+      tc = Storage::F32;
+  } else {
+    for (int64_t t : {64, 32, 16})
+      if (attentionSmem(grad, t, D, tcBytes) <= 48 * 1024) {
+        tile = t;
+        break;
+      }
+  }
   if (!tile)
     s.fail("head dim " + std::to_string(D) +
+           (layout.empty() ? "" : " with blocks of " +
+                                      std::to_string(layout.block)) +
            " needs more than 48 KiB of shared memory per block; set "
            "dsc.fusion.attention to false");
   const int warps = 4;
@@ -122,7 +150,22 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const std::string TC = storageCType(tc), rng = s.rng();
   const std::string shape = n(BH) + ", " + n(T) + ", " + n(D) + ", " +
                             n(tile) + ", " + b(causal) + ", " +
-                            std::to_string(warps) + ", " + n(d.groups);
+                            std::to_string(warps) + ", " + n(d.groups) +
+                            ", " + n(layout.heads);
+  // The layout at the tile's grain, by query tile (forward, dQ) and by key
+  // tile (dK, dV); null pointers when dense.
+  std::string rows = "(const int *)nullptr", cols = rows, keyRows = rows,
+              keyCols = rows;
+  if (!layout.empty()) {
+    const rt::BlockLayout fine = layout.refined(layout.block / tile, causal);
+    rows = s.deviceArray("rows", fine.rows);
+    cols = s.deviceArray("cols", fine.cols);
+    if (grad) {
+      const rt::BlockLayout byKey = fine.transposed();
+      keyRows = s.deviceArray("key_rows", byKey.rows);
+      keyCols = s.deviceArray("key_cols", byKey.cols);
+    }
+  }
   const std::string tail = flt(scale) + ", " + flt(rate) + ", " + keepScale +
                            ", " + rng;
   if (!grad) {
@@ -132,7 +175,7 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
     s.kernel(grid, warps * 32, {q, k, v, out, lse, "stream", "seed", "offset"},
              call("attentionForward",
                   {s.T(q), s.T(k), s.T(v), s.T(out), TC, shape},
-                  {q, k, v, out, lse, tail}));
+                  {q, k, v, out, lse, rows, cols, tail}));
     return;
   }
   const std::string g = s.in(0, "dout"), q = s.in(1, "q"), k = s.in(2, "k"),
@@ -155,11 +198,11 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
            {g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed",
             "offset"},
            call("attentionGradKV", {types, s.T(dk), TC, shape},
-                {g, q, k, v, lse, rowDot, dk, dv, tail}));
+                {g, q, k, v, lse, rowDot, dk, dv, keyRows, keyCols, tail}));
   s.kernel(grid, warps * 32,
            {g, q, k, v, lse, "dsc_scratch", dq, "stream", "seed", "offset"},
            call("attentionGradQ", {types, s.T(dq), TC, shape},
-                {g, q, k, v, lse, rowDot, dq, tail}));
+                {g, q, k, v, lse, rowDot, dq, rows, cols, tail}));
 }
 
 } // namespace

@@ -1,0 +1,233 @@
+//===- SparseAttentionTest.cpp - Block-sparse attention on the CPU --------===//
+//
+// The block-sparse attention and softmax kernels against a dense reference
+// in double written here: scores masked element by element with the
+// layout's blocks (and the causal mask), softmax, and the analytic
+// backward. Layouts are random, with a random number of blocks per row
+// (one at least), shared by all heads or one per head; blocks of 1, 3 and
+// 8 tokens; grouped-query attention; causal and bidirectional.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace dsc::rt;
+using namespace dsc::rt::test;
+
+namespace {
+
+/// A random layout: each query block attends to a random, non-empty set of
+/// key blocks (at or below the diagonal when causal).
+BlockLayout randomLayout(int64_t block, int64_t heads, int64_t blocks,
+                         bool causal, uint32_t seed) {
+  std::mt19937 gen(seed);
+  BlockLayout l{block, heads, blocks, {0}, {}};
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < blocks; ++i) {
+      const int64_t last = causal ? i : blocks - 1;
+      const int64_t must = std::uniform_int_distribution<int64_t>(0, last)(gen);
+      for (int64_t j = 0; j <= last; ++j)
+        if (j == must || std::bernoulli_distribution(0.4)(gen))
+          l.cols.push_back(int32_t(j));
+      l.rows.push_back(int32_t(l.cols.size()));
+    }
+  return l;
+}
+
+bool attends(const BlockLayout &l, int64_t head, int64_t i, int64_t j,
+             bool causal) {
+  if (causal && j > i)
+    return false;
+  const int64_t row = head % l.heads * l.blocks + i / l.block;
+  for (int32_t k = l.rows[size_t(row)]; k < l.rows[size_t(row + 1)]; ++k)
+    if (l.cols[size_t(k)] == j / l.block)
+      return true;
+  return false;
+}
+
+struct Case {
+  int64_t block, blocks, heads, groups, layoutHeads;
+  bool causal;
+};
+
+class SparseAttentionTest : public ::testing::TestWithParam<Case> {};
+
+/// Forward (out, lse) and backward (dq, dk, dv) against the dense masked
+/// reference; the kernels must also equal the dense kernel's result where
+/// the layout is all ones.
+TEST_P(SparseAttentionTest, EqualsDenseMaskedReference) {
+  const Case c = GetParam();
+  const int64_t B = 2, H = c.heads, KV = H / c.groups,
+                T = c.block * c.blocks, D = 5;
+  const double scale = 0.4;
+  const BlockLayout layout = randomLayout(c.block, c.layoutHeads, c.blocks,
+                                          c.causal, uint32_t(T * 31 + H));
+  Harness h;
+  int q = h.buf({B, H, T, D}), k = h.buf({B, KV, T, D}),
+      v = h.buf({B, KV, T, D}), out = h.buf({B, H, T, D}),
+      lse = h.buf({B, H, T}), dout = h.buf({B, H, T, D}),
+      dq = h.buf({B, H, T, D}), dk = h.buf({B, KV, T, D}),
+      dv = h.buf({B, KV, T, D});
+  h.alloc();
+  h.set(q, uniform(size_t(B * H * T * D), 1, -2, 2));
+  h.set(k, uniform(size_t(B * KV * T * D), 2, -2, 2));
+  h.set(v, uniform(size_t(B * KV * T * D), 3));
+  h.set(dout, uniform(size_t(B * H * T * D), 4));
+  const std::map<std::string, AttrValue> attrs = {
+      {"scale", scale},         {"causal", int64_t(c.causal)},
+      {"rate", 0.0},            {"stream", int64_t(1)},
+      {"layout", layout}};
+  h.run(Opcode::Attention, {q, k, v}, {out, lse}, attrs);
+  h.run(Opcode::AttentionGrad, {dout, q, k, v, out, lse}, {dq, dk, dv}, attrs);
+
+  std::vector<double> wantDq(size_t(B * H * T * D)),
+      wantDk(size_t(B * KV * T * D)), wantDv(size_t(B * KV * T * D));
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t kvh = bh / H * KV + bh % H / c.groups;
+    const float *qb = h.f(q) + bh * T * D, *kb = h.f(k) + kvh * T * D,
+                *vb = h.f(v) + kvh * T * D, *gb = h.f(dout) + bh * T * D;
+    for (int64_t i = 0; i < T; ++i) {
+      std::vector<double> p(size_t(T), 0.0);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < T; ++j)
+        if (attends(layout, bh % H, i, j, c.causal)) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d)
+            s += double(qb[i * D + d]) * kb[j * D + d];
+          p[size_t(j)] = scale * s;
+          mx = std::max(mx, p[size_t(j)]);
+        }
+      double sum = 0;
+      for (int64_t j = 0; j < T; ++j)
+        if (attends(layout, bh % H, i, j, c.causal))
+          sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+      for (int64_t j = 0; j < T; ++j)
+        p[size_t(j)] = attends(layout, bh % H, i, j, c.causal)
+                           ? p[size_t(j)] / sum
+                           : 0.0;
+      ASSERT_NEAR(h.f(lse)[bh * T + i], mx + std::log(sum), 1e-4)
+          << "lse of head " << bh << " row " << i;
+      // dP = dout v^T; dS = P (dP - rowsum(P dP)).
+      std::vector<double> dp(size_t(T), 0.0);
+      double rowDot = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        for (int64_t d = 0; d < D; ++d)
+          dp[size_t(j)] += double(gb[i * D + d]) * vb[j * D + d];
+        rowDot += p[size_t(j)] * dp[size_t(j)];
+      }
+      for (int64_t d = 0; d < D; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < T; ++j)
+          o += p[size_t(j)] * vb[j * D + d];
+        ASSERT_NEAR(h.f(out)[(bh * T + i) * D + d], o, 1e-5)
+            << "out of head " << bh << " row " << i;
+      }
+      for (int64_t j = 0; j < T; ++j) {
+        const double ds = p[size_t(j)] * (dp[size_t(j)] - rowDot);
+        for (int64_t d = 0; d < D; ++d) {
+          wantDq[size_t((bh * T + i) * D + d)] += scale * ds * kb[j * D + d];
+          wantDk[size_t((kvh * T + j) * D + d)] += scale * ds * qb[i * D + d];
+          wantDv[size_t((kvh * T + j) * D + d)] +=
+              p[size_t(j)] * gb[i * D + d];
+        }
+      }
+    }
+  }
+  for (auto [id, want, name] :
+       {std::make_tuple(dq, &wantDq, "dq"), std::make_tuple(dk, &wantDk, "dk"),
+        std::make_tuple(dv, &wantDv, "dv")})
+    for (size_t e = 0; e < want->size(); ++e)
+      ASSERT_NEAR(h.f(id)[e], (*want)[e], 1e-4) << name << "[" << e << "]";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, SparseAttentionTest,
+    ::testing::Values(Case{1, 7, 2, 1, 1, true}, Case{3, 5, 3, 1, 3, false},
+                      Case{3, 6, 4, 2, 4, true}, Case{8, 4, 2, 2, 1, false},
+                      Case{8, 5, 3, 3, 3, true}, Case{2, 9, 1, 1, 1, false}));
+
+/// The unfused softmax with a layout (the fused kernels' dense reference
+/// in a step) masks exactly the layout's blocks: masked probabilities are
+/// exactly 0, the others a softmax over the row's attended keys.
+TEST(SparseSoftmax, MasksTheLayoutsBlocks) {
+  const int64_t B = 2, H = 3, block = 3, blocks = 4, T = block * blocks;
+  for (bool causal : {false, true}) {
+    const BlockLayout layout = randomLayout(block, H, blocks, causal, 7);
+    Harness h;
+    int x = h.buf({B, H, T, T}), y = h.buf({B, H, T, T});
+    h.alloc();
+    h.set(x, uniform(size_t(B * H * T * T), 8, -5, 5));
+    h.run(Opcode::Softmax, {x}, {y},
+          {{"scale", 0.5}, {"causal", int64_t(causal)}, {"layout", layout}});
+    for (int64_t r = 0; r < B * H * T; ++r) {
+      const int64_t head = r / T % H, i = r % T;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < T; ++j)
+        if (attends(layout, head, i, j, causal))
+          mx = std::max(mx, 0.5 * h.f(x)[r * T + j]);
+      for (int64_t j = 0; j < T; ++j)
+        if (attends(layout, head, i, j, causal))
+          sum += std::exp(0.5 * h.f(x)[r * T + j] - mx);
+      for (int64_t j = 0; j < T; ++j) {
+        const float got = h.f(y)[r * T + j];
+        if (!attends(layout, head, i, j, causal))
+          ASSERT_EQ(got, 0.0f) << "row " << r << " key " << j;
+        else
+          ASSERT_NEAR(got, std::exp(0.5 * h.f(x)[r * T + j] - mx) / sum,
+                      1e-6)
+              << "row " << r << " key " << j;
+      }
+    }
+  }
+}
+
+/// A layout that does not fit the instruction is refused by name.
+TEST(SparseAttention, LayoutMustFitTheShape) {
+  Harness h;
+  int q = h.buf({1, 2, 6, 4}), out = h.buf({1, 2, 6, 4}),
+      lse = h.buf({1, 2, 6});
+  h.alloc();
+  std::map<std::string, AttrValue> attrs = {
+      {"scale", 1.0}, {"causal", int64_t(1)}, {"rate", 0.0},
+      {"stream", int64_t(1)}, {"layout", randomLayout(2, 1, 4, true, 3)}};
+  EXPECT_EQ(errorOf([&] { h.run(Opcode::Attention, {q, q, q}, {out, lse}, attrs); }),
+            "Attention: block layout covers 8 tokens, the scores are 6 x 6");
+  attrs["layout"] = BlockLayout{2, 1, 3, {0, 1, 2, 4}, {1, 0, 2, 2}};
+  EXPECT_EQ(errorOf([&] { h.run(Opcode::Attention, {q, q, q}, {out, lse}, attrs); }),
+            "Attention: attribute 'layout': the key blocks of each query "
+            "block must ascend within [0, blocks)");
+  attrs["layout"] = BlockLayout{2, 1, 3, {0, 1, 3, 5}, {0, 0, 1, 1, 2}};
+  EXPECT_EQ(errorOf([&] { h.run(Opcode::Attention, {q, q, q}, {out, lse}, attrs); }),
+            "<no error>");
+  attrs["layout"] = BlockLayout{2, 1, 3, {0, 1, 3, 5}, {0, 0, 2, 1, 2}};
+  EXPECT_EQ(errorOf([&] { h.run(Opcode::Attention, {q, q, q}, {out, lse}, attrs); }),
+            "Attention: causal attention needs a block-causal layout (no "
+            "block above the diagonal)");
+  attrs["layout"] = BlockLayout{2, 3, 3, {0, 1, 3, 5}, {0, 0, 1, 1, 2}};
+  EXPECT_EQ(errorOf([&] { h.run(Opcode::Attention, {q, q, q}, {out, lse}, attrs); }),
+            "Attention: attribute 'layout': rows must be heads * blocks + 1 "
+            "offsets from 0 to the number of cols");
+}
+
+/// transposed() and refined() keep the mask.
+TEST(BlockLayout, TransposeAndRefineKeepTheMask) {
+  const BlockLayout l = randomLayout(4, 2, 5, false, 11);
+  const BlockLayout t = l.transposed(), f = l.refined(2);
+  EXPECT_EQ(t.transposed(), l);
+  EXPECT_EQ(f.block, 2);
+  EXPECT_EQ(f.blocks, 10);
+  EXPECT_EQ(f.invalidReason(), "");
+  for (int64_t hd = 0; hd < 2; ++hd)
+    for (int64_t i = 0; i < 20; ++i)
+      for (int64_t j = 0; j < 20; ++j) {
+        ASSERT_EQ(attends(f, hd, i, j, false), attends(l, hd, i, j, false));
+        ASSERT_EQ(attends(t, hd, j, i, false), attends(l, hd, i, j, false));
+      }
+}
+
+} // namespace
