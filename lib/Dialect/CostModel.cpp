@@ -69,11 +69,18 @@ int64_t batchMatmulFlops(BatchMatmulOp op) {
 }
 
 /// Two [T, T] x [T, D] products per head plus softmax and dropout on the
-/// [B, H, T, T] probabilities (causal masking is not discounted).
+/// [B, H, T, T] probabilities (causal masking is not discounted); with a
+/// block layout, on its nonzero blocks only.
 int64_t attentionFlops(AttentionOp op) {
   auto q = cast<ShapedType>(op.getQ().getType());
   int64_t t = q.getDimSize(2), d = q.getDimSize(3);
-  int64_t scores = numel(op.getQ()) / d * t;
+  int64_t heads = numel(op.getQ()) / d / t; // B * H
+  int64_t scores = heads * t;
+  if (BlockLayoutAttr layout = op.getLayoutAttr())
+    scores = heads / layout.getHeads() * layout.getNonzero() *
+             layout.getBlock() * layout.getBlock();
+  else
+    scores *= t;
   return 4 * scores * d + (kSoftmaxFlops + kDropoutFlops) * scores;
 }
 

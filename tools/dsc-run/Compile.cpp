@@ -234,3 +234,39 @@ dsc::rt::Program dsc::lowerStep(ModuleOp module) {
     diags.fail("cannot lower the training step");
   return std::move(*program);
 }
+
+std::pair<int64_t, int64_t> dsc::attendedScores(ModuleOp module) {
+  int64_t sparse = 0, dense = 0;
+  auto fn = module.lookupSymbol<mlir::func::FuncOp>("micro_step");
+  if (!fn)
+    return {0, 0};
+  fn.walk([&](mlir::Operation *op) {
+    // The forward ops that carry a layout: attention, or the unfused
+    // softmax (attention_grad attends what its forward did).
+    if (!mlir::isa<mlir::dsc::AttentionOp, mlir::dsc::SoftmaxOp,
+                   mlir::dsc::SoftmaxDropoutOp>(op))
+      return;
+    auto layout = op->getAttrOfType<mlir::dsc::BlockLayoutAttr>("layout");
+    if (!layout)
+      return;
+    auto causalAttr = op->getAttrOfType<mlir::BoolAttr>("causal");
+    const bool causal = causalAttr && causalAttr.getValue();
+    auto shape =
+        mlir::cast<mlir::ShapedType>(op->getOperand(0).getType()).getShape();
+    int64_t rows = 1; // B * H of q [B, H, T, D] or scores [B, H, T, T]
+    for (size_t d = 0; d + 2 < shape.size(); ++d)
+      rows *= shape[d];
+    const int64_t t = layout.getTokens(), b = layout.getBlock();
+    dense += rows * (causal ? t * (t + 1) / 2 : t * t);
+    llvm::ArrayRef<int32_t> r = layout.getRows().asArrayRef(),
+                            c = layout.getCols().asArrayRef();
+    int64_t perLayout = 0; // over all layout heads
+    for (int64_t row = 0; row + 1 < int64_t(r.size()); ++row)
+      for (int32_t k = r[row]; k < r[row + 1]; ++k)
+        perLayout += causal && c[k] == row % layout.getBlocks()
+                         ? b * (b + 1) / 2
+                         : b * b;
+    sparse += rows / layout.getHeads() * perLayout;
+  });
+  return {sparse, dense};
+}

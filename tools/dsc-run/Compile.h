@@ -34,6 +34,12 @@ mlir::OwningOpRef<mlir::ModuleOp> loadStep(mlir::MLIRContext &ctx,
 
 rt::Program lowerStep(mlir::ModuleOp module);
 
+/// Block-sparse attention in the step's @micro_step: the scores (element
+/// pairs not masked, over batch rows, heads and layers) its forward
+/// attention attends with the block layouts, and dense (causal where the
+/// op is); {0, 0} when no op has a layout.
+std::pair<int64_t, int64_t> attendedScores(mlir::ModuleOp module);
+
 } // namespace dsc
 
 #endif // DSC_TOOLS_DSCRUN_COMPILE_H

@@ -553,6 +553,16 @@ int cmdEstimate(int argc, char **argv) {
             "dsc.remat.recompute_flops"))
       std::cout << "recompute FLOPs per micro-step (-dsc-remat): "
                 << flops.getInt() << "\n";
+  {
+    auto [sparse, dense] = attendedScores(*module);
+    if (sparse > 0) {
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.2f", double(dense) / sparse);
+      std::cout << "block-sparse attention: " << sparse
+                << " attended scores per micro-step forward, dense " << dense
+                << " (" << ratio << "x as many)\n";
+    }
+  }
   if (args.has("--memory-report"))
     writeMemoryReport(memory, args.get("--memory-report"));
   return 0;

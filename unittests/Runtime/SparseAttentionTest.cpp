@@ -149,7 +149,15 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, SparseAttentionTest,
     ::testing::Values(Case{1, 7, 2, 1, 1, true}, Case{3, 5, 3, 1, 3, false},
                       Case{3, 6, 4, 2, 4, true}, Case{8, 4, 2, 2, 1, false},
-                      Case{8, 5, 3, 3, 3, true}, Case{2, 9, 1, 1, 1, false}));
+                      Case{8, 5, 3, 3, 3, true}, Case{2, 9, 1, 1, 1, false}),
+    [](const ::testing::TestParamInfo<Case> &info) {
+      const Case &c = info.param;
+      return "block" + std::to_string(c.block) + "x" +
+             std::to_string(c.blocks) + "_heads" + std::to_string(c.heads) +
+             "_groups" + std::to_string(c.groups) + "_layouts" +
+             std::to_string(c.layoutHeads) +
+             (c.causal ? "_causal" : "_bidirectional");
+    });
 
 /// The unfused softmax with a layout (the fused kernels' dense reference
 /// in a step) masks exactly the layout's blocks: masked probabilities are
