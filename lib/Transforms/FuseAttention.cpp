@@ -1,10 +1,12 @@
-//===- FuseAttention.cpp - Dense attention as one op ----------------------===//
+//===- FuseAttention.cpp - The attention core as one op -------------------===//
 //
 // batch_matmul(q, k^T) -> softmax [-> dropout] -> batch_matmul(., v), or the
 // same with -dsc-fuse-softmax-dropout's fused op in the middle, becomes one
 // dsc.attention. The backward then recomputes the probabilities per tile
 // from q, k and the saved log-sum-exp instead of keeping the [B, H, T, T]
 // probabilities (and their dropout) alive from the forward to the backward.
+// The softmax's block layout (block-sparse attention) goes onto the fused
+// op, whose kernels then visit only the layout's blocks.
 // Keys and values repeated for grouped-query attention (dsc.repeat_kv) are
 // read from their shared heads: the fused kernels never copy them.
 //
