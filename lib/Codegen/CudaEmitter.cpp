@@ -226,24 +226,23 @@ std::string KernelSpec::status(const std::string &reason) {
 
 std::string KernelSpec::constArray(const std::string &name,
                                    const std::vector<int64_t> &values) {
-  std::string full = "$K_" + name;
-  device += "__constant__ dsc_i64 " + full + "[" +
-            std::to_string(std::max<size_t>(1, values.size())) + "] = {";
-  for (size_t i = 0; i < values.size(); ++i)
-    device += (i ? ", " : "") + num(values[i]);
-  if (values.empty())
-    device += "0";
-  device += "};\n";
-  return full;
+  return namespaceArray("__constant__ dsc_i64", name, values);
 }
 
 std::string KernelSpec::deviceArray(const std::string &name,
                                     const std::vector<int32_t> &values) {
+  return namespaceArray("__device__ const int", name,
+                        std::vector<int64_t>(values.begin(), values.end()));
+}
+
+std::string KernelSpec::namespaceArray(const std::string &declaration,
+                                       const std::string &name,
+                                       const std::vector<int64_t> &values) {
   std::string full = "$K_" + name;
-  device += "__device__ const int " + full + "[" +
+  device += declaration + " " + full + "[" +
             std::to_string(std::max<size_t>(1, values.size())) + "] = {";
   for (size_t i = 0; i < values.size(); ++i)
-    device += (i ? "," : "") + std::to_string(values[i]);
+    device += (i ? ", " : "") + num(values[i]);
   if (values.empty())
     device += "0";
   device += "};\n";

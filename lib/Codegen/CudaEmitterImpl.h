@@ -89,6 +89,11 @@ public:
 
 private:
   int paramIndex(const std::string &name) const;
+  /// `<declaration> $K_<name>[] = {values}` at namespace scope (an empty
+  /// array gets one 0); returns the array's name.
+  std::string namespaceArray(const std::string &declaration,
+                             const std::string &name,
+                             const std::vector<int64_t> &values);
   std::map<std::string, Storage> types;
 };
 

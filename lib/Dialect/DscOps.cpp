@@ -582,9 +582,10 @@ verifyAttentionShapes(Operation *op, Value q,
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionShapes(*this, getQ(), {{"result", getResult()}},
                                    {{"k", getK()}, {"v", getV()}},
-                                   getLse())) ||
-      failed(verifyBlockLayout(*this, getLayoutAttr(), shapeOf(getQ())[1],
-                               shapeOf(getQ())[2], shapeOf(getQ())[2],
+                                   getLse())))
+    return failure();
+  ArrayRef<int64_t> q = shapeOf(getQ());
+  if (failed(verifyBlockLayout(*this, getLayoutAttr(), q[1], q[2], q[2],
                                getCausal())))
     return failure();
   // The lse has no gradient rule: a forward use of it would be silently

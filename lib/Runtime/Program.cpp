@@ -176,6 +176,13 @@ BlockLayout BlockLayout::refined(int64_t factor, bool causal) const {
   return f;
 }
 
+bool BlockLayout::isBlockCausal() const {
+  for (int64_t r = 0; r < heads * blocks; ++r)
+    if (cols[size_t(rows[size_t(r + 1)] - 1)] > r % blocks)
+      return false;
+  return true;
+}
+
 std::string BlockLayout::invalidReason() const {
   if (empty())
     return rows.empty() && cols.empty() ? "" : "an empty layout has blocks";

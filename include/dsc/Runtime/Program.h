@@ -173,6 +173,9 @@ struct BlockLayout {
   /// The rows/cols invariants of #dsc.block_layout's verifier: empty when
   /// they hold, else what is wrong.
   std::string invalidReason() const;
+  /// Whether no block lies above the diagonal (a valid layout's columns
+  /// ascend, so each row's last is its rightmost).
+  bool isBlockCausal() const;
 
   bool operator==(const BlockLayout &o) const {
     return block == o.block && heads == o.heads && blocks == o.blocks &&

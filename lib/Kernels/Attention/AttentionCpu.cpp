@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 
+#include <cassert>
 #include <limits>
 
 namespace dsc::rt::cpu {
@@ -197,10 +198,13 @@ inline int64_t attnValid(int64_t i, int64_t j0, int64_t bc, bool causal) {
 /// everywhere when it is dense. `visited` lists the key tiles a query tile
 /// reads (the layout's row; every tile up to the causal end when dense),
 /// `visitors` the query tiles that read a key tile (the transposed
-/// layout's row; every tile from the causal start when dense).
+/// layout's row; every tile from the causal start when dense), which only
+/// the backward asks for: the transpose is built for it alone.
 struct AttentionTiles {
-  AttentionTiles(const BlockLayout &layout, int64_t T, bool causal)
-      : layout(layout), byKey(layout.transposed()), causal(causal),
+  AttentionTiles(const BlockLayout &layout, int64_t T, bool causal,
+                 bool backward)
+      : layout(layout),
+        byKey(backward ? layout.transposed() : BlockLayout{}), causal(causal),
         size(layout.empty() ? kAttnTile : layout.block),
         count(ceilDiv(T, size)) {}
 
@@ -208,6 +212,7 @@ struct AttentionTiles {
     list(layout, bh, qt, 0, causal ? qt + 1 : count, tiles);
   }
   void visitors(int64_t bh, int64_t kt, std::vector<int64_t> &tiles) const {
+    assert(byKey.empty() == layout.empty() && "visitors of a forward");
     list(byKey, bh, kt, causal ? kt : 0, count, tiles);
   }
 
@@ -450,7 +455,8 @@ void runAttention(Exec &e) {
   case Opcode::AttentionGrad: {
     const float scale = float(I.getFloat("scale"));
     const AttentionTiles tiles(I.getLayout("layout"), d.T,
-                               I.getInt("causal") != 0);
+                               I.getInt("causal") != 0,
+                               I.op == Opcode::AttentionGrad);
     const uint32_t stream = uint32_t(I.getInt("stream"));
     if (I.op == Opcode::AttentionGrad)
       attentionGrad(e.fin(0, "dout"), e.fin(1, "q"), e.fin(2, "k"),
