@@ -119,6 +119,7 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<CrossEntropyOp, perInput<CrossEntropyOp, kCrossEntropyFlops>,
            false>(ctx);
     attach<MlmMaskOp, perInput<MlmMaskOp, kMaskFlops>, false>(ctx);
+    attach<PaddingMaskOp, perInput<PaddingMaskOp, 1>, true>(ctx);
     attach<ConcatOp, zeroFlops<ConcatOp>, true>(ctx);
     attach<SplitOp, zeroFlops<SplitOp>, true>(ctx);
     attach<BiasSplitHeadsOp, perInput<BiasSplitHeadsOp, kAddFlops>, true>(ctx);

@@ -511,6 +511,23 @@ static LogicalResult verifySoftmaxLayout(Operation *op, BlockLayoutAttr layout,
                            x.back(), causal);
 }
 
+/// A key padding mask of scores [B, ..., Tq, Tk] (or of attention heads
+/// [B, H, T, D], Tk = T): [B, Tk].
+static LogicalResult verifyKeyMask(Operation *op, Value mask,
+                                   ArrayRef<int64_t> x, int64_t tk) {
+  if (!mask)
+    return success();
+  if (x.size() < 3)
+    return op->emitOpError("a key_mask needs scores [B, ..., Tq, Tk], got ")
+           << shapeStr(x);
+  ArrayRef<int64_t> m = shapeOf(mask);
+  if (m.size() != 2 || m[0] != x[0] || m[1] != tk)
+    return op->emitOpError("key_mask ")
+           << shapeStr(m) << " must be [B, Tk] = [" << x[0] << ", " << tk
+           << "]";
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
   ArrayRef<int64_t> x = shapeOf(getInput());
   if (x.empty() || (getCausal() && x.size() < 2))
@@ -519,6 +536,7 @@ LogicalResult SoftmaxOp::verify() {
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
   if (failed(verifySoftmaxLayout(*this, getLayoutAttr(), x, getCausal())) ||
+      failed(verifyKeyMask(*this, getKeyMask(), x, x.back())) ||
       failed(verifyFloatElementTypes(*this)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
@@ -532,6 +550,7 @@ LogicalResult SoftmaxDropoutOp::verify() {
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
   if (failed(verifySoftmaxLayout(*this, getLayoutAttr(), x, getCausal())) ||
+      failed(verifyKeyMask(*this, getKeyMask(), x, x.back())) ||
       failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "probs", shapeOf(getProbs()), x)))
     return failure();
@@ -586,7 +605,8 @@ LogicalResult AttentionOp::verify() {
     return failure();
   ArrayRef<int64_t> q = shapeOf(getQ());
   if (failed(verifyBlockLayout(*this, getLayoutAttr(), q[1], q[2], q[2],
-                               getCausal())))
+                               getCausal())) ||
+      failed(verifyKeyMask(*this, getKeyMask(), q, q[2])))
     return failure();
   // The lse has no gradient rule: a forward use of it would be silently
   // non-differentiated.
@@ -608,6 +628,8 @@ LogicalResult AttentionGradOp::verify() {
           getLse())))
     return failure();
   ArrayRef<int64_t> q = shapeOf(getQ());
+  if (failed(verifyKeyMask(*this, getKeyMask(), q, q[2])))
+    return failure();
   return verifyBlockLayout(*this, getLayoutAttr(), q[1], q[2], q[2],
                            getCausal());
 }
@@ -713,6 +735,13 @@ LogicalResult MlmMaskOp::verify() {
   for (Value v : getResults())
     if (failed(expectShape(*this, "result", shapeOf(v), shapeOf(getIds()))))
       return failure();
+  return success();
+}
+
+LogicalResult PaddingMaskOp::verify() {
+  const int64_t pad = getPadTokenIdAttr().getInt();
+  if (pad < 0)
+    return emitOpError("expects pad_token_id >= 0, got ") << pad;
   return success();
 }
 

@@ -195,7 +195,8 @@ void BatchMatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
 
 void SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  // Masked positions have probability 0, so their gradient is 0 as well.
+  // Masked positions (causal, layout, key padding) have probability 0, so
+  // their gradient is 0 as well: the backward needs no mask.
   operandGrads[0] =
       b.create<SoftmaxGradOp>(getLoc(), getInput().getType(), resultGrads[0],
                               getResult(), getScaleAttr());
@@ -310,7 +311,8 @@ void AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   auto grad = b.create<AttentionGradOp>(
       getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
       resultGrads[0], getQ(), getK(),
-      getV(), getResult(), getLse(), getScaleAttr(), getCausalAttr(),
+      getV(), getResult(), getLse(), getKeyMask(), getScaleAttr(),
+      getCausalAttr(),
       getRateAttr(), getStreamAttr(), getLayoutAttr());
   operandGrads[0] = grad.getQGrad();
   operandGrads[1] = grad.getKGrad();

@@ -1371,7 +1371,7 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
   c.object("dsc", sec);
   c.checkKeys("dsc", sec,
               {"seed", "seq_len", "mlm_probability", "mask_token_id",
-               "fusion", "remat"});
+               "pad_token_id", "fusion", "remat"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -1388,6 +1388,8 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
                                   "a number in (0, 1)");
     else if (k == "mask_token_id")
       t.maskTokenId = c.nonNegative(p, v);
+    else if (k == "pad_token_id")
+      t.padTokenId = c.nonNegative(p, v);
     else if (k == "fusion")
       parseFusion(c, v, t.fusion);
     else if (k == "remat")
@@ -1742,6 +1744,16 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
     throw ConfigError("dsc.mask_token_id (" + str(train.maskTokenId) +
                       ") must be less than the model's vocab_size (" +
                       str(model.vocabSize) + ")");
+  if (train.padTokenId >= model.vocabSize)
+    throw ConfigError("dsc.pad_token_id (" + str(train.padTokenId) +
+                      ") must be less than the model's vocab_size (" +
+                      str(model.vocabSize) + ")");
+  if (model.type == ModelType::BERT && train.padTokenId >= 0 &&
+      train.padTokenId == (train.maskTokenId < 0 ? kBertMaskTokenId
+                                                 : train.maskTokenId))
+    throw ConfigError("dsc.pad_token_id (" + str(train.padTokenId) +
+                      ") equals the mask token: a masked position would "
+                      "read as padding");
   if (model.slidingWindow && T > double(model.slidingWindow))
     throw ConfigError("model config: sliding_window (" +
                       str(model.slidingWindow) + ") is shorter than the "

@@ -195,7 +195,7 @@ public:
     Value scores = b.create<BatchMatmulOp>(
         loc, scoreType, q, k, b.getBoolAttr(false), b.getBoolAttr(true),
         b.getF64FloatAttr(1.0));
-    Value probs = b.create<SoftmaxOp>(loc, scoreType, scores,
+    Value probs = b.create<SoftmaxOp>(loc, scoreType, scores, keyMask,
                                       b.getF64FloatAttr(1.0 / std::sqrt(d)),
                                       b.getBoolAttr(causal), attentionLayout);
     probs = dropout(probs, attnDropout);
@@ -206,9 +206,15 @@ public:
         loc, f32Type({headShape[0], t, heads * d}), ValueRange{context});
   }
 
-  Value crossEntropy(Value logits, Value labels) {
+  /// The mean loss over the labels other than `ignoreIndex`.
+  Value crossEntropy(Value logits, Value labels, int64_t ignoreIndex) {
     return b.create<CrossEntropyOp>(loc, f32Type({}), logits, labels,
-                                    b.getI64IntegerAttr(-100));
+                                    b.getI64IntegerAttr(ignoreIndex));
+  }
+  /// Next-token labels that are padding do not count (no padding: -100,
+  /// which no token equals).
+  int64_t nextTokenIgnoreIndex() const {
+    return padTokenId >= 0 ? padTokenId : -100;
   }
 
   MLIRContext *ctx;
@@ -219,6 +225,8 @@ public:
   unsigned numParams = 0;
   SmallVector<Attribute> paramAttrs;
   BlockLayoutAttr attentionLayout; ///< null: dense attention
+  int64_t padTokenId = -1;         ///< < 0: no padding
+  Value keyMask;                   ///< dsc.padding_mask of the inputs, or null
   int64_t nextStream = 1;
 };
 
@@ -253,7 +261,7 @@ Value buildGpt2(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   }
   h = g.layerNorm(h, p + "ln_f", m.layerNormEps);
   logits = g.linear(h, wte, Value(), /*transposeW=*/true);
-  return g.crossEntropy(logits, targets);
+  return g.crossEntropy(logits, targets, g.nextTokenIgnoreIndex());
 }
 
 /// BertForMaskedLM: post-LayerNorm encoder, MLM head tied to the word
@@ -267,7 +275,8 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
       g.loc, TypeRange{idType, idType}, ids,
       g.b.getF64FloatAttr(opts.mlmProbability),
       g.b.getI64IntegerAttr(opts.maskTokenId),
-      g.b.getI64IntegerAttr(m.vocabSize), g.b.getI64IntegerAttr(g.takeStream()));
+      g.b.getI64IntegerAttr(m.vocabSize), g.b.getI64IntegerAttr(g.takeStream()),
+      g.b.getI64IntegerAttr(g.padTokenId));
   const std::string e = "bert.embeddings.";
   Value words = g.normalParam(e + "word_embeddings.weight", {m.vocabSize, c}, std);
   Value pos = g.normalParam(e + "position_embeddings.weight",
@@ -307,7 +316,7 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
   x = g.layerNorm(x, cp + "transform.LayerNorm", m.layerNormEps);
   logits = g.linear(x, words, g.zerosParam(cp + "bias", {m.vocabSize}),
                     /*transposeW=*/true);
-  return g.crossEntropy(logits, mask.getLabels());
+  return g.crossEntropy(logits, mask.getLabels(), /*ignoreIndex=*/-100);
 }
 
 /// LlamaForCausalLM (also Mistral and Qwen2): pre-RMSNorm blocks, rotary
@@ -351,7 +360,7 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                    ? embed
                    : g.normalParam("lm_head.weight", {m.vocabSize, c}, std);
   logits = g.linear(h, head, Value(), /*transposeW=*/true);
-  return g.crossEntropy(logits, targets);
+  return g.crossEntropy(logits, targets, g.nextTokenIgnoreIndex());
 }
 
 /// The #dsc.block_layout of a config's layout; one layout head when every
@@ -387,6 +396,12 @@ auto ::dsc::importModel(MLIRContext &ctx,
   if (opts.attentionLayout)
     g.attentionLayout = layoutAttr(&ctx, *opts.attentionLayout, opts.seqLen);
   Value ids = block->getArgument(0), targets = block->getArgument(1);
+  // Padding tokens are keys no query sees and labels no loss counts
+  // (BERT: never selected for masking, so never a label).
+  g.padTokenId = opts.padTokenId;
+  if (opts.padTokenId >= 0)
+    g.keyMask = g.b.create<PaddingMaskOp>(
+        loc, ids.getType(), ids, g.b.getI64IntegerAttr(opts.padTokenId));
   Value logits;
   Value loss;
   switch (model.type) {

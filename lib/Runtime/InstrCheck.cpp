@@ -108,6 +108,17 @@ public:
     return approx == "tanh";
   }
 
+  /// Input `k`, if the instruction has it, is a key padding mask [B, Tk].
+  void keyMask(size_t k, int64_t batch, int64_t tk) {
+    if (I.inputs.size() <= k)
+      return;
+    const Buffer &m = in(k);
+    if (m.shape != std::vector<int64_t>{batch, tk})
+      fail("key_mask '" + m.name + "' " + shapeStr(m.shape) + " must be " +
+           shapeStr({batch, tk}));
+    d.keyMaskInput = int(k);
+  }
+
   void family(); ///< the checks of I's OpFamily
   void embedding();
   void add();
@@ -129,7 +140,7 @@ public:
   void rotary();
   void repeatKv();
   void crossEntropy();
-  void mlmMask();
+  void tokenMask();
   void optimizer();
   void scalarOp();
   void lrSchedule();
@@ -403,8 +414,8 @@ void Checker::concatSplit() {
          std::to_string(whole.shape[size_t(axis)]));
 }
 
-/// Softmax(x) -> y, SoftmaxGrad(dy, y) -> dx, SoftmaxDropout(scores) ->
-/// dropped, probs, SoftmaxDropoutGrad(dy, probs, dropped) -> dx.
+/// Softmax(x[, key_mask]) -> y, SoftmaxGrad(dy, y) -> dx,
+/// SoftmaxDropout(scores[, key_mask]) -> dropped, probs, SoftmaxDropoutGrad(dy, probs, dropped) -> dx.
 void Checker::softmax() {
   const Opcode op = I.op;
   const bool grad =
@@ -414,6 +425,13 @@ void Checker::softmax() {
   const Buffer &x = in(grad ? 1 : 0);
   rowsOf(x, drop ? "scores" : grad ? "y" : "x");
   d.tq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
+  if (!grad && I.inputs.size() > 1) {
+    if (x.shape.size() < 3)
+      fail("a key mask needs scores [B, ..., Tq, Tk], got " +
+           shapeStr(x.shape));
+    d.B = x.shape[0];
+    keyMask(1, d.B, d.cols);
+  }
   if (grad)
     count(in(0), d.n, "dy");
   if (op == Opcode::SoftmaxDropoutGrad)
@@ -446,8 +464,8 @@ void Checker::blockLayout(int64_t heads, int64_t tq, int64_t tk) const {
          "diagonal)");
 }
 
-/// Attention(q, k, v) -> out, lse; AttentionGrad(dout, q, k, v, out, lse)
-/// -> dq, dk, dv. q, out and dq are [B, H, T, D], lse is [B, H, T]; k and v
+/// Attention(q, k, v[, key_mask]) -> out, lse; AttentionGrad(dout, q, k, v,
+/// out, lse[, key_mask]) -> dq, dk, dv. q, out and dq are [B, H, T, D], lse is [B, H, T]; k and v
 /// (and dk, dv) may have fewer heads than q (grouped-query attention):
 /// [B, KV, T, D] with KV dividing H.
 void Checker::attention() {
@@ -472,8 +490,10 @@ void Checker::attention() {
       return rows;
     return input == qi + 1 || input == qi + 2 ? kvN : n;
   };
-  for (size_t i = grad ? 0 : 1; i < I.inputs.size(); ++i)
+  const size_t tensors = grad ? 6 : 3;
+  for (size_t i = grad ? 0 : 1; i < tensors; ++i)
     count(in(i), sizeOf(i), i == 5 ? "lse" : "input");
+  keyMask(tensors, d.B, d.T);
   for (size_t o = 0; o < I.outputs.size(); ++o)
     count(out(o), grad ? (o == 0 ? n : kvN) : (o == 1 ? rows : n), "output");
   rate();
@@ -539,8 +559,16 @@ void Checker::crossEntropy() {
   }
 }
 
-void Checker::mlmMask() {
+/// MlmMask(ids) -> inputs, labels; PaddingMask(ids) -> mask.
+void Checker::tokenMask() {
   d.n = in(0).numElements();
+  if (I.op == Opcode::PaddingMask) {
+    count(out(0), d.n, "mask");
+    if (I.getInt("pad_token_id") < 0)
+      fail("pad_token_id must be >= 0, got " +
+           std::to_string(I.getInt("pad_token_id")));
+    return;
+  }
   count(out(0), d.n, "inputs");
   count(out(1), d.n, "labels");
   const int64_t vocab = I.getInt("vocab_size");
@@ -843,8 +871,8 @@ void Checker::family() {
   case OpFamily::CrossEntropy:
     crossEntropy();
     return;
-  case OpFamily::MlmMask:
-    mlmMask();
+  case OpFamily::TokenMask:
+    tokenMask();
     return;
   case OpFamily::Optimizer:
     optimizer();

@@ -6,7 +6,8 @@
 // from q, k and the saved log-sum-exp instead of keeping the [B, H, T, T]
 // probabilities (and their dropout) alive from the forward to the backward.
 // The softmax's block layout (block-sparse attention) goes onto the fused
-// op, whose kernels then visit only the layout's blocks.
+// op, whose kernels then visit only the layout's blocks, and so does its
+// key padding mask.
 // Keys and values repeated for grouped-query attention (dsc.repeat_kv) are
 // read from their shared heads: the fused kernels never copy them.
 //
@@ -36,6 +37,7 @@ struct Chain {
   FloatAttr rate;
   IntegerAttr stream;
   BlockLayoutAttr layout;
+  Value keyMask; ///< null: no key padding
 };
 
 bool isOne(FloatAttr a) { return a.getValueAsDouble() == 1.0; }
@@ -59,6 +61,7 @@ std::optional<Chain> matchAttentionCore(BatchMatmulOp ctx) {
     c.rate = sd.getRateAttr();
     c.stream = sd.getStreamAttr();
     c.layout = sd.getLayoutAttr();
+    c.keyMask = sd.getKeyMask();
   } else {
     if ((c.dropout = probs.getDefiningOp<DropoutOp>())) {
       probs = c.dropout.getInput();
@@ -75,6 +78,7 @@ std::optional<Chain> matchAttentionCore(BatchMatmulOp ctx) {
     c.scale = softmax.getScale().convertToDouble();
     c.causal = softmax.getCausal();
     c.layout = softmax.getLayoutAttr();
+    c.keyMask = softmax.getKeyMask();
   }
   c.scores = scores.getDefiningOp<BatchMatmulOp>();
   if (!c.scores || !scores.hasOneUse() || c.scores.getTransposeA() ||
@@ -112,7 +116,7 @@ struct FuseAttention : OpRewritePattern<BatchMatmulOp> {
                                          type.getElementType());
     auto fused = rewriter.create<AttentionOp>(
         ctx.getLoc(), TypeRange{type, lseType}, c->scores.getLhs(),
-        unrepeated(keys), unrepeated(values),
+        unrepeated(keys), unrepeated(values), c->keyMask,
         rewriter.getF64FloatAttr(c->scale),
         rewriter.getBoolAttr(c->causal),
         c->rate ? c->rate : rewriter.getF64FloatAttr(0.0),

@@ -31,7 +31,7 @@ struct FuseSoftmaxDropout : OpRewritePattern<DropoutOp> {
     Type type = softmax.getType();
     auto fused = rewriter.create<SoftmaxDropoutOp>(
         dropout.getLoc(), TypeRange{type, type}, softmax.getInput(),
-        softmax.getScaleAttr(), softmax.getCausalAttr(), dropout.getRateAttr(),
+        softmax.getKeyMask(), softmax.getScaleAttr(), softmax.getCausalAttr(), dropout.getRateAttr(),
         dropout.getStreamAttr(), softmax.getLayoutAttr());
     copyLayer(softmax, {fused});
     rewriter.replaceOp(dropout, fused.getResult());

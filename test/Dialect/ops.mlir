@@ -50,6 +50,10 @@ func.func @forward_ops(%ids: tensor<2x8xi32>, %wte: tensor<50x24xf32>,
   %logits = dsc.linear %a2, %wte {transpose_w = true} : (tensor<2x8x24xf32>, tensor<50x24xf32>) -> tensor<2x8x50xf32>
   // CHECK: dsc.mlm_mask {{.*}} {mask_prob = 1.500000e-01 : f64, mask_token_id = 3 : i64, stream = 1 : i64, vocab_size = 50 : i64}
   %in, %lab = dsc.mlm_mask %ids {mask_prob = 0.15 : f64, mask_token_id = 3 : i64, stream = 1 : i64, vocab_size = 50 : i64} : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xi32>)
+  // CHECK: dsc.mlm_mask {{.*}} {mask_prob = 1.500000e-01 : f64, mask_token_id = 3 : i64, pad_token_id = 0 : i64, stream = 1 : i64, vocab_size = 50 : i64}
+  %in2, %lab2 = dsc.mlm_mask %ids {mask_prob = 0.15 : f64, mask_token_id = 3 : i64, pad_token_id = 0 : i64, stream = 1 : i64, vocab_size = 50 : i64} : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xi32>)
+  // CHECK: dsc.padding_mask {{.*}} {pad_token_id = 0 : i64} : (tensor<2x8xi32>) -> tensor<2x8xi32>
+  %keys = dsc.padding_mask %ids {pad_token_id = 0 : i64} : (tensor<2x8xi32>) -> tensor<2x8xi32>
   // CHECK: dsc.cross_entropy {{.*}} : (tensor<2x8x50xf32>, tensor<2x8xi32>) -> tensor<f32>
   %loss = dsc.cross_entropy %logits, %labels : (tensor<2x8x50xf32>, tensor<2x8xi32>) -> tensor<f32>
   return %loss : tensor<f32>
@@ -106,6 +110,20 @@ func.func @attention_ops(%q: tensor<2x3x8x4xf32>) {
   %o, %l = dsc.attention %q, %q, %q {causal = true, rate = 0.1 : f64, scale = 0.5 : f64, stream = 3 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
   // CHECK: dsc.attention_grad %[[O]], %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]] {causal = true, rate = 1.000000e-01 : f64, scale = 5.000000e-01 : f64, stream = 3 : i64}
   %g:3 = dsc.attention_grad %o, %q, %q, %q, %o, %l {causal = true, rate = 0.1 : f64, scale = 0.5 : f64, stream = 3 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
+  return
+}
+
+// Key padding masks: [B, T] i32 operands after the tensors.
+// CHECK-LABEL: func @padded_attention_ops
+func.func @padded_attention_ops(%q: tensor<2x3x8x4xf32>, %s: tensor<2x3x8x8xf32>, %keys: tensor<2x8xi32>) {
+  // CHECK: dsc.softmax %{{.*}}, %{{.*}} {causal = true} : (tensor<2x3x8x8xf32>, tensor<2x8xi32>) -> tensor<2x3x8x8xf32>
+  %p = dsc.softmax %s, %keys {causal = true} : (tensor<2x3x8x8xf32>, tensor<2x8xi32>) -> tensor<2x3x8x8xf32>
+  // CHECK: dsc.softmax_dropout %{{.*}}, %{{.*}} {rate = 1.000000e-01 : f64, stream = 2 : i64} : (tensor<2x3x8x8xf32>, tensor<2x8xi32>)
+  %d, %pr = dsc.softmax_dropout %s, %keys {rate = 0.1 : f64, stream = 2 : i64} : (tensor<2x3x8x8xf32>, tensor<2x8xi32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+  // CHECK: dsc.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {rate = 0.000000e+00 : f64, stream = 0 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x8xi32>)
+  %o, %l = dsc.attention %q, %q, %q, %keys {rate = 0.0 : f64, stream = 0 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x8xi32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  // CHECK: dsc.attention_grad {{.*}} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8xf32>, tensor<2x8xi32>)
+  %g:3 = dsc.attention_grad %o, %q, %q, %q, %o, %l, %keys {rate = 0.0 : f64, stream = 0 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8xf32>, tensor<2x8xi32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>)
   return
 }
 

@@ -9,6 +9,10 @@ logits, loss and the gradient of every parameter.
 dsc saves must carry Hugging Face's parameter names (for the LLaMA family
 exactly dsc_reference.llama_param_shapes: no lm_head.weight when tied).
 
+With dsc.pad_token_id in the ds_config, the batch is padded: row 0 on the
+left (its first queries see only padding), row 1 on the right, row 2 in
+the middle; the reference masks those keys and ignores padding labels.
+
 The reference runs in float64 from the fp32 weights dsc used; dsc runs fp32.
 Error per tensor: max|dsc - ref| / max|ref|, must be <= --tol (1e-4).
 """
@@ -44,6 +48,9 @@ def main():
     dsc = R.DscRun(args.dsc_run, args.workdir)
     data = dsc.path("tokens.bin")
     tokens = R.random_tokens(4 * tc.B * tc.T + 7, mcfg["vocab_size"], seed=1)
+    pad = tc.pad_token_id
+    if pad is not None:
+        R.pad_batch(tokens, pad, tc.B, tc.T)
     R.write_tokens(data, tokens)
 
     w0 = dsc.initial_weights(model_json, ds_json, data, dsc.path("w0.safetensors"))
@@ -60,7 +67,8 @@ def main():
     if R.model_type(mcfg) == "bert":
         # ... and BERT's in-graph 80/10/10 masking, reproduced with our Philox.
         ids, labels = R.mlm_mask(x.numpy(), tc.mlm_probability, tc.mask_token_id,
-                                 mcfg["vocab_size"], tc.seed, offset=0)
+                                 mcfg["vocab_size"], tc.seed, offset=0,
+                                 pad_token=pad)
         ck.check_equal("mlm_inputs", dump["mlm_inputs"], ids.numpy())
         ck.check_equal("mlm_labels", dump["mlm_labels"], labels.numpy())
         n = int((labels != -100).sum())
@@ -73,6 +81,13 @@ def main():
         labels = torch.from_numpy(dump["mlm_labels"].astype(np.int64))
     else:
         ids, labels = x, y
+        if pad is not None:  # padding labels do not count
+            labels = labels.masked_fill(labels == pad, -100)
+    key_mask = None
+    if pad is not None:
+        key_mask = x != pad
+        print(f"     ({int((~key_mask).sum())} of {key_mask.numel()} "
+              "positions are padding)")
 
     P = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
          for k, v in w0.items()}
@@ -82,7 +97,7 @@ def main():
     if mask is not None:
         print(f"     (sparse attention: {int(mask[0].sum())} of {tc.T * tc.T} "
               "scores of head 0 attended)")
-    logits, loss = R.forward(P, mcfg, ids, labels, mask)
+    logits, loss = R.forward(P, mcfg, ids, labels, mask, key_mask)
     (loss / tc.A).backward()
 
     ck.check("logits", dump["logits"], logits.detach())

@@ -51,6 +51,9 @@ def main():
     T = base["dsc"]["seq_len"]
     B = base["train_micro_batch_size_per_gpu"]
     tokens = R.random_tokens(4 * B * T + 1, model["vocab_size"], seed=7)
+    pad = base["dsc"].get("pad_token_id")
+    if pad is not None:  # padding on the left, the right and in the middle
+        R.pad_batch(tokens, pad, B, T)
     data = os.path.join(a.workdir, "tokens.bin")
     R.write_tokens(data, tokens)
 

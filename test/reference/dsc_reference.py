@@ -129,6 +129,17 @@ def batch_at(tokens, step, micro, B, T, A):
     return x, y
 
 
+def pad_batch(tokens, pad, B, T):
+    """Pads the rows of step 0's micro-batch 0 (tokens[b*T:(b+1)*T], see
+    batch_at) in place: row 0 on the left, row 1 on the right, row 2 (if
+    any) in the middle. Other tokens equal to `pad` become pad + 1."""
+    tokens[tokens == pad] = pad + 1
+    n = max(2, T // 4)
+    spans = [(0, n), (T - n, T), (T // 2 - n // 2, T // 2 + (n + 1) // 2)]
+    for b, (lo, hi) in enumerate(spans[:B]):
+        tokens[b * T + lo:b * T + hi] = pad
+
+
 # ---------------------------------------------------------------------------
 # Model configs (Hugging Face config.json keys and defaults)
 # ---------------------------------------------------------------------------
@@ -170,6 +181,18 @@ def block_mask(layout, T):
     return L.repeat_interleave(b, dim=1).repeat_interleave(b, dim=2)
 
 
+def masked_softmax(s, mask):
+    """softmax over the last dim of the scores where `mask` (bool,
+    broadcastable to s) is True: masked probabilities are 0, and a row with
+    no key left is all 0 (dsc's convention for a query that sees only
+    padding; Hugging Face's rows of finfo.min give it uniform weights, which
+    nothing downstream of a padding query can tell apart)."""
+    mask = mask.expand(s.shape)
+    dead = ~mask.any(-1, keepdim=True)
+    s = s.masked_fill(~mask, float("-inf")).masked_fill(dead, 0.0)
+    return torch.softmax(s, dim=-1).masked_fill(~mask, 0.0)
+
+
 def gpt2_forward(P, cfg, ids, targets=None, attn_mask=None):
     """Returns (logits [B,T,V], loss).
 
@@ -197,9 +220,7 @@ def gpt2_forward(P, cfg, ids, targets=None, attn_mask=None):
         q, k, v = heads(q), heads(k), heads(v)
         w = q @ k.transpose(-1, -2)
         w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype)
-        w = torch.where(causal, w, torch.tensor(torch.finfo(w.dtype).min,
-                                                dtype=w.dtype))
-        w = torch.softmax(w, dim=-1)
+        w = masked_softmax(w, causal)
         o = (w @ v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
         o = o @ P[lp + "attn.c_proj.weight"] + P[lp + "attn.c_proj.bias"]
         h = h + o
@@ -247,9 +268,8 @@ def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
         sp = lp + "attention.self."
         q, k, v = (heads(lin(h, sp + n)) for n in ("query", "key", "value"))
         s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
-        if attn_mask is not None:
-            s = s.masked_fill(~attn_mask, float("-inf"))
-        pr = torch.softmax(s, dim=-1)
+        pr = (torch.softmax(s, dim=-1) if attn_mask is None
+              else masked_softmax(s, attn_mask))
         o = (pr @ v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
         a = _ln(lin(o, lp + "attention.output.dense") + h, P,
                 lp + "attention.output.LayerNorm", eps)
@@ -486,8 +506,7 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
-        s = s.masked_fill(~causal, float("-inf"))
-        o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, H * D)
+        o = (masked_softmax(s, causal) @ v).transpose(1, 2).reshape(B, T, H * D)
         h = h + lin(o, p + "self_attn.o_proj")
         m = rms_norm(h, P[p + "post_attention_layernorm.weight"], eps)
         m = F.silu(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
@@ -502,8 +521,12 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     return logits, loss
 
 
-def forward(P, cfg, ids, labels, attn_mask=None):
-    """attn_mask: None (dense) or a [heads or 1, T, T] element mask."""
+def forward(P, cfg, ids, labels, attn_mask=None, key_mask=None):
+    """attn_mask: None (dense) or a [heads or 1, T, T] element mask;
+    key_mask: None or [B, T] bool, False where the key is padding."""
+    if key_mask is not None:
+        keys = key_mask[:, None, None, :]
+        attn_mask = keys if attn_mask is None else attn_mask[None] & keys
     if model_type(cfg) == "gpt2":
         return gpt2_forward(P, cfg, ids, labels, attn_mask)
     if model_type(cfg) == "bert":
@@ -563,11 +586,13 @@ def _uniform(x):
     return (x >> np.uint64(8)).astype(np.float32) * np.float32(2.0 ** -24)
 
 
-def mlm_mask(ids, mask_prob, mask_token, vocab, seed, offset, stream=1):
+def mlm_mask(ids, mask_prob, mask_token, vocab, seed, offset, stream=1,
+             pad_token=None):
     """BERT's 80/10/10 corruption drawn from Philox: element i of the
     micro-batch uses counter {i, stream, offset lo, offset hi} under key
     {seed lo, seed hi}; word 0 decides selection (u < p), word 1 the
-    80/10/10 branch, word 2 the random token (mod vocab)."""
+    80/10/10 branch, word 2 the random token (mod vocab). The padding token
+    is never selected."""
     flat = np.asarray(ids, dtype=np.int64).reshape(-1)
     n = flat.size
     i = np.arange(n, dtype=np.uint64)
@@ -576,6 +601,8 @@ def mlm_mask(ids, mask_prob, mask_token, vocab, seed, offset, stream=1):
         [i, stream, o & 0xFFFFFFFF, o >> 32],
         (seed & 0xFFFFFFFF, seed >> 32))
     sel = _uniform(r0) < np.float32(mask_prob)
+    if pad_token is not None:
+        sel &= flat != pad_token
     u = _uniform(r1)
     inputs = flat.copy()
     labels = np.full(n, -100, dtype=np.int64)
@@ -607,6 +634,7 @@ class TrainCfg:
         self.T = d["seq_len"]
         self.mlm_probability = d.get("mlm_probability", 0.15)
         self.mask_token_id = d.get("mask_token_id", 103)
+        self.pad_token_id = d.get("pad_token_id")
         self.opt = ds["optimizer"]
         self.sched = ds.get("scheduler")
 
@@ -855,6 +883,9 @@ def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64,
     forward gets (LoRA's merged effective weights; default: as they are).
     Returns (final params, [per-step dict(loss, lr, grad_norm, clip)],
     {name: elementwise max |grad| over the steps})."""
+    if tc.pad_token_id is not None:
+        raise NotImplementedError("reference_train: dsc.pad_token_id (only "
+                                  "check_model feeds padded batches)")
     P = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in P0.items()}
     F = {k: torch.tensor(v, dtype=dtype) for k, v in (frozen or {}).items()
          if k not in P}

@@ -182,6 +182,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   import.mlmProbability = train.mlmProbability;
   import.maskTokenId =
       train.maskTokenId >= 0 ? train.maskTokenId : kBertMaskTokenId;
+  import.padTokenId = train.padTokenId;
   // Mode dense is dense attention: no layout to mask or visit.
   if (train.sparseAttention.enabled &&
       train.sparseAttention.mode != SparsityMode::Dense)

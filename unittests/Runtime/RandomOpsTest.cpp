@@ -80,8 +80,9 @@ TEST(Dropout, ZeroRateCopiesAndInPlace) {
                Error);
 }
 
+/// One position in ten is the padding token, which is never selected.
 TEST(MlmMask, FollowsPhiloxConventionAndStatistics) {
-  const int64_t n = 100000, vocab = 30522, maskId = 103;
+  const int64_t n = 100000, vocab = 30522, maskId = 103, padId = 5;
   const double p = 0.15;
   Harness h;
   h.rng.seed = 77;
@@ -90,18 +91,20 @@ TEST(MlmMask, FollowsPhiloxConventionAndStatistics) {
       lab = h.buf({n}, DType::I32);
   h.alloc();
   for (int64_t i = 0; i < n; ++i)
-    h.i(ids)[i] = int32_t(1000 + i % 20000);
+    h.i(ids)[i] = i % 10 == 0 ? int32_t(padId) : int32_t(1000 + i % 20000);
   h.run(Opcode::MlmMask, {ids}, {in, lab},
         {{"mask_prob", p},
          {"mask_token_id", maskId},
          {"vocab_size", vocab},
-         {"stream", int64_t(4)}});
+         {"stream", int64_t(4)},
+         {"pad_token_id", padId}});
   auto key = philoxKey(77);
   int64_t sel = 0, masked = 0, random = 0, same = 0;
   for (int64_t i = 0; i < n; ++i) {
     PhiloxBlock b = philox4x32_10({uint32_t(i), 4u, 3u, 0u}, key);
     const int32_t id = h.i(ids)[i], got = h.i(in)[i], l = h.i(lab)[i];
-    if (philoxUniform(b[0]) < float(p)) {
+    // Padding is never selected; the others' draws are unchanged by it.
+    if (philoxUniform(b[0]) < float(p) && id != padId) {
       ++sel;
       ASSERT_EQ(l, id);
       float u = philoxUniform(b[1]);
@@ -120,7 +123,7 @@ TEST(MlmMask, FollowsPhiloxConventionAndStatistics) {
       ASSERT_EQ(got, id);
     }
   }
-  EXPECT_NEAR(double(sel) / n, p, 0.007);
+  EXPECT_NEAR(double(sel) / (n - n / 10), p, 0.007);
   EXPECT_NEAR(double(masked) / sel, 0.8, 0.03);
   EXPECT_NEAR(double(random) / sel, 0.1, 0.025);
   EXPECT_NEAR(double(same) / sel, 0.1, 0.025);

@@ -289,9 +289,13 @@ def Dsc_SoftmaxOp : Dsc_DiffOp<"softmax"> {
     j > i + (Tk - Tq); masked probabilities are exactly zero. With a
     block-sparse `layout` (`x : [..., H, T, T]`, T the layout's tokens),
     scores outside its blocks are masked as well: the dense reference of
-    block-sparse `dsc.attention`.
+    block-sparse `dsc.attention`. With a key padding mask `%key_mask :
+    [B, Tk]` (i32, 0 where the key is padding; x is [B, ..., Tq, Tk]), key
+    j of batch b is masked for every query of b; a row left with no key has
+    all probabilities 0.
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
+                       Optional<Dsc_IdTensor>:$key_mask,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        OptionalAttr<Dsc_BlockLayoutAttr>:$layout);
@@ -305,9 +309,11 @@ def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout", [Dsc_Stochastic]> {
     stream}`: the `dsc.softmax` of the scores and the `dsc.dropout` of that
     (same Philox mask) in one pass per row. `%probs` is what the backward
     needs; its gradient is one `dsc.softmax_dropout_grad`. Produced by
-    `-dsc-fuse-softmax-dropout`. `layout` masks as `dsc.softmax`'s does.
+    `-dsc-fuse-softmax-dropout`. `layout` and `%key_mask` mask as
+    `dsc.softmax`'s do.
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
+                       Optional<Dsc_IdTensor>:$key_mask,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        F64Attr:$rate, I64Attr:$stream,
@@ -335,10 +341,15 @@ def Dsc_AttentionOp : Dsc_DiffOp<"attention", [Dsc_Stochastic]> {
     attention: with a `layout` (#dsc.block_layout, T its tokens, its heads
     1 or H, block-causal when `causal`), scores outside the layout's blocks
     are masked and the kernels visit only its blocks, so time and memory
-    traffic scale with its nonzero blocks, not T^2.
+    traffic scale with its nonzero blocks, not T^2. Key padding: with
+    `%key_mask : [B, T]` (i32, 0 where key j of batch b is padding; from
+    `dsc.padding_mask`), those keys are masked for every query and head; a
+    query left with no key (a padding query under causal masking) gets
+    output 0 and lse -inf, and no gradient.
   }];
   let arguments = (ins Dsc_FloatTensor:$q, Dsc_FloatTensor:$k,
                        Dsc_FloatTensor:$v,
+                       Optional<Dsc_IdTensor>:$key_mask,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        F64Attr:$rate, I64Attr:$stream,
@@ -363,12 +374,27 @@ def Dsc_MlmMaskOp : Dsc_Op<"mlm_mask"> {
     Each position is selected with probability `mask_prob`; a selected token
     becomes `mask_token_id` (80%), a uniformly random token (10%) or stays
     (10%), and its label is the original token; unselected positions get the
-    label -100. All draws come from the Philox stream `stream`.
+    label -100. All draws come from the Philox stream `stream`. Tokens equal
+    to `pad_token_id` (when >= 0) are never selected, as Hugging Face's
+    collator leaves special tokens alone; the draws of the others do not
+    change.
   }];
   let arguments = (ins Dsc_IdTensor:$ids, F64Attr:$mask_prob,
                        I64Attr:$mask_token_id, I64Attr:$vocab_size,
-                       I64Attr:$stream);
+                       I64Attr:$stream,
+                       DefaultValuedAttr<I64Attr, "-1">:$pad_token_id);
   let results = (outs Dsc_IdTensor:$inputs, Dsc_IdTensor:$labels);
+}
+
+def Dsc_PaddingMaskOp : Dsc_Op<"padding_mask", [SameOperandsAndResultShape]> {
+  let summary = "Key padding mask: 0 where a token is `pad_token_id`, else 1";
+  let description = [{
+    `%mask = dsc.padding_mask %ids {pad_token_id = P}` is Hugging Face's
+    `attention_mask` of a batch of token ids [B, T]: the `%key_mask` of
+    `dsc.attention` and of the attention softmaxes.
+  }];
+  let arguments = (ins Dsc_IdTensor:$ids, I64Attr:$pad_token_id);
+  let results = (outs Dsc_IdTensor:$mask);
 }
 
 def Dsc_ConcatOp : Dsc_DiffOp<"concat"> {
@@ -665,12 +691,13 @@ def Dsc_AttentionGradOp : Dsc_Op<"attention_grad", [Dsc_Stochastic]> {
     the dropout mask is drawn again from Philox, and with D_i =
     rowsum(dout * out), dP = dout v^T (dropped), dS = P * (dP - D) gives
     dq = scale * dS k, dk = scale * dS^T q and dv = dropout(P)^T dout.
-    Nothing of size [T, T] is saved. `layout`: the forward's, whose blocks
-    alone are visited.
+    Nothing of size [T, T] is saved. `layout` and `%key_mask`: the
+    forward's; only the layout's blocks are visited.
   }];
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$q,
                        Dsc_FloatTensor:$k, Dsc_FloatTensor:$v,
                        Dsc_FloatTensor:$out, Dsc_FloatTensor:$lse,
+                       Optional<Dsc_IdTensor>:$key_mask,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        F64Attr:$rate, I64Attr:$stream,

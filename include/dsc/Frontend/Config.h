@@ -223,6 +223,7 @@ struct TrainConfig {
   int64_t seqLen = 0;          ///< 0: the model's maxPositions
   double mlmProbability = 0.15;
   int64_t maskTokenId = -1;    ///< -1: kBertMaskTokenId
+  int64_t padTokenId = -1;     ///< -1: no padding token
   FusionConfig fusion;
   KernelConfig kernel;
   RematConfig remat;

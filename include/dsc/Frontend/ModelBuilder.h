@@ -29,6 +29,9 @@ struct ImportOptions {
   /// visits) only this layout's blocks (makeSparseLayout of the config's
   /// sparse_attention section for seqLen tokens and the query heads).
   std::optional<BlockLayout> attentionLayout;
+  /// dsc.pad_token_id (< 0: none): tokens equal to it are padding, masked
+  /// as attention keys, and not counted as labels.
+  int64_t padTokenId = -1;
 };
 
 /// Builds the forward module. The configs must already be validated.

@@ -59,6 +59,10 @@ struct InstrDims {
   /// Concat / Split: the whole tensor as [outer, sum(widths), inner].
   int64_t outer = 1, inner = 1;
   std::vector<int64_t> widths;
+  /// Softmax / SoftmaxDropout / Attention(Grad): the input holding the key
+  /// padding mask ([B, Tk] i32, 0: padding), or -1 without one. Softmax:
+  /// its B is `B`.
+  int keyMaskInput = -1;
   /// Dropout rate, checked to be in [0, 1) (0 for ops without one).
   double rate = 0.0;
   /// Gelu family: the tanh form (anything but "erf").

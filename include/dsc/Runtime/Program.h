@@ -99,7 +99,7 @@ enum class OpFamily {
   Init, Copy, Convert, Collective, Shard, Resize, Embedding, Add, ReduceTo,
   Linear,
   BatchMatmul, Norm, NormGrad, ResidualNorm, Gelu, Dropout, Bias, Heads,
-  ConcatSplit, Softmax, Attention, CrossEntropy, MlmMask, Optimizer, Scalar,
+  ConcatSplit, Softmax, Attention, CrossEntropy, TokenMask, Optimizer, Scalar,
   Compression, Pointwise, Rotary, RepeatKv,
 };
 

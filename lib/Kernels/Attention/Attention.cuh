@@ -24,18 +24,27 @@ __device__ __forceinline__ dsc_i64 validKeys(dsc_i64 r) {
 }
 
 /// dsc.softmax and dsc.softmax_dropout (cpu::softmax / softmaxDropout):
-/// softmax of scale*x over the valid keys, masked keys exactly 0, a fully
-/// masked row all zeros; DROPOUT also writes dropout(probs) to `dropped`.
+/// softmax of scale*x over the valid keys, masked keys exactly 0, a row
+/// with no key left all zeros; DROPOUT also writes dropout(probs) to
+/// `dropped`. Key padding (KM > 0 rows per batch): key j of row r is
+/// masked where keyMask[r / KM][j] is 0.
 template <typename TX, typename TP, typename TDR, bool CAUSAL, bool DROPOUT,
           dsc_i64 ROWS, dsc_i64 TQ, dsc_i64 TK, int THREADS, int ITEMS,
-          int VEC>
-__device__ void softmaxRows(const TX *x, TP *probs, TDR *dropped, float scale,
-                            float rate, float keepScale, Rng rng) {
+          int VEC, dsc_i64 KM>
+__device__ void softmaxRows(const TX *x, const int *keyMask, TP *probs,
+                            TDR *dropped, float scale, float rate,
+                            float keepScale, Rng rng) {
   const dsc_i64 r = rowIndex<THREADS>();
   const int lane = rowLane<THREADS>();
   if (r >= ROWS)
     return;
   const dsc_i64 valid = validKeys<TQ, TK, CAUSAL>(r);
+  const auto live = [&](dsc_i64 j) {
+    if constexpr (KM > 0)
+      return j < valid && keyMask[r / KM * TK + j] != 0;
+    else
+      return j < valid;
+  };
   float v[ITEMS][VEC];
   loadRow<THREADS, ITEMS, VEC, TK>(x, r * TK, lane, v, 0.0f);
   float mx = -__int_as_float(0x7f800000);
@@ -45,7 +54,7 @@ __device__ void softmaxRows(const TX *x, TP *probs, TDR *dropped, float scale,
     for (int l = 0; l < VEC; ++l) {
       const dsc_i64 j = (dsc_i64(k) * THREADS + lane) * VEC + l;
       v[k][l] = scale * v[k][l];
-      if (j < valid)
+      if (live(j))
         mx = fmaxf(mx, v[k][l]);
     }
   mx = rowMax<THREADS>(mx);
@@ -55,11 +64,11 @@ __device__ void softmaxRows(const TX *x, TP *probs, TDR *dropped, float scale,
 #pragma unroll
     for (int l = 0; l < VEC; ++l) {
       const dsc_i64 j = (dsc_i64(k) * THREADS + lane) * VEC + l;
-      v[k][l] = j < valid ? expf(v[k][l] - mx) : 0.0f;
+      v[k][l] = live(j) ? expf(v[k][l] - mx) : 0.0f;
       sum += v[k][l];
     }
   sum = rowSum<THREADS>(sum);
-  const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k)
 #pragma unroll
@@ -150,7 +159,9 @@ __device__ void softmaxGradRows(const TD *dy, const TY *y, const TM *dropped,
 // Block-sparse attention (LH > 0 layout heads, TILE the layout's block):
 // a query tile visits only the key tiles of its layout row, a key tile only
 // the query tiles of its column (the compressed rows of the layout and of
-// its transpose, arrays of the emitted module); LH = 0 is dense.
+// its transpose, arrays of the emitted module); LH = 0 is dense. Key
+// padding (KMH > 0 query heads per batch row): keys whose [B, T] mask entry
+// is 0 are masked like causal ones.
 // NOT RUN ON A GPU YET (compiled with NVRTC only); the structure is the
 // CPU kernel's, tile for tile.
 //===----------------------------------------------------------------------===//
@@ -212,10 +223,18 @@ __device__ __forceinline__ void loadTile(const TS *src, dsc_i64 r0, TC *tile) {
   }
 }
 
-/// Whether query i may attend to key j (attnValid of the CPU kernel).
-template <dsc_i64 T, bool CAUSAL>
-__device__ __forceinline__ bool attnValid(dsc_i64 i, dsc_i64 j) {
-  return i < T && j < T && (!CAUSAL || j <= i);
+/// Whether query i of head bh may attend to key j (attnValid of the CPU
+/// kernel, and the key padding mask [B, T] when KMH > 0: the query heads
+/// per batch row).
+template <dsc_i64 T, bool CAUSAL, int KMH>
+__device__ __forceinline__ bool attnValid(const int *keyMask, dsc_i64 bh,
+                                          dsc_i64 i, dsc_i64 j) {
+  if (!(i < T && j < T && (!CAUSAL || j <= i)))
+    return false;
+  if constexpr (KMH > 0)
+    return keyMask[bh / KMH * T + j] != 0;
+  else
+    return true;
 }
 
 /// The tiles tile `t` of query head bh visits, as positions [begin, end)
@@ -248,14 +267,15 @@ __device__ __forceinline__ dsc_i64 tileAt(const int *cols, dsc_i64 k) {
 
 /// dsc.attention: out = dropout(softmax(scale q k^T)) v, lse of each row.
 /// Query head bh reads key/value head bh / GROUPS (grouped-query attention).
-/// `rows`/`cols`: the block layout (LH > 0).
+/// `rows`/`cols`: the block layout (LH > 0). `keyMask`: key padding (KMH >
+/// 0); a row with no key left gets out 0 and lse -inf.
 template <typename TQ, typename TK, typename TV, typename TO, typename TC,
           dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL, int WARPS,
-          int GROUPS, int LH>
+          int GROUPS, int LH, int KMH>
 __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
-                                 TO *out, float *lse, const int *rows,
-                                 const int *cols, float scale, float rate,
-                                 float keepScale, Rng rng) {
+                                 const int *keyMask, TO *out, float *lse,
+                                 const int *rows, const int *cols, float scale,
+                                 float rate, float keepScale, Rng rng) {
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
   __shared__ __align__(32) TC sQ[TILE * D];
   __shared__ __align__(32) TC sKV[TILE * D];
@@ -292,14 +312,14 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
       const float mOld = sM[r];
       float mx = mOld;
       for (int c = lane; c < TILE; c += 32)
-        if (attnValid<T, CAUSAL>(i, j0 + c))
+        if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j0 + c))
           mx = fmaxf(mx, scale * sS[r * TILE + c]);
       mx = rowMax<32>(mx);
       float sum = 0.0f;
       for (int c = lane; c < TILE; c += 32) {
         const dsc_i64 j = j0 + c;
         float e = 0.0f;
-        if (attnValid<T, CAUSAL>(i, j)) {
+        if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j)) {
           e = expf(scale * sS[r * TILE + c] - mx);
           sum += e;
           bool keep[1];
@@ -309,7 +329,8 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
         st(sP, r * TILE + c, e);
       }
       sum = rowSum<32>(sum);
-      // A padding row (i >= T) has no valid key: leave it at zero.
+      // A row past T, or with no key left, has no valid key: leave it at
+      // zero.
       const float corr = mx == -inf ? 1.0f : expf(mOld - mx);
       for (int d = lane; d < D; d += 32)
         sO[r * D + d] *= corr;
@@ -329,11 +350,11 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
     const dsc_i64 i = i0 + r;
     if (i >= T)
       continue;
-    const float inv = keepScale / sL[r];
+    const float l = sL[r], inv = l > 0.0f ? keepScale / l : 0.0f;
     for (int d = lane; d < D; d += 32)
       st(out, base + i * D + d, sO[r * D + d] * inv);
     if (lane == 0)
-      lse[bh * T + i] = sM[r] + logf(sL[r]);
+      lse[bh * T + i] = l > 0.0f ? sM[r] + logf(l) : -inf;
   }
 }
 
@@ -351,18 +372,17 @@ __device__ void attentionRowDot(const TG *dout, const TO *out, float *rowDot) {
 /// P (recomputed from lse, 0 where masked) and dS = P (Z dP - D_i) of one
 /// [TILE, TILE] tile, from S = q k^T and dP = dout v^T in sS / sDP; writes
 /// the dropped Z P to sP (when KEEP_P) and dS to sDS.
-template <dsc_i64 T, int TILE, bool CAUSAL, bool KEEP_P, int WARPS,
+template <dsc_i64 T, int TILE, bool CAUSAL, int KMH, bool KEEP_P, int WARPS,
           typename TC>
-__device__ __forceinline__ void attentionDs(const float *sS, const float *sDP,
-                                            TC *sP, TC *sDS, const float *lse,
-                                            const float *rowDot, dsc_i64 bh,
-                                            dsc_i64 i0, dsc_i64 j0,
-                                            float scale, float rate,
-                                            float keepScale, Rng rng) {
+__device__ __forceinline__ void
+attentionDs(const float *sS, const float *sDP, TC *sP, TC *sDS,
+            const float *lse, const float *rowDot, const int *keyMask,
+            dsc_i64 bh, dsc_i64 i0, dsc_i64 j0, float scale, float rate,
+            float keepScale, Rng rng) {
   for (int e = int(threadIdx.x); e < TILE * TILE; e += WARPS * 32) {
     const dsc_i64 i = i0 + e / TILE, j = j0 + e % TILE;
     float p = 0.0f, ds = 0.0f;
-    if (attnValid<T, CAUSAL>(i, j)) {
+    if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j)) {
       p = expf(scale * sS[e] - lse[bh * T + i]);
       bool keep[1];
       rng.keep<1>((bh * T + i) * T + j, rate, keep);
@@ -378,16 +398,16 @@ __device__ __forceinline__ void attentionDs(const float *sS, const float *sDP,
 
 /// dK and dV of one key tile of key/value head kvh: loops over the GROUPS
 /// query heads that share it and the query tiles that see it (`rows`/`cols`:
-/// the transposed block layout, LH > 0).
+/// the transposed block layout, LH > 0; `keyMask`: key padding, KMH > 0).
 template <typename TG, typename TQ, typename TK, typename TV, typename TO,
           typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
-          int WARPS, int GROUPS, int LH>
+          int WARPS, int GROUPS, int LH, int KMH>
 __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
                                 const TV *v, const float *lse,
-                                const float *rowDot, TO *dk, TO *dv,
-                                const int *rows, const int *cols,
-                                float scale, float rate, float keepScale,
-                                Rng rng) {
+                                const float *rowDot, const int *keyMask,
+                                TO *dk, TO *dv, const int *rows,
+                                const int *cols, float scale, float rate,
+                                float keepScale, Rng rng) {
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
   __shared__ __align__(32) TC sK[TILE * D];
   __shared__ __align__(32) TC sV[TILE * D];
@@ -420,9 +440,9 @@ __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
       mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sG, D, sV, D, sDP,
                                                             TILE);
       __syncthreads();
-      attentionDs<T, TILE, CAUSAL, true, WARPS>(sS, sDP, sP, sDS, lse, rowDot,
-                                                bh, i0, j0, scale, rate,
-                                                keepScale, rng);
+      attentionDs<T, TILE, CAUSAL, KMH, true, WARPS>(
+          sS, sDP, sP, sDS, lse, rowDot, keyMask, bh, i0, j0, scale, rate,
+          keepScale, rng);
       __syncthreads();
       // dv += (Z P)^T dout; dk += dS^T q (scaled when stored).
       mmaTile<TC, TILE, D, TILE, true, false, true, WARPS>(sP, TILE, sG, D, sDV,
@@ -442,15 +462,16 @@ __device__ void attentionGradKV(const TG *dout, const TQ *q, const TK *k,
 }
 
 /// dQ of one query tile: loops over the key tiles it sees (`rows`/`cols`:
-/// the block layout, LH > 0).
+/// the block layout, LH > 0; `keyMask`: key padding, KMH > 0).
 template <typename TG, typename TQ, typename TK, typename TV, typename TO,
           typename TC, dsc_i64 BH, dsc_i64 T, int D, int TILE, bool CAUSAL,
-          int WARPS, int GROUPS, int LH>
+          int WARPS, int GROUPS, int LH, int KMH>
 __device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
                                const TV *v, const float *lse,
-                               const float *rowDot, TO *dq, const int *rows,
-                               const int *cols, float scale, float rate,
-                               float keepScale, Rng rng) {
+                               const float *rowDot, const int *keyMask,
+                               TO *dq, const int *rows, const int *cols,
+                               float scale, float rate, float keepScale,
+                               Rng rng) {
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
   __shared__ __align__(32) TC sQ[TILE * D];
   __shared__ __align__(32) TC sG[TILE * D];
@@ -480,9 +501,9 @@ __device__ void attentionGradQ(const TG *dout, const TQ *q, const TK *k,
     mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sG, D, sV, D, sDP,
                                                           TILE);
     __syncthreads();
-    attentionDs<T, TILE, CAUSAL, false, WARPS>(sS, sDP, sDS, sDS, lse, rowDot,
-                                               bh, i0, j0, scale, rate,
-                                               keepScale, rng);
+    attentionDs<T, TILE, CAUSAL, KMH, false, WARPS>(
+        sS, sDP, sDS, sDS, lse, rowDot, keyMask, bh, i0, j0, scale, rate,
+        keepScale, rng);
     __syncthreads();
     mmaTile<TC, TILE, D, TILE, false, false, true, WARPS>(sDS, TILE, sK, D,
                                                           sDQ, D);

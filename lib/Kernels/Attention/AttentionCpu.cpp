@@ -26,18 +26,28 @@ inline int64_t validKeys(int64_t r, int64_t Tq, int64_t Tk, bool causal) {
   return causal ? std::clamp<int64_t>(r % Tq + (Tk - Tq) + 1, 0, Tk) : Tk;
 }
 
-/// One row of dsc.softmax: masked keys (j >= valid) get exactly 0, and a
-/// fully masked row (only possible when Tq > Tk) is all zeros.
+/// One row of dsc.softmax: masked keys (j >= valid, or padding where the
+/// row's key mask `km` is 0) get exactly 0, and a row with no key left is
+/// all zeros.
 inline void softmaxRow(const float *xr, float *yr, int64_t valid, int64_t Tk,
-                       float scale) {
+                       float scale, const int32_t *km) {
+  if (km) {
+    // Padding keys read as -inf scores: e^-inf = 0 below.
+    for (int64_t j = 0; j < valid; ++j)
+      yr[j] = km[j] ? scale * xr[j] : -std::numeric_limits<float>::infinity();
+    xr = yr;
+    scale = 1.0f;
+  }
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 0; j < valid; ++j)
     mx = std::max(mx, scale * xr[j]);
+  if (mx == -std::numeric_limits<float>::infinity())
+    valid = 0; // nothing to attend to
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < valid; ++j) {
-    float e = expApprox(scale * xr[j] - mx);
+    float e = km && !km[j] ? 0.0f : expApprox(scale * xr[j] - mx);
     yr[j] = e;
     sum += e;
   }
@@ -50,10 +60,12 @@ inline void softmaxRow(const float *xr, float *yr, int64_t valid, int64_t Tk,
 }
 
 /// One row of a block-sparse softmax: only the keys of the layout's blocks
-/// of row `layoutRow` (and below `valid`) count; every other key gets 0.
+/// of row `layoutRow` (and below `valid`, and not padding where the key
+/// mask `km` is 0) count; every other key gets 0.
 inline void softmaxRowSparse(const float *xr, float *yr, int64_t valid,
                              int64_t Tk, float scale, const BlockLayout &l,
-                             int64_t layoutRow) {
+                             int64_t layoutRow, const int32_t *km) {
+  const auto live = [&](int64_t j) { return !km || km[j] != 0; };
   const int32_t k0 = l.rows[size_t(layoutRow)],
                 k1 = l.rows[size_t(layoutRow + 1)];
   const auto keys = [&](int32_t k, int64_t &j0, int64_t &j1) {
@@ -65,7 +77,8 @@ inline void softmaxRowSparse(const float *xr, float *yr, int64_t valid,
     int64_t j0, j1;
     keys(k, j0, j1);
     for (int64_t j = j0; j < j1; ++j)
-      mx = std::max(mx, scale * xr[j]);
+      if (live(j))
+        mx = std::max(mx, scale * xr[j]);
   }
   fillF32(yr, Tk, 0.0f);
   float sum = 0.0f;
@@ -73,7 +86,7 @@ inline void softmaxRowSparse(const float *xr, float *yr, int64_t valid,
     int64_t j0, j1;
     keys(k, j0, j1);
     for (int64_t j = j0; j < j1; ++j) {
-      yr[j] = expApprox(scale * xr[j] - mx);
+      yr[j] = live(j) ? expApprox(scale * xr[j] - mx) : 0.0f;
       sum += yr[j];
     }
   }
@@ -86,15 +99,27 @@ inline void softmaxRowSparse(const float *xr, float *yr, int64_t valid,
   }
 }
 
-/// Row r of x[rows, Tk] (rows = B*H*Tq) with the layout's mask, if any.
+/// The masks of a softmax over rows of scores [B, ..., Tq, Tk]: causal, a
+/// block layout (empty: none) and key padding (`keys` [B, Tk], null: none;
+/// `rowsPerBatch` rows of scores per row of it).
+struct SoftmaxMasks {
+  bool causal;
+  const BlockLayout &layout;
+  const int32_t *keys;
+  int64_t rowsPerBatch;
+};
+
+/// Row r of x[rows, Tk] (rows = B*H*Tq) under `masks`.
 inline void maskedSoftmaxRow(const float *x, float *y, int64_t r, int64_t Tq,
-                             int64_t Tk, float scale, bool causal,
-                             const BlockLayout &l) {
-  const int64_t valid = validKeys(r, Tq, Tk, causal);
+                             int64_t Tk, float scale, const SoftmaxMasks &masks) {
+  const int64_t valid = validKeys(r, Tq, Tk, masks.causal);
+  const int32_t *km =
+      masks.keys ? masks.keys + r / masks.rowsPerBatch * Tk : nullptr;
+  const BlockLayout &l = masks.layout;
   if (l.empty())
-    return softmaxRow(x + r * Tk, y + r * Tk, valid, Tk, scale);
+    return softmaxRow(x + r * Tk, y + r * Tk, valid, Tk, scale, km);
   const int64_t row = l.headOf(r / Tq) * l.blocks + r % Tq / l.block;
-  softmaxRowSparse(x + r * Tk, y + r * Tk, valid, Tk, scale, l, row);
+  softmaxRowSparse(x + r * Tk, y + r * Tk, valid, Tk, scale, l, row, km);
 }
 
 /// One row of dsc.softmax_grad; dxr may alias dyr.
@@ -111,10 +136,10 @@ inline void softmaxGradRow(const float *dyr, const float *yr, float *dxr,
 
 /// Softmax over the last dim of x[rows, Tk], rows = batch*Tq.
 void softmax(const float *x, float *y, int64_t rows, int64_t Tq, int64_t Tk,
-             float scale, bool causal, const BlockLayout &layout) {
+             float scale, const SoftmaxMasks &masks) {
 #pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
   for (int64_t r = 0; r < rows; ++r)
-    maskedSoftmaxRow(x, y, r, Tq, Tk, scale, causal, layout);
+    maskedSoftmaxRow(x, y, r, Tq, Tk, scale, masks);
 }
 
 void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
@@ -128,12 +153,12 @@ void softmaxGrad(const float *dy, const float *y, float *dx, int64_t rows,
 /// undropped probabilities are kept for the backward.
 void softmaxDropout(const float *x, float *dropped, float *probs,
                     int64_t rows, int64_t Tq, int64_t Tk, float scale,
-                    bool causal, const BlockLayout &layout, double rate,
-                    uint32_t stream, uint64_t seed, uint64_t offset) {
+                    const SoftmaxMasks &masks, double rate, uint32_t stream,
+                    uint64_t seed, uint64_t offset) {
   const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
 #pragma omp parallel for schedule(static) if (rows * Tk > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
-    maskedSoftmaxRow(x, probs, r, Tq, Tk, scale, causal, layout);
+    maskedSoftmaxRow(x, probs, r, Tq, Tk, scale, masks);
     forDropoutMask(r * Tk, (r + 1) * Tk, rate, stream, seed, offset,
                    [&](int64_t i, bool keep) {
                      float p = probs[i];
@@ -237,15 +262,30 @@ private:
   }
 };
 
+/// Zeroes the scores (or probabilities) of padding keys in a row of n keys
+/// starting at key j0; `km` is the batch's key mask (null: no padding).
+inline void dropPaddingKeys(float *row, int64_t n, const int32_t *km,
+                            int64_t j0, float value) {
+  if (!km)
+    return;
+  for (int64_t j = 0; j < n; ++j)
+    if (!km[j0 + j])
+      row[j] = value;
+}
+
 /// dsc.attention over BH = B*H heads of [T, D]: out = dropout(softmax(scale
-/// q k^T, causal, layout)) v and lse[BH, T] of the scaled, masked scores,
-/// with softmaxDropout's mask over the [BH, T, T] probabilities. Query head
-/// bh reads key/value head bh / groups (grouped-query attention). Only the
+/// q k^T, causal, layout, key padding)) v and lse[BH, T] of the scaled,
+/// masked scores, with softmaxDropout's mask over the [BH, T, T]
+/// probabilities. Query head bh reads key/value head bh / groups
+/// (grouped-query attention) and key mask row bh / H (`keyMask` [B, T],
+/// null: none); a query with no key left gets out 0 and lse -inf. Only the
 /// tiles `tiles` visits are computed.
-void attention(const float *q, const float *k, const float *v, float *out,
-               float *lse, int64_t BH, int64_t groups, int64_t T, int64_t D,
-               float scale, const AttentionTiles &tiles, double rate,
-               uint32_t stream, uint64_t seed, uint64_t offset) {
+void attention(const float *q, const float *k, const float *v,
+               const int32_t *keyMask, float *out, float *lse, int64_t BH,
+               int64_t H, int64_t groups, int64_t T, int64_t D, float scale,
+               const AttentionTiles &tiles, double rate, uint32_t stream,
+               uint64_t seed, uint64_t offset) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
   const float keepScale = rate > 0.0 ? float(1.0 / (1.0 - rate)) : 1.0f;
   const int64_t tile = tiles.size;
   const bool causal = tiles.causal;
@@ -260,6 +300,7 @@ void attention(const float *q, const float *k, const float *v, float *out,
       const int64_t i0 = qt * tile, br = std::min(tile, T - i0);
       const float *qb = q + (bh * T + i0) * D,
                   *kb = k + bh / groups * T * D, *vb = v + bh / groups * T * D;
+      const int32_t *km = keyMask ? keyMask + bh / H * T : nullptr;
       float *acc = out + (bh * T + i0) * D; // accumulated in place
       fillF32(acc, br * D, 0.0f);
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
@@ -272,23 +313,30 @@ void attention(const float *q, const float *k, const float *v, float *out,
         for (int64_t r = 0; r < br; ++r) {
           const int64_t i = i0 + r, n = attnValid(i, j0, bc, causal);
           float *sr = S.data() + r * bc;
+          dropPaddingKeys(sr, n, km, j0, -kInf);
           float mx = m[size_t(r)];
 #pragma omp simd reduction(max : mx)
           for (int64_t j = 0; j < n; ++j)
             mx = std::max(mx, sr[j]);
-          // A row with no valid key yet keeps m = -inf: nothing to correct.
-          const float corr =
-              mx == -std::numeric_limits<float>::infinity()
-                  ? 1.0f
-                  : expApprox(m[size_t(r)] - mx);
+          // A row with no valid key yet keeps m = -inf: nothing to correct,
+          // nothing to add.
+          const bool none = mx == -kInf;
+          const float corr = none ? 1.0f : expApprox(m[size_t(r)] - mx);
+          const int64_t live = none ? 0 : n;
           float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < n; ++j) {
+          for (int64_t j = 0; j < live; ++j) {
             sr[j] = expApprox(sr[j] - mx);
             sum += sr[j];
           }
-          for (int64_t j = n; j < bc; ++j)
+          for (int64_t j = live; j < bc; ++j)
             sr[j] = 0.0f;
+          if (km && !none) {
+            dropPaddingKeys(sr, n, km, j0, 0.0f);
+            sum = 0.0f;
+            for (int64_t j = 0; j < n; ++j)
+              sum += sr[j];
+          }
           m[size_t(r)] = mx;
           l[size_t(r)] = l[size_t(r)] * corr + sum;
           const int64_t e0 = (bh * T + i) * T + j0;
@@ -306,12 +354,13 @@ void attention(const float *q, const float *k, const float *v, float *out,
              acc, D);
       }
       for (int64_t r = 0; r < br; ++r) {
-        const float inv = keepScale / l[size_t(r)];
+        const float lr = l[size_t(r)];
+        const float inv = lr > 0.0f ? keepScale / lr : 0.0f;
         float *ar = acc + r * D;
 #pragma omp simd
         for (int64_t d = 0; d < D; ++d)
           ar[d] *= inv;
-        lse[bh * T + i0 + r] = m[size_t(r)] + std::log(l[size_t(r)]);
+        lse[bh * T + i0 + r] = lr > 0.0f ? m[size_t(r)] + std::log(lr) : -kInf;
       }
     }
   }
@@ -334,8 +383,9 @@ struct GradScratch {
 /// attention): dk and dv accumulate over them in head order.
 void attentionGradHeads(const float *dout, const float *q, const float *k,
                         const float *v, const float *out, const float *lse,
-                        float *dq, float *dk, float *dv, int64_t h0,
-                        int64_t groups, int64_t T, int64_t D, float scale,
+                        const int32_t *km, float *dq, float *dk, float *dv,
+                        int64_t h0, int64_t groups, int64_t T, int64_t D,
+                        float scale,
                         const AttentionTiles &tiles, double rate,
                         uint32_t stream, uint64_t seed, uint64_t offset,
                         GradScratch &w) {
@@ -380,6 +430,7 @@ void attentionGradHeads(const float *dout, const float *q, const float *k,
             pr[j] = expApprox(pr[j] - li);
           for (int64_t j = n; j < bc; ++j)
             pr[j] = 0.0f;
+          dropPaddingKeys(pr, n, km, j0, 0.0f);
           // dS = P * (Z dP - D), and P becomes the dropped Z P, where Z
           // is keep / (1 - rate) or 0.
           const int64_t e0 = (bh * T + i) * T + j0;
@@ -404,11 +455,13 @@ void attentionGradHeads(const float *dout, const float *q, const float *k,
   }
 }
 
-/// dsc.attention_grad over BH query heads, one task per key/value head.
+/// dsc.attention_grad over BH query heads, one task per key/value head;
+/// `keyMask` as attention()'s.
 void attentionGrad(const float *dout, const float *q, const float *k,
                    const float *v, const float *out, const float *lse,
-                   float *dq, float *dk, float *dv, int64_t BH, int64_t groups,
-                   int64_t T, int64_t D, float scale,
+                   const int32_t *keyMask, float *dq, float *dk, float *dv,
+                   int64_t BH, int64_t H, int64_t groups, int64_t T, int64_t D,
+                   float scale,
                    const AttentionTiles &tiles, double rate, uint32_t stream,
                    uint64_t seed, uint64_t offset) {
 #pragma omp parallel
@@ -416,9 +469,10 @@ void attentionGrad(const float *dout, const float *q, const float *k,
     GradScratch scratch(tiles.size, T);
 #pragma omp for schedule(dynamic)
     for (int64_t kvh = 0; kvh < BH / groups; ++kvh)
-      attentionGradHeads(dout, q, k, v, out, lse, dq, dk, dv, kvh * groups,
-                         groups, T, D, scale, tiles, rate, stream, seed,
-                         offset, scratch);
+      attentionGradHeads(dout, q, k, v, out, lse,
+                         keyMask ? keyMask + kvh * groups / H * T : nullptr,
+                         dq, dk, dv, kvh * groups, groups, T, D, scale, tiles,
+                         rate, stream, seed, offset, scratch);
   }
 }
 
@@ -428,13 +482,19 @@ void runAttention(Exec &e) {
   const Instr &I = e.I;
   const InstrDims &d = e.d;
   const RngContext &rng = e.rng;
+  const int32_t *keyMask =
+      d.keyMaskInput >= 0 ? e.iin(size_t(d.keyMaskInput), "key_mask")
+                          : nullptr;
+  const auto softmaxMasks = [&] {
+    return SoftmaxMasks{I.getInt("causal") != 0, I.getLayout("layout"),
+                        keyMask, keyMask ? d.rows / d.B : 0};
+  };
   switch (I.op) {
   case Opcode::Softmax: {
-    const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
-    const bool causal = I.has("causal") && I.getInt("causal") != 0;
+    const float scale = float(I.getFloat("scale"));
     const float *px = e.fin(0, "x");
-    softmax(px, e.fout(0, "output"), d.rows, d.tq, d.cols, scale, causal,
-            I.getLayout("layout"));
+    softmax(px, e.fout(0, "output"), d.rows, d.tq, d.cols, scale,
+            softmaxMasks());
     return;
   }
   case Opcode::SoftmaxDropout:
@@ -446,9 +506,8 @@ void runAttention(Exec &e) {
     else
       softmaxDropout(e.fin(0, "scores"), e.fout(0, "dropped"),
                      e.fout(1, "probs"), d.rows, d.tq, d.cols, scale,
-                     I.has("causal") && I.getInt("causal") != 0,
-                     I.getLayout("layout"), d.rate,
-                     uint32_t(I.getInt("stream")), rng.seed, rng.offset);
+                     softmaxMasks(), d.rate, uint32_t(I.getInt("stream")),
+                     rng.seed, rng.offset);
     return;
   }
   case Opcode::Attention:
@@ -460,14 +519,14 @@ void runAttention(Exec &e) {
     const uint32_t stream = uint32_t(I.getInt("stream"));
     if (I.op == Opcode::AttentionGrad)
       attentionGrad(e.fin(0, "dout"), e.fin(1, "q"), e.fin(2, "k"),
-                    e.fin(3, "v"), e.fin(4, "out"), e.fin(5, "lse"),
+                    e.fin(3, "v"), e.fin(4, "out"), e.fin(5, "lse"), keyMask,
                     e.fout(0, "dq"), e.fout(1, "dk"), e.fout(2, "dv"), d.BH,
-                    d.groups, d.T, d.D, scale, tiles, d.rate, stream,
+                    d.H, d.groups, d.T, d.D, scale, tiles, d.rate, stream,
                     rng.seed, rng.offset);
     else
-      attention(e.fin(0, "q"), e.fin(1, "k"), e.fin(2, "v"), e.fout(0, "out"),
-                e.fout(1, "lse"), d.BH, d.groups, d.T, d.D, scale, tiles,
-                d.rate, stream, rng.seed, rng.offset);
+      attention(e.fin(0, "q"), e.fin(1, "k"), e.fin(2, "v"), keyMask,
+                e.fout(0, "out"), e.fout(1, "lse"), d.BH, d.H, d.groups, d.T,
+                d.D, scale, tiles, d.rate, stream, rng.seed, rng.offset);
     return;
   }
   case Opcode::SoftmaxGrad: {

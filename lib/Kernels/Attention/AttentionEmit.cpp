@@ -17,6 +17,19 @@ namespace {
 
 using rt::Opcode;
 
+/// The key padding mask argument of a kernel ("(const int *)nullptr"
+/// without one) and its template count: `perMaskRow` rows (or heads) per
+/// row of the mask [B, Tk], 0 without one.
+std::pair<std::string, int64_t> keyMaskArg(KernelSpec &s,
+                                           const rt::InstrDims &d,
+                                           int64_t perMaskRow) {
+  if (d.keyMaskInput < 0)
+    return {"(const int *)nullptr", 0};
+  const size_t k = size_t(d.keyMaskInput);
+  s.requireType(s.inType(k), Storage::I32, "key_mask");
+  return {s.in(k, "key_mask"), perMaskRow};
+}
+
 void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
   const Opcode op = s.I.op;
   const bool grad = op == Opcode::SoftmaxGrad || op == Opcode::SoftmaxDropoutGrad;
@@ -59,6 +72,9 @@ void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
   const std::string xs = s.in(0, "x");
   std::string probs, dropped = "(float *)nullptr", dropT = "float";
   std::vector<std::string> args = {xs};
+  const auto [keyMask, rowsPerMaskRow] = keyMaskArg(s, d, rows / std::max<int64_t>(d.B, 1));
+  if (d.keyMaskInput >= 0)
+    args.push_back(keyMask);
   if (drop) {
     dropped = s.out(0, "dropped");
     probs = s.out(1, "probs");
@@ -73,8 +89,9 @@ void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
   s.kernel(c.grid, c.block, args,
            call("softmaxRows",
                 {s.T(xs), s.T(probs), dropT, b(causal), b(drop), n(rows),
-                 n(TQ), n(TK), rowArgs(c)},
-                {xs, probs, dropped, flt(scale), flt(rate), keepScale, rng}));
+                 n(TQ), n(TK), rowArgs(c), n(rowsPerMaskRow)},
+                {xs, keyMask, probs, dropped, flt(scale), flt(rate),
+                 keepScale, rng}));
 }
 
 /// Shared memory of the fused attention kernels (Attention.cuh
@@ -148,10 +165,18 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const int warps = 4;
   const int64_t grid = BH * ceilDiv(T, tile);
   const std::string TC = storageCType(tc), rng = s.rng();
+  const auto [keyMask, headsPerMaskRow] = keyMaskArg(s, d, d.H);
   const std::string shape = n(BH) + ", " + n(T) + ", " + n(D) + ", " +
                             n(tile) + ", " + b(causal) + ", " +
                             std::to_string(warps) + ", " + n(d.groups) +
-                            ", " + n(layout.heads);
+                            ", " + n(layout.heads) + ", " +
+                            n(headsPerMaskRow);
+  // The kernels' buffer list: the mask is read when there is one.
+  const auto withMask = [&](std::vector<std::string> bufs) {
+    if (d.keyMaskInput >= 0)
+      bufs.push_back(keyMask);
+    return bufs;
+  };
   // The layout at the tile's grain, by query tile (forward, dQ) and by key
   // tile (dK, dV); null pointers when dense.
   std::string rows = "(const int *)nullptr", cols = rows, keyRows = rows,
@@ -172,10 +197,11 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
     const std::string q = s.in(0, "q"), k = s.in(1, "k"), v = s.in(2, "v"),
                       out = s.out(0, "out"), lse = s.out(1, "lse");
     s.requireType(s.outType(1), Storage::F32, "lse");
-    s.kernel(grid, warps * 32, {q, k, v, out, lse, "stream", "seed", "offset"},
+    s.kernel(grid, warps * 32,
+             withMask({q, k, v, out, lse, "stream", "seed", "offset"}),
              call("attentionForward",
                   {s.T(q), s.T(k), s.T(v), s.T(out), TC, shape},
-                  {q, k, v, out, lse, rows, cols, tail}));
+                  {q, k, v, keyMask, out, lse, rows, cols, tail}));
     return;
   }
   const std::string g = s.in(0, "dout"), q = s.in(1, "q"), k = s.in(2, "k"),
@@ -195,14 +221,16 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   // One block per key tile of each key/value head (it loops over the
   // query heads sharing it).
   s.kernel(grid / d.groups, warps * 32,
-           {g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed",
-            "offset"},
+           withMask({g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed",
+                     "offset"}),
            call("attentionGradKV", {types, s.T(dk), TC, shape},
-                {g, q, k, v, lse, rowDot, dk, dv, keyRows, keyCols, tail}));
+                {g, q, k, v, lse, rowDot, keyMask, dk, dv, keyRows, keyCols,
+                 tail}));
   s.kernel(grid, warps * 32,
-           {g, q, k, v, lse, "dsc_scratch", dq, "stream", "seed", "offset"},
+           withMask({g, q, k, v, lse, "dsc_scratch", dq, "stream", "seed",
+                     "offset"}),
            call("attentionGradQ", {types, s.T(dq), TC, shape},
-                {g, q, k, v, lse, rowDot, dq, rows, cols, tail}));
+                {g, q, k, v, lse, rowDot, keyMask, dq, rows, cols, tail}));
 }
 
 } // namespace

@@ -58,8 +58,9 @@ __device__ void embeddingGrad(const int *ids, const TD *dy, TO *dtable,
 }
 
 /// dsc.mlm_mask (cpu::mlmMask): the 80/10/10 rule from one Philox block per
-/// token; unmasked labels are -100.
-template <dsc_i64 N>
+/// token; unmasked labels are -100; the padding token (PAD >= 0) is never
+/// masked.
+template <dsc_i64 N, dsc_i64 PAD>
 __device__ void mlmMask(const int *ids, int *inputs, int *labels,
                         float maskProb, int maskToken, dsc_u32 vocab,
                         dsc_u32 stream, dsc_u64 seed, dsc_u64 offset) {
@@ -67,7 +68,7 @@ __device__ void mlmMask(const int *ids, int *inputs, int *labels,
     const Bits4 b = philox(dsc_u32(i), stream, dsc_u32(offset),
                            dsc_u32(offset >> 32), seed);
     const int id = ids[i];
-    if (uniform(b.v[0]) < maskProb) {
+    if (uniform(b.v[0]) < maskProb && id != PAD) {
       labels[i] = id;
       const float u = uniform(b.v[1]);
       inputs[i] = u < 0.8f ? maskToken : u < 0.9f ? int(b.v[2] % vocab) : id;
@@ -76,6 +77,12 @@ __device__ void mlmMask(const int *ids, int *inputs, int *labels,
       inputs[i] = id;
     }
   }
+}
+
+/// dsc.padding_mask: 1 where the token is not PAD, 0 where it is.
+template <dsc_i64 N, dsc_i64 PAD>
+__device__ void paddingMask(const int *ids, int *mask) {
+  DSC_GRID_LOOP(i, N) { mask[i] = ids[i] != PAD; }
 }
 
 //===----------------------------------------------------------------------===//

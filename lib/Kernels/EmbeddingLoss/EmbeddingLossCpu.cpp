@@ -56,10 +56,12 @@ void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
 }
 
 /// BERT's masking: 80% mask token, 10% random token, 10% unchanged, from one
-/// Philox block per token; unmasked labels are -100.
+/// Philox block per token; unmasked labels are -100. The padding token
+/// (padToken >= 0) is never masked.
 void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,
              double maskProb, int32_t maskToken, int64_t vocab,
-             uint32_t stream, uint64_t seed, uint64_t offset) {
+             int64_t padToken, uint32_t stream, uint64_t seed,
+             uint64_t offset) {
   const auto key = philoxKey(seed);
   const uint32_t lo = uint32_t(offset), hi = uint32_t(offset >> 32);
   const float p = float(maskProb);
@@ -67,7 +69,7 @@ void mlmMask(const int32_t *ids, int32_t *inputs, int32_t *labels, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     PhiloxBlock b = philox4x32_10({uint32_t(i), stream, lo, hi}, key);
     const int32_t id = ids[i];
-    if (philoxUniform(b[0]) < p) {
+    if (philoxUniform(b[0]) < p && id != padToken) {
       labels[i] = id;
       float u = philoxUniform(b[1]);
       if (u < 0.8f)
@@ -206,7 +208,17 @@ void runEmbeddingLoss(Exec &e) {
       e.fail("outputs must not alias the input or each other");
     mlmMask(ids, inputs, labels, d.n, I.getFloat("mask_prob"),
             int32_t(I.getInt("mask_token_id")), I.getInt("vocab_size"),
-            uint32_t(I.getInt("stream")), rng.seed, rng.offset);
+            I.getInt("pad_token_id"), uint32_t(I.getInt("stream")), rng.seed,
+            rng.offset);
+    return;
+  }
+  case Opcode::PaddingMask: {
+    const int32_t *ids = e.iin(0, "ids");
+    int32_t *mask = e.iout(0, "mask");
+    const int64_t pad = I.getInt("pad_token_id");
+#pragma omp parallel for schedule(static) if (d.n > (1 << 16))
+    for (int64_t i = 0; i < d.n; ++i)
+      mask[i] = ids[i] != pad;
     return;
   }
   default:

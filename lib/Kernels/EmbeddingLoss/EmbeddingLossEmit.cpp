@@ -104,11 +104,20 @@ void emitMlmMask(KernelSpec &s, const rt::InstrDims &d) {
                     lab = s.out(1, "labels");
   s.rng();
   elementwise(s, N, {ids, in, lab, "stream", "seed", "offset"},
-              call("mlmMask", {n(N)},
+              call("mlmMask", {n(N), n(s.I.getInt("pad_token_id"))},
                    {ids, in, lab, flt(s.I.getFloat("mask_prob")),
                     std::to_string(int32_t(s.I.getInt("mask_token_id"))),
                     std::to_string(uint32_t(vocab)) + "u", "stream", "seed",
                     "offset"}));
+}
+
+void emitPaddingMask(KernelSpec &s, const rt::InstrDims &d) {
+  s.requireType(s.inType(0), Storage::I32, "ids");
+  s.requireType(s.outType(0), Storage::I32, "mask");
+  const std::string ids = s.in(0, "ids"), mask = s.out(0, "mask");
+  elementwise(s, d.n, {ids, mask},
+              call("paddingMask", {n(d.n), n(s.I.getInt("pad_token_id"))},
+                   {ids, mask}));
 }
 
 } // namespace
@@ -124,6 +133,8 @@ void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d) {
     return emitCrossEntropy(s, d);
   case Opcode::MlmMask:
     return emitMlmMask(s, d);
+  case Opcode::PaddingMask:
+    return emitPaddingMask(s, d);
   default:
     break;
   }
