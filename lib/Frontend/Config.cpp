@@ -1040,7 +1040,8 @@ void parseBf16(const Ctx &c, const std::string &name, const json &sec,
     mp.bf16 = c.boolean(name + ".enabled", *it);
 }
 
-/// zero_optimization: stage 0 to 3 (-dsc-zero). Its other keys are
+/// zero_optimization: stage 0 to 3 (-dsc-zero) and stage 3's parameter
+/// persistence threshold. Its other keys are
 /// DeepSpeed's tuning knobs: those that only tune bucketing and overlap are
 /// accepted (dsc reduces each gradient in its own collective; see the
 /// README), those that ask for something dsc does not do are errors.
@@ -1067,9 +1068,13 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
        "zero_hpz_partition_size", "zero_quantized_weights",
        "zero_quantized_gradients", "mics_shard_size",
        "mics_hierarchical_params_gather"});
+  if (auto it = sec.find("stage3_param_persistence_threshold");
+      it != sec.end())
+    t.zeroPersistenceThreshold =
+        c.integer("zero_optimization.stage3_param_persistence_threshold", *it,
+                  0, std::numeric_limits<int64_t>::max(), "an integer >= 0");
   for (const char *key : {"reduce_bucket_size", "allgather_bucket_size",
                           "stage3_prefetch_bucket_size",
-                          "stage3_param_persistence_threshold",
                           "stage3_max_live_parameters",
                           "stage3_max_reuse_distance", "sub_group_size"})
     if (auto it = sec.find(key); it != sec.end())

@@ -120,6 +120,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   if (o.zeroStage > 0) {
     DscZeroOptions zero;
     zero.stage = o.zeroStage;
+    zero.persistenceThreshold = o.zeroPersistenceThreshold;
     pm.addPass(createDscZero(zero));
   }
 }

@@ -1,9 +1,10 @@
-//===- Zero.cpp - ZeRO stages 1 and 2 as a rewrite of the training step ---===//
+//===- Zero.cpp - ZeRO stages 1 to 3 as a rewrite of the training step ----===//
 //
 // -dsc-zero (see Passes.td): optimizer state (stage 1) and gradient
 // accumulators (stage 2) become each rank's 1/G shard of the flattened,
 // zero-padded parameter; the gradient reduction becomes a reduce-scatter and
-// the updated shards are all-gathered into whole parameters.
+// the updated shards are all-gathered into whole parameters; stage 3 shards
+// the parameters too, except those under the persistence threshold.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,6 +107,11 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
                        "-dsc-build-train-step first");
       return signalPassFailure();
     }
+    if (persistenceThreshold < 0) {
+      module.emitError("dsc-zero: persistence-threshold must be >= 0, got ")
+          << int64_t(persistenceThreshold);
+      return signalPassFailure();
+    }
     Sharding sharding{meshGroupSize(module, MeshAxis::data)};
     if (stage == 3) {
       gatherParameters(micro, sharding);
@@ -121,6 +127,13 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
   /// right before its first use in the forward and again before its first
   /// use in the backward (ops marked dsc.grad), so the memory plan frees the
   /// whole parameter between the two and after the backward.
+  /// Stage 3: whether a parameter of type `t` is partitioned (else it
+  /// persists whole: fewer elements than the threshold).
+  bool partitioned(Type t) const {
+    return stage == 3 && cast<RankedTensorType>(t).getNumElements() >=
+                             persistenceThreshold;
+  }
+
   void gatherParameters(func::FuncOp fn, const Sharding &sh) {
     Block &body = fn.getBody().front();
     DenseMap<Operation *, unsigned> position;
@@ -129,7 +142,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       position[&op] = next++;
     OpBuilder b(&getContext());
     for (BlockArgument arg : body.getArguments()) {
-      if (argKind(fn, arg.getArgNumber()) != StateKind::param)
+      if (argKind(fn, arg.getArgNumber()) != StateKind::param ||
+          !partitioned(arg.getType()))
         continue;
       Type whole = arg.getType();
       // The users of each phase, and the first of them in program order.
@@ -195,7 +209,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       std::optional<StateKind> kind = argKind(apply, arg.getArgNumber());
       if (kind && (isOptimizerState(*kind) ||
                    (stage >= 2 && *kind == StateKind::grad) ||
-                   (stage == 3 && *kind == StateKind::param)))
+                   (*kind == StateKind::param && partitioned(arg.getType()))))
         shardArgument(apply, arg, sh);
     }
 
@@ -235,9 +249,13 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           return op->emitOpError("dsc-zero: LAMB's trust ratio needs whole "
                                  "parameters, which ZeRO shards");
         // Stage 3: the parameter argument is the shard already, and the
-        // updated shard is the result.
+        // updated shard is the result (persistent parameters are whole and
+        // updated as in stage 2).
         Value param = update.getParamOperand();
-        if (stage == 3) {
+        auto paramArg = dyn_cast<BlockArgument>(param);
+        if (stage == 3 &&
+            (!paramArg ||
+             apply.getArgAttr(paramArg.getArgNumber(), kShardOfAttrName))) {
           for (Value result : op->getResults())
             result.setType(param.getType());
           continue;

@@ -3,10 +3,13 @@
 // RUN: dsc-opt %s --dsc-train-pipeline="fp16=true zero-stage=1" | FileCheck %s --check-prefix=FP16
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb" -dsc-zero 2>&1 | FileCheck %s --check-prefix=LAMB
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=3 | FileCheck %s --check-prefix=STAGE3
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" "-dsc-zero=stage=3 persistence-threshold=10" | FileCheck %s --check-prefix=PERSIST
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=4 2>&1 | FileCheck %s --check-prefix=STAGE4
 // RUN: not dsc-opt %s -dsc-zero 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // LAMB: error: 'dsc.lamb' op dsc-zero: LAMB's trust ratio needs whole parameters, which ZeRO shards
 // STAGE4: error: dsc-zero: stage must be 1, 2 or 3, got 4
+// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step "-dsc-zero=stage=3 persistence-threshold=-1" 2>&1 | FileCheck %s --check-prefix=THRESHOLD
+// THRESHOLD: error: dsc-zero: persistence-threshold must be >= 0, got -1
 // NOSTEP: error: dsc-zero: no @micro_step and @apply_step; run -dsc-build-train-step first
 
 // Over 3 data-parallel ranks, w (64 elements) is padded to 66 and each rank
@@ -79,6 +82,22 @@
 // STAGE3: dsc.all_gather
 // STAGE3: dsc.all_gather
 // STAGE3-NOT: dsc.all_gather
+
+// Stage 3 with persistence-threshold 10: the bias (8 elements) stays whole,
+// is never gathered for the forward or backward, and its updated shard is
+// gathered after the update as in stage 2; w (64) is partitioned.
+// PERSIST-LABEL: func.func @micro_step(
+// PERSIST-SAME: tensor<22xf32> {dsc.param = {{[^}]*}}, dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<param, "w">}
+// PERSIST-SAME: %[[B:[a-z0-9]+]]: tensor<8xf32> {dsc.param = {{[^}]*}}, dsc.state = #dsc.state<param, "b">}
+// PERSIST-NOT: dsc.all_gather %[[B]]
+// PERSIST-LABEL: func.func @apply_step(
+// PERSIST: dsc.adam %{{.*}} : (tensor<22xf32>,
+// PERSIST: %[[BNEW:[a-z_0-9]+]], {{.*}} = dsc.adam %{{.*}} : (tensor<3xf32>,
+// PERSIST: %[[BALL:.*]] = dsc.all_gather %[[BNEW]] : (tensor<3xf32>) -> tensor<9xf32>
+// PERSIST: dsc.flat_resize %[[BALL]] : (tensor<9xf32>) -> tensor<8xf32>
+// PERSIST-LABEL: func.func @eval_step(
+// PERSIST: dsc.all_gather
+// PERSIST-NOT: dsc.all_gather
 
 // fp16: a step is skipped on every rank when any rank's shard overflowed.
 // FP16-LABEL: func.func @apply_step(

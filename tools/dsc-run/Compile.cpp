@@ -167,6 +167,7 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
   if (o.type == dsc::OptimizerType::OneBitAdam)
     p.onebitAdamFreezeStep = o.freezeStep; // o.biasCorrection is false
   p.zeroStage = train.zeroStage;
+  p.zeroPersistenceThreshold = train.zeroPersistenceThreshold;
 }
 
 } // namespace

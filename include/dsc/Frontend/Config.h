@@ -211,6 +211,9 @@ struct SparseAttentionConfig {
 struct TrainConfig {
   int64_t worldSize = 1;      ///< data-parallel ranks (the job's size)
   int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
+  /// zero_optimization.stage3_param_persistence_threshold (DeepSpeed's
+  /// default 10^5): stage 3 keeps parameters of fewer elements whole.
+  int64_t zeroPersistenceThreshold = 100000;
   int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
   int64_t microBatch = 1;
   int64_t gradAccum = 1;

@@ -294,6 +294,11 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Run -dsc-zero after everything else with this stage "
                      "(0: not at all)"),
       llvm::cl::init(0)};
+  Option<int64_t> zeroPersistenceThreshold{
+      *this, "zero-persistence-threshold",
+      llvm::cl::desc("-dsc-zero's persistence-threshold (stage 3: "
+                     "parameters of fewer elements stay whole)"),
+      llvm::cl::init(0)};
 };
 
 /// Adds the training pipeline to `pm` (anchored on builtin.module): the

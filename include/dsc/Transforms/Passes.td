@@ -416,7 +416,12 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
     first forward use and again before its first backward use (ops marked
     `dsc.grad`), so the memory plan holds a whole parameter only while its
     layer runs; @eval_step gathers each once; the optimizer updates the
-    shards in place and nothing is gathered after it.
+    shards in place and nothing is gathered after it. Parameters of fewer
+    than `persistence-threshold` elements (DeepSpeed's
+    `stage3_param_persistence_threshold`) persist: they stay whole in every
+    step function, never gathered, and are updated as in stage 2 (the
+    optimizer updates the rank's shard, `dsc.all_gather` rebuilds them);
+    their optimizer state and gradients are sharded all the same.
 
     Every sharded argument carries `dsc.shard_of = array<i64: whole shape>`,
     from which the runtime gathers and scatters shards in checkpoints and
@@ -424,7 +429,10 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
     no update). LAMB's trust ratio needs whole parameters and is refused.
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", "1", "ZeRO stage: 1, 2 or 3">
+    Option<"stage", "stage", "int64_t", "1", "ZeRO stage: 1, 2 or 3">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t", "0",
+           "Stage 3: parameters of fewer elements stay whole (0: every "
+           "parameter is sharded)">
   ];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }

@@ -1,4 +1,4 @@
-"""check_comm_bytes.py WEIGHTS.safetensors LOG.jsonl N [STAGE ACCUM]
+"""check_comm_bytes.py WEIGHTS.safetensors LOG.jsonl N [STAGE ACCUM [THRESHOLD]]
 
 Exit 0 iff every step of LOG (a run on N ranks) records the bytes each rank
 sent by the ring algorithms' volumes (include/dsc/Runtime/Runtime.h):
@@ -12,7 +12,9 @@ sent by the ring algorithms' volumes (include/dsc/Runtime/Runtime.h):
 - stage 3: the reduce-scatter of stage 2; every parameter all-gathered for
   the forward of each micro-batch and again for the backward if the backward
   reads it (not an embedding table's gradient or a bias's), so between 1
-  and 2 times the shards per micro-batch, and nothing after the update."""
+  and 2 times the shards per micro-batch, and nothing after the update;
+  parameters of fewer than THRESHOLD elements (persistent) are gathered
+  after the update as in stage 1 and 2 instead."""
 import json
 import sys
 
@@ -21,6 +23,7 @@ from weights import tensor_sizes
 weights, log, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 stage = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 accum = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+threshold = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 sizes = tensor_sizes(weights)
 scalar_all_reduce = 2 * 4 * (n - 1) // n
 if stage == 0:
@@ -37,10 +40,13 @@ else:
 def matches(got):
     if stage < 3:
         return got == expected
-    gathered = got["all_gather"]
+    # Persistent parameters: their shards gathered once, after the update.
+    persistent = sum(4 * -(-s // n) * (n - 1) for s in sizes if s < threshold)
+    partitioned = shard_bytes - persistent
+    gathered = got["all_gather"] - persistent
     return (got["all_reduce"] == expected["all_reduce"] and
             got["reduce_scatter"] == expected["reduce_scatter"] and
-            shard_bytes * accum < gathered <= 2 * shard_bytes * accum)
+            partitioned * accum < gathered <= 2 * partitioned * accum)
 
 
 for record in map(json.loads, open(log)):
