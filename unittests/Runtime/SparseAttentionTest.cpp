@@ -205,6 +205,30 @@ INSTANTIATE_TEST_SUITE_P(
              (c.padded ? "_padded" : "");
     });
 
+/// Row r of y = softmax(0.5 x) over rows of T scores keeps only the keys
+/// `sees(r, j)` allows: the others exactly 0, a row with none all 0.
+template <typename Sees>
+void expectMaskedSoftmax(Harness &h, int x, int y, int64_t rows, int64_t T,
+                         Sees sees) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < T; ++j)
+      if (sees(r, j))
+        mx = std::max(mx, 0.5 * h.f(x)[r * T + j]);
+    for (int64_t j = 0; j < T; ++j)
+      if (sees(r, j))
+        sum += std::exp(0.5 * h.f(x)[r * T + j] - mx);
+    for (int64_t j = 0; j < T; ++j) {
+      const float got = h.f(y)[r * T + j];
+      if (!sees(r, j))
+        ASSERT_EQ(got, 0.0f) << "row " << r << " key " << j;
+      else
+        ASSERT_NEAR(got, std::exp(0.5 * h.f(x)[r * T + j] - mx) / sum, 1e-6)
+            << "row " << r << " key " << j;
+    }
+  }
+}
+
 /// The unfused softmax with a layout (the fused kernels' dense reference
 /// in a step) masks exactly the layout's blocks: masked probabilities are
 /// exactly 0, the others a softmax over the row's attended keys.
@@ -218,25 +242,9 @@ TEST(SparseSoftmax, MasksTheLayoutsBlocks) {
     h.set(x, uniform(size_t(B * H * T * T), 8, -5, 5));
     h.run(Opcode::Softmax, {x}, {y},
           {{"scale", 0.5}, {"causal", int64_t(causal)}, {"layout", layout}});
-    for (int64_t r = 0; r < B * H * T; ++r) {
-      const int64_t head = r / T % H, i = r % T;
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < T; ++j)
-        if (attends(layout, head, i, j, causal))
-          mx = std::max(mx, 0.5 * h.f(x)[r * T + j]);
-      for (int64_t j = 0; j < T; ++j)
-        if (attends(layout, head, i, j, causal))
-          sum += std::exp(0.5 * h.f(x)[r * T + j] - mx);
-      for (int64_t j = 0; j < T; ++j) {
-        const float got = h.f(y)[r * T + j];
-        if (!attends(layout, head, i, j, causal))
-          ASSERT_EQ(got, 0.0f) << "row " << r << " key " << j;
-        else
-          ASSERT_NEAR(got, std::exp(0.5 * h.f(x)[r * T + j] - mx) / sum,
-                      1e-6)
-              << "row " << r << " key " << j;
-      }
-    }
+    expectMaskedSoftmax(h, x, y, B * H * T, T, [&](int64_t r, int64_t j) {
+      return attends(layout, r / T % H, r % T, j, causal);
+    });
   }
 }
 
@@ -257,29 +265,10 @@ TEST(PaddedSoftmax, MasksPaddingKeys) {
     h.seti(mask, keyMask);
     h.run(Opcode::Softmax, {x, mask}, {y},
           {{"scale", 0.5}, {"causal", int64_t(1)}, {"layout", layout}});
-    for (int64_t r = 0; r < B * H * T; ++r) {
-      const int64_t b = r / (H * T), head = r / T % H, i = r % T;
-      const auto sees = [&](int64_t j) {
-        return attends(layout, head, i, j, true) &&
-               keyMask[size_t(b * T + j)] != 0;
-      };
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < T; ++j)
-        if (sees(j))
-          mx = std::max(mx, 0.5 * h.f(x)[r * T + j]);
-      for (int64_t j = 0; j < T; ++j)
-        if (sees(j))
-          sum += std::exp(0.5 * h.f(x)[r * T + j] - mx);
-      for (int64_t j = 0; j < T; ++j) {
-        const float got = h.f(y)[r * T + j];
-        if (!sees(j))
-          ASSERT_EQ(got, 0.0f) << "row " << r << " key " << j;
-        else
-          ASSERT_NEAR(got, std::exp(0.5 * h.f(x)[r * T + j] - mx) / sum,
-                      1e-6)
-              << "row " << r << " key " << j;
-      }
-    }
+    expectMaskedSoftmax(h, x, y, B * H * T, T, [&](int64_t r, int64_t j) {
+      return attends(layout, r / T % H, r % T, j, true) &&
+             keyMask[size_t(r / (H * T) * T + j)] != 0;
+    });
   }
 }
 
