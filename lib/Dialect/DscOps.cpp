@@ -190,6 +190,20 @@ LogicalResult LayerNormOp::verify() {
                      shapeOf(getInput()));
 }
 
+/// The tensor gradients of a norm backward: dy, the optional residual
+/// gradient it adds in, and dx, each shaped like `rows` (the norm's input,
+/// or its output when the backward reads that instead).
+static LogicalResult verifyNormGrads(Operation *op, Value rows, Value grad,
+                                     Value residualGrad, Value inputGrad) {
+  ArrayRef<int64_t> x = shapeOf(rows);
+  if (failed(expectShape(op, "gradient", shapeOf(grad), x)))
+    return failure();
+  if (residualGrad && failed(expectShape(op, "residual gradient",
+                                         shapeOf(residualGrad), x)))
+    return failure();
+  return expectShape(op, "input gradient", shapeOf(inputGrad), x);
+}
+
 LogicalResult RmsNormOp::verify() {
   if (getEpsilon().convertToDouble() <= 0)
     return emitOpError("expects epsilon > 0");
@@ -205,15 +219,8 @@ LogicalResult RmsNormGradOp::verify() {
   if (failed(verifyNormParams(*this, getInput(),
                               {getWeight(), getWeightGrad()})))
     return failure();
-  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
-                         shapeOf(getInput()))))
-    return failure();
-  if (Value r = getResidualGrad();
-      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
-                              shapeOf(getInput()))))
-    return failure();
-  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
-                     shapeOf(getInput()));
+  return verifyNormGrads(*this, getInput(), getGrad(), getResidualGrad(),
+                         getInputGrad());
 }
 
 /// rstd holds one value per row of `input` ([..., C] -> [...]).
@@ -251,15 +258,8 @@ LogicalResult RmsNormGradFromOutputOp::verify() {
                               {getWeight(), getWeightGrad()})) ||
       failed(verifyRowStats(*this, getOutput(), getRstd())))
     return failure();
-  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
-                         shapeOf(getOutput()))))
-    return failure();
-  if (Value r = getResidualGrad();
-      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
-                              shapeOf(getOutput()))))
-    return failure();
-  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
-                     shapeOf(getOutput()));
+  return verifyNormGrads(*this, getOutput(), getGrad(), getResidualGrad(),
+                         getInputGrad());
 }
 
 LogicalResult InvertibleLayerNormOp::verify() {
@@ -278,15 +278,8 @@ LogicalResult LayerNormGradFromOutputOp::verify() {
                                getBetaGrad()})) ||
       failed(verifyRowStats(*this, getOutput(), getRstd())))
     return failure();
-  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
-                         shapeOf(getOutput()))))
-    return failure();
-  if (Value r = getResidualGrad();
-      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
-                              shapeOf(getOutput()))))
-    return failure();
-  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
-                     shapeOf(getOutput()));
+  return verifyNormGrads(*this, getOutput(), getGrad(), getResidualGrad(),
+                         getInputGrad());
 }
 
 /// A bias [N] for an input [..., N].
@@ -798,15 +791,8 @@ LogicalResult LayerNormGradOp::verify() {
   if (failed(verifyNormParams(*this, getInput(),
                               {getGamma(), getGammaGrad(), getBetaGrad()})))
     return failure();
-  if (failed(expectShape(*this, "gradient", shapeOf(getGrad()),
-                         shapeOf(getInput()))))
-    return failure();
-  if (Value r = getResidualGrad();
-      r && failed(expectShape(*this, "residual gradient", shapeOf(r),
-                              shapeOf(getInput()))))
-    return failure();
-  return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
-                     shapeOf(getInput()));
+  return verifyNormGrads(*this, getInput(), getGrad(), getResidualGrad(),
+                         getInputGrad());
 }
 
 LogicalResult GeluGradOp::verify() {

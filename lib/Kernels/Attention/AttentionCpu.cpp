@@ -324,19 +324,15 @@ void attention(const float *q, const float *k, const float *v,
           const float corr = none ? 1.0f : expApprox(m[size_t(r)] - mx);
           const int64_t live = none ? 0 : n;
           float sum = 0.0f;
+          // Padding keys (score -inf) get exactly 0: expApprox clamps its
+          // argument, so e^-inf would not be.
 #pragma omp simd reduction(+ : sum)
           for (int64_t j = 0; j < live; ++j) {
-            sr[j] = expApprox(sr[j] - mx);
+            sr[j] = sr[j] == -kInf ? 0.0f : expApprox(sr[j] - mx);
             sum += sr[j];
           }
           for (int64_t j = live; j < bc; ++j)
             sr[j] = 0.0f;
-          if (km && !none) {
-            dropPaddingKeys(sr, n, km, j0, 0.0f);
-            sum = 0.0f;
-            for (int64_t j = 0; j < n; ++j)
-              sum += sr[j];
-          }
           m[size_t(r)] = mx;
           l[size_t(r)] = l[size_t(r)] * corr + sum;
           const int64_t e0 = (bh * T + i) * T + j0;
