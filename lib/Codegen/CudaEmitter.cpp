@@ -519,13 +519,18 @@ void Emitter::emitFunction(const rt::Function &fn) {
     }
     case Route::Collective:
     case Route::Copy: {
-      rt::checkInstr(P, I);
+      const rt::InstrDims d = rt::checkInstr(P, I);
       KernelSpec spec(P, I);
       const bool allReduce = I.op == rt::Opcode::AllReduce;
       if (routeOf(I.op) == Route::Collective && !allReduce)
         spec.fail("the CUDA backend's NCCL communicator does all-reduce "
-                  "only; ZeRO and 1-bit compressed steps run on the CPU "
-                  "backend");
+                  "only; ZeRO, 1-bit compressed steps, broadcast and "
+                  "send/recv run on the CPU backend");
+      if (allReduce && d.group != P.mesh().size())
+        spec.fail(std::string("the CUDA backend's NCCL communicator spans "
+                              "all ranks, not the ") +
+                  rt::meshAxisName(d.axis) + " axis's group of " +
+                  std::to_string(d.group));
       if (allReduce &&
           (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32))
         spec.fail("collectives run on f32 buffers");

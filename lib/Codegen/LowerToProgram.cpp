@@ -29,7 +29,12 @@ namespace {
 class Lowering {
 public:
   explicit Lowering(ModuleOp module) : module(module) {}
-  FailureOr<rt::Program> run();
+  /// Lowers `required` (each must exist) and those of `optional` that
+  /// exist.
+  FailureOr<rt::Program> run(ArrayRef<StringRef> required,
+                             ArrayRef<StringRef> optional);
+  /// Whether the module must be a training step (its error messages say so).
+  bool trainingStep = true;
 
 private:
   LogicalResult lowerFunction(func::FuncOp fn);
@@ -255,21 +260,6 @@ FailureOr<rt::Instr> Lowering::lowerOp(Operation *op) {
   auto it = opcodesByOpName().find(op->getName().getStringRef());
   if (it == opcodesByOpName().end())
     return op->emitOpError("cannot be executed by the runtime (not lowered)");
-  // The runtime's communicator spans every rank: a reduction over a
-  // smaller group (one mesh axis of several, or a one-rank axis of a
-  // multi-rank job) has no instruction yet.
-  if (auto reduce = dyn_cast<AllReduceOp>(op)) {
-    const int64_t group = meshGroupSize(op, reduce.getAxis());
-    const int64_t world = meshGroupSize(op, MeshAxis::data) *
-                          meshGroupSize(op, MeshAxis::tensor) *
-                          meshGroupSize(op, MeshAxis::pipeline);
-    if (group != world)
-      return op->emitOpError()
-             << "over the " << stringifyMeshAxis(reduce.getAxis())
-             << " axis (" << group << " of " << world
-             << " ranks) cannot be executed by the runtime yet (its "
-                "communicator spans all ranks)";
-  }
   rt::Instr instr{it->second, {}, {}, {}};
   NamedAttrList attrs(op->getAttrDictionary());
   if (std::optional<RegisteredOperationName> name = op->getRegisteredInfo())
@@ -378,30 +368,35 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
   return success();
 }
 
-FailureOr<rt::Program> Lowering::run() {
+FailureOr<rt::Program> Lowering::run(ArrayRef<StringRef> required,
+                                     ArrayRef<StringRef> optional) {
   if (failed(verifyOpTable(module.getContext())))
     return failure();
-  for (StringRef name :
-       {"micro_step", "apply_step", "eval_step", "apply_step_compressed"}) {
+  for (StringRef name : required) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
-    // Optional: only sampling and evaluation need @eval_step; only 1-bit
-    // Adam has a compression stage (the driver runs it after freeze_step).
-    if (!fn && (name == "eval_step" || name == "apply_step_compressed"))
-      continue;
-    if (!fn)
+    if (!fn && trainingStep)
       return module.emitError("not a lowered training step: no @")
              << name << " (run --dsc-train-pipeline first)";
+    if (!fn)
+      return module.emitError("the module has no function @") << name;
     if (failed(lowerFunction(fn)))
       return failure();
   }
+  for (StringRef name : optional)
+    if (auto fn = module.lookupSymbol<func::FuncOp>(name))
+      if (failed(lowerFunction(fn)))
+        return failure();
   for (NamedAttribute attr : module->getAttrs()) {
     StringRef name = attr.getName().strref();
     if (!name.consume_front("dsc."))
       continue;
-    if (auto mesh = dyn_cast<MeshAttr>(attr.getValue()))
+    if (auto mesh = dyn_cast<MeshAttr>(attr.getValue())) {
       program.meta["world_size"] =
           mesh.getData() * mesh.getTensor() * mesh.getPipeline();
-    else if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
+      program.meta["mesh_data"] = mesh.getData();
+      program.meta["mesh_tensor"] = mesh.getTensor();
+      program.meta["mesh_pipeline"] = mesh.getPipeline();
+    } else if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
       program.meta[name.str()] = int64_t(i.getInt());
     else if (auto f = dyn_cast<FloatAttr>(attr.getValue()))
       program.meta[name.str()] = f.getValueAsDouble();
@@ -414,5 +409,16 @@ FailureOr<rt::Program> Lowering::run() {
 } // namespace
 
 auto ::dsc::lowerToProgram(ModuleOp module) -> FailureOr<rt::Program> {
-  return Lowering(module).run();
+  // Only sampling and evaluation need @eval_step; only 1-bit Adam has a
+  // compression stage (the driver runs it after freeze_step).
+  return Lowering(module).run({"micro_step", "apply_step"},
+                              {"eval_step", "apply_step_compressed"});
+}
+
+auto ::dsc::lowerFunctionsToProgram(ModuleOp module,
+                                    ArrayRef<StringRef> functions)
+    -> FailureOr<rt::Program> {
+  Lowering lowering(module);
+  lowering.trainingStep = false;
+  return lowering.run(functions, {});
 }

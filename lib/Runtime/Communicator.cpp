@@ -18,6 +18,10 @@ const char *collectiveKindName(CollectiveKind kind) {
     return "all_gather";
   case CollectiveKind::AllToAll:
     return "all_to_all";
+  case CollectiveKind::Broadcast:
+    return "broadcast";
+  case CollectiveKind::Send:
+    return "send";
   case CollectiveKind::Count:
     break;
   }
@@ -52,9 +56,48 @@ public:
   void allToAll(const void *in, void *out, int64_t bytesPerPeer) override {
     allGather(in, out, bytesPerPeer); // one rank: the one chunk stays
   }
+  void broadcast(void *, int64_t bytes, int root) override {
+    if (bytes < 0 || root != 0)
+      throw Error("broadcast: negative byte count or a root other than 0");
+  }
+  void send(const void *, int64_t, int to) override {
+    throw Error("send: one rank has no rank " + std::to_string(to) +
+                " to send to");
+  }
+  void recv(void *, int64_t, int from) override {
+    throw Error("recv: one rank has no rank " + std::to_string(from) +
+                " to receive from");
+  }
+  std::unique_ptr<Communicator> split(int, int) override {
+    auto one = std::make_unique<SingleRankCommunicator>();
+    one->sent = sent;
+    return one;
+  }
   void barrier() override {}
 };
 } // namespace
+
+MeshGroups::MeshGroups(Communicator &world, const Mesh &mesh) : shape(mesh) {
+  if (mesh.size() != world.size())
+    throw Error("the step's mesh has " + std::to_string(mesh.size()) +
+                " ranks but this job has " + std::to_string(world.size()));
+  const int rank = world.rank();
+  for (MeshAxis axis :
+       {MeshAxis::Data, MeshAxis::Tensor, MeshAxis::Pipeline}) {
+    const int64_t g = mesh.groupSize(axis);
+    Communicator *&group = groups[int(axis)];
+    if (g == world.size()) {
+      group = &world;
+      continue;
+    }
+    // A group is named by its member at coordinate 0 along the axis.
+    owned[int(axis)] =
+        g == 1 ? world.split(rank, 0)
+               : world.split(int(mesh.rankAlong(rank, axis, 0)),
+                             int(mesh.coordinate(rank, axis)));
+    group = owned[int(axis)].get();
+  }
+}
 
 std::unique_ptr<Communicator> createSingleRankCommunicator() {
   return std::make_unique<SingleRankCommunicator>();

@@ -81,6 +81,13 @@ public:
 
   void run(const Program &program, const Function &fn, Storage &storage,
            const RngContext &rng) override {
+    // Every rank's first call builds the mesh's groups (a collective over
+    // the job): all ranks run the same program, whichever function first.
+    const Mesh mesh = program.mesh();
+    if (!groups || groups->mesh().data != mesh.data ||
+        groups->mesh().tensor != mesh.tensor ||
+        groups->mesh().pipeline != mesh.pipeline)
+      groups = std::make_unique<MeshGroups>(comm, mesh);
     for (const Instr &instr : fn.body) {
       if (!profile) {
         execute(program, storage, instr, rng);
@@ -100,6 +107,7 @@ private:
   void dispatch(cpu::Exec &e);
   void runCollective(cpu::Exec &e);
   Communicator &comm;
+  std::unique_ptr<MeshGroups> groups;
   std::unique_ptr<OpcodeProfile> profile;
 };
 
@@ -138,30 +146,45 @@ void CpuBackend::dispatch(cpu::Exec &e) {
 }
 
 void CpuBackend::runCollective(cpu::Exec &e) {
+  Communicator &group = groups->group(e.d.axis);
+  const int64_t bytes = e.d.n * int64_t(dtypeSize(
+                                    e.I.inputs.empty() ? e.out(0).dtype
+                                                       : e.in(0).dtype));
+  const int64_t rank = group.rank();
   switch (e.I.op) {
   case Opcode::AllReduce:
-    comm.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
+    group.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
     return;
   case Opcode::ReduceScatter:
-    comm.reduceScatter(e.fin(0, "input"), e.fout(0, "result"), e.d.n,
-                       e.d.reduce);
+    group.reduceScatter(e.fin(0, "input"), e.fout(0, "result"), e.d.n,
+                        e.d.reduce);
     return;
   case Opcode::AllGather: // any element type: bytes
-    comm.allGather(e.S.data(e.inId(0)), e.S.data(e.outId(0)),
-                   e.d.n * int64_t(dtypeSize(e.in(0).dtype)));
+    group.allGather(e.S.data(e.inId(0)), e.S.data(e.outId(0)), bytes);
     return;
   case Opcode::AllToAll:
-    comm.allToAll(e.S.data(e.inId(0)), e.S.data(e.outId(0)),
-                  e.d.n * int64_t(dtypeSize(e.in(0).dtype)));
+    group.allToAll(e.S.data(e.inId(0)), e.S.data(e.outId(0)), bytes);
+    return;
+  case Opcode::Broadcast:
+    if (e.inId(0) != e.outId(0))
+      cpu::copyBytes(e.S.data(e.outId(0)), e.S.data(e.inId(0)), size_t(bytes));
+    group.broadcast(e.S.data(e.outId(0)), bytes, int(e.d.peer));
+    return;
+  case Opcode::Send:
+    group.send(e.S.data(e.inId(0)), bytes,
+               int((rank + e.d.peer + e.d.group) % e.d.group));
+    return;
+  case Opcode::Recv:
+    group.recv(e.S.data(e.outId(0)), bytes,
+               int((rank + e.d.peer + e.d.group) % e.d.group));
     return;
   case Opcode::Shard: // this rank's part: no communication
-    cpu::copyBytes(e.fout(0, "result"),
-                   e.fin(0, "input") + int64_t(comm.rank()) * e.d.n,
+    cpu::copyBytes(e.fout(0, "result"), e.fin(0, "input") + rank * e.d.n,
                    size_t(e.d.n) * sizeof(float));
     return;
   case Opcode::NormAllReduce: {
     float sumSquares = e.scalarIn(0, "norm") * e.scalarIn(0, "norm");
-    comm.allReduce(&sumSquares, 1, ReduceOp::Sum);
+    group.allReduce(&sumSquares, 1, ReduceOp::Sum);
     e.fout(0, "result")[0] = std::sqrt(sumSquares);
     return;
   }

@@ -145,6 +145,8 @@ public:
   void scalarOp();
   void lrSchedule();
   void other();
+  void meshGroup();
+  void transfer();
   void shard();
   void compression();
   ReduceOp reduceOp() const;
@@ -688,11 +690,48 @@ ReduceOp Checker::reduceOp() const {
   fail("op must be \"sum\", \"mean\" or \"max\", got \"" + op + "\"");
 }
 
-/// ReduceScatter, AllGather, Shard: f32 tensors whose sizes differ by the
-/// program's world size W (d.n: the per-rank shard); NormAllReduce: f32
-/// scalars.
+/// Collectives: the axis they span and its group's size in the program's
+/// mesh.
+void Checker::meshGroup() {
+  if (!I.has("axis"))
+    return;
+  try {
+    d.axis = meshAxisNamed(I.getString("axis"));
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  d.group = P.mesh().groupSize(d.axis);
+}
+
+/// Broadcast, Send, Recv: bytes of any type (d.n elements) between the
+/// ranks of a group; `root` a rank of it, `peer` an offset to another.
+void Checker::transfer() {
+  const std::string axis = meshAxisName(d.axis);
+  if (I.op == Opcode::Broadcast) {
+    d.n = in(0).numElements();
+    if (in(0).dtype != out(0).dtype)
+      fail("'" + out(0).name + "' must have the input's type " +
+           dtypeName(in(0).dtype) + ", got " + dtypeName(out(0).dtype));
+    count(out(0), d.n, "result");
+    d.peer = I.getInt("root");
+    if (d.peer < 0 || d.peer >= d.group)
+      fail("root " + std::to_string(d.peer) + " is not a rank of the " +
+           axis + " group of " + std::to_string(d.group));
+    return;
+  }
+  d.n = I.op == Opcode::Send ? in(0).numElements() : out(0).numElements();
+  d.peer = I.getInt("peer");
+  if (d.peer == 0 || d.peer <= -d.group || d.peer >= d.group)
+    fail("peer offset " + std::to_string(d.peer) +
+         " does not name another rank of the " + axis + " group of " +
+         std::to_string(d.group));
+}
+
+/// ReduceScatter, AllGather, Shard, AllToAll: tensors whose sizes differ
+/// by the size W of their axis's group (d.n: the per-rank shard);
+/// NormAllReduce: f32 scalars.
 void Checker::shard() {
-  const int64_t W = P.metaInt("world_size", 1, 1);
+  const int64_t W = d.group;
   // Gathers and exchanges move bytes of any type; reductions f32.
   if (I.op == Opcode::AllGather || I.op == Opcode::AllToAll) {
     if (in(0).dtype != out(0).dtype)
@@ -708,7 +747,8 @@ void Checker::shard() {
     const int64_t total = in(0).numElements();
     if (total % W != 0)
       fail("'" + in(0).name + "' has " + std::to_string(total) +
-           " elements, not a multiple of the world size " + std::to_string(W));
+           " elements, not a multiple of the " + meshAxisName(d.axis) +
+           " group's " + std::to_string(W) + " ranks");
     d.n = total / W;
     count(out(0), total, "result");
     return;
@@ -805,6 +845,9 @@ void Checker::family() {
   case OpFamily::Collective:
     other();
     return;
+  case OpFamily::Transfer:
+    transfer();
+    return;
   case OpFamily::Shard:
     shard();
     return;
@@ -888,6 +931,7 @@ void Checker::family() {
 InstrDims checkInstr(const Program &P, const Instr &I) {
   Checker c(P, I);
   c.contract();
+  c.meshGroup();
   c.family();
   // The families look at the operands they size things by; the backends
   // index the others too (e.g. GlobalNorm's inputs).

@@ -32,6 +32,9 @@ std::string mpiErrorString(int code) {
 class MpiCommunicator final : public Communicator {
 public:
   explicit MpiCommunicator(const LaunchEnvironment &env);
+  /// A group split from `parent` (takes `comm`; shares the parent's
+  /// traffic count and node placement).
+  MpiCommunicator(const MpiCommunicator &parent, MPI_Comm comm);
   ~MpiCommunicator() override;
   int rank() const override { return myRank; }
   int size() const override { return worldSize; }
@@ -43,6 +46,10 @@ public:
                      ReduceOp op) override;
   void allGather(const void *in, void *out, int64_t bytesPerRank) override;
   void allToAll(const void *in, void *out, int64_t bytesPerPeer) override;
+  void broadcast(void *data, int64_t bytes, int root) override;
+  void send(const void *data, int64_t bytes, int to) override;
+  void recv(void *data, int64_t bytes, int from) override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
 
 private:
@@ -79,9 +86,21 @@ private:
                      CollectiveKind kind, const char *what, const char *unit,
                      const void *in, void *out, int64_t bytes);
 
-  MPI_Comm world = MPI_COMM_NULL; ///< the collectives' communicator
+  /// A rank of this group by its chunks of at most kMaxCount bytes: one
+  /// non-blocking call per chunk, each waited for.
+  template <typename Start>
+  void inChunks(const char *what, int64_t bytes, Start start);
+  /// A peer's group rank, checked.
+  int peerRank(const char *what, int peer) const;
+
+  MPI_Comm world = MPI_COMM_NULL; ///< the collectives' communicator (the
+                                  ///< group's, for a split one)
   MPI_Comm alarm = MPI_COMM_NULL; ///< "I timed out" messages
+  /// Named `world` for the job's communicator; a split one's members are
+  /// ranks 0..worldSize-1 of the group, jobRank[r] in the job.
   int myRank = 0, worldSize = 1, myLocalRank = 0, myLocalSize = 1;
+  std::vector<int> jobRank;
+  bool ownsMpi = false; ///< the job's communicator finalizes MPI
   double timeoutSeconds = 45;
 };
 
@@ -110,6 +129,39 @@ MpiCommunicator::MpiCommunicator(const LaunchEnvironment &env) {
   MPI_Comm_size(node, &myLocalSize);
   MPI_Comm_free(&node);
   timeoutSeconds = collectiveTimeoutSeconds();
+  for (int r = 0; r < worldSize; ++r)
+    jobRank.push_back(r);
+  ownsMpi = true;
+}
+
+MpiCommunicator::MpiCommunicator(const MpiCommunicator &parent, MPI_Comm comm)
+    : world(comm), myLocalRank(parent.myLocalRank),
+      myLocalSize(parent.myLocalSize), timeoutSeconds(parent.timeoutSeconds) {
+  sent = parent.sent;
+  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+  check(MPI_Comm_dup(world, &alarm), "MPI_Comm_dup");
+  MPI_Comm_rank(world, &myRank);
+  MPI_Comm_size(world, &worldSize);
+  // The job's rank of each member: gathered, as MPI_Group_translate_ranks
+  // would need the job's group.
+  const int mine = parent.jobRank[size_t(parent.myRank)];
+  jobRank.assign(size_t(worldSize), 0);
+  MPI_Request request;
+  check(MPI_Iallgather(&mine, 1, MPI_INT, jobRank.data(), 1, MPI_INT, world,
+                       &request),
+        "MPI_Iallgather");
+  wait(request, "split");
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  // MPI_Comm_split blocks without a deadline: meet in a barrier that has
+  // one first, so a lost rank is named instead of hanging the others.
+  MPI_Request arrived;
+  check(MPI_Ibarrier(world, &arrived), "MPI_Ibarrier");
+  wait(arrived, "split");
+  MPI_Comm group = MPI_COMM_NULL;
+  check(MPI_Comm_split(world, color, key, &group), "MPI_Comm_split");
+  return std::make_unique<MpiCommunicator>(*this, group);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -119,7 +171,8 @@ MpiCommunicator::~MpiCommunicator() {
     return;
   MPI_Comm_free(&alarm);
   MPI_Comm_free(&world);
-  MPI_Finalize();
+  if (ownsMpi)
+    MPI_Finalize();
 }
 
 void MpiCommunicator::check(int code, const char *what) const {
@@ -184,11 +237,11 @@ void MpiCommunicator::declareLost(const char *what, double waitedSeconds) {
   std::string lost;
   for (int r = 0; r < worldSize; ++r)
     if (!heard[size_t(r)])
-      lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+      lost += (lost.empty() ? "" : ", ") + std::to_string(jobRank[size_t(r)]);
   std::fprintf(stderr,
                "rank %d: error: %s did not complete in %.0f s; %s "
                "(DSC_COMM_TIMEOUT sets the limit)\n",
-               myRank, what, waitedSeconds,
+               jobRank[size_t(myRank)], what, waitedSeconds,
                lost.empty() ? "every rank is waiting (a rank fell behind?)"
                             : ("lost rank " + lost + " (stopped or died)").c_str());
   std::fflush(stderr);
@@ -209,7 +262,7 @@ void MpiCommunicator::allReduce(float *data, int64_t n, ReduceOp op) {
     wait(request, "all_reduce");
   }
   finishMean(op, data, n);
-  sent[CollectiveKind::AllReduce] +=
+  (*sent)[CollectiveKind::AllReduce] +=
       2 * n * int64_t(sizeof(float)) * (worldSize - 1) / worldSize;
 }
 
@@ -223,7 +276,7 @@ void MpiCommunicator::reduceScatter(const float *in, float *out,
         "MPI_Ireduce_scatter_block");
   wait(request, "reduce_scatter");
   finishMean(op, out, nPerRank);
-  sent[CollectiveKind::ReduceScatter] +=
+  (*sent)[CollectiveKind::ReduceScatter] +=
       nPerRank * int64_t(sizeof(float)) * (worldSize - 1);
 }
 
@@ -236,7 +289,7 @@ void MpiCommunicator::exchangeBytes(ByteExchange exchange,
   check(exchange(in, count, MPI_BYTE, out, count, MPI_BYTE, world, &request),
         mpiName);
   wait(request, what);
-  sent[kind] += bytes * (worldSize - 1);
+  (*sent)[kind] += bytes * (worldSize - 1);
 }
 
 void MpiCommunicator::allGather(const void *in, void *out,
@@ -249,6 +302,59 @@ void MpiCommunicator::allToAll(const void *in, void *out,
                                int64_t bytesPerPeer) {
   exchangeBytes(MPI_Ialltoall, "MPI_Ialltoall", CollectiveKind::AllToAll,
                 "all_to_all", "bytes per peer", in, out, bytesPerPeer);
+}
+
+template <typename Start>
+void MpiCommunicator::inChunks(const char *what, int64_t bytes, Start start) {
+  if (bytes < 0)
+    throw Error(std::string(what) + ": negative byte count");
+  for (int64_t done = 0; done < bytes; done += kMaxCount) {
+    MPI_Request request;
+    start(done, int(std::min(kMaxCount, bytes - done)), &request);
+    wait(request, what);
+  }
+}
+
+int MpiCommunicator::peerRank(const char *what, int peer) const {
+  if (peer < 0 || peer >= worldSize || peer == myRank)
+    throw Error(std::string(what) + ": rank " + std::to_string(peer) +
+                " is not another rank of a group of " +
+                std::to_string(worldSize));
+  return peer;
+}
+
+void MpiCommunicator::broadcast(void *data, int64_t bytes, int root) {
+  if (root < 0 || root >= worldSize)
+    throw Error("broadcast: root " + std::to_string(root) +
+                " is not a rank of a group of " + std::to_string(worldSize));
+  char *base = static_cast<char *>(data);
+  inChunks("broadcast", bytes, [&](int64_t at, int count, MPI_Request *r) {
+    check(MPI_Ibcast(base + at, count, MPI_BYTE, root, world, r),
+          "MPI_Ibcast");
+  });
+  if (myRank == root)
+    (*sent)[CollectiveKind::Broadcast] += bytes * (worldSize - 1);
+}
+
+void MpiCommunicator::send(const void *data, int64_t bytes, int to) {
+  constexpr int kTag = 11;
+  const int peer = peerRank("send", to);
+  const char *base = static_cast<const char *>(data);
+  inChunks("send", bytes, [&](int64_t at, int count, MPI_Request *r) {
+    check(MPI_Isend(base + at, count, MPI_BYTE, peer, kTag, world, r),
+          "MPI_Isend");
+  });
+  (*sent)[CollectiveKind::Send] += bytes;
+}
+
+void MpiCommunicator::recv(void *data, int64_t bytes, int from) {
+  constexpr int kTag = 11;
+  const int peer = peerRank("recv", from);
+  char *base = static_cast<char *>(data);
+  inChunks("recv", bytes, [&](int64_t at, int count, MPI_Request *r) {
+    check(MPI_Irecv(base + at, count, MPI_BYTE, peer, kTag, world, r),
+          "MPI_Irecv");
+  });
 }
 
 void MpiCommunicator::barrier() {

@@ -251,4 +251,75 @@ const Function &Program::function(const std::string &name) const {
   return it->second;
 }
 
+MeshAxis meshAxisNamed(const std::string &name) {
+  for (MeshAxis axis : {MeshAxis::Data, MeshAxis::Tensor, MeshAxis::Pipeline})
+    if (name == meshAxisName(axis))
+      return axis;
+  throw Error("axis must be \"data\", \"tensor\" or \"pipeline\", got \"" +
+              name + "\"");
+}
+
+const char *meshAxisName(MeshAxis axis) {
+  switch (axis) {
+  case MeshAxis::Data:
+    return "data";
+  case MeshAxis::Tensor:
+    return "tensor";
+  case MeshAxis::Pipeline:
+    return "pipeline";
+  }
+  return "?";
+}
+
+int64_t Mesh::groupSize(MeshAxis axis) const {
+  switch (axis) {
+  case MeshAxis::Data:
+    return data;
+  case MeshAxis::Tensor:
+    return tensor;
+  case MeshAxis::Pipeline:
+    return pipeline;
+  }
+  return 1;
+}
+
+/// Ranks count tensor fastest, then data, then pipeline: the stride of an
+/// axis is the product of the sizes of the faster ones.
+static int64_t strideOf(const Mesh &m, MeshAxis axis) {
+  switch (axis) {
+  case MeshAxis::Tensor:
+    return 1;
+  case MeshAxis::Data:
+    return m.tensor;
+  case MeshAxis::Pipeline:
+    return m.tensor * m.data;
+  }
+  return 1;
+}
+
+int64_t Mesh::coordinate(int64_t rank, MeshAxis axis) const {
+  return rank / strideOf(*this, axis) % groupSize(axis);
+}
+
+int64_t Mesh::rankAlong(int64_t rank, MeshAxis axis, int64_t c) const {
+  const int64_t g = groupSize(axis);
+  const int64_t wrapped = ((c % g) + g) % g;
+  return rank + (wrapped - coordinate(rank, axis)) * strideOf(*this, axis);
+}
+
+Mesh Program::mesh() const {
+  const int64_t world = metaInt("world_size", 1, 1);
+  if (!meta.count("mesh_data") && !meta.count("mesh_tensor") &&
+      !meta.count("mesh_pipeline"))
+    return Mesh{world, 1, 1};
+  Mesh m{metaInt("mesh_data", 1, 1), metaInt("mesh_tensor", 1, 1),
+         metaInt("mesh_pipeline", 1, 1)};
+  if (m.size() != world)
+    throw Error("compiled step: its mesh (data " + std::to_string(m.data) +
+                " x tensor " + std::to_string(m.tensor) + " x pipeline " +
+                std::to_string(m.pipeline) + ") does not have world_size " +
+                std::to_string(world) + " ranks");
+  return m;
+}
+
 } // namespace dsc::rt

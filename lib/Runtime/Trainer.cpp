@@ -118,6 +118,16 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                 std::to_string(comm.size()) +
                 "; compile it with --world-size " +
                 std::to_string(comm.size()));
+  // The driver splits batches, shards and files over data-parallel ranks:
+  // a step sliced over tensor or pipeline ranks needs a driver that knows
+  // which part of the model each rank holds.
+  const Mesh mesh = prog.mesh();
+  if (mesh.tensor != 1 || mesh.pipeline != 1)
+    throw Error("the step's mesh (dsc.mesh) has tensor = " +
+                std::to_string(mesh.tensor) + " and pipeline = " +
+                std::to_string(mesh.pipeline) +
+                " ranks; training runs data parallelism only (tensor "
+                "slicing and pipeline stages are not built yet)");
   prog.function("micro_step");
   prog.function("apply_step");
   if (prog.functions.count("apply_step_compressed"))

@@ -19,6 +19,12 @@ namespace dsc {
 /// lowered training step or contains an op the runtime cannot execute.
 mlir::FailureOr<rt::Program> lowerToProgram(mlir::ModuleOp module);
 
+/// The same for exactly `functions` of any module whose arguments and
+/// results carry #dsc.state (a test harness runs single functions).
+mlir::FailureOr<rt::Program>
+lowerFunctionsToProgram(mlir::ModuleOp module,
+                        llvm::ArrayRef<llvm::StringRef> functions);
+
 } // namespace dsc
 
 #endif // DSC_CODEGEN_LOWERTOPROGRAM_H

@@ -73,6 +73,12 @@ struct InstrDims {
   /// AllToAll: `n` elements per peer.
   /// AllReduce: its `op`.
   ReduceOp reduce = ReduceOp::Sum;
+  /// Collectives: the mesh axis whose group they span and that group's
+  /// size. Broadcast: `n` elements, `peer` the group rank of the root;
+  /// Send / Recv: `n` elements, `peer` the offset along the axis.
+  MeshAxis axis = MeshAxis::Data;
+  int64_t group = 1;
+  int64_t peer = 0;
   /// LrSchedule: its attributes, checked (kind, warmup type, and a cosine
   /// decay that has steps to run).
   LrScheduleAttrs schedule;

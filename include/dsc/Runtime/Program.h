@@ -96,7 +96,7 @@ constexpr int kAnyCount = -1;
 
 /// The shape checks and sizes an opcode shares with others (InstrCheck).
 enum class OpFamily {
-  Init, Copy, Convert, Collective, Shard, Resize, Embedding, Add, ReduceTo,
+  Init, Copy, Convert, Collective, Transfer, Shard, Resize, Embedding, Add, ReduceTo,
   Linear,
   BatchMatmul, Norm, NormGrad, ResidualNorm, Gelu, Dropout, Bias, Heads,
   ConcatSplit, Softmax, Attention, CrossEntropy, TokenMask, Optimizer, Scalar,
@@ -210,6 +210,29 @@ struct Function {
   std::vector<Instr> body;
 };
 
+/// A mesh axis (#dsc<axis ...>): the group of ranks a collective spans.
+enum class MeshAxis { Data, Tensor, Pipeline };
+/// "data" -> MeshAxis::Data, ...; an error for another name.
+MeshAxis meshAxisNamed(const std::string &name);
+const char *meshAxisName(MeshAxis axis);
+
+/// The device mesh of a job (the module's dsc.mesh): data x tensor x
+/// pipeline ranks. A rank's coordinates vary tensor fastest, then data,
+/// then pipeline (Megatron's order): a tensor group is consecutive ranks,
+/// which launchers place on one node, and pipeline stages are farthest
+/// apart.
+struct Mesh {
+  int64_t data = 1, tensor = 1, pipeline = 1;
+
+  int64_t size() const { return data * tensor * pipeline; }
+  int64_t groupSize(MeshAxis axis) const;
+  /// Rank `rank`'s coordinate along `axis`, in [0, groupSize(axis)).
+  int64_t coordinate(int64_t rank, MeshAxis axis) const;
+  /// The rank with coordinate `c` along `axis` and `rank`'s other
+  /// coordinates (`c` taken modulo the group size: peers wrap around).
+  int64_t rankAlong(int64_t rank, MeshAxis axis, int64_t c) const;
+};
+
 struct Program {
   std::vector<Buffer> buffers;
   std::map<std::string, Function> functions;
@@ -231,6 +254,10 @@ struct Program {
                   std::optional<int64_t> dflt = std::nullopt,
                   int64_t min = std::numeric_limits<int64_t>::min()) const;
   const Function &function(const std::string &name) const;
+  /// The mesh the step was compiled for: dsc.mesh_{data,tensor,pipeline},
+  /// or world_size ranks of data parallelism when only that is given (1
+  /// without either). An error when the axes do not multiply to world_size.
+  Mesh mesh() const;
 };
 
 /// Every runtime failure (bad file, bad program, bad shapes) is an Error with a

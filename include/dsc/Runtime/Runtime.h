@@ -16,23 +16,29 @@ namespace dsc::rt {
 
 /// The collective kinds whose traffic a Communicator counts (the keys of
 /// `--log-json`'s "comm_bytes").
-enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Count };
+enum class CollectiveKind {
+  AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, Send, Count
+};
 const char *collectiveKindName(CollectiveKind kind);
 
 /// Bytes this rank sent, per collective kind, by the bandwidth-optimal
 /// (ring) algorithm's volume: an all-reduce of S bytes over N ranks sends
 /// 2S(N-1)/N, a reduce-scatter of S bytes S(N-1)/N, an all-gather of S
-/// bytes per rank S(N-1), an all-to-all of S bytes per peer S(N-1). One
-/// rank sends nothing.
+/// bytes per rank S(N-1), an all-to-all of S bytes per peer S(N-1), a
+/// broadcast of S bytes S(N-1) at the root (what the group receives in
+/// all; the other ranks count 0), a send of S bytes S. One rank sends
+/// nothing.
 struct CommTraffic {
   int64_t bytes[int(CollectiveKind::Count)] = {};
   int64_t &operator[](CollectiveKind k) { return bytes[int(k)]; }
   int64_t operator[](CollectiveKind k) const { return bytes[int(k)]; }
 };
 
-/// Collectives between data-parallel ranks. Every reduction in a Program goes
-/// through this interface; nothing in the runtime assumes a single rank.
-/// Every rank must call the same collectives in the same order.
+/// Collectives between the ranks of a group (the whole job, or one mesh
+/// axis's group: see split and MeshGroups). Every reduction in a Program
+/// goes through this interface; nothing in the runtime assumes a single
+/// rank. Every rank of the group must call the same collectives in the
+/// same order; a send is matched by the peer's recv.
 class Communicator {
 public:
   virtual ~Communicator() = default;
@@ -57,15 +63,42 @@ public:
   /// `in` and `out` hold size() chunks of bytesPerPeer bytes: chunk j of
   /// this rank's `in` becomes chunk rank() of rank j's `out`.
   virtual void allToAll(const void *in, void *out, int64_t bytesPerPeer) = 0;
+  /// In place: every rank's `data` receives rank `root`'s `bytes` bytes.
+  virtual void broadcast(void *data, int64_t bytes, int root) = 0;
+  /// `bytes` bytes to rank `to` (returns once `data` may be reused), and
+  /// from rank `from` into `data`.
+  virtual void send(const void *data, int64_t bytes, int to) = 0;
+  virtual void recv(void *data, int64_t bytes, int from) = 0;
+  /// The communicator of the ranks that pass the same `color`, ranked by
+  /// `key` (ties: by rank here). Collective over this communicator: every
+  /// rank calls it. The new communicator counts its traffic with this one.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   /// Waits for every rank. Also where ranks wait for rank 0 to write a
   /// file, so an MPI barrier allows 10 times DSC_COMM_TIMEOUT.
   virtual void barrier() = 0;
-  const CommTraffic &traffic() const { return sent; }
+  const CommTraffic &traffic() const { return *sent; }
   /// Bytes a backend sent for this job over its own transport (NCCL).
-  void countSent(CollectiveKind kind, int64_t bytes) { sent[kind] += bytes; }
+  void countSent(CollectiveKind kind, int64_t bytes) { (*sent)[kind] += bytes; }
 
 protected:
-  CommTraffic sent;
+  /// Shared by the communicators split from one job's: the job's traffic.
+  std::shared_ptr<CommTraffic> sent = std::make_shared<CommTraffic>();
+};
+
+/// The groups of a mesh: for each axis, the communicator of the ranks that
+/// differ from this one only along it (the whole job where the axis has all
+/// of its ranks, a one-rank communicator where it has one). Built by every
+/// rank of `world` at once (splitting is collective).
+class MeshGroups {
+public:
+  MeshGroups(Communicator &world, const Mesh &mesh);
+  Communicator &group(MeshAxis axis) { return *groups[int(axis)]; }
+  const Mesh &mesh() const { return shape; }
+
+private:
+  Mesh shape;
+  std::unique_ptr<Communicator> owned[3];
+  Communicator *groups[3] = {};
 };
 
 /// The communicator of a job with one process.
