@@ -693,10 +693,14 @@ ReduceOp Checker::reduceOp() const {
 /// Collectives: the axis they span and its group's size in the program's
 /// mesh.
 void Checker::meshGroup() {
-  if (!I.has("axis"))
+  const std::vector<AttrSpec> &specs = opInfo(I.op).attrs;
+  auto spec = std::find_if(specs.begin(), specs.end(), [](const AttrSpec &a) {
+    return a.kind == AttrKind::MeshAxis;
+  });
+  if (spec == specs.end())
     return;
   try {
-    d.axis = meshAxisNamed(I.getString("axis"));
+    d.axis = meshAxisNamed(I.getString(spec->name));
   } catch (const Error &e) {
     fail(e.what());
   }

@@ -126,3 +126,82 @@ TEST(InstrCheck, EveryOpcodeHasItsTableRow) {
     EXPECT_STREQ(opcodeName(Opcode(k)), allOps()[k].name);
   }
 }
+
+namespace {
+/// A program for a data = 2 x tensor = 3 x pipeline = 2 mesh.
+Check meshCheck() {
+  Check c;
+  c.prog.meta["world_size"] = int64_t(12);
+  c.prog.meta["mesh_data"] = int64_t(2);
+  c.prog.meta["mesh_tensor"] = int64_t(3);
+  c.prog.meta["mesh_pipeline"] = int64_t(2);
+  return c;
+}
+Instr onAxis(Instr I, const char *axis) {
+  I.attrs["axis"] = std::string(axis);
+  return I;
+}
+} // namespace
+
+TEST(InstrCheck, CollectivesSizeByTheirAxisGroup) {
+  Check c = meshCheck();
+  int whole = c.buf({6, 2}), third = c.buf({2, 2}), half = c.buf({3, 2});
+  Instr gather = onAxis(instr(Opcode::AllGather, {third}, {whole}), "tensor");
+  EXPECT_EQ(c.error(gather), "");
+  EXPECT_EQ(checkInstr(c.prog, gather).group, 3);
+  EXPECT_EQ(c.error(onAxis(instr(Opcode::AllGather, {half}, {whole}), "data")),
+            "");
+  EXPECT_EQ(c.error(onAxis(instr(Opcode::AllGather, {third}, {whole}), "data")),
+            "AllGather: gathered result 'b0' [6,2] has 12 elements, expected 8");
+  Instr toAll = onAxis(instr(Opcode::AllToAll, {half}, {half}), "tensor");
+  EXPECT_EQ(c.error(toAll), "");
+  EXPECT_EQ(c.error(onAxis(instr(Opcode::AllToAll, {third}, {third}), "tensor")),
+            "AllToAll: 'b1' has 4 elements, not a multiple of the tensor "
+            "group's 3 ranks");
+  EXPECT_EQ(c.error(onAxis(instr(Opcode::Shard, {whole}, {third}), "model")),
+            "Shard: axis must be \"data\", \"tensor\" or \"pipeline\", got "
+            "\"model\"");
+}
+
+TEST(InstrCheck, BroadcastRootAndPeerOffsets) {
+  Check c = meshCheck();
+  int x = c.buf({4}), y = c.buf({4}), small = c.buf({3});
+  Instr bcast = onAxis(instr(Opcode::Broadcast, {x}, {y}), "tensor");
+  bcast.attrs["root"] = int64_t(2);
+  EXPECT_EQ(c.error(bcast), "");
+  EXPECT_EQ(checkInstr(c.prog, bcast).peer, 2);
+  bcast.attrs["root"] = int64_t(3);
+  EXPECT_EQ(c.error(bcast),
+            "Broadcast: root 3 is not a rank of the tensor group of 3");
+  bcast.attrs["root"] = int64_t(0);
+  bcast.outputs = {small};
+  EXPECT_EQ(c.error(bcast),
+            "Broadcast: result 'b2' [3] has 3 elements, expected 4");
+
+  Instr send = onAxis(instr(Opcode::Send, {x}, {}), "pipeline");
+  send.attrs["peer"] = int64_t(-1);
+  EXPECT_EQ(c.error(send), "");
+  EXPECT_EQ(checkInstr(c.prog, send).n, 4);
+  send.attrs["peer"] = int64_t(2);
+  EXPECT_EQ(c.error(send), "Send: peer offset 2 does not name another rank "
+                           "of the pipeline group of 2");
+  Instr recv = onAxis(instr(Opcode::Recv, {}, {small}), "tensor");
+  recv.attrs["peer"] = int64_t(0);
+  EXPECT_EQ(c.error(recv), "Recv: peer offset 0 does not name another rank "
+                           "of the tensor group of 3");
+  recv.attrs["peer"] = int64_t(-2);
+  EXPECT_EQ(c.error(recv), "");
+  EXPECT_EQ(c.error(onAxis(instr(Opcode::Recv, {x}, {small}), "tensor")),
+            "Recv: expects 0 inputs, got 1");
+}
+
+TEST(InstrCheck, MeshThatIsNotTheWorld) {
+  Check c = meshCheck();
+  c.prog.meta["world_size"] = int64_t(8);
+  int x = c.buf({4}), y = c.buf({4});
+  Instr reduce = onAxis(instr(Opcode::AllReduce, {x}, {y}), "data");
+  reduce.attrs["op"] = std::string("sum");
+  EXPECT_EQ(c.error(reduce),
+            "compiled step: its mesh (data 2 x tensor 3 x pipeline 2) does "
+            "not have world_size 8 ranks");
+}

@@ -149,6 +149,45 @@ TEST(Communicator, SingleRank) {
   EXPECT_EQ(std::string(gathered, 2), "ab");
   c->barrier();
   EXPECT_EQ(c->traffic()[CollectiveKind::AllReduce], 0);
+  c->broadcast(x, 12, 0);
+  EXPECT_EQ(x[1], 2.0f);
+  EXPECT_THROW(c->send(x, 12, 0), Error);
+  EXPECT_THROW(c->recv(x, 12, 0), Error);
+  auto alone = c->split(0, 0);
+  EXPECT_EQ(alone->size(), 1);
+  MeshGroups groups(*c, Mesh{});
+  EXPECT_EQ(&groups.group(MeshAxis::Tensor), c.get());
+  EXPECT_THROW(MeshGroups(*c, Mesh{2, 1, 1}), Error);
+}
+
+// Ranks count tensor fastest, then data, then pipeline (Megatron's order).
+TEST(Mesh, CoordinatesAndPeers) {
+  const Mesh m{2, 3, 2}; // data 2, tensor 3, pipeline 2: 12 ranks
+  EXPECT_EQ(m.size(), 12);
+  // Rank 10 = pipeline 1 * 6 + data 1 * 3 + tensor 1.
+  EXPECT_EQ(m.coordinate(10, MeshAxis::Tensor), 1);
+  EXPECT_EQ(m.coordinate(10, MeshAxis::Data), 1);
+  EXPECT_EQ(m.coordinate(10, MeshAxis::Pipeline), 1);
+  EXPECT_EQ(m.rankAlong(10, MeshAxis::Tensor, 0), 9);
+  EXPECT_EQ(m.rankAlong(10, MeshAxis::Tensor, 3), 9); // wraps around
+  EXPECT_EQ(m.rankAlong(10, MeshAxis::Tensor, -1), 11);
+  EXPECT_EQ(m.rankAlong(10, MeshAxis::Data, 0), 7);
+  EXPECT_EQ(m.rankAlong(10, MeshAxis::Pipeline, 0), 4);
+  EXPECT_EQ(m.groupSize(MeshAxis::Tensor), 3);
+  EXPECT_EQ(meshAxisNamed("pipeline"), MeshAxis::Pipeline);
+  EXPECT_STREQ(meshAxisName(MeshAxis::Data), "data");
+  EXPECT_THROW(meshAxisNamed("model"), Error);
+
+  Program p;
+  EXPECT_EQ(p.mesh().size(), 1);
+  p.meta["world_size"] = int64_t(4);
+  EXPECT_EQ(p.mesh().data, 4); // a step without axes: data parallel
+  p.meta["mesh_data"] = int64_t(1);
+  p.meta["mesh_tensor"] = int64_t(2);
+  p.meta["mesh_pipeline"] = int64_t(2);
+  EXPECT_EQ(p.mesh().pipeline, 2);
+  p.meta["mesh_tensor"] = int64_t(3);
+  EXPECT_THROW(p.mesh(), Error);
 }
 
 TEST(Backend, AllReduceCopiesWhenNotInPlace) {

@@ -791,8 +791,12 @@ def Dsc_SendOp : Dsc_CollectiveOp<"send"> {
   let summary = "Send a tensor to the rank `peer` steps along the axis";
   let description = [{
     `peer` is an offset along `axis` (pipeline stages send activations to
-    +1 and gradients to -1); the rank that receives it issues the matching
-    `dsc.recv` with the opposite offset. 0 < |peer| < G.
+    +1 and gradients to -1), taken modulo the group size G (the last stage's
+    +1 is the first); the rank that receives it issues the matching
+    `dsc.recv` with the opposite offset. 0 < |peer| < G. The send returns
+    once the tensor may be reused: a ring in which every rank sends first
+    relies on the transport buffering the message (small ones), so a
+    schedule orders each pair's send and receive.
   }];
   let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer,
                        DefaultValuedAttr<Dsc_MeshAxisAttr,

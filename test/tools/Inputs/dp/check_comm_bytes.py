@@ -29,12 +29,14 @@ scalar_all_reduce = 2 * 4 * (n - 1) // n
 if stage == 0:
     expected = {"all_reduce": sum(2 * 4 * s * (n - 1) // n for s in sizes)
                 + scalar_all_reduce,
-                "reduce_scatter": 0, "all_gather": 0, "all_to_all": 0}
+                "reduce_scatter": 0, "all_gather": 0, "all_to_all": 0,
+                "broadcast": 0, "send": 0}
 else:
     shard_bytes = sum(4 * -(-s // n) * (n - 1) for s in sizes)
     expected = {"all_reduce": 2 * scalar_all_reduce,
                 "reduce_scatter": shard_bytes * (accum if stage >= 2 else 1),
-                "all_gather": shard_bytes, "all_to_all": 0}
+                "all_gather": shard_bytes, "all_to_all": 0,
+                "broadcast": 0, "send": 0}
 
 
 def matches(got):

@@ -1,0 +1,87 @@
+//===- PipelineSchedule.h - Micro-batch orders of pipeline stages -*- C++ -*-===//
+//
+// Pipeline parallelism cuts the model into P stages (rank s holds stage s,
+// or with interleaving the v model chunks s, s + P, ..., s + (v-1)P) and
+// streams the m micro-batches of a step through them. A schedule is the
+// order in which each stage runs the forwards and backwards of its
+// micro-batches:
+//
+//   GPipe        all m forwards, then all m backwards (Huang et al.)
+//   1F1B         P - s - 1 warm-up forwards, then one forward and one
+//                backward in turn, then the remaining backwards
+//                (PipeDream-Flush; DeepSpeed's TrainSchedule, Megatron's
+//                non-interleaved schedule)
+//   Interleaved  1F1B over v model chunks per rank (Megatron-LM's virtual
+//                pipeline; m must be a multiple of P)
+//
+// simulatePipeline runs the orders of all stages against their data
+// dependencies (a chunk's forward needs the previous chunk's forward of
+// the micro-batch, its backward the next chunk's backward) and measures
+// the step's length, the idle time (the bubble) and the activations each
+// stage holds at most. With equal stages the bubble fraction is
+// (P-1)/(m+P-1) for GPipe and 1F1B and (P-1)/(v*m+P-1) interleaved.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_PIPELINESCHEDULE_H
+#define DSC_RUNTIME_PIPELINESCHEDULE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved };
+
+/// "gpipe", "1f1b", "interleaved"; an error for another name.
+PipelineScheduleKind pipelineScheduleNamed(const std::string &name);
+const char *pipelineScheduleName(PipelineScheduleKind kind);
+
+/// One unit of a stage's work: the forward or backward of a micro-batch
+/// through one of the stage's model chunks (0 unless interleaved).
+struct PipelineAction {
+  enum Kind { Forward, Backward };
+  Kind kind;
+  int64_t microBatch;
+  int64_t chunk;
+  bool operator==(const PipelineAction &o) const {
+    return kind == o.kind && microBatch == o.microBatch && chunk == o.chunk;
+  }
+};
+
+struct PipelineShape {
+  PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;
+  int64_t stages = 1;       ///< P
+  int64_t microBatches = 1; ///< m (gradient_accumulation_steps)
+  int64_t chunks = 1;       ///< v: model chunks per stage (Interleaved)
+};
+
+/// Throws rt::Error naming what is wrong (P, m, v < 1; chunks other than 1
+/// without interleaving; interleaving with m not a multiple of P).
+void checkPipelineShape(const PipelineShape &shape);
+
+/// The order in which stage `stage` (0 .. P-1) runs its 2 * m * v actions.
+std::vector<PipelineAction> pipelineOrder(const PipelineShape &shape,
+                                          int64_t stage);
+
+struct PipelineTimeline {
+  /// The step's length and each stage's idle time in it (time units).
+  double length = 0;
+  std::vector<double> idle;
+  /// Per stage: the most micro-batch chunks whose forward ran and whose
+  /// backward has not (activations held at once).
+  std::vector<int64_t> peakInFlight;
+  /// Idle time over the length of all stages together.
+  double bubbleFraction = 0;
+};
+
+/// Runs every stage's order with a whole stage's forward taking
+/// `forwardCost` and its backward `backwardCost` (a chunk 1/v of each);
+/// communication is free. Throws rt::Error if the orders deadlock.
+PipelineTimeline simulatePipeline(const PipelineShape &shape,
+                                  double forwardCost = 1,
+                                  double backwardCost = 2);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_PIPELINESCHEDULE_H
