@@ -1110,6 +1110,44 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
                           "an integer in [0, 3]");
 }
 
+/// tensor_parallel: DeepSpeed's AutoTP training section.
+void parseTensorParallel(const Ctx &c, const json &sec, ParallelConfig &p) {
+  c.object("tensor_parallel", sec);
+  c.checkKeys("tensor_parallel", sec, {"autotp_size"});
+  if (auto it = sec.find("autotp_size"); it != sec.end())
+    p.tensor = c.integer("tensor_parallel.autotp_size", *it, 1, 1 << 16,
+                         "an integer in [1, 65536]");
+}
+
+/// pipeline: DeepSpeed's keys (deepspeed/runtime/pipe, PipelineModule).
+/// "auto" stages would come from the user's PipelineModule; dsc has none,
+/// so it means one stage.
+void parsePipeline(const Ctx &c, const json &sec, ParallelConfig &p) {
+  c.object("pipeline", sec);
+  c.checkKeys("pipeline", sec,
+              {"stages", "partition", "seed_layers",
+               "activation_checkpoint_interval", "pipe_partitioned",
+               "grad_partitioned"});
+  if (auto it = sec.find("stages"); it != sec.end()) {
+    if (!(it->is_string() && it->get_ref<const std::string &>() == "auto"))
+      p.pipeline = c.integer("pipeline.stages", *it, 1, 1 << 16,
+                             "\"auto\" or an integer in [1, 65536]");
+  }
+  if (auto it = sec.find("partition"); it != sec.end()) {
+    const std::string expected = "\"best\", \"parameters\" or \"uniform\"";
+    p.partition = c.string("pipeline.partition", *it, expected);
+    if (p.partition != "best" && p.partition != "parameters" &&
+        p.partition != "uniform")
+      c.bad("pipeline.partition", *it, expected);
+  }
+  if (auto it = sec.find("activation_checkpoint_interval"); it != sec.end())
+    p.activationCheckpointInterval = c.nonNegative(
+        "pipeline.activation_checkpoint_interval", *it);
+  for (const char *k : {"seed_layers", "pipe_partitioned", "grad_partitioned"})
+    if (auto it = sec.find(k); it != sec.end())
+      c.boolean(std::string("pipeline.") + k, *it);
+}
+
 /// activation_checkpointing: DeepSpeed has no on/off key here; a model
 /// uses checkpointing by calling deepspeed.checkpointing.checkpoint on its
 /// layers, and includes this section exactly when it does. dsc has no model
@@ -1125,17 +1163,15 @@ void parseActivationCheckpointing(const Ctx &c, const json &sec,
                "cpu_checkpointing", "number_checkpoints",
                "synchronize_checkpoint_boundary", "profile"});
   t.remat.perLayer = true;
-  const char *why[] = {
-      "partitioning checkpoints across model-parallel ranks needs tensor "
-      "parallelism, which dsc does not implement yet",
-      "offloading checkpoints to CPU memory is not implemented yet"};
-  int n = 0;
-  for (const char *k : {"partition_activations", "cpu_checkpointing"}) {
-    auto it = sec.find(k);
-    if (it != sec.end() && c.boolean(name + "." + k, *it))
-      c.fail(name + "." + k + ": true is not supported yet (" + why[n] + ")");
-    ++n;
-  }
+  // Checkpoints split across the tensor-parallel ranks (nothing to split
+  // without tensor slicing).
+  if (auto it = sec.find("partition_activations"); it != sec.end())
+    t.parallel.partitionActivations =
+        c.boolean(name + ".partition_activations", *it);
+  if (auto it = sec.find("cpu_checkpointing");
+      it != sec.end() && c.boolean(name + ".cpu_checkpointing", *it))
+    c.fail(name + ".cpu_checkpointing: true is not supported yet "
+           "(offloading checkpoints to CPU memory is not implemented yet)");
   // The static arena already keeps checkpoints in one contiguous region,
   // sized by the planner: these only tune DeepSpeed's buffer.
   auto it = sec.find("number_checkpoints");
@@ -1376,7 +1412,8 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
   c.object("dsc", sec);
   c.checkKeys("dsc", sec,
               {"seed", "seq_len", "mlm_probability", "mask_token_id",
-               "pad_token_id", "fusion", "remat"});
+               "pad_token_id", "fusion", "remat", "pipeline_schedule",
+               "pipeline_virtual_stages"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -1399,6 +1436,16 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
       parseFusion(c, v, t.fusion);
     else if (k == "remat")
       parseRemat(c, v, t, rematPolicy);
+    else if (k == "pipeline_schedule") {
+      const std::string expected = "\"1f1b\", \"interleaved\" or \"gpipe\"";
+      t.parallel.schedule = c.string(p, v, expected);
+      if (t.parallel.schedule != "1f1b" &&
+          t.parallel.schedule != "interleaved" &&
+          t.parallel.schedule != "gpipe")
+        c.bad(p, v, expected);
+    } else if (k == "pipeline_virtual_stages")
+      t.parallel.virtualStages = c.integer(p, v, 1, 1024,
+                                           "an integer in [1, 1024]");
   }
 }
 
@@ -1570,6 +1617,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "sparse_attention",
       "transformer_kernel",
       "lora",
+      "tensor_parallel",
+      "pipeline",
       "dsc"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string &k = it.key();
@@ -1613,6 +1662,10 @@ TrainConfig parseTrainConfigText(const std::string &text,
       parseDsc(c, v, t, rematPolicy);
     else if (k == "lora")
       parseLora(c, "lora", v, t.lora);
+    else if (k == "tensor_parallel")
+      parseTensorParallel(c, v, t.parallel);
+    else if (k == "pipeline")
+      parsePipeline(c, v, t.parallel);
     else
       c.unknownKey("", k, topKeys);
   }
@@ -1629,10 +1682,26 @@ TrainConfig parseTrainConfigText(const std::string &text,
            " with optimizer Lamb: LAMB's trust ratio needs whole "
            "parameters, which ZeRO shards across ranks");
 
-  // DeepSpeed's rule (DeepSpeedConfig._set_batch_related_parameters).
+  const ParallelConfig &par = t.parallel;
+  if ((par.virtualStages > 1) != (par.schedule == "interleaved"))
+    c.fail("dsc.pipeline_virtual_stages (" + str(par.virtualStages) +
+           ") and dsc.pipeline_schedule (\"" + par.schedule +
+           "\"): more than one virtual stage per rank is the interleaved "
+           "schedule, and it needs more than one");
+  const int64_t modelRanks = par.tensor * par.pipeline;
+  if (worldSize % modelRanks != 0)
+    c.fail("the world size (" + str(worldSize) +
+           ") is not divisible by tensor_parallel.autotp_size (" +
+           str(par.tensor) + ") * pipeline.stages (" + str(par.pipeline) +
+           ") = " + str(modelRanks));
+
+  // DeepSpeed's rule (DeepSpeedConfig._set_batch_related_parameters), over
+  // the data-parallel ranks.
   using i128 = __int128;
-  const int64_t w = worldSize;
-  const std::string W = "world size (" + str(w) + ")";
+  const int64_t w = worldSize / modelRanks;
+  const std::string W =
+      modelRanks == 1 ? "world size (" + str(w) + ")"
+                      : "data-parallel size (" + str(w) + ")";
   auto need = [&](int64_t total, int64_t divisor, const std::string &what) {
     if (total % divisor != 0)
       c.fail("train_batch_size (" + str(total) + ") is not divisible by " +
@@ -1741,6 +1810,28 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
         ", sequence " + str(int64_t(T)) + ", micro-batch " +
         str(train.microBatch) + "), over dsc's limit of 2^52 (4 PiB)");
   }
+  const ParallelConfig &par = train.parallel;
+  const int64_t kvHeads = model.numKvHeads ? model.numKvHeads : model.numHeads;
+  if (model.numHeads % par.tensor != 0 || kvHeads % par.tensor != 0)
+    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
+                      ") must divide the model's attention heads (" +
+                      str(model.numHeads) + ", key/value heads " +
+                      str(kvHeads) + "): attention is split by heads");
+  if (int64_t(ffn) % par.tensor != 0)
+    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
+                      ") must divide the MLP width (" + str(int64_t(ffn)) +
+                      "): its GEMMs are split by columns and rows");
+  if (par.pipeline * par.virtualStages > model.numLayers)
+    throw ConfigError("pipeline.stages (" + str(par.pipeline) + ") * " +
+                      "dsc.pipeline_virtual_stages (" +
+                      str(par.virtualStages) + ") exceeds the model's " +
+                      str(model.numLayers) + " layers");
+  if (par.schedule == "interleaved" && train.gradAccum % par.pipeline != 0)
+    throw ConfigError("the interleaved schedule needs "
+                      "gradient_accumulation_steps (" +
+                      str(train.gradAccum) +
+                      ", the micro-batches) to be a multiple of "
+                      "pipeline.stages (" + str(par.pipeline) + ")");
   if (train.seqLen > model.maxPositions)
     throw ConfigError("dsc.seq_len (" + str(train.seqLen) +
                       ") exceeds the model's " + posKey + " (" +

@@ -176,6 +176,13 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        const ModelConfig &model,
                                        const TrainConfig &train,
                                        bool buildStep, std::string *pipeline) {
+  const ParallelConfig &par = train.parallel;
+  if (par.tensor > 1 || par.pipeline > 1)
+    throw rt::Error(
+        "tensor_parallel.autotp_size " + std::to_string(par.tensor) +
+        ", pipeline.stages " + std::to_string(par.pipeline) +
+        ": tensor slicing and pipeline stages are not built yet ('dsc-run "
+        "plan' maps such a job's memory, communication and bubble)");
   DiagnosticCapture diags(ctx);
   ImportOptions import;
   import.microBatch = train.microBatch;

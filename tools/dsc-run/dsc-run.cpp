@@ -19,6 +19,7 @@
 #include "Compile.h"
 #include "Demo.h"
 #include "Memory.h"
+#include "Plan.h"
 #include "Ranks.h"
 
 #include "dsc/Codegen/KernelCache.h"
@@ -80,7 +81,10 @@ const char *kUsage =
     "  devices  the GPUs the CUDA backend can use\n"
     "  layout  --config C.json --seq-len T --heads H [--format json|text]\n"
     "          the block-sparse attention layout of its sparse_attention\n"
-    "          section (heads x blocks x blocks)\n";
+    "          section (heads x blocks x blocks)\n"
+    "  plan    --model M.json --config C.json --world-size N\n"
+    "          [--gpus-per-node G] [--seq-len T]   a tensor x pipeline x data\n"
+    "          job on paper: mesh, per-rank memory, communication, bubble\n";
 
 /// Flags of one sub-command: `--name value` pairs, `switches` (flags that
 /// take no value) and positional arguments.
@@ -568,6 +572,37 @@ int cmdEstimate(int argc, char **argv) {
   return 0;
 }
 
+/// Nodes' size for `plan`: --gpus-per-node, else the launcher's local size
+/// when the environment has one.
+int64_t gpusPerNode(const Args &args) {
+  if (args.has("--gpus-per-node"))
+    return args.getInt("--gpus-per-node", 0, 1);
+  for (const char *var : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                          "SLURM_NTASKS_PER_NODE"})
+    if (const char *value = std::getenv(var)) {
+      char *end = nullptr;
+      const long n = std::strtol(value, &end, 10);
+      if (end && *end == '\0' && n >= 1)
+        return n;
+    }
+  throw UsageError("dsc-run plan: --gpus-per-node is required (no launcher's "
+                   "local size in the environment)");
+}
+
+/// A 3D-parallel job on paper: mesh, per-rank memory, communication per
+/// link class, pipeline bubble (Plan.h).
+int cmdPlan(int argc, char **argv) {
+  Args args("plan", argc, argv,
+            {"--model", "--config", "--seq-len", "--world-size",
+             "--gpus-per-node"});
+  args.noPositional();
+  if (!args.has("--world-size"))
+    throw UsageError("dsc-run plan: --world-size is required");
+  Configs c = readConfigs(args, args.getInt("--world-size", 0, 1));
+  printParallelPlan(c.model, c.train, gpusPerNode(args), std::cout);
+  return 0;
+}
+
 /// The layout of a config's sparse_attention section, as JSON (the format
 /// mode "user" reads back) or drawn for a person.
 int cmdLayout(int argc, char **argv) {
@@ -847,9 +882,11 @@ int main(int argc, char **argv) {
       return cmdDevices(argc - 2, argv + 2);
     if (command == "layout")
       return cmdLayout(argc - 2, argv + 2);
+    if (command == "plan")
+      return cmdPlan(argc - 2, argv + 2);
     throw UsageError("dsc-run: unknown command '" + command +
                      "' (expected train, compile, estimate, inspect, demo, "
-                     "check-cuda, devices or layout)");
+                     "check-cuda, devices, layout or plan)");
   } catch (const std::bad_alloc &) {
     std::cerr << errorPrefix() << "error: out of memory\n";
   } catch (const std::exception &e) {

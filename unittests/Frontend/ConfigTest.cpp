@@ -621,10 +621,53 @@ TEST(TrainConfig, UnimplementedSections) {
              "zero_optimization.overlap_comm");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 4})")),
              "zero_optimization.stage: 4 is not allowed");
-  EXPECT_HAS(trainError(ds(R"("activation_checkpointing":
-                              {"partition_activations": true})")),
-             "activation_checkpointing.partition_activations: true is not "
-             "supported yet");
+  // Splitting checkpoints over tensor ranks: recorded (plan uses it).
+  EXPECT_TRUE(train(ds(R"("activation_checkpointing":
+                          {"partition_activations": true})"))
+                  .parallel.partitionActivations);
+}
+
+// DeepSpeed's tensor_parallel and pipeline sections and dsc's schedule
+// keys; the batch rule counts data-parallel ranks only.
+TEST(TrainConfig, TensorAndPipelineParallel) {
+  TrainConfig t = train(R"({"train_batch_size": 16,
+                            "train_micro_batch_size_per_gpu": 2,
+                            "tensor_parallel": {"autotp_size": 2},
+                            "pipeline": {"stages": 4, "partition": "uniform",
+                                         "activation_checkpoint_interval": 2,
+                                         "seed_layers": false},
+                            "dsc": {"pipeline_schedule": "interleaved",
+                                    "pipeline_virtual_stages": 2}})",
+                        16);
+  EXPECT_EQ(t.parallel.tensor, 2);
+  EXPECT_EQ(t.parallel.pipeline, 4);
+  EXPECT_EQ(t.dataParallel(), 2);
+  EXPECT_EQ(t.gradAccum, 4); // 16 / (2 per micro-batch * 2 data ranks)
+  EXPECT_EQ(t.parallel.partition, "uniform");
+  EXPECT_EQ(t.parallel.activationCheckpointInterval, 2);
+  EXPECT_EQ(t.parallel.virtualStages, 2);
+  EXPECT_EQ(train(ds(R"("pipeline": {"stages": "auto"})")).parallel.pipeline,
+            1);
+  EXPECT_EQ(train(ds("")).parallel.partition, "best");
+
+  EXPECT_EQ(trainError(ds(R"("tensor_parallel": {"autotp_size": 2})"), 3),
+            "ds.json: the world size (3) is not divisible by "
+            "tensor_parallel.autotp_size (2) * pipeline.stages (1) = 2");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 6,
+                            "train_micro_batch_size_per_gpu": 2,
+                            "pipeline": {"stages": 2}})",
+                        4),
+             "train_batch_size (6) is not divisible by "
+             "train_micro_batch_size_per_gpu (2) * data-parallel size (2)");
+  EXPECT_HAS(trainError(ds(R"("tensor_parallel": {"tp_size": 2})")),
+             "tensor_parallel.tp_size: unknown key");
+  EXPECT_HAS(trainError(ds(R"("pipeline": {"partition": "type:Block"})")),
+             "pipeline.partition: \"type:Block\" is not allowed");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"pipeline_virtual_stages": 2})")),
+             "more than one virtual stage per rank is the interleaved "
+             "schedule");
+  EXPECT_HAS(trainError(ds(R"("dsc": {"pipeline_schedule": "zb"})")),
+             "dsc.pipeline_schedule: \"zb\" is not allowed");
 }
 
 // DeepSpeed's keys and JSON defaults; every key is accepted in every mode

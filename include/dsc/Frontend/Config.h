@@ -208,8 +208,30 @@ struct SparseAttentionConfig {
   std::string layoutFile;                  ///< user
 };
 
+/// Tensor slicing and pipeline stages (DeepSpeed's `tensor_parallel` and
+/// `pipeline` sections, dsc's schedule keys). `dsc-run plan` maps a job
+/// with them; training with them is not built yet (refused by name).
+struct ParallelConfig {
+  int64_t tensor = 1;   ///< tensor_parallel.autotp_size
+  int64_t pipeline = 1; ///< pipeline.stages ("auto": 1)
+  /// pipeline.partition: "best" (balance the compiler's cost model),
+  /// "parameters" (balance parameter counts) or "uniform" (layer counts).
+  std::string partition = "best";
+  int64_t activationCheckpointInterval = 0; ///< pipeline.*; 0: none
+  std::string schedule = "1f1b";  ///< dsc.pipeline_schedule
+  int64_t virtualStages = 1;      ///< dsc.pipeline_virtual_stages
+  /// activation_checkpointing.partition_activations: checkpoints split
+  /// across the tensor-parallel ranks.
+  bool partitionActivations = false;
+};
+
 struct TrainConfig {
-  int64_t worldSize = 1;      ///< data-parallel ranks (the job's size)
+  /// The job's ranks: data-parallel ranks times tensor times pipeline.
+  int64_t worldSize = 1;
+  ParallelConfig parallel;
+  int64_t dataParallel() const {
+    return worldSize / (parallel.tensor * parallel.pipeline);
+  }
   int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
   /// zero_optimization.stage3_param_persistence_threshold (DeepSpeed's
   /// default 10^5): stage 3 keeps parameters of fewer elements whole.
@@ -235,8 +257,9 @@ struct TrainConfig {
   SparseAttentionConfig sparseAttention;
 };
 
-/// Reads and validates a ds_config.json. `worldSize` is the number of
-/// data-parallel ranks used to check train_batch_size.
+/// Reads and validates a ds_config.json. `worldSize` is the job's ranks;
+/// divided by the tensor and pipeline sizes it gives the data-parallel
+/// ranks that train_batch_size is checked against.
 TrainConfig parseTrainConfig(const std::string &path, int64_t worldSize = 1);
 TrainConfig parseTrainConfigText(const std::string &text,
                                  const std::string &origin,

@@ -1,0 +1,529 @@
+//===- Plan.cpp - dsc-run plan: a 3D-parallel job on paper ----------------===//
+//
+// What is counted, per rank and step (the formulas are in the README):
+//  - parameters: the model's own, read off its imported @forward by
+//    Hugging Face name. A block's attention and MLP matrices and their
+//    column-parallel biases are split over the tensor ranks (Megatron), the
+//    word embedding and a separate head by vocabulary rows (padded to a
+//    multiple of T); norms, position tables and row-parallel biases are
+//    replicated. A tied head is a second copy on the last stage.
+//  - model states as dsc keeps them: f32 parameters, f32 gradients, the
+//    optimizer's f32 state, each divided over the data ranks by the ZeRO
+//    stage (shards of ceil(n / D) elements).
+//  - activations: per micro-batch in flight (from the schedule), the
+//    per-layer checkpoints when activations are checkpointed, else every
+//    layer's activations by Korthikanti et al.'s count (2022), plus one
+//    layer's working set and the logits.
+//  - communication by the ring algorithms' volume (Communicator traffic):
+//    tensor all-reduces (2 per block forward, 2 backward, 2 more when the
+//    forward is recomputed; the embedding's and the head's), pipeline sends
+//    of activations and gradients, the data-parallel gradient reduction
+//    (ZeRO's reduce-scatter and gather), the tied embedding's all-reduce
+//    between the first and last stage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Plan.h"
+
+#include "dsc/Dialect/CostModel.h"
+#include "dsc/Dialect/DscDialect.h"
+#include "dsc/Frontend/ModelBuilder.h"
+#include "dsc/Runtime/PipelineSchedule.h"
+#include "dsc/Runtime/Program.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <regex>
+
+using namespace dsc;
+
+namespace {
+
+/// One pipeline unit: the embedding, a transformer block, or the head.
+struct Unit {
+  std::string name;
+  double paramsPerRank = 0; ///< elements one tensor rank holds
+  double wholeParams = 0;   ///< elements of the unit (tensor ranks together)
+  double cost = 0;          ///< forward cost from the compiler's cost model
+};
+
+struct ModelUnits {
+  std::vector<Unit> units;  ///< embed, block 0 .. L-1, head
+  double totalParams = 0;   ///< the model's parameters
+  double wordEmbedding = 0; ///< elements of one rank's vocabulary slice
+};
+
+bool tensorSliced(const std::string &name) {
+  static const std::regex sliced(
+      "(c_attn\\.(weight|bias)|attn\\.c_proj\\.weight|c_fc\\.(weight|bias)|"
+      "mlp\\.c_proj\\.weight|self\\.(query|key|value)\\.(weight|bias)|"
+      "attention\\.output\\.dense\\.weight|intermediate\\.dense\\.(weight|"
+      "bias)|layer\\.[0-9]+\\.output\\.dense\\.weight|[qkv]_proj\\.(weight|"
+      "bias)|o_proj\\.weight|(gate|up)_proj\\.(weight|bias)|"
+      "down_proj\\.weight)$");
+  return std::regex_search(name, sliced);
+}
+
+bool vocabSliced(const std::string &name) {
+  static const std::regex vocab("(wte\\.weight|embed_tokens\\.weight|"
+                                "word_embeddings\\.weight|lm_head\\.weight|"
+                                "predictions\\.bias|decoder\\.bias)$");
+  return std::regex_search(name, vocab);
+}
+
+/// The model's units with their parameters (from the imported @forward's
+/// dsc.param names) and forward costs (CostOpInterface, by dsc.layer).
+ModelUnits modelUnits(const ModelConfig &model, const TrainConfig &train) {
+  mlir::MLIRContext ctx;
+  mlir::DialectRegistry registry;
+  mlir::dsc::registerCostModel(registry);
+  ctx.appendDialectRegistry(registry);
+  ctx.loadDialect<mlir::dsc::DscDialect, mlir::func::FuncDialect>();
+  ImportOptions import;
+  import.microBatch = train.microBatch;
+  import.seqLen = train.seqLen > 0 ? train.seqLen : model.maxPositions;
+  auto module = importModel(ctx, model, import);
+  auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+  if (!forward)
+    throw rt::Error("plan: the imported model has no @forward");
+
+  const int64_t L = model.numLayers, T = train.parallel.tensor;
+  ModelUnits m;
+  m.units.resize(size_t(L + 2));
+  m.units[0].name = "embed";
+  for (int64_t l = 0; l < L; ++l)
+    m.units[size_t(l + 1)].name = std::to_string(l);
+  m.units[size_t(L + 1)].name = "head";
+  const double V = double(model.vocabSize);
+  const double vocabPerRank = std::ceil(V / double(T));
+  static const std::regex layerOf("\\.(h|layers|layer)\\.([0-9]+)\\.");
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto param =
+        forward.getArgAttrOfType<mlir::dsc::ParamAttr>(i, mlir::dsc::kParamAttrName);
+    if (!param)
+      continue;
+    const std::string name = param.getName().str();
+    double n = 1;
+    for (int64_t d :
+         mlir::cast<mlir::RankedTensorType>(forward.getArgument(i).getType())
+             .getShape())
+      n *= double(d);
+    std::smatch match;
+    size_t unit;
+    if (std::regex_search(name, match, layerOf))
+      unit = size_t(std::stoll(match[2].str()) + 1);
+    else if (name.find("embed") != std::string::npos ||
+             name.find("wte") != std::string::npos ||
+             name.find("wpe") != std::string::npos)
+      unit = 0;
+    else
+      unit = size_t(L + 1);
+    double perRank = n;
+    if (vocabSliced(name))
+      perRank = n / V * vocabPerRank;
+    else if (tensorSliced(name))
+      perRank = n / double(T);
+    m.units[unit].paramsPerRank += perRank;
+    m.units[unit].wholeParams += n;
+    m.totalParams += n;
+    if (unit == 0 && vocabSliced(name))
+      m.wordEmbedding = perRank;
+  }
+  // Forward costs by layer; ops outside the layers belong to the embedding
+  // until the first layer's op, to the head after it.
+  bool seenLayer = false;
+  forward.walk([&](mlir::Operation *op) {
+    const int64_t cost = mlir::dsc::recomputeCost(op);
+    if (cost <= 0)
+      return;
+    size_t unit = seenLayer ? size_t(L + 1) : 0;
+    if (auto layer = op->getAttrOfType<mlir::IntegerAttr>(
+            mlir::dsc::kLayerAttrName)) {
+      seenLayer = true;
+      unit = size_t(layer.getInt() + 1);
+    }
+    m.units[unit].cost += double(cost);
+  });
+  return m;
+}
+
+/// Splits `weights` into `parts` contiguous non-empty runs whose largest
+/// sum is as small as possible; returns each run's first index (and the
+/// end).
+std::vector<size_t> partitionBalanced(const std::vector<double> &weights,
+                                      size_t parts) {
+  const size_t n = weights.size();
+  // Feasible with at most `parts` runs of sum <= cap, each non-empty.
+  auto cuts = [&](double cap) {
+    std::vector<size_t> bounds{0};
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      // Leave at least one unit for each run still to come.
+      const size_t left = parts - bounds.size();
+      if ((sum + weights[i] > cap && sum > 0) || n - i == left) {
+        if (bounds.size() == parts)
+          return std::vector<size_t>{};
+        bounds.push_back(i);
+        sum = 0;
+      }
+      sum += weights[i];
+    }
+    if (bounds.size() != parts)
+      return std::vector<size_t>{};
+    bounds.push_back(n);
+    return bounds;
+  };
+  double lo = *std::max_element(weights.begin(), weights.end()), hi = 0;
+  for (double w : weights)
+    hi += w;
+  std::vector<size_t> best = cuts(hi);
+  for (int it = 0; it < 100 && best.empty(); ++it)
+    best = cuts(hi *= 2);
+  for (int it = 0; it < 100; ++it) {
+    const double mid = (lo + hi) / 2;
+    std::vector<size_t> c = cuts(mid);
+    if (c.empty())
+      lo = mid;
+    else {
+      hi = mid;
+      best = std::move(c);
+    }
+  }
+  return best;
+}
+
+/// GiB with two decimals, MiB with one below a GiB, bytes below a MiB.
+std::string gib(double bytes) {
+  char text[32];
+  if (bytes < double(1 << 20))
+    std::snprintf(text, sizeof text, "%.0f B", bytes);
+  else if (bytes >= double(1 << 30))
+    std::snprintf(text, sizeof text, "%.2f GiB", bytes / double(1 << 30));
+  else
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / double(1 << 20));
+  return text;
+}
+
+std::string count(double n) {
+  char text[32];
+  if (n >= 1e9)
+    std::snprintf(text, sizeof text, "%.2fB", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(text, sizeof text, "%.2fM", n / 1e6);
+  else
+    std::snprintf(text, sizeof text, "%.0f", n);
+  return text;
+}
+
+/// The ranks of a group as "a-b" runs ("0-3, 8-11").
+std::string rankList(std::vector<int64_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) +
+           (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+} // namespace
+
+void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
+                            int64_t G, std::ostream &os) {
+  const ParallelConfig &par = train.parallel;
+  const int64_t W = train.worldSize, T = par.tensor, P = par.pipeline,
+                D = train.dataParallel(), v = par.virtualStages,
+                m = train.gradAccum;
+  if (G < 1)
+    throw rt::Error("plan: --gpus-per-node must be >= 1");
+  const rt::Mesh mesh{D, T, P};
+  const int64_t nodes = (W + G - 1) / G;
+  auto nodeOf = [&](int64_t rank) { return rank / G; };
+  /// Whether every member of `axis`'s group of `rank` is on its node.
+  auto insideNode = [&](int64_t rank, rt::MeshAxis axis) {
+    for (int64_t c = 0; c < mesh.groupSize(axis); ++c)
+      if (nodeOf(mesh.rankAlong(rank, axis, c)) != nodeOf(rank))
+        return false;
+    return true;
+  };
+
+  ModelUnits mu = modelUnits(model, train);
+  const size_t L = size_t(model.numLayers);
+  // Partition into P * v model chunks; rank s holds chunks s, s + P, ...
+  const size_t chunks = size_t(P * v);
+  std::vector<double> weights;
+  for (const Unit &u : mu.units)
+    weights.push_back(par.partition == "uniform"      ? 1.0
+                      : par.partition == "parameters" ? u.paramsPerRank
+                                                      : u.cost);
+  std::vector<size_t> bounds = partitionBalanced(weights, chunks);
+  if (bounds.empty())
+    throw rt::Error("plan: cannot cut " + std::to_string(weights.size()) +
+                    " units into " + std::to_string(chunks) + " stages");
+
+  rt::PipelineShape shape;
+  shape.kind = rt::pipelineScheduleNamed(par.schedule);
+  shape.stages = P;
+  shape.microBatches = m;
+  shape.chunks = v;
+  const rt::PipelineTimeline timeline = rt::simulatePipeline(shape, 1, 2);
+
+  const bool tied = model.tieEmbeddings;
+  const double B = double(train.microBatch),
+               S = double(train.seqLen ? train.seqLen : model.maxPositions),
+               h = double(model.hidden), heads = double(model.numHeads);
+  const bool half = train.precision.fp16 || train.precision.bf16;
+  const double act = half ? 2 : 4; // bytes of an activation element
+  const double ffnWidth =
+      double(model.intermediate ? model.intermediate : 4 * model.hidden);
+  const bool checkpointed =
+      train.remat.perLayer || par.activationCheckpointInterval > 0;
+  const int64_t interval =
+      par.activationCheckpointInterval > 0 ? par.activationCheckpointInterval
+                                           : 1;
+  // Korthikanti et al. (2022), one layer, one micro-batch, with tensor
+  // slicing, in 16-bit elements: sbh(10 + 24/t) + 5as^2b/t (the last term:
+  // scores, softmax and dropout, which dsc's fused attention never stores).
+  // The MLP term (ffn = 4h there) scaled to the model's width.
+  const double layerActivations =
+      act / 2 *
+      (S * B * h * (10 + (8 + 16 * ffnWidth / (4 * h)) / double(T)) +
+       (train.fusion.attention ? 0 : 5 * heads * S * S * B / double(T)));
+  const double checkpoint = act * B * S * h / (par.partitionActivations ? T : 1);
+  const double logits = 2 * 4 * B * S * std::ceil(double(model.vocabSize) / T);
+
+  double optimizerBytesPerParam = 8; // Adam/AdamW/LAMB/1-bit Adam: 2 moments
+  if (train.optimizer.type == OptimizerType::SGD)
+    optimizerBytesPerParam = train.optimizer.momentum > 0 ? 4 : 0;
+  const int zero = int(train.zeroStage);
+  auto shardBytes = [&](double elements, double bytesPer, bool sharded) {
+    return bytesPer * (sharded ? std::ceil(elements / double(D)) : elements);
+  };
+
+  os << "plan: " << W << " ranks = data " << D << " x pipeline " << P
+     << " x tensor " << T << " on " << nodes << " node"
+     << (nodes == 1 ? "" : "s") << " of " << G
+     << " (ranks count tensor fastest, then data, then pipeline)\n";
+  const char *where[] = {"across nodes", "inside a node"};
+  os << "  tensor groups " << where[insideNode(0, rt::MeshAxis::Tensor)]
+     << ", data groups " << where[insideNode(0, rt::MeshAxis::Data)]
+     << ", pipeline stages " << where[insideNode(0, rt::MeshAxis::Pipeline)]
+     << "\n";
+  if (G % T != 0 || T > G)
+    os << "  warning: tensor groups of " << T << " do not fit nodes of " << G
+       << ": their all-reduces cross nodes\n";
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "model: %s, %s parameters, %zu layers; micro-batch %lld x "
+                "sequence %lld, %lld micro-batches per step; ZeRO stage %d\n",
+                model.typeName.c_str(), count(mu.totalParams).c_str(), L,
+                (long long)train.microBatch, (long long)S, (long long)m, zero);
+  os << line;
+  std::snprintf(line, sizeof line,
+                "model states of the whole model: %s (16 bytes per "
+                "parameter: f32 weights, gradients and Adam's moments, as "
+                "DeepSpeed's 2+2+12 for mixed precision)\n",
+                gib(16 * mu.totalParams).c_str());
+  os << line;
+
+  std::snprintf(line, sizeof line,
+                "%-6s %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
+                "stage", ("units (" + par.partition + ")").c_str(), "ranks",
+                "params/rank", "weights", "grads", "optimizer",
+                "activations", "total");
+  os << line;
+  double worstTotal = 0;
+  for (int64_t s = 0; s < P; ++s) {
+    double params = 0, layers = 0;
+    std::string units;
+    for (int64_t c = 0; c < v; ++c) {
+      const size_t chunk = size_t(c * P + s);
+      for (size_t u = bounds[chunk]; u < bounds[chunk + 1]; ++u) {
+        params += mu.units[u].paramsPerRank;
+        layers += (u >= 1 && u <= L) ? 1 : 0;
+      }
+      const size_t first = bounds[chunk], last = bounds[chunk + 1] - 1;
+      units += (units.empty() ? "" : " ") + mu.units[first].name +
+               (last > first ? "-" + mu.units[last].name : "");
+    }
+    // The last stage holds its own copy of a tied word embedding.
+    if (tied && P > 1 && s == P - 1)
+      params += mu.wordEmbedding;
+    const double weightsBytes = shardBytes(params, 4, zero >= 3);
+    const double gradBytes = shardBytes(params, 4, zero >= 2);
+    const double optBytes = shardBytes(params, optimizerBytesPerParam, zero >= 1);
+    const double inFlight = double(timeline.peakInFlight[size_t(s)]) / double(v);
+    double actBytes;
+    if (checkpointed)
+      actBytes = inFlight * std::ceil(layers / double(interval)) * checkpoint +
+                 double(std::min<int64_t>(interval, int64_t(layers))) *
+                     layerActivations;
+    else
+      actBytes = inFlight * layers * layerActivations;
+    if (s == P - 1)
+      actBytes += logits;
+    const double total = weightsBytes + gradBytes + optBytes + actBytes;
+    worstTotal = std::max(worstTotal, total);
+    std::vector<int64_t> ranks;
+    for (int64_t r = 0; r < W; ++r)
+      if (mesh.coordinate(r, rt::MeshAxis::Pipeline) == s)
+        ranks.push_back(r);
+    std::snprintf(line, sizeof line,
+                  "%-6lld %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
+                  (long long)s, units.c_str(), rankList(ranks).c_str(),
+                  count(params).c_str(), gib(weightsBytes).c_str(),
+                  gib(gradBytes).c_str(), gib(optBytes).c_str(),
+                  gib(actBytes).c_str(), gib(total).c_str());
+    os << line;
+  }
+  std::snprintf(line, sizeof line,
+                "largest rank: %s (activations: %s per in-flight micro-batch "
+                "%s)\n",
+                gib(worstTotal).c_str(),
+                checkpointed ? "checkpoints" : "all layers",
+                checkpointed
+                    ? ("every " + std::to_string(interval) + " layer" +
+                       (interval == 1 ? "" : "s") +
+                       (par.partitionActivations ? ", split over the tensor ranks"
+                                                 : ""))
+                          .c_str()
+                    : "(Korthikanti et al.)");
+  os << line;
+
+  // Bubble: simulated, and the closed form it must equal.
+  const double formula =
+      double(P - 1) / double(v * m + P - 1);
+  std::snprintf(line, sizeof line,
+                "pipeline: %s, %lld stage%s%s, %lld micro-batches: bubble "
+                "%.2f%% of the step (simulated; (P-1)/(%sm+P-1) = %.2f%%)\n",
+                par.schedule.c_str(), (long long)P, P == 1 ? "" : "s",
+                v > 1 ? (" x " + std::to_string(v) + " virtual").c_str() : "",
+                (long long)m, 100 * timeline.bubbleFraction, v > 1 ? "v" : "",
+                100 * formula);
+  os << line;
+  os << "  peak in-flight micro-batches per stage:";
+  for (int64_t s = 0; s < P; ++s) {
+    if (P > 8 && s == 4) { // the first and last four of a long pipeline
+      os << " ...";
+      s = P - 4;
+    }
+    os << " " << double(timeline.peakInFlight[size_t(s)]) / double(v);
+  }
+  os << "\n";
+
+  // Communication of the busiest ranks: per stage, the bytes one rank sends
+  // per step, by kind and link class.
+  os << "communication per rank per step (ring volumes):\n";
+  std::snprintf(line, sizeof line, "  %-6s %-28s %16s %16s\n", "stage",
+                "kind", "inside a node", "between nodes");
+  os << line;
+  auto ring = [](double bytes, int64_t g) {
+    return g > 1 ? 2 * bytes * double(g - 1) / double(g) : 0.0;
+  };
+  // Each stage's rows ("kind inside between"); stages whose rows are all
+  // equal print once, as a range.
+  std::vector<std::vector<std::string>> stageRows(static_cast<size_t>(P));
+  for (int64_t s = 0; s < P; ++s) {
+    const int64_t rank = mesh.rankAlong(0, rt::MeshAxis::Pipeline, s);
+    double params = 0, layers = 0;
+    bool hasEmbed = false, hasHead = false;
+    for (int64_t c = 0; c < v; ++c) {
+      const size_t chunk = size_t(c * P + s);
+      for (size_t u = bounds[chunk]; u < bounds[chunk + 1]; ++u) {
+        params += mu.units[u].paramsPerRank;
+        layers += (u >= 1 && u <= L) ? 1 : 0;
+        hasEmbed |= u == 0;
+        hasHead |= u == L + 1;
+      }
+    }
+    if (tied && P > 1 && s == P - 1)
+      params += mu.wordEmbedding;
+    const double hidden = act * B * S * h;
+    // Tensor: 2 all-reduces per block forward and backward (2 more when
+    // the forward is recomputed), the embedding's output, the head's input
+    // gradient, and the vocabulary-parallel loss's three [B, S] f32 ones.
+    double tensorBytes =
+        double(m) * (layers * (checkpointed ? 6 : 4) * ring(hidden, T) +
+                     (hasEmbed ? ring(hidden, T) : 0) +
+                     (hasHead ? ring(hidden, T) + 3 * ring(4 * B * S, T) : 0));
+    // Pipeline: every chunk boundary sends an activation forward and a
+    // gradient backward per micro-batch.
+    double pipeBytes = 0;
+    for (int64_t c = 0; c < v; ++c) {
+      const int64_t vs = c * P + s;
+      pipeBytes += double(m) * hidden *
+                   ((vs < P * v - 1 ? 1 : 0) + (vs > 0 ? 1 : 0));
+    }
+    // Data: f32 gradients (ZeRO 1-2: reduce-scatter + all-gather, the same
+    // volume; stage 2 reduce-scatters each micro-batch; stage 3 also
+    // gathers the parameters for each micro-batch's forward and backward).
+    const double grads = 4 * params;
+    double dataBytes = ring(grads, D);
+    if (zero == 2)
+      dataBytes = ring(grads, D) / 2 * double(m + 1);
+    if (zero == 3)
+      dataBytes = ring(grads, D) / 2 * double(m + 1) +
+                  ring(grads, D) * double(m);
+    const double tiedBytes = tied && P > 1 && (s == 0 || s == P - 1)
+                                 ? ring(4 * mu.wordEmbedding, 2)
+                                 : 0;
+    // Neighbouring stages (with interleaving, the last stage's chunks
+    // also send to the first stage's).
+    const bool pipeInside =
+        v > 1 ? insideNode(rank, rt::MeshAxis::Pipeline)
+              : (s == 0 || nodeOf(mesh.rankAlong(rank, rt::MeshAxis::Pipeline,
+                                                 s - 1)) == nodeOf(rank)) &&
+                    (s == P - 1 ||
+                     nodeOf(mesh.rankAlong(rank, rt::MeshAxis::Pipeline,
+                                           s + 1)) == nodeOf(rank));
+    const bool tiedInside =
+        nodeOf(mesh.rankAlong(0, rt::MeshAxis::Pipeline, 0)) ==
+        nodeOf(mesh.rankAlong(0, rt::MeshAxis::Pipeline, P - 1));
+    struct Row {
+      const char *kind;
+      double bytes;
+      bool inside;
+    } rows[] = {
+        {"tensor all-reduce", tensorBytes, insideNode(rank, rt::MeshAxis::Tensor)},
+        {"pipeline send", pipeBytes, pipeInside},
+        {"data-parallel gradients", dataBytes,
+         insideNode(rank, rt::MeshAxis::Data)},
+        {"tied embedding all-reduce", tiedBytes, tiedInside},
+    };
+    for (const Row &r : rows) {
+      if (r.bytes == 0)
+        continue;
+      std::snprintf(line, sizeof line, "%-28s %16s %16s\n", r.kind,
+                    r.inside ? gib(r.bytes).c_str() : "-",
+                    r.inside ? "-" : gib(r.bytes).c_str());
+      stageRows[size_t(s)].push_back(line);
+    }
+  }
+  for (int64_t s = 0; s < P;) {
+    int64_t e = s;
+    while (e + 1 < P && stageRows[size_t(e + 1)] == stageRows[size_t(s)])
+      ++e;
+    const std::string stages =
+        std::to_string(s) + (e > s ? "-" + std::to_string(e) : "");
+    for (const std::string &row : stageRows[size_t(s)]) {
+      std::snprintf(line, sizeof line, "  %-6s ", stages.c_str());
+      os << line << row;
+    }
+    s = e + 1;
+  }
+  std::snprintf(line, sizeof line,
+                "rank r: tensor r %% %lld, data (r / %lld) %% %lld, stage r / "
+                "%lld, node r / %lld\n",
+                (long long)T, (long long)T, (long long)D, (long long)(T * D),
+                (long long)G);
+  os << line;
+}
