@@ -270,6 +270,33 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     throw rt::Error("plan: cannot cut " + std::to_string(weights.size()) +
                     " units into " + std::to_string(chunks) + " stages");
 
+  // What pipeline rank s holds: its chunks' units, with the last stage's
+  // own copy of a tied word embedding.
+  struct StageUnits {
+    double params = 0, layers = 0;
+    bool embed = false, head = false;
+    std::string names; ///< "embed-3 8-11": each chunk's first-last unit
+  };
+  const bool tied = model.tieEmbeddings;
+  auto stageUnits = [&](int64_t s) {
+    StageUnits st;
+    for (int64_t c = 0; c < v; ++c) {
+      const size_t chunk = size_t(c * P + s);
+      const size_t first = bounds[chunk], last = bounds[chunk + 1] - 1;
+      for (size_t u = first; u <= last; ++u) {
+        st.params += mu.units[u].paramsPerRank;
+        st.layers += (u >= 1 && u <= L) ? 1 : 0;
+        st.embed |= u == 0;
+        st.head |= u == L + 1;
+      }
+      st.names += (st.names.empty() ? "" : " ") + mu.units[first].name +
+                  (last > first ? "-" + mu.units[last].name : "");
+    }
+    if (tied && P > 1 && s == P - 1)
+      st.params += mu.wordEmbedding;
+    return st;
+  };
+
   rt::PipelineShape shape;
   shape.kind = rt::pipelineScheduleNamed(par.schedule);
   shape.stages = P;
@@ -277,7 +304,6 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   shape.chunks = v;
   const rt::PipelineTimeline timeline = rt::simulatePipeline(shape, 1, 2);
 
-  const bool tied = model.tieEmbeddings;
   const double B = double(train.microBatch),
                S = double(train.seqLen ? train.seqLen : model.maxPositions),
                h = double(model.hidden), heads = double(model.numHeads);
@@ -343,21 +369,8 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   os << line;
   double worstTotal = 0;
   for (int64_t s = 0; s < P; ++s) {
-    double params = 0, layers = 0;
-    std::string units;
-    for (int64_t c = 0; c < v; ++c) {
-      const size_t chunk = size_t(c * P + s);
-      for (size_t u = bounds[chunk]; u < bounds[chunk + 1]; ++u) {
-        params += mu.units[u].paramsPerRank;
-        layers += (u >= 1 && u <= L) ? 1 : 0;
-      }
-      const size_t first = bounds[chunk], last = bounds[chunk + 1] - 1;
-      units += (units.empty() ? "" : " ") + mu.units[first].name +
-               (last > first ? "-" + mu.units[last].name : "");
-    }
-    // The last stage holds its own copy of a tied word embedding.
-    if (tied && P > 1 && s == P - 1)
-      params += mu.wordEmbedding;
+    const StageUnits st = stageUnits(s);
+    const double params = st.params, layers = st.layers;
     const double weightsBytes = shardBytes(params, 4, zero >= 3);
     const double gradBytes = shardBytes(params, 4, zero >= 2);
     const double optBytes = shardBytes(params, optimizerBytesPerParam, zero >= 1);
@@ -379,7 +392,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
         ranks.push_back(r);
     std::snprintf(line, sizeof line,
                   "%-6lld %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
-                  (long long)s, units.c_str(), rankList(ranks).c_str(),
+                  (long long)s, st.names.c_str(), rankList(ranks).c_str(),
                   count(params).c_str(), gib(weightsBytes).c_str(),
                   gib(gradBytes).c_str(), gib(optBytes).c_str(),
                   gib(actBytes).c_str(), gib(total).c_str());
@@ -434,19 +447,9 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   std::vector<std::vector<std::string>> stageRows(static_cast<size_t>(P));
   for (int64_t s = 0; s < P; ++s) {
     const int64_t rank = mesh.rankAlong(0, rt::MeshAxis::Pipeline, s);
-    double params = 0, layers = 0;
-    bool hasEmbed = false, hasHead = false;
-    for (int64_t c = 0; c < v; ++c) {
-      const size_t chunk = size_t(c * P + s);
-      for (size_t u = bounds[chunk]; u < bounds[chunk + 1]; ++u) {
-        params += mu.units[u].paramsPerRank;
-        layers += (u >= 1 && u <= L) ? 1 : 0;
-        hasEmbed |= u == 0;
-        hasHead |= u == L + 1;
-      }
-    }
-    if (tied && P > 1 && s == P - 1)
-      params += mu.wordEmbedding;
+    const StageUnits st = stageUnits(s);
+    const double params = st.params, layers = st.layers;
+    const bool hasEmbed = st.embed, hasHead = st.head;
     const double hidden = act * B * S * h;
     // Tensor: 2 all-reduces per block forward and backward (2 more when
     // the forward is recomputed), the embedding's output, the head's input
