@@ -47,6 +47,31 @@ void checkPipelineShape(const PipelineShape &s) {
                 std::to_string(s.stages) + ")");
 }
 
+/// The forwards a 1F1B (or interleaved) stage runs before its first
+/// backward.
+static int64_t warmupForwards(const PipelineShape &shape, int64_t stage) {
+  const int64_t P = shape.stages, m = shape.microBatches, v = shape.chunks;
+  if (v == 1)
+    return std::min(P - stage - 1, m);
+  if (m == P) // Megatron: every forward goes first
+    return m * v;
+  return std::min((P - stage - 1) * 2 + (v - 1) * P, m * v);
+}
+
+double pipelineBubbleFormula(const PipelineShape &shape) {
+  checkPipelineShape(shape);
+  const double P = double(shape.stages);
+  return (P - 1) / (double(shape.chunks * shape.microBatches) + P - 1);
+}
+
+int64_t pipelinePeakInFlight(const PipelineShape &shape, int64_t stage) {
+  checkPipelineShape(shape);
+  const int64_t total = shape.microBatches * shape.chunks;
+  if (shape.kind == PipelineScheduleKind::GPipe)
+    return total;
+  return std::min(warmupForwards(shape, stage) + 1, total);
+}
+
 std::vector<PipelineAction> pipelineOrder(const PipelineShape &shape,
                                           int64_t stage) {
   checkPipelineShape(shape);
@@ -70,13 +95,7 @@ std::vector<PipelineAction> pipelineOrder(const PipelineShape &shape,
   const int64_t total = m * v;
   auto microBatchOf = [&](int64_t k) { return k / (P * v) * P + k % P; };
   auto chunkOf = [&](int64_t k) { return k % (P * v) / P; };
-  int64_t warmup;
-  if (v == 1)
-    warmup = std::min(P - stage - 1, m);
-  else if (m == P) // Megatron: every forward goes first
-    warmup = total;
-  else
-    warmup = std::min((P - stage - 1) * 2 + (v - 1) * P, total);
+  const int64_t warmup = warmupForwards(shape, stage);
   auto forward = [&](int64_t k) {
     order.push_back({A::Forward, microBatchOf(k), chunkOf(k)});
   };

@@ -220,21 +220,6 @@ std::string count(double n) {
   return text;
 }
 
-/// The ranks of a group as "a-b" runs ("0-3, 8-11").
-std::string rankList(std::vector<int64_t> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
-      ++j;
-    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) +
-           (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return out;
-}
-
 } // namespace
 
 void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
@@ -248,12 +233,12 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   const rt::Mesh mesh{D, T, P};
   const int64_t nodes = (W + G - 1) / G;
   auto nodeOf = [&](int64_t rank) { return rank / G; };
-  /// Whether every member of `axis`'s group of `rank` is on its node.
+  /// Whether every member of `axis`'s group of `rank` is on its node: a
+  /// group's ranks ascend with its coordinate and nodes are runs of ranks,
+  /// so its first and last member tell.
   auto insideNode = [&](int64_t rank, rt::MeshAxis axis) {
-    for (int64_t c = 0; c < mesh.groupSize(axis); ++c)
-      if (nodeOf(mesh.rankAlong(rank, axis, c)) != nodeOf(rank))
-        return false;
-    return true;
+    return nodeOf(mesh.rankAlong(rank, axis, 0)) ==
+           nodeOf(mesh.rankAlong(rank, axis, mesh.groupSize(axis) - 1));
   };
 
   ModelUnits mu = modelUnits(model, train);
@@ -302,7 +287,19 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   shape.stages = P;
   shape.microBatches = m;
   shape.chunks = v;
-  const rt::PipelineTimeline timeline = rt::simulatePipeline(shape, 1, 2);
+  // Simulated where that is cheap (it walks every micro-batch of every
+  // stage); the closed forms it equals otherwise.
+  constexpr double kMaxSimulatedActions = 4e6;
+  const bool simulated =
+      2.0 * double(P) * double(m) * double(v) <= kMaxSimulatedActions;
+  rt::PipelineTimeline timeline;
+  if (simulated) {
+    timeline = rt::simulatePipeline(shape, 1, 2);
+  } else {
+    timeline.bubbleFraction = rt::pipelineBubbleFormula(shape);
+    for (int64_t s = 0; s < P; ++s)
+      timeline.peakInFlight.push_back(rt::pipelinePeakInFlight(shape, s));
+  }
 
   const double B = double(train.microBatch),
                S = double(train.seqLen ? train.seqLen : model.maxPositions),
@@ -386,13 +383,14 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
       actBytes += logits;
     const double total = weightsBytes + gradBytes + optBytes + actBytes;
     worstTotal = std::max(worstTotal, total);
-    std::vector<int64_t> ranks;
-    for (int64_t r = 0; r < W; ++r)
-      if (mesh.coordinate(r, rt::MeshAxis::Pipeline) == s)
-        ranks.push_back(r);
+    // The pipeline axis varies slowest: a stage's ranks are contiguous.
+    const std::string ranks =
+        T * D == 1 ? std::to_string(s)
+                   : std::to_string(s * T * D) + "-" +
+                         std::to_string((s + 1) * T * D - 1);
     std::snprintf(line, sizeof line,
                   "%-6lld %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
-                  (long long)s, st.names.c_str(), rankList(ranks).c_str(),
+                  (long long)s, st.names.c_str(), ranks.c_str(),
                   count(params).c_str(), gib(weightsBytes).c_str(),
                   gib(gradBytes).c_str(), gib(optBytes).c_str(),
                   gib(actBytes).c_str(), gib(total).c_str());
@@ -413,15 +411,15 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   os << line;
 
   // Bubble: simulated, and the closed form it must equal.
-  const double formula =
-      double(P - 1) / double(v * m + P - 1);
+  const double formula = rt::pipelineBubbleFormula(shape);
   std::snprintf(line, sizeof line,
                 "pipeline: %s, %lld stage%s%s, %lld micro-batches: bubble "
-                "%.2f%% of the step (simulated; (P-1)/(%sm+P-1) = %.2f%%)\n",
+                "%.2f%% of the step (%s; (P-1)/(%sm+P-1) = %.2f%%)\n",
                 par.schedule.c_str(), (long long)P, P == 1 ? "" : "s",
                 v > 1 ? (" x " + std::to_string(v) + " virtual").c_str() : "",
-                (long long)m, 100 * timeline.bubbleFraction, v > 1 ? "v" : "",
-                100 * formula);
+                (long long)m, 100 * timeline.bubbleFraction,
+                simulated ? "simulated" : "formula: too long to simulate",
+                v > 1 ? "v" : "", 100 * formula);
   os << line;
   os << "  peak in-flight micro-batches per stage:";
   for (int64_t s = 0; s < P; ++s) {

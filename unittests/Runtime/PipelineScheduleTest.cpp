@@ -130,6 +130,27 @@ TEST(PipelineSchedule, PeakInFlightMicroBatches) {
   }
 }
 
+// The closed forms (used where a shape is too large to simulate) equal the
+// simulation wherever it runs.
+TEST(PipelineSchedule, FormulasEqualTheSimulation) {
+  for (auto kind : {PipelineScheduleKind::GPipe, PipelineScheduleKind::OneFOneB,
+                    PipelineScheduleKind::Interleaved})
+    for (int64_t P : {1, 2, 3, 5})
+      for (int64_t m : {1, 2, 5, 10, 15})
+        for (int64_t v : {1, 2, 3}) {
+          if ((kind == PipelineScheduleKind::Interleaved) != (v > 1) ||
+              (v > 1 && m % P))
+            continue;
+          auto shape = shapeOf(kind, P, m, v);
+          auto t = simulatePipeline(shape);
+          EXPECT_NEAR(t.bubbleFraction, pipelineBubbleFormula(shape), 1e-12);
+          for (int64_t s = 0; s < P; ++s)
+            EXPECT_EQ(t.peakInFlight[size_t(s)], pipelinePeakInFlight(shape, s))
+                << pipelineScheduleName(kind) << " P=" << P << " m=" << m
+                << " v=" << v << " stage " << s;
+        }
+}
+
 TEST(PipelineSchedule, BadShapesAreNamed) {
   auto message = [](const PipelineShape &s) {
     try {

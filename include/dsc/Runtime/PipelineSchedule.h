@@ -75,6 +75,13 @@ struct PipelineTimeline {
   double bubbleFraction = 0;
 };
 
+/// The closed forms the simulation meets (for shapes too large to
+/// simulate): the bubble fraction with equal stages, and the most
+/// micro-batch chunks stage `stage` holds at once (m for GPipe, min(P - s,
+/// m) for 1F1B, Megatron's warm-up plus one for interleaving).
+double pipelineBubbleFormula(const PipelineShape &shape);
+int64_t pipelinePeakInFlight(const PipelineShape &shape, int64_t stage);
+
 /// Runs every stage's order with a whole stage's forward taking
 /// `forwardCost` and its backward `backwardCost` (a chunk 1/v of each);
 /// communication is free. Throws rt::Error if the orders deadlock.
