@@ -437,6 +437,41 @@ LogicalResult SplitOp::verify() {
   return verifyConcatShapes(*this, getPieces(), getInput(), getAxis());
 }
 
+/// pack/unpack: one 1-D tensor holding every piece's elements, all of one
+/// element type.
+static LogicalResult verifyPacked(Operation *op, ValueRange pieces,
+                                  Value flat) {
+  auto flatType = cast<RankedTensorType>(flat.getType());
+  if (flatType.getRank() != 1)
+    return op->emitOpError("the packed tensor must be 1-D, got ")
+           << flatType;
+  int64_t total = 0;
+  for (Value piece : pieces) {
+    auto type = cast<RankedTensorType>(piece.getType());
+    if (type.getElementType() != flatType.getElementType())
+      return op->emitOpError("element types differ: ")
+             << type << " and " << flatType;
+    total += type.getNumElements();
+  }
+  if (total != flatType.getNumElements())
+    return op->emitOpError("the pieces hold ")
+           << total << " elements but the packed tensor "
+           << flatType.getNumElements();
+  return success();
+}
+
+LogicalResult PackOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  return verifyPacked(*this, getInputs(), getResult());
+}
+
+LogicalResult UnpackOp::verify() {
+  if (getResults().empty())
+    return emitOpError("needs at least one result");
+  return verifyPacked(*this, getResults(), getInput());
+}
+
 LogicalResult BiasSplitHeadsOp::verify() {
   ArrayRef<int64_t> x = shapeOf(getInput());
   SmallVector<int64_t> biasShape = {x.empty() ? 0 : x.back()};

@@ -390,9 +390,19 @@ void Checker::heads() {
 
 /// The whole tensor and its pieces, viewed as [outer, width, inner].
 void Checker::concatSplit() {
-  const bool concat = I.op == Opcode::Concat;
+  const bool concat = I.op == Opcode::Concat || I.op == Opcode::Pack;
   const size_t pieces = concat ? I.inputs.size() : I.outputs.size();
   const Buffer &whole = concat ? out(0) : in(0);
+  if (I.op == Opcode::Pack || I.op == Opcode::Unpack) {
+    // Flattened pieces one after another: [1, sum(numel), 1].
+    int64_t total = 0;
+    for (size_t k = 0; k < pieces; ++k) {
+      d.widths.push_back((concat ? in(k) : out(k)).numElements());
+      total += d.widths.back();
+    }
+    count(whole, total, concat ? "packed result" : "packed input");
+    return;
+  }
   const int64_t axis = I.getInt("axis");
   if (axis < 0 || axis >= int64_t(whole.shape.size()))
     fail("axis " + std::to_string(axis) + " out of range for " +

@@ -12,6 +12,8 @@
 //     passes before it built)
 //   -dsc-onebit-adam (adds 1-bit Adam's compression stage)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
+//   -dsc-bucket-all-reduce (the gradient all-reduces that are left, in
+//     buckets)
 //
 // -dsc-fuse-attention runs before -dsc-fuse-softmax-dropout: it takes the
 // whole softmax chain, so the softmax + dropout fusion sees only the
@@ -123,6 +125,11 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     zero.persistenceThreshold = o.zeroPersistenceThreshold;
     pm.addPass(createDscZero(zero));
   }
+  if (o.bucketElements > 0) {
+    DscBucketAllReduceOptions bucket;
+    bucket.bucketElements = o.bucketElements;
+    pm.addPass(createDscBucketAllReduce(bucket));
+  }
 }
 
 void mlir::dsc::registerTrainingPipeline() {
@@ -131,6 +138,7 @@ void mlir::dsc::registerTrainingPipeline() {
       "Build the training step: -dsc-lora and the fusions as chosen, "
       "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
-      "-dsc-mixed-precision, -dsc-onebit-adam and -dsc-zero as chosen",
+      "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero and "
+      "-dsc-bucket-all-reduce as chosen",
       buildTrainingPipeline);
 }

@@ -168,6 +168,8 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
     p.onebitAdamFreezeStep = o.freezeStep; // o.biasCorrection is false
   p.zeroStage = train.zeroStage;
   p.zeroPersistenceThreshold = train.zeroPersistenceThreshold;
+  // One rank has nothing to reduce: no bucket copies.
+  p.bucketElements = train.dataParallel() > 1 ? train.reduceBucketSize : 0;
 }
 
 } // namespace

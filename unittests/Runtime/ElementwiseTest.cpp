@@ -228,6 +228,27 @@ TEST(Elementwise, SplitAndMergeHeads) {
                Error);
 }
 
+// Gradient buckets: pieces of any shape, flattened one after another.
+TEST(Elementwise, PackAndUnpack) {
+  Harness h;
+  int a = h.buf({2, 3}), b = h.buf({4}), c = h.buf({1, 1, 2}),
+      flat = h.buf({12}), a2 = h.buf({2, 3}), b2 = h.buf({4}),
+      c2 = h.buf({1, 1, 2}), small = h.buf({11});
+  h.alloc();
+  h.set(a, {0, 1, 2, 3, 4, 5});
+  h.set(b, {6, 7, 8, 9});
+  h.set(c, {10, 11});
+  h.run(Opcode::Pack, {a, b, c}, {flat});
+  EXPECT_EQ(h.get(flat),
+            std::vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  h.run(Opcode::Unpack, {flat}, {a2, b2, c2});
+  EXPECT_EQ(h.get(a2), h.get(a));
+  EXPECT_EQ(h.get(b2), h.get(b));
+  EXPECT_EQ(h.get(c2), h.get(c));
+  EXPECT_EQ(errorOf([&] { h.run(Opcode::Pack, {a, b, c}, {small}); }),
+            "Pack: packed result 'b7' [11] has 11 elements, expected 12");
+}
+
 TEST(Elementwise, CopyGlobalNormClip) {
   Harness h;
   int a = h.buf({3}), b = h.buf({2, 2}), c = h.buf({3}), n = h.buf({1}),

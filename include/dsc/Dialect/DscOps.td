@@ -414,6 +414,30 @@ def Dsc_SplitOp : Dsc_DiffOp<"split"> {
   let results = (outs Variadic<Dsc_FloatTensor>:$pieces);
 }
 
+def Dsc_PackOp : Dsc_Op<"pack", [Pure]> {
+  let summary = "The inputs' elements one after another in one vector";
+  let description = [{
+    `%flat = dsc.pack %a, %b : (tensor<2x3xf32>, tensor<4xf32>) ->
+    tensor<10xf32>`: each input in row-major order, in operand order (a
+    flattening `dsc.concat`). `-dsc-bucket-all-reduce` packs gradients into
+    one bucket so a single collective reduces them.
+  }];
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs);
+  let results = (outs Dsc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dsc_UnpackOp : Dsc_Op<"unpack", [Pure]> {
+  let summary = "A vector cut into tensors of the result types, in order";
+  let description = [{
+    The inverse of `dsc.pack`: result k holds the next numel(k) elements of
+    `input` in row-major order.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input);
+  let results = (outs Variadic<Dsc_FloatTensor>:$results);
+  let hasVerifier = 1;
+}
+
 def Dsc_BiasSplitHeadsOp : Dsc_DiffOp<"bias_split_heads"> {
   let summary = "Fused QKV epilogue: add the bias and split into heads";
   let description = [{

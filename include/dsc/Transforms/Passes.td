@@ -473,6 +473,38 @@ def DscOneBitAdam : Pass<"dsc-onebit-adam", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscBucketAllReduce : Pass<"dsc-bucket-all-reduce", "::mlir::ModuleOp"> {
+  let summary = "All-reduce the gradients in buckets instead of one by one";
+  let description = [{
+    DeepSpeed's `reduce_bucket_size` for data parallelism: in
+    `@apply_step`, the `dsc.all_reduce`s of gradient accumulators (as
+    `-dsc-build-train-step` builds them, one per parameter) are grouped, in
+    order, into buckets of at most `bucket-elements` elements; each bucket
+    of two or more becomes one `dsc.pack`, one `dsc.all_reduce` (same
+    reduction and axis) and one `dsc.unpack`, so a step sends a few large
+    messages instead of one per parameter (a tensor larger than the bucket
+    keeps its own all-reduce). Values are unchanged: packing only copies,
+    and the reduction is element-wise. Runs last in the pipeline, after
+    `-dsc-onebit-adam` and `-dsc-zero` (whose reduce-scatters are not
+    bucketed). `bucket-elements` 0 leaves the step as it is.
+
+    ```mlir
+    %a = dsc.all_reduce %ga : (tensor<4x4xf32>) -> tensor<4x4xf32>
+    %b = dsc.all_reduce %gb : (tensor<4xf32>) -> tensor<4xf32>
+    // becomes
+    %p = dsc.pack %ga, %gb : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<20xf32>
+    %r = dsc.all_reduce %p : (tensor<20xf32>) -> tensor<20xf32>
+    %a, %b = dsc.unpack %r : (tensor<20xf32>) -> (tensor<4x4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let options = [
+    Option<"bucketElements", "bucket-elements", "int64_t", "500000000",
+           "The most elements one bucket holds (DeepSpeed's default "
+           "reduce_bucket_size); 0: no bucketing">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
   let summary = "Plan the lowered step's static arena and print its memory";
   let description = [{

@@ -450,6 +450,7 @@ void runElementwise(Exec &e) {
     mergeHeads(ins, e.fout(0, "output"), d.B, d.T, d.H, d.D);
     return;
   }
+  case Opcode::Pack:
   case Opcode::Concat: {
     std::vector<const float *> ins;
     for (size_t k = 0; k < I.inputs.size(); ++k)
@@ -457,6 +458,7 @@ void runElementwise(Exec &e) {
     concat(ins, d.widths, e.fout(0, "output"), d.outer, d.inner);
     return;
   }
+  case Opcode::Unpack:
   case Opcode::Split: {
     std::vector<float *> outs;
     for (size_t k = 0; k < I.outputs.size(); ++k)

@@ -259,7 +259,7 @@ void emitHeads(KernelSpec &s, const rt::InstrDims &d) {
 }
 
 void emitConcatSplit(KernelSpec &s, const rt::InstrDims &d) {
-  const bool concat = s.I.op == Opcode::Concat;
+  const bool concat = s.I.op == Opcode::Concat || s.I.op == Opcode::Pack;
   const size_t pieces = d.widths.size();
   const int64_t outer = d.outer, inner = d.inner;
   const std::vector<int64_t> &widths = d.widths;
@@ -322,6 +322,8 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
     return emitHeads(s, d);
   case Opcode::Concat:
   case Opcode::Split:
+  case Opcode::Pack:
+  case Opcode::Unpack:
     return emitConcatSplit(s, d);
   case Opcode::Convert:
     return emitConvert(s, d);
