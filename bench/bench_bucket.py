@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Gradient all-reduce in buckets (-dsc-bucket-all-reduce) against one
-all-reduce per gradient, on CPU ranks over Open MPI's TCP transport.
+"""Gradients and shards in buckets (-dsc-bucket-collectives) against one
+collective per tensor, on CPU ranks over Open MPI's TCP transport.
 
 A GPT-2 of 12 narrow layers (about 150 small gradient tensors: latency,
-not bandwidth, bounds its exchange) trains on 2 and 4 ranks with
-zero_optimization.reduce_bucket_size 0 (one MPI_Iallreduce per gradient)
-and with DeepSpeed's default (5e8 elements: one bucket), alternating the
-two for --repeats rounds in the same run. Reported per configuration: the
+not bandwidth, bounds its exchange) trains on 2 and 4 ranks at ZeRO stages
+0, 1 and 2 with zero_optimization.reduce_bucket_size and
+allgather_bucket_size 0 (one collective per tensor) and with DeepSpeed's
+default (5e8 elements: one bucket each), alternating the two for
+--repeats rounds in the same run. Reported per configuration: the
 median seconds per step (from --log-json, first steps dropped), the
 packets the loopback transmitted per step (each all-reduce is at least
 one message per peer) and the ratio of the two variants. Weights after
@@ -56,6 +57,7 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--ranks", default="2,4")
+    p.add_argument("--zero", default="0,1,2", help="ZeRO stages")
     a = p.parse_args()
     if [l.partition(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]] != ["lo"]:
         sys.exit("run inside a private network namespace: "
@@ -70,10 +72,11 @@ def main():
     data = os.path.join(wd, "data.txt")
     open(data, "w").write("the quick brown fox jumps over the lazy dog. " * 400)
 
-    def run(ranks, bucket, tag):
+    def run(ranks, stage, bucket, tag):
         cfg = os.path.join(wd, f"{tag}.json")
         json.dump({"train_batch_size": 8, "optimizer": {"type": "AdamW"},
-                   "zero_optimization": {"stage": 0, "reduce_bucket_size": bucket},
+                   "zero_optimization": {"stage": stage, "reduce_bucket_size": bucket,
+                                         "allgather_bucket_size": bucket},
                    "dsc": {"seq_len": 32}}, open(cfg, "w"))
         log, out = os.path.join(wd, f"{tag}.jsonl"), os.path.join(wd, f"{tag}.safetensors")
         cmd = ([mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root",
@@ -91,19 +94,21 @@ def main():
 
     print(f"GPT-2 12 x 32 wide ({a.steps} steps, train_batch_size 8, seq 32), "
           f"median of {a.repeats} alternating rounds")
-    print("| ranks | per gradient s/step | bucketed s/step | speed-up | "
-          "loopback packets/step (per gradient / bucketed) | weights |")
-    print("| ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| ranks | ZeRO | per tensor s/step | bucketed s/step | speed-up | "
+          "loopback packets/step (per tensor / bucketed) | weights |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for ranks in map(int, a.ranks.split(",")):
-        t0, t1, p0, p1 = [], [], [], []
-        for i in range(a.repeats):
-            s0, q0, w0 = run(ranks, 0, f"r{ranks}-off-{i}")
-            s1, q1, w1 = run(ranks, 500000000, f"r{ranks}-on-{i}")
-            t0.append(s0); t1.append(s1); p0.append(q0); p1.append(q1)
-        same = "bit-identical" if w0 == w1 else "differ in the last bits (reduction order)"
-        m0, m1 = statistics.median(t0), statistics.median(t1)
-        print(f"| {ranks} | {m0:.4f} | {m1:.4f} | {m0 / m1:.2f}x | "
-              f"{statistics.median(p0):.0f} / {statistics.median(p1):.0f} | {same} |")
+        for stage in map(int, a.zero.split(",")):
+            t0, t1, p0, p1 = [], [], [], []
+            for i in range(a.repeats):
+                s0, q0, w0 = run(ranks, stage, 0, f"r{ranks}-z{stage}-off-{i}")
+                s1, q1, w1 = run(ranks, stage, 500000000, f"r{ranks}-z{stage}-on-{i}")
+                t0.append(s0); t1.append(s1); p0.append(q0); p1.append(q1)
+            same = "bit-identical" if w0 == w1 else "differ in the last bits (reduction order)"
+            m0, m1 = statistics.median(t0), statistics.median(t1)
+            print(f"| {ranks} | {stage} | {m0:.4f} | {m1:.4f} | {m0 / m1:.2f}x | "
+                  f"{statistics.median(p0):.0f} / {statistics.median(p1):.0f} | {same} |",
+                  flush=True)
     shutil.rmtree(wd)
 
 

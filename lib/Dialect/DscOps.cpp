@@ -440,17 +440,22 @@ LogicalResult SplitOp::verify() {
 /// pack/unpack: one 1-D tensor holding every piece's elements, all of one
 /// element type.
 static LogicalResult verifyPacked(Operation *op, ValueRange pieces,
-                                  Value flat) {
+                                  Value flat, int64_t chunks) {
   auto flatType = cast<RankedTensorType>(flat.getType());
   if (flatType.getRank() != 1)
     return op->emitOpError("the packed tensor must be 1-D, got ")
            << flatType;
+  if (chunks < 1)
+    return op->emitOpError("chunks must be >= 1, got ") << chunks;
   int64_t total = 0;
   for (Value piece : pieces) {
     auto type = cast<RankedTensorType>(piece.getType());
     if (type.getElementType() != flatType.getElementType())
       return op->emitOpError("element types differ: ")
              << type << " and " << flatType;
+    if (type.getNumElements() % chunks != 0)
+      return op->emitOpError() << type << " does not split into " << chunks
+                               << " equal chunks";
     total += type.getNumElements();
   }
   if (total != flatType.getNumElements())
@@ -463,13 +468,13 @@ static LogicalResult verifyPacked(Operation *op, ValueRange pieces,
 LogicalResult PackOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");
-  return verifyPacked(*this, getInputs(), getResult());
+  return verifyPacked(*this, getInputs(), getResult(), getChunks());
 }
 
 LogicalResult UnpackOp::verify() {
   if (getResults().empty())
     return emitOpError("needs at least one result");
-  return verifyPacked(*this, getResults(), getInput());
+  return verifyPacked(*this, getResults(), getInput(), getChunks());
 }
 
 LogicalResult BiasSplitHeadsOp::verify() {

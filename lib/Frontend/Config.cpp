@@ -1041,8 +1041,8 @@ void parseBf16(const Ctx &c, const std::string &name, const json &sec,
 }
 
 /// zero_optimization: stage 0 to 3 (-dsc-zero), stage 3's parameter
-/// persistence threshold and the gradient all-reduce's bucket size
-/// (-dsc-bucket-all-reduce). Its other keys are
+/// persistence threshold and the bucket sizes of the gradient reductions
+/// and shard gathers (-dsc-bucket-collectives). Its other keys are
 /// DeepSpeed's tuning knobs: those that only tune bucketing and overlap are
 /// accepted (dsc reduces each gradient in its own collective; see the
 /// README), those that ask for something dsc does not do are errors.
@@ -1078,8 +1078,11 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
     t.reduceBucketSize =
         c.integer("zero_optimization.reduce_bucket_size", *it, 0,
                   std::numeric_limits<int64_t>::max(), "an integer >= 0");
-  for (const char *key : {"allgather_bucket_size",
-                          "stage3_prefetch_bucket_size",
+  if (auto it = sec.find("allgather_bucket_size"); it != sec.end())
+    t.allgatherBucketSize =
+        c.integer("zero_optimization.allgather_bucket_size", *it, 0,
+                  std::numeric_limits<int64_t>::max(), "an integer >= 0");
+  for (const char *key : {"stage3_prefetch_bucket_size",
                           "stage3_max_live_parameters",
                           "stage3_max_reuse_distance", "sub_group_size"})
     if (auto it = sec.find(key); it != sec.end())

@@ -394,11 +394,18 @@ void Checker::concatSplit() {
   const size_t pieces = concat ? I.inputs.size() : I.outputs.size();
   const Buffer &whole = concat ? out(0) : in(0);
   if (I.op == Opcode::Pack || I.op == Opcode::Unpack) {
-    // Flattened pieces one after another: [1, sum(numel), 1].
+    // Flattened pieces of C chunks each: [C, sum(numel / C), 1].
+    d.outer = I.getInt("chunks");
+    if (d.outer < 1)
+      fail("chunks must be >= 1, got " + std::to_string(d.outer));
     int64_t total = 0;
     for (size_t k = 0; k < pieces; ++k) {
-      d.widths.push_back((concat ? in(k) : out(k)).numElements());
-      total += d.widths.back();
+      const Buffer &piece = concat ? in(k) : out(k);
+      if (piece.numElements() % d.outer != 0)
+        fail("piece '" + piece.name + "' " + shapeStr(piece.shape) +
+             " does not split into " + std::to_string(d.outer) + " chunks");
+      d.widths.push_back(piece.numElements() / d.outer);
+      total += piece.numElements();
     }
     count(whole, total, concat ? "packed result" : "packed input");
     return;

@@ -86,8 +86,9 @@ private:
                      CollectiveKind kind, const char *what, const char *unit,
                      const void *in, void *out, int64_t bytes);
 
-  /// A rank of this group by its chunks of at most kMaxCount bytes: one
-  /// non-blocking call per chunk, each waited for.
+  /// Moves `bytes` bytes in chunks of at most kMaxCount (MPI counts are
+  /// ints): `start(offset, count, request)` issues one non-blocking call
+  /// per chunk, each waited for with the deadline.
   template <typename Start>
   void inChunks(const char *what, int64_t bytes, Start start);
   /// A peer's group rank, checked.

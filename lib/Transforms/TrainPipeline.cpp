@@ -12,8 +12,8 @@
 //     passes before it built)
 //   -dsc-onebit-adam (adds 1-bit Adam's compression stage)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
-//   -dsc-bucket-all-reduce (the gradient all-reduces that are left, in
-//     buckets)
+//   -dsc-bucket-collectives (gradient reductions and gathers of updated
+//     shards, in buckets)
 //
 // -dsc-fuse-attention runs before -dsc-fuse-softmax-dropout: it takes the
 // whole softmax chain, so the softmax + dropout fusion sees only the
@@ -125,10 +125,11 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     zero.persistenceThreshold = o.zeroPersistenceThreshold;
     pm.addPass(createDscZero(zero));
   }
-  if (o.bucketElements > 0) {
-    DscBucketAllReduceOptions bucket;
-    bucket.bucketElements = o.bucketElements;
-    pm.addPass(createDscBucketAllReduce(bucket));
+  if (o.reduceBucketElements > 0 || o.allgatherBucketElements > 0) {
+    DscBucketCollectivesOptions bucket;
+    bucket.reduceBucketElements = o.reduceBucketElements;
+    bucket.allgatherBucketElements = o.allgatherBucketElements;
+    pm.addPass(createDscBucketCollectives(bucket));
   }
 }
 
@@ -139,6 +140,6 @@ void mlir::dsc::registerTrainingPipeline() {
       "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero and "
-      "-dsc-bucket-all-reduce as chosen",
+      "-dsc-bucket-collectives as chosen",
       buildTrainingPipeline);
 }

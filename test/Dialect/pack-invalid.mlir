@@ -45,3 +45,19 @@ func.func @unpack_none(%p: tensor<10xf32>) {
   dsc.unpack %p : (tensor<10xf32>) -> ()
   return
 }
+
+// -----
+
+func.func @chunks_zero(%a: tensor<6xf32>) {
+  // expected-error @+1 {{chunks must be >= 1, got 0}}
+  %p = dsc.pack %a {chunks = 0 : i64} : (tensor<6xf32>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @chunks_uneven(%a: tensor<6xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'tensor<3xf32>' does not split into 2 equal chunks}}
+  %p = dsc.pack %a, %b {chunks = 2 : i64} : (tensor<6xf32>, tensor<3xf32>) -> tensor<9xf32>
+  return
+}

@@ -168,8 +168,10 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
     p.onebitAdamFreezeStep = o.freezeStep; // o.biasCorrection is false
   p.zeroStage = train.zeroStage;
   p.zeroPersistenceThreshold = train.zeroPersistenceThreshold;
-  // One rank has nothing to reduce: no bucket copies.
-  p.bucketElements = train.dataParallel() > 1 ? train.reduceBucketSize : 0;
+  // One rank has nothing to reduce or gather: no bucket copies.
+  const bool ranks = train.dataParallel() > 1;
+  p.reduceBucketElements = ranks ? train.reduceBucketSize : 0;
+  p.allgatherBucketElements = ranks ? train.allgatherBucketSize : 0;
 }
 
 } // namespace

@@ -238,15 +238,30 @@ TEST(Elementwise, PackAndUnpack) {
   h.set(a, {0, 1, 2, 3, 4, 5});
   h.set(b, {6, 7, 8, 9});
   h.set(c, {10, 11});
-  h.run(Opcode::Pack, {a, b, c}, {flat});
+  const std::map<std::string, AttrValue> one = {{"chunks", int64_t(1)}},
+                                          two = {{"chunks", int64_t(2)}};
+  h.run(Opcode::Pack, {a, b, c}, {flat}, one);
   EXPECT_EQ(h.get(flat),
             std::vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
-  h.run(Opcode::Unpack, {flat}, {a2, b2, c2});
+  h.run(Opcode::Unpack, {flat}, {a2, b2, c2}, one);
   EXPECT_EQ(h.get(a2), h.get(a));
   EXPECT_EQ(h.get(b2), h.get(b));
   EXPECT_EQ(h.get(c2), h.get(c));
-  EXPECT_EQ(errorOf([&] { h.run(Opcode::Pack, {a, b, c}, {small}); }),
+  // Two chunks: every piece's first half, then every piece's second half
+  // (what rank 0 and rank 1 of a reduce-scatter take).
+  h.run(Opcode::Pack, {a, b, c}, {flat}, two);
+  EXPECT_EQ(h.get(flat),
+            std::vector<float>({0, 1, 2, 6, 7, 10, 3, 4, 5, 8, 9, 11}));
+  h.run(Opcode::Unpack, {flat}, {a2, b2, c2}, two);
+  EXPECT_EQ(h.get(a2), h.get(a));
+  EXPECT_EQ(h.get(b2), h.get(b));
+  EXPECT_EQ(h.get(c2), h.get(c));
+  EXPECT_EQ(errorOf([&] { h.run(Opcode::Pack, {a, b, c}, {small}, one); }),
             "Pack: packed result 'b7' [11] has 11 elements, expected 12");
+  EXPECT_EQ(errorOf([&] {
+              h.run(Opcode::Pack, {a, b, c}, {flat}, {{"chunks", int64_t(4)}});
+            }),
+            "Pack: piece 'b0' [2,3] does not split into 4 chunks");
 }
 
 TEST(Elementwise, CopyGlobalNormClip) {

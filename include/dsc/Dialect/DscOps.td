@@ -419,10 +419,14 @@ def Dsc_PackOp : Dsc_Op<"pack", [Pure]> {
   let description = [{
     `%flat = dsc.pack %a, %b : (tensor<2x3xf32>, tensor<4xf32>) ->
     tensor<10xf32>`: each input in row-major order, in operand order (a
-    flattening `dsc.concat`). `-dsc-bucket-all-reduce` packs gradients into
-    one bucket so a single collective reduces them.
+    flattening `dsc.concat`). With `chunks = C`, every input is C equal
+    chunks and the result is C chunks, chunk j holding every input's chunk
+    j in operand order: what a reduce-scatter over C ranks needs to give
+    rank j its part of every input at once. `-dsc-bucket-collectives` packs
+    gradients and shards into buckets so one collective moves them.
   }];
-  let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs);
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs,
+                       DefaultValuedAttr<I64Attr, "1">:$chunks);
   let results = (outs Dsc_FloatTensor:$result);
   let hasVerifier = 1;
 }
@@ -430,10 +434,12 @@ def Dsc_PackOp : Dsc_Op<"pack", [Pure]> {
 def Dsc_UnpackOp : Dsc_Op<"unpack", [Pure]> {
   let summary = "A vector cut into tensors of the result types, in order";
   let description = [{
-    The inverse of `dsc.pack`: result k holds the next numel(k) elements of
-    `input` in row-major order.
+    The inverse of `dsc.pack` with the same `chunks`: result k holds its
+    numel(k) / C elements of each of the C chunks of `input`, in row-major
+    order.
   }];
-  let arguments = (ins Dsc_FloatTensor:$input);
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "1">:$chunks);
   let results = (outs Variadic<Dsc_FloatTensor>:$results);
   let hasVerifier = 1;
 }

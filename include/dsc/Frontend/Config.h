@@ -236,10 +236,12 @@ struct TrainConfig {
   /// zero_optimization.stage3_param_persistence_threshold (DeepSpeed's
   /// default 10^5): stage 3 keeps parameters of fewer elements whole.
   int64_t zeroPersistenceThreshold = 100000;
-  /// zero_optimization.reduce_bucket_size: elements per bucket of the
-  /// data-parallel gradient all-reduce (DeepSpeed's 5e8; 0: one
-  /// all-reduce per gradient).
+  /// zero_optimization.reduce_bucket_size / allgather_bucket_size:
+  /// elements per bucket of the gradient all-reduces and reduce-scatters,
+  /// and of the gathers of updated shards (DeepSpeed's 5e8 each; 0: one
+  /// collective per tensor).
   int64_t reduceBucketSize = 500000000;
+  int64_t allgatherBucketSize = 500000000;
   int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
   int64_t microBatch = 1;
   int64_t gradAccum = 1;

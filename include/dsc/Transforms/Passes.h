@@ -299,17 +299,22 @@ struct TrainingPipelineOptions
       llvm::cl::desc("-dsc-zero's persistence-threshold (stage 3: "
                      "parameters of fewer elements stay whole)"),
       llvm::cl::init(0)};
-  Option<int64_t> bucketElements{
-      *this, "bucket-elements",
-      llvm::cl::desc("Run -dsc-bucket-all-reduce last with this "
-                     "bucket-elements (0: not at all)"),
+  Option<int64_t> reduceBucketElements{
+      *this, "reduce-bucket-elements",
+      llvm::cl::desc("-dsc-bucket-collectives' reduce-bucket-elements (it "
+                     "runs last when this or allgather-bucket-elements is "
+                     "> 0)"),
+      llvm::cl::init(0)};
+  Option<int64_t> allgatherBucketElements{
+      *this, "allgather-bucket-elements",
+      llvm::cl::desc("-dsc-bucket-collectives' allgather-bucket-elements"),
       llvm::cl::init(0)};
 };
 
 /// Adds the training pipeline to `pm` (anchored on builtin.module): the
 /// fusions, -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible,
 /// -dsc-remat, -dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero and
-/// -dsc-bucket-all-reduce as `options` ask. dsc-run compiles
+/// -dsc-bucket-collectives as `options` ask. dsc-run compiles
 /// with it; dsc-opt registers it as --dsc-train-pipeline.
 void buildTrainingPipeline(OpPassManager &pm,
                            const TrainingPipelineOptions &options);

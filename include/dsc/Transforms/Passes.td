@@ -473,20 +473,28 @@ def DscOneBitAdam : Pass<"dsc-onebit-adam", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
-def DscBucketAllReduce : Pass<"dsc-bucket-all-reduce", "::mlir::ModuleOp"> {
-  let summary = "All-reduce the gradients in buckets instead of one by one";
+def DscBucketCollectives : Pass<"dsc-bucket-collectives", "::mlir::ModuleOp"> {
+  let summary = "Move gradients and parameter shards in buckets, not one by one";
   let description = [{
-    DeepSpeed's `reduce_bucket_size` for data parallelism: in
-    `@apply_step`, the `dsc.all_reduce`s of gradient accumulators (as
-    `-dsc-build-train-step` builds them, one per parameter) are grouped, in
-    order, into buckets of at most `bucket-elements` elements; each bucket
-    of two or more becomes one `dsc.pack`, one `dsc.all_reduce` (same
-    reduction and axis) and one `dsc.unpack`, so a step sends a few large
-    messages instead of one per parameter (a tensor larger than the bucket
-    keeps its own all-reduce). Values are unchanged: packing only copies,
-    and the reduction is element-wise. Runs last in the pipeline, after
-    `-dsc-onebit-adam` and `-dsc-zero` (whose reduce-scatters are not
-    bucketed). `bucket-elements` 0 leaves the step as it is.
+    DeepSpeed's `reduce_bucket_size` and `allgather_bucket_size`. The
+    collectives that data parallelism and ZeRO issue once per parameter are
+    grouped, in program order, into buckets: the gradient all-reduces of
+    `@apply_step` (no ZeRO) and the gradient reduce-scatters (ZeRO-1 in
+    `@apply_step`, ZeRO-2/3 in `@micro_step`) into buckets of at most
+    `reduce-bucket-elements` elements, and `@apply_step`'s all-gathers of
+    the updated parameter shards into buckets of at most
+    `allgather-bucket-elements` (ZeRO-3's gathers of parameters for the
+    forward and backward are left alone: a bucket of them would hold the
+    parameters whole at once). A bucket holds one kind of collective with
+    one reduction, axis and element type, and no member's input depends on
+    an earlier member's result; a bucket of two or more becomes, where its
+    last member was, `dsc.pack` -> one collective -> `dsc.unpack` (a
+    reduce-scatter packs every input's rank-j chunk together, `chunks = G`;
+    an all-gather unpacks the same way), and the ops between the members
+    that use an earlier member's result move, in order, behind the unpack.
+    Values are unchanged: packing only copies and the reductions are
+    element-wise. Runs last in the pipeline, after `-dsc-onebit-adam` and
+    `-dsc-zero`. A size of 0 leaves that kind one by one.
 
     ```mlir
     %a = dsc.all_reduce %ga : (tensor<4x4xf32>) -> tensor<4x4xf32>
@@ -498,9 +506,14 @@ def DscBucketAllReduce : Pass<"dsc-bucket-all-reduce", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"bucketElements", "bucket-elements", "int64_t", "500000000",
-           "The most elements one bucket holds (DeepSpeed's default "
-           "reduce_bucket_size); 0: no bucketing">
+    Option<"reduceBucketElements", "reduce-bucket-elements", "int64_t",
+           "500000000",
+           "The most gradient elements one all-reduce or reduce-scatter "
+           "bucket holds (DeepSpeed's default reduce_bucket_size); 0: none">,
+    Option<"allgatherBucketElements", "allgather-bucket-elements", "int64_t",
+           "500000000",
+           "The most parameter elements one all-gather bucket holds "
+           "(DeepSpeed's default allgather_bucket_size); 0: none">
   ];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
