@@ -116,7 +116,20 @@ std::vector<PipelineAction> pipelineOrder(const PipelineShape &shape,
 PipelineTimeline simulatePipeline(const PipelineShape &shape,
                                   double forwardCost, double backwardCost) {
   checkPipelineShape(shape);
+  const size_t chunks = size_t(shape.stages * shape.chunks);
+  return simulatePipeline(
+      shape, std::vector<double>(chunks, forwardCost / double(shape.chunks)),
+      backwardCost / forwardCost);
+}
+
+PipelineTimeline simulatePipeline(const PipelineShape &shape,
+                                  const std::vector<double> &forwardCosts,
+                                  double backwardOverForward) {
+  checkPipelineShape(shape);
   const int64_t P = shape.stages, v = shape.chunks;
+  if (forwardCosts.size() != size_t(P * v))
+    throw Error("pipeline: " + std::to_string(forwardCosts.size()) +
+                " chunk costs for " + std::to_string(P * v) + " chunks");
   const int64_t last = P * v - 1; // the last virtual stage
   std::vector<std::vector<PipelineAction>> orders;
   for (int64_t s = 0; s < P; ++s)
@@ -155,9 +168,10 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
                                       vs + 1);
         if (!ready)
           break;
-        const double cost =
-            (a.kind == PipelineAction::Forward ? forwardCost : backwardCost) /
-            double(v);
+        const double forward = forwardCosts[size_t(vs)];
+        const double cost = a.kind == PipelineAction::Forward
+                                ? forward
+                                : forward * backwardOverForward;
         const double end = std::max(freeAt[size_t(s)], *ready) + cost;
         freeAt[size_t(s)] = end;
         finished[{int(a.kind), a.microBatch, vs}] = end;
@@ -174,10 +188,12 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
                   pipelineScheduleName(shape.kind) + " orders deadlock");
   }
   t.length = *std::max_element(freeAt.begin(), freeAt.end());
-  const double busy =
-      double(shape.microBatches) * (forwardCost + backwardCost);
   double idle = 0;
   for (int64_t s = 0; s < P; ++s) {
+    double busy = 0;
+    for (int64_t c = 0; c < v; ++c)
+      busy += double(shape.microBatches) * forwardCosts[size_t(c * P + s)] *
+              (1 + backwardOverForward);
     t.idle.push_back(t.length - busy);
     idle += t.length - busy;
   }

@@ -292,9 +292,23 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   constexpr double kMaxSimulatedActions = 4e6;
   const bool simulated =
       2.0 * double(P) * double(m) * double(v) <= kMaxSimulatedActions;
-  rt::PipelineTimeline timeline;
+  rt::PipelineTimeline timeline, partitioned;
+  // The partition's own stage times: each chunk's forward cost by the
+  // compiler's cost model, relative to the mean (a backward twice that).
+  std::vector<double> chunkCosts(chunks, 0.0);
+  double totalCost = 0;
+  for (size_t c = 0; c < chunks; ++c) {
+    for (size_t u = bounds[c]; u < bounds[c + 1]; ++u)
+      chunkCosts[c] += mu.units[u].cost;
+    totalCost += chunkCosts[c];
+  }
   if (simulated) {
     timeline = rt::simulatePipeline(shape, 1, 2);
+    if (totalCost > 0) {
+      for (double &c : chunkCosts)
+        c *= double(chunks) / totalCost;
+      partitioned = rt::simulatePipeline(shape, chunkCosts, 2);
+    }
   } else {
     timeline.bubbleFraction = rt::pipelineBubbleFormula(shape);
     for (int64_t s = 0; s < P; ++s)
@@ -421,6 +435,21 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                 simulated ? "simulated" : "formula: too long to simulate",
                 v > 1 ? "v" : "", 100 * formula);
   os << line;
+  if (simulated && totalCost > 0 && P > 1) {
+    // Stages are rarely equal: the slowest sets the pace.
+    double slowest = 0;
+    for (int64_t s = 0; s < P; ++s) {
+      double stage = 0;
+      for (int64_t c = 0; c < v; ++c)
+        stage += chunkCosts[size_t(c * P + s)];
+      slowest = std::max(slowest, stage);
+    }
+    std::snprintf(line, sizeof line,
+                  "  with this partition's stage costs (the compiler's cost "
+                  "model; slowest stage %.2fx the mean): bubble %.2f%%\n",
+                  slowest / double(v), 100 * partitioned.bubbleFraction);
+    os << line;
+  }
   os << "  peak in-flight micro-batches per stage:";
   for (int64_t s = 0; s < P; ++s) {
     if (P > 8 && s == 4) { // the first and last four of a long pipeline

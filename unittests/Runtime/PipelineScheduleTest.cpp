@@ -151,6 +151,24 @@ TEST(PipelineSchedule, FormulasEqualTheSimulation) {
         }
 }
 
+// Unequal stages: the slowest stage sets the pace. 1F1B over two stages
+// whose second is twice as slow: the step is the slow stage's work plus the
+// fast stage's share of the fill and drain, (m + 1) * 3 * 2 - 3 time units
+// for m micro-batches (forward 1 and 2, backward twice that).
+TEST(PipelineSchedule, UnequalStagesBoundTheStep) {
+  const int64_t m = 4;
+  auto t = simulatePipeline(shapeOf(PipelineScheduleKind::OneFOneB, 2, m),
+                            std::vector<double>{1, 2});
+  EXPECT_DOUBLE_EQ(t.length, 3.0 + double(m) * 6.0);
+  EXPECT_DOUBLE_EQ(t.idle[1], 3.0);                  // waits for the first F
+  EXPECT_DOUBLE_EQ(t.idle[0], t.length - double(m) * 3.0);
+  EXPECT_GT(t.bubbleFraction,
+            pipelineBubbleFormula(shapeOf(PipelineScheduleKind::OneFOneB, 2, m)));
+  EXPECT_THROW(simulatePipeline(shapeOf(PipelineScheduleKind::OneFOneB, 2, m),
+                                std::vector<double>{1}),
+               Error);
+}
+
 TEST(PipelineSchedule, BadShapesAreNamed) {
   auto message = [](const PipelineShape &s) {
     try {

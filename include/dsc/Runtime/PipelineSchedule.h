@@ -89,6 +89,14 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
                                   double forwardCost = 1,
                                   double backwardCost = 2);
 
+/// The same with unequal stages: `forwardCosts[c * P + s]` is the forward
+/// time of chunk c of stage s (virtual stage c * P + s), its backward
+/// `backwardOverForward` times that. The bubble is then the idle time of
+/// a real partition, slow stages included.
+PipelineTimeline simulatePipeline(const PipelineShape &shape,
+                                  const std::vector<double> &forwardCosts,
+                                  double backwardOverForward = 2);
+
 } // namespace dsc::rt
 
 #endif // DSC_RUNTIME_PIPELINESCHEDULE_H
