@@ -1123,6 +1123,37 @@ LogicalResult EmaUpdateOp::verify() {
   return verifyFloatElementTypes(*this);
 }
 
+/// 0/1 Adam's ops: every tensor the parameter's shape, eps > 0.
+static LogicalResult verifyZeroOne(Operation *op, Value param, double eps) {
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  for (Value v : values) {
+    auto type = cast<ShapedType>(v.getType());
+    if (type.getRank() == 0) // lr, lr_sum
+      continue;
+    if (failed(expectShape(op, "every tensor", type.getShape(),
+                           shapeOf(param))))
+      return failure();
+  }
+  if (!(eps > 0))
+    return op->emitOpError("expects eps > 0, got ") << eps;
+  return verifyFloatElementTypes(op);
+}
+
+LogicalResult LocalAdamOp::verify() {
+  if (!(getWeightDecay().convertToDouble() >= 0))
+    return emitOpError("expects weight_decay >= 0");
+  return verifyZeroOne(*this, getParam(), getEps().convertToDouble());
+}
+
+LogicalResult ZeroOneUnwindOp::verify() {
+  return verifyZeroOne(*this, getParam(), getEps().convertToDouble());
+}
+
+LogicalResult ZeroOneSyncOp::verify() {
+  return verifyZeroOne(*this, getParam(), getEps().convertToDouble());
+}
+
 LogicalResult FrozenAdamOp::verify() {
   ArrayRef<int64_t> param = shapeOf(getParam());
   for (auto [what, v] : {std::pair<const char *, Value>{"old_exp_avg",

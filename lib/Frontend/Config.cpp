@@ -767,21 +767,23 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
   c.object("optimizer", sec);
   c.checkKeys("optimizer", sec, {"type", "params"});
   const char *types = "one of \"Adam\", \"AdamW\", \"Lamb\", \"SGD\", "
-                      "\"OneBitAdam\" (case-insensitive)";
+                      "\"OneBitAdam\", \"ZeroOneAdam\" (case-insensitive)";
   auto typeIt = sec.find("type");
   if (typeIt == sec.end())
     c.fail(std::string("optimizer.type: missing; expected ") + types);
   const std::string &typeName = c.string("optimizer.type", *typeIt, types);
   // DeepSpeed lower-cases the names of its own optimizers.
   std::string t = lower(typeName);
-  if (t == "zerooneadam" || t == "onebitlamb")
+  if (t == "onebitlamb")
     c.fail("optimizer.type '" + typeName + "' is not supported yet "
-           "(OneBitAdam is)");
+           "(OneBitAdam and ZeroOneAdam are)");
   bool adamLike = t == "adam" || t == "adamw";
   if (adamLike)
     o.type = OptimizerType::AdamW; // refined by adam_w_mode below
   else if (t == "onebitadam")
     o.type = OptimizerType::OneBitAdam;
+  else if (t == "zerooneadam")
+    o.type = OptimizerType::ZeroOneAdam;
   else if (t == "lamb")
     o.type = OptimizerType::Lamb;
   else if (t == "sgd")
@@ -801,13 +803,21 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
                    {"betas", "eps", "bias_correction", "amsgrad",
                     "freeze_step", "cuda_aware", "comm_backend_name",
                     "eps_inside_sqrt", "max_grad_norm"});
+  else if (o.type == OptimizerType::ZeroOneAdam)
+    allowed.insert(allowed.end(),
+                   {"betas", "eps", "bias_correction", "amsgrad",
+                    "var_freeze_step", "var_update_scaler",
+                    "local_step_scaler", "local_step_clipper", "cuda_aware",
+                    "comm_backend_name", "eps_inside_sqrt", "max_grad_norm"});
   else
     allowed.insert(allowed.end(), {"momentum", "dampening", "nesterov"});
   static const std::vector<std::string> allKnown = {
       "lr",        "weight_decay", "betas",      "eps",      "bias_correction",
       "adam_w_mode", "torch_adam", "amsgrad",    "max_coeff", "min_coeff",
       "momentum",  "dampening",    "nesterov",   "freeze_step", "cuda_aware",
-      "comm_backend_name", "eps_inside_sqrt", "max_grad_norm"};
+      "comm_backend_name", "eps_inside_sqrt", "max_grad_norm",
+      "var_freeze_step", "var_update_scaler", "local_step_scaler",
+      "local_step_clipper"};
 
   std::optional<bool> adamWMode;
   auto paramsIt = sec.find("params");
@@ -857,6 +867,14 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
         o.nesterov = c.boolean(p, v);
       else if (k == "freeze_step")
         o.freezeStep = c.nonNegative(p, v);
+      else if (k == "var_freeze_step")
+        o.varFreezeStep = c.nonNegative(p, v);
+      else if (k == "var_update_scaler")
+        o.varUpdateScaler = c.positive(p, v);
+      else if (k == "local_step_scaler")
+        o.localStepScaler = c.positive(p, v);
+      else if (k == "local_step_clipper")
+        o.localStepClipper = c.positive(p, v);
       else if (k == "cuda_aware")
         c.boolean(p, v); // GPU buffers go to NCCL directly either way
       else if (k == "comm_backend_name") {
@@ -866,12 +884,13 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
           c.bad(p, v, backends);
       } else if (k == "eps_inside_sqrt") {
         if (c.boolean(p, v))
-          c.fail(p + ": true is not supported (DeepSpeed's OnebitAdam "
-                 "ignores it; dsc adds eps outside the square root)");
+          c.fail(p + ": true is not supported (DeepSpeed's 1-bit "
+                 "optimizers ignore it; dsc adds eps outside the square "
+                 "root)");
       } else if (k == "max_grad_norm") {
         if (c.nonNegativeNumber(p, v) != 0)
-          c.fail(p + ": not supported (DeepSpeed's OnebitAdam ignores it); "
-                 "clip with the top-level gradient_clipping");
+          c.fail(p + ": not supported (DeepSpeed's 1-bit optimizers "
+                 "ignore it); clip with the top-level gradient_clipping");
       }
     }
   }
@@ -887,8 +906,10 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
     o.type = (t == "adam" && adamWMode && !*adamWMode) ? OptimizerType::Adam
                                                          : OptimizerType::AdamW;
   }
-  // DeepSpeed's OnebitAdam accepts bias_correction and never corrects.
-  if (o.type == OptimizerType::OneBitAdam)
+  // DeepSpeed's OnebitAdam and ZeroOneAdam accept bias_correction and
+  // never correct.
+  if (o.type == OptimizerType::OneBitAdam ||
+      o.type == OptimizerType::ZeroOneAdam)
     o.biasCorrection = false;
   if (o.type == OptimizerType::Lamb && o.minCoeff > o.maxCoeff)
     c.fail("optimizer.params.min_coeff (" + show(json(o.minCoeff)) +
@@ -1685,6 +1706,17 @@ TrainConfig parseTrainConfigText(const std::string &text,
     c.fail("zero_optimization.stage " + str(t.zeroStage) +
            " with optimizer OneBitAdam is not supported yet (1-bit Adam "
            "runs on whole tensors; use stage 0)");
+  if (t.optimizer.type == OptimizerType::ZeroOneAdam) {
+    if (t.zeroStage > 0)
+      c.fail("zero_optimization.stage " + str(t.zeroStage) +
+             " with optimizer ZeroOneAdam is not supported yet (0/1 Adam "
+             "runs on whole tensors; use stage 0)");
+    // A skipped step would have to leave the interval policy where it
+    // was, which DeepSpeed's engine does by not calling the optimizer.
+    if (t.precision.fp16)
+      c.fail("fp16 with optimizer ZeroOneAdam is not supported yet (use "
+             "bf16 or fp32: no step is ever skipped there)");
+  }
   if (t.zeroStage > 0 && t.optimizer.type == OptimizerType::Lamb)
     c.fail("zero_optimization.stage " + str(t.zeroStage) +
            " with optimizer Lamb: LAMB's trust ratio needs whole "

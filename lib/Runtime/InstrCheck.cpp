@@ -853,6 +853,24 @@ void Checker::compression() {
     count(out(0), d.n, "new_param");
     count(out(1), d.n, "new_exp_avg");
     return;
+  case Opcode::LocalAdam:
+  case Opcode::ZeroOneUnwind:
+  case Opcode::ZeroOneSync: {
+    // Every tensor the parameter's size; LocalAdam's lr (input 5) and
+    // ZeroOneSync's lr_sum (input 3) scalars.
+    d.n = in(0).numElements();
+    const size_t scalar = I.op == Opcode::LocalAdam     ? 5
+                          : I.op == Opcode::ZeroOneSync ? 3
+                                                        : I.inputs.size();
+    for (size_t k = 0; k < I.inputs.size(); ++k)
+      count(in(k), k == scalar ? 1 : d.n,
+            k == scalar ? "learning rate" : "tensor");
+    for (size_t k = 0; k < I.outputs.size(); ++k)
+      count(out(k), d.n, "result");
+    if (!(I.getFloat("eps") > 0))
+      fail("eps must be > 0");
+    return;
+  }
   default:
     fail("internal: not a compression opcode");
   }

@@ -132,6 +132,15 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   prog.function("apply_step");
   if (prog.functions.count("apply_step_compressed"))
     prog.metaInt("freeze_step", std::nullopt, 0);
+  if (prog.functions.count("apply_step_local")) {
+    for (const char *fn : {"apply_step_onebit", "apply_step_sync"})
+      prog.function(fn);
+    zeroOneStart.emplace(prog.metaInt("var_freeze_step", std::nullopt, 0),
+                         prog.metaInt("var_update_scaler", std::nullopt, 1),
+                         prog.metaInt("local_step_scaler", std::nullopt, 1),
+                         prog.metaInt("local_step_clipper", std::nullopt, 1));
+    zeroOne = zeroOneStart;
+  }
   // The driver writes and reads these buffers directly: their types must be
   // what the module attributes promise, or a hand-edited step would make it
   // write out of bounds.
@@ -325,20 +334,53 @@ bool Trainer::gatheredOnSave(int id) const {
   return isShard(id) || prog.buffers[size_t(id)].perRank;
 }
 
-const Function &Trainer::applyFunction(int64_t optimizerStep) const {
+const Function &Trainer::applyFunction(int64_t optimizerStep) {
+  if (zeroOne) {
+    // The policy's counters depend on the step alone: a resumed run
+    // replays the steps before it.
+    if (zeroOne->expected() != optimizerStep) {
+      zeroOne = zeroOneStart;
+      for (int64_t k = 1; k < optimizerStep; ++k)
+        zeroOne->next(k);
+    }
+    if (zeroOne->freezesAt(optimizerStep))
+      zeroCompressionErrors();
+    return prog.function(zeroOneStageFunction(zeroOne->next(optimizerStep)));
+  }
   if (prog.functions.count("apply_step_compressed") &&
       optimizerStep > prog.metaInt("freeze_step", std::nullopt, 0))
     return prog.function("apply_step_compressed");
   return prog.function("apply_step");
 }
 
-Tensor Trainer::wholeTensorOf(int id) const {
+void Trainer::zeroCompressionErrors() {
+  std::vector<int> errors;
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const std::string &name = prog.buffers[id].name;
+    if (prog.buffers[id].role == BufferRole::OptState &&
+        (name.rfind("worker_error/", 0) == 0 ||
+         name.rfind("server_error/", 0) == 0)) {
+      std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
+      errors.push_back(int(id));
+    }
+  }
+  backend.upload(storage, errors);
+}
+
+bool Trainer::keepsRankCopies(int id) const {
+  const Buffer &b = prog.buffers[size_t(id)];
+  return zeroOne && !b.perRank &&
+         (b.role == BufferRole::Param ||
+          (b.role == BufferRole::OptState && b.name.rfind("exp_avg/", 0) == 0));
+}
+
+Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
   Tensor t = tensorOf(id);
-  if (!gatheredOnSave(id))
+  if (!gatheredOnSave(id) && !rankCopies)
     return t;
   std::vector<char> all(t.bytes.size() * size_t(comm.size()));
   comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-  if (prog.buffers[size_t(id)].perRank) {
+  if (prog.buffers[size_t(id)].perRank || rankCopies) {
     // One row per rank.
     t.shape.insert(t.shape.begin(), comm.size());
   } else {
@@ -360,6 +402,16 @@ void Trainer::saveCheckpoint(const std::string &path) const {
   file.metadata["step"] = std::to_string(step);
   file.metadata["seed"] = std::to_string(seed);
   file.metadata["skipped_steps"] = std::to_string(skipped);
+  // 0/1 Adam's local steps let the ranks' parameters and momenta drift
+  // apart until the next synchronisation: every rank's copy is kept beside
+  // rank 0's (which a weights reader takes).
+  for (size_t id = 0; id < prog.buffers.size(); ++id)
+    if (keepsRankCopies(int(id))) {
+      Tensor copies = wholeTensorOf(int(id), /*rankCopies=*/true);
+      if (comm.rank() == 0)
+        file.tensors[kRankCopiesPrefix + prog.buffers[id].name] =
+            std::move(copies);
+    }
   // Accumulators are zero between steps, so they are not stored.
   writeFromAllRanks(file, path, {BufferRole::Param, BufferRole::OptState});
 }
@@ -406,6 +458,29 @@ void Trainer::loadCheckpoint(const std::string &path) {
                   spacedShape(it->second.shape) + ", expected " +
                   spacedShape(want));
     storeWhole(it->second.bytes, int(id));
+  }
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    if (!keepsRankCopies(int(id)))
+      continue;
+    const Buffer &buf = prog.buffers[id];
+    const std::string name = kRankCopiesPrefix + buf.name;
+    stored.insert(name);
+    auto it = file.tensors.find(name);
+    std::vector<int64_t> want = buf.shape;
+    want.insert(want.begin(), comm.size());
+    if (it == file.tensors.end() || it->second.shape != want ||
+        it->second.dtype != buf.dtype)
+      throw Error(path + ": tensor '" + name + "' " +
+                  (it == file.tensors.end()
+                       ? std::string("is missing")
+                       : "has shape " + spacedShape(it->second.shape)) +
+                  ", expected " + spacedShape(want) +
+                  " (0/1 Adam's ranks hold their own parameters and momenta "
+                  "between synchronisations: resume with the world size "
+                  "that wrote the checkpoint)");
+    std::memcpy(storage.data(int(id)),
+                it->second.bytes.data() + buf.bytes() * size_t(comm.rank()),
+                buf.bytes());
   }
   const CheckpointCounters counters =
       parseCheckpointCounters(file.metadata, path);

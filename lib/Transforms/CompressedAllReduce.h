@@ -21,6 +21,10 @@
 
 #include "dsc/Dialect/DscOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+
 namespace mlir::dsc {
 
 /// DeepSpeed's padding: n rounded up to a multiple of G * lcm(G, 8), so
@@ -40,6 +44,38 @@ CompressedAllReduce buildCompressedAllReduce(OpBuilder &b, Location loc,
                                              Value input, Value workerError,
                                              Value serverError, Value skip,
                                              int64_t groupSize);
+
+// What the compressed-optimizer passes (-dsc-onebit-adam,
+// -dsc-zero-one-adam) share.
+
+/// The #dsc.state kind of argument `i` of `fn`, if it has one.
+std::optional<StateKind> stateKindOf(func::FuncOp fn, unsigned i);
+
+/// @apply_step must be DeepSpeed's warm-up for `pass`: Adam with decoupled
+/// weight decay and no bias correction, on whole (not ZeRO-sharded)
+/// tensors. Emits the error and fails otherwise.
+LogicalResult checkAdamWarmup(func::FuncOp apply, StringRef pass);
+
+/// The gradient accumulators of `fn` stay local: their all-reduces go, and
+/// fp16's overflow flag is all-reduced with max instead (every rank skips
+/// if any rank's local gradients overflowed).
+void keepGradientsLocal(func::FuncOp fn);
+
+/// Appends an argument of `type` holding `state` (marked dsc.per_rank when
+/// `perRank`: a compression error).
+BlockArgument addStateArgument(func::FuncOp fn, Type type, StateAttr state,
+                               bool perRank = false);
+/// Appends `value` as a result holding `state`.
+void addStateResult(func::FuncOp fn, Value value, StateAttr state);
+
+/// The error buffers of one parameter's compressed all-reduce over
+/// `groupSize` ranks, added to `fn` as per-rank state, and the all-reduce
+/// of `input` (the parameter's shape) built at `b`; the new errors are
+/// returned by `fn`. G = 1: `input` itself, nothing added.
+Value compressAcrossRanks(OpBuilder &b, Location loc, func::FuncOp fn,
+                          StringRef param, Value input, Value skip,
+                          int64_t groupSize,
+                          SmallVectorImpl<std::pair<Value, StateAttr>> &newErrors);
 
 } // namespace mlir::dsc
 

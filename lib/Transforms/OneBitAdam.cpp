@@ -22,12 +22,6 @@ using namespace mlir::dsc;
 
 namespace {
 
-std::optional<StateKind> argKind(func::FuncOp fn, unsigned i) {
-  if (auto state = fn.getArgAttrOfType<StateAttr>(i, kStateAttrName))
-    return state.getKind();
-  return std::nullopt;
-}
-
 struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
   using DscOneBitAdamBase::DscOneBitAdamBase;
 
@@ -49,7 +43,7 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
                        "already");
       return signalPassFailure();
     }
-    if (failed(checkWarmup(apply)))
+    if (failed(checkAdamWarmup(apply, "dsc-onebit-adam")))
       return signalPassFailure();
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(apply);
@@ -59,62 +53,14 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
     module->setAttr("dsc.freeze_step", b.getI64IntegerAttr(freezeStep));
   }
 
-  /// The warm-up must be what DeepSpeed's OnebitAdam runs before it
-  /// freezes: AdamW-style decay, no bias correction, whole tensors.
-  LogicalResult checkWarmup(func::FuncOp apply) {
-    for (unsigned i = 0; i < apply.getNumArguments(); ++i)
-      if (apply.getArgAttr(i, kShardOfAttrName))
-        return apply.emitError("dsc-onebit-adam: @apply_step is sharded "
-                               "(-dsc-zero); 1-bit Adam runs on whole "
-                               "tensors, before ZeRO");
-    WalkResult walk = apply.walk([&](OptimizerOpInterface op) {
-      auto adam = dyn_cast<AdamOp>(op.getOperation());
-      if (!adam) {
-        op->emitOpError("dsc-onebit-adam: 1-bit Adam compresses Adam's "
-                        "momentum; this step updates with ")
-            << op->getName();
-        return WalkResult::interrupt();
-      }
-      if (!adam.getAdamw() || adam.getBiasCorrection()) {
-        adam.emitOpError("dsc-onebit-adam: the warm-up must be Adam with "
-                         "decoupled weight decay and no bias correction "
-                         "(DeepSpeed's OnebitAdam; -dsc-build-train-step "
-                         "optimizer=adamw bias-correction=false)");
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    });
-    return failure(walk.wasInterrupted());
-  }
-
   void buildCompressionStage(func::FuncOp fn, int64_t groupSize) {
-    MLIRContext *ctx = &getContext();
-    Block &body = fn.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    OpBuilder b(ctx);
-    auto data = MeshAxisAttr::get(ctx, MeshAxis::data);
-
     // The gradients stay local: what is reduced is the momentum.
-    for (Operation &op : llvm::make_early_inc_range(body.without_terminator()))
-      if (auto reduce = dyn_cast<AllReduceOp>(op)) {
-        auto acc = dyn_cast<BlockArgument>(reduce.getInput());
-        if (acc && argKind(fn, acc.getArgNumber()) == StateKind::grad) {
-          reduce.replaceAllUsesWith(reduce.getInput());
-          reduce.erase();
-        }
-      } else if (isa<CheckFiniteOp>(op)) {
-        // fp16: every rank skips if any rank's local gradients overflowed.
-        b.setInsertionPointAfter(&op);
-        auto any = b.create<AllReduceOp>(
-            op.getLoc(), op.getResult(0).getType(), op.getResult(0),
-            ReduceKindAttr::get(ctx, ReduceKind::max), data);
-        op.getResult(0).replaceAllUsesExcept(any, any);
-      }
-
+    keepGradientsLocal(fn);
     SmallVector<AdamOp> updates;
     fn.walk([&](AdamOp op) { updates.push_back(op); });
     // The updated errors, returned with their states once all are built.
     SmallVector<std::pair<Value, StateAttr>> newErrors;
+    OpBuilder b(&getContext());
     for (AdamOp adam : updates) {
       Location loc = adam.getLoc();
       b.setInsertionPoint(adam);
@@ -122,26 +68,12 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
       Value momentum = b.create<EmaUpdateOp>(
           loc, adam.getExpAvg().getType(), adam.getExpAvg(), adam.getGrad(),
           adam.getGradScale(), adam.getBeta1Attr(), skip);
-      // One rank: DeepSpeed does not compress (nothing to send).
-      if (groupSize > 1) {
-        auto param = cast<BlockArgument>(adam.getParam());
-        StringRef name = fn.getArgAttrOfType<StateAttr>(param.getArgNumber(),
-                                                        kStateAttrName)
-                             .getName();
-        const int64_t p = compressedSize(
-            cast<RankedTensorType>(param.getType()).getNumElements(),
-            groupSize);
-        auto workerState = StateAttr::get(ctx, StateKind::worker_error, name);
-        auto serverState = StateAttr::get(ctx, StateKind::server_error, name);
-        BlockArgument workerError = addErrorArgument(fn, p, workerState);
-        BlockArgument serverError =
-            addErrorArgument(fn, p / groupSize, serverState);
-        CompressedAllReduce reduced = buildCompressedAllReduce(
-            b, loc, momentum, workerError, serverError, skip, groupSize);
-        momentum = reduced.result;
-        newErrors.push_back({reduced.newWorkerError, workerState});
-        newErrors.push_back({reduced.newServerError, serverState});
-      }
+      auto param = cast<BlockArgument>(adam.getParam());
+      StringRef name = fn.getArgAttrOfType<StateAttr>(param.getArgNumber(),
+                                                      kStateAttrName)
+                           .getName();
+      momentum = compressAcrossRanks(b, loc, fn, name, momentum, skip,
+                                     groupSize, newErrors);
       auto frozen = b.create<FrozenAdamOp>(
           loc, TypeRange{adam.getParam().getType(), adam.getExpAvg().getType()},
           adam.getParam(), adam.getExpAvg(), momentum, adam.getExpAvgSq(),
@@ -151,28 +83,8 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
       adam.getNewExpAvgSq().replaceAllUsesWith(adam.getExpAvgSq());
       adam.erase();
     }
-    for (auto [value, state] : newErrors) {
-      const unsigned r = ret.getNumOperands();
-      ret->insertOperands(r, value);
-      NamedAttrList attrs;
-      attrs.set(kStateAttrName, state);
-      fn.insertResult(r, value.getType(), attrs.getDictionary(ctx));
-    }
-  }
-
-  /// Appends a per-rank f32 argument of `elements` elements holding
-  /// `state` (a compression error).
-  BlockArgument addErrorArgument(func::FuncOp fn, int64_t elements,
-                                 StateAttr state) {
-    MLIRContext *ctx = &getContext();
-    NamedAttrList attrs;
-    attrs.set(kStateAttrName, state);
-    attrs.set(kPerRankAttrName, UnitAttr::get(ctx));
-    const unsigned index = fn.getNumArguments();
-    fn.insertArgument(index,
-                      RankedTensorType::get({elements}, Float32Type::get(ctx)),
-                      attrs.getDictionary(ctx), fn.getLoc());
-    return fn.getArgument(index);
+    for (auto [value, state] : newErrors)
+      addStateResult(fn, value, state);
   }
 };
 

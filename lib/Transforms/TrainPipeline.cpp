@@ -11,6 +11,7 @@
 //   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (it rounds what the
 //     passes before it built)
 //   -dsc-onebit-adam (adds 1-bit Adam's compression stage)
+//   -dsc-zero-one-adam (adds 0/1 Adam's 1-bit, local and sync steps)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
 //   -dsc-bucket-collectives (gradient reductions and gathers of updated
 //     shards, in buckets)
@@ -119,6 +120,14 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     onebit.freezeStep = o.onebitAdamFreezeStep;
     pm.addPass(createDscOneBitAdam(onebit));
   }
+  if (o.zeroOneAdamVarFreezeStep >= 0) {
+    DscZeroOneAdamOptions zeroOne;
+    zeroOne.varFreezeStep = o.zeroOneAdamVarFreezeStep;
+    zeroOne.varUpdateScaler = o.zeroOneAdamVarUpdateScaler;
+    zeroOne.localStepScaler = o.zeroOneAdamLocalStepScaler;
+    zeroOne.localStepClipper = o.zeroOneAdamLocalStepClipper;
+    pm.addPass(createDscZeroOneAdam(zeroOne));
+  }
   if (o.zeroStage > 0) {
     DscZeroOptions zero;
     zero.stage = o.zeroStage;
@@ -139,7 +148,8 @@ void mlir::dsc::registerTrainingPipeline() {
       "Build the training step: -dsc-lora and the fusions as chosen, "
       "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
-      "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero and "
+      "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero-one-adam, "
+      "-dsc-zero and "
       "-dsc-bucket-collectives as chosen",
       buildTrainingPipeline);
 }

@@ -95,3 +95,38 @@ func.func @frozen_eps(%p: tensor<4xf32>, %m: tensor<4xf32>, %lr: tensor<f32>) {
   %np, %nm = dsc.frozen_adam %p, %m, %m, %m, %lr {eps = 0.0 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+// 0/1 Adam's ops: every tensor the parameter's shape, eps > 0,
+// weight_decay >= 0.
+
+func.func @local_adam_shape(%p: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %u: tensor<5xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{every tensor has shape [5], expected [4]}}
+  %a, %b, %c = dsc.local_adam %p, %m, %m, %v, %u, %lr {eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<5xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @local_adam_decay(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{expects weight_decay >= 0}}
+  %a, %b, %c = dsc.local_adam %p, %p, %p, %p, %p, %lr {eps = 1.0e-8 : f64, weight_decay = -1.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @unwind_eps(%p: tensor<4xf32>) {
+  // expected-error @+1 {{expects eps > 0, got 0}}
+  %a, %b = dsc.zero_one_unwind %p, %p, %p {eps = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @sync_shape(%p: tensor<4xf32>, %w: tensor<2x2xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{every tensor has shape [2, 2], expected [4]}}
+  %a, %b = dsc.zero_one_sync %p, %w, %p, %s {eps = 1.0e-8 : f64} : (tensor<4xf32>, tensor<2x2xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}

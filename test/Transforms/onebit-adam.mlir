@@ -4,9 +4,9 @@
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=BIAS
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw bias-correction=false" -dsc-zero -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not dsc-opt %s -split-input-file -dsc-onebit-adam=freeze-step=-1 2>&1 | FileCheck %s --check-prefix=FREEZE
-// LAMB: error: 'dsc.lamb' op dsc-onebit-adam: 1-bit Adam compresses Adam's momentum; this step updates with dsc.lamb
+// LAMB: error: 'dsc.lamb' op dsc-onebit-adam: the compressed optimizers compress Adam's momentum; this step updates with dsc.lamb
 // BIAS: error: 'dsc.adam' op dsc-onebit-adam: the warm-up must be Adam with decoupled weight decay and no bias correction
-// ZERO: error: dsc-onebit-adam: @apply_step is sharded (-dsc-zero); 1-bit Adam runs on whole tensors, before ZeRO
+// ZERO: error: dsc-onebit-adam: @apply_step is sharded (-dsc-zero); the compressed optimizers run on whole tensors, before ZeRO
 // FREEZE: error: dsc-onebit-adam: freeze-step must be >= 0, got -1
 
 // Over 3 data-parallel ranks a tensor is padded to a multiple of

@@ -834,6 +834,84 @@ class OneBitAdamRef:
                 p.sub_(lr * upd)
 
 
+class ZeroOneAdamRef:
+    """DeepSpeed ZeroOneAdam (deepspeed/runtime/fp16/onebit/zoadam.py) on
+    one rank, where nothing is compressed. No bias correction; update =
+    m / (sqrt(v) + eps) + wd * p. DeepSpeed's step count s is this step
+    k + 1 (its first step() call only initialises). Until var_freeze_step:
+    a full step (m and v from the gradient) when s is a multiple of the
+    variance interval (which doubles after var_update_scaler full steps),
+    else m from the gradient with v frozen. After it: local steps (m from
+    the gradient, the update also subtracted into u, lr summed) and, when s
+    is a multiple of the local interval (doubling every local_step_scaler
+    steps up to local_step_clipper), a local step followed by the
+    synchronisation p -= u; w = u * (sqrt(v) + eps); m = -w / lr_sum;
+    p += w / (sqrt(v) + eps); u = 0. Where v is exactly 0 (only zero
+    gradients), m is zeroed outside full steps, as dsc derives DeepSpeed's
+    exp_avg_mask. Deliberate difference from DeepSpeed on one rank: its
+    1-bit-gradient steps leave m unchanged when there is one rank (the
+    update sits under `if self.size > 1`); here, as in dsc, m takes the
+    local gradient."""
+
+    def __init__(self, groups, betas=(0.9, 0.999), eps=1e-8,
+                 var_freeze_step=100000, var_update_scaler=16,
+                 local_step_scaler=32678, local_step_clipper=16):
+        self.param_groups = groups
+        self.b1, self.b2 = betas
+        self.eps = eps
+        self.var_freeze, self.var_scaler = var_freeze_step, var_update_scaler
+        self.local_scaler, self.local_clipper = local_step_scaler, local_step_clipper
+        self.var_interval, self.var_counter = 1, 0
+        self.local_interval, self.local_counter = 1, 0
+        self.lr_sum = 0.0
+        self.state = {}
+        self.k = 0
+
+    @torch.no_grad()
+    def step(self):
+        self.k += 1
+        s = self.k + 1
+        frozen = self.k > self.var_freeze
+        full = not frozen and s % self.var_interval == 0
+        sync = frozen and s % self.local_interval == 0
+        if frozen:
+            self.lr_sum += self.param_groups[0]["lr"]
+        for g in self.param_groups:
+            lr, wd = g["lr"], g["weight_decay"]
+            for p in g["params"]:
+                st = self.state.setdefault(id(p), {"m": torch.zeros_like(p),
+                                                   "v": torch.zeros_like(p),
+                                                   "u": torch.zeros_like(p)})
+                m, v, u = st["m"], st["v"], st["u"]
+                m.mul_(self.b1).add_((1 - self.b1) * p.grad)
+                if full:
+                    v.mul_(self.b2).add_((1 - self.b2) * p.grad * p.grad)
+                else:
+                    m.mul_((v != 0).to(m.dtype))
+                upd = m / (v.sqrt() + self.eps) + wd * p
+                p.sub_(lr * upd)
+                if frozen:
+                    u.sub_(lr * upd)
+                if sync:
+                    p.sub_(u)
+                    w = u * (v.sqrt() + self.eps) * (v != 0).to(u.dtype)
+                    m.copy_(-w / self.lr_sum)
+                    p.add_(w / (v.sqrt() + self.eps))
+                    u.zero_()
+        if sync:
+            self.lr_sum = 0.0
+        if full:
+            self.var_counter += 1
+            if self.var_counter == self.var_scaler:
+                self.var_counter = 0
+                self.var_interval *= 2
+        if frozen:
+            self.local_counter += 1
+            if self.local_counter == self.local_scaler:
+                self.local_counter = 0
+                self.local_interval = min(self.local_clipper, self.local_interval * 2)
+
+
 def make_optimizer(tc, named_params):
     o = tc.opt
     t = o["type"].lower()
@@ -858,6 +936,14 @@ def make_optimizer(tc, named_params):
             g["lr"] = lr
         return OneBitAdamRef(groups, betas=betas, eps=eps,
                              freeze_step=p.get("freeze_step", 100000))
+    if t == "zerooneadam":
+        for g in groups:
+            g["lr"] = lr
+        return ZeroOneAdamRef(groups, betas=betas, eps=eps,
+                              var_freeze_step=p.get("var_freeze_step", 100000),
+                              var_update_scaler=p.get("var_update_scaler", 16),
+                              local_step_scaler=p.get("local_step_scaler", 32678),
+                              local_step_clipper=p.get("local_step_clipper", 16))
     if t == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=p.get("momentum", 0.0),
                                dampening=p.get("dampening", 0.0),

@@ -58,7 +58,8 @@ mlir::dsc::TrainStepOptimizer optimizerChoice(dsc::OptimizerType type) {
   case dsc::OptimizerType::Adam:
     return mlir::dsc::TrainStepOptimizer::Adam;
   case dsc::OptimizerType::AdamW:
-  case dsc::OptimizerType::OneBitAdam: // its warm-up; see fillPipelineOptions
+  case dsc::OptimizerType::OneBitAdam:  // its warm-up; see
+  case dsc::OptimizerType::ZeroOneAdam: // fillPipelineOptions
     return mlir::dsc::TrainStepOptimizer::AdamW;
   case dsc::OptimizerType::Lamb:
     return mlir::dsc::TrainStepOptimizer::Lamb;
@@ -166,6 +167,12 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
                                : mlir::dsc::TrainingPrecision::None;
   if (o.type == dsc::OptimizerType::OneBitAdam)
     p.onebitAdamFreezeStep = o.freezeStep; // o.biasCorrection is false
+  if (o.type == dsc::OptimizerType::ZeroOneAdam) { // likewise
+    p.zeroOneAdamVarFreezeStep = o.varFreezeStep;
+    p.zeroOneAdamVarUpdateScaler = o.varUpdateScaler;
+    p.zeroOneAdamLocalStepScaler = o.localStepScaler;
+    p.zeroOneAdamLocalStepClipper = o.localStepClipper;
+  }
   p.zeroStage = train.zeroStage;
   p.zeroPersistenceThreshold = train.zeroPersistenceThreshold;
   // One rank has nothing to reduce or gather: no bucket copies.

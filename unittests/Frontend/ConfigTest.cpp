@@ -413,8 +413,6 @@ TEST(TrainConfig, OptimizerTypes) {
   EXPECT_EQ(t.optimizer.type, OptimizerType::SGD);
   EXPECT_DOUBLE_EQ(t.optimizer.momentum, 0.9);
   EXPECT_TRUE(t.optimizer.nesterov);
-  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"})")),
-             "optimizer.type 'ZeroOneAdam' is not supported yet");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb"})")),
              "optimizer.type 'OneBitLamb' is not supported yet");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "Adagrad"})")),
@@ -431,6 +429,39 @@ TEST(TrainConfig, OptimizerTypes) {
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "SGD",
                               "params": {"nesterov": true}})")),
              "optimizer.params.nesterov: true requires momentum > 0");
+}
+
+TEST(TrainConfig, ZeroOneAdam) {
+  TrainConfig t = train(ds(R"("optimizer": {"type": "ZeroOneAdam", "params":
+      {"lr": 1e-3, "var_freeze_step": 400, "var_update_scaler": 8,
+       "local_step_scaler": 100, "local_step_clipper": 4, "cuda_aware": false,
+       "comm_backend_name": "mpi", "bias_correction": true}})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::ZeroOneAdam);
+  EXPECT_EQ(t.optimizer.varFreezeStep, 400);
+  EXPECT_EQ(t.optimizer.varUpdateScaler, 8);
+  EXPECT_EQ(t.optimizer.localStepScaler, 100);
+  EXPECT_EQ(t.optimizer.localStepClipper, 4);
+  EXPECT_FALSE(t.optimizer.biasCorrection); // as DeepSpeed: never corrects
+  t = train(ds(R"("optimizer": {"type": "zerooneadam"})"));
+  // DeepSpeed's defaults.
+  EXPECT_EQ(t.optimizer.varFreezeStep, 100000);
+  EXPECT_EQ(t.optimizer.varUpdateScaler, 16);
+  EXPECT_EQ(t.optimizer.localStepScaler, 32678);
+  EXPECT_EQ(t.optimizer.localStepClipper, 16);
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam",
+                              "params": {"var_update_scaler": 0}})")),
+             "optimizer.params.var_update_scaler: 0 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam",
+                              "params": {"freeze_step": 10}})")),
+             "optimizer.params.freeze_step: not a parameter of optimizer "
+             "type 'ZeroOneAdam'");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"},
+                              "zero_optimization": {"stage": 2})")),
+             "zero_optimization.stage 2 with optimizer ZeroOneAdam is not "
+             "supported yet");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"},
+                              "fp16": {"enabled": true})")),
+             "fp16 with optimizer ZeroOneAdam is not supported yet");
 }
 
 TEST(TrainConfig, OneBitAdam) {

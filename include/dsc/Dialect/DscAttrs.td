@@ -89,7 +89,9 @@ def Dsc_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"momentum", 4>, I32EnumAttrCase<"input_ids", 5>,
       I32EnumAttrCase<"targets", 6>, I32EnumAttrCase<"step", 7>,
       I32EnumAttrCase<"output", 8>, I32EnumAttrCase<"loss_scaler", 9>,
-      I32EnumAttrCase<"worker_error", 10>, I32EnumAttrCase<"server_error", 11>
+      I32EnumAttrCase<"worker_error", 10>, I32EnumAttrCase<"server_error", 11>,
+      I32EnumAttrCase<"momentum_accumulator", 12>,
+      I32EnumAttrCase<"lr_sum", 13>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

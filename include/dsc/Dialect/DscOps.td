@@ -958,6 +958,54 @@ def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam"> {
                       Dsc_FloatTensor:$new_exp_avg);
 }
 
+def Dsc_LocalAdamOp : Dsc_Op<"local_adam"> {
+  let summary = "0/1 Adam's local step: frozen-variance Adam, update accumulated";
+  let description = [{
+    `dsc.frozen_adam`'s update (m zeroed where `exp_avg_sq` is exactly 0;
+    update = m / (sqrt(exp_avg_sq) + eps) + weight_decay * param;
+    `new_param` = param - lr * update, `new_exp_avg` = m), and
+    `new_accumulator` = accumulator - lr * update: what DeepSpeed's
+    ZeroOneAdam adds to its `momentum_accumulator` between synchronisations.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$old_exp_avg,
+                       Dsc_FloatTensor:$exp_avg, Dsc_FloatTensor:$exp_avg_sq,
+                       Dsc_FloatTensor:$accumulator, Dsc_Scalar:$lr,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs Dsc_FloatTensor:$new_param,
+                      Dsc_FloatTensor:$new_exp_avg,
+                      Dsc_FloatTensor:$new_accumulator);
+}
+
+def Dsc_ZeroOneUnwindOp : Dsc_Op<"zero_one_unwind"> {
+  let summary = "0/1 Adam's synchronisation, before the all-reduce";
+  let description = [{
+    `param` minus the `accumulator` of local updates (the parameter where
+    the local steps began), and the accumulator scaled back to momentum
+    units: accumulator * (sqrt(exp_avg_sq) + eps), which ranks all-reduce
+    compressed.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$accumulator,
+                       Dsc_FloatTensor:$exp_avg_sq, F64Attr:$eps);
+  let results = (outs Dsc_FloatTensor:$start_param,
+                      Dsc_FloatTensor:$scaled);
+}
+
+def Dsc_ZeroOneSyncOp : Dsc_Op<"zero_one_sync"> {
+  let summary = "0/1 Adam's synchronisation, after the all-reduce";
+  let description = [{
+    With the ranks' mean `reduced` of the scaled accumulators and `lr_sum`
+    the learning rates of the local steps: `new_param` = param + reduced /
+    (sqrt(exp_avg_sq) + eps), `new_exp_avg` = -reduced / lr_sum; both
+    leave an element whose `exp_avg_sq` is exactly 0 (only zero gradients
+    so far) at param and 0 (DeepSpeed's exp_avg_mask, derived).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$reduced,
+                       Dsc_FloatTensor:$exp_avg_sq, Dsc_Scalar:$lr_sum,
+                       F64Attr:$eps);
+  let results = (outs Dsc_FloatTensor:$new_param,
+                      Dsc_FloatTensor:$new_exp_avg);
+}
+
 def Dsc_GlobalNormOp : Dsc_Op<"global_norm"> {
   let summary = "sqrt of the sum of squares of every element of every input";
   let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs);

@@ -81,8 +81,11 @@ ModelConfig parseModelConfigText(const std::string &text,
                                  const std::string &origin);
 
 /// OneBitAdam: DeepSpeed's 1-bit Adam (Adam without bias correction,
-/// AdamW-style decay, compressed momentum after freeze_step).
-enum class OptimizerType { Adam, AdamW, Lamb, SGD, OneBitAdam };
+/// AdamW-style decay, compressed momentum after freeze_step). ZeroOneAdam:
+/// DeepSpeed's 0/1 Adam (variance updated at exponentially growing
+/// intervals with 1-bit gradients between, then frozen; local steps
+/// synchronised by a 1-bit all-reduce of their accumulated update).
+enum class OptimizerType { Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam };
 
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::AdamW;
@@ -95,7 +98,13 @@ struct OptimizerConfig {
   double momentum = 0.0, dampening = 0.0;  ///< SGD
   bool nesterov = false;                   ///< SGD
   int64_t freezeStep = 100000;             ///< OneBitAdam: warm-up steps
-  /// OneBitAdam's comm_backend_name: "nccl" or "mpi". dsc's transport
+  /// ZeroOneAdam (DeepSpeed's names and defaults): the last step that may
+  /// update the variance, the updates after which its interval doubles,
+  /// the steps after which the local-step interval doubles, and that
+  /// interval's cap.
+  int64_t varFreezeStep = 100000, varUpdateScaler = 16;
+  int64_t localStepScaler = 32678, localStepClipper = 16;
+  /// OneBitAdam's and ZeroOneAdam's comm_backend_name: "nccl" or "mpi". dsc's transport
   /// follows the backend (CPU ranks: MPI, CUDA ranks: NCCL).
   std::string commBackend = "nccl";
 };

@@ -11,6 +11,9 @@
 
 #include "dsc/Runtime/IO.h"
 #include "dsc/Runtime/Runtime.h"
+#include "dsc/Runtime/ZeroOneAdam.h"
+
+#include <optional>
 
 namespace dsc::rt {
 
@@ -136,11 +139,21 @@ private:
   /// tensorOf, with a shard all-gathered into its whole tensor and a
   /// per-rank buffer into [world size, shape...] (every rank must call it
   /// for the same buffers).
-  Tensor wholeTensorOf(int buffer) const;
+  /// With `rankCopies`, every rank's copy of any buffer as [world size,
+  /// shape...].
+  Tensor wholeTensorOf(int buffer, bool rankCopies = false) const;
+  /// 0/1 Adam: whether checkpoints keep every rank's copy of the buffer
+  /// (parameters and momenta, which local steps let drift apart), as
+  /// `rank_copies/<name>` beside rank 0's.
+  bool keepsRankCopies(int buffer) const;
+  static constexpr const char *kRankCopiesPrefix = "rank_copies/";
   /// The function that applies optimizer step `optimizerStep` (1-based):
-  /// @apply_step, or 1-bit Adam's @apply_step_compressed after its
-  /// freeze_step.
-  const Function &applyFunction(int64_t optimizerStep) const;
+  /// @apply_step, 1-bit Adam's @apply_step_compressed after its
+  /// freeze_step, or the one 0/1 Adam's policy picks (zeroing the
+  /// compression errors when the variance freezes).
+  const Function &applyFunction(int64_t optimizerStep);
+  /// 0/1 Adam: zeroes every worker_error and server_error buffer.
+  void zeroCompressionErrors();
   /// Puts the buffers of `roles` into `file` as whole tensors (every rank
   /// gathers the shards), writes it from rank 0 (refusing non-finite
   /// values) and returns on every rank once it is written.
@@ -164,6 +177,9 @@ private:
   int64_t B, T, A, V;
   int64_t step = 0;
   int64_t skipped = 0;
+  /// 0/1 Adam's step policy, and its state before step 1 (a resumed run
+  /// replays from it).
+  std::optional<ZeroOneAdamPolicy> zeroOne, zeroOneStart;
 };
 
 } // namespace dsc::rt

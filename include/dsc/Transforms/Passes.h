@@ -289,6 +289,23 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Run -dsc-onebit-adam (before -dsc-zero) with this "
                      "freeze-step (-1: not at all)"),
       llvm::cl::init(-1)};
+  Option<int64_t> zeroOneAdamVarFreezeStep{
+      *this, "zero-one-adam-var-freeze-step",
+      llvm::cl::desc("Run -dsc-zero-one-adam (before -dsc-zero) with this "
+                     "var-freeze-step (-1: not at all)"),
+      llvm::cl::init(-1)};
+  Option<int64_t> zeroOneAdamVarUpdateScaler{
+      *this, "zero-one-adam-var-update-scaler",
+      llvm::cl::desc("-dsc-zero-one-adam's var-update-scaler"),
+      llvm::cl::init(16)};
+  Option<int64_t> zeroOneAdamLocalStepScaler{
+      *this, "zero-one-adam-local-step-scaler",
+      llvm::cl::desc("-dsc-zero-one-adam's local-step-scaler"),
+      llvm::cl::init(32678)};
+  Option<int64_t> zeroOneAdamLocalStepClipper{
+      *this, "zero-one-adam-local-step-clipper",
+      llvm::cl::desc("-dsc-zero-one-adam's local-step-clipper"),
+      llvm::cl::init(16)};
   Option<int64_t> zeroStage{
       *this, "zero-stage",
       llvm::cl::desc("Run -dsc-zero after everything else with this stage "
@@ -313,8 +330,9 @@ struct TrainingPipelineOptions
 
 /// Adds the training pipeline to `pm` (anchored on builtin.module): the
 /// fusions, -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible,
-/// -dsc-remat, -dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero and
-/// -dsc-bucket-collectives as `options` ask. dsc-run compiles
+/// -dsc-remat, -dsc-mixed-precision, -dsc-onebit-adam,
+/// -dsc-zero-one-adam, -dsc-zero and -dsc-bucket-collectives as `options`
+/// ask. dsc-run compiles
 /// with it; dsc-opt registers it as --dsc-train-pipeline.
 void buildTrainingPipeline(OpPassManager &pm,
                            const TrainingPipelineOptions &options);

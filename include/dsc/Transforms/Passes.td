@@ -473,6 +473,54 @@ def DscOneBitAdam : Pass<"dsc-onebit-adam", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscZeroOneAdam : Pass<"dsc-zero-one-adam", "::mlir::ModuleOp"> {
+  let summary = "0/1 Adam: 1-bit gradients, frozen variance and local steps";
+  let description = [{
+    DeepSpeed's ZeroOneAdam (arXiv:2202.06009) as a rewrite of the training
+    step. @apply_step, built with AdamW-style decay and no bias correction,
+    is its full step: all-reduced gradients, momentum and variance updated.
+    The pass adds three more; the runtime picks one per optimizer step k by
+    DeepSpeed's policy on s = k + 1 (DeepSpeed's own step count, whose
+    first call only initialises), with the module attributes
+    `dsc.var_freeze_step`, `dsc.var_update_scaler`, `dsc.local_step_scaler`
+    and `dsc.local_step_clipper` (rt::ZeroOneAdamPolicy):
+
+      k <= var-freeze-step, s a multiple of the variance interval:
+        @apply_step (full step; after var-update-scaler of them the
+        interval doubles, from 1)
+      k <= var-freeze-step, otherwise: @apply_step_onebit
+        m = beta1 m + (1 - beta1) * compressed mean of the local gradient,
+        Adam's update with v frozen (dsc.frozen_adam)
+      k > var-freeze-step (v frozen for good; the compression errors are
+      zeroed once), s a multiple of the local-step interval:
+        @apply_step_sync, else @apply_step_local (the interval doubles
+        every local-step-scaler steps, up to local-step-clipper)
+        local: m from the local gradient; update = m / (sqrt(v) + eps) +
+        weight_decay * p applied to p and subtracted (times lr) into the
+        accumulator u (dsc.local_adam); lr_sum += lr
+        sync: a local step, then p -= u and the compressed mean w of
+        u * (sqrt(v) + eps) (dsc.zero_one_unwind), p += w / (sqrt(v) + eps),
+        m = -w / lr_sum (dsc.zero_one_sync); u = 0, lr_sum = 0
+
+    The gradient all-reduces of the three go (clipping sees local
+    gradients). New state: `momentum_accumulator` per parameter, the scalar
+    `lr_sum`, and, on more than one rank, each parameter's `worker_error`
+    and `server_error` (per rank), shared by the 1-bit gradient and the
+    synchronisation as in DeepSpeed. On one rank nothing is compressed.
+  }];
+  let options = [
+    Option<"varFreezeStep", "var-freeze-step", "int64_t", "100000",
+           "The last optimizer step that may update the variance">,
+    Option<"varUpdateScaler", "var-update-scaler", "int64_t", "16",
+           "Variance updates after which their interval doubles">,
+    Option<"localStepScaler", "local-step-scaler", "int64_t", "32678",
+           "Steps after which the local-step interval doubles">,
+    Option<"localStepClipper", "local-step-clipper", "int64_t", "16",
+           "The largest local-step interval">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscBucketCollectives : Pass<"dsc-bucket-collectives", "::mlir::ModuleOp"> {
   let summary = "Move gradients and parameter shards in buckets, not one by one";
   let description = [{

@@ -425,6 +425,60 @@ void runOptimizers(Exec &e) {
     }
     return;
   }
+  // 0/1 Adam (DeepSpeed's ZeroOneAdam): local steps accumulate their
+  // updates; a synchronisation undoes them, all-reduces them in momentum
+  // units and applies the mean. v == 0 marks elements that have only had
+  // zero gradients (the derived exp_avg_mask).
+  case Opcode::LocalAdam: {
+    const float *p = e.fin(0, "param"), *m = e.fin(2, "exp_avg"),
+                *v = e.fin(3, "exp_avg_sq"), *u = e.fin(4, "accumulator");
+    const float lr = e.scalarIn(5, "lr");
+    const float eps = float(I.getFloat("eps")),
+                wd = float(I.getFloat("weight_decay"));
+    float *newP = e.fout(0, "new_param"), *newM = e.fout(1, "new_exp_avg"),
+          *newU = e.fout(2, "new_accumulator");
+#pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float mi = v[i] != 0.0f ? m[i] : 0.0f;
+      float update = mi / (std::sqrt(v[i]) + eps);
+      if (wd != 0.0f)
+        update += wd * p[i];
+      newP[i] = p[i] + -lr * update;
+      newM[i] = mi;
+      newU[i] = u[i] + -lr * update;
+    }
+    return;
+  }
+  case Opcode::ZeroOneUnwind: {
+    const float *p = e.fin(0, "param"), *u = e.fin(1, "accumulator"),
+                *v = e.fin(2, "exp_avg_sq");
+    const float eps = float(I.getFloat("eps"));
+    float *start = e.fout(0, "start_param"), *scaled = e.fout(1, "scaled");
+#pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i) {
+      start[i] = p[i] + -1.0f * u[i];
+      scaled[i] = u[i] * (std::sqrt(v[i]) + eps);
+    }
+    return;
+  }
+  case Opcode::ZeroOneSync: {
+    const float *p = e.fin(0, "param"), *w = e.fin(1, "reduced"),
+                *v = e.fin(2, "exp_avg_sq");
+    const float lrSum = e.scalarIn(3, "lr_sum");
+    const float eps = float(I.getFloat("eps"));
+    if (!(lrSum > 0.0f))
+      e.fail("lr_sum must be > 0 (a synchronisation follows at least one "
+             "local step with a positive learning rate), got " +
+             std::to_string(lrSum));
+    float *newP = e.fout(0, "new_param"), *newM = e.fout(1, "new_exp_avg");
+#pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float wi = v[i] != 0.0f ? w[i] : 0.0f;
+      newM[i] = -(wi / lrSum);
+      newP[i] = p[i] + wi / (std::sqrt(v[i]) + eps);
+    }
+    return;
+  }
   case Opcode::CheckFinite: {
     bool overflow = false;
     for (size_t k = 0; k < I.inputs.size() && !overflow; ++k)

@@ -161,8 +161,11 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
     return emitScalarOp(s, d);
   case Opcode::EmaUpdate:
   case Opcode::FrozenAdam:
-    s.fail("1-bit Adam's compression stage runs on the CPU backend only so "
-           "far");
+  case Opcode::LocalAdam:
+  case Opcode::ZeroOneUnwind:
+  case Opcode::ZeroOneSync:
+    s.fail("the compression stages of 1-bit and 0/1 Adam run on the CPU "
+           "backend only so far");
   default:
     break;
   }
