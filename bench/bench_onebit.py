@@ -99,8 +99,8 @@ def parse():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dsc-run", default=os.path.join(HERE, "..", "build", "bin", "dsc-run"))
     ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
-    ap.add_argument("--only", default="bytes,speed,conv",
-                    help="comma-separated phases: bytes, speed, conv")
+    ap.add_argument("--only", default="bytes,speed,conv,zeroone",
+                    help="comma-separated phases: bytes, speed, conv, zeroone")
     ap.add_argument("--ranks", type=ints, default=[2, 4], help="world sizes of phases 1-2")
     # Model A (bytes and speed): gradient exchange dominates on a slow link.
     ap.add_argument("--n-embd", type=int, default=256)
@@ -117,6 +117,14 @@ def parse():
     ap.add_argument("--speed-steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3, help="steps excluded from tokens/s")
     ap.add_argument("--rate", default="1gbit", help="tc tbf rate of the shaped loopback")
+    # 0/1 Adam (phase zeroone, and one convergence run).
+    ap.add_argument("--zo-steps", type=int, default=60)
+    ap.add_argument("--zo-freeze", type=int, default=6, help="var_freeze_step")
+    ap.add_argument("--zo-policy", type=ints, default=[2, 8, 8],
+                    help="var_update_scaler,local_step_scaler,local_step_clipper")
+    ap.add_argument("--conv-zo-freeze", type=int, default=200,
+                    help="var_freeze_step of the 0/1 Adam convergence run (0: none)")
+    ap.add_argument("--conv-zo-policy", type=ints, default=[16, 200, 16])
     # Model B (convergence).
     ap.add_argument("--conv-steps", type=int, default=2000)
     ap.add_argument("--conv-freeze", type=ints, default=[100, 200])
@@ -134,8 +142,9 @@ def parse():
     ap.add_argument("--json", help="also write the results as JSON here")
     a = ap.parse_args()
     a.only = set(a.only.split(","))
-    if a.only - {"bytes", "speed", "conv"}:
-        ap.error(f"unknown phase in --only: {sorted(a.only - {'bytes', 'speed', 'conv'})}")
+    phases = {"bytes", "speed", "conv", "zeroone"}
+    if a.only - phases:
+        ap.error(f"unknown phase in --only: {sorted(a.only - phases)}")
     if len(a.bytes_steps) != 2 or a.bytes_steps[0] >= a.bytes_steps[1]:
         ap.error("--bytes-steps takes SHORT,LONG with SHORT < LONG")
     if a.speed_steps <= a.warmup:
@@ -222,13 +231,20 @@ def model_cfg(vocab, n_embd, n_layer, n_head, seq_len):
             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 
 
-def optimizer(kind, lr, freeze=None):
+def optimizer(kind, lr, freeze=None, zo=None):
     """kind: 'adamw-nobc' (AdamW, bias_correction false), 'adamw' (default
-    bias correction) or 'onebit' (OneBitAdam with freeze_step)."""
+    bias correction), 'onebit' (OneBitAdam with freeze_step) or 'zeroone'
+    (ZeroOneAdam with var_freeze_step = freeze and `zo` = (var_update_scaler,
+    local_step_scaler, local_step_clipper))."""
     if kind == "onebit":
         return {"type": "OneBitAdam",
                 "params": {"lr": lr, "weight_decay": WEIGHT_DECAY, "freeze_step": freeze,
                            "comm_backend_name": "mpi"}}
+    if kind == "zeroone":
+        return {"type": "ZeroOneAdam",
+                "params": {"lr": lr, "weight_decay": WEIGHT_DECAY, "var_freeze_step": freeze,
+                           "var_update_scaler": zo[0], "local_step_scaler": zo[1],
+                           "local_step_clipper": zo[2], "comm_backend_name": "mpi"}}
     p = {"lr": lr, "weight_decay": WEIGHT_DECAY}
     if kind == "adamw-nobc":
         p["bias_correction"] = False
@@ -339,6 +355,34 @@ def phase_speed(a, wd, model, data):
     return out
 
 
+def phase_zeroone(a, wd, model, data):
+    """0/1 Adam against AdamW over whole runs on the shaped loopback: its
+    steps differ (full, 1-bit, local, sync), so the ratios are of whole runs:
+    the bytes the ranks reported, the loopback's transmit bytes, tokens/s."""
+    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
+        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
+    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", a.rate, "burst", "128kb",
+       "latency", "50ms")
+    rows = []
+    try:
+        for n in a.ranks:
+            tok = a.batch * n * a.seq_len
+            row = {"ranks": n, "steps": a.zo_steps}
+            for kind in ("adamw-nobc", "zeroone"):
+                ds = ds_cfg(optimizer(kind, a.lr, a.zo_freeze, a.zo_policy), a.batch * n, 1,
+                            a.seq_len)
+                r = train(a, wd, f"zeroone-{kind}-np{n}", n, model, ds, data, a.zo_steps)
+                row[kind] = {"reported": n * sum(step_bytes(x) for x in r["records"]),
+                             "wire": r["tx"],
+                             "tokens_per_s": tokens_per_s(r["records"], a.warmup, tok),
+                             "local_steps": sum(1 for x in r["records"]
+                                                if step_bytes(x) == 4)}
+            rows.append(row)
+    finally:
+        tc("qdisc", "del", "dev", "lo", "root", check=False)
+    return rows
+
+
 def counting_text(path, nbytes, seed=0):
     """Lines of 3 to 8 consecutive numbers, as the demo's: `97 98 99 100`."""
     r = random.Random(seed)
@@ -377,6 +421,17 @@ def phase_conv(a, wd):
     for f in a.conv_freeze:
         go(f"1-bit f={f}", "onebit", 2, f)
         go(f"1-bit f={f} 1 rank", "onebit", 1, f)
+    if a.conv_zo_freeze > 0:
+        ds = ds_cfg(optimizer("zeroone", a.conv_lr, a.conv_zo_freeze, a.conv_zo_policy), rows,
+                    1, a.conv_seq_len)
+        label = f"0/1 Adam f={a.conv_zo_freeze}"
+        r = train(a, wd, "conv-zeroone", 2, model, ds, data, a.conv_steps)
+        losses = [x["loss"] for x in r["records"]]
+        runs[label] = {"kind": "zeroone", "ranks": 2, "freeze_step": a.conv_zo_freeze,
+                       "losses": losses,
+                       "final": sum(losses[-a.final_window:]) / a.final_window,
+                       "bytes": 2 * sum(step_bytes(x) for x in r["records"]),
+                       "wall_s": r["wall_s"]}
     return runs
 
 
@@ -623,7 +678,7 @@ def main():
     print(f"model B: GPT-2 L{a.conv_n_layer} C{a.conv_n_embd} H{a.conv_n_head} V128 "
           f"T{a.conv_seq_len}, {a.conv_batch} rows per rank, 2 ranks, lr {a.conv_lr}")
     results = {}
-    if a.only & {"bytes", "speed"}:
+    if a.only & {"bytes", "speed", "zeroone"}:
         model, data = model_a(a, wd)
     if "bytes" in a.only:
         results["bytes"] = phase_bytes(a, wd, model, data)
@@ -633,12 +688,23 @@ def main():
         results["speed"] = phase_speed(a, wd, model, data)
         report_speed(a, results["speed"])
         sys.stdout.flush()
+    if "zeroone" in a.only:
+        results["zeroone"] = phase_zeroone(a, wd, model, data)
+        for row in results["zeroone"]:
+            print(f"0/1 Adam, {row['ranks']} ranks, {row['steps']} steps at {a.rate} "
+                  f"(var_freeze_step {a.zo_freeze}, policy {a.zo_policy}): "
+                  f"{row['zeroone']['local_steps']} local steps; bytes reported "
+                  f"{row['adamw-nobc']['reported']} / {row['zeroone']['reported']}, wire "
+                  f"{row['adamw-nobc']['wire']} / {row['zeroone']['wire']}, tokens/s "
+                  f"{row['adamw-nobc']['tokens_per_s']:.0f} / "
+                  f"{row['zeroone']['tokens_per_s']:.0f} (AdamW / 0/1 Adam)")
+        sys.stdout.flush()
     if "conv" in a.only:
         runs = phase_conv(a, wd)
         results["conv"] = runs
         report_conv(a, runs)
         if a.plot:
-            title = (f"DSC 1-BIT ADAM VS ADAMW, 2 RANKS, GPT-2 L{a.conv_n_layer} "
+            title = (f"DSC 1-BIT AND 0/1 ADAM VS ADAMW, 2 RANKS, GPT-2 L{a.conv_n_layer} "
                      f"C{a.conv_n_embd}, LR {a.conv_lr:g}")
             how = plot(a, runs, title)
             print(f"\nplot: {a.plot} ({how}; trailing mean of {a.smooth} steps, "
@@ -661,15 +727,22 @@ def main():
             print(f"| tokens/s at {a.rate}, 1-bit / AdamW, {row['ranks']} ranks | "
                   f"{row['onebit']['tokens_per_s'] / row['adamw-nobc']['tokens_per_s']:.2f}x "
                   f"| >= 3x |")
+    if "zeroone" in results:
+        for row in results["zeroone"]:
+            zo, ad = row["zeroone"], row["adamw-nobc"]
+            print(f"| whole run {row['steps']} steps at {a.rate}, AdamW / 0/1 Adam bytes "
+                  f"(wire), {row['ranks']} ranks | {ad['wire'] / zo['wire']:.1f}x | |")
+            print(f"| tokens/s at {a.rate}, 0/1 Adam / AdamW, {row['ranks']} ranks | "
+                  f"{zo['tokens_per_s'] / ad['tokens_per_s']:.2f}x | >= 3x |")
     if "conv" in results:
         runs = results["conv"]
         for k, v in runs.items():
-            if v["kind"] == "onebit" and v["ranks"] == 2:
+            if v["kind"] in ("onebit", "zeroone") and v["ranks"] == 2:
                 print(f"| final loss {k} vs AdamW bc=false / bc=true | "
                       f"{(v['final'] / runs['AdamW bc=false']['final'] - 1) * 100:+.2f}% / "
                       f"{(v['final'] / runs['AdamW bc=true']['final'] - 1) * 100:+.2f}% | "
                       f"within 3% |")
-                print(f"| whole run {a.conv_steps} steps, {k}, AdamW / 1-bit bytes "
+                print(f"| whole run {a.conv_steps} steps, {k}, AdamW / compressed bytes "
                       f"(reported), 2 ranks, model B | "
                       f"{runs['AdamW bc=false']['bytes'] / v['bytes']:.1f}x | |")
     print(f"\ntotal time {elapsed:.0f} s")
