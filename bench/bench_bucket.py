@@ -31,15 +31,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "tools", "Inputs", "dp"))
-from loopback import MCA  # noqa: E402
-
-
-def lo_tx_packets():
-    for line in open("/proc/net/dev"):
-        name, _, fields = line.partition(":")
-        if name.strip() == "lo":
-            return int(fields.split()[9])
-    sys.exit("no loopback device in /proc/net/dev")
+from loopback import MCA, lo_tx_packets  # noqa: E402
 
 
 def safetensors_bytes(path):

@@ -314,6 +314,18 @@ bool updateScalars(Exec &e, UpdateScalars &u) {
 
 } // namespace
 
+/// DeepSpeed's OnebitAdam and ZeroOneAdam with the variance frozen: update
+/// = m / (sqrt(v) + eps) + wd * p, applied as p += -lr * update. Callers
+/// zero m where v == 0 (only zero gradients so far), which keeps
+/// compression noise out of momenta that must stay zero.
+static inline float frozenAdamUpdate(float m, float v, float p, float eps,
+                                     float wd) {
+  float update = m / (std::sqrt(v) + eps);
+  if (wd != 0.0f)
+    update += wd * p;
+  return update;
+}
+
 void runOptimizers(Exec &e) {
   const Instr &I = e.I;
   const InstrDims &d = e.d;
@@ -409,18 +421,12 @@ void runOptimizers(Exec &e) {
       copyBytes(newM, oldM, size_t(d.n) * sizeof(float));
       return;
     }
-    // DeepSpeed's OnebitAdam: update = m / (sqrt(v) + eps) + wd * p;
-    // p += -lr * update. The mask (v == 0: only zero gradients so far)
-    // keeps compression noise out of momenta that must stay zero.
     const float eps = float(I.getFloat("eps")),
                 wd = float(I.getFloat("weight_decay"));
 #pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
     for (int64_t i = 0; i < d.n; ++i) {
       const float mi = v[i] != 0.0f ? m[i] : 0.0f;
-      float update = mi / (std::sqrt(v[i]) + eps);
-      if (wd != 0.0f)
-        update += wd * p[i];
-      newP[i] = p[i] + -lr * update;
+      newP[i] = p[i] + -lr * frozenAdamUpdate(mi, v[i], p[i], eps, wd);
       newM[i] = mi;
     }
     return;
@@ -440,9 +446,7 @@ void runOptimizers(Exec &e) {
 #pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
     for (int64_t i = 0; i < d.n; ++i) {
       const float mi = v[i] != 0.0f ? m[i] : 0.0f;
-      float update = mi / (std::sqrt(v[i]) + eps);
-      if (wd != 0.0f)
-        update += wd * p[i];
+      const float update = frozenAdamUpdate(mi, v[i], p[i], eps, wd);
       newP[i] = p[i] + -lr * update;
       newM[i] = mi;
       newU[i] = u[i] + -lr * update;

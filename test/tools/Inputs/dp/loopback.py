@@ -11,10 +11,19 @@ MCA = ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
        "--mca", "coll_tuned_allreduce_algorithm", "4"]
 
 
-def lo_tx_bytes():
-    """Bytes the loopback has transmitted (/proc/net/dev)."""
+def lo_tx(field=8):
+    """What the loopback has transmitted (/proc/net/dev): field 8 bytes,
+    9 packets."""
     for line in open("/proc/net/dev"):
         name, _, fields = line.partition(":")
         if name.strip() == "lo":
-            return int(fields.split()[8])
+            return int(fields.split()[field])
     sys.exit("no loopback device in /proc/net/dev")
+
+
+def lo_tx_bytes():
+    return lo_tx(8)
+
+
+def lo_tx_packets():
+    return lo_tx(9)
