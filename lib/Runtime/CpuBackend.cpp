@@ -84,9 +84,7 @@ public:
     // Every rank's first call builds the mesh's groups (a collective over
     // the job): all ranks run the same program, whichever function first.
     const Mesh mesh = program.mesh();
-    if (!groups || groups->mesh().data != mesh.data ||
-        groups->mesh().tensor != mesh.tensor ||
-        groups->mesh().pipeline != mesh.pipeline)
+    if (!groups || groups->mesh() != mesh)
       groups = std::make_unique<MeshGroups>(comm, mesh);
     for (const Instr &instr : fn.body) {
       if (!profile) {
@@ -151,6 +149,8 @@ void CpuBackend::runCollective(cpu::Exec &e) {
                                     e.I.inputs.empty() ? e.out(0).dtype
                                                        : e.in(0).dtype));
   const int64_t rank = group.rank();
+  // Send / Recv: the rank `peer` steps along the axis, wrapping around.
+  const int peer = int(((rank + e.d.peer) % e.d.group + e.d.group) % e.d.group);
   switch (e.I.op) {
   case Opcode::AllReduce:
     group.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
@@ -171,12 +171,10 @@ void CpuBackend::runCollective(cpu::Exec &e) {
     group.broadcast(e.S.data(e.outId(0)), bytes, int(e.d.peer));
     return;
   case Opcode::Send:
-    group.send(e.S.data(e.inId(0)), bytes,
-               int((rank + e.d.peer + e.d.group) % e.d.group));
+    group.send(e.S.data(e.inId(0)), bytes, peer);
     return;
   case Opcode::Recv:
-    group.recv(e.S.data(e.outId(0)), bytes,
-               int((rank + e.d.peer + e.d.group) % e.d.group));
+    group.recv(e.S.data(e.outId(0)), bytes, peer);
     return;
   case Opcode::Shard: // this rank's part: no communication
     cpu::copyBytes(e.fout(0, "result"), e.fin(0, "input") + rank * e.d.n,

@@ -198,7 +198,7 @@ std::vector<size_t> partitionBalanced(const std::vector<double> &weights,
 }
 
 /// GiB with two decimals, MiB with one below a GiB, bytes below a MiB.
-std::string gib(double bytes) {
+std::string bytesText(double bytes) {
   char text[32];
   if (bytes < double(1 << 20))
     std::snprintf(text, sizeof text, "%.0f B", bytes);
@@ -369,7 +369,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                 "model states of the whole model: %s (16 bytes per "
                 "parameter: f32 weights, gradients and Adam's moments, as "
                 "DeepSpeed's 2+2+12 for mixed precision)\n",
-                gib(16 * mu.totalParams).c_str());
+                bytesText(16 * mu.totalParams).c_str());
   os << line;
 
   std::snprintf(line, sizeof line,
@@ -405,15 +405,15 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     std::snprintf(line, sizeof line,
                   "%-6lld %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
                   (long long)s, st.names.c_str(), ranks.c_str(),
-                  count(params).c_str(), gib(weightsBytes).c_str(),
-                  gib(gradBytes).c_str(), gib(optBytes).c_str(),
-                  gib(actBytes).c_str(), gib(total).c_str());
+                  count(params).c_str(), bytesText(weightsBytes).c_str(),
+                  bytesText(gradBytes).c_str(), bytesText(optBytes).c_str(),
+                  bytesText(actBytes).c_str(), bytesText(total).c_str());
     os << line;
   }
   std::snprintf(line, sizeof line,
                 "largest rank: %s (activations: %s per in-flight micro-batch "
                 "%s)\n",
-                gib(worstTotal).c_str(),
+                bytesText(worstTotal).c_str(),
                 checkpointed ? "checkpoints" : "all layers",
                 checkpointed
                     ? ("every " + std::to_string(interval) + " layer" +
@@ -533,8 +533,8 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
       if (r.bytes == 0)
         continue;
       std::snprintf(line, sizeof line, "%-28s %16s %16s\n", r.kind,
-                    r.inside ? gib(r.bytes).c_str() : "-",
-                    r.inside ? "-" : gib(r.bytes).c_str());
+                    r.inside ? bytesText(r.bytes).c_str() : "-",
+                    r.inside ? "-" : bytesText(r.bytes).c_str());
       stageRows[size_t(s)].push_back(line);
     }
   }

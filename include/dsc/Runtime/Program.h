@@ -225,6 +225,10 @@ struct Mesh {
   int64_t data = 1, tensor = 1, pipeline = 1;
 
   int64_t size() const { return data * tensor * pipeline; }
+  bool operator==(const Mesh &o) const {
+    return data == o.data && tensor == o.tensor && pipeline == o.pipeline;
+  }
+  bool operator!=(const Mesh &o) const { return !(*this == o); }
   int64_t groupSize(MeshAxis axis) const;
   /// Rank `rank`'s coordinate along `axis`, in [0, groupSize(axis)).
   int64_t coordinate(int64_t rank, MeshAxis axis) const;
