@@ -524,8 +524,8 @@ void Emitter::emitFunction(const rt::Function &fn) {
       const bool allReduce = I.op == rt::Opcode::AllReduce;
       if (routeOf(I.op) == Route::Collective && !allReduce)
         spec.fail("the CUDA backend's NCCL communicator does all-reduce "
-                  "only; ZeRO, 1-bit compressed steps, broadcast and "
-                  "send/recv run on the CPU backend");
+                  "only; ZeRO, 1-bit compressed steps, tensor slicing, "
+                  "broadcast and send/recv run on the CPU backend");
       if (allReduce && d.group != P.mesh().size())
         spec.fail(std::string("the CUDA backend's NCCL communicator spans "
                               "all ranks, not the ") +

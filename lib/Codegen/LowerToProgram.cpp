@@ -149,6 +149,11 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   if (shardOf)
     buf.wholeShape.assign(shardOf.asArrayRef().begin(),
                           shardOf.asArrayRef().end());
+  // A sliced parameter's gradient and optimizer state are sliced with it.
+  if (TensorSliceAttr slice = tensorSliceOf(module, state.getName())) {
+    buf.sliceDim = slice.getDim();
+    buf.sliceGroups = slice.getGroups();
+  }
   program.buffers.push_back(std::move(buf));
   int id = int(program.buffers.size()) - 1;
   states[key] = id;

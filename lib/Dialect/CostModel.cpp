@@ -142,6 +142,9 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     attach<MulOp, perResult<MulOp, kAddFlops>, true>(ctx);
     attach<ScaleOp, perResult<ScaleOp, kAddFlops>, true>(ctx);
     attach<SwigluOp, perResult<SwigluOp, kSiluFlops + kAddFlops>, true>(ctx);
+    // Entering a tensor-parallel region copies; leaving it communicates
+    // (a collective, never recomputed: it has no model).
+    attach<TpCopyOp, zeroFlops<TpCopyOp>, true>(ctx);
   });
 }
 

@@ -940,8 +940,31 @@ int64_t MeshAttr::groupSize(MeshAxis axis) const {
   llvm_unreachable("unknown mesh axis");
 }
 
+LogicalResult
+TensorSliceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        int64_t dim, int64_t groups) {
+  if (dim < 0 || groups < 1)
+    return emitError() << "tensor slice needs dim >= 0 and groups >= 1, got "
+                          "dim = "
+                       << dim << ", groups = " << groups;
+  return success();
+}
+
 LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
+  if (attr.getName() == kTensorSlicesAttrName) {
+    auto slices = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !slices)
+      return op->emitError() << "'" << kTensorSlicesAttrName
+                             << "' must be a dictionary on the module";
+    for (NamedAttribute slice : slices)
+      if (!isa<TensorSliceAttr>(slice.getValue()))
+        return op->emitError()
+               << "'" << kTensorSlicesAttrName << "' entry '"
+               << slice.getName().strref()
+               << "' must be a #dsc.tensor_slice<...>";
+    return success();
+  }
   if (attr.getName() != kMeshAttrName)
     return success();
   if (!isa<ModuleOp>(op))
@@ -960,6 +983,16 @@ int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
   auto mesh = module ? module->getAttrOfType<MeshAttr>(kMeshAttrName)
                      : MeshAttr();
   return mesh ? mesh.groupSize(axis) : 1;
+}
+
+TensorSliceAttr mlir::dsc::tensorSliceOf(Operation *op, StringRef param) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  auto slices =
+      module ? module->getAttrOfType<DictionaryAttr>(kTensorSlicesAttrName)
+             : DictionaryAttr();
+  return slices ? slices.getAs<TensorSliceAttr>(param) : TensorSliceAttr();
 }
 
 namespace {
@@ -995,6 +1028,16 @@ LogicalResult verifyDim0Scaled(Operation *op, Value input, Value result,
 } // namespace
 
 LogicalResult AllReduceOp::verify() {
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult TpCopyOp::verify() {
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+
+LogicalResult TpReduceOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
 }

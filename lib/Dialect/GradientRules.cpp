@@ -318,3 +318,16 @@ void AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[1] = grad.getKGrad();
   operandGrads[2] = grad.getVGrad();
 }
+
+void TpCopyOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  MLIRContext *ctx = getContext();
+  operandGrads[0] = b.create<AllReduceOp>(
+      getLoc(), getType(), resultGrads[0],
+      ReduceKindAttr::get(ctx, ReduceKind::sum), getAxisAttr());
+}
+
+void TpReduceOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = resultGrads[0];
+}

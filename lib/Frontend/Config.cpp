@@ -1723,6 +1723,20 @@ TrainConfig parseTrainConfigText(const std::string &text,
            "parameters, which ZeRO shards across ranks");
 
   const ParallelConfig &par = t.parallel;
+  if (par.tensor > 1) {
+    const std::string tp =
+        "tensor_parallel.autotp_size " + str(par.tensor) + " with ";
+    if (t.optimizer.type == OptimizerType::Lamb)
+      c.fail(tp + "optimizer Lamb: LAMB's trust ratio needs whole "
+                  "parameters, which tensor slicing splits across ranks");
+    if (t.optimizer.type == OptimizerType::OneBitAdam ||
+        t.optimizer.type == OptimizerType::ZeroOneAdam)
+      c.fail(tp + "a compressed optimizer (OneBitAdam, ZeroOneAdam) is not "
+                  "supported yet: they compress whole gradients");
+    if (t.lora.enabled)
+      c.fail(tp + "a lora section is not supported yet: the adapters "
+                  "would have to be sliced with their weights");
+  }
   if ((par.virtualStages > 1) != (par.schedule == "interleaved"))
     c.fail("dsc.pipeline_virtual_stages (" + str(par.virtualStages) +
            ") and dsc.pipeline_schedule (\"" + par.schedule +

@@ -153,6 +153,7 @@ void CpuBackend::runCollective(cpu::Exec &e) {
   const int peer = int(((rank + e.d.peer) % e.d.group + e.d.group) % e.d.group);
   switch (e.I.op) {
   case Opcode::AllReduce:
+  case Opcode::TpReduce:
     group.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
     return;
   case Opcode::ReduceScatter:

@@ -691,9 +691,10 @@ void Checker::other() {
     return;
   }
   d.n = in(0).numElements();
-  if (I.op == Opcode::AllReduce)
-    d.reduce = reduceOp();
-  count(out(0), d.n, I.op == Opcode::AllReduce ? "tensor" : "output");
+  const bool reduces = I.op == Opcode::AllReduce || I.op == Opcode::TpReduce;
+  if (reduces) // tp_reduce sums
+    d.reduce = I.op == Opcode::AllReduce ? reduceOp() : ReduceOp::Sum;
+  count(out(0), d.n, reduces ? "tensor" : "output");
 }
 
 ReduceOp Checker::reduceOp() const {

@@ -2,6 +2,7 @@
 
 #include "dsc/Runtime/Philox.h"
 #include "dsc/Runtime/Runtime.h"
+#include "dsc/Runtime/TensorSlice.h"
 
 #include <algorithm>
 #include <cmath>
@@ -91,9 +92,51 @@ static uint32_t nameHash(const std::string &s) {
 //   x[2j]   = std * r * cos(2 pi u2),  x[2j+1] = std * r * sin(2 pi u2)
 // Zeros/None -> 0, Ones -> 1. Every other persistent buffer (GradAcc,
 // OptState, Output) is zeroed; Temp and Input buffers are left alone.
+namespace {
+
+/// Elements [first, end) of parameter `b`'s whole tensor, per its init rule,
+/// into x[0, end - first).
+void fillWholeRange(const Buffer &b, const std::array<uint32_t, 2> &key, float *x,
+                    int64_t first, int64_t end) {
+  if (b.init == InitKind::Ones) {
+    std::fill(x, x + (end - first), 1.0f);
+    return;
+  }
+  const uint32_t stream = nameHash(b.name);
+  const double stdev = b.initStd;
+  if (b.init == InitKind::Uniform) { // one draw per element
+#pragma omp parallel for schedule(static)
+    for (int64_t w = first; w < end; ++w) {
+      PhiloxBlock r = philox4x32_10(
+          {uint32_t(w), stream, 0x1418u, uint32_t(uint64_t(w) >> 32)}, key);
+      const double u = double(r[0] >> 8) * 0x1p-24; // [0, 1)
+      x[w - first] = float(stdev * (2.0 * u - 1.0));
+    }
+    return;
+  }
+  // Element pair j of the whole tensor is elements 2j and 2j+1.
+  const int64_t firstPair = first / 2, endPair = (end + 1) / 2;
+#pragma omp parallel for schedule(static)
+  for (int64_t j = firstPair; j < endPair; ++j) {
+    PhiloxBlock r = philox4x32_10(
+        {uint32_t(j), stream, 0x1417u, uint32_t(uint64_t(j) >> 32)}, key);
+    double u1 = (double((r[0] >> 8) + 1)) * 0x1p-24;
+    double u2 = double(r[1] >> 8) * 0x1p-24;
+    double rad = std::sqrt(-2.0 * std::log(u1));
+    double th = 2.0 * M_PI * u2;
+    if (2 * j >= first)
+      x[2 * j - first] = float(stdev * rad * std::cos(th));
+    if (2 * j + 1 >= first && 2 * j + 1 < end)
+      x[2 * j + 1 - first] = float(stdev * rad * std::sin(th));
+  }
+}
+
+} // namespace
+
 void initializeParameters(const Program &program, Storage &storage,
                           uint64_t seed, int rank, const std::vector<int> *only) {
   const auto key = philoxKey(seed);
+  const Mesh mesh = program.mesh();
   for (size_t bi = 0; bi < program.buffers.size(); ++bi) {
     const Buffer &b = program.buffers[bi];
     if (b.role == BufferRole::Temp || b.role == BufferRole::Input)
@@ -110,49 +153,33 @@ void initializeParameters(const Program &program, Storage &storage,
     if (b.dtype != DType::F32)
       throw Error("parameter '" + b.name + "' must be f32 to be initialized");
     float *x = static_cast<float *>(raw);
-    // This buffer holds elements [first, first + n) of a whole tensor of
-    // `whole` elements; past `whole` is a shard's zero padding.
-    int64_t first = 0, whole = n;
-    if (!b.wholeShape.empty()) {
-      first = int64_t(rank) * n;
-      whole = 1;
-      for (int64_t d : b.wholeShape)
-        whole *= d;
-    }
-    const int64_t end = std::min(first + n, whole);
     std::fill(x, x + n, 0.0f);
-    if (b.init == InitKind::Ones) {
-      for (int64_t w = first; w < end; ++w)
-        x[w - first] = 1.0f;
+    // This buffer holds elements [first, first + n) of a tensor of `total`
+    // elements (ZeRO's shard of it; past `total` is the zero padding): the
+    // whole tensor, or this rank's tensor-parallel slice of it.
+    int64_t first = 0, total = n;
+    if (!b.wholeShape.empty()) {
+      first = mesh.coordinate(rank, MeshAxis::Data) * n;
+      total = 1;
+      for (int64_t d : b.wholeShape)
+        total *= d;
+    }
+    const int64_t end = std::min(first + n, total);
+    if (b.sliceDim < 0) {
+      fillWholeRange(b, key, x, first, end);
       continue;
     }
-    const uint32_t stream = nameHash(b.name);
-    const double stdev = b.initStd;
-    if (b.init == InitKind::Uniform) { // one draw per element
-#pragma omp parallel for schedule(static)
-      for (int64_t w = first; w < end; ++w) {
-        PhiloxBlock r = philox4x32_10(
-            {uint32_t(w), stream, 0x1418u, uint32_t(uint64_t(w) >> 32)}, key);
-        const double u = double(r[0] >> 8) * 0x1p-24; // [0, 1)
-        x[w - first] = float(stdev * (2.0 * u - 1.0));
-      }
-      continue;
-    }
-    // Element pair j of the whole tensor is elements 2j and 2j+1.
-    const int64_t firstPair = first / 2, endPair = (end + 1) / 2;
-#pragma omp parallel for schedule(static)
-    for (int64_t j = firstPair; j < endPair; ++j) {
-      PhiloxBlock r = philox4x32_10(
-          {uint32_t(j), stream, 0x1417u, uint32_t(uint64_t(j) >> 32)}, key);
-      double u1 = (double((r[0] >> 8) + 1)) * 0x1p-24;
-      double u2 = double(r[1] >> 8) * 0x1p-24;
-      double rad = std::sqrt(-2.0 * std::log(u1));
-      double th = 2.0 * M_PI * u2;
-      if (2 * j >= first)
-        x[2 * j - first] = float(stdev * rad * std::cos(th));
-      if (2 * j + 1 >= first && 2 * j + 1 < end)
-        x[2 * j + 1 - first] = float(stdev * rad * std::sin(th));
-    }
+    const SliceMap map = SliceMap::of(
+        b, b.wholeShape.empty() ? b.shape : b.wholeShape, mesh.tensor);
+    map.forEachRun(mesh.coordinate(rank, MeshAxis::Tensor),
+                   [&](int64_t slice, int64_t whole, int64_t count) {
+                     int64_t lo = std::max(slice, first),
+                             hi = std::min(slice + count, end);
+                     if (lo < hi)
+                       fillWholeRange(b, key, x + (lo - first),
+                                      whole + (lo - slice),
+                                      whole + (hi - slice));
+                   });
   }
 }
 

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - The driver loop around a compiled step --------------===//
 
 #include "dsc/Runtime/Trainer.h"
+#include "dsc/Runtime/TensorSlice.h"
 
 #include <algorithm>
 #include <cctype>
@@ -118,16 +119,16 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                 std::to_string(comm.size()) +
                 "; compile it with --world-size " +
                 std::to_string(comm.size()));
-  // The driver splits batches, shards and files over data-parallel ranks:
-  // a step sliced over tensor or pipeline ranks needs a driver that knows
-  // which part of the model each rank holds.
+  // Batches and ZeRO shards are split over the data axis, parameters
+  // sliced over the tensor axis; a pipeline needs a driver that runs the
+  // stages' schedule.
   const Mesh mesh = prog.mesh();
-  if (mesh.tensor != 1 || mesh.pipeline != 1)
-    throw Error("the step's mesh (dsc.mesh) has tensor = " +
-                std::to_string(mesh.tensor) + " and pipeline = " +
+  if (mesh.pipeline != 1)
+    throw Error("the step's mesh (dsc.mesh) has pipeline = " +
                 std::to_string(mesh.pipeline) +
-                " ranks; training runs data parallelism only (tensor "
-                "slicing and pipeline stages are not built yet)");
+                " ranks; training runs data and tensor parallelism only "
+                "(pipeline stages are not built yet)");
+  groups = std::make_unique<MeshGroups>(comm, mesh);
   prog.function("micro_step");
   prog.function("apply_step");
   if (prog.functions.count("apply_step_compressed"))
@@ -189,19 +190,32 @@ void Trainer::uploadPersistent() {
   backend.upload(storage, prog.persistentBuffers());
 }
 
-const std::vector<int64_t> &Trainer::wholeShapeOf(int id) const {
+const std::vector<int64_t> &Trainer::sliceShapeOf(int id) const {
   const Buffer &buf = prog.buffers[size_t(id)];
   return isShard(id) ? buf.wholeShape : buf.shape;
 }
 
-void Trainer::storeWhole(const std::vector<char> &whole, int id) {
+std::vector<int64_t> Trainer::wholeShapeOf(int id) const {
+  const Buffer &buf = prog.buffers[size_t(id)];
+  if (!isSliced(id))
+    return sliceShapeOf(id);
+  return SliceMap::of(buf, sliceShapeOf(id), prog.mesh().tensor).wholeShape();
+}
+
+void Trainer::storeWhole(const std::vector<char> &wholeTensor, int id) {
+  const Buffer &buf = prog.buffers[size_t(id)];
+  const std::vector<char> &whole =
+      isSliced(id) ? SliceMap::of(buf, sliceShapeOf(id), prog.mesh().tensor)
+                         .extract(wholeTensor, tensorGroup().rank(),
+                                  dtypeSize(buf.dtype))
+                   : wholeTensor;
   char *dst = static_cast<char *>(storage.data(id));
-  const size_t bytes = prog.buffers[size_t(id)].bytes();
+  const size_t bytes = buf.bytes();
   if (!isShard(id)) {
     std::memcpy(dst, whole.data(), bytes);
     return;
   }
-  const size_t first = bytes * size_t(comm.rank());
+  const size_t first = bytes * size_t(dataGroup().rank());
   const size_t have =
       first < whole.size() ? std::min(bytes, whole.size() - first) : 0;
   std::memcpy(dst, whole.data() + first, have);
@@ -330,8 +344,12 @@ bool Trainer::isShard(int id) const {
   return !prog.buffers[size_t(id)].wholeShape.empty();
 }
 
+bool Trainer::isSliced(int id) const {
+  return prog.buffers[size_t(id)].sliceDim >= 0;
+}
+
 bool Trainer::gatheredOnSave(int id) const {
-  return isShard(id) || prog.buffers[size_t(id)].perRank;
+  return isShard(id) || isSliced(id) || prog.buffers[size_t(id)].perRank;
 }
 
 const Function &Trainer::applyFunction(int64_t optimizerStep) {
@@ -376,23 +394,37 @@ bool Trainer::keepsRankCopies(int id) const {
 
 Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
   Tensor t = tensorOf(id);
-  if (!gatheredOnSave(id) && !rankCopies)
-    return t;
-  std::vector<char> all(t.bytes.size() * size_t(comm.size()));
-  comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-  if (prog.buffers[size_t(id)].perRank || rankCopies) {
+  const Buffer &buf = prog.buffers[size_t(id)];
+  if (buf.perRank || rankCopies) {
     // One row per rank.
+    std::vector<char> all(t.bytes.size() * size_t(comm.size()));
+    comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
     t.shape.insert(t.shape.begin(), comm.size());
-  } else {
-    // ZeRO: rank i holds elements [i*s, (i+1)*s) of the flattened, padded
-    // tensor; the padding is cut off.
-    t.shape = prog.buffers[size_t(id)].wholeShape;
+    t.bytes = std::move(all);
+    return t;
+  }
+  if (isShard(id)) {
+    // ZeRO: data rank i holds elements [i*s, (i+1)*s) of the flattened,
+    // padded tensor; the padding is cut off.
+    Communicator &data = dataGroup();
+    std::vector<char> all(t.bytes.size() * size_t(data.size()));
+    data.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
+    t.shape = buf.wholeShape;
     int64_t elements = 1;
     for (int64_t d : t.shape)
       elements *= d;
     all.resize(size_t(elements) * dtypeSize(t.dtype));
+    t.bytes = std::move(all);
   }
-  t.bytes = std::move(all);
+  if (isSliced(id)) {
+    // Tensor slicing: the tensor group's slices, put back in place.
+    Communicator &tensor = tensorGroup();
+    std::vector<char> slices(t.bytes.size() * size_t(tensor.size()));
+    tensor.allGather(t.bytes.data(), slices.data(), int64_t(t.bytes.size()));
+    const SliceMap map = SliceMap::of(buf, t.shape, tensor.size());
+    t.bytes = map.assemble(slices, dtypeSize(t.dtype));
+    t.shape = map.wholeShape();
+  }
   return t;
 }
 
@@ -518,10 +550,12 @@ void Trainer::requireFiniteState(const std::string &source) {
 void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
   const int ids = buffer(BufferRole::Input, "input_ids");
   const int targets = buffer(BufferRole::Input, "targets");
-  // This rank's rows of the global batch (TokenFile::batch). The random
-  // stream is keyed by the same slice index, so W ranks with A micro-batches
-  // draw the dropout and masking of one rank with W*A micro-batches.
-  const int64_t slices = A * comm.size(), slice = comm.rank() * A + micro;
+  // This data rank's rows of the global batch (TokenFile::batch); the ranks
+  // of a tensor group read the same rows. The random stream is keyed by the
+  // same slice index, so D data ranks with A micro-batches draw the dropout
+  // and masking of one rank with D*A micro-batches.
+  const int64_t slices = A * dataGroup().size(),
+                slice = dataGroup().rank() * A + micro;
   data.batch(step, slice, slices, B, T, storage.i32(ids),
              storage.i32(targets));
   backend.upload(storage, {ids, targets});
@@ -569,7 +603,7 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();
-  stats.tokensPerSecond = double(A * B * T * comm.size()) / seconds;
+  stats.tokensPerSecond = double(A * B * T * dataGroup().size()) / seconds;
   for (int k = 0; k < int(CollectiveKind::Count); ++k)
     stats.commSent.bytes[k] = comm.traffic().bytes[k] - before.bytes[k];
   // A skipped fp16 step is loss scaling at work; any other non-finite loss

@@ -348,13 +348,30 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   for (unsigned i = 0; i < n; ++i)
     grads.push_back(b.create<AllReduceOp>(loc, params[i].type, arg(1, i),
                                           ReduceKindAttr::get(ctx, ReduceKind::mean)));
-  Value norm = b.create<GlobalNormOp>(loc, f32Scalar, grads);
+  // A gradient sliced over the tensor axis (-dsc-tensor-parallel) has its
+  // squares summed over that group; a replicated one counts once.
+  SmallVector<Value> replicated, sliced;
+  for (unsigned i = 0; i < n; ++i)
+    (tensorSliceOf(module, params[i].name) ? sliced : replicated)
+        .push_back(grads[i]);
+  auto tensorAxis = MeshAxisAttr::get(ctx, MeshAxis::tensor);
+  Value norm = b.create<GlobalNormOp>(loc, f32Scalar, replicated);
+  if (!sliced.empty()) {
+    Value part = b.create<NormAllReduceOp>(
+        loc, f32Scalar, b.create<GlobalNormOp>(loc, f32Scalar, sliced),
+        tensorAxis);
+    norm = b.create<GlobalNormOp>(loc, f32Scalar, ValueRange{norm, part});
+  }
   // fp16: overflow check, then DeepSpeed's unscale_and_clip_grads (the
   // clipping sees the unscaled norm; grad_norm reports it).
   Value skip, lossScaleValue, scale;
   if (fp16) {
     Value scalerState = body->getArguments().back();
     skip = b.create<CheckFiniteOp>(loc, f32Scalar, grads);
+    if (!sliced.empty()) // every rank skips if any rank's slice overflowed
+      skip = b.create<AllReduceOp>(loc, f32Scalar, skip,
+                                   ReduceKindAttr::get(ctx, ReduceKind::max),
+                                   tensorAxis);
     lossScaleValue = b.create<LossScaleOp>(
         loc, f32Scalar, scalerState, b.getF64FloatAttr(initialScale()),
         b.getF64FloatAttr(1.0));

@@ -4,6 +4,9 @@
 // fills TrainingPipelineOptions from the model and DeepSpeed configs, dsc-opt
 // registers it as --dsc-train-pipeline. Order:
 //
+//   -dsc-tensor-parallel (slices the graph the frontend built, before any
+//     fusion changes its shape; nothing to do on a mesh without a tensor
+//     axis)
 //   -dsc-lora (freezes the model and adds adapters: the fusions see them)
 //   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
 //     residual-layer-norm, residual-rms-norm, attention, softmax-dropout)
@@ -32,6 +35,7 @@ using namespace mlir::dsc;
 
 void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                                       const TrainingPipelineOptions &o) {
+  pm.addPass(createDscTensorParallel());
   if (o.loraRank > 0) {
     DscLoraOptions lora;
     lora.rank = o.loraRank;
@@ -145,7 +149,8 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
 void mlir::dsc::registerTrainingPipeline() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "dsc-train-pipeline",
-      "Build the training step: -dsc-lora and the fusions as chosen, "
+      "Build the training step: -dsc-tensor-parallel (for the mesh's "
+      "tensor axis), -dsc-lora and the fusions as chosen, "
       "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero-one-adam, "

@@ -231,8 +231,12 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         }
         reduce.replaceAllUsesWith(part);
         reduce.erase();
-      } else if (isa<GlobalNormOp>(op)) {
-        // The norms of the shards combine into the norm of the whole.
+      } else if (isa<GlobalNormOp>(op) &&
+                 !llvm::all_of(op->getOperandTypes(), [](Type t) {
+                   return cast<RankedTensorType>(t).getRank() == 0;
+                 })) {
+        // The norms of the shards combine into the norm of the whole (a
+        // norm of norms, as tensor slicing builds, combines whole ones).
         b.setInsertionPointAfter(op);
         auto norm = b.create<NormAllReduceOp>(loc, op->getResult(0).getType(),
                                               op->getResult(0), data);

@@ -188,12 +188,16 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        const TrainConfig &train,
                                        bool buildStep, std::string *pipeline) {
   const ParallelConfig &par = train.parallel;
-  if (par.tensor > 1 || par.pipeline > 1)
+  if (par.pipeline > 1)
     throw rt::Error(
-        "tensor_parallel.autotp_size " + std::to_string(par.tensor) +
-        ", pipeline.stages " + std::to_string(par.pipeline) +
-        ": tensor slicing and pipeline stages are not built yet ('dsc-run "
-        "plan' maps such a job's memory, communication and bubble)");
+        "pipeline.stages " + std::to_string(par.pipeline) +
+        ": pipeline stages are not built yet ('dsc-run plan' maps such a "
+        "job's memory, communication and bubble)");
+  if (par.tensor > 1 && train.lora.enabled) // --adapter
+    throw rt::Error("tensor_parallel.autotp_size " +
+                    std::to_string(par.tensor) +
+                    " with a LoRA adapter is not supported yet: the "
+                    "adapters would have to be sliced with their weights");
   DiagnosticCapture diags(ctx);
   ImportOptions import;
   import.microBatch = train.microBatch;
@@ -212,10 +216,11 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
                      b.getI64IntegerAttr(train.stepsPerPrint));
-  // Data parallelism over the job's ranks; the runtime refuses to run the
-  // step on a job of another size.
+  // Tensor slicing over autotp_size ranks, data parallelism over the rest;
+  // the runtime refuses to run the step on a job of another size.
   (*module)->setAttr(mlir::dsc::kMeshAttrName,
-                     mlir::dsc::MeshAttr::get(&ctx, train.worldSize, 1, 1));
+                     mlir::dsc::MeshAttr::get(&ctx, train.dataParallel(),
+                                              par.tensor, 1));
   mlir::dsc::TrainingPipelineOptions options;
   fillPipelineOptions(model, train, options);
   auto pm = PassManager::on<ModuleOp>(&ctx);

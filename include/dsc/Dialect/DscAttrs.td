@@ -138,6 +138,23 @@ def Dsc_MeshAttr : AttrDef<Dsc_Dialect, "Mesh"> {
   }];
 }
 
+def Dsc_TensorSliceAttr : AttrDef<Dsc_Dialect, "TensorSlice"> {
+  let mnemonic = "tensor_slice";
+  let summary = "Which part of a parameter a tensor-parallel rank holds";
+  let description = [{
+    -dsc-tensor-parallel slices a parameter over the T ranks of the mesh's
+    tensor axis and records it in the module's `dsc.tensor_slices`
+    dictionary (parameter name -> `#dsc.tensor_slice<dim = 1, groups = 3>`).
+    Dimension `dim` of the whole tensor is `groups` equal sections (GPT-2's
+    fused c_attn holds Q, K and V: 3); rank r holds part r of T of each
+    section, the parts side by side. The step's arguments have the slice's
+    shape; the runtime initializes, loads and saves whole tensors.
+  }];
+  let parameters = (ins "int64_t":$dim, "int64_t":$groups);
+  let assemblyFormat = "`<` `dim` `=` $dim `,` `groups` `=` $groups `>`";
+  let genVerifyDecl = 1;
+}
+
 def Dsc_StateAttr : AttrDef<Dsc_Dialect, "State"> {
   let mnemonic = "state";
   let summary = "Role of a train-step argument or result";

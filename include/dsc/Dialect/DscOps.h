@@ -48,6 +48,15 @@ inline constexpr llvm::StringLiteral kPerRankAttrName = "dsc.per_rank";
 /// The module attribute holding the device mesh (#dsc.mesh<...>).
 inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
 
+/// The module attribute -dsc-tensor-parallel writes: parameter name ->
+/// #dsc.tensor_slice (a dictionary). Its optimizer state and gradient
+/// accumulators are sliced the same way.
+inline constexpr llvm::StringLiteral kTensorSlicesAttrName =
+    "dsc.tensor_slices";
+/// The slice of parameter `param` in the dsc.tensor_slices of `op` (a
+/// module) or of its enclosing module; null for a whole (replicated) one.
+TensorSliceAttr tensorSliceOf(Operation *op, StringRef param);
+
 /// The number of ranks a collective of `op` spans along `axis`: from the
 /// dsc.mesh of `op` (a module) or of its enclosing module, 1 without one.
 int64_t meshGroupSize(Operation *op, MeshAxis axis);

@@ -865,6 +865,39 @@ def Dsc_NormAllReduceOp : Dsc_CollectiveOp<"norm_all_reduce"> {
   let results = (outs Dsc_Scalar:$result);
 }
 
+// Megatron's two tensor-parallel operators, which -dsc-tensor-parallel
+// puts around each sliced region (column-parallel GEMMs ... row-parallel
+// GEMM): their forward and backward meanings differ, so -dsc-autodiff
+// derives the backward collectives from them.
+
+def Dsc_TpCopyOp : Dsc_DiffOp<"tp_copy"> {
+  let summary = "Enter a tensor-parallel region (Megatron's f)";
+  let description = [{
+    The identity in the forward pass: every rank of the group already holds
+    the same `input`. Its gradient is the sum over the group of the ranks'
+    gradients, since each rank's sliced GEMMs see only their part of it.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::tensor">:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_TpReduceOp
+    : Dsc_CollectiveOp<"tp_reduce",
+          [DeclareOpInterfaceMethods<Dsc_GradientOpInterface>]> {
+  let summary = "Leave a tensor-parallel region (Megatron's g)";
+  let description = [{
+    The sum over the group of the ranks' partial results (a row-parallel
+    GEMM's), as `dsc.all_reduce` with op sum. Its gradient is the identity:
+    the result is replicated, so every rank already has the whole gradient.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::tensor">:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_FlatResizeOp : Dsc_Op<"flat_resize"> {
   let summary = "The elements in row-major order, cut or zero-padded";
   let description = [{

@@ -181,8 +181,10 @@ std::unique_ptr<Backend> createCpuBackend(Communicator &comm);
 
 /// Fills every Param buffer per its init rule from a seeded Philox stream
 /// (normal via Box-Muller), zeroes every other persistent buffer. A ZeRO
-/// shard (Buffer::wholeShape) gets rank `rank`'s part of the values its
-/// whole tensor would get, so every world size starts from the same weights.
+/// shard (Buffer::wholeShape) or tensor slice (Buffer::sliceDim) gets world
+/// rank `rank`'s part (by its data and tensor coordinates in the program's
+/// mesh) of the values its whole tensor would get, so every mesh starts
+/// from the same weights.
 /// With `only`, just the buffers it lists (their values do not depend on
 /// the others: LoRA adapters missing from a base model's file).
 void initializeParameters(const Program &program, Storage &storage,

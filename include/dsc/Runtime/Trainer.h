@@ -160,7 +160,16 @@ private:
   void writeFromAllRanks(Safetensors &file, const std::string &path,
                          std::initializer_list<BufferRole> roles) const;
   /// The shape of the whole tensor buffer `id` holds (or holds a shard of).
-  const std::vector<int64_t> &wholeShapeOf(int id) const;
+  std::vector<int64_t> wholeShapeOf(int id) const;
+  /// The shape of this rank's tensor slice (the whole tensor when the
+  /// buffer is not sliced), before any ZeRO sharding.
+  const std::vector<int64_t> &sliceShapeOf(int id) const;
+  /// Whether the buffer is sliced over the tensor axis (Buffer::sliceDim).
+  bool isSliced(int buffer) const;
+  Communicator &dataGroup() const { return groups->group(MeshAxis::Data); }
+  Communicator &tensorGroup() const {
+    return groups->group(MeshAxis::Tensor);
+  }
   /// Stores `whole` (a whole tensor's bytes, of wholeShapeOf(id)) in buffer
   /// `id`: all of it, or for a ZeRO shard this rank's part with the padding
   /// zeroed.
@@ -172,6 +181,8 @@ private:
   Program prog;
   Backend &backend;
   Communicator &comm;
+  /// The data and tensor groups of the step's mesh (built by every rank).
+  std::unique_ptr<MeshGroups> groups;
   Storage storage;
   uint64_t seed;
   int64_t B, T, A, V;

@@ -390,6 +390,31 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscTensorParallel : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron-style tensor slicing of @forward over the tensor axis";
+  let description = [{
+    Over the T ranks of the tensor axis of the module's `dsc.mesh` (nothing
+    to do when T = 1), each attention is split by heads and each MLP by its
+    hidden features. A region's column-parallel `dsc.linear`s take the whole
+    input through `dsc.tp_copy` and compute their 1/T of the output
+    features; the ops between run on that part; the row-parallel
+    `dsc.linear` multiplies its 1/T of the input features without bias,
+    `dsc.tp_reduce` sums the partial products over the group, and the bias
+    is added after. Attention regions run from `dsc.merge_heads` (feeding
+    the output projection) back through batch_matmul, softmax, dropout,
+    rotary and repeat_kv to the `dsc.split_heads` of column GEMMs (a fused
+    QKV projection is sliced section by section); MLP regions run from a
+    `dsc.linear` back through gelu, silu, mul and dropout to column GEMMs.
+    The sliced weights and biases become 1/T of their whole shape, and the
+    module's `dsc.tensor_slices` records each (#dsc.tensor_slice) for the
+    gradient norm and the runtime, which initializes, loads and saves whole
+    tensors. Embeddings, norms, the LM head and the loss stay replicated.
+    Runs before any fusion, on the graph the frontend builds; the heads
+    (key/value heads too) and every sliced feature count must divide by T.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
   let summary = "ZeRO: shard optimizer state, gradients and parameters";
   let description = [{

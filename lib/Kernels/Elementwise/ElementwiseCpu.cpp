@@ -474,7 +474,8 @@ void runElementwise(Exec &e) {
       fillF32(out + n, m - n, 0.0f);
     return;
   }
-  case Opcode::Copy: {
+  case Opcode::Copy:
+  case Opcode::TpCopy: {
     const Buffer &i = e.in(0), &o = e.out(0);
     if (i.dtype != o.dtype)
       e.fail("dtypes differ: " + std::string(dtypeName(i.dtype)) + " -> " +

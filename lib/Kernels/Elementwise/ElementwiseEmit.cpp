@@ -331,6 +331,7 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
     s.fail("ZeRO steps run on the CPU backend only (no CUDA kernel for "
            "flat_resize, no NCCL communicator yet)");
   case Opcode::Copy:
+  case Opcode::TpCopy:
     if (s.inType(0) == Storage::I32 || s.inType(0) == Storage::I64 ||
         s.outType(0) == Storage::I32 || s.outType(0) == Storage::I64)
       s.fail("integer copies are device memcpys, not kernels");
