@@ -238,7 +238,7 @@ void TensorParallelPass::slice(Region &region, int64_t parts) {
     Value x = column.getInput();
     Value &copy = entered[x];
     if (!copy) {
-      b.setInsertionPoint(column);
+      b.setInsertionPointAfterValue(x); // before every column that reads x
       copy = b.create<TpCopyOp>(column.getLoc(), x.getType(), x,
                                 MeshAxisAttr::get(ctx, MeshAxis::tensor));
       if (Attribute layer = column->getAttr(kLayerAttrName))

@@ -1,9 +1,13 @@
-"""close_runs.py REF.jsonl REF.safetensors RUN.jsonl RUN.safetensors [RTOL]
+"""close_runs.py REF.jsonl REF.safetensors RUN.jsonl RUN.safetensors
+                [RTOL [--losses-only]]
 
 Exit 0 iff a data-parallel run matches the one-rank reference: the same
 steps, every logged loss and gradient norm within RTOL (relative, default
 1e-5), and every saved weight within fp32 noise of the reference's
-(|a - b| <= 1e-5 * (1 + |b|)). Prints the largest differences."""
+(|a - b| <= 1e-5 * (1 + |b|)). Prints the largest differences.
+--losses-only: the weights are not compared (16-bit runs, where Adam's
+normalised update turns a rounding difference in a near-zero gradient into
+a whole step)."""
 import json
 import sys
 
@@ -20,6 +24,7 @@ def records(path):
 
 ref_log, ref_w, run_log, run_w = sys.argv[1:5]
 rtol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
+losses_only = sys.argv[6:] == ["--losses-only"]
 a, b = records(ref_log), records(run_log)
 if not a or [s for s, _, _ in a] != [s for s, _, _ in b]:
     sys.exit(f"steps differ: {a} vs {b}")
@@ -34,6 +39,6 @@ worst_weight = max(
     for k in wa)
 print(f"max relative loss/grad-norm difference {worst_loss:.2e}, "
       f"max weight difference {worst_weight:.2e}")
-if worst_loss > rtol or worst_weight > 1e-5:
+if worst_loss > rtol or (worst_weight > 1e-5 and not losses_only):
     sys.exit(f"data-parallel run differs from the one-rank run "
              f"(rtol {rtol:g})")
