@@ -699,6 +699,20 @@ TEST(TrainConfig, TensorAndPipelineParallel) {
              "schedule");
   EXPECT_HAS(trainError(ds(R"("dsc": {"pipeline_schedule": "zb"})")),
              "dsc.pipeline_schedule: \"zb\" is not allowed");
+
+  // What tensor slicing cannot compose with yet is refused by name.
+  const std::string tp2 = R"("tensor_parallel": {"autotp_size": 2}, )";
+  EXPECT_HAS(trainError(ds(tp2 + R"("optimizer": {"type": "Lamb"})"), 2),
+             "tensor_parallel.autotp_size 2 with optimizer Lamb: LAMB's "
+             "trust ratio needs whole parameters");
+  EXPECT_HAS(
+      trainError(ds(tp2 + R"("optimizer": {"type": "OneBitAdam"})"), 2),
+      "tensor_parallel.autotp_size 2 with a compressed optimizer");
+  EXPECT_HAS(
+      trainError(ds(tp2 + R"("optimizer": {"type": "ZeroOneAdam"})"), 2),
+      "tensor_parallel.autotp_size 2 with a compressed optimizer");
+  EXPECT_HAS(trainError(ds(tp2 + R"("lora": {"r": 4})"), 2),
+             "tensor_parallel.autotp_size 2 with a lora section");
 }
 
 // DeepSpeed's keys and JSON defaults; every key is accepted in every mode

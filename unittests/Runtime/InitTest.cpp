@@ -2,8 +2,10 @@
 #include "TestUtil.h"
 
 #include "dsc/Runtime/Philox.h"
+#include "dsc/Runtime/TensorSlice.h"
 
 #include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -124,4 +126,70 @@ TEST(Init, FillsAndZeroesByRole) {
     EXPECT_EQ(s.f32(4)[i], 5.0f); // Input untouched
     EXPECT_EQ(s.f32(5)[i], 5.0f); // Temp untouched
   }
+}
+
+namespace {
+/// A program of one parameter on a data x tensor mesh.
+Program meshProgram(Buffer b, int64_t data, int64_t tensor) {
+  Program p;
+  p.buffers.push_back(std::move(b));
+  p.meta["world_size"] = data * tensor;
+  p.meta["mesh_data"] = data;
+  p.meta["mesh_tensor"] = tensor;
+  p.meta["mesh_pipeline"] = int64_t(1);
+  return p;
+}
+std::vector<char> bytesOf(Storage &s, const Program &p) {
+  const char *x = static_cast<const char *>(s.data(0));
+  return std::vector<char>(x, x + p.buffers[0].bytes());
+}
+} // namespace
+
+// A tensor-parallel slice (GPT-2's fused QKV: 3 sections of dimension 1)
+// holds its part of the values the whole tensor gets, alone and sharded by
+// ZeRO over the data axis; SliceMap puts the parts back together.
+TEST(Init, TensorSliceIsItsPartOfTheWhole) {
+  Program whole = meshProgram(param("qkv", {4, 12}, InitKind::Normal, 0.5),
+                              1, 1);
+  Storage ws(whole);
+  initializeParameters(whole, ws, 7);
+  const std::vector<char> wholeBytes = bytesOf(ws, whole);
+
+  Buffer sliced = param("qkv", {4, 6}, InitKind::Normal, 0.5);
+  sliced.sliceDim = 1;
+  sliced.sliceGroups = 3;
+  Program tp = meshProgram(sliced, 1, 2);
+  std::vector<char> parts;
+  for (int rank = 0; rank < 2; ++rank) {
+    Storage s(tp);
+    initializeParameters(tp, s, 7, rank);
+    std::vector<char> mine = bytesOf(s, tp);
+    const SliceMap map = SliceMap::of(tp.buffers[0], {4, 6}, 2);
+    EXPECT_EQ(map.wholeShape(), (std::vector<int64_t>{4, 12}));
+    EXPECT_EQ(mine, map.extract(wholeBytes, rank, sizeof(float)));
+    parts.insert(parts.end(), mine.begin(), mine.end());
+  }
+  // Part 1, row 1, column 2: section 1 (columns 4..7 of the whole), the
+  // second half of it.
+  Storage s1(tp);
+  initializeParameters(tp, s1, 7, 1);
+  EXPECT_EQ(s1.f32(0)[1 * 6 + 2], ws.f32(0)[1 * 12 + 6]);
+  EXPECT_EQ(SliceMap::of(tp.buffers[0], {4, 6}, 2).assemble(parts,
+                                                            sizeof(float)),
+            wholeBytes);
+
+  // ZeRO over 2 data ranks of each slice: rank 3 is data 1, tensor 1 (the
+  // tensor coordinate varies fastest), so it holds the second half of
+  // part 1's elements.
+  Buffer shard = param("qkv", {12}, InitKind::Normal, 0.5);
+  shard.wholeShape = {4, 6};
+  shard.sliceDim = 1;
+  shard.sliceGroups = 3;
+  Program both = meshProgram(shard, 2, 2);
+  Storage s3(both);
+  initializeParameters(both, s3, 7, 3);
+  std::vector<char> part1 = SliceMap::of(tp.buffers[0], {4, 6}, 2)
+                                .extract(wholeBytes, 1, sizeof(float));
+  EXPECT_EQ(0, std::memcmp(s3.data(0), part1.data() + 12 * sizeof(float),
+                           12 * sizeof(float)));
 }
