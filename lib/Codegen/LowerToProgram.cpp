@@ -153,6 +153,7 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   if (TensorSliceAttr slice = tensorSliceOf(module, state.getName())) {
     buf.sliceDim = slice.getDim();
     buf.sliceGroups = slice.getGroups();
+    buf.sliceSize = slice.getSize();
   }
   program.buffers.push_back(std::move(buf));
   int id = int(program.buffers.size()) - 1;

@@ -942,11 +942,12 @@ int64_t MeshAttr::groupSize(MeshAxis axis) const {
 
 LogicalResult
 TensorSliceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                        int64_t dim, int64_t groups) {
-  if (dim < 0 || groups < 1)
-    return emitError() << "tensor slice needs dim >= 0 and groups >= 1, got "
-                          "dim = "
-                       << dim << ", groups = " << groups;
+                        int64_t dim, int64_t groups, int64_t size) {
+  if (dim < 0 || groups < 1 || size < 1 || size % groups != 0)
+    return emitError() << "tensor slice needs dim >= 0, groups >= 1 and a "
+                          "size of whole groups, got dim = "
+                       << dim << ", groups = " << groups << ", size = "
+                       << size;
   return success();
 }
 
@@ -1040,6 +1041,59 @@ LogicalResult TpCopyOp::verify() {
 LogicalResult TpReduceOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
+}
+
+/// A vocabulary of `vocab` entries over the group of `axis`: each rank holds
+/// ceil(vocab / G) of them (`local`).
+static LogicalResult verifyVocabSlice(Operation *op, int64_t local,
+                                      int64_t vocab, MeshAxis axis) {
+  const int64_t g = meshGroupSize(op, axis);
+  if (vocab < 1)
+    return op->emitOpError("expects vocab >= 1, got ") << vocab;
+  const int64_t want = (vocab + g - 1) / g;
+  if (local != want)
+    return op->emitOpError("holds ")
+           << local << " entries of a vocabulary of " << vocab << " over "
+           << groupName(axis, g) << ", expected " << want;
+  return success();
+}
+
+LogicalResult VocabEmbeddingOp::verify() {
+  ArrayRef<int64_t> table = shapeOf(getTable()), ids = shapeOf(getIds());
+  if (table.size() != 2)
+    return emitOpError("expects a rank-2 table, got ") << shapeStr(table);
+  if (failed(verifyVocabSlice(*this, table[0], getVocab(), getAxis())))
+    return failure();
+  SmallVector<int64_t> want(ids.begin(), ids.end());
+  want.push_back(table[1]);
+  return expectShape(*this, "result", shapeOf(getResult()), want);
+}
+
+LogicalResult VocabEmbeddingGradOp::verify() {
+  ArrayRef<int64_t> ids = shapeOf(getIds()), grad = shapeOf(getGrad()),
+                    table = shapeOf(getResult());
+  if (table.size() != 2 || grad.size() != ids.size() + 1 ||
+      grad.drop_back() != ids || grad.back() != table[1])
+    return emitOpError("gradient ")
+           << shapeStr(grad) << " does not match ids " << shapeStr(ids)
+           << " and table " << shapeStr(table);
+  return verifyVocabSlice(*this, table[0], getVocab(), getAxis());
+}
+
+LogicalResult VocabCrossEntropyOp::verify() {
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+    return failure();
+  return verifyVocabSlice(*this, shapeOf(getLogits()).back(), getVocab(),
+                          getAxis());
+}
+
+LogicalResult VocabCrossEntropyGradOp::verify() {
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())) ||
+      failed(verifyVocabSlice(*this, shapeOf(getLogits()).back(), getVocab(),
+                              getAxis())))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getLogits()));
 }
 
 LogicalResult ReduceScatterOp::verify() {

@@ -331,3 +331,18 @@ void TpReduceOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   operandGrads[0] = resultGrads[0];
 }
+
+void VocabEmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<VocabEmbeddingGradOp>(
+      getLoc(), getTable().getType(), getIds(), resultGrads[0],
+      getVocabAttr(), getAxisAttr());
+}
+
+void VocabCrossEntropyOp::buildGradient(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<VocabCrossEntropyGradOp>(
+      getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+      getLabels(), getVocabAttr(), getIgnoreIndexAttr(), getAxisAttr());
+}

@@ -181,6 +181,11 @@ void CpuBackend::runCollective(cpu::Exec &e) {
     cpu::copyBytes(e.fout(0, "result"), e.fin(0, "input") + rank * e.d.n,
                    size_t(e.d.n) * sizeof(float));
     return;
+  case Opcode::VocabEmbedding:
+  case Opcode::VocabEmbeddingGrad:
+  case Opcode::VocabCrossEntropy:
+  case Opcode::VocabCrossEntropyGrad:
+    return cpu::runVocabParallel(e, group);
   case Opcode::NormAllReduce: {
     float sumSquares = e.scalarIn(0, "norm") * e.scalarIn(0, "norm");
     group.allReduce(&sumSquares, 1, ReduceOp::Sum);

@@ -157,7 +157,8 @@ public:
 };
 
 void Checker::embedding() {
-  const bool grad = I.op == Opcode::EmbeddingGrad;
+  const bool grad =
+      I.op == Opcode::EmbeddingGrad || I.op == Opcode::VocabEmbeddingGrad;
   const Buffer &t = grad ? out(0) : in(0);
   if (t.shape.size() != 2)
     fail(std::string(grad ? "dtable" : "table") + " '" + t.name +
@@ -566,7 +567,8 @@ void Checker::repeatKv() {
 /// CrossEntropy(logits, labels) -> loss; CrossEntropyGrad(dloss, logits,
 /// labels) -> dlogits.
 void Checker::crossEntropy() {
-  const bool grad = I.op == Opcode::CrossEntropyGrad;
+  const bool grad =
+      I.op == Opcode::CrossEntropyGrad || I.op == Opcode::VocabCrossEntropyGrad;
   const size_t li = grad ? 1 : 0;
   rowsOf(in(li), "logits");
   count(in(li + 1), d.rows, "labels");

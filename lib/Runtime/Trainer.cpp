@@ -156,10 +156,16 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
 
 void Trainer::expectBuffer(BufferRole role, const std::string &name,
                            DType dtype, int64_t elements) const {
-  const Buffer &buf = prog.buffers[buffer(role, name)];
-  if (buf.dtype != dtype || buf.numElements() != elements)
+  const int id = buffer(role, name);
+  const Buffer &buf = prog.buffers[size_t(id)];
+  // A sliced buffer (the vocabulary-parallel logits) is checked whole.
+  const std::vector<int64_t> whole = wholeShapeOf(id);
+  int64_t wholeElements = 1;
+  for (int64_t d : whole)
+    wholeElements *= d;
+  if (buf.dtype != dtype || wholeElements != elements)
     throw Error("compiled step: buffer '" + name + "' is " +
-                spacedShape(buf.shape) + " " + dtypeName(buf.dtype) +
+                spacedShape(whole) + " " + dtypeName(buf.dtype) +
                 ", expected " + std::to_string(elements) + " elements of " +
                 dtypeName(dtype) + " (from dsc.micro_batch, dsc.seq_len, "
                 "dsc.vocab_size)");
@@ -657,6 +663,9 @@ std::vector<int32_t> Trainer::generate(const std::vector<int32_t> &prompt,
   const Function &eval = prog.function("eval_step");
   const int idsBuf = buffer(BufferRole::Input, "input_ids");
   const int logitsBuf = buffer(BufferRole::Output, "logits");
+  if (isSliced(logitsBuf))
+    throw Error("sampling reads whole logits; this step's are sliced over "
+                "the tensor axis (sample with a one-process step)");
   int32_t *ids = storage.i32(idsBuf);
   const float *logits = storage.f32(logitsBuf);
   std::vector<int32_t> tokens = prompt;

@@ -23,8 +23,15 @@
 //     sections, each sliced by heads);
 //   MLP: a dsc.linear whose input comes through gelu / silu / mul / dropout
 //     from column GEMMs only.
-// Everything else (embeddings, norms, the LM head and loss) is replicated:
-// every rank computes it whole, so its gradients agree without a collective.
+// The vocabulary is split too (Megatron's VocabParallelEmbedding and
+// vocab_parallel_cross_entropy): the LM head's [V, C] weight, its bias and
+// every embedding table of V rows are sliced by rows, padded to a multiple
+// of T; the head computes this rank's logit columns (through tp_copy),
+// dsc.vocab_cross_entropy reduces the loss over the group and
+// dsc.vocab_embedding each lookup; @forward returns the sliced logits
+// (recorded as `logits` in dsc.tensor_slices: the runtime gathers them).
+// Everything else (position embeddings, norms) is replicated: every rank
+// computes it whole, so its gradients agree without a collective.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +81,7 @@ private:
   LogicalResult checkWeight(LinearOp linear, Value weight);
   void slice(Region &region, int64_t parts);
   void sliceArgument(Value arg, int64_t dim, int64_t groups, int64_t parts);
+  void sliceVocabulary(int64_t parts);
 
   func::FuncOp forward;
   SmallVector<NamedAttribute> slices;
@@ -216,12 +224,13 @@ LogicalResult TensorParallelPass::checkSliceable(const Region &region,
 void TensorParallelPass::sliceArgument(Value value, int64_t dim,
                                        int64_t groups, int64_t parts) {
   auto arg = cast<BlockArgument>(value);
+  const int64_t size = cast<RankedTensorType>(arg.getType()).getDimSize(dim);
   arg.setType(withDim(arg.getType(), dim, parts));
   auto param =
       forward.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName);
   slices.push_back(NamedAttribute(
       StringAttr::get(&getContext(), param.getName()),
-      TensorSliceAttr::get(&getContext(), dim, groups)));
+      TensorSliceAttr::get(&getContext(), dim, groups, size)));
 }
 
 void TensorParallelPass::slice(Region &region, int64_t parts) {
@@ -283,11 +292,114 @@ void TensorParallelPass::slice(Region &region, int64_t parts) {
   row.erase();
 }
 
+/// The parameter argument `v` is, or null.
+static BlockArgument paramArg(func::FuncOp fn, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && arg.getOwner()->getParentOp() == fn &&
+                 fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
+                                                kParamAttrName)
+             ? arg
+             : BlockArgument();
+}
+
+void TensorParallelPass::sliceVocabulary(int64_t parts) {
+  MLIRContext *ctx = &getContext();
+  // The LM head: the loss's logits from a [V, C] parameter (transpose_w),
+  // whose every other use is an embedding lookup. Without one the
+  // vocabulary stays whole.
+  SmallVector<CrossEntropyOp> losses;
+  forward.walk([&](CrossEntropyOp ce) { losses.push_back(ce); });
+  if (losses.size() != 1)
+    return;
+  CrossEntropyOp loss = losses.front();
+  auto head = loss.getLogits().getDefiningOp<LinearOp>();
+  if (!head || !head.getTransposeW())
+    return;
+  auto logitsType = cast<RankedTensorType>(head.getType());
+  const int64_t vocab = logitsType.getShape().back();
+  const int64_t rows = (vocab + parts - 1) / parts;
+  auto embeddingsOnly = [&](BlockArgument table, Operation *except) {
+    return llvm::all_of(table.getUsers(), [&](Operation *user) {
+      auto lookup = dyn_cast<EmbeddingOp>(user);
+      return user == except || (lookup && lookup.getTable() == table);
+    });
+  };
+  BlockArgument weight = paramArg(forward, head.getWeight());
+  BlockArgument bias = head.getBias() ? paramArg(forward, head.getBias())
+                                      : BlockArgument();
+  if (!weight || !embeddingsOnly(weight, head) ||
+      (head.getBias() && (!bias || !bias.hasOneUse())))
+    return;
+  // Every table of V rows (the tied head's, LLaMA's untied embed_tokens).
+  SmallVector<BlockArgument> tables{weight};
+  for (BlockArgument arg : forward.getArguments())
+    if (arg != weight && paramArg(forward, arg) && !arg.use_empty() &&
+        cast<RankedTensorType>(arg.getType()).getRank() == 2 &&
+        cast<RankedTensorType>(arg.getType()).getDimSize(0) == vocab &&
+        embeddingsOnly(arg, nullptr))
+      tables.push_back(arg);
+
+  auto withRows = [&](RankedTensorType t, int64_t dim) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape[size_t(dim)] = rows;
+    return RankedTensorType::get(shape, t.getElementType());
+  };
+  auto sliceRows = [&](BlockArgument arg) {
+    auto param =
+        forward.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName);
+    slices.push_back(NamedAttribute(StringAttr::get(ctx, param.getName()),
+                                    TensorSliceAttr::get(ctx, 0, 1, vocab)));
+    arg.setType(withRows(cast<RankedTensorType>(arg.getType()), 0));
+  };
+  OpBuilder b(ctx);
+  auto axis = MeshAxisAttr::get(ctx, MeshAxis::tensor);
+  auto vocabAttr = b.getI64IntegerAttr(vocab);
+  for (BlockArgument table : tables) {
+    SmallVector<EmbeddingOp> lookups;
+    for (Operation *user : table.getUsers())
+      if (auto lookup = dyn_cast<EmbeddingOp>(user))
+        lookups.push_back(lookup);
+    sliceRows(table);
+    for (EmbeddingOp lookup : lookups) {
+      b.setInsertionPoint(lookup);
+      auto parallel = b.create<VocabEmbeddingOp>(
+          lookup.getLoc(), lookup.getType(), table, lookup.getIds(),
+          vocabAttr, axis);
+      parallel->setDiscardableAttrs(lookup->getDiscardableAttrDictionary());
+      lookup.replaceAllUsesWith(parallel.getResult());
+      lookup.erase();
+    }
+  }
+  if (bias)
+    sliceRows(bias);
+  // The head computes this rank's columns from the whole input.
+  b.setInsertionPoint(head);
+  Value x = head.getInput();
+  head.getInputMutable().assign(
+      b.create<TpCopyOp>(head.getLoc(), x.getType(), x, axis));
+  head.getResult().setType(withRows(logitsType, logitsType.getRank() - 1));
+  b.setInsertionPoint(loss);
+  auto parallelLoss = b.create<VocabCrossEntropyOp>(
+      loss.getLoc(), loss.getType(), head.getResult(), loss.getLabels(),
+      vocabAttr, loss.getIgnoreIndexAttr(), axis);
+  loss.replaceAllUsesWith(parallelLoss.getResult());
+  loss.erase();
+  // The step returns the logits as they are: this rank's columns.
+  slices.push_back(NamedAttribute(
+      StringAttr::get(ctx, "logits"),
+      TensorSliceAttr::get(ctx, logitsType.getRank() - 1, 1, vocab)));
+}
+
 void TensorParallelPass::runOnOperation() {
   ModuleOp module = getOperation();
   const int64_t parts = meshGroupSize(module, MeshAxis::tensor);
   if (parts == 1)
     return;
+  if (module->hasAttr(kTensorSlicesAttrName)) {
+    module.emitError("dsc-tensor-parallel: the module is sliced already (")
+        << kTensorSlicesAttrName << ")";
+    return signalPassFailure();
+  }
   forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward || forward.isExternal()) {
     module.emitError("dsc-tensor-parallel: the module has no @forward");
@@ -332,9 +444,10 @@ void TensorParallelPass::runOnOperation() {
   }
   for (Region &region : regions)
     slice(region, parts);
+  sliceVocabulary(parts);
   forward.setType(FunctionType::get(
       &getContext(), forward.getBody().getArgumentTypes(),
-      forward.getResultTypes()));
+      forward.getBody().front().getTerminator()->getOperandTypes()));
   module->setAttr(kTensorSlicesAttrName,
                   DictionaryAttr::get(&getContext(), slices));
 }

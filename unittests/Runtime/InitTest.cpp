@@ -158,6 +158,7 @@ TEST(Init, TensorSliceIsItsPartOfTheWhole) {
   Buffer sliced = param("qkv", {4, 6}, InitKind::Normal, 0.5);
   sliced.sliceDim = 1;
   sliced.sliceGroups = 3;
+  sliced.sliceSize = 12;
   Program tp = meshProgram(sliced, 1, 2);
   std::vector<char> parts;
   for (int rank = 0; rank < 2; ++rank) {
@@ -185,6 +186,7 @@ TEST(Init, TensorSliceIsItsPartOfTheWhole) {
   shard.wholeShape = {4, 6};
   shard.sliceDim = 1;
   shard.sliceGroups = 3;
+  shard.sliceSize = 12;
   Program both = meshProgram(shard, 2, 2);
   Storage s3(both);
   initializeParameters(both, s3, 7, 3);
@@ -192,4 +194,38 @@ TEST(Init, TensorSliceIsItsPartOfTheWhole) {
                                 .extract(wholeBytes, 1, sizeof(float));
   EXPECT_EQ(0, std::memcmp(s3.data(0), part1.data() + 12 * sizeof(float),
                            12 * sizeof(float)));
+}
+
+// A vocabulary-parallel table of 5 rows over 2 ranks: 3 rows each, the
+// last row of part 1 padding (zero, absent from the whole tensor).
+TEST(Init, PaddedVocabularySlice) {
+  Program whole = meshProgram(param("wte", {5, 2}, InitKind::Normal, 1.0),
+                              1, 1);
+  Storage ws(whole);
+  initializeParameters(whole, ws, 3);
+  Buffer rows = param("wte", {3, 2}, InitKind::Normal, 1.0);
+  rows.sliceDim = 0;
+  rows.sliceSize = 5;
+  Program tp = meshProgram(rows, 1, 2);
+  std::vector<char> parts;
+  for (int rank = 0; rank < 2; ++rank) {
+    Storage s(tp);
+    initializeParameters(tp, s, 3, rank);
+    for (int64_t i = 0; i < 6; ++i) {
+      const int64_t w = rank * 6 + i; // element of the whole tensor
+      EXPECT_EQ(s.f32(0)[i], w < 10 ? ws.f32(0)[w] : 0.0f) << rank << " " << i;
+    }
+    std::vector<char> mine = bytesOf(s, tp);
+    parts.insert(parts.end(), mine.begin(), mine.end());
+  }
+  const SliceMap map = SliceMap::of(tp.buffers[0], {3, 2}, 2);
+  EXPECT_EQ(map.wholeShape(), (std::vector<int64_t>{5, 2}));
+  EXPECT_EQ(map.assemble(parts, sizeof(float)), bytesOf(ws, whole));
+  std::vector<char> last = map.extract(bytesOf(ws, whole), 1, sizeof(float));
+  EXPECT_EQ(0, std::memcmp(last.data(), ws.f32(0) + 6, 4 * sizeof(float)));
+  EXPECT_EQ(0.0f, reinterpret_cast<const float *>(last.data())[4]);
+  // 3 rows per part cannot hold 7 rows, nor does part 1 hold only padding
+  // when the whole has 3.
+  EXPECT_THROW(SliceMap({3, 2}, 0, 1, 2, 7), Error);
+  EXPECT_THROW(SliceMap({3, 2}, 0, 1, 2, 3), Error);
 }

@@ -144,14 +144,20 @@ def Dsc_TensorSliceAttr : AttrDef<Dsc_Dialect, "TensorSlice"> {
   let description = [{
     -dsc-tensor-parallel slices a parameter over the T ranks of the mesh's
     tensor axis and records it in the module's `dsc.tensor_slices`
-    dictionary (parameter name -> `#dsc.tensor_slice<dim = 1, groups = 3>`).
-    Dimension `dim` of the whole tensor is `groups` equal sections (GPT-2's
-    fused c_attn holds Q, K and V: 3); rank r holds part r of T of each
-    section, the parts side by side. The step's arguments have the slice's
-    shape; the runtime initializes, loads and saves whole tensors.
+    dictionary (parameter name -> `#dsc.tensor_slice<dim = 1, groups = 3,
+    size = 192>`). Dimension `dim` of the whole tensor has `size` elements
+    in `groups` equal sections (GPT-2's fused c_attn holds Q, K and V: 3);
+    rank r holds part r of T of each section, the parts side by side. With
+    one group the parts may overrun `size`: a vocabulary-parallel table of
+    107 rows over 2 ranks holds 54 rows on each, the last one padding. The
+    step's arguments have the slice's shape; the runtime initializes, loads
+    and saves whole tensors. The step's `logits` output may be listed too
+    (the runtime gathers it when it reads it).
   }];
-  let parameters = (ins "int64_t":$dim, "int64_t":$groups);
-  let assemblyFormat = "`<` `dim` `=` $dim `,` `groups` `=` $groups `>`";
+  let parameters = (ins "int64_t":$dim, "int64_t":$groups, "int64_t":$size);
+  let assemblyFormat = [{
+    `<` `dim` `=` $dim `,` `groups` `=` $groups `,` `size` `=` $size `>`
+  }];
   let genVerifyDecl = 1;
 }
 

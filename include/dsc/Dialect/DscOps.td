@@ -898,6 +898,75 @@ def Dsc_TpReduceOp
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+// Vocabulary-parallel embedding and loss (Megatron's VocabParallelEmbedding
+// and vocab_parallel_cross_entropy): rank t of the group holds rows (or
+// logit columns) [t*Vl, (t+1)*Vl) of a vocabulary of `vocab` entries, padded
+// to T*Vl. They run with the rank's coordinate along `axis`.
+
+def Dsc_VocabEmbeddingOp
+    : Dsc_CollectiveOp<"vocab_embedding",
+          [DeclareOpInterfaceMethods<Dsc_GradientOpInterface>]> {
+  let summary = "Row gather from a table sliced by rows over the group";
+  let description = [{
+    Each rank looks up the `ids` in its rows (the others give zeros) and
+    the group sums the results: every rank gets `table[ids]` of the whole
+    table. Ids must lie in [0, vocab).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$table, Dsc_IdTensor:$ids,
+                       I64Attr:$vocab,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::tensor">:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_VocabEmbeddingGradOp : Dsc_Op<"vocab_embedding_grad"> {
+  let summary = "This rank's rows of an embedding's table gradient";
+  let description = [{
+    The scatter-add of `dsc.embedding_grad` restricted to the ids in the
+    rank's rows; no communication (every rank has the whole gradient of
+    the lookup's result).
+  }];
+  let arguments = (ins Dsc_IdTensor:$ids, Dsc_FloatTensor:$grad,
+                       I64Attr:$vocab,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::tensor">:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_VocabCrossEntropyOp
+    : Dsc_CollectiveOp<"vocab_cross_entropy",
+          [DeclareOpInterfaceMethods<Dsc_GradientOpInterface>]> {
+  let summary = "dsc.cross_entropy of logits sliced by columns over the group";
+  let description = [{
+    `logits` [..., Vl] are this rank's columns; padding columns (from
+    `vocab` on) do not count. The group all-reduces each row's maximum,
+    then its sum of exponentials and the label's logit (held by one rank):
+    every rank gets the whole vocabulary's mean loss.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IdTensor:$labels,
+                       I64Attr:$vocab,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::tensor">:$axis);
+  let results = (outs Dsc_Scalar:$loss);
+}
+
+def Dsc_VocabCrossEntropyGradOp
+    : Dsc_CollectiveOp<"vocab_cross_entropy_grad"> {
+  let summary = "This rank's columns of dsc.cross_entropy_grad";
+  let description = [{
+    dloss * (softmax(logits) - onehot(labels)) / count on the rank's
+    columns (zero on padding), the softmax's row maximum and sum
+    all-reduced over the group again.
+  }];
+  let arguments = (ins Dsc_Scalar:$grad, Dsc_FloatTensor:$logits,
+                       Dsc_IdTensor:$labels, I64Attr:$vocab,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::tensor">:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_FlatResizeOp : Dsc_Op<"flat_resize"> {
   let summary = "The elements in row-major order, cut or zero-padded";
   let description = [{

@@ -64,11 +64,13 @@ struct Buffer {
   /// size (n: this buffer's elements). Empty for a whole tensor.
   std::vector<int64_t> wholeShape;
   /// Tensor slicing (#dsc.tensor_slice): dimension `sliceDim` of the whole
-  /// tensor is `sliceGroups` equal sections and this buffer holds part t of
-  /// the mesh's T of each (t: the rank's tensor coordinate); -1 when whole.
-  /// The slice is what ZeRO then shards (wholeShape is the slice's shape).
+  /// tensor has `sliceSize` elements in `sliceGroups` equal sections and
+  /// this buffer holds part t of the mesh's T of each (t: the rank's tensor
+  /// coordinate; see TensorSlice.h for padding); -1 when whole. The slice
+  /// is what ZeRO then shards (wholeShape is the slice's shape).
   int64_t sliceDim = -1;
   int64_t sliceGroups = 1;
+  int64_t sliceSize = 0;
   /// 1-bit Adam's compression errors: every rank holds its own value, so
   /// checkpoints keep all ranks' copies ([world size, shape...]).
   bool perRank = false;

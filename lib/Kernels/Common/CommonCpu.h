@@ -252,6 +252,9 @@ void runElementwise(Exec &e);
 void runNorms(Exec &e);
 void runAttention(Exec &e);
 void runEmbeddingLoss(Exec &e);
+/// The vocabulary-parallel embedding and loss over `group` (the ranks of
+/// the instruction's axis; this rank holds slice group.rank()).
+void runVocabParallel(Exec &e, Communicator &group);
 void runOptimizers(Exec &e);
 void runCompression(Exec &e);
 void runGated(Exec &e);

@@ -164,7 +164,141 @@ void crossEntropyGrad(float dloss, const float *logits, const int32_t *labels,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel (each rank holds Vl rows or logit columns from
+// offset = rank * Vl; those from `vocab` on are padding)
+//===----------------------------------------------------------------------===//
+
+/// The row-wise maximum and sum of exponentials of the whole vocabulary's
+/// logits, from this rank's `valid` columns and the group's.
+void vocabRowStats(const float *logits, int64_t rows, int64_t Vl,
+                   int64_t valid, Communicator &group, std::vector<float> &mx,
+                   std::vector<float> &sum) {
+  mx.assign(size_t(rows), -std::numeric_limits<float>::infinity());
+  sum.assign(size_t(rows), 0.0f);
+#pragma omp parallel for schedule(static) if (rows * Vl > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *z = logits + r * Vl;
+    float m = mx[size_t(r)];
+    for (int64_t j = 0; j < valid; ++j)
+      m = std::max(m, z[j]);
+    mx[size_t(r)] = m;
+  }
+  group.allReduce(mx.data(), rows, ReduceOp::Max);
+#pragma omp parallel for schedule(static) if (rows * Vl > (1 << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *z = logits + r * Vl;
+    const float m = mx[size_t(r)];
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < valid; ++j)
+      s += expApprox(z[j] - m);
+    sum[size_t(r)] = s;
+  }
+  group.allReduce(sum.data(), rows, ReduceOp::Sum);
+}
+
 } // namespace
+
+void runVocabParallel(Exec &e, Communicator &group) {
+  const Instr &I = e.I;
+  const InstrDims &d = e.d;
+  const int64_t V = I.getInt("vocab");
+  const bool embed =
+      I.op == Opcode::VocabEmbedding || I.op == Opcode::VocabEmbeddingGrad;
+  const int64_t local = embed ? d.vocab : d.cols;
+  if (local * group.size() < V || local * (group.size() - 1) >= V)
+    e.fail(std::to_string(local) + " entries per rank do not split a "
+           "vocabulary of " + std::to_string(V) + " over " +
+           std::to_string(group.size()) + " ranks");
+  const int64_t offset = int64_t(group.rank()) * local;
+  const int64_t valid = std::clamp(V - offset, int64_t(0), local);
+  auto mine = [&](int64_t id) { return id >= offset && id < offset + valid; };
+  switch (I.op) {
+  case Opcode::VocabEmbedding: {
+    const float *table = e.fin(0, "table");
+    const int32_t *ids = e.iin(1, "ids");
+    float *out = e.fout(0, "output");
+    checkIds("vocab_embedding", ids, d.rows, V);
+#pragma omp parallel for schedule(static) if (d.rows * d.cols > (1 << 15))
+    for (int64_t r = 0; r < d.rows; ++r) {
+      if (mine(ids[r]))
+        std::memcpy(out + r * d.cols, table + (ids[r] - offset) * d.cols,
+                    size_t(d.cols) * 4);
+      else
+        std::memset(out + r * d.cols, 0, size_t(d.cols) * 4);
+    }
+    group.allReduce(out, d.rows * d.cols, ReduceOp::Sum);
+    return;
+  }
+  case Opcode::VocabEmbeddingGrad: {
+    const int32_t *ids = e.iin(0, "ids");
+    const float *dy = e.fin(1, "dy");
+    float *dtable = e.fout(0, "dtable");
+    checkIds("vocab_embedding_grad", ids, d.rows, V);
+    fillF32(dtable, d.vocab * d.cols, 0.0f);
+    // In token order, as embedding_grad sums.
+    for (int64_t r = 0; r < d.rows; ++r) {
+      if (!mine(ids[r]))
+        continue;
+      float *dst = dtable + (ids[r] - offset) * d.cols;
+      const float *src = dy + r * d.cols;
+#pragma omp simd
+      for (int64_t c = 0; c < d.cols; ++c)
+        dst[c] += src[c];
+    }
+    return;
+  }
+  case Opcode::VocabCrossEntropy:
+  case Opcode::VocabCrossEntropyGrad: {
+    const bool grad = I.op == Opcode::VocabCrossEntropyGrad;
+    const size_t li = grad ? 1 : 0;
+    const int64_t ignore = I.getInt("ignore_index");
+    const float *logits = e.fin(li, "logits");
+    const int32_t *labels = e.iin(li + 1, "labels");
+    int64_t count;
+    checkLabels(labels, d.rows, V, ignore, grad ? "vocab_cross_entropy_grad"
+                                                : "vocab_cross_entropy",
+                count);
+    std::vector<float> mx, sum;
+    vocabRowStats(logits, d.rows, d.cols, valid, group, mx, sum);
+    if (!grad) {
+      // The labels' logits: each is on one rank.
+      std::vector<float> target(size_t(d.rows), 0.0f);
+      for (int64_t r = 0; r < d.rows; ++r)
+        if (labels[r] != ignore && mine(labels[r]))
+          target[size_t(r)] = logits[r * d.cols + labels[r] - offset];
+      group.allReduce(target.data(), d.rows, ReduceOp::Sum);
+      double total = 0.0;
+      for (int64_t r = 0; r < d.rows; ++r)
+        if (labels[r] != ignore)
+          total += double(mx[size_t(r)]) + std::log(double(sum[size_t(r)])) -
+                   double(target[size_t(r)]);
+      e.fout(0, "loss")[0] = count > 0 ? float(total / double(count)) : 0.0f;
+      return;
+    }
+    const float k = count > 0 ? e.scalarIn(0, "dloss") / float(count) : 0.0f;
+    float *dlogits = e.fout(0, "dlogits");
+#pragma omp parallel for schedule(static) if (d.rows * d.cols > (1 << 14))
+    for (int64_t r = 0; r < d.rows; ++r) {
+      const float *z = logits + r * d.cols;
+      float *dz = dlogits + r * d.cols;
+      std::memset(dz, 0, size_t(d.cols) * 4);
+      if (labels[r] == ignore)
+        continue;
+      const float f = k / sum[size_t(r)], m = mx[size_t(r)];
+      for (int64_t j = 0; j < valid; ++j)
+        dz[j] = f * expApprox(z[j] - m);
+      if (mine(labels[r]))
+        dz[labels[r] - offset] -= k;
+    }
+    return;
+  }
+  default:
+    break;
+  }
+  e.fail("internal: not a vocabulary-parallel opcode");
+}
 
 void runEmbeddingLoss(Exec &e) {
   const Instr &I = e.I;
