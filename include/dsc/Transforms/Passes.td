@@ -408,7 +408,13 @@ def DscTensorParallel : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
     The sliced weights and biases become 1/T of their whole shape, and the
     module's `dsc.tensor_slices` records each (#dsc.tensor_slice) for the
     gradient norm and the runtime, which initializes, loads and saves whole
-    tensors. Embeddings, norms, the LM head and the loss stay replicated.
+    tensors. The vocabulary is split by rows (padded to a multiple of T):
+    the loss's LM head (a [V, C] parameter with transpose_w, and its bias)
+    and every embedding table of V rows; lookups become
+    `dsc.vocab_embedding`, the loss `dsc.vocab_cross_entropy`, and the
+    step's logits stay sliced (`logits` in `dsc.tensor_slices`). Position
+    embeddings and norms stay replicated. A module with
+    `dsc.tensor_slices` already is refused.
     Runs before any fusion, on the graph the frontend builds; the heads
     (key/value heads too) and every sliced feature count must divide by T.
   }];
