@@ -396,7 +396,10 @@ FailureOr<rt::Program> Lowering::run(ArrayRef<StringRef> required,
     StringRef name = attr.getName().strref();
     if (!name.consume_front("dsc."))
       continue;
-    if (auto mesh = dyn_cast<MeshAttr>(attr.getValue())) {
+    if (attr.getName() == kTensorParallelStreamsAttrName) {
+      auto streams = cast<DenseI64ArrayAttr>(attr.getValue()).asArrayRef();
+      program.tensorParallelStreams.assign(streams.begin(), streams.end());
+    } else if (auto mesh = dyn_cast<MeshAttr>(attr.getValue())) {
       program.meta["world_size"] =
           mesh.getData() * mesh.getTensor() * mesh.getPipeline();
       program.meta["mesh_data"] = mesh.getData();

@@ -953,6 +953,12 @@ TensorSliceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
+  if (attr.getName() == kTensorParallelStreamsAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<DenseI64ArrayAttr>(attr.getValue()))
+      return op->emitError() << "'" << kTensorParallelStreamsAttrName
+                             << "' must be an array<i64> on the module";
+    return success();
+  }
   if (attr.getName() == kTensorSlicesAttrName) {
     auto slices = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !slices)

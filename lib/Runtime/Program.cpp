@@ -2,6 +2,8 @@
 
 #include "dsc/Runtime/Program.h"
 
+#include <set>
+
 namespace dsc::rt {
 
 size_t dtypeSize(DType t) {
@@ -320,6 +322,20 @@ Mesh Program::mesh() const {
                 std::to_string(m.pipeline) + ") does not have world_size " +
                 std::to_string(world) + " ranks");
   return m;
+}
+
+void drawTensorParallelStreamsPerRank(Program &program, int64_t tensorRank) {
+  if (tensorRank == 0 || program.tensorParallelStreams.empty())
+    return;
+  const std::set<int64_t> sliced(program.tensorParallelStreams.begin(),
+                                 program.tensorParallelStreams.end());
+  for (auto &[name, fn] : program.functions)
+    for (Instr &instr : fn.body) {
+      auto it = instr.attrs.find("stream");
+      if (it != instr.attrs.end() && sliced.count(instr.getInt("stream")))
+        it->second = instr.getInt("stream") +
+                     tensorRank * kTensorRankStreamStride;
+    }
 }
 
 } // namespace dsc::rt

@@ -129,6 +129,7 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                 " ranks; training runs data and tensor parallelism only "
                 "(pipeline stages are not built yet)");
   groups = std::make_unique<MeshGroups>(comm, mesh);
+  drawTensorParallelStreamsPerRank(prog, tensorGroup().rank());
   prog.function("micro_step");
   prog.function("apply_step");
   if (prog.functions.count("apply_step_compressed"))

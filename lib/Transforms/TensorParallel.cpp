@@ -442,6 +442,16 @@ void TensorParallelPass::runOnOperation() {
         << parts << " ranks of the tensor axis";
     return signalPassFailure();
   }
+  // Dropouts on this rank's heads or features draw per-rank masks.
+  SmallVector<int64_t> streams;
+  for (Region &region : regions)
+    for (Operation *op : region.inner)
+      if (auto dropout = dyn_cast<StochasticOpInterface>(op);
+          dropout && dropout.getDropoutRate() > 0)
+        streams.push_back(dropout.getDropoutStream());
+  if (!streams.empty())
+    module->setAttr(kTensorParallelStreamsAttrName,
+                    DenseI64ArrayAttr::get(&getContext(), streams));
   for (Region &region : regions)
     slice(region, parts);
   sliceVocabulary(parts);

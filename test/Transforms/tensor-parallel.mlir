@@ -12,7 +12,10 @@
 // table feeds dsc.vocab_embedding and the head's 8 logit columns, and
 // dsc.vocab_cross_entropy takes the loss over the group.
 
-// CHECK: dsc.tensor_slices = {attn.o.weight = #dsc.tensor_slice<dim = 0, groups = 1, size = 8>, attn.qkv.bias = #dsc.tensor_slice<dim = 0, groups = 3, size = 24>, attn.qkv.weight = #dsc.tensor_slice<dim = 1, groups = 3, size = 24>, logits = #dsc.tensor_slice<dim = 2, groups = 1, size = 15>, mlp.fc.weight = #dsc.tensor_slice<dim = 0, groups = 1, size = 16>, mlp.proj.weight = #dsc.tensor_slice<dim = 1, groups = 1, size = 16>, wte.weight = #dsc.tensor_slice<dim = 0, groups = 1, size = 15>}
+// The attention's dropout acts on this rank's heads: its stream is listed,
+// so each rank draws its own masks there.
+// CHECK: dsc.tensor_parallel_streams = array<i64: 7>
+// CHECK-SAME: dsc.tensor_slices = {attn.o.weight = #dsc.tensor_slice<dim = 0, groups = 1, size = 8>, attn.qkv.bias = #dsc.tensor_slice<dim = 0, groups = 3, size = 24>, attn.qkv.weight = #dsc.tensor_slice<dim = 1, groups = 3, size = 24>, logits = #dsc.tensor_slice<dim = 2, groups = 1, size = 15>, mlp.fc.weight = #dsc.tensor_slice<dim = 0, groups = 1, size = 16>, mlp.proj.weight = #dsc.tensor_slice<dim = 1, groups = 1, size = 16>, wte.weight = #dsc.tensor_slice<dim = 0, groups = 1, size = 15>}
 // CHECK-LABEL: func.func @forward(
 // CHECK-SAME: %[[WTE:[a-z0-9]+]]: tensor<8x8xf32>
 // CHECK-SAME: %[[QKVW:[a-z0-9]+]]: tensor<8x12xf32>
@@ -27,6 +30,7 @@
 // CHECK: %[[QKV:.*]] = dsc.linear %[[IN]], %[[QKVW]], %[[QKVB]] : {{.*}} -> tensor<2x4x12xf32>
 // CHECK: dsc.split_heads %[[QKV]] {num_heads = 1 : i64} : (tensor<2x4x12xf32>) -> (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>)
 // CHECK: dsc.softmax {{.*}} -> tensor<2x1x4x4xf32>
+// CHECK: dsc.dropout {{.*}} -> tensor<2x1x4x4xf32>
 // CHECK: %[[MERGED:.*]] = dsc.merge_heads {{.*}} -> tensor<2x4x4xf32>
 // CHECK: %[[PART:.*]] = dsc.linear %[[MERGED]], %[[OW]] : (tensor<2x4x4xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: %[[SUM:.*]] = dsc.tp_reduce %[[PART]]
@@ -70,7 +74,8 @@ module attributes {dsc.mesh = #dsc.mesh<data = 1, tensor = 2, pipeline = 1>} {
     %0 = dsc.linear %x, %qkv_w, %qkv_b : (tensor<2x4x8xf32>, tensor<8x24xf32>, tensor<24xf32>) -> tensor<2x4x24xf32>
     %1:3 = dsc.split_heads %0 {num_heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>)
     %2 = dsc.batch_matmul %1#0, %1#1 {transpose_b = true} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
-    %3 = dsc.softmax %2 {causal = true, scale = 5.000000e-01 : f64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+    %s = dsc.softmax %2 {causal = true, scale = 5.000000e-01 : f64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+    %3 = dsc.dropout %s {rate = 0.1 : f64, stream = 7 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
     %4 = dsc.batch_matmul %3, %1#2 : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
     %5 = dsc.merge_heads %4 : (tensor<2x2x4x4xf32>) -> tensor<2x4x8xf32>
     %6 = dsc.linear %5, %o_w, %o_b : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>

@@ -256,3 +256,26 @@ TEST(Communicator, LauncherEnvironment) {
     EXPECT_EQ(createCommunicator()->size(), 1);
   }
 }
+
+// Megatron's model-parallel RNG: dropouts inside tensor-sliced regions draw
+// per-rank masks; every other stream (replicated regions, BERT's masking)
+// stays what every rank draws.
+TEST(Program, TensorParallelStreamsPerRank) {
+  Program p;
+  p.tensorParallelStreams = {3};
+  Instr sliced{Opcode::Dropout, {}, {}, {{"rate", 0.1}, {"stream", int64_t(3)}}};
+  Instr replicated{Opcode::Dropout, {}, {}, {{"rate", 0.1}, {"stream", int64_t(4)}}};
+  Instr gemm{Opcode::Linear, {}, {}, {{"transpose_w", int64_t(0)}}};
+  p.functions["micro_step"].body = {sliced, replicated, gemm};
+  p.functions["eval_step"].body = {sliced};
+  Program rank0 = p;
+  drawTensorParallelStreamsPerRank(rank0, 0);
+  EXPECT_EQ(rank0.functions["micro_step"].body[0].getInt("stream"), 3);
+  drawTensorParallelStreamsPerRank(p, 2);
+  EXPECT_EQ(p.functions["micro_step"].body[0].getInt("stream"),
+            3 + 2 * kTensorRankStreamStride);
+  EXPECT_EQ(p.functions["eval_step"].body[0].getInt("stream"),
+            3 + 2 * kTensorRankStreamStride);
+  EXPECT_EQ(p.functions["micro_step"].body[1].getInt("stream"), 4);
+  EXPECT_EQ(p.functions["micro_step"].body[2].attrs.count("stream"), 0u);
+}

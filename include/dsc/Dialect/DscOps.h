@@ -53,6 +53,11 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
 /// accumulators are sliced the same way.
 inline constexpr llvm::StringLiteral kTensorSlicesAttrName =
     "dsc.tensor_slices";
+/// The module attribute -dsc-tensor-parallel writes: the Philox streams of
+/// the dropouts inside sliced regions (array<i64>), which each tensor rank
+/// draws differently (rt::drawTensorParallelStreamsPerRank).
+inline constexpr llvm::StringLiteral kTensorParallelStreamsAttrName =
+    "dsc.tensor_parallel_streams";
 /// The slice of parameter `param` in the dsc.tensor_slices of `op` (a
 /// module) or of its enclosing module; null for a whole (replicated) one.
 TensorSliceAttr tensorSliceOf(Operation *op, StringRef param);

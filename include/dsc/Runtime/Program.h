@@ -245,6 +245,20 @@ struct Mesh {
   int64_t rankAlong(int64_t rank, MeshAxis axis, int64_t c) const;
 };
 
+/// Stream offset of tensor rank t in drawTensorParallelStreamsPerRank.
+constexpr int64_t kTensorRankStreamStride = int64_t(1) << 24;
+
+struct Program;
+/// Megatron's model-parallel RNG: a dropout inside a tensor-sliced region
+/// acts on this rank's heads or features, so rank t draws its masks from
+/// stream s + t * kTensorRankStreamStride instead of s (the masks of rank
+/// 0 are the one-rank run's stream; replicated regions keep theirs, so
+/// every rank drops the same elements there). Rewrites the `stream`
+/// attribute of every instruction with a stream in
+/// Program::tensorParallelStreams (the forward op, its recomputation and
+/// its gradient alike).
+void drawTensorParallelStreamsPerRank(Program &program, int64_t tensorRank);
+
 struct Program {
   std::vector<Buffer> buffers;
   std::map<std::string, Function> functions;
@@ -254,6 +268,10 @@ struct Program {
   /// Bytes of the static arena holding every buffer at its Buffer::offset;
   /// -1 when the program has no memory plan (one allocation per buffer).
   int64_t arenaBytes = -1;
+  /// The Philox streams of dropouts inside tensor-sliced regions
+  /// (dsc.tensor_parallel_streams): each tensor rank draws its own masks
+  /// there (see drawTensorParallelStreamsPerRank).
+  std::vector<int64_t> tensorParallelStreams;
 
   int findBuffer(BufferRole role, const std::string &name) const; ///< -1 if none
   /// The buffers that live across steps (parameters, gradient accumulators,
