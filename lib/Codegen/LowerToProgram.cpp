@@ -418,11 +418,13 @@ FailureOr<rt::Program> Lowering::run(ArrayRef<StringRef> required,
 } // namespace
 
 auto ::dsc::lowerToProgram(ModuleOp module) -> FailureOr<rt::Program> {
-  // Only sampling and evaluation need @eval_step; only 1-bit Adam has a
-  // compression stage (the driver runs it after freeze_step), only 0/1
-  // Adam its 1-bit, local and sync steps.
+  // Only sampling and evaluation need @eval_step; only 1-bit Adam and
+  // 1-bit LAMB have a compression stage (the driver runs it after
+  // freeze_step; 1-bit LAMB's freeze function once, first), only 0/1 Adam
+  // its 1-bit, local and sync steps.
   return Lowering(module).run({"micro_step", "apply_step"},
                               {"eval_step", "apply_step_compressed",
+                               "onebit_lamb_freeze",
                                "apply_step_onebit", "apply_step_local",
                                "apply_step_sync"});
 }

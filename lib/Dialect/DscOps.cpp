@@ -1243,6 +1243,66 @@ static LogicalResult verifyZeroOne(Operation *op, Value param, double eps) {
   return verifyFloatElementTypes(op);
 }
 
+/// 1-bit LAMB's ops: every tensor operand and result the shape of `param`
+/// (scalars aside), the attributes named in `positive` > 0.
+static LogicalResult
+verifyOnebitLamb(Operation *op, Value param,
+                 ArrayRef<std::pair<StringRef, double>> positive) {
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  for (Value v : values) {
+    auto type = cast<ShapedType>(v.getType());
+    if (type.getRank() != 0 &&
+        failed(expectShape(op, "every tensor", type.getShape(),
+                           shapeOf(param))))
+      return failure();
+  }
+  for (auto [name, value] : positive)
+    if (!(value > 0))
+      return op->emitOpError("expects ") << name << " > 0, got " << value;
+  return verifyFloatElementTypes(op);
+}
+
+LogicalResult LambCoeffEmaOp::verify() {
+  const double beta = getCoeffBeta().convertToDouble();
+  if (!(beta >= 0 && beta < 1))
+    return emitOpError("expects coeff_beta in [0, 1), got ") << beta;
+  if (getMinCoeff().convertToDouble() > getMaxCoeff().convertToDouble())
+    return emitOpError("expects min_coeff <= max_coeff");
+  return verifyOnebitLamb(*this, getParam(),
+                          {{"eps", getEps().convertToDouble()},
+                           {"max_coeff", getMaxCoeff().convertToDouble()}});
+}
+
+LogicalResult MomentumScalesOp::verify() {
+  if (getMomenta().size() != getScales().size() || getMomenta().empty())
+    return emitOpError("expects one scale per momentum, at least one, got ")
+           << getMomenta().size() << " momenta and " << getScales().size()
+           << " scales";
+  return verifyFloatElementTypes(*this);
+}
+
+LogicalResult ScaleByOp::verify() {
+  if (failed(expectShape(*this, "result", shapeOf(getResult()),
+                         shapeOf(getInput()))))
+    return failure();
+  return verifyFloatElementTypes(*this);
+}
+
+LogicalResult OnebitLambUpdateOp::verify() {
+  const double b1 = getBeta1().convertToDouble(),
+               b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1))
+    return emitOpError("expects beta1 and beta2 in [0, 1), got ")
+           << b1 << " and " << b2;
+  if (getFactorMin().convertToDouble() > getFactorMax().convertToDouble())
+    return emitOpError("expects factor_min <= factor_max");
+  return verifyOnebitLamb(
+      *this, getParam(),
+      {{"eps", getEps().convertToDouble()},
+       {"factor_min", getFactorMin().convertToDouble()}});
+}
+
 LogicalResult LocalAdamOp::verify() {
   if (!(getWeightDecay().convertToDouble() >= 0))
     return emitOpError("expects weight_decay >= 0");

@@ -767,16 +767,14 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
   c.object("optimizer", sec);
   c.checkKeys("optimizer", sec, {"type", "params"});
   const char *types = "one of \"Adam\", \"AdamW\", \"Lamb\", \"SGD\", "
-                      "\"OneBitAdam\", \"ZeroOneAdam\" (case-insensitive)";
+                      "\"OneBitAdam\", \"ZeroOneAdam\", \"OneBitLamb\" "
+                      "(case-insensitive)";
   auto typeIt = sec.find("type");
   if (typeIt == sec.end())
     c.fail(std::string("optimizer.type: missing; expected ") + types);
   const std::string &typeName = c.string("optimizer.type", *typeIt, types);
   // DeepSpeed lower-cases the names of its own optimizers.
   std::string t = lower(typeName);
-  if (t == "onebitlamb")
-    c.fail("optimizer.type '" + typeName + "' is not supported yet "
-           "(OneBitAdam and ZeroOneAdam are)");
   bool adamLike = t == "adam" || t == "adamw";
   if (adamLike)
     o.type = OptimizerType::AdamW; // refined by adam_w_mode below
@@ -784,6 +782,8 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
     o.type = OptimizerType::OneBitAdam;
   else if (t == "zerooneadam")
     o.type = OptimizerType::ZeroOneAdam;
+  else if (t == "onebitlamb")
+    o.type = OptimizerType::OneBitLamb;
   else if (t == "lamb")
     o.type = OptimizerType::Lamb;
   else if (t == "sgd")
@@ -803,6 +803,13 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
                    {"betas", "eps", "bias_correction", "amsgrad",
                     "freeze_step", "cuda_aware", "comm_backend_name",
                     "eps_inside_sqrt", "max_grad_norm"});
+  else if (o.type == OptimizerType::OneBitLamb)
+    allowed.insert(allowed.end(),
+                   {"betas", "eps", "bias_correction", "amsgrad",
+                    "freeze_step", "max_coeff", "min_coeff", "coeff_beta",
+                    "factor_max", "factor_min", "factor_threshold",
+                    "cuda_aware", "comm_backend_name", "eps_inside_sqrt",
+                    "max_grad_norm"});
   else if (o.type == OptimizerType::ZeroOneAdam)
     allowed.insert(allowed.end(),
                    {"betas", "eps", "bias_correction", "amsgrad",
@@ -817,7 +824,8 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
       "momentum",  "dampening",    "nesterov",   "freeze_step", "cuda_aware",
       "comm_backend_name", "eps_inside_sqrt", "max_grad_norm",
       "var_freeze_step", "var_update_scaler", "local_step_scaler",
-      "local_step_clipper"};
+      "local_step_clipper", "coeff_beta", "factor_max", "factor_min",
+      "factor_threshold"};
 
   std::optional<bool> adamWMode;
   auto paramsIt = sec.find("params");
@@ -875,6 +883,15 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
         o.localStepScaler = c.positive(p, v);
       else if (k == "local_step_clipper")
         o.localStepClipper = c.positive(p, v);
+      else if (k == "coeff_beta")
+        o.coeffBeta = c.number(p, v, [](double x) { return x >= 0 && x < 1; },
+                               "a number in [0, 1)");
+      else if (k == "factor_max")
+        o.factorMax = c.positiveNumber(p, v);
+      else if (k == "factor_min")
+        o.factorMin = c.positiveNumber(p, v);
+      else if (k == "factor_threshold")
+        o.factorThreshold = c.nonNegativeNumber(p, v);
       else if (k == "cuda_aware")
         c.boolean(p, v); // GPU buffers go to NCCL directly either way
       else if (k == "comm_backend_name") {
@@ -906,12 +923,17 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
     o.type = (t == "adam" && adamWMode && !*adamWMode) ? OptimizerType::Adam
                                                          : OptimizerType::AdamW;
   }
-  // DeepSpeed's OnebitAdam and ZeroOneAdam accept bias_correction and
-  // never correct.
+  // DeepSpeed's OnebitAdam, ZeroOneAdam and OnebitLamb accept
+  // bias_correction and never correct.
   if (o.type == OptimizerType::OneBitAdam ||
-      o.type == OptimizerType::ZeroOneAdam)
+      o.type == OptimizerType::ZeroOneAdam ||
+      o.type == OptimizerType::OneBitLamb)
     o.biasCorrection = false;
-  if (o.type == OptimizerType::Lamb && o.minCoeff > o.maxCoeff)
+  if (o.type == OptimizerType::OneBitLamb && o.factorMin > o.factorMax)
+    c.fail("optimizer.params.factor_min (" + show(json(o.factorMin)) +
+           ") must not exceed factor_max (" + show(json(o.factorMax)) + ")");
+  if ((o.type == OptimizerType::Lamb || o.type == OptimizerType::OneBitLamb) &&
+      o.minCoeff > o.maxCoeff)
     c.fail("optimizer.params.min_coeff (" + show(json(o.minCoeff)) +
            ") must not exceed max_coeff (" + show(json(o.maxCoeff)) + ")");
   // torch.optim.SGD's rule.
@@ -1706,6 +1728,15 @@ TrainConfig parseTrainConfigText(const std::string &text,
     c.fail("zero_optimization.stage " + str(t.zeroStage) +
            " with optimizer OneBitAdam is not supported yet (1-bit Adam "
            "runs on whole tensors; use stage 0)");
+  if (t.optimizer.type == OptimizerType::OneBitLamb) {
+    if (t.zeroStage > 0)
+      c.fail("zero_optimization.stage " + str(t.zeroStage) +
+             " with optimizer OneBitLamb: LAMB's trust ratio needs whole "
+             "parameters, which ZeRO shards across ranks");
+    if (t.precision.fp16)
+      c.fail("fp16 with optimizer OneBitLamb is not supported yet (use "
+             "bf16 or fp32: no step is ever skipped there)");
+  }
   if (t.optimizer.type == OptimizerType::ZeroOneAdam) {
     if (t.zeroStage > 0)
       c.fail("zero_optimization.stage " + str(t.zeroStage) +
@@ -1726,9 +1757,12 @@ TrainConfig parseTrainConfigText(const std::string &text,
   if (par.tensor > 1) {
     const std::string tp =
         "tensor_parallel.autotp_size " + str(par.tensor) + " with ";
-    if (t.optimizer.type == OptimizerType::Lamb)
-      c.fail(tp + "optimizer Lamb: LAMB's trust ratio needs whole "
-                  "parameters, which tensor slicing splits across ranks");
+    if (t.optimizer.type == OptimizerType::Lamb ||
+        t.optimizer.type == OptimizerType::OneBitLamb)
+      c.fail(tp + "optimizer " +
+             (t.optimizer.type == OptimizerType::Lamb ? "Lamb" : "OneBitLamb") +
+             ": LAMB's trust ratio needs whole parameters, which tensor "
+             "slicing splits across ranks");
     if (t.optimizer.type == OptimizerType::OneBitAdam ||
         t.optimizer.type == OptimizerType::ZeroOneAdam)
       c.fail(tp + "a compressed optimizer (OneBitAdam, ZeroOneAdam) is not "

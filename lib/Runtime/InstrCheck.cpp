@@ -835,6 +835,43 @@ void Checker::compression() {
         "result");
     return;
   }
+  case Opcode::LambCoeffEma:
+    d.n = in(0).numElements();
+    f32(in(1), d.n, "exp_avg");
+    f32(in(2), d.n, "exp_avg_sq");
+    f32(in(3), 1, "coeff");
+    f32(out(0), 1, "new_coeff");
+    return;
+  case Opcode::MomentumScales:
+    if (I.inputs.size() != I.outputs.size())
+      fail("expects one scale per momentum, got " +
+           std::to_string(I.inputs.size()) + " momenta and " +
+           std::to_string(I.outputs.size()) + " scales");
+    for (size_t k = 0; k < I.inputs.size(); ++k) {
+      f32(in(k), in(k).numElements(), "momentum");
+      f32(out(k), 1, "scale");
+    }
+    return;
+  case Opcode::ScaleBy:
+    d.n = in(0).numElements();
+    f32(in(1), 1, "factor");
+    count(out(0), d.n, "result");
+    return;
+  case Opcode::OnebitLambUpdate: {
+    d.n = in(0).numElements();
+    const char *tensors[] = {"param", "exp_avg", "last_exp_avg", "exp_avg_sq",
+                             "exp_avg_sq_fresh"};
+    for (size_t k = 0; k < 5; ++k)
+      f32(in(k), d.n, tensors[k]);
+    const char *scalars[] = {"scaling", "coeff_freeze", "last_factor", "lr"};
+    for (size_t k = 0; k < 4; ++k)
+      f32(in(5 + k), 1, scalars[k]);
+    f32(out(0), d.n, "new_param");
+    f32(out(1), d.n, "new_exp_avg");
+    f32(out(2), d.n, "new_exp_avg_sq_fresh");
+    f32(out(3), 1, "new_last_factor");
+    return;
+  }
   case Opcode::EmaUpdate:
     d.n = in(0).numElements();
     count(in(1), d.n, "grad");

@@ -372,8 +372,16 @@ const Function &Trainer::applyFunction(int64_t optimizerStep) {
       zeroCompressionErrors();
     return prog.function(zeroOneStageFunction(zeroOne->next(optimizerStep)));
   }
-  if (prog.functions.count("apply_step_compressed") &&
-      optimizerStep > prog.metaInt("freeze_step", std::nullopt, 0))
+  const bool compressed =
+      prog.functions.count("apply_step_compressed") &&
+      optimizerStep > prog.metaInt("freeze_step", std::nullopt, 0);
+  // 1-bit LAMB: the state the compression stage starts from (momentum
+  // scales, fresh variance, factors), from the warm-up's last state.
+  if (compressed && prog.functions.count("onebit_lamb_freeze") &&
+      optimizerStep == prog.metaInt("freeze_step", std::nullopt, 0) + 1)
+    backend.run(prog, prog.function("onebit_lamb_freeze"), storage,
+                RngContext{seed, uint64_t(step)});
+  if (compressed)
     return prog.function("apply_step_compressed");
   return prog.function("apply_step");
 }

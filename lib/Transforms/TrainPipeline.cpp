@@ -14,6 +14,7 @@
 //   -dsc-invertible, -dsc-remat, -dsc-mixed-precision (it rounds what the
 //     passes before it built)
 //   -dsc-onebit-adam (adds 1-bit Adam's compression stage)
+//   -dsc-onebit-lamb (adds 1-bit LAMB's freeze and compression stage)
 //   -dsc-zero-one-adam (adds 0/1 Adam's 1-bit, local and sync steps)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
 //   -dsc-bucket-collectives (gradient reductions and gathers of updated
@@ -124,6 +125,15 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     onebit.freezeStep = o.onebitAdamFreezeStep;
     pm.addPass(createDscOneBitAdam(onebit));
   }
+  if (o.onebitLambFreezeStep >= 0) {
+    DscOneBitLambOptions onebit;
+    onebit.freezeStep = o.onebitLambFreezeStep;
+    onebit.coeffBeta = o.onebitLambCoeffBeta;
+    onebit.factorMax = o.onebitLambFactorMax;
+    onebit.factorMin = o.onebitLambFactorMin;
+    onebit.factorThreshold = o.onebitLambFactorThreshold;
+    pm.addPass(createDscOneBitLamb(onebit));
+  }
   if (o.zeroOneAdamVarFreezeStep >= 0) {
     DscZeroOneAdamOptions zeroOne;
     zeroOne.varFreezeStep = o.zeroOneAdamVarFreezeStep;
@@ -153,7 +163,8 @@ void mlir::dsc::registerTrainingPipeline() {
       "tensor axis), -dsc-lora and the fusions as chosen, "
       "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
-      "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-zero-one-adam, "
+      "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "
+      "-dsc-zero-one-adam, "
       "-dsc-zero and "
       "-dsc-bucket-collectives as chosen",
       buildTrainingPipeline);

@@ -62,6 +62,7 @@ mlir::dsc::TrainStepOptimizer optimizerChoice(dsc::OptimizerType type) {
   case dsc::OptimizerType::ZeroOneAdam: // fillPipelineOptions
     return mlir::dsc::TrainStepOptimizer::AdamW;
   case dsc::OptimizerType::Lamb:
+  case dsc::OptimizerType::OneBitLamb: // its warm-up (no bias correction)
     return mlir::dsc::TrainStepOptimizer::Lamb;
   case dsc::OptimizerType::SGD:
     return mlir::dsc::TrainStepOptimizer::Sgd;
@@ -167,6 +168,13 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
                                : mlir::dsc::TrainingPrecision::None;
   if (o.type == dsc::OptimizerType::OneBitAdam)
     p.onebitAdamFreezeStep = o.freezeStep; // o.biasCorrection is false
+  if (o.type == dsc::OptimizerType::OneBitLamb) { // likewise
+    p.onebitLambFreezeStep = o.freezeStep;
+    p.onebitLambCoeffBeta = o.coeffBeta;
+    p.onebitLambFactorMax = o.factorMax;
+    p.onebitLambFactorMin = o.factorMin;
+    p.onebitLambFactorThreshold = o.factorThreshold;
+  }
   if (o.type == dsc::OptimizerType::ZeroOneAdam) { // likewise
     p.zeroOneAdamVarFreezeStep = o.varFreezeStep;
     p.zeroOneAdamVarUpdateScaler = o.varUpdateScaler;

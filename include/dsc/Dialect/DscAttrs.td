@@ -91,7 +91,11 @@ def Dsc_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"output", 8>, I32EnumAttrCase<"loss_scaler", 9>,
       I32EnumAttrCase<"worker_error", 10>, I32EnumAttrCase<"server_error", 11>,
       I32EnumAttrCase<"momentum_accumulator", 12>,
-      I32EnumAttrCase<"lr_sum", 13>
+      I32EnumAttrCase<"lr_sum", 13>,
+      I32EnumAttrCase<"lamb_coeff_freeze", 14>,
+      I32EnumAttrCase<"last_factor", 15>,
+      I32EnumAttrCase<"scaling_coeff", 16>,
+      I32EnumAttrCase<"exp_avg_sq_fresh", 17>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

@@ -1060,6 +1060,73 @@ def Dsc_FrozenAdamOp : Dsc_Op<"frozen_adam"> {
                       Dsc_FloatTensor:$new_exp_avg);
 }
 
+// 1-bit LAMB (DeepSpeed's OnebitLamb, deepspeed/runtime/fp16/onebit/lamb.py).
+
+def Dsc_LambCoeffEmaOp : Dsc_Op<"lamb_coeff_ema"> {
+  let summary = "1-bit LAMB's warm-up: the moving average of trust ratios";
+  let description = [{
+    The trust ratio LAMB applied to `param` (before its update) with the
+    updated `exp_avg` and `exp_avg_sq`: update = m / (sqrt(v) + eps) +
+    weight_decay * param, ratio = ||param|| / ||update|| clamped to
+    [min_coeff, max_coeff] (1 when either norm is 0). The result is
+    coeff_beta * `coeff` + (1 - coeff_beta) * ratio, or `coeff` when the
+    ratio is exactly 1 (DeepSpeed's rule). The compression stage scales the
+    last of these averages.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$exp_avg,
+                       Dsc_FloatTensor:$exp_avg_sq, Dsc_Scalar:$coeff,
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       F64Attr:$max_coeff, F64Attr:$min_coeff,
+                       F64Attr:$coeff_beta);
+  let results = (outs Dsc_Scalar:$new_coeff);
+}
+
+def Dsc_MomentumScalesOp : Dsc_Op<"momentum_scales"> {
+  let summary = "1-bit LAMB's momentum scaling coefficients";
+  let description = [{
+    With r_i = ||m_i|| / sqrt(numel(m_i)) for each momentum and r their
+    mean, scale_i = r / r_i (1 where r_i is 0, which DeepSpeed divides by):
+    scaled momenta of similar magnitude compress with less error.
+  }];
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$momenta);
+  let results = (outs Variadic<Dsc_Scalar>:$scales);
+}
+
+def Dsc_ScaleByOp : Dsc_Op<"scale_by"> {
+  let summary = "Every element times a scalar tensor";
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_Scalar:$factor);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_OnebitLambUpdateOp : Dsc_Op<"onebit_lamb_update"> {
+  let summary = "1-bit LAMB's compression-stage update";
+  let description = [{
+    m = `exp_avg` / `scaling` (the compressed mean of the scaled momenta),
+    zeroed where `exp_avg_sq` is exactly 0 (DeepSpeed's exp_avg_mask,
+    derived); g = (m - beta1 * `last_exp_avg`) / (1 - beta1); fresh =
+    beta2 * `exp_avg_sq_fresh` + (1 - beta2) * g^2; denom = sqrt(v) + eps
+    (the frozen variance); prelim = m / denom; update = prelim +
+    weight_decay * param; factor = max(denom / (sqrt(fresh) + eps)), with
+    weight decay blended as factor * r + (1 - r), r = min(1,
+    ||prelim|| / ||update||); clamped to [factor_min, factor_max] and to
+    within factor_threshold of `last_factor`; param -= lr * coeff_freeze *
+    factor * update. Results: the parameter, m, fresh and the factor.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$exp_avg,
+                       Dsc_FloatTensor:$last_exp_avg,
+                       Dsc_FloatTensor:$exp_avg_sq,
+                       Dsc_FloatTensor:$exp_avg_sq_fresh,
+                       Dsc_Scalar:$scaling, Dsc_Scalar:$coeff_freeze,
+                       Dsc_Scalar:$last_factor, Dsc_Scalar:$lr,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, F64Attr:$factor_max,
+                       F64Attr:$factor_min, F64Attr:$factor_threshold);
+  let results = (outs Dsc_FloatTensor:$new_param,
+                      Dsc_FloatTensor:$new_exp_avg,
+                      Dsc_FloatTensor:$new_exp_avg_sq_fresh,
+                      Dsc_Scalar:$new_last_factor);
+}
+
 def Dsc_LocalAdamOp : Dsc_Op<"local_adam"> {
   let summary = "0/1 Adam's local step: frozen-variance Adam, update accumulated";
   let description = [{

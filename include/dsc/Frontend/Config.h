@@ -85,7 +85,12 @@ ModelConfig parseModelConfigText(const std::string &text,
 /// DeepSpeed's 0/1 Adam (variance updated at exponentially growing
 /// intervals with 1-bit gradients between, then frozen; local steps
 /// synchronised by a 1-bit all-reduce of their accumulated update).
-enum class OptimizerType { Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam };
+/// OneBitLamb: DeepSpeed's 1-bit LAMB (LAMB without bias correction until
+/// freeze_step, then a compressed momentum, frozen variance and the frozen
+/// trust ratio scaled by a factor from a fresh variance estimate).
+enum class OptimizerType {
+  Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam, OneBitLamb
+};
 
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::AdamW;
@@ -97,14 +102,19 @@ struct OptimizerConfig {
   double maxCoeff = 10.0, minCoeff = 0.01; ///< Lamb trust-ratio clamp
   double momentum = 0.0, dampening = 0.0;  ///< SGD
   bool nesterov = false;                   ///< SGD
-  int64_t freezeStep = 100000;             ///< OneBitAdam: warm-up steps
+  int64_t freezeStep = 100000; ///< OneBitAdam, OneBitLamb: warm-up steps
+  /// OneBitLamb (DeepSpeed's names and defaults): the moving average of the
+  /// warm-up's trust ratios, and the bounds and step-to-step change of the
+  /// factor that scales it in the compression stage.
+  double coeffBeta = 0.9, factorMax = 4.0, factorMin = 0.5,
+         factorThreshold = 0.1;
   /// ZeroOneAdam (DeepSpeed's names and defaults): the last step that may
   /// update the variance, the updates after which its interval doubles,
   /// the steps after which the local-step interval doubles, and that
   /// interval's cap.
   int64_t varFreezeStep = 100000, varUpdateScaler = 16;
   int64_t localStepScaler = 32678, localStepClipper = 16;
-  /// OneBitAdam's and ZeroOneAdam's comm_backend_name: "nccl" or "mpi". dsc's transport
+  /// The 1-bit optimizers' comm_backend_name: "nccl" or "mpi". dsc's transport
   /// follows the backend (CPU ranks: MPI, CUDA ranks: NCCL).
   std::string commBackend = "nccl";
 };

@@ -289,6 +289,24 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Run -dsc-onebit-adam (before -dsc-zero) with this "
                      "freeze-step (-1: not at all)"),
       llvm::cl::init(-1)};
+  Option<int64_t> onebitLambFreezeStep{
+      *this, "onebit-lamb-freeze-step",
+      llvm::cl::desc("Run -dsc-onebit-lamb with this freeze-step (-1: not "
+                     "at all)"),
+      llvm::cl::init(-1)};
+  Option<ExactDouble> onebitLambCoeffBeta{
+      *this, "onebit-lamb-coeff-beta",
+      llvm::cl::desc("-dsc-onebit-lamb's coeff-beta"), llvm::cl::init(0.9)};
+  Option<ExactDouble> onebitLambFactorMax{
+      *this, "onebit-lamb-factor-max",
+      llvm::cl::desc("-dsc-onebit-lamb's factor-max"), llvm::cl::init(4.0)};
+  Option<ExactDouble> onebitLambFactorMin{
+      *this, "onebit-lamb-factor-min",
+      llvm::cl::desc("-dsc-onebit-lamb's factor-min"), llvm::cl::init(0.5)};
+  Option<ExactDouble> onebitLambFactorThreshold{
+      *this, "onebit-lamb-factor-threshold",
+      llvm::cl::desc("-dsc-onebit-lamb's factor-threshold"),
+      llvm::cl::init(0.1)};
   Option<int64_t> zeroOneAdamVarFreezeStep{
       *this, "zero-one-adam-var-freeze-step",
       llvm::cl::desc("Run -dsc-zero-one-adam (before -dsc-zero) with this "

@@ -504,6 +504,45 @@ def DscOneBitAdam : Pass<"dsc-onebit-adam", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscOneBitLamb : Pass<"dsc-onebit-lamb", "::mlir::ModuleOp"> {
+  let summary = "1-bit LAMB: compress the momentum's all-reduce after warm-up";
+  let description = [{
+    DeepSpeed's OnebitLamb (arXiv:2104.06069) as a rewrite of the training
+    step. @apply_step, built with LAMB without bias correction, is the
+    warm-up stage (all-reduced gradients); the pass adds to it each
+    parameter's `lamb_coeff_freeze` (dsc.lamb_coeff_ema: the moving average
+    with `coeff-beta` of its trust ratios). It adds @onebit_lamb_freeze,
+    which the runtime runs once when the optimizer step first exceeds
+    `freeze-step` (module attribute `dsc.freeze_step`): per parameter the
+    momentum scale (dsc.momentum_scales), the fresh variance (a copy of the
+    frozen one) and the last factor (1). And @apply_step_compressed, the
+    compression stage:
+
+      m = (beta1 * m + (1 - beta1) * local gradient) * scale
+      m = compressed all-reduce (mean) of m / scale  (G > 1 ranks only)
+      dsc.onebit_lamb_update: the fresh variance from the reconstructed
+      gradient, the frozen variance's update, and the frozen trust ratio
+      times a factor (bounded by `factor-min`, `factor-max` and
+      `factor-threshold`)
+
+    with the compression errors as per-rank state, as -dsc-onebit-adam.
+  }];
+  let options = [
+    Option<"freezeStep", "freeze-step", "int64_t", "100000",
+           "The last optimizer step of the warm-up stage">,
+    Option<"coeffBeta", "coeff-beta", "::mlir::dsc::ExactDouble", "0.9",
+           "Moving-average coefficient of the warm-up's trust ratios">,
+    Option<"factorMax", "factor-max", "::mlir::dsc::ExactDouble", "4.0",
+           "Largest factor of the frozen trust ratio">,
+    Option<"factorMin", "factor-min", "::mlir::dsc::ExactDouble", "0.5",
+           "Smallest factor of the frozen trust ratio">,
+    Option<"factorThreshold", "factor-threshold", "::mlir::dsc::ExactDouble",
+           "0.1", "Largest relative change of the factor per step">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def DscZeroOneAdam : Pass<"dsc-zero-one-adam", "::mlir::ModuleOp"> {
   let summary = "0/1 Adam: 1-bit gradients, frozen variance and local steps";
   let description = [{

@@ -79,6 +79,47 @@ struct LambParams {
 //   step_size = bias_correction ? lr * sqrt(1-b2^s) / (1-b1^s) : lr
 //   p     -= step_size * coeff * update
 // Norms accumulate in double here (DeepSpeed: fp32 block reductions).
+/// LAMB's trust ratio from the squared norms of the weights and of the
+/// update: clamp(||w|| / ||u||) (`> max -> max`, then `< min -> min`), 1
+/// when either norm is 0.
+float trustRatio(double w2, double u2, double maxCoeff, double minCoeff) {
+  const float wn = float(std::sqrt(w2)), un = float(std::sqrt(u2));
+  float coeff = 1.0f;
+  if (wn != 0.0f && un != 0.0f) {
+    coeff = wn / un;
+    if (coeff > float(maxCoeff))
+      coeff = float(maxCoeff);
+    if (coeff < float(minCoeff))
+      coeff = float(minCoeff);
+  }
+  return coeff;
+}
+
+/// Sums fn(i) over [0, n) in double, in fixed chunks (so the result does not
+/// depend on the thread count); fn returns the two terms to sum.
+template <typename Fn>
+std::pair<double, double> chunkedSums(int64_t n, Fn fn) {
+  const int64_t cb = 1 << 14, chunks = std::max<int64_t>(1, ceilDiv(n, cb));
+  std::vector<double> pa(size_t(chunks), 0.0), pb(size_t(chunks), 0.0);
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t c = 0; c < chunks; ++c) {
+    double a = 0.0, b = 0.0;
+    for (int64_t i = c * cb; i < std::min(n, (c + 1) * cb); ++i) {
+      auto [x, y] = fn(i);
+      a += x;
+      b += y;
+    }
+    pa[size_t(c)] = a;
+    pb[size_t(c)] = b;
+  }
+  double a = 0.0, b = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    a += pa[size_t(c)];
+    b += pb[size_t(c)];
+  }
+  return {a, b};
+}
+
 /// Returns the trust ratio (lamb coefficient) that was applied.
 float lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr,
            int64_t step, float gscale, const LambParams &hp) {
@@ -109,15 +150,7 @@ float lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr,
     w2 += pw[size_t(c)];
     u2 += pu[size_t(c)];
   }
-  const float wn = float(std::sqrt(w2)), un = float(std::sqrt(u2));
-  float coeff = 1.0f;
-  if (wn != 0.0f && un != 0.0f) {
-    coeff = wn / un;
-    if (coeff > float(hp.maxCoeff))
-      coeff = float(hp.maxCoeff);
-    if (coeff < float(hp.minCoeff))
-      coeff = float(hp.minCoeff);
-  }
+  const float coeff = trustRatio(w2, u2, hp.maxCoeff, hp.minCoeff);
   float stepSize = lr;
   if (hp.biasCorrection) {
     const float bc1 = float(1.0 - std::pow(hp.beta1, double(step)));
@@ -429,6 +462,102 @@ void runOptimizers(Exec &e) {
       newP[i] = p[i] + -lr * frozenAdamUpdate(mi, v[i], p[i], eps, wd);
       newM[i] = mi;
     }
+    return;
+  }
+  // 1-bit LAMB (DeepSpeed's OnebitLamb).
+  case Opcode::LambCoeffEma: {
+    const float *p = e.fin(0, "param"), *m = e.fin(1, "exp_avg"),
+                *v = e.fin(2, "exp_avg_sq");
+    const float eps = float(I.getFloat("eps")),
+                wd = float(I.getFloat("weight_decay"));
+    // The update as lamb() computes it, from the same values.
+    auto [w2, u2] = chunkedSums(d.n, [&](int64_t i) {
+      const float u = m[i] / (std::sqrt(v[i]) + eps) + wd * p[i];
+      return std::pair<double, double>(double(p[i]) * double(p[i]),
+                                       double(u) * double(u));
+    });
+    const float ratio = trustRatio(w2, u2, I.getFloat("max_coeff"),
+                                   I.getFloat("min_coeff"));
+    const double coeff = e.scalarIn(3, "coeff"),
+                 beta = I.getFloat("coeff_beta");
+    e.fout(0, "new_coeff")[0] =
+        ratio != 1.0f ? float(beta * coeff + (1.0 - beta) * double(ratio))
+                      : float(coeff);
+    return;
+  }
+  case Opcode::MomentumScales: {
+    // r_i = ||m_i|| / sqrt(n_i); scale_i = mean(r) / r_i.
+    std::vector<double> r(I.inputs.size());
+    double mean = 0.0;
+    for (size_t k = 0; k < r.size(); ++k) {
+      const float *m = e.fin(k, "momentum");
+      const int64_t n = e.in(k).numElements();
+      double sq = chunkedSums(n, [&](int64_t i) {
+                    return std::pair<double, double>(double(m[i]) * m[i], 0.0);
+                  }).first;
+      r[k] = std::sqrt(sq) / std::sqrt(double(n));
+      mean += r[k] / double(r.size());
+    }
+    for (size_t k = 0; k < r.size(); ++k)
+      e.fout(k, "scale")[0] = r[k] != 0.0 ? float(mean / r[k]) : 1.0f;
+    return;
+  }
+  case Opcode::ScaleBy: {
+    const float *x = e.fin(0, "input");
+    const float s = e.scalarIn(1, "factor");
+    float *out = e.fout(0, "result");
+#pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i)
+      out[i] = x[i] * s;
+    return;
+  }
+  case Opcode::OnebitLambUpdate: {
+    const float *p = e.fin(0, "param"), *mc = e.fin(1, "exp_avg"),
+                *last = e.fin(2, "last_exp_avg"), *v = e.fin(3, "exp_avg_sq"),
+                *fresh = e.fin(4, "exp_avg_sq_fresh");
+    const float scaling = e.scalarIn(5, "scaling"),
+                coeffFreeze = e.scalarIn(6, "coeff_freeze"),
+                lastFactor = e.scalarIn(7, "last_factor"),
+                lr = e.scalarIn(8, "lr");
+    const float b1 = float(I.getFloat("beta1")), b2 = float(I.getFloat("beta2")),
+                eps = float(I.getFloat("eps")),
+                wd = float(I.getFloat("weight_decay"));
+    float *newP = e.fout(0, "new_param"), *newM = e.fout(1, "new_exp_avg"),
+          *newFresh = e.fout(2, "new_exp_avg_sq_fresh");
+    // m, the fresh variance, and the factor's maximum in one pass.
+    float factor = 0.0f;
+#pragma omp parallel for schedule(static) reduction(max : factor) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float m = v[i] != 0.0f ? mc[i] / scaling : 0.0f;
+      const float g = (m - last[i] * b1) / (1.0f - b1);
+      const float f = b2 * fresh[i] + (1.0f - b2) * g * g;
+      newM[i] = m;
+      newFresh[i] = f;
+      const float denom = std::sqrt(v[i]) + eps;
+      factor = std::max(factor, denom / (std::sqrt(f) + eps));
+    }
+    if (wd > 0.0f) {
+      auto [prelim2, update2] = chunkedSums(d.n, [&](int64_t i) {
+        const float prelim = newM[i] / (std::sqrt(v[i]) + eps);
+        const float update = prelim + wd * p[i];
+        return std::pair<double, double>(double(prelim) * prelim,
+                                         double(update) * update);
+      });
+      const double ratio =
+          update2 > 0.0 ? std::min(1.0, std::sqrt(prelim2) / std::sqrt(update2))
+                        : 1.0;
+      factor = float(factor * ratio + (1.0 - ratio));
+    }
+    factor = std::clamp(factor, float(I.getFloat("factor_min")),
+                        float(I.getFloat("factor_max")));
+    const float thr = float(I.getFloat("factor_threshold"));
+    factor = std::min(factor, lastFactor * (1.0f + thr));
+    factor = std::max(factor, lastFactor * (1.0f - thr));
+    e.fout(3, "new_last_factor")[0] = factor;
+    const float k = lr * coeffFreeze * factor;
+#pragma omp parallel for simd schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i)
+      newP[i] = p[i] - k * frozenAdamUpdate(newM[i], v[i], p[i], eps, wd);
     return;
   }
   // 0/1 Adam (DeepSpeed's ZeroOneAdam): local steps accumulate their

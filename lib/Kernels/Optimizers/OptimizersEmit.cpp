@@ -164,8 +164,12 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::LocalAdam:
   case Opcode::ZeroOneUnwind:
   case Opcode::ZeroOneSync:
-    s.fail("the compression stages of 1-bit and 0/1 Adam run on the CPU "
-           "backend only so far");
+  case Opcode::LambCoeffEma:
+  case Opcode::MomentumScales:
+  case Opcode::ScaleBy:
+  case Opcode::OnebitLambUpdate:
+    s.fail("the compression stages of 1-bit Adam, 0/1 Adam and 1-bit LAMB "
+           "run on the CPU backend only so far");
   default:
     break;
   }
