@@ -130,3 +130,44 @@ func.func @sync_shape(%p: tensor<4xf32>, %w: tensor<2x2xf32>, %s: tensor<f32>) {
   %a, %b = dsc.zero_one_sync %p, %w, %p, %s {eps = 1.0e-8 : f64} : (tensor<4xf32>, tensor<2x2xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+// 1-bit LAMB's ops.
+func.func @lamb_coeff_ema_beta(%p: tensor<4xf32>, %c: tensor<f32>) {
+  // expected-error @+1 {{expects coeff_beta in [0, 1), got 1}}
+  %r = dsc.lamb_coeff_ema %p, %p, %p, %c {eps = 1.0e-8, weight_decay = 0.0, max_coeff = 10.0, min_coeff = 0.01, coeff_beta = 1.0} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @lamb_coeff_ema_shape(%p: tensor<4xf32>, %m: tensor<5xf32>, %c: tensor<f32>) {
+  // expected-error @+1 {{every tensor has shape [5], expected [4]}}
+  %r = dsc.lamb_coeff_ema %p, %m, %p, %c {eps = 1.0e-8, weight_decay = 0.0, max_coeff = 10.0, min_coeff = 0.01, coeff_beta = 0.9} : (tensor<4xf32>, tensor<5xf32>, tensor<4xf32>, tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @momentum_scales_count(%m: tensor<4xf32>) {
+  // expected-error @+1 {{expects one scale per momentum, at least one, got 1 momenta and 2 scales}}
+  %s:2 = dsc.momentum_scales %m : (tensor<4xf32>) -> (tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+func.func @onebit_lamb_update_factors(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{expects factor_min <= factor_max}}
+  %a:4 = dsc.onebit_lamb_update %p, %p, %p, %p, %p, %s, %s, %s, %s {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0, factor_max = 1.0, factor_min = 2.0, factor_threshold = 0.1} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  return
+}
+
+// -----
+
+func.func @onebit_lamb_update_shape(%p: tensor<4xf32>, %q: tensor<3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{every tensor has shape [3], expected [4]}}
+  %a:4 = dsc.onebit_lamb_update %p, %p, %p, %p, %q, %s, %s, %s, %s {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0, factor_max = 4.0, factor_min = 0.5, factor_threshold = 0.1} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>)
+  return
+}

@@ -834,6 +834,96 @@ class OneBitAdamRef:
                 p.sub_(lr * upd)
 
 
+class OneBitLambRef:
+    """DeepSpeed OnebitLamb (deepspeed/runtime/fp16/onebit/lamb.py) on one
+    rank, where nothing is compressed. Steps 1 .. freeze_step: LAMB without
+    bias correction (FusedLambRef's update and trust ratio), and
+    coeff_freeze = coeff_beta * coeff_freeze + (1 - coeff_beta) * ratio
+    whenever the ratio is not exactly 1. At the first later step: each
+    tensor's momentum scale mean(r) / r_i, r_i = ||m_i|| / sqrt(n_i) (1
+    where r_i is 0), the fresh variance v_fresh = v, last_factor = 1. Later
+    steps: m_last = m; m = (b1 m + (1-b1) g) * scale / scale (the
+    compression's round trip, exact on one rank), zeroed where v == 0 (as
+    dsc derives exp_avg_mask); g_r = (m - b1 m_last) / (1 - b1); v_fresh =
+    b2 v_fresh + (1-b2) g_r^2; denom = sqrt(v) + eps; prelim = m / denom;
+    update = prelim + wd p; factor = max(denom / (sqrt(v_fresh) + eps)),
+    with weight decay factor * r + (1 - r), r = min(1, ||prelim|| /
+    ||update||); clamped to [factor_min, factor_max] and within
+    factor_threshold of last_factor; p -= lr * coeff_freeze * factor *
+    update. DeepSpeed's first step() call only initialises; dsc has no such
+    call, and neither has this reference."""
+
+    def __init__(self, groups, betas=(0.9, 0.999), eps=1e-8, max_coeff=10.0,
+                 min_coeff=0.01, freeze_step=100000, coeff_beta=0.9,
+                 factor_max=4.0, factor_min=0.5, factor_threshold=0.1):
+        self.param_groups = groups
+        self.b1, self.b2 = betas
+        self.eps, self.max_coeff, self.min_coeff = eps, max_coeff, min_coeff
+        self.freeze_step, self.coeff_beta = freeze_step, coeff_beta
+        self.fmax, self.fmin, self.fthr = factor_max, factor_min, factor_threshold
+        self.state = {}
+        self.t = 0
+
+    def _params(self):
+        return [(g, p) for g in self.param_groups for p in g["params"]]
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        for g, p in self._params():
+            self.state.setdefault(id(p), {
+                "m": torch.zeros_like(p), "v": torch.zeros_like(p),
+                "coeff": 0.0})
+        if self.t == self.freeze_step + 1:
+            r = [self.state[id(p)]["m"].norm().item() / math.sqrt(p.numel())
+                 for _, p in self._params()]
+            mean = sum(r) / len(r)
+            for (_, p), ri in zip(self._params(), r):
+                st = self.state[id(p)]
+                st["scale"] = mean / ri if ri != 0 else 1.0
+                st["fresh"] = st["v"].clone()
+                st["last_factor"] = 1.0
+        for g, p in self._params():
+            lr, wd = g["lr"], g["weight_decay"]
+            st = self.state[id(p)]
+            m, v = st["m"], st["v"]
+            if self.t <= self.freeze_step:
+                m.mul_(self.b1).add_((1 - self.b1) * p.grad)
+                v.mul_(self.b2).add_((1 - self.b2) * p.grad * p.grad)
+                upd = m / (v.sqrt() + self.eps) + wd * p
+                wn, un = p.norm().item(), upd.norm().item()
+                coeff = 1.0
+                if wn != 0 and un != 0:
+                    coeff = wn / un
+                    if coeff > self.max_coeff:
+                        coeff = self.max_coeff
+                    if coeff < self.min_coeff:
+                        coeff = self.min_coeff
+                if coeff != 1.0:
+                    st["coeff"] = (self.coeff_beta * st["coeff"]
+                                   + (1 - self.coeff_beta) * coeff)
+                p.sub_(lr * coeff * upd)
+                continue
+            last = m.clone()
+            m.mul_(self.b1).add_((1 - self.b1) * p.grad)
+            m.mul_((v != 0).to(m.dtype))
+            grad_r = (m - last * self.b1) / (1 - self.b1)
+            st["fresh"].mul_(self.b2).add_((1 - self.b2) * grad_r * grad_r)
+            denom = v.sqrt() + self.eps
+            prelim = m / denom
+            upd = prelim + wd * p
+            factor = (denom / (st["fresh"].sqrt() + self.eps)).max().item()
+            if wd > 0:
+                un = upd.norm().item()
+                ratio = min(1.0, prelim.norm().item() / un) if un > 0 else 1.0
+                factor = factor * ratio + (1.0 - ratio)
+            factor = min(max(factor, self.fmin), self.fmax)
+            factor = min(factor, st["last_factor"] * (1.0 + self.fthr))
+            factor = max(factor, st["last_factor"] * (1.0 - self.fthr))
+            st["last_factor"] = factor
+            p.sub_(lr * st["coeff"] * factor * upd)
+
+
 class ZeroOneAdamRef:
     """DeepSpeed ZeroOneAdam (deepspeed/runtime/fp16/onebit/zoadam.py) on
     one rank, where nothing is compressed. No bias correction; update =
@@ -936,6 +1026,17 @@ def make_optimizer(tc, named_params):
             g["lr"] = lr
         return OneBitAdamRef(groups, betas=betas, eps=eps,
                              freeze_step=p.get("freeze_step", 100000))
+    if t == "onebitlamb":
+        for g in groups:
+            g["lr"] = lr
+        return OneBitLambRef(groups, betas=betas, eps=eps,
+                             max_coeff=p.get("max_coeff", 10.0),
+                             min_coeff=p.get("min_coeff", 0.01),
+                             freeze_step=p.get("freeze_step", 100000),
+                             coeff_beta=p.get("coeff_beta", 0.9),
+                             factor_max=p.get("factor_max", 4.0),
+                             factor_min=p.get("factor_min", 0.5),
+                             factor_threshold=p.get("factor_threshold", 0.1))
     if t == "zerooneadam":
         for g in groups:
             g["lr"] = lr
