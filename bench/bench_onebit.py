@@ -99,8 +99,8 @@ def parse():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dsc-run", default=os.path.join(HERE, "..", "build", "bin", "dsc-run"))
     ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
-    ap.add_argument("--only", default="bytes,speed,conv,zeroone",
-                    help="comma-separated phases: bytes, speed, conv, zeroone")
+    ap.add_argument("--only", default="bytes,speed,conv,zeroone,lamb",
+                    help="comma-separated phases: bytes, speed, conv, zeroone, lamb")
     ap.add_argument("--ranks", type=ints, default=[2, 4], help="world sizes of phases 1-2")
     # Model A (bytes and speed): gradient exchange dominates on a slow link.
     ap.add_argument("--n-embd", type=int, default=256)
@@ -125,6 +125,11 @@ def parse():
     ap.add_argument("--conv-zo-freeze", type=int, default=200,
                     help="var_freeze_step of the 0/1 Adam convergence run (0: none)")
     ap.add_argument("--conv-zo-policy", type=ints, default=[16, 200, 16])
+    # 1-bit LAMB (phase lamb, and one convergence run against LAMB).
+    ap.add_argument("--lamb-steps", type=int, default=40)
+    ap.add_argument("--lamb-freeze", type=int, default=6, help="freeze_step of phase lamb")
+    ap.add_argument("--conv-lamb-freeze", type=int, default=100,
+                    help="freeze_step of the 1-bit LAMB convergence run (0: none)")
     # Model B (convergence).
     ap.add_argument("--conv-steps", type=int, default=2000)
     ap.add_argument("--conv-freeze", type=ints, default=[100, 200])
@@ -142,7 +147,7 @@ def parse():
     ap.add_argument("--json", help="also write the results as JSON here")
     a = ap.parse_args()
     a.only = set(a.only.split(","))
-    phases = {"bytes", "speed", "conv", "zeroone"}
+    phases = {"bytes", "speed", "conv", "zeroone", "lamb"}
     if a.only - phases:
         ap.error(f"unknown phase in --only: {sorted(a.only - phases)}")
     if len(a.bytes_steps) != 2 or a.bytes_steps[0] >= a.bytes_steps[1]:
@@ -235,7 +240,16 @@ def optimizer(kind, lr, freeze=None, zo=None):
     """kind: 'adamw-nobc' (AdamW, bias_correction false), 'adamw' (default
     bias correction), 'onebit' (OneBitAdam with freeze_step) or 'zeroone'
     (ZeroOneAdam with var_freeze_step = freeze and `zo` = (var_update_scaler,
-    local_step_scaler, local_step_clipper))."""
+    local_step_scaler, local_step_clipper)), 'lamb-nobc' (Lamb, bias_correction
+    false) or 'onebitlamb' (OneBitLamb with freeze_step, DeepSpeed's other
+    defaults)."""
+    if kind == "onebitlamb":
+        return {"type": "OneBitLamb",
+                "params": {"lr": lr, "weight_decay": WEIGHT_DECAY, "freeze_step": freeze,
+                           "comm_backend_name": "mpi"}}
+    if kind == "lamb-nobc":
+        return {"type": "Lamb", "params": {"lr": lr, "weight_decay": WEIGHT_DECAY,
+                                           "bias_correction": False}}
     if kind == "onebit":
         return {"type": "OneBitAdam",
                 "params": {"lr": lr, "weight_decay": WEIGHT_DECAY, "freeze_step": freeze,
@@ -385,6 +399,33 @@ def phase_zeroone(a, wd, model, data):
     return rows
 
 
+def phase_lamb(a, wd, model, data):
+    """1-bit LAMB against LAMB (bias_correction false, 1-bit LAMB's warm-up)
+    on the shaped loopback: bytes per step of the compression stage against
+    LAMB's, whole-run bytes, and tokens/s over the compression stage."""
+    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
+        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
+    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", a.rate, "burst", "128kb",
+       "latency", "50ms")
+    rows = []
+    try:
+        for n in a.ranks:
+            tok = a.batch * n * a.seq_len
+            row = {"ranks": n, "steps": a.lamb_steps, "freeze_step": a.lamb_freeze}
+            for kind in ("lamb-nobc", "onebitlamb"):
+                ds = ds_cfg(optimizer(kind, a.lr, a.lamb_freeze), a.batch * n, 1, a.seq_len)
+                r = train(a, wd, f"lamb-{kind}-np{n}", n, model, ds, data, a.lamb_steps)
+                after = r["records"][a.lamb_freeze + 1:]  # past the switch's step
+                row[kind] = {"reported": n * sum(step_bytes(x) for x in r["records"]),
+                             "wire": r["tx"],
+                             "stage_step_bytes": n * max(step_bytes(x) for x in after),
+                             "tokens_per_s": tokens_per_s(after, 0, tok)}
+            rows.append(row)
+    finally:
+        tc("qdisc", "del", "dev", "lo", "root", check=False)
+    return rows
+
+
 def counting_text(path, nbytes, seed=0):
     """Lines of 3 to 8 consecutive numbers, as the demo's: `97 98 99 100`."""
     r = random.Random(seed)
@@ -423,6 +464,9 @@ def phase_conv(a, wd):
     for f in a.conv_freeze:
         go(f"1-bit f={f}", "onebit", 2, f)
         go(f"1-bit f={f} 1 rank", "onebit", 1, f)
+    if a.conv_lamb_freeze > 0:
+        go("LAMB bc=false", "lamb-nobc", 2)
+        go(f"1-bit LAMB f={a.conv_lamb_freeze}", "onebitlamb", 2, a.conv_lamb_freeze)
     if a.conv_zo_freeze > 0:
         ds = ds_cfg(optimizer("zeroone", a.conv_lr, a.conv_zo_freeze, a.conv_zo_policy), rows,
                     1, a.conv_seq_len)
@@ -680,7 +724,7 @@ def main():
     print(f"model B: GPT-2 L{a.conv_n_layer} C{a.conv_n_embd} H{a.conv_n_head} V128 "
           f"T{a.conv_seq_len}, {a.conv_batch} rows per rank, 2 ranks, lr {a.conv_lr}")
     results = {}
-    if a.only & {"bytes", "speed", "zeroone"}:
+    if a.only & {"bytes", "speed", "zeroone", "lamb"}:
         model, data = model_a(a, wd)
     if "bytes" in a.only:
         results["bytes"] = phase_bytes(a, wd, model, data)
@@ -700,6 +744,9 @@ def main():
                   f"{row['adamw-nobc']['wire']} / {row['zeroone']['wire']}, tokens/s "
                   f"{row['adamw-nobc']['tokens_per_s']:.0f} / "
                   f"{row['zeroone']['tokens_per_s']:.0f} (AdamW / 0/1 Adam)")
+        sys.stdout.flush()
+    if "lamb" in a.only:
+        results["lamb"] = phase_lamb(a, wd, model, data)
         sys.stdout.flush()
     if "conv" in a.only:
         runs = phase_conv(a, wd)
@@ -736,9 +783,28 @@ def main():
                   f"(wire), {row['ranks']} ranks | {ad['wire'] / zo['wire']:.1f}x | |")
             print(f"| tokens/s at {a.rate}, 0/1 Adam / AdamW, {row['ranks']} ranks | "
                   f"{zo['tokens_per_s'] / ad['tokens_per_s']:.2f}x | >= 3x |")
+    if "lamb" in results:
+        for row in results["lamb"]:
+            ob, lb = row["onebitlamb"], row["lamb-nobc"]
+            print(f"| bytes per compression-stage step, LAMB / 1-bit LAMB (reported), "
+                  f"{row['ranks']} ranks | "
+                  f"{lb['stage_step_bytes'] / ob['stage_step_bytes']:.1f}x | >= 20x |")
+            print(f"| whole run {row['steps']} steps, freeze_step {row['freeze_step']}, "
+                  f"LAMB / 1-bit LAMB bytes (wire), {row['ranks']} ranks | "
+                  f"{lb['wire'] / ob['wire']:.1f}x | |")
+            print(f"| tokens/s at {a.rate} after the switch, 1-bit LAMB / LAMB, "
+                  f"{row['ranks']} ranks | {ob['tokens_per_s'] / lb['tokens_per_s']:.2f}x "
+                  f"| >= 3x |")
     if "conv" in results:
         runs = results["conv"]
         for k, v in runs.items():
+            if v["kind"] == "onebitlamb":
+                print(f"| final loss {k} vs LAMB bc=false | "
+                      f"{(v['final'] / runs['LAMB bc=false']['final'] - 1) * 100:+.2f}% "
+                      f"| within 3% |")
+                print(f"| whole run {a.conv_steps} steps, {k}, LAMB / 1-bit LAMB bytes "
+                      f"(reported), 2 ranks, model B | "
+                      f"{runs['LAMB bc=false']['bytes'] / v['bytes']:.1f}x | |")
             if v["kind"] in ("onebit", "zeroone") and v["ranks"] == 2:
                 print(f"| final loss {k} vs AdamW bc=false / bc=true | "
                       f"{(v['final'] / runs['AdamW bc=false']['final'] - 1) * 100:+.2f}% / "
