@@ -151,6 +151,21 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
                           shardOf.asArrayRef().end());
   // A sliced parameter's gradient and optimizer state are sliced with it.
   if (TensorSliceAttr slice = tensorSliceOf(module, state.getName())) {
+    // The runtime maps the slice onto the whole tensor: it must fit (a
+    // hand-edited step could say otherwise).
+    ArrayRef<int64_t> sliceShape =
+        shardOf ? shardOf.asArrayRef() : tensor.getShape();
+    const int64_t parts = meshGroupSize(module, MeshAxis::tensor);
+    const int64_t dim = slice.getDim(), groups = slice.getGroups();
+    const int64_t extent =
+        dim < int64_t(sliceShape.size()) ? sliceShape[size_t(dim)] : 0;
+    const int64_t full = extent * parts, section = extent / groups;
+    if (extent == 0 || extent % groups != 0 || slice.getSize() > full ||
+        slice.getSize() <= full - section ||
+        (groups > 1 && slice.getSize() != full))
+      return emitError(loc, "state ")
+             << state << " of shape [" << sliceShape << "] does not fit "
+             << slice << " over the tensor axis's " << parts << " ranks";
     buf.sliceDim = slice.getDim();
     buf.sliceGroups = slice.getGroups();
     buf.sliceSize = slice.getSize();
