@@ -480,11 +480,13 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     const double hidden = act * B * S * h;
     // Tensor: 2 all-reduces per block forward and backward (2 more when
     // the forward is recomputed), the embedding's output, the head's input
-    // gradient, and the vocabulary-parallel loss's three [B, S] f32 ones.
+    // gradient, and the vocabulary-parallel loss's [B, S] f32 ones: row
+    // maxima, sums and label logits forward, maxima and sums again in the
+    // backward (dsc.vocab_cross_entropy_grad recomputes them).
     double tensorBytes =
         double(m) * (layers * (checkpointed ? 6 : 4) * ring(hidden, T) +
                      (hasEmbed ? ring(hidden, T) : 0) +
-                     (hasHead ? ring(hidden, T) + 3 * ring(4 * B * S, T) : 0));
+                     (hasHead ? ring(hidden, T) + 5 * ring(4 * B * S, T) : 0));
     // Pipeline: every chunk boundary sends an activation forward and a
     // gradient backward per micro-batch.
     double pipeBytes = 0;
