@@ -1767,9 +1767,6 @@ TrainConfig parseTrainConfigText(const std::string &text,
         t.optimizer.type == OptimizerType::ZeroOneAdam)
       c.fail(tp + "a compressed optimizer (OneBitAdam, ZeroOneAdam) is not "
                   "supported yet: they compress whole gradients");
-    if (t.lora.enabled)
-      c.fail(tp + "a lora section is not supported yet: the adapters "
-                  "would have to be sliced with their weights");
   }
   if ((par.virtualStages > 1) != (par.schedule == "interleaved"))
     c.fail("dsc.pipeline_virtual_stages (" + str(par.virtualStages) +

@@ -30,9 +30,17 @@ namespace {
 constexpr llvm::StringLiteral kAllLinear = "all-linear";
 
 /// A linear layer to adapt: its op and the module its weight belongs to.
+/// How -dsc-tensor-parallel left a target's weight.
+enum class Slicing { Whole, Columns, Rows };
+
 struct Target {
   mutable LinearOp linear; // op handles are not const-callable
   std::string module; ///< "model.layers.0.self_attn.q_proj"
+  /// Columns: the layer computes this rank's output features (lora_B is
+  /// sliced with it); Rows: its input features, the output summed by the
+  /// tp_reduce after it (lora_A is sliced with it).
+  Slicing slicing = Slicing::Whole;
+  TensorSliceAttr slice; ///< the weight's, unless Whole
 };
 
 struct LoraPass : mlir::dsc::impl::DscLoraBase<LoraPass> {
@@ -46,6 +54,13 @@ private:
   /// `target-regex` selects; records which entries matched.
   bool selects(StringRef module, bool isHead);
   void adapt(const Target &t, Value a, Value b, int64_t stream);
+  /// Tensor slicing ran first: which targets are sliced and how, and the
+  /// adapters' own slices; fails on a layer it cannot adapt.
+  LogicalResult planSlicing(ModuleOp module, MutableArrayRef<Target> targets);
+  /// The slices of the adapters (-dsc-tensor-parallel's dictionary gains
+  /// them) and the streams of dropouts on sliced inputs.
+  SmallVector<NamedAttribute> adapterSlices;
+  SmallVector<int64_t> perRankStreams;
   void recordSettings(ModuleOp module, bool fanInFanOut);
 
   std::vector<bool> entryMatched;
@@ -108,38 +123,92 @@ bool LoraPass::selects(StringRef module, bool isHead) {
   return any;
 }
 
+LogicalResult LoraPass::planSlicing(ModuleOp module,
+                                    MutableArrayRef<Target> targets) {
+  MLIRContext *ctx = &getContext();
+  for (Target &t : targets) {
+    t.slice = tensorSliceOf(module, t.module + ".weight");
+    if (!t.slice)
+      continue;
+    // Conv1D weights are [in, out], nn.Linear's [out, in].
+    const int64_t outDim = t.linear.getTransposeW() ? 0 : 1;
+    t.slicing = t.slice.getDim() == outDim ? Slicing::Columns : Slicing::Rows;
+    Value out = t.linear.getResult();
+    if (t.slicing == Slicing::Rows &&
+        !(out.hasOneUse() && isa<TpReduceOp>(*out.user_begin())))
+      return t.linear.emitError("dsc-lora: the row-parallel layer '")
+             << t.module << "' does not feed a dsc.tp_reduce";
+    // lora_B [out, r] is sliced as the output features are, lora_A [r, in]
+    // as the input features are.
+    const bool columns = t.slicing == Slicing::Columns;
+    adapterSlices.push_back(NamedAttribute(
+        StringAttr::get(ctx, t.module + (columns ? ".lora_B.weight"
+                                                 : ".lora_A.weight")),
+        TensorSliceAttr::get(ctx, columns ? 0 : 1, t.slice.getGroups(),
+                             t.slice.getSize())));
+  }
+  return success();
+}
+
 void LoraPass::adapt(const Target &t, Value a, Value b, int64_t stream) {
   LinearOp base = t.linear;
   OpBuilder builder(base->getContext());
-  builder.setInsertionPointAfter(base);
+  // A row-parallel layer's output is this rank's partial sum: the adapter
+  // is added to the summed output, its own partial product summed too.
+  Operation *output = t.slicing == Slicing::Rows
+                          ? *base.getResult().user_begin()
+                          : base.getOperation();
+  builder.setInsertionPointAfter(output);
   Location loc = base.getLoc();
-  auto outType = cast<RankedTensorType>(base.getType());
-  SmallVector<int64_t> hiddenShape(outType.getShape());
+  auto outType = cast<RankedTensorType>(output->getResult(0).getType());
+  auto inType = cast<RankedTensorType>(base.getType());
+  SmallVector<int64_t> hiddenShape(inType.getShape());
   hiddenShape.back() = rank;
+  auto hiddenType = inType.clone(hiddenShape);
+  auto tensorAxis = MeshAxisAttr::get(builder.getContext(), MeshAxis::tensor);
   SmallVector<Operation *> built;
   Value x = base.getInput();
+  // A column-parallel layer reads its input through the region's tp_copy,
+  // whose backward sums the ranks' partial input gradients; the adapter's
+  // gradient is whole on every rank (its tp_copy is on the hidden value),
+  // so it reads the input before that copy.
+  if (auto copy = x.getDefiningOp<TpCopyOp>();
+      copy && t.slicing == Slicing::Columns)
+    x = copy.getInput();
   if (double(dropout) > 0) {
     x = builder.create<DropoutOp>(loc, x.getType(), x,
                                   builder.getF64FloatAttr(dropout),
                                   builder.getI64IntegerAttr(stream));
     built.push_back(x.getDefiningOp());
+    if (t.slicing == Slicing::Rows) // on this rank's input features
+      perRankStreams.push_back(stream);
   }
   // PEFT's lora_A and lora_B are nn.Linear: [out, in] weights.
-  auto down = builder.create<LinearOp>(loc, outType.clone(hiddenShape), x, a,
-                                       Value(), builder.getBoolAttr(true));
-  auto up = builder.create<LinearOp>(loc, outType, down.getResult(), b,
-                                     Value(), builder.getBoolAttr(true));
+  Value hidden = builder.create<LinearOp>(loc, hiddenType, x, a, Value(),
+                                          builder.getBoolAttr(true));
+  built.push_back(hidden.getDefiningOp());
+  // Tensor slicing: the [.., r] hidden value crosses between the whole and
+  // the sliced side, as Megatron's f (columns: the sliced lora_B's
+  // gradients sum over the group) or g (rows: the partial products sum).
+  if (t.slicing == Slicing::Columns)
+    hidden = builder.create<TpCopyOp>(loc, hiddenType, hidden, tensorAxis);
+  else if (t.slicing == Slicing::Rows)
+    hidden = builder.create<TpReduceOp>(loc, hiddenType, hidden, tensorAxis);
+  if (t.slicing != Slicing::Whole)
+    built.push_back(hidden.getDefiningOp());
+  auto up = builder.create<LinearOp>(loc, outType, hidden, b, Value(),
+                                     builder.getBoolAttr(true));
   const double scale = double(alpha) / (rslora ? std::sqrt(double(rank))
                                                : double(rank));
   auto scaled = builder.create<ScaleOp>(loc, outType, up.getResult(),
                                         builder.getF64FloatAttr(scale));
-  auto sum = builder.create<AddOp>(loc, outType, base.getResult(),
+  auto sum = builder.create<AddOp>(loc, outType, output->getResult(0),
                                    scaled.getResult());
-  built.append({down, up, scaled, sum});
+  built.append({up, scaled, sum});
   if (Attribute layer = base->getAttr(kLayerAttrName))
     for (Operation *op : built)
       op->setAttr(kLayerAttrName, layer);
-  base.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+  output->getResult(0).replaceAllUsesExcept(sum.getResult(), sum);
 }
 
 void LoraPass::recordSettings(ModuleOp module, bool fanInFanOut) {
@@ -260,13 +329,18 @@ void LoraPass::runOnOperation() {
                                                 scale)))}));
     locs.push_back(loc);
   };
+  if (failed(planSlicing(module, targets)))
+    return signalPassFailure();
   for (const Target &t : targets) {
     auto w = cast<RankedTensorType>(t.linear.getWeight().getType());
     const bool conv1d = !t.linear.getTransposeW();
     const int64_t in = w.getShape()[conv1d ? 0 : 1],
                   out = w.getShape()[conv1d ? 1 : 0];
+    // The bound is PEFT's for the whole layer (a row-parallel slice holds
+    // 1/T of its input features).
+    const int64_t fanIn = t.slicing == Slicing::Rows ? t.slice.getSize() : in;
     addParam(t.module + ".lora_A.weight", {rank, in}, InitKind::uniform,
-             1.0 / std::sqrt(double(in)), t.linear.getLoc());
+             1.0 / std::sqrt(double(fanIn)), t.linear.getLoc());
     addParam(t.module + ".lora_B.weight", {out, rank}, InitKind::zeros, 0.0,
              t.linear.getLoc());
   }
@@ -299,4 +373,19 @@ void LoraPass::runOnOperation() {
   }
   forward.setAllArgAttrs(argAttrs);
   recordSettings(module, fanInFanOut);
+  if (!adapterSlices.empty()) {
+    NamedAttrList slices(
+        module->getAttrOfType<DictionaryAttr>(kTensorSlicesAttrName));
+    slices.append(adapterSlices);
+    module->setAttr(kTensorSlicesAttrName, slices.getDictionary(ctx));
+  }
+  if (!perRankStreams.empty()) {
+    SmallVector<int64_t> streams;
+    if (auto old = module->getAttrOfType<DenseI64ArrayAttr>(
+            kTensorParallelStreamsAttrName))
+      llvm::append_range(streams, old.asArrayRef());
+    llvm::append_range(streams, perRankStreams);
+    module->setAttr(kTensorParallelStreamsAttrName,
+                    DenseI64ArrayAttr::get(ctx, streams));
+  }
 }

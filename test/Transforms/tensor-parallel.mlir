@@ -1,5 +1,6 @@
 // RUN: dsc-opt %s -dsc-tensor-parallel | FileCheck %s
 // RUN: dsc-opt %s -dsc-tensor-parallel | dsc-opt | FileCheck %s
+// RUN: dsc-opt %s -dsc-tensor-parallel "-dsc-lora=rank=2 target-modules=attn.qkv,attn.o" | FileCheck %s --check-prefix=LORA
 // RUN: not dsc-opt %s -dsc-tensor-parallel -dsc-tensor-parallel 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: dsc-tensor-parallel: the module is sliced already (dsc.tensor_slices)
 // RUN: dsc-opt %s -dsc-tensor-parallel -dsc-autodiff "-dsc-build-train-step=optimizer=adamw grad-clip=1.0" | FileCheck %s --check-prefix=STEP
@@ -45,6 +46,29 @@
 // CHECK: %[[LOGITS:.*]] = dsc.linear %[[IN3]], %[[WTE]] {transpose_w = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: %[[LOSS:.*]] = dsc.vocab_cross_entropy %[[LOGITS]], %[[LABELS]] {vocab = 15 : i64}
 // CHECK: return %[[LOSS]], %[[LOGITS]]
+
+// LoRA after slicing: a column-parallel layer's lora_B is sliced as its
+// output features (3 sections for the fused QKV), and the adapter reads the
+// input before the region's tp_copy and copies its [.., r] hidden value in
+// (its gradient sums the sliced lora_B's parts); a row-parallel layer's
+// lora_A is sliced as its input features, its partial hidden value summed
+// by its own tp_reduce, and the adapter added to the summed output before
+// the bias.
+// LORA: dsc.tensor_slices = {attn.o.lora_A.weight = #dsc.tensor_slice<dim = 1, groups = 1, size = 8>,
+// LORA-SAME: attn.qkv.lora_B.weight = #dsc.tensor_slice<dim = 0, groups = 3, size = 24>
+// LORA-LABEL: func.func @forward(
+// LORA: %[[X:.*]] = dsc.vocab_embedding
+// LORA: dsc.tp_copy %[[X]]
+// LORA: %[[HQ:.*]] = dsc.linear %[[X]], %{{.*}} {transpose_w = true} : (tensor<2x4x8xf32>, tensor<2x8xf32>) -> tensor<2x4x2xf32>
+// LORA: %[[HQ2:.*]] = dsc.tp_copy %[[HQ]] : (tensor<2x4x2xf32>) -> tensor<2x4x2xf32>
+// LORA: dsc.linear %[[HQ2]], %{{.*}} {transpose_w = true} : (tensor<2x4x2xf32>, tensor<12x2xf32>) -> tensor<2x4x12xf32>
+// LORA: %[[SUM:.*]] = dsc.tp_reduce
+// LORA: %[[HO:.*]] = dsc.linear %{{.*}}, %{{.*}} {transpose_w = true} : (tensor<2x4x4xf32>, tensor<2x4xf32>) -> tensor<2x4x2xf32>
+// LORA: %[[HO2:.*]] = dsc.tp_reduce %[[HO]] : (tensor<2x4x2xf32>) -> tensor<2x4x2xf32>
+// LORA: %[[UP:.*]] = dsc.linear %[[HO2]], %{{.*}} {transpose_w = true} : (tensor<2x4x2xf32>, tensor<8x2xf32>) -> tensor<2x4x8xf32>
+// LORA: %[[SCALED:.*]] = dsc.scale %[[UP]]
+// LORA: %[[ADAPTED:.*]] = dsc.add %[[SUM]], %[[SCALED]]
+// LORA: dsc.add %[[ADAPTED]], %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>)
 
 // The backward all-reduces over the tensor axis what enters each region
 // (the gradient of tp_copy: attention, MLP, head); @apply_step sums the

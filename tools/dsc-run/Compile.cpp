@@ -201,11 +201,6 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
         "pipeline.stages " + std::to_string(par.pipeline) +
         ": pipeline stages are not built yet ('dsc-run plan' maps such a "
         "job's memory, communication and bubble)");
-  if (par.tensor > 1 && train.lora.enabled) // --adapter
-    throw rt::Error("tensor_parallel.autotp_size " +
-                    std::to_string(par.tensor) +
-                    " with a LoRA adapter is not supported yet: the "
-                    "adapters would have to be sliced with their weights");
   DiagnosticCapture diags(ctx);
   ImportOptions import;
   import.microBatch = train.microBatch;
