@@ -753,7 +753,8 @@ def main():
         results["conv"] = runs
         report_conv(a, runs)
         if a.plot:
-            title = (f"DSC 1-BIT AND 0/1 ADAM VS ADAMW, 2 RANKS, GPT-2 L{a.conv_n_layer} "
+            title = (f"DSC 1-BIT ADAM, 0/1 ADAM, 1-BIT LAMB VS ADAMW, LAMB, 2 RANKS, "
+                     f"GPT-2 L{a.conv_n_layer} "
                      f"C{a.conv_n_embd}, LR {a.conv_lr:g}")
             how = plot(a, runs, title)
             print(f"\nplot: {a.plot} ({how}; trailing mean of {a.smooth} steps, "
