@@ -413,8 +413,6 @@ TEST(TrainConfig, OptimizerTypes) {
   EXPECT_EQ(t.optimizer.type, OptimizerType::SGD);
   EXPECT_DOUBLE_EQ(t.optimizer.momentum, 0.9);
   EXPECT_TRUE(t.optimizer.nesterov);
-  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb"})")),
-             "optimizer.type 'OneBitLamb' is not supported yet");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "Adagrad"})")),
              "optimizer.type: \"Adagrad\" is not allowed; expected one of");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"params": {}})")),
@@ -462,6 +460,48 @@ TEST(TrainConfig, ZeroOneAdam) {
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"},
                               "fp16": {"enabled": true})")),
              "fp16 with optimizer ZeroOneAdam is not supported yet");
+}
+
+// DeepSpeed's OnebitLamb keys and defaults; what is not built is refused.
+TEST(TrainConfig, OneBitLamb) {
+  TrainConfig t = train(ds(R"("optimizer": {"type": "OneBitLamb", "params":
+      {"lr": 2e-3, "freeze_step": 20, "max_coeff": 5, "min_coeff": 0.1,
+       "coeff_beta": 0.8, "factor_max": 3, "factor_min": 0.7,
+       "factor_threshold": 0.2, "cuda_aware": false,
+       "comm_backend_name": "mpi", "bias_correction": true}})"));
+  EXPECT_EQ(t.optimizer.type, OptimizerType::OneBitLamb);
+  EXPECT_EQ(t.optimizer.freezeStep, 20);
+  EXPECT_DOUBLE_EQ(t.optimizer.maxCoeff, 5.0);
+  EXPECT_DOUBLE_EQ(t.optimizer.minCoeff, 0.1);
+  EXPECT_DOUBLE_EQ(t.optimizer.coeffBeta, 0.8);
+  EXPECT_DOUBLE_EQ(t.optimizer.factorMax, 3.0);
+  EXPECT_DOUBLE_EQ(t.optimizer.factorMin, 0.7);
+  EXPECT_DOUBLE_EQ(t.optimizer.factorThreshold, 0.2);
+  EXPECT_FALSE(t.optimizer.biasCorrection); // as DeepSpeed: never corrects
+  t = train(ds(R"("optimizer": {"type": "onebitlamb"})"));
+  EXPECT_EQ(t.optimizer.freezeStep, 100000);
+  EXPECT_DOUBLE_EQ(t.optimizer.coeffBeta, 0.9);
+  EXPECT_DOUBLE_EQ(t.optimizer.factorMax, 4.0);
+  EXPECT_DOUBLE_EQ(t.optimizer.factorMin, 0.5);
+  EXPECT_DOUBLE_EQ(t.optimizer.factorThreshold, 0.1);
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb",
+                              "params": {"coeff_beta": 1.0}})")),
+             "optimizer.params.coeff_beta: 1.0 is not allowed");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb",
+                              "params": {"factor_min": 5}})")),
+             "optimizer.params.factor_min (5.0) must not exceed factor_max "
+             "(4.0)");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb",
+                              "params": {"var_freeze_step": 10}})")),
+             "optimizer.params.var_freeze_step: not a parameter of "
+             "optimizer type 'OneBitLamb'");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb"},
+                              "zero_optimization": {"stage": 1})")),
+             "zero_optimization.stage 1 with optimizer OneBitLamb: LAMB's "
+             "trust ratio needs whole parameters");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb"},
+                              "fp16": {"enabled": true})")),
+             "fp16 with optimizer OneBitLamb is not supported yet");
 }
 
 TEST(TrainConfig, OneBitAdam) {
