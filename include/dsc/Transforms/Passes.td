@@ -63,6 +63,14 @@ def DscLora : Pass<"dsc-lora", "::mlir::ModuleOp"> {
     `dsc.lora_dropout`, `dsc.lora_target_modules` or `dsc.lora_target_regex`,
     `dsc.lora_bias`, `dsc.lora_rslora`, `dsc.lora_fan_in_fan_out`): the
     runtime writes them to PEFT's adapter_config.json and merges with them.
+    After -dsc-tensor-parallel, a sliced layer's adapter is sliced with it:
+    a column-parallel layer's `lora_B` as its output features (the adapter
+    reads the input before the region's `dsc.tp_copy` and copies its
+    hidden value through one of its own), a row-parallel layer's `lora_A`
+    as its input features (its partial hidden value summed by a
+    `dsc.tp_reduce`, the adapter added after the layer's); the entries join
+    `dsc.tensor_slices`, and a dropout on sliced inputs joins
+    `dsc.tensor_parallel_streams`.
   }];
   let options = [
     Option<"rank", "rank", "int64_t", "8", "r: the adapters' rank">,
