@@ -65,6 +65,7 @@ phases; --workdir keeps configs, data and logs; --json writes the numbers.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -226,6 +227,19 @@ def tc(*args, check=True):
     return subprocess.run(["tc", *args], check=check, capture_output=True, text=True)
 
 
+@contextlib.contextmanager
+def shaped_loopback(a):
+    """The loopback limited to a.rate (tc tbf) for the duration."""
+    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
+        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
+    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", a.rate, "burst", "128kb",
+       "latency", "50ms")
+    try:
+        yield
+    finally:
+        tc("qdisc", "del", "dev", "lo", "root", check=False)
+
+
 # ---------------------------------------------------------------------------
 # Configs and runs
 # ---------------------------------------------------------------------------
@@ -346,11 +360,7 @@ def phase_bytes(a, wd, model, data):
 
 def phase_speed(a, wd, model, data):
     out = {"goodput_unshaped_gbit": tcp_goodput_gbit()}
-    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
-        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
-    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", a.rate, "burst", "128kb",
-       "latency", "50ms")
-    try:
+    with shaped_loopback(a):
         out["qdisc"] = tc("qdisc", "show", "dev", "lo").stdout.strip()
         out["goodput_shaped_gbit"] = tcp_goodput_gbit()
         rows = []
@@ -364,8 +374,6 @@ def phase_speed(a, wd, model, data):
                              "wall_s": r["wall_s"], "wire": r["tx"]}
             rows.append(row)
         out["rows"] = rows
-    finally:
-        tc("qdisc", "del", "dev", "lo", "root", check=False)
     return out
 
 
@@ -373,12 +381,8 @@ def phase_zeroone(a, wd, model, data):
     """0/1 Adam against AdamW over whole runs on the shaped loopback: its
     steps differ (full, 1-bit, local, sync), so the ratios are of whole runs:
     the bytes the ranks reported, the loopback's transmit bytes, tokens/s."""
-    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
-        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
-    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", a.rate, "burst", "128kb",
-       "latency", "50ms")
     rows = []
-    try:
+    with shaped_loopback(a):
         for n in a.ranks:
             tok = a.batch * n * a.seq_len
             row = {"ranks": n, "steps": a.zo_steps}
@@ -394,8 +398,6 @@ def phase_zeroone(a, wd, model, data):
                                                 if step_bytes(x) ==
                                                 x["comm_bytes"]["all_reduce"] <= 8)}
             rows.append(row)
-    finally:
-        tc("qdisc", "del", "dev", "lo", "root", check=False)
     return rows
 
 
@@ -403,12 +405,8 @@ def phase_lamb(a, wd, model, data):
     """1-bit LAMB against LAMB (bias_correction false, 1-bit LAMB's warm-up)
     on the shaped loopback: bytes per step of the compression stage against
     LAMB's, whole-run bytes, and tokens/s over the compression stage."""
-    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
-        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
-    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", a.rate, "burst", "128kb",
-       "latency", "50ms")
     rows = []
-    try:
+    with shaped_loopback(a):
         for n in a.ranks:
             tok = a.batch * n * a.seq_len
             row = {"ranks": n, "steps": a.lamb_steps, "freeze_step": a.lamb_freeze}
@@ -421,8 +419,6 @@ def phase_lamb(a, wd, model, data):
                              "stage_step_bytes": n * max(step_bytes(x) for x in after),
                              "tokens_per_s": tokens_per_s(after, 0, tok)}
             rows.append(row)
-    finally:
-        tc("qdisc", "del", "dev", "lo", "root", check=False)
     return rows
 
 

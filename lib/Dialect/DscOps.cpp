@@ -786,15 +786,21 @@ LogicalResult ReduceToOp::verify() {
   return verifyFloatElementTypes(*this);
 }
 
+/// An embedding table's gradient [V, C] from row gradients [..., C] of ids
+/// [...] (embedding_grad, vocab_embedding_grad).
+static LogicalResult verifyTableGradient(Operation *op, Value ids, Value grad,
+                                         Value table) {
+  ArrayRef<int64_t> i = shapeOf(ids), g = shapeOf(grad), t = shapeOf(table);
+  if (t.size() != 2 || g.size() != i.size() + 1 || g.drop_back() != i ||
+      g.back() != t[1])
+    return op->emitOpError("gradient ")
+           << shapeStr(g) << " does not match ids " << shapeStr(i)
+           << " and table " << shapeStr(t);
+  return verifyFloatElementTypes(op);
+}
+
 LogicalResult EmbeddingGradOp::verify() {
-  ArrayRef<int64_t> ids = shapeOf(getIds()), grad = shapeOf(getGrad()),
-                    table = shapeOf(getResult());
-  if (table.size() != 2 || grad.size() != ids.size() + 1 ||
-      grad.drop_back() != ids || grad.back() != table[1])
-    return emitOpError("gradient ")
-           << shapeStr(grad) << " does not match ids " << shapeStr(ids)
-           << " and table " << shapeStr(table);
-  return verifyFloatElementTypes(*this);
+  return verifyTableGradient(*this, getIds(), getGrad(), getResult());
 }
 
 LogicalResult LinearGradInputOp::verify() {
@@ -1076,14 +1082,10 @@ LogicalResult VocabEmbeddingOp::verify() {
 }
 
 LogicalResult VocabEmbeddingGradOp::verify() {
-  ArrayRef<int64_t> ids = shapeOf(getIds()), grad = shapeOf(getGrad()),
-                    table = shapeOf(getResult());
-  if (table.size() != 2 || grad.size() != ids.size() + 1 ||
-      grad.drop_back() != ids || grad.back() != table[1])
-    return emitOpError("gradient ")
-           << shapeStr(grad) << " does not match ids " << shapeStr(ids)
-           << " and table " << shapeStr(table);
-  return verifyVocabSlice(*this, table[0], getVocab(), getAxis());
+  if (failed(verifyTableGradient(*this, getIds(), getGrad(), getResult())))
+    return failure();
+  return verifyVocabSlice(*this, shapeOf(getResult())[0], getVocab(),
+                          getAxis());
 }
 
 LogicalResult VocabCrossEntropyOp::verify() {

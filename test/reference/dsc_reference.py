@@ -752,6 +752,20 @@ def make_scheduler(tc):
 # Weight decay goes to tensors of rank >= 2 only (two param groups).
 # ---------------------------------------------------------------------------
 
+def lamb_trust_ratio(p, update, max_coeff, min_coeff):
+    """FusedLamb's coefficient: ||p|| / ||update||, `> max -> max` then
+    `< min -> min`; 1 when either norm is 0."""
+    wn, un = p.norm().item(), update.norm().item()
+    if wn == 0 or un == 0:
+        return 1.0
+    coeff = wn / un
+    if coeff > max_coeff:
+        coeff = max_coeff
+    if coeff < min_coeff:
+        coeff = min_coeff
+    return coeff
+
+
 class FusedLambRef:
     """DeepSpeed FusedLamb, one tensor at a time:
         m = b1 m + (1-b1) g ;  v = b2 v + (1-b2) g^2     (no bias correction
@@ -783,14 +797,7 @@ class FusedLambRef:
                 m.mul_(self.b1).add_((1 - self.b1) * grad)
                 v.mul_(self.b2).add_((1 - self.b2) * grad * grad)
                 upd = m / (v.sqrt() + self.eps) + wd * p
-                wn, un = p.norm().item(), upd.norm().item()
-                coeff = 1.0
-                if wn != 0 and un != 0:
-                    coeff = wn / un
-                    if coeff > self.max_coeff:
-                        coeff = self.max_coeff
-                    if coeff < self.min_coeff:
-                        coeff = self.min_coeff
+                coeff = lamb_trust_ratio(p, upd, self.max_coeff, self.min_coeff)
                 if self.bias_correction:
                     ss = lr * math.sqrt(1 - self.b2 ** t) / (1 - self.b1 ** t)
                 else:
@@ -891,14 +898,7 @@ class OneBitLambRef:
                 m.mul_(self.b1).add_((1 - self.b1) * p.grad)
                 v.mul_(self.b2).add_((1 - self.b2) * p.grad * p.grad)
                 upd = m / (v.sqrt() + self.eps) + wd * p
-                wn, un = p.norm().item(), upd.norm().item()
-                coeff = 1.0
-                if wn != 0 and un != 0:
-                    coeff = wn / un
-                    if coeff > self.max_coeff:
-                        coeff = self.max_coeff
-                    if coeff < self.min_coeff:
-                        coeff = self.min_coeff
+                coeff = lamb_trust_ratio(p, upd, self.max_coeff, self.min_coeff)
                 if coeff != 1.0:
                     st["coeff"] = (self.coeff_beta * st["coeff"]
                                    + (1 - self.coeff_beta) * coeff)

@@ -125,31 +125,18 @@ float lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr,
            int64_t step, float gscale, const LambParams &hp) {
   const float b1 = float(hp.beta1), b2 = float(hp.beta2), eps = float(hp.eps),
               wd = float(hp.weightDecay);
-  const int64_t cb = 1 << 14, chunks = std::max<int64_t>(1, ceilDiv(n, cb));
-  std::vector<double> pw(size_t(chunks), 0.0), pu(size_t(chunks), 0.0);
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t i0 = c * cb, i1 = std::min(n, i0 + cb);
-    double sw = 0.0, su = 0.0;
-#pragma omp simd reduction(+ : sw, su)
-    for (int64_t i = i0; i < i1; ++i) {
-      float gi = g[i] * gscale;
-      float mi = b1 * m[i] + (1.0f - b1) * gi;
-      float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      float u = mi / (std::sqrt(vi) + eps) + wd * p[i];
-      sw += double(p[i]) * double(p[i]);
-      su += double(u) * double(u);
-    }
-    pw[size_t(c)] = sw;
-    pu[size_t(c)] = su;
-  }
-  double w2 = 0.0, u2 = 0.0;
-  for (int64_t c = 0; c < chunks; ++c) {
-    w2 += pw[size_t(c)];
-    u2 += pu[size_t(c)];
-  }
+  // The moments' update and the norms in one pass (lamb_coeff_ema sums the
+  // same terms in the same order, so it sees the same ratio).
+  auto [w2, u2] = chunkedSums(n, [&](int64_t i) {
+    float gi = g[i] * gscale;
+    float mi = b1 * m[i] + (1.0f - b1) * gi;
+    float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float u = mi / (std::sqrt(vi) + eps) + wd * p[i];
+    return std::pair<double, double>(double(p[i]) * double(p[i]),
+                                     double(u) * double(u));
+  });
   const float coeff = trustRatio(w2, u2, hp.maxCoeff, hp.minCoeff);
   float stepSize = lr;
   if (hp.biasCorrection) {
