@@ -149,8 +149,15 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   if (shardOf)
     buf.wholeShape.assign(shardOf.asArrayRef().begin(),
                           shardOf.asArrayRef().end());
-  // A sliced parameter's gradient and optimizer state are sliced with it.
-  if (TensorSliceAttr slice = tensorSliceOf(module, state.getName())) {
+  // A sliced parameter's gradient and optimizer state are sliced with it;
+  // not its compression errors (each rank's own, flattened and padded)
+  // nor its scalar states (1-bit LAMB's coefficients).
+  const bool elementwise = state.getKind() != StateKind::worker_error &&
+                           state.getKind() != StateKind::server_error &&
+                           tensor.getRank() > 0;
+  if (TensorSliceAttr slice = elementwise
+                                  ? tensorSliceOf(module, state.getName())
+                                  : TensorSliceAttr()) {
     // The runtime maps the slice onto the whole tensor: it must fit (a
     // hand-edited step could say otherwise).
     ArrayRef<int64_t> sliceShape =

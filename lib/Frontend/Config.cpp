@@ -1763,10 +1763,6 @@ TrainConfig parseTrainConfigText(const std::string &text,
              (t.optimizer.type == OptimizerType::Lamb ? "Lamb" : "OneBitLamb") +
              ": LAMB's trust ratio needs whole parameters, which tensor "
              "slicing splits across ranks");
-    if (t.optimizer.type == OptimizerType::OneBitAdam ||
-        t.optimizer.type == OptimizerType::ZeroOneAdam)
-      c.fail(tp + "a compressed optimizer (OneBitAdam, ZeroOneAdam) is not "
-                  "supported yet: they compress whole gradients");
   }
   if ((par.virtualStages > 1) != (par.schedule == "interleaved"))
     c.fail("dsc.pipeline_virtual_stages (" + str(par.virtualStages) +
