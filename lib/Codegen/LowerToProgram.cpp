@@ -12,6 +12,7 @@
 #include "dsc/Codegen/LowerToProgram.h"
 
 #include "dsc/Dialect/DscOps.h"
+#include "dsc/Runtime/TensorSlice.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -158,24 +159,22 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   if (TensorSliceAttr slice = elementwise
                                   ? tensorSliceOf(module, state.getName())
                                   : TensorSliceAttr()) {
-    // The runtime maps the slice onto the whole tensor: it must fit (a
-    // hand-edited step could say otherwise).
-    ArrayRef<int64_t> sliceShape =
-        shardOf ? shardOf.asArrayRef() : tensor.getShape();
-    const int64_t parts = meshGroupSize(module, MeshAxis::tensor);
-    const int64_t dim = slice.getDim(), groups = slice.getGroups();
-    const int64_t extent =
-        dim < int64_t(sliceShape.size()) ? sliceShape[size_t(dim)] : 0;
-    const int64_t full = extent * parts, section = extent / groups;
-    if (extent == 0 || extent % groups != 0 || slice.getSize() > full ||
-        slice.getSize() <= full - section ||
-        (groups > 1 && slice.getSize() != full))
-      return emitError(loc, "state ")
-             << state << " of shape [" << sliceShape << "] does not fit "
-             << slice << " over the tensor axis's " << parts << " ranks";
     buf.sliceDim = slice.getDim();
     buf.sliceGroups = slice.getGroups();
     buf.sliceSize = slice.getSize();
+    // The runtime maps the slice onto the whole tensor with a SliceMap: it
+    // must fit (a hand-edited step could say otherwise).
+    ArrayRef<int64_t> sliceShape =
+        shardOf ? shardOf.asArrayRef() : tensor.getShape();
+    const int64_t parts = meshGroupSize(module, MeshAxis::tensor);
+    try {
+      (void)rt::SliceMap::of(buf, sliceShape.vec(), parts);
+    } catch (const rt::Error &e) {
+      return emitError(loc, "state ")
+             << state << " of shape [" << sliceShape << "] does not fit "
+             << slice << " over the tensor axis's " << parts << " ranks ("
+             << e.what() << ")";
+    }
   }
   program.buffers.push_back(std::move(buf));
   int id = int(program.buffers.size()) - 1;
