@@ -160,9 +160,7 @@ void initializeParameters(const Program &program, Storage &storage,
     int64_t first = 0, total = n;
     if (!b.wholeShape.empty()) {
       first = mesh.coordinate(rank, MeshAxis::Data) * n;
-      total = 1;
-      for (int64_t d : b.wholeShape)
-        total *= d;
+      total = elementCount(b.wholeShape);
     }
     const int64_t end = std::min(first + n, total);
     if (b.sliceDim < 0) {

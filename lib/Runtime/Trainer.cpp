@@ -1,7 +1,6 @@
 //===- Trainer.cpp - The driver loop around a compiled step --------------===//
 
 #include "dsc/Runtime/Trainer.h"
-#include "dsc/Runtime/TensorSlice.h"
 
 #include <algorithm>
 #include <cctype>
@@ -161,10 +160,7 @@ void Trainer::expectBuffer(BufferRole role, const std::string &name,
   const Buffer &buf = prog.buffers[size_t(id)];
   // A sliced buffer (the vocabulary-parallel logits) is checked whole.
   const std::vector<int64_t> whole = wholeShapeOf(id);
-  int64_t wholeElements = 1;
-  for (int64_t d : whole)
-    wholeElements *= d;
-  if (buf.dtype != dtype || wholeElements != elements)
+  if (buf.dtype != dtype || elementCount(whole) != elements)
     throw Error("compiled step: buffer '" + name + "' is " +
                 spacedShape(whole) + " " + dtypeName(buf.dtype) +
                 ", expected " + std::to_string(elements) + " elements of " +
@@ -202,20 +198,24 @@ const std::vector<int64_t> &Trainer::sliceShapeOf(int id) const {
   return isShard(id) ? buf.wholeShape : buf.shape;
 }
 
+SliceMap Trainer::sliceMapOf(int id) const {
+  return SliceMap::of(prog.buffers[size_t(id)], sliceShapeOf(id),
+                      tensorGroup().size());
+}
+
 std::vector<int64_t> Trainer::wholeShapeOf(int id) const {
-  const Buffer &buf = prog.buffers[size_t(id)];
-  if (!isSliced(id))
-    return sliceShapeOf(id);
-  return SliceMap::of(buf, sliceShapeOf(id), prog.mesh().tensor).wholeShape();
+  return isSliced(id) ? sliceMapOf(id).wholeShape() : sliceShapeOf(id);
 }
 
 void Trainer::storeWhole(const std::vector<char> &wholeTensor, int id) {
   const Buffer &buf = prog.buffers[size_t(id)];
-  const std::vector<char> &whole =
-      isSliced(id) ? SliceMap::of(buf, sliceShapeOf(id), prog.mesh().tensor)
-                         .extract(wholeTensor, tensorGroup().rank(),
-                                  dtypeSize(buf.dtype))
-                   : wholeTensor;
+  // This rank's slice (both arms lvalues: the unsliced tensor is not
+  // copied).
+  std::vector<char> slice;
+  if (isSliced(id))
+    slice = sliceMapOf(id).extract(wholeTensor, tensorGroup().rank(),
+                                   dtypeSize(buf.dtype));
+  const std::vector<char> &whole = isSliced(id) ? slice : wholeTensor;
   char *dst = static_cast<char *>(storage.data(id));
   const size_t bytes = buf.bytes();
   if (!isShard(id)) {
@@ -425,10 +425,7 @@ Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
     std::vector<char> all(t.bytes.size() * size_t(data.size()));
     data.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
     t.shape = buf.wholeShape;
-    int64_t elements = 1;
-    for (int64_t d : t.shape)
-      elements *= d;
-    all.resize(size_t(elements) * dtypeSize(t.dtype));
+    all.resize(size_t(elementCount(t.shape)) * dtypeSize(t.dtype));
     t.bytes = std::move(all);
   }
   if (isSliced(id)) {
@@ -436,7 +433,7 @@ Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
     Communicator &tensor = tensorGroup();
     std::vector<char> slices(t.bytes.size() * size_t(tensor.size()));
     tensor.allGather(t.bytes.data(), slices.data(), int64_t(t.bytes.size()));
-    const SliceMap map = SliceMap::of(buf, t.shape, tensor.size());
+    const SliceMap map = sliceMapOf(id);
     t.bytes = map.assemble(slices, dtypeSize(t.dtype));
     t.shape = map.wholeShape();
   }

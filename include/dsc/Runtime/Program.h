@@ -52,6 +52,14 @@ enum class BufferRole {
 /// Normal: N(0, initStd^2); Uniform: U(-initStd, initStd) (LoRA's A).
 enum class InitKind { None, Zeros, Ones, Normal, Uniform };
 
+/// The number of elements of a tensor of `shape`.
+inline int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
 struct Buffer {
   std::string name; ///< e.g. "transformer.h.0.ln_1.weight", "exp_avg/<param>"
   BufferRole role = BufferRole::Temp;
@@ -82,12 +90,7 @@ struct Buffer {
   /// when the buffer is allocated on its own.
   int64_t offset = -1;
 
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
+  int64_t numElements() const { return elementCount(shape); }
   size_t bytes() const { return size_t(numElements()) * dtypeSize(dtype); }
 };
 

@@ -11,6 +11,7 @@
 
 #include "dsc/Runtime/IO.h"
 #include "dsc/Runtime/Runtime.h"
+#include "dsc/Runtime/TensorSlice.h"
 #include "dsc/Runtime/ZeroOneAdam.h"
 
 #include <optional>
@@ -164,8 +165,10 @@ private:
   /// The shape of this rank's tensor slice (the whole tensor when the
   /// buffer is not sliced), before any ZeRO sharding.
   const std::vector<int64_t> &sliceShapeOf(int id) const;
-  /// Whether the buffer is sliced over the tensor axis (Buffer::sliceDim).
+  /// Whether the buffer is sliced over the tensor axis (Buffer::sliceDim),
+  /// and where its slice sits in the whole tensor.
   bool isSliced(int buffer) const;
+  SliceMap sliceMapOf(int buffer) const;
   Communicator &dataGroup() const { return groups->group(MeshAxis::Data); }
   Communicator &tensorGroup() const {
     return groups->group(MeshAxis::Tensor);
