@@ -24,19 +24,25 @@ void checkIds(const char *op, const int32_t *ids, int64_t rows, int64_t V) {
                   " out of range [0," + std::to_string(V) + ")");
 }
 
-/// out[r, :] = table[ids[r], :]; throws rt::Error on an id outside [0, V).
+/// out[r, :] = table[ids[r] - first, :] for the ids in the table's rows
+/// [first, first + V), zeros for the others (a vocabulary-parallel rank's
+/// part; first = 0 and every id checked for a whole table).
 void embedding(const float *table, const int32_t *ids, float *out,
-               int64_t rows, int64_t V, int64_t C) {
-  checkIds("embedding", ids, rows, V);
+               int64_t rows, int64_t V, int64_t C, int64_t first = 0) {
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(out + r * C, table + int64_t(ids[r]) * C, size_t(C) * 4);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = int64_t(ids[r]) - first;
+    if (row >= 0 && row < V)
+      std::memcpy(out + r * C, table + row * C, size_t(C) * 4);
+    else
+      std::memset(out + r * C, 0, size_t(C) * 4);
+  }
 }
 
-/// dtable = 0; dtable[ids[r], :] += dy[r, :]. Throws on a bad id.
+/// dtable = 0; dtable[ids[r] - first, :] += dy[r, :] for the ids in the
+/// table's rows [first, first + V) (as embedding).
 void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
-                   int64_t rows, int64_t V, int64_t C) {
-  checkIds("embedding_grad", ids, rows, V);
+                   int64_t rows, int64_t V, int64_t C, int64_t first = 0) {
   fillF32(dtable, V * C, 0.0f);
   // Each thread owns a column slice of the table: no races, and every
   // element sums its rows in token order whatever the thread count.
@@ -46,7 +52,10 @@ void embeddingGrad(const int32_t *ids, const float *dy, float *dtable,
   for (int64_t s = 0; s < slices; ++s) {
     const int64_t c0 = s * cb, c1 = std::min(C, c0 + cb);
     for (int64_t r = 0; r < rows; ++r) {
-      float *dst = dtable + int64_t(ids[r]) * C;
+      const int64_t row = int64_t(ids[r]) - first;
+      if (row < 0 || row >= V)
+        continue;
+      float *dst = dtable + row * C;
       const float *src = dy + r * C;
 #pragma omp simd
       for (int64_t c = c0; c < c1; ++c)
@@ -216,37 +225,18 @@ void runVocabParallel(Exec &e, Communicator &group) {
   auto mine = [&](int64_t id) { return id >= offset && id < offset + valid; };
   switch (I.op) {
   case Opcode::VocabEmbedding: {
-    const float *table = e.fin(0, "table");
     const int32_t *ids = e.iin(1, "ids");
     float *out = e.fout(0, "output");
     checkIds("vocab_embedding", ids, d.rows, V);
-#pragma omp parallel for schedule(static) if (d.rows * d.cols > (1 << 15))
-    for (int64_t r = 0; r < d.rows; ++r) {
-      if (mine(ids[r]))
-        std::memcpy(out + r * d.cols, table + (ids[r] - offset) * d.cols,
-                    size_t(d.cols) * 4);
-      else
-        std::memset(out + r * d.cols, 0, size_t(d.cols) * 4);
-    }
+    embedding(e.fin(0, "table"), ids, out, d.rows, d.vocab, d.cols, offset);
     group.allReduce(out, d.rows * d.cols, ReduceOp::Sum);
     return;
   }
   case Opcode::VocabEmbeddingGrad: {
     const int32_t *ids = e.iin(0, "ids");
-    const float *dy = e.fin(1, "dy");
-    float *dtable = e.fout(0, "dtable");
     checkIds("vocab_embedding_grad", ids, d.rows, V);
-    fillF32(dtable, d.vocab * d.cols, 0.0f);
-    // In token order, as embedding_grad sums.
-    for (int64_t r = 0; r < d.rows; ++r) {
-      if (!mine(ids[r]))
-        continue;
-      float *dst = dtable + (ids[r] - offset) * d.cols;
-      const float *src = dy + r * d.cols;
-#pragma omp simd
-      for (int64_t c = 0; c < d.cols; ++c)
-        dst[c] += src[c];
-    }
+    embeddingGrad(ids, e.fin(1, "dy"), e.fout(0, "dtable"), d.rows, d.vocab,
+                  d.cols, offset);
     return;
   }
   case Opcode::VocabCrossEntropy:
@@ -308,12 +298,14 @@ void runEmbeddingLoss(Exec &e) {
   case Opcode::Embedding: {
     const float *table = e.fin(0, "table");
     const int32_t *ids = e.iin(1, "ids");
+    checkIds("embedding", ids, d.rows, d.vocab);
     embedding(table, ids, e.fout(0, "output"), d.rows, d.vocab, d.cols);
     return;
   }
   case Opcode::EmbeddingGrad: {
     const int32_t *ids = e.iin(0, "ids");
     const float *dy = e.fin(1, "dy");
+    checkIds("embedding_grad", ids, d.rows, d.vocab);
     embeddingGrad(ids, dy, e.fout(0, "dtable"), d.rows, d.vocab, d.cols);
     return;
   }
