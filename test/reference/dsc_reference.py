@@ -1009,9 +1009,9 @@ def make_optimizer(tc, named_params):
     wd = p.get("weight_decay", 0.0)
     decay = [v for v in named_params.values() if v.dim() >= 2]
     no_decay = [v for v in named_params.values() if v.dim() < 2]
-    groups = [{"params": decay, "weight_decay": wd},
-              {"params": no_decay, "weight_decay": 0.0}]
     lr = p.get("lr", 1e-3)
+    groups = [{"params": decay, "weight_decay": wd, "lr": lr},
+              {"params": no_decay, "weight_decay": 0.0, "lr": lr}]
     betas = tuple(p.get("betas", (0.9, 0.999)))
     eps = p.get("eps", 1e-8)
     if t in ("adam", "adamw"):
@@ -1022,13 +1022,9 @@ def make_optimizer(tc, named_params):
             return torch.optim.Adam(groups, lr=lr, betas=betas, eps=eps)
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
     if t == "onebitadam":
-        for g in groups:
-            g["lr"] = lr
         return OneBitAdamRef(groups, betas=betas, eps=eps,
                              freeze_step=p.get("freeze_step", 100000))
     if t == "onebitlamb":
-        for g in groups:
-            g["lr"] = lr
         return OneBitLambRef(groups, betas=betas, eps=eps,
                              max_coeff=p.get("max_coeff", 10.0),
                              min_coeff=p.get("min_coeff", 0.01),
@@ -1038,8 +1034,6 @@ def make_optimizer(tc, named_params):
                              factor_min=p.get("factor_min", 0.5),
                              factor_threshold=p.get("factor_threshold", 0.1))
     if t == "zerooneadam":
-        for g in groups:
-            g["lr"] = lr
         return ZeroOneAdamRef(groups, betas=betas, eps=eps,
                               var_freeze_step=p.get("var_freeze_step", 100000),
                               var_update_scaler=p.get("var_update_scaler", 16),
@@ -1050,8 +1044,6 @@ def make_optimizer(tc, named_params):
                                dampening=p.get("dampening", 0.0),
                                nesterov=p.get("nesterov", False))
     if t == "lamb":
-        for g in groups:
-            g["lr"] = lr
         return FusedLambRef(groups, betas=betas, eps=eps,
                             max_coeff=p.get("max_coeff", 10.0),
                             min_coeff=p.get("min_coeff", 0.01),
