@@ -81,6 +81,22 @@ LogicalResult mlir::dsc::checkAdamWarmup(func::FuncOp apply, StringRef pass) {
   return failure(walk.wasInterrupted());
 }
 
+func::FuncOp mlir::dsc::findWarmupStep(ModuleOp module, StringRef pass,
+                                       ArrayRef<StringRef> stages) {
+  auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
+  if (!apply || apply.isExternal()) {
+    module.emitError(pass) << ": no @apply_step; run -dsc-build-train-step "
+                              "first";
+    return {};
+  }
+  for (StringRef name : stages)
+    if (module.lookupSymbol(name)) {
+      module.emitError(pass) << ": @" << name << " exists already";
+      return {};
+    }
+  return apply;
+}
+
 void mlir::dsc::keepGradientsLocal(func::FuncOp fn) {
   MLIRContext *ctx = fn.getContext();
   Block &body = fn.getBody().front();

@@ -48,6 +48,12 @@ CompressedAllReduce buildCompressedAllReduce(OpBuilder &b, Location loc,
 // What the compressed-optimizer passes (-dsc-onebit-adam,
 // -dsc-zero-one-adam) share.
 
+/// The @apply_step a compressed optimizer's pass rewrites (its warm-up or
+/// full step), or null after emitting `pass`'s error: there is none yet, or
+/// one of the functions in `stages` that the pass adds exists already.
+func::FuncOp findWarmupStep(ModuleOp module, StringRef pass,
+                            ArrayRef<StringRef> stages);
+
 /// The #dsc.state kind of argument `i` of `fn`, if it has one.
 std::optional<StateKind> stateKindOf(func::FuncOp fn, unsigned i);
 

@@ -32,18 +32,9 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
           << int64_t(freezeStep);
       return signalPassFailure();
     }
-    auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
-    if (!apply || apply.isExternal()) {
-      module.emitError("dsc-onebit-adam: no @apply_step; run "
-                       "-dsc-build-train-step first");
-      return signalPassFailure();
-    }
-    if (module.lookupSymbol("apply_step_compressed")) {
-      module.emitError("dsc-onebit-adam: @apply_step_compressed exists "
-                       "already");
-      return signalPassFailure();
-    }
-    if (failed(checkAdamWarmup(apply, "dsc-onebit-adam")))
+    func::FuncOp apply = findWarmupStep(module, "dsc-onebit-adam",
+                                        {"apply_step_compressed"});
+    if (!apply || failed(checkAdamWarmup(apply, "dsc-onebit-adam")))
       return signalPassFailure();
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(apply);

@@ -49,17 +49,11 @@ struct OneBitLambPass : mlir::dsc::impl::DscOneBitLambBase<OneBitLambPass> {
                        "factor-threshold >= 0");
       return signalPassFailure();
     }
-    auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
-    if (!apply || apply.isExternal()) {
-      module.emitError("dsc-onebit-lamb: no @apply_step; run "
-                       "-dsc-build-train-step first");
+    func::FuncOp apply =
+        findWarmupStep(module, "dsc-onebit-lamb",
+                       {"apply_step_compressed", "onebit_lamb_freeze"});
+    if (!apply)
       return signalPassFailure();
-    }
-    if (module.lookupSymbol("apply_step_compressed")) {
-      module.emitError("dsc-onebit-lamb: @apply_step_compressed exists "
-                       "already");
-      return signalPassFailure();
-    }
     SmallVector<LambOp> updates;
     WalkResult walk = apply.walk([&](OptimizerOpInterface op) {
       auto lamb = dyn_cast<LambOp>(op.getOperation());

@@ -34,19 +34,10 @@ struct ZeroOneAdamPass : mlir::dsc::impl::DscZeroOneAdamBase<ZeroOneAdamPass> {
                        "the scalers and clipper >= 1");
       return signalPassFailure();
     }
-    auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
-    if (!apply || apply.isExternal()) {
-      module.emitError("dsc-zero-one-adam: no @apply_step; run "
-                       "-dsc-build-train-step first");
-      return signalPassFailure();
-    }
-    for (StringRef name :
-         {"apply_step_onebit", "apply_step_local", "apply_step_sync"})
-      if (module.lookupSymbol(name)) {
-        module.emitError("dsc-zero-one-adam: @") << name << " exists already";
-        return signalPassFailure();
-      }
-    if (failed(checkAdamWarmup(apply, "dsc-zero-one-adam")))
+    func::FuncOp apply = findWarmupStep(
+        module, "dsc-zero-one-adam",
+        {"apply_step_onebit", "apply_step_local", "apply_step_sync"});
+    if (!apply || failed(checkAdamWarmup(apply, "dsc-zero-one-adam")))
       return signalPassFailure();
     const int64_t group = meshGroupSize(module, MeshAxis::data);
     OpBuilder b(module.getContext());
