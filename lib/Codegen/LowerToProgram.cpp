@@ -116,6 +116,7 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   case StateKind::input_ids:
   case StateKind::targets:
   case StateKind::step:
+  case StateKind::activation: // a pipeline stage's received tensors
     role = BufferRole::Input;
     break;
   case StateKind::output:
@@ -432,6 +433,13 @@ FailureOr<rt::Program> Lowering::run(ArrayRef<StringRef> required,
       program.meta[name.str()] = f.getValueAsDouble();
     else if (auto s = dyn_cast<StringAttr>(attr.getValue()))
       program.meta[name.str()] = s.str();
+    else if (attr.getName() == kPipelineTiedParamsAttrName) {
+      // Parameter names, comma-separated (no name has a comma).
+      std::string names;
+      for (auto n : cast<ArrayAttr>(attr.getValue()).getAsRange<StringAttr>())
+        names += (names.empty() ? "" : ",") + n.str();
+      program.meta[name.str()] = names;
+    }
   }
   return std::move(program);
 }
@@ -443,8 +451,10 @@ auto ::dsc::lowerToProgram(ModuleOp module) -> FailureOr<rt::Program> {
   // 1-bit LAMB have a compression stage (the driver runs it after
   // freeze_step; 1-bit LAMB's freeze function once, first), only 0/1 Adam
   // its 1-bit, local and sync steps.
+  // Only a pipeline stage before the last has @stage_forward.
   return Lowering(module).run({"micro_step", "apply_step"},
-                              {"eval_step", "apply_step_compressed",
+                              {"eval_step", "stage_forward",
+                               "apply_step_compressed",
                                "onebit_lamb_freeze",
                                "apply_step_onebit", "apply_step_local",
                                "apply_step_sync"});

@@ -998,6 +998,21 @@ int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
   return mesh ? mesh.groupSize(axis) : 1;
 }
 
+int64_t mlir::dsc::pipelineStageOf(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  auto stage = module ? module->getAttrOfType<IntegerAttr>(
+                            kPipelineStageAttrName)
+                      : IntegerAttr();
+  return stage ? stage.getInt() : -1;
+}
+
+bool mlir::dsc::sendsPipelineActivation(Operation *op) {
+  const int64_t stage = pipelineStageOf(op);
+  return stage >= 0 && stage + 1 < meshGroupSize(op, MeshAxis::pipeline);
+}
+
 TensorSliceAttr mlir::dsc::tensorSliceOf(Operation *op, StringRef param) {
   auto module = dyn_cast<ModuleOp>(op);
   if (!module)

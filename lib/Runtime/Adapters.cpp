@@ -205,10 +205,13 @@ void Trainer::loadAdapter(const std::string &path) {
     storeWhole(it->second.bytes, int(id));
     used.insert(name);
   }
+  std::set<std::string> names;
   for (const auto &[name, t] : file.tensors)
-    if (!used.count(name))
-      throw Error(path + ": tensor '" + name + "' is not a trainable "
-                  "parameter of this model and LoRA configuration");
+    names.insert(name);
+  requireUsedByAStage(names, used, [&](const std::string &name) {
+    return path + ": tensor '" + name + "' is not a trainable parameter of "
+           "this model and LoRA configuration";
+  });
   requireFiniteState(path);
   uploadPersistent();
 }
@@ -220,9 +223,10 @@ void Trainer::saveAdapter(const std::string &dir) const {
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
     if (buf.role == BufferRole::Param && !buf.frozen &&
-        (comm.rank() == 0 || gatheredOnSave(int(id))))
+        (stageWriter() || gatheredOnSave(int(id))))
       file.tensors[kPeftPrefix + buf.name] = wholeTensorOf(int(id));
   }
+  gatherStages(file);
   if (comm.rank() == 0) {
     makeDirectory(dir);
     const std::string weights = dir + "/" + kAdapterWeights;
@@ -238,19 +242,22 @@ void Trainer::saveMergedWeights(const std::string &path) const {
   const LoraSettings lora = loraSettings(prog);
   Safetensors file;
   file.metadata["format"] = "pt";
-  std::map<std::string, Tensor> adapters;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
-    if (buf.role != BufferRole::Param ||
-        !(comm.rank() == 0 || gatheredOnSave(int(id))))
-      continue;
-    Tensor t = wholeTensorOf(int(id)); // every rank, for shards
-    if (isLoraAdapterName(buf.name))
-      adapters[buf.name] = std::move(t);
-    else
-      file.tensors[buf.name] = std::move(t);
+    if (buf.role == BufferRole::Param &&
+        (stageWriter() || gatheredOnSave(int(id))))
+      file.tensors[buf.name] = wholeTensorOf(int(id)); // every rank: shards
   }
+  gatherStages(file);
   if (comm.rank() == 0) {
+    std::map<std::string, Tensor> adapters;
+    for (auto it = file.tensors.begin(); it != file.tensors.end();)
+      if (isLoraAdapterName(it->first)) {
+        adapters[it->first] = std::move(it->second);
+        it = file.tensors.erase(it);
+      } else {
+        ++it;
+      }
     const std::string suffix = ".weight";
     for (auto &[name, w] : file.tensors) {
       if (!endsWith(name, suffix))

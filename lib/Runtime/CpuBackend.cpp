@@ -79,13 +79,16 @@ public:
   }
   const char *name() const override { return "cpu"; }
 
-  void run(const Program &program, const Function &fn, Storage &storage,
-           const RngContext &rng) override {
-    // Every rank's first call builds the mesh's groups (a collective over
-    // the job): all ranks run the same program, whichever function first.
+  void prepare(const Program &program) override {
+    // The mesh's groups (a collective over the job).
     const Mesh mesh = program.mesh();
     if (!groups || groups->mesh() != mesh)
       groups = std::make_unique<MeshGroups>(comm, mesh);
+  }
+
+  void run(const Program &program, const Function &fn, Storage &storage,
+           const RngContext &rng) override {
+    prepare(program);
     for (const Instr &instr : fn.body) {
       if (!profile) {
         execute(program, storage, instr, rng);

@@ -456,6 +456,10 @@ parseCheckpointCounters(const std::map<std::string, std::string> &metadata,
 }
 
 void Safetensors::write(const std::string &path) const {
+  writeFileAtomic(path, serialize(path));
+}
+
+std::string Safetensors::serialize(const std::string &path) const {
   // nlohmann::json objects are std::maps: keys come out sorted, and the data
   // section follows the same (sorted) order.
   nlohmann::json header = nlohmann::json::object();
@@ -495,7 +499,7 @@ void Safetensors::write(const std::string &path) const {
   out += h;
   for (const auto &[name, t] : tensors)
     out.append(t.bytes.data(), t.bytes.size());
-  writeFileAtomic(path, out);
+  return out;
 }
 
 } // namespace dsc::rt

@@ -49,6 +49,8 @@ public:
   void broadcast(void *data, int64_t bytes, int root) override;
   void send(const void *data, int64_t bytes, int to) override;
   void recv(void *data, int64_t bytes, int from) override;
+  void startSend(const void *data, int64_t bytes, int to) override;
+  void waitSends() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
 
@@ -102,6 +104,7 @@ private:
   int myRank = 0, worldSize = 1, myLocalRank = 0, myLocalSize = 1;
   std::vector<int> jobRank;
   bool ownsMpi = false; ///< the job's communicator finalizes MPI
+  std::vector<MPI_Request> pendingSends; ///< startSend's, in order
   double timeoutSeconds = 45;
 };
 
@@ -346,6 +349,27 @@ void MpiCommunicator::send(const void *data, int64_t bytes, int to) {
           "MPI_Isend");
   });
   (*sent)[CollectiveKind::Send] += bytes;
+}
+
+void MpiCommunicator::startSend(const void *data, int64_t bytes, int to) {
+  constexpr int kTag = 11; // send's: the receiver's recv matches either
+  const int peer = peerRank("send", to);
+  if (bytes < 0)
+    throw Error("send: negative byte count");
+  const char *base = static_cast<const char *>(data);
+  for (int64_t at = 0; at < bytes; at += kMaxCount) {
+    pendingSends.emplace_back();
+    check(MPI_Isend(base + at, int(std::min(kMaxCount, bytes - at)),
+                    MPI_BYTE, peer, kTag, world, &pendingSends.back()),
+          "MPI_Isend");
+  }
+  (*sent)[CollectiveKind::Send] += bytes;
+}
+
+void MpiCommunicator::waitSends() {
+  for (MPI_Request &request : pendingSends)
+    wait(request, "send");
+  pendingSends.clear();
 }
 
 void MpiCommunicator::recv(void *data, int64_t bytes, int from) {

@@ -229,6 +229,20 @@ int64_t Program::metaInt(const std::string &key, std::optional<int64_t> dflt,
   return v;
 }
 
+std::string Program::metaString(const std::string &key,
+                                std::optional<std::string> dflt) const {
+  auto it = meta.find(key);
+  if (it == meta.end()) {
+    if (!dflt)
+      throw Error("compiled step lacks module attribute dsc." + key);
+    return *dflt;
+  }
+  if (!std::holds_alternative<std::string>(it->second))
+    throw Error("compiled step: module attribute dsc." + key +
+                " must be a string");
+  return std::get<std::string>(it->second);
+}
+
 int Program::findBuffer(BufferRole role, const std::string &name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].role == role && buffers[i].name == name)

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - The driver loop around a compiled step --------------===//
 
 #include "dsc/Runtime/Trainer.h"
+#include "dsc/Runtime/PipelineSchedule.h"
 
 #include <algorithm>
 #include <cctype>
@@ -119,18 +120,31 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                 "; compile it with --world-size " +
                 std::to_string(comm.size()));
   // Batches and ZeRO shards are split over the data axis, parameters
-  // sliced over the tensor axis; a pipeline needs a driver that runs the
-  // stages' schedule.
+  // sliced over the tensor axis, layers cut into stages along the pipeline
+  // axis.
   const Mesh mesh = prog.mesh();
-  if (mesh.pipeline != 1)
-    throw Error("the step's mesh (dsc.mesh) has pipeline = " +
-                std::to_string(mesh.pipeline) +
-                " ranks; training runs data and tensor parallelism only "
-                "(pipeline stages are not built yet)");
   groups = std::make_unique<MeshGroups>(comm, mesh);
+  backend.prepare(prog);
   drawTensorParallelStreamsPerRank(prog, tensorGroup().rank());
   prog.function("micro_step");
   prog.function("apply_step");
+  const int64_t stage = pipelineGroup().rank(), stages = mesh.pipeline;
+  if (pipelined()) {
+    if (prog.metaInt("pipeline_stage", -1, -1) != stage)
+      throw Error("rank " + std::to_string(comm.rank()) + " holds pipeline "
+                  "stage " + std::to_string(stage) + " but its step is " +
+                  (prog.meta.count("pipeline_stage")
+                       ? "stage " + std::to_string(
+                                        prog.metaInt("pipeline_stage", -1, -1))
+                       : std::string("not cut into stages")) +
+                  " (each rank compiles its own stage)");
+    pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
+    if (prog.functions.count("apply_step_compressed") ||
+        prog.functions.count("apply_step_local"))
+      throw Error("compressed optimizers (1-bit Adam, 0/1 Adam, 1-bit "
+                  "LAMB) are not run with pipeline stages yet");
+  }
+  const bool firstStage = stage == 0, lastStage = stage == stages - 1;
   if (prog.functions.count("apply_step_compressed"))
     prog.metaInt("freeze_step", std::nullopt, 0);
   if (prog.functions.count("apply_step_local")) {
@@ -148,10 +162,31 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   expectBuffer(BufferRole::Input, "input_ids", DType::I32, B * T);
   expectBuffer(BufferRole::Input, "targets", DType::I32, B * T);
   expectBuffer(BufferRole::Input, "step", DType::I64, 1);
-  expectBuffer(BufferRole::Output, "loss", DType::F32, 1);
   expectBuffer(BufferRole::Output, "lr", DType::F32, 1);
   expectBuffer(BufferRole::Output, "grad_norm", DType::F32, 1);
-  expectBuffer(BufferRole::Output, "logits", DType::F32, B * T * V);
+  if (lastStage) {
+    expectBuffer(BufferRole::Output, "loss", DType::F32, 1);
+    expectBuffer(BufferRole::Output, "logits", DType::F32, B * T * V);
+  }
+  // A stage's activations travel as bytes: what it receives and the
+  // gradient it sends back have one shape, as do what it sends and the
+  // gradient it gets back.
+  auto samePair = [&](BufferRole r1, const char *n1, BufferRole r2,
+                      const char *n2) {
+    const Buffer &a = prog.buffers[size_t(buffer(r1, n1))],
+                 &b = prog.buffers[size_t(buffer(r2, n2))];
+    if (a.dtype != DType::F32 || a.dtype != b.dtype || a.shape != b.shape)
+      throw Error(std::string("compiled step: pipeline buffers '") + n1 +
+                  "' and '" + n2 + "' must be f32 of one shape");
+  };
+  if (pipelined() && !firstStage)
+    samePair(BufferRole::Input, "stage_input", BufferRole::Output,
+             "stage_input_grad");
+  if (pipelined() && !lastStage) {
+    prog.function("stage_forward");
+    samePair(BufferRole::Output, "stage_output", BufferRole::Input,
+             "stage_output_grad");
+  }
 }
 
 void Trainer::expectBuffer(BufferRole role, const std::string &name,
@@ -312,17 +347,22 @@ void Trainer::loadWeights(const std::string &path) {
   const bool gpt2 = prog.findBuffer(BufferRole::Param, "transformer.wte.weight") >= 0;
   const bool bert = prog.findBuffer(BufferRole::Param,
                                     "bert.embeddings.word_embeddings.weight") >= 0;
+  // A pipeline stage's model is a part of the whole: a tensor must be used
+  // by some stage.
   std::set<std::string> names;
   for (const auto &[name, t] : file.tensors)
     names.insert(name);
   for (const auto &[name, dtype] : file.skipped)
     names.insert(name);
   for (const std::string &name : names)
-    if (!used.count(name) && !(gpt2 && isUnneededGpt2Tensor(name)) &&
-        !(bert && isUnneededBertTensor(name)))
-      throw Error(path + ": tensor '" + name +
-                  "' is not used by the model (weights of a different model "
-                  "or size?)");
+    if ((gpt2 && isUnneededGpt2Tensor(name)) ||
+        (bert && isUnneededBertTensor(name)))
+      used.insert(name);
+  requireUsedByAStage(names, used, [&](const std::string &name) {
+    return path + ": tensor '" + name +
+           "' is not used by the model (weights of a different model or "
+           "size?)";
+  });
   uploadPersistent();
 }
 
@@ -334,17 +374,63 @@ void Trainer::saveWeights(const std::string &path) const {
 
 void Trainer::writeFromAllRanks(Safetensors &file, const std::string &path,
                                 std::initializer_list<BufferRole> roles) const {
-  // Shards are gathered by every rank; other tensors only rank 0 needs.
+  // Shards are gathered by every rank; other tensors only each stage's
+  // writer needs (rank 0 without a pipeline).
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (std::find(roles.begin(), roles.end(), prog.buffers[id].role) !=
             roles.end() &&
-        (comm.rank() == 0 || gatheredOnSave(int(id))))
+        (stageWriter() || gatheredOnSave(int(id))))
       file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
+  gatherStages(file);
   if (comm.rank() == 0) {
     requireFiniteToSave(file, path, step);
     file.write(path);
   }
   comm.barrier(); // the ranks go on together once the file is written
+}
+
+void Trainer::gatherStages(Safetensors &file) const {
+  if (!pipelined() || !stageWriter())
+    return;
+  // The writers form the pipeline group of rank 0.
+  Communicator &pipe = pipelineGroup();
+  if (pipe.rank() != 0) {
+    Safetensors part;
+    part.tensors = std::move(file.tensors);
+    const std::string bytes = part.serialize("pipeline stage");
+    int64_t size = int64_t(bytes.size());
+    pipe.send(&size, sizeof size, 0);
+    pipe.send(bytes.data(), size, 0);
+    return;
+  }
+  for (int s = 1; s < pipe.size(); ++s) {
+    int64_t size = 0;
+    pipe.recv(&size, sizeof size, s);
+    std::string bytes(size_t(size), '\0');
+    pipe.recv(bytes.data(), size, s);
+    Safetensors part = Safetensors::parse(
+        bytes, "pipeline stage " + std::to_string(s) + "'s tensors");
+    // A tied parameter is on two stages with equal values: the first
+    // stage's copy is kept (and so is its optimizer state).
+    for (auto &[name, tensor] : part.tensors)
+      file.tensors.emplace(name, std::move(tensor));
+  }
+}
+
+void Trainer::requireUsedByAStage(
+    const std::set<std::string> &names, const std::set<std::string> &used,
+    const std::function<std::string(const std::string &)> &message) const {
+  // Per name, whether this stage used it; the maximum over the stages.
+  std::vector<float> usedHere;
+  for (const std::string &name : names)
+    usedHere.push_back(used.count(name) ? 1.0f : 0.0f);
+  if (pipelined() && !usedHere.empty())
+    pipelineGroup().allReduce(usedHere.data(), int64_t(usedHere.size()),
+                              ReduceOp::Max);
+  size_t i = 0;
+  for (const std::string &name : names)
+    if (usedHere[i++] == 0.0f)
+      throw Error(message(name));
 }
 
 bool Trainer::isShard(int id) const {
@@ -531,13 +617,17 @@ void Trainer::loadCheckpoint(const std::string &path) {
   step = counters.step;
   seed = counters.seed;
   skipped = counters.skipped;
-  // A tensor the step does not have: a checkpoint of a larger model or of
-  // another optimizer, which would otherwise resume in part.
+  // A tensor the step does not have (no stage's, in a pipeline): a
+  // checkpoint of a larger model or of another optimizer, which would
+  // otherwise resume in part.
+  std::set<std::string> names;
   for (const auto &[name, tensor] : file.tensors)
-    if (!stored.count(name))
-      throw Error(path + ": tensor '" + name +
-                  "' is not part of this model and optimizer (checkpoint of "
-                  "a different model or optimizer?)");
+    names.insert(name);
+  requireUsedByAStage(names, stored, [&](const std::string &name) {
+    return path + ": tensor '" + name +
+           "' is not part of this model and optimizer (checkpoint of a "
+           "different model or optimizer?)";
+  });
   if (!file.skipped.empty())
     throw Error(path + ": tensor '" + file.skipped.begin()->first +
                 "' has dtype " + file.skipped.begin()->second +
@@ -559,20 +649,129 @@ void Trainer::requireFiniteState(const std::string &source) {
   }
 }
 
-void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
+RngContext Trainer::loadMicroBatch(const TokenFile &data, int64_t micro) {
   const int ids = buffer(BufferRole::Input, "input_ids");
   const int targets = buffer(BufferRole::Input, "targets");
   // This data rank's rows of the global batch (TokenFile::batch); the ranks
-  // of a tensor group read the same rows. The random stream is keyed by the
-  // same slice index, so D data ranks with A micro-batches draw the dropout
-  // and masking of one rank with D*A micro-batches.
+  // of a tensor group and the stages of a pipeline read the same rows. The
+  // random stream is keyed by the same slice index, so D data ranks with A
+  // micro-batches draw the dropout and masking of one rank with D*A
+  // micro-batches.
   const int64_t slices = A * dataGroup().size(),
                 slice = dataGroup().rank() * A + micro;
   data.batch(step, slice, slices, B, T, storage.i32(ids),
              storage.i32(targets));
   backend.upload(storage, {ids, targets});
-  RngContext rng{seed, uint64_t(step * slices + slice)};
+  return RngContext{seed, uint64_t(step * slices + slice)};
+}
+
+void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
+  const RngContext rng = loadMicroBatch(data, micro);
   backend.run(prog, prog.function("micro_step"), storage, rng);
+}
+
+double Trainer::runPipelineSchedule(const TokenFile &data) {
+  Communicator &pipe = pipelineGroup();
+  const int s = pipe.rank(), P = pipe.size();
+  const bool first = s == 0, last = s == P - 1;
+  const int input = first ? -1 : buffer(BufferRole::Input, "stage_input");
+  const int inputGrad =
+      first ? -1 : buffer(BufferRole::Output, "stage_input_grad");
+  const int output = last ? -1 : buffer(BufferRole::Output, "stage_output");
+  const int outputGrad =
+      last ? -1 : buffer(BufferRole::Input, "stage_output_grad");
+  const int lossBuf = last ? buffer(BufferRole::Output, "loss") : -1;
+  PipelineShape shape;
+  shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
+  shape.stages = P;
+  shape.microBatches = A;
+  // The activations received for micro-batches whose backward has not run
+  // (the backward recomputes the stage's forward from them), and every
+  // send of the step until it has completed.
+  std::vector<std::vector<char>> received(static_cast<size_t>(A));
+  std::vector<std::vector<char>> outbox;
+  outbox.reserve(size_t(2 * A));
+  auto sendBuffer = [&](int id, int to) {
+    backend.download(storage, {id});
+    const char *bytes = static_cast<const char *>(storage.data(id));
+    outbox.emplace_back(bytes, bytes + prog.buffers[size_t(id)].bytes());
+    pipe.startSend(outbox.back().data(), int64_t(outbox.back().size()), to);
+  };
+  auto restoreInput = [&](int64_t m) {
+    std::memcpy(storage.data(input), received[size_t(m)].data(),
+                received[size_t(m)].size());
+    backend.upload(storage, {input});
+  };
+  double loss = 0;
+  for (const PipelineAction &action : pipelineOrder(shape, s)) {
+    const int64_t m = action.microBatch;
+    const RngContext rng = loadMicroBatch(data, m);
+    if (action.kind == PipelineAction::Forward) {
+      if (!first) {
+        received[size_t(m)].resize(prog.buffers[size_t(input)].bytes());
+        pipe.recv(received[size_t(m)].data(),
+                  int64_t(received[size_t(m)].size()), s - 1);
+      }
+      // The last stage's forward is its backward's recomputation.
+      if (last)
+        continue;
+      if (!first)
+        restoreInput(m);
+      backend.run(prog, prog.function("stage_forward"), storage, rng);
+      sendBuffer(output, s + 1);
+      continue;
+    }
+    if (!first)
+      restoreInput(m);
+    if (!last) {
+      pipe.recv(storage.data(outputGrad),
+                int64_t(prog.buffers[size_t(outputGrad)].bytes()), s + 1);
+      backend.upload(storage, {outputGrad});
+    }
+    backend.run(prog, prog.function("micro_step"), storage, rng);
+    if (last) {
+      backend.download(storage, {lossBuf});
+      loss += storage.f32(lossBuf)[0];
+    }
+    if (!first) {
+      received[size_t(m)] = {};
+      sendBuffer(inputGrad, s - 1);
+    }
+  }
+  pipe.waitSends();
+  return loss;
+}
+
+void Trainer::sumTiedGradients() {
+  Communicator &pipe = pipelineGroup();
+  const int s = pipe.rank(), P = pipe.size();
+  if (!pipelined() || (s != 0 && s != P - 1))
+    return;
+  const std::string names = prog.metaString("pipeline_tied_params", "");
+  const int peer = s == 0 ? P - 1 : 0;
+  for (size_t at = 0; at < names.size();) {
+    size_t end = names.find(',', at);
+    if (end == std::string::npos)
+      end = names.size();
+    const int id = buffer(BufferRole::GradAcc,
+                          "grad/" + names.substr(at, end - at));
+    at = end + 1;
+    const Buffer &buf = prog.buffers[size_t(id)];
+    if (buf.dtype != DType::F32)
+      throw Error("compiled step: tied gradient '" + buf.name +
+                  "' must be f32");
+    backend.download(storage, {id});
+    float *mine = storage.f32(id);
+    const int64_t n = buf.numElements();
+    std::vector<float> sent(mine, mine + n), theirs(static_cast<size_t>(n));
+    pipe.startSend(sent.data(), n * int64_t(sizeof(float)), peer);
+    pipe.recv(theirs.data(), n * int64_t(sizeof(float)), peer);
+    pipe.waitSends();
+    // Both stages add the same two numbers: the copies stay equal.
+    for (int64_t i = 0; i < n; ++i)
+      mine[i] += theirs[size_t(i)];
+    backend.upload(storage, {id});
+  }
 }
 
 StepStats Trainer::trainStep(const TokenFile &data) {
@@ -580,11 +779,19 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   StepStats stats;
   stats.step = step;
   const CommTraffic before = comm.traffic();
-  int lossBuf = buffer(BufferRole::Output, "loss");
-  for (int64_t m = 0; m < A; ++m) {
-    runMicroStep(data, m);
-    backend.download(storage, {lossBuf});
-    stats.loss += storage.f32(lossBuf)[0] / double(A);
+  if (pipelined()) {
+    // Only the last stage has the loss; weighted by the number of stages,
+    // the mean over all ranks is the mean over the last stage's.
+    const double sum = runPipelineSchedule(data);
+    stats.loss = sum / double(A) * double(pipelineGroup().size());
+    sumTiedGradients();
+  } else {
+    int lossBuf = buffer(BufferRole::Output, "loss");
+    for (int64_t m = 0; m < A; ++m) {
+      runMicroStep(data, m);
+      backend.download(storage, {lossBuf});
+      stats.loss += storage.f32(lossBuf)[0] / double(A);
+    }
   }
   // The global batch's mean: every rank's micro-batches weigh the same.
   float globalLoss = float(stats.loss);

@@ -48,11 +48,23 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
     return forward.emitError("dsc-autodiff: @")
            << forward.getName() << " must have a body of exactly one block";
   FunctionType fnType = forward.getFunctionType();
-  if (fnType.getNumResults() == 0 ||
-      fnType.getResult(0) != RankedTensorType::get({}, Float32Type::get(
-                                                           &getContext())))
+  // A pipeline stage before the last ends in the activation it sends: its
+  // gradient (received from the next stage) seeds the backward.
+  const bool sendsActivation = sendsPipelineActivation(forward);
+  auto f32 = Float32Type::get(&getContext());
+  if (sendsActivation
+          ? fnType.getNumResults() != 1 ||
+                !isa<RankedTensorType>(fnType.getResult(0)) ||
+                cast<RankedTensorType>(fnType.getResult(0)).getElementType() !=
+                    f32
+          : fnType.getNumResults() == 0 ||
+                fnType.getResult(0) != RankedTensorType::get({}, f32))
     return forward.emitError("dsc-autodiff: result #0 of @")
-           << forward.getName() << " must be the scalar loss tensor<f32>";
+           << forward.getName()
+           << (sendsActivation
+                   ? " must be the f32 activation a pipeline stage sends "
+                     "(its only result)"
+                   : " must be the scalar loss tensor<f32>");
 
   // @forward_grad starts as a clone of @forward with a trailing %dloss.
   OpBuilder moduleBuilder(forward);
@@ -75,8 +87,17 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
         !grad.getArgAttr(arg.getArgNumber(), kFrozenAttrName))
       params.push_back(arg);
 
-  // Active values: those that depend on a parameter.
+  // A pipeline stage's received activation (dsc.pipeline_input) is
+  // differentiated as well: its gradient goes back to the previous stage.
+  SmallVector<BlockArgument> stageInputs;
+  for (BlockArgument arg : body.getArguments().drop_back())
+    if (grad.getArgAttr(arg.getArgNumber(), kPipelineInputAttrName))
+      stageInputs.push_back(arg);
+
+  // Active values: those that depend on a parameter or a received
+  // activation.
   llvm::DenseSet<Value> active(params.begin(), params.end());
+  active.insert(stageInputs.begin(), stageInputs.end());
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<Operation *> forwardOps;
   for (Operation &op : body.without_terminator()) {
@@ -124,11 +145,11 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   }
 
   // Return the forward results followed by one gradient per trainable
-  // parameter.
+  // parameter, then one per received activation.
   SmallVector<Value> results(ret.getOperands());
-  for (BlockArgument p : params) {
+  for (BlockArgument p : llvm::concat<BlockArgument>(params, stageInputs)) {
     Value g = grads.lookup(p);
-    if (!g) { // A parameter that does not reach the loss gets a zero gradient.
+    if (!g) { // A value that does not reach the loss gets a zero gradient.
       g = b.create<FillOp>(grad.getLoc(), p.getType(),
                            b.getF64FloatAttr(0.0));
       g.getDefiningOp()->setAttr(kGradAttrName, b.getUnitAttr());

@@ -14,6 +14,19 @@
 //   @eval_step(params, input_ids, targets) -> (loss, logits)
 //       the forward alone, for evaluation and sampling
 //
+// A pipeline stage (-dsc-pipeline-stage) differs: @micro_step also takes
+// the activation the stage receives (`stage_input`, stages after the
+// first) and, before the last stage, the gradient of the one it sends
+// (`stage_output_grad`, which seeds its backward in place of the loss);
+// it returns the gradient of its received activation
+// (`stage_input_grad`) and, before the last stage, no loss or logits.
+// Such a stage also gets @stage_forward(params, stage_input, input_ids,
+// targets) -> stage_output, the forward with dropout that sends the
+// activation on; the backward recomputes it from the stored input. No
+// @eval_step: evaluation needs the whole pipeline. @apply_step's gradient
+// norm sums its squares over the pipeline ranks too, a tied copy on the
+// last stage left out (the first stage counts it).
+//
 // With `fp16`, both steps also take the loss scaler's state: @micro_step
 // seeds the loss gradient with scale / A; @apply_step checks the gradients
 // for inf/NaN, unscales them together with clipping, skips the optimizer
@@ -84,6 +97,9 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
                               ArrayRef<Param> trainable);
   func::FuncOp buildApplyStep(ModuleOp module, ArrayRef<Param> trainable);
   func::FuncOp buildEvalStep(ModuleOp module, unsigned numParams);
+  /// A pipeline stage before the last: @stage_forward, the forward that
+  /// sends the stage's activation on.
+  func::FuncOp buildStageForward(ModuleOp module);
   /// fp16: the scale before any update (2^initial-scale-power or static).
   double initialScale() const {
     return lossScale > 0 ? double(lossScale)
@@ -194,9 +210,11 @@ void BuildTrainStepPass::runOnOperation() {
                       "there is nothing to train");
     return signalPassFailure();
   }
+  const bool stage = pipelineStageOf(module) >= 0;
   if (!buildMicroStep(fwdGrad, params, trainable) ||
       !buildApplyStep(module, trainable) ||
-      !buildEvalStep(module, params.size()))
+      (!stage && !buildEvalStep(module, params.size())) ||
+      (sendsPipelineActivation(module) && !buildStageForward(module)))
     return signalPassFailure();
   fwdGrad.erase();
   // The driver runs @micro_step this many times per @apply_step.
@@ -216,12 +234,21 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   }
   Block &src = fwdGrad.getBody().front();
   unsigned numParams = params.size(), numTrainable = trainable.size();
+  // A pipeline stage: the activation it receives (an argument after the
+  // parameters, its gradient the last result) and whether it sends one
+  // (its only forward result, seeded by the gradient it gets back).
+  const bool receives =
+      numParams < src.getNumArguments() &&
+      fwdGrad.getArgAttr(numParams, kPipelineInputAttrName);
+  const bool sends = sendsPipelineActivation(fwdGrad);
   unsigned numInputs = src.getNumArguments() - numParams - 1; // minus dloss
   unsigned numForwardResults =
-      fwdGrad.getFunctionType().getNumResults() - numTrainable;
-  if (numInputs != 2 || numForwardResults != 2) {
-    fwdGrad.emitError("dsc-build-train-step: expected @forward_grad(params, "
-                      "input_ids, targets, dloss) -> (loss, logits, grads)");
+      fwdGrad.getFunctionType().getNumResults() - numTrainable - receives;
+  if (numInputs != 2u + receives || numForwardResults != (sends ? 1u : 2u)) {
+    fwdGrad.emitError("dsc-build-train-step: expected @forward_grad(params, ")
+        << (receives ? "stage_input, " : "") << "input_ids, targets, dloss) -> ("
+        << (sends ? "stage_output" : "loss, logits") << ", grads"
+        << (receives ? ", stage_input_grad" : "") << ")";
     return {};
   }
   // Parameters must come first, as the frontend emits them.
@@ -232,22 +259,36 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
       return {};
     }
 
+  const unsigned firstToken = numParams + receives;
   Signature args, results;
   for (const Param &p : params)
     args.addParam(ctx, p);
   for (const Param &p : trainable)
     args.add(ctx, p.type, StateKind::grad, p.name);
-  args.add(ctx, src.getArgument(numParams).getType(), StateKind::input_ids,
+  if (receives)
+    args.add(ctx, src.getArgument(numParams).getType(), StateKind::activation,
+             "stage_input");
+  args.add(ctx, src.getArgument(firstToken).getType(), StateKind::input_ids,
            "input_ids");
-  args.add(ctx, src.getArgument(numParams + 1).getType(), StateKind::targets,
+  args.add(ctx, src.getArgument(firstToken + 1).getType(), StateKind::targets,
            "targets");
-  results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
-              "loss");
-  results.add(ctx, fwdGrad.getFunctionType().getResult(1), StateKind::output,
-              "logits");
+  if (sends)
+    args.add(ctx, src.getArguments().back().getType(), StateKind::activation,
+             "stage_output_grad");
+  if (!sends) {
+    results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
+                "loss");
+    results.add(ctx, fwdGrad.getFunctionType().getResult(1), StateKind::output,
+                "logits");
+  }
   for (const Param &p : trainable)
     results.add(ctx, p.type, StateKind::grad, p.name);
-  if (fp16)
+  if (receives)
+    results.add(ctx, src.getArgument(numParams).getType(), StateKind::output,
+                "stage_input_grad");
+  // The loss scale seeds the last stage's backward; the stages before it
+  // receive gradients scaled already.
+  if (fp16 && !sends)
     args.add(ctx, scalerType(), StateKind::loss_scaler, "state");
 
   OpBuilder mb(fwdGrad);
@@ -263,34 +304,45 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   IRMapping map;
   for (unsigned i = 0; i < numParams; ++i)
     map.map(src.getArgument(i), body->getArgument(i));
-  const unsigned firstInput = numParams + numTrainable;
-  map.map(src.getArgument(numParams), body->getArgument(firstInput));
-  map.map(src.getArgument(numParams + 1), body->getArgument(firstInput + 1));
+  // Received activation and tokens, in the same order after the
+  // accumulators.
+  for (unsigned i = numParams; i < firstToken + 2; ++i)
+    map.map(src.getArgument(i), body->getArgument(i + numTrainable));
   // DeepSpeed scales each micro-batch loss by 1/A; the accumulated gradient
   // is then the mean over the step's micro-batches.
   // With fp16 the seed is scale / A (DeepSpeed's backward(loss * scale)).
+  // A stage that sends its activation is seeded by the gradient it gets
+  // back, which carries both factors already.
   Type seedType = src.getArguments().back().getType();
-  Value seed =
-      fp16 ? b.create<LossScaleOp>(loc, seedType, body->getArguments().back(),
-                                   b.getF64FloatAttr(initialScale()),
+  Value seed;
+  if (sends) {
+    seed = body->getArgument(firstToken + numTrainable + 2);
+  } else {
+    seed = fp16 ? b.create<LossScaleOp>(
+                       loc, seedType, body->getArguments().back(),
+                       b.getF64FloatAttr(initialScale()),
+                       b.getF64FloatAttr(1.0 / double(gradAccum)))
+                      .getResult()
+                : b.create<FillOp>(loc, seedType,
                                    b.getF64FloatAttr(1.0 / double(gradAccum)))
-                 .getResult()
-           : b.create<FillOp>(loc, seedType,
-                              b.getF64FloatAttr(1.0 / double(gradAccum)))
-                 .getResult();
-  seed.getDefiningOp()->setAttr(kGradAttrName, b.getUnitAttr()); // dloss
+                      .getResult();
+    seed.getDefiningOp()->setAttr(kGradAttrName, b.getUnitAttr()); // dloss
+  }
   map.map(src.getArguments().back(), seed);
   for (Operation &op : src.without_terminator())
     b.clone(op, map);
 
   auto ret = cast<func::ReturnOp>(src.getTerminator());
-  SmallVector<Value> outs = {map.lookup(ret.getOperand(0)),
-                             map.lookup(ret.getOperand(1))};
+  SmallVector<Value> outs;
+  if (!sends)
+    outs = {map.lookup(ret.getOperand(0)), map.lookup(ret.getOperand(1))};
   for (unsigned i = 0; i < numTrainable; ++i) {
     Value acc = body->getArgument(numParams + i);
     Value g = map.lookup(ret.getOperand(numForwardResults + i));
     outs.push_back(b.create<AddOp>(loc, acc.getType(), acc, g));
   }
+  if (receives)
+    outs.push_back(map.lookup(ret.getOperands().back()));
   b.create<func::ReturnOp>(loc, outs);
   return micro;
 }
@@ -349,12 +401,24 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
     grads.push_back(b.create<AllReduceOp>(loc, params[i].type, arg(1, i),
                                           ReduceKindAttr::get(ctx, ReduceKind::mean)));
   // A gradient sliced over the tensor axis (-dsc-tensor-parallel) has its
-  // squares summed over that group; a replicated one counts once.
+  // squares summed over that group; a replicated one counts once. A
+  // pipeline stage's norm sums its squares with the other stages'; the
+  // last stage leaves out its copy of a tied parameter, which the first
+  // stage counts (the driver has summed the two copies' gradients).
+  const int64_t pipelineStage = pipelineStageOf(module);
+  DenseSet<StringRef> tiedCopies;
+  if (pipelineStage > 0)
+    if (auto tied =
+            module->getAttrOfType<ArrayAttr>(kPipelineTiedParamsAttrName))
+      for (auto name : tied.getAsRange<StringAttr>())
+        tiedCopies.insert(name.getValue());
   SmallVector<Value> replicated, sliced;
   for (unsigned i = 0; i < n; ++i)
-    (tensorSliceOf(module, params[i].name) ? sliced : replicated)
-        .push_back(grads[i]);
+    if (!tiedCopies.contains(params[i].name))
+      (tensorSliceOf(module, params[i].name) ? sliced : replicated)
+          .push_back(grads[i]);
   auto tensorAxis = MeshAxisAttr::get(ctx, MeshAxis::tensor);
+  auto pipelineAxis = MeshAxisAttr::get(ctx, MeshAxis::pipeline);
   Value norm = b.create<GlobalNormOp>(loc, f32Scalar, replicated);
   if (!sliced.empty()) {
     Value part = b.create<NormAllReduceOp>(
@@ -362,16 +426,23 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
         tensorAxis);
     norm = b.create<GlobalNormOp>(loc, f32Scalar, ValueRange{norm, part});
   }
+  if (pipelineStage >= 0)
+    norm = b.create<NormAllReduceOp>(loc, f32Scalar, norm, pipelineAxis);
   // fp16: overflow check, then DeepSpeed's unscale_and_clip_grads (the
   // clipping sees the unscaled norm; grad_norm reports it).
   Value skip, lossScaleValue, scale;
   if (fp16) {
     Value scalerState = body->getArguments().back();
     skip = b.create<CheckFiniteOp>(loc, f32Scalar, grads);
-    if (!sliced.empty()) // every rank skips if any rank's slice overflowed
+    // Every rank skips if any rank's slice or stage overflowed.
+    if (!sliced.empty())
       skip = b.create<AllReduceOp>(loc, f32Scalar, skip,
                                    ReduceKindAttr::get(ctx, ReduceKind::max),
                                    tensorAxis);
+    if (pipelineStage >= 0)
+      skip = b.create<AllReduceOp>(loc, f32Scalar, skip,
+                                   ReduceKindAttr::get(ctx, ReduceKind::max),
+                                   pipelineAxis);
     lossScaleValue = b.create<LossScaleOp>(
         loc, f32Scalar, scalerState, b.getF64FloatAttr(initialScale()),
         b.getF64FloatAttr(1.0));
@@ -455,6 +526,47 @@ OptimizerOpInterface BuildTrainStepPass::createOptimizerUpdate(
         b.getBoolAttr(biasCorrection), skip);
   }
   llvm_unreachable("unknown optimizer");
+}
+
+func::FuncOp BuildTrainStepPass::buildStageForward(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.isExternal()) {
+    module.emitError("dsc-build-train-step: no @forward for the stage's "
+                     "forward");
+    return {};
+  }
+  MLIRContext *ctx = &getContext();
+  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+  auto stageForward = cast<func::FuncOp>(mb.clone(*forward));
+  stageForward.setName("stage_forward");
+  SmallVector<DictionaryAttr> argAttrs;
+  unsigned tokens = 0;
+  for (unsigned i = 0; i < stageForward.getNumArguments(); ++i) {
+    NamedAttrList attrs(stageForward.getArgAttrDict(i));
+    StateAttr state;
+    if (auto param = stageForward.getArgAttrOfType<ParamAttr>(
+            i, kParamAttrName))
+      state = StateAttr::get(ctx, StateKind::param, param.getName());
+    else if (stageForward.getArgAttr(i, kPipelineInputAttrName))
+      state = StateAttr::get(ctx, StateKind::activation, "stage_input");
+    else
+      state = tokens++ == 0
+                  ? StateAttr::get(ctx, StateKind::input_ids, "input_ids")
+                  : StateAttr::get(ctx, StateKind::targets, "targets");
+    attrs.set(kStateAttrName, state);
+    argAttrs.push_back(attrs.getDictionary(ctx));
+  }
+  if (tokens != 2) {
+    forward.emitError("dsc-build-train-step: a pipeline stage's @forward "
+                      "must take input_ids and targets after its parameters "
+                      "and received activation");
+    return {};
+  }
+  stageForward.setAllArgAttrs(argAttrs);
+  stageForward.setResultAttr(
+      0, kStateAttrName,
+      StateAttr::get(ctx, StateKind::output, "stage_output"));
+  return stageForward;
 }
 
 func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,

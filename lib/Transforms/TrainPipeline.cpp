@@ -7,6 +7,8 @@
 //   -dsc-tensor-parallel (slices the graph the frontend built, before any
 //     fusion changes its shape; nothing to do on a mesh without a tensor
 //     axis)
+//   -dsc-pipeline-stage (keeps this rank's stage of a pipelined mesh;
+//     after the slicing, which sees the whole model's embeddings and head)
 //   -dsc-lora (freezes the model and adds adapters: the fusions see them)
 //   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
 //     residual-layer-norm, residual-rms-norm, attention, softmax-dropout)
@@ -37,6 +39,10 @@ using namespace mlir::dsc;
 void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                                       const TrainingPipelineOptions &o) {
   pm.addPass(createDscTensorParallel());
+  DscPipelineStageOptions stage;
+  stage.stage = o.pipelineStage;
+  stage.partition = o.pipelinePartition;
+  pm.addPass(createDscPipelineStage(stage));
   if (o.loraRank > 0) {
     DscLoraOptions lora;
     lora.rank = o.loraRank;
@@ -160,7 +166,7 @@ void mlir::dsc::registerTrainingPipeline() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "dsc-train-pipeline",
       "Build the training step: -dsc-tensor-parallel (for the mesh's "
-      "tensor axis), -dsc-lora and the fusions as chosen, "
+      "tensor axis), -dsc-pipeline-stage (its pipeline axis), -dsc-lora and the fusions as chosen, "
       "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "

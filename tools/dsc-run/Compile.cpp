@@ -194,13 +194,17 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
 OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        const ModelConfig &model,
                                        const TrainConfig &train,
-                                       bool buildStep, std::string *pipeline) {
+                                       bool buildStep, std::string *pipeline,
+                                       int64_t pipelineStage) {
   const ParallelConfig &par = train.parallel;
-  if (par.pipeline > 1)
-    throw rt::Error(
-        "pipeline.stages " + std::to_string(par.pipeline) +
-        ": pipeline stages are not built yet ('dsc-run plan' maps such a "
-        "job's memory, communication and bubble)");
+  if (par.pipeline > 1 && par.schedule == "interleaved")
+    throw rt::Error("dsc.pipeline_schedule \"interleaved\": 'dsc-run plan' "
+                    "maps it, but training runs the gpipe and 1f1b schedules "
+                    "only");
+  if (pipelineStage < 0 || pipelineStage >= par.pipeline)
+    throw rt::Error("pipeline stage " + std::to_string(pipelineStage) +
+                    " is not one of the " + std::to_string(par.pipeline) +
+                    " stages");
   DiagnosticCapture diags(ctx);
   ImportOptions import;
   import.microBatch = train.microBatch;
@@ -219,13 +223,19 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
                      b.getI64IntegerAttr(train.stepsPerPrint));
-  // Tensor slicing over autotp_size ranks, data parallelism over the rest;
-  // the runtime refuses to run the step on a job of another size.
+  // Tensor slicing over autotp_size ranks, pipeline stages, data
+  // parallelism over the rest; the runtime refuses to run the step on a
+  // job of another size.
   (*module)->setAttr(mlir::dsc::kMeshAttrName,
                      mlir::dsc::MeshAttr::get(&ctx, train.dataParallel(),
-                                              par.tensor, 1));
+                                              par.tensor, par.pipeline));
+  if (par.pipeline > 1)
+    (*module)->setAttr("dsc.pipeline_schedule",
+                       b.getStringAttr(par.schedule));
   mlir::dsc::TrainingPipelineOptions options;
   fillPipelineOptions(model, train, options);
+  options.pipelineStage = pipelineStage;
+  options.pipelinePartition = par.partition;
   auto pm = PassManager::on<ModuleOp>(&ctx);
   mlir::dsc::buildTrainingPipeline(pm, options);
   if (pipeline) {

@@ -23,10 +23,12 @@ namespace dsc {
 /// for. `pipeline`, if given, receives that pipeline as text
 /// (`builtin.module(...)`, as --pass-pipeline takes it), whether or not it
 /// runs: applied to the imported module it gives the step.
+/// A pipelined job's ranks each compile their own stage, `pipelineStage`
+/// (0 .. pipeline.stages - 1).
 mlir::OwningOpRef<mlir::ModuleOp>
 compileStep(mlir::MLIRContext &ctx, const ModelConfig &model,
             const TrainConfig &train, bool buildStep = true,
-            std::string *pipeline = nullptr);
+            std::string *pipeline = nullptr, int64_t pipelineStage = 0);
 
 /// Parses and verifies a step written by `dsc-run compile` or dsc-opt.
 mlir::OwningOpRef<mlir::ModuleOp> loadStep(mlir::MLIRContext &ctx,

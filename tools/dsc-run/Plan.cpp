@@ -30,6 +30,7 @@
 #include "dsc/Frontend/ModelBuilder.h"
 #include "dsc/Runtime/PipelineSchedule.h"
 #include "dsc/Runtime/Program.h"
+#include "dsc/Support/Partition.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -150,51 +151,6 @@ ModelUnits modelUnits(const ModelConfig &model, const TrainConfig &train) {
     m.units[unit].cost += double(cost);
   });
   return m;
-}
-
-/// Splits `weights` into `parts` contiguous non-empty runs whose largest
-/// sum is as small as possible; returns each run's first index (and the
-/// end).
-std::vector<size_t> partitionBalanced(const std::vector<double> &weights,
-                                      size_t parts) {
-  const size_t n = weights.size();
-  // Feasible with at most `parts` runs of sum <= cap, each non-empty.
-  auto cuts = [&](double cap) {
-    std::vector<size_t> bounds{0};
-    double sum = 0;
-    for (size_t i = 0; i < n; ++i) {
-      // Leave at least one unit for each run still to come.
-      const size_t left = parts - bounds.size();
-      if ((sum + weights[i] > cap && sum > 0) || n - i == left) {
-        if (bounds.size() == parts)
-          return std::vector<size_t>{};
-        bounds.push_back(i);
-        sum = 0;
-      }
-      sum += weights[i];
-    }
-    if (bounds.size() != parts)
-      return std::vector<size_t>{};
-    bounds.push_back(n);
-    return bounds;
-  };
-  double lo = *std::max_element(weights.begin(), weights.end()), hi = 0;
-  for (double w : weights)
-    hi += w;
-  std::vector<size_t> best = cuts(hi);
-  for (int it = 0; it < 100 && best.empty(); ++it)
-    best = cuts(hi *= 2);
-  for (int it = 0; it < 100; ++it) {
-    const double mid = (lo + hi) / 2;
-    std::vector<size_t> c = cuts(mid);
-    if (c.empty())
-      lo = mid;
-    else {
-      hi = mid;
-      best = std::move(c);
-    }
-  }
-  return best;
 }
 
 /// GiB with two decimals, MiB with one below a GiB, bytes below a MiB.

@@ -23,6 +23,7 @@
 #include "Ranks.h"
 
 #include "dsc/Codegen/KernelCache.h"
+#include "dsc/Dialect/DscOps.h"
 #include "dsc/Frontend/SparseLayout.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Trainer.h"
@@ -340,7 +341,7 @@ void checkOutputs(const Args &args, bool lora = false) {
 int cmdCompile(int argc, char **argv) {
   Args args("compile", argc, argv,
             {"--model", "--config", "--seq-len", "--stage", "--world-size",
-             "-o"},
+             "--pipeline-stage", "-o"},
             {"--print-pipeline"});
   std::string stage = args.getOr("--stage", "step");
   if (stage != "forward" && stage != "step")
@@ -358,7 +359,8 @@ int cmdCompile(int argc, char **argv) {
   mlir::MLIRContext ctx;
   std::string pipeline;
   auto module = compileStep(ctx, c.model, c.train, stage == "step",
-                            printPipeline ? &pipeline : nullptr);
+                            printPipeline ? &pipeline : nullptr,
+                            args.getInt("--pipeline-stage", 0, 0));
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);
@@ -419,8 +421,12 @@ void requireSameJob(rt::Communicator &comm, const Args &args, int argc,
         args.has("--adapter")
             ? fileFingerprint(adapterWeightsPath(args.get("--adapter")))
             : 0},
+       // A pipelined job's ranks compile different stages: only the
+       // command line, files and settings above can be compared.
        {"compiled training step (a different dsc build?)", "",
-        fnv1a64(moduleOs.str())}});
+        module->hasAttr(mlir::dsc::kPipelineStageAttrName)
+            ? 0
+            : fnv1a64(moduleOs.str())}});
 }
 
 int cmdTrain(int argc, char **argv) {
@@ -470,8 +476,14 @@ int cmdTrain(int argc, char **argv) {
   // Only rank 0 writes files; each is checked before any work.
   if (output.leader())
     checkOutputs(args, lora);
-  if (configs)
-    module = compileStep(ctx, configs->model, configs->train);
+  if (configs) {
+    // A pipelined job's ranks each build their own stage.
+    const rt::Mesh mesh{configs->train.dataParallel(),
+                        configs->train.parallel.tensor,
+                        configs->train.parallel.pipeline};
+    module = compileStep(ctx, configs->model, configs->train, true, nullptr,
+                         mesh.coordinate(comm->rank(), rt::MeshAxis::Pipeline));
+  }
   if (args.has("--adapter"))
     checkAdapterMatchesStep(
         configs ? *configs->adapter
@@ -540,14 +552,15 @@ int cmdTrain(int argc, char **argv) {
 int cmdEstimate(int argc, char **argv) {
   Args args("estimate", argc, argv,
             {"--model", "--config", "--seq-len", "--world-size",
-             "--memory-report"});
+             "--pipeline-stage", "--memory-report"});
   if (!args.positional.empty())
     throw UsageError("dsc-run estimate: unexpected argument '" +
                      args.positional[0] + "'");
   checkOutputs(args);
   Configs c = readConfigs(args, args.getInt("--world-size", 1, 1));
   mlir::MLIRContext ctx;
-  auto module = compileStep(ctx, c.model, c.train);
+  auto module = compileStep(ctx, c.model, c.train, true, nullptr,
+                            args.getInt("--pipeline-stage", 0, 0));
   rt::Program program = lowerStep(*module);
   MemoryReport memory = planStep(program, /*apply=*/false);
   std::cout << formatMemoryTable(memory);

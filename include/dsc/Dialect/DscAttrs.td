@@ -95,7 +95,8 @@ def Dsc_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"lamb_coeff_freeze", 14>,
       I32EnumAttrCase<"last_factor", 15>,
       I32EnumAttrCase<"scaling_coeff", 16>,
-      I32EnumAttrCase<"exp_avg_sq_fresh", 17>
+      I32EnumAttrCase<"exp_avg_sq_fresh", 17>,
+      I32EnumAttrCase<"activation", 18>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

@@ -66,6 +66,25 @@ TensorSliceAttr tensorSliceOf(Operation *op, StringRef param);
 /// dsc.mesh of `op` (a module) or of its enclosing module, 1 without one.
 int64_t meshGroupSize(Operation *op, MeshAxis axis);
 
+/// Pipeline stages (-dsc-pipeline-stage): the module attribute naming the
+/// stage a module holds (i64, 0 .. P-1 of the mesh's pipeline axis), the
+/// unit attribute on the @forward argument that receives the previous
+/// stage's activation, and the module attribute listing the parameters
+/// the first and last stage both hold (array of strings: tied embeddings,
+/// whose gradients the runtime sums between the two).
+inline constexpr llvm::StringLiteral kPipelineStageAttrName =
+    "dsc.pipeline_stage";
+inline constexpr llvm::StringLiteral kPipelineInputAttrName =
+    "dsc.pipeline_input";
+inline constexpr llvm::StringLiteral kPipelineTiedParamsAttrName =
+    "dsc.pipeline_tied_params";
+/// The pipeline stage `op` (a module, or an op in one) holds, or -1 for a
+/// module that is not cut into stages.
+int64_t pipelineStageOf(Operation *op);
+/// Whether `op`'s module holds a stage other than the last: its forward
+/// ends in the activation it sends, not in the loss.
+bool sendsPipelineActivation(Operation *op);
+
 /// Discardable provenance attributes on ops, read by the memory report:
 /// `dsc.layer = i : i64` on every op the frontend builds for transformer
 /// layer i (embeddings, final norm, head and loss carry none), and the unit

@@ -68,6 +68,8 @@ struct Safetensors {
   /// `name` (the path) prefixes every error.
   static Safetensors parse(std::string_view bytes, const std::string &name);
   void write(const std::string &path) const; ///< atomic
+  /// The file's bytes, as write() writes them (`name` prefixes errors).
+  std::string serialize(const std::string &name) const;
 };
 
 /// The counters of a dsc checkpoint's metadata (Trainer::saveCheckpoint).

@@ -286,6 +286,11 @@ struct Program {
   int64_t metaInt(const std::string &key,
                   std::optional<int64_t> dflt = std::nullopt,
                   int64_t min = std::numeric_limits<int64_t>::min()) const;
+  /// The string module attribute `dsc.<key>`: `dflt` when it is absent
+  /// (an error if there is no default), an error naming the key when it is
+  /// not a string.
+  std::string metaString(const std::string &key,
+                         std::optional<std::string> dflt = std::nullopt) const;
   const Function &function(const std::string &name) const;
   /// The mesh the step was compiled for: dsc.mesh_{data,tensor,pipeline},
   /// or world_size ranks of data parallelism when only that is given (1

@@ -69,6 +69,14 @@ public:
   /// from rank `from` into `data`.
   virtual void send(const void *data, int64_t bytes, int to) = 0;
   virtual void recv(void *data, int64_t bytes, int from) = 0;
+  /// A send that returns at once: `data` must stay as it is until
+  /// waitSends() returns. Pipeline stages send so, then two neighbours
+  /// that send to each other do not wait for each other's receive.
+  virtual void startSend(const void *data, int64_t bytes, int to) {
+    send(data, bytes, to);
+  }
+  /// Waits until every startSend of this communicator has completed.
+  virtual void waitSends() {}
   /// The communicator of the ranks that pass the same `color`, ranked by
   /// `key` (ties: by rank here). Collective over this communicator: every
   /// rank calls it. The new communicator counts its traffic with this one.
@@ -164,6 +172,12 @@ public:
   virtual const char *name() const = 0;
   virtual void run(const Program &program, const Function &fn,
                    Storage &storage, const RngContext &rng) = 0;
+  /// Sets up what running `program` needs from the job's other ranks (the
+  /// groups of its mesh): collective, every rank calls it before its first
+  /// run. Without it the first run does it, which suffices only when every
+  /// rank's first run comes at the same point (not so for pipeline stages,
+  /// whose first runs wait for each other's activations).
+  virtual void prepare(const Program &program) { (void)program; }
   /// A backend that keeps the buffers in its own memory (a GPU) copies them
   /// from Storage after the driver wrote them there (`upload`) and back
   /// before the driver reads them (`download`). The CPU backend computes in

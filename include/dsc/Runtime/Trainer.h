@@ -5,6 +5,14 @@
 // checkpoints. Counter-based randomness keyed by (seed, step) makes a resumed
 // run continue bit-identically. Links no MLIR.
 //
+// A pipeline stage's program (-dsc-pipeline-stage) is driven by its
+// schedule (PipelineSchedule.h): a forward runs @stage_forward on the
+// activation received from the previous stage and sends its own on; a
+// backward runs @micro_step, which recomputes the stage's forward from the
+// stored input, takes the gradient the next stage sent back and sends its
+// input's gradient to the previous stage. Weights and checkpoints hold the
+// whole model: the stages' tensors meet on rank 0.
+//
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TRAINER_H
 #define DSC_RUNTIME_TRAINER_H
@@ -14,7 +22,9 @@
 #include "dsc/Runtime/TensorSlice.h"
 #include "dsc/Runtime/ZeroOneAdam.h"
 
+#include <functional>
 #include <optional>
+#include <set>
 
 namespace dsc::rt {
 
@@ -124,6 +134,31 @@ public:
 
 private:
   void runMicroStep(const TokenFile &data, int64_t micro);
+  /// Writes micro-batch `micro` of the current step into input_ids and
+  /// targets and returns its random stream.
+  RngContext loadMicroBatch(const TokenFile &data, int64_t micro);
+  /// The step's micro-batches through this rank's pipeline stage, in its
+  /// schedule's order; returns the sum of their losses (the last stage's;
+  /// 0 elsewhere).
+  double runPipelineSchedule(const TokenFile &data);
+  /// Pipeline: the first and the last stage add their gradients of the
+  /// parameters they both hold (tied embeddings) before the update.
+  void sumTiedGradients();
+  /// Pipeline: the writer of each stage (data and tensor coordinate 0)
+  /// sends its tensors of `file` to the first stage's, which merges them.
+  void gatherStages(Safetensors &file) const;
+  /// Pipeline: throws `message(name)` for the first of `names` that no
+  /// stage marked in `used` (every rank of the pipeline group calls it with
+  /// the same `names`). Alone, just checks `used`.
+  void requireUsedByAStage(
+      const std::set<std::string> &names, const std::set<std::string> &used,
+      const std::function<std::string(const std::string &)> &message) const;
+  bool pipelined() const { return groups->mesh().pipeline > 1; }
+  /// Whether this rank writes its stage's part of a file: data and tensor
+  /// coordinate 0 (rank 0 without a pipeline).
+  bool stageWriter() const {
+    return dataGroup().rank() == 0 && tensorGroup().rank() == 0;
+  }
   /// Hands every parameter, accumulator and optimizer state to the backend
   /// after the driver wrote them in Storage.
   void uploadPersistent();
@@ -172,6 +207,9 @@ private:
   Communicator &dataGroup() const { return groups->group(MeshAxis::Data); }
   Communicator &tensorGroup() const {
     return groups->group(MeshAxis::Tensor);
+  }
+  Communicator &pipelineGroup() const {
+    return groups->group(MeshAxis::Pipeline);
   }
   /// Stores `whole` (a whole tensor's bytes, of wholeShapeOf(id)) in buffer
   /// `id`: all of it, or for a ZeRO shard this rank's part with the padding

@@ -82,8 +82,19 @@ enum class TrainingPrecision { None, F16, BF16 };
 /// them), the -dsc-remat ones are prefixed `remat-`.
 struct TrainingPipelineOptions
     : public PassPipelineOptions<TrainingPipelineOptions> {
-  // -dsc-lora, first of all (lora-rank 0: no LoRA); the other options keep
-  // the pass's names with a `lora-` prefix.
+  // -dsc-pipeline-stage, after -dsc-tensor-parallel (nothing to do on a
+  // mesh without a pipeline axis).
+  Option<int64_t> pipelineStage{
+      *this, "pipeline-stage",
+      llvm::cl::desc("-dsc-pipeline-stage stage: the stage to build"),
+      llvm::cl::init(0)};
+  Option<std::string> pipelinePartition{
+      *this, "pipeline-partition",
+      llvm::cl::desc("-dsc-pipeline-stage partition: uniform | parameters | "
+                     "best"),
+      llvm::cl::init("uniform")};
+  // -dsc-lora (lora-rank 0: no LoRA); the other options keep the pass's
+  // names with a `lora-` prefix.
   Option<int64_t> loraRank{*this, "lora-rank",
                            llvm::cl::desc("Run -dsc-lora with this rank (r)"),
                            llvm::cl::init(0)};

@@ -16,6 +16,12 @@ def DscAutodiff : Pass<"dsc-autodiff", "::mlir::ModuleOp"> {
     from its GradientOpInterface; an op on the path to the loss without one
     is an error.
 
+    A pipeline stage (-dsc-pipeline-stage) also differentiates its received
+    activation (the argument marked `dsc.pipeline_input`): that gradient,
+    sent back to the previous stage, is the last result. A stage before
+    the last returns the activation it sends instead of a loss; `%dloss`
+    then has its type and is the gradient the next stage sends back.
+
     ```mlir
     func.func @forward(%w: tensor<4x3xf32> {dsc.param = ...}, %x: ...) -> tensor<f32>
     // =>
@@ -427,6 +433,39 @@ def DscTensorParallel : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
     (key/value heads too) and every sliced feature count must divide by T.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
+def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
+  let summary = "Cut @forward into pipeline stages and keep one of them";
+  let description = [{
+    Over the P ranks of the pipeline axis of the module's `dsc.mesh`
+    (nothing to do when P = 1), the model's units (the embedding: every op
+    before the first `dsc.layer`; each transformer layer; the head: every
+    op after the last) are split into P contiguous stages, balanced by
+    `partition` as DeepSpeed's PipelineModule names it: `uniform` (units),
+    `parameters` (parameter elements) or `best` (the cost model's forward
+    cost). Only stage `stage` is kept: @forward becomes that stage's
+    forward. Each boundary carries exactly one activation (the residual
+    stream): a stage after the first takes it as the argument marked
+    `dsc.pipeline_input`, a stage before the last returns it as its only
+    result. Values that depend on the tokens alone (positions, masks,
+    BERT's masking, rotary tables) are recomputed by each stage that needs
+    them; every stage keeps `input_ids` and `targets`. A parameter used by
+    the first and the last stage (tied embeddings) is a copy on each,
+    listed in the module's `dsc.pipeline_tied_params`; the runtime sums
+    its gradient between the two. The module's `dsc.pipeline_stage` says
+    which stage it is; -dsc-autodiff and -dsc-build-train-step then build
+    that stage's step. A module already cut is refused, as is a cut whose
+    boundary carries more than one activation.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", "0",
+           "The stage to keep (0 .. P-1)">,
+    Option<"partition", "partition", "std::string", "\"uniform\"",
+           "uniform | parameters | best">,
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect",
+                           "::mlir::func::FuncDialect"];
 }
 
 def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {

@@ -1,0 +1,324 @@
+//===- PipelineStage.cpp - Cut @forward into pipeline stages -------------===//
+//
+// -dsc-pipeline-stage keeps one of the P stages of @forward (see Passes.td).
+// Every rank of a pipelined job compiles its own stage; the cut is the same
+// on every rank because it depends on the forward graph and the options
+// alone. The units are the memory report's: ops before the first
+// `dsc.layer` are the embedding, ops after the last the head, and an
+// unlabelled op between layers (a collective a later pass inserted)
+// belongs to the layer before it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Dialect/CostModel.h"
+#include "dsc/Support/Partition.h"
+#include "dsc/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <functional>
+#include <set>
+
+namespace mlir::dsc {
+#define GEN_PASS_DEF_DSCPIPELINESTAGE
+#include "dsc/Transforms/Passes.h.inc"
+} // namespace mlir::dsc
+
+using namespace mlir;
+using namespace mlir::dsc;
+
+namespace {
+
+struct PipelineStagePass
+    : mlir::dsc::impl::DscPipelineStageBase<PipelineStagePass> {
+  using DscPipelineStageBase::DscPipelineStageBase;
+
+  void runOnOperation() override;
+
+private:
+  /// Each op's unit (0: embedding, l + 1: layer l, L + 1: head) and L.
+  LogicalResult assignUnits(func::FuncOp forward,
+                            DenseMap<Operation *, size_t> &unit,
+                            size_t &numLayers);
+  /// The weight of each unit by `partition`.
+  std::vector<double> unitWeights(func::FuncOp forward,
+                                  const DenseMap<Operation *, size_t> &unit,
+                                  size_t numUnits);
+};
+
+/// Whether `v` depends on the tokens alone (no parameter, no activation):
+/// any stage can recompute it.
+bool dependsOnTokensOnly(Value v, func::FuncOp forward,
+                         DenseMap<Value, bool> &memo) {
+  if (auto it = memo.find(v); it != memo.end())
+    return it->second;
+  bool tokens;
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    tokens = !forward.getArgAttr(arg.getArgNumber(), kParamAttrName);
+  else
+    tokens = llvm::all_of(v.getDefiningOp()->getOperands(), [&](Value o) {
+      return dependsOnTokensOnly(o, forward, memo);
+    });
+  memo[v] = tokens;
+  return tokens;
+}
+
+} // namespace
+
+LogicalResult
+PipelineStagePass::assignUnits(func::FuncOp forward,
+                               DenseMap<Operation *, size_t> &unit,
+                               size_t &numLayers) {
+  Block &body = forward.getBody().front();
+  int64_t maxLayer = -1;
+  Operation *lastLabelled = nullptr;
+  for (Operation &op : body.without_terminator())
+    if (auto layer = op.getAttrOfType<IntegerAttr>(kLayerAttrName)) {
+      maxLayer = std::max(maxLayer, layer.getInt());
+      lastLabelled = &op;
+    }
+  if (maxLayer < 0)
+    return forward.emitError("dsc-pipeline-stage: @forward has no "
+                             "transformer layers (ops with dsc.layer) to cut");
+  numLayers = size_t(maxLayer + 1);
+  size_t current = 0;
+  bool afterLast = false;
+  for (Operation &op : body.without_terminator()) {
+    if (auto layer = op.getAttrOfType<IntegerAttr>(kLayerAttrName)) {
+      if (size_t(layer.getInt() + 1) < current)
+        return op.emitOpError("dsc-pipeline-stage: layer ")
+               << layer.getInt() << " follows an op of layer " << current - 1
+               << "; a stage must be a contiguous run of layers";
+      current = size_t(layer.getInt() + 1);
+    } else if (afterLast) {
+      current = numLayers + 1;
+    }
+    unit[&op] = current;
+    afterLast |= &op == lastLabelled;
+  }
+  return success();
+}
+
+std::vector<double>
+PipelineStagePass::unitWeights(func::FuncOp forward,
+                               const DenseMap<Operation *, size_t> &unit,
+                               size_t numUnits) {
+  std::vector<double> weights(numUnits, partition == "uniform" ? 1.0 : 0.0);
+  if (partition == "best") {
+    for (auto [op, u] : unit)
+      weights[u] += double(std::max<int64_t>(recomputeCost(op), 0));
+  } else if (partition == "parameters") {
+    // A parameter counts in the unit of its first use.
+    for (BlockArgument arg : forward.getArguments()) {
+      if (!forward.getArgAttr(arg.getArgNumber(), kParamAttrName))
+        continue;
+      Operation *first = nullptr;
+      for (Operation *user : arg.getUsers())
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+      if (first)
+        weights[unit.lookup(first)] +=
+            double(cast<RankedTensorType>(arg.getType()).getNumElements());
+    }
+  }
+  return weights;
+}
+
+void PipelineStagePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *ctx = &getContext();
+  const int64_t P = meshGroupSize(module, MeshAxis::pipeline);
+  if (stage < 0 || stage >= P) {
+    module.emitError("dsc-pipeline-stage: stage ")
+        << int64_t(stage) << " is not a stage of the mesh's " << P
+        << " pipeline rank" << (P == 1 ? "" : "s");
+    return signalPassFailure();
+  }
+  if (P == 1)
+    return;
+  if (module->hasAttr(kPipelineStageAttrName)) {
+    module.emitError("dsc-pipeline-stage: the module is already cut "
+                     "(dsc.pipeline_stage)");
+    return signalPassFailure();
+  }
+  if (partition != "uniform" && partition != "parameters" &&
+      partition != "best") {
+    module.emitError("dsc-pipeline-stage: partition must be uniform, "
+                     "parameters or best, not '")
+        << partition << "'";
+    return signalPassFailure();
+  }
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
+    module.emitError("dsc-pipeline-stage: no @forward with one block");
+    return signalPassFailure();
+  }
+  Block &body = forward.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+  DenseMap<Operation *, size_t> unit;
+  size_t numLayers = 0;
+  if (failed(assignUnits(forward, unit, numLayers)))
+    return signalPassFailure();
+  std::vector<size_t> bounds = ::dsc::partitionBalanced(
+      unitWeights(forward, unit, numLayers + 2), size_t(P));
+  if (bounds.empty()) {
+    forward.emitError("dsc-pipeline-stage: ")
+        << numLayers + 2 << " units (embedding, " << numLayers
+        << " layers, head) cannot fill " << P << " stages";
+    return signalPassFailure();
+  }
+  auto stageOfUnit = [&](size_t u) {
+    return int64_t(std::upper_bound(bounds.begin() + 1, bounds.end(), u) -
+                   bounds.begin() - 1);
+  };
+  DenseMap<Operation *, int64_t> stageOf;
+  for (auto [op, u] : unit)
+    stageOf[op] = stageOfUnit(u);
+
+  // Every boundary must carry exactly one activation, made by the stage
+  // just before it: the values that are not token-only and that a stage
+  // after the boundary uses but a stage before it makes.
+  DenseMap<Value, bool> tokenOnly;
+  auto stageOfValue = [&](Value v) -> int64_t {
+    if (isa<BlockArgument>(v))
+      return -1;
+    return stageOf.lookup(v.getDefiningOp());
+  };
+  SmallVector<llvm::SetVector<Value>> crossing;
+  crossing.resize(size_t(P));
+  for (Operation &op : body.without_terminator())
+    for (Value operand : op.getOperands()) {
+      const int64_t from = stageOfValue(operand), to = stageOf[&op];
+      if (from < 0 || from == to ||
+          dependsOnTokensOnly(operand, forward, tokenOnly))
+        continue;
+      for (int64_t b = from + 1; b <= to; ++b)
+        crossing[size_t(b)].insert(operand);
+    }
+  for (int64_t b = 1; b < P; ++b) {
+    const auto &values = crossing[size_t(b)];
+    if (values.size() != 1 || stageOfValue(values[0]) != b - 1) {
+      InFlightDiagnostic diag = forward.emitError("dsc-pipeline-stage: ");
+      diag << "the boundary before stage " << b << " carries "
+           << values.size()
+           << " activations; a stage boundary must carry exactly one, "
+              "made by the stage before it";
+      for (Value v : values)
+        diag.attachNote(v.getLoc()) << "an activation crossing it";
+      return signalPassFailure();
+    }
+  }
+  for (Value result : ret.getOperands())
+    if (stageOfValue(result) != P - 1 &&
+        !dependsOnTokensOnly(result, forward, tokenOnly)) {
+      forward.emitError("dsc-pipeline-stage: a result of @forward is not "
+                        "made by the last stage");
+      return signalPassFailure();
+    }
+
+  // Parameters by the stages that use them: only the first and the last
+  // stage may share one (a tied word embedding).
+  SmallVector<BlockArgument> params;
+  SmallVector<Attribute> tied;
+  for (BlockArgument arg : forward.getArguments()) {
+    auto param = forward.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
+                                                     kParamAttrName);
+    if (!param)
+      continue;
+    std::set<int64_t> users;
+    for (Operation *user : arg.getUsers())
+      users.insert(stageOf.lookup(user));
+    if (users.size() > 1 && users != std::set<int64_t>{0, P - 1}) {
+      forward.emitError("dsc-pipeline-stage: parameter '")
+          << param.getName() << "' is used by stages " << *users.begin()
+          << " and " << *std::next(users.begin())
+          << "; only the first and the last stage may share a parameter "
+             "(tied embeddings)";
+      return signalPassFailure();
+    }
+    if (users.count(stage))
+      params.push_back(arg);
+    if (users.size() > 1)
+      tied.push_back(StringAttr::get(ctx, param.getName()));
+  }
+
+  // The stage's function: its parameters, the activation it receives, the
+  // tokens; the loss and logits (last stage) or the activation it sends.
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  for (BlockArgument p : params) {
+    argTypes.push_back(p.getType());
+    argAttrs.push_back(forward.getArgAttrDict(p.getArgNumber()));
+  }
+  Value received = stage > 0 ? crossing[size_t(stage)][0] : Value();
+  if (received) {
+    argTypes.push_back(received.getType());
+    argAttrs.push_back(DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, kPipelineInputAttrName),
+                             UnitAttr::get(ctx))}));
+  }
+  SmallVector<BlockArgument> tokens;
+  for (BlockArgument arg : forward.getArguments())
+    if (!forward.getArgAttr(arg.getArgNumber(), kParamAttrName)) {
+      tokens.push_back(arg);
+      argTypes.push_back(arg.getType());
+      argAttrs.push_back(forward.getArgAttrDict(arg.getArgNumber()));
+    }
+  const bool last = stage == P - 1;
+  Value sent = last ? Value() : crossing[size_t(stage + 1)][0];
+  SmallVector<Type> resultTypes =
+      last ? SmallVector<Type>(forward.getFunctionType().getResults())
+           : SmallVector<Type>{sent.getType()};
+
+  OpBuilder mb(forward);
+  auto cut = mb.create<func::FuncOp>(forward.getLoc(), "forward_stage",
+                                     FunctionType::get(ctx, argTypes,
+                                                       resultTypes));
+  cut.setAllArgAttrs(argAttrs);
+  Block *entry = cut.addEntryBlock();
+  IRMapping map;
+  unsigned next = 0;
+  for (BlockArgument p : params)
+    map.map(p, entry->getArgument(next++));
+  if (received)
+    map.map(received, entry->getArgument(next++));
+  for (BlockArgument t : tokens)
+    map.map(t, entry->getArgument(next++));
+  OpBuilder b = OpBuilder::atBlockEnd(entry);
+  // Token-only values of other stages are recomputed here, just before
+  // their first use.
+  std::function<void(Value)> materialize = [&](Value v) {
+    if (map.contains(v))
+      return;
+    Operation *def = v.getDefiningOp();
+    for (Value operand : def->getOperands())
+      materialize(operand);
+    b.clone(*def, map);
+  };
+  for (Operation &op : body.without_terminator()) {
+    if (stageOf[&op] != stage)
+      continue;
+    for (Value operand : op.getOperands())
+      materialize(operand);
+    b.clone(op, map);
+  }
+  SmallVector<Value> results;
+  if (last) {
+    for (Value r : ret.getOperands()) {
+      materialize(r);
+      results.push_back(map.lookup(r));
+    }
+  } else {
+    results.push_back(map.lookup(sent));
+  }
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+
+  forward.erase();
+  cut.setName("forward");
+  module->setAttr(kPipelineStageAttrName,
+                  IntegerAttr::get(IntegerType::get(ctx, 64), stage));
+  if (!tied.empty() && (stage == 0 || last))
+    module->setAttr(kPipelineTiedParamsAttrName, ArrayAttr::get(ctx, tied));
+}
