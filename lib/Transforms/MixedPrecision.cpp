@@ -12,6 +12,8 @@
 // weights, optimizer state) and dsc.attention's log-sum-exp. A half value
 // the function returns (the logits) is converted back to its f32 result
 // type. Both backends store the half tensors in 2 bytes per element.
+// A pipeline stage's @stage_forward is rounded the same way as the forward
+// half of @micro_step, which recomputes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,27 +50,41 @@ struct MixedPrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    HalfFormat format = dtype;
     auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
     if (!micro || micro.isExternal() || !micro.getBody().hasOneBlock()) {
       module.emitError("dsc-mixed-precision: no @micro_step with one block; "
                        "run -dsc-build-train-step first");
       return signalPassFailure();
     }
-    Block &body = micro.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-
-    // Results 2.. of @micro_step are grad_acc + grad.
+    // The results that are grad_acc + grad.
     DenseSet<Value> keepF32;
-    for (Value v : ret.getOperands().drop_front(2)) {
+    auto ret = cast<func::ReturnOp>(micro.getBody().front().getTerminator());
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      auto state = micro.getResultAttrOfType<StateAttr>(i, kStateAttrName);
+      if (!state || state.getKind() != StateKind::grad)
+        continue;
       keepF32.insert(v);
       if (auto add = v.getDefiningOp<AddOp>())
         for (Value operand : add->getOperands())
           if (!isa<BlockArgument>(operand))
             collectParamGradients(operand, keepF32);
     }
+    storeInHalf(micro, keepF32);
+    // A pipeline stage's forward must compute what the backward's
+    // recomputation computes, and send the activation the one-stage step
+    // would hold.
+    if (auto stageForward = module.lookupSymbol<func::FuncOp>("stage_forward"))
+      if (!stageForward.isExternal() && stageForward.getBody().hasOneBlock())
+        storeInHalf(stageForward, {});
+  }
 
+  /// Rounds every f32 activation of `fn` but `keepF32` to the half format
+  /// and gives each GEMM a half copy of its weight.
+  void storeInHalf(func::FuncOp fn, DenseSet<Value> keepF32) {
+    Block &body = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
     MLIRContext *ctx = &getContext();
+    HalfFormat format = dtype;
     Type half = format == HalfFormat::bf16 ? Type(BFloat16Type::get(ctx))
                                            : Type(Float16Type::get(ctx));
     auto halfOf = [&](Value v) {
@@ -116,7 +132,7 @@ struct MixedPrecisionPass
     // Returned values keep the function's f32 result types.
     OpBuilder b(ret);
     for (OpOperand &operand : ret->getOpOperands()) {
-      Type want = micro.getFunctionType().getResult(operand.getOperandNumber());
+      Type want = fn.getFunctionType().getResult(operand.getOperandNumber());
       if (operand.get().getType() != want)
         operand.set(b.create<ConvertOp>(operand.get().getLoc(), want,
                                         operand.get()));
