@@ -139,10 +139,9 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                        : std::string("not cut into stages")) +
                   " (each rank compiles its own stage)");
     pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
-    if (prog.functions.count("apply_step_compressed") ||
-        prog.functions.count("apply_step_local"))
-      throw Error("compressed optimizers (1-bit Adam, 0/1 Adam, 1-bit "
-                  "LAMB) are not run with pipeline stages yet");
+    if (prog.functions.count("apply_step_local"))
+      throw Error("0/1 Adam is not run with pipeline stages yet (its "
+                  "checkpoints keep every rank's parameters)");
   }
   const bool firstStage = stage == 0, lastStage = stage == stages - 1;
   if (prog.functions.count("apply_step_compressed"))
