@@ -34,6 +34,13 @@ struct PipelineStagePass
     : mlir::dsc::impl::DscPipelineStageBase<PipelineStagePass> {
   using DscPipelineStageBase::DscPipelineStageBase;
 
+  // partition=best weighs units by the cost model (an interface the pass
+  // attaches, as -dsc-remat does).
+  void getDependentDialects(DialectRegistry &registry) const override {
+    DscPipelineStageBase::getDependentDialects(registry);
+    registerCostModel(registry);
+  }
+
   void runOnOperation() override;
 
 private:

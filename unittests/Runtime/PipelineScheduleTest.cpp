@@ -3,6 +3,7 @@
 // their dependencies, each against its closed form.
 #include "dsc/Runtime/PipelineSchedule.h"
 #include "dsc/Runtime/Program.h"
+#include "dsc/Support/Partition.h"
 
 #include <gtest/gtest.h>
 
@@ -188,4 +189,21 @@ TEST(PipelineSchedule, BadShapesAreNamed) {
             "pipeline: stages, micro-batches and chunks must be >= 1");
   EXPECT_THROW(pipelineScheduleNamed("zero-bubble"), Error);
   EXPECT_EQ(pipelineScheduleNamed("1f1b"), PipelineScheduleKind::OneFOneB);
+}
+
+// The stages' cut (-dsc-pipeline-stage, `dsc-run plan`): contiguous,
+// non-empty runs whose heaviest is as light as possible.
+TEST(PipelineSchedule, PartitionBalancesContiguousRuns) {
+  using dsc::partitionBalanced;
+  EXPECT_EQ(partitionBalanced({1, 1, 1, 1}, 2),
+            (std::vector<size_t>{0, 2, 4}));
+  // An embedding heavier than a layer stands alone.
+  EXPECT_EQ(partitionBalanced({352, 80, 112, 16}, 2),
+            (std::vector<size_t>{0, 1, 4}));
+  // A light head joins the last layer; each stage gets at least one unit.
+  EXPECT_EQ(partitionBalanced({1, 5, 5, 5, 1}, 3),
+            (std::vector<size_t>{0, 2, 3, 5}));
+  EXPECT_EQ(partitionBalanced({0, 0, 0}, 3),
+            (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(partitionBalanced({1, 1}, 3).empty());
 }
