@@ -669,7 +669,14 @@ void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
   backend.run(prog, prog.function("micro_step"), storage, rng);
 }
 
-double Trainer::runPipelineSchedule(const TokenFile &data) {
+double Trainer::runPipelineSchedule(const TokenFile &data,
+                                    double &waitSeconds) {
+  using Clock = std::chrono::steady_clock;
+  waitSeconds = 0;
+  auto waited = [&](Clock::time_point since) {
+    waitSeconds +=
+        std::chrono::duration<double>(Clock::now() - since).count();
+  };
   Communicator &pipe = pipelineGroup();
   const int s = pipe.rank(), P = pipe.size();
   const bool first = s == 0, last = s == P - 1;
@@ -708,8 +715,10 @@ double Trainer::runPipelineSchedule(const TokenFile &data) {
     if (action.kind == PipelineAction::Forward) {
       if (!first) {
         received[size_t(m)].resize(prog.buffers[size_t(input)].bytes());
+        const auto since = Clock::now();
         pipe.recv(received[size_t(m)].data(),
                   int64_t(received[size_t(m)].size()), s - 1);
+        waited(since);
       }
       // The last stage's forward is its backward's recomputation.
       if (last)
@@ -723,8 +732,10 @@ double Trainer::runPipelineSchedule(const TokenFile &data) {
     if (!first)
       restoreInput(m);
     if (!last) {
+      const auto since = Clock::now();
       pipe.recv(storage.data(outputGrad),
                 int64_t(prog.buffers[size_t(outputGrad)].bytes()), s + 1);
+      waited(since);
       backend.upload(storage, {outputGrad});
     }
     backend.run(prog, prog.function("micro_step"), storage, rng);
@@ -737,7 +748,9 @@ double Trainer::runPipelineSchedule(const TokenFile &data) {
       sendBuffer(inputGrad, s - 1);
     }
   }
+  const auto since = Clock::now();
   pipe.waitSends();
+  waited(since);
   return loss;
 }
 
@@ -781,8 +794,16 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   if (pipelined()) {
     // Only the last stage has the loss; weighted by the number of stages,
     // the mean over all ranks is the mean over the last stage's.
-    const double sum = runPipelineSchedule(data);
+    double waitSeconds = 0;
+    const auto scheduleStart = std::chrono::steady_clock::now();
+    const double sum = runPipelineSchedule(data, waitSeconds);
     stats.loss = sum / double(A) * double(pipelineGroup().size());
+    float idle[1] = {float(
+        waitSeconds / std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - scheduleStart)
+                          .count())};
+    pipelineGroup().allReduce(idle, 1, ReduceOp::Mean);
+    stats.pipelineBubble = idle[0];
     sumTiedGradients();
   } else {
     int lossBuf = buffer(BufferRole::Output, "loss");

@@ -252,6 +252,8 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
         << rt::collectiveKindName(rt::CollectiveKind(k))
         << "\": " << s.commSent.bytes[k];
   log << "}";
+  if (s.pipelineBubble >= 0)
+    log << ", \"pipeline_bubble\": " << jsonNumber(s.pipelineBubble, 4);
   if (s.hasLossScale)
     log << ", \"loss_scale\": " << jsonNumber(s.lossScale, 9)
         << ", \"skipped\": " << (s.skipped ? "true" : "false");

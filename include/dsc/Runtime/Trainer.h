@@ -42,6 +42,10 @@ struct StepStats {
   double tokensPerSecond = 0.0; ///< of the whole job (every rank's tokens)
   /// Bytes this rank sent in the step's collectives, per kind.
   CommTraffic commSent;
+  /// Pipeline stages only (else -1): the measured bubble, the mean over
+  /// the stages of the fraction of the micro-batch phase each spent
+  /// waiting for an activation, a gradient or its sends.
+  double pipelineBubble = -1;
 };
 
 /// Thrown by trainStep when a step's loss or gradient norm is NaN or
@@ -139,8 +143,9 @@ private:
   RngContext loadMicroBatch(const TokenFile &data, int64_t micro);
   /// The step's micro-batches through this rank's pipeline stage, in its
   /// schedule's order; returns the sum of their losses (the last stage's;
-  /// 0 elsewhere).
-  double runPipelineSchedule(const TokenFile &data);
+  /// 0 elsewhere). `waitSeconds` receives the time spent waiting for the
+  /// other stages.
+  double runPipelineSchedule(const TokenFile &data, double &waitSeconds);
   /// Pipeline: the first and the last stage add their gradients of the
   /// parameters they both hold (tied embeddings) before the update.
   void sumTiedGradients();

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Pipeline stages on CPU ranks (Open MPI): the measured bubble against
+(P-1)/(m+P-1), and tokens/s of the 4-rank meshes.
+
+Part 1 runs 2 stages (one core each) with m = 2, 4 and 8 micro-batches per
+step under 1F1B and GPipe. Each rank's runtime measures the fraction of
+its micro-batch phase it spent waiting for the other stage (activations,
+gradients, sends); `pipeline_bubble` in --log-json is the mean over the
+stages, reported here as the median over the steps (the first dropped).
+The closed form assumes stages of equal cost; here the last stage's
+forward is free (its backward recomputes it) and the cut is by the cost
+model, so the measurement and the formula need not agree exactly.
+
+Part 2 trains one GPT-2 and one global batch (16 sequences, 4
+micro-batches per rank where the mesh has a pipeline) on 4 ranks as data
+4, pipeline 4, data 2 x pipeline 2 (plain, ZeRO-1, ZeRO-3), tensor 2 x
+pipeline 2 and data 2 x tensor 2, alternated for --repeats rounds:
+median seconds per step, speed relative to DP4, bytes each rank sent per
+step, the measured bubble and the largest loss difference from DP4 (every
+mesh trains the same model: 1e-5 relative or the script fails). The 4
+ranks share this machine's cores, so the step times measure how the work
+divides, not a cluster.
+
+    /usr/bin/python3 bench/bench_pipeline.py
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MESHES = [  # name, data, tensor, pipeline, ZeRO stage
+    ("DP4", 4, 1, 1, 0),
+    ("PP4", 1, 1, 4, 0),
+    ("DP2 x PP2", 2, 1, 2, 0),
+    ("DP2 x PP2 ZeRO-1", 2, 1, 2, 1),
+    ("DP2 x PP2 ZeRO-3", 2, 1, 2, 3),
+    ("TP2 x PP2", 1, 2, 2, 0),
+    ("DP2 x TP2", 2, 2, 1, 0),
+]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dsc-run", default=os.path.join(ROOT, "build", "bin", "dsc-run"))
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=2)
+    a = p.parse_args()
+    mpirun = shutil.which("mpirun")
+    wd = tempfile.mkdtemp(prefix="dsc-pp-")
+    model = os.path.join(wd, "model.json")
+    json.dump({"model_type": "gpt2", "vocab_size": 256, "n_positions": 128,
+               "n_embd": 256, "n_layer": 4, "n_head": 8, "resid_pdrop": 0.0,
+               "embd_pdrop": 0.0, "attn_pdrop": 0.0}, open(model, "w"))
+    data = os.path.join(wd, "data.txt")
+    open(data, "w").write("the quick brown fox jumps over the lazy dog. " * 2000)
+
+    def config(tag, batch, accum, tensor, pipeline, stage, schedule="1f1b"):
+        cfg = os.path.join(wd, f"{tag}.json")
+        json.dump({"train_batch_size": batch, "gradient_accumulation_steps": accum,
+                   "gradient_clipping": 1.0,
+                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+                   "tensor_parallel": {"autotp_size": tensor},
+                   "pipeline": {"stages": pipeline},
+                   "zero_optimization": {"stage": stage,
+                                         "stage3_param_persistence_threshold": 0},
+                   "dsc": {"seq_len": 128, "pipeline_schedule": schedule}},
+                  open(cfg, "w"))
+        return cfg
+
+    def run(cfg, tag, ranks):
+        log = os.path.join(wd, f"{tag}.jsonl")
+        subprocess.run([mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root",
+                        "-x", "OMP_NUM_THREADS=1", a.dsc_run, "train", "--model", model,
+                        "--config", cfg, "--data", data, "--steps", str(a.steps),
+                        "--log-json", log], check=True, stdout=subprocess.DEVNULL)
+        return [json.loads(line) for line in open(log)]
+
+    print(f"GPT-2 n_embd 256, 4 layers, 8 heads, seq 128; {a.steps} steps x "
+          f"{a.repeats} rounds on {os.cpu_count()} cores")
+    print()
+    print("Part 1: 2 stages, 2 sequences per micro-batch")
+    print("| schedule | m | measured bubble | (P-1)/(m+P-1) |")
+    print("| --- | --- | --- | --- |")
+    for schedule in ("1f1b", "gpipe"):
+        for m in (2, 4, 8):
+            bubbles = []
+            for r in range(a.repeats):
+                tag = f"bubble-{schedule}-{m}-{r}"
+                recs = run(config(tag, 2 * m, m, 1, 2, 0, schedule), tag, 2)
+                bubbles += [x["pipeline_bubble"] for x in recs[1:]]
+            print(f"| {schedule} | {m} | {statistics.median(bubbles):.3f} "
+                  f"| {1 / (m + 1):.3f} |")
+
+    print()
+    print("Part 2: 4 ranks, global batch 16")
+    seconds = {name: [] for name, *_ in MESHES}
+    records = {}
+    for r in range(a.repeats):
+        for name, d, t, pp, stage in MESHES:
+            tag = f"{name.replace(' ', '_')}-{r}"
+            accum = 4 if pp > 1 else 1
+            recs = run(config(tag, 16, accum, t, pp, stage), tag, 4)
+            records[name] = recs
+            seconds[name] += [16 * 128 / x["tokens_per_s"] for x in recs[1:]]
+    base = statistics.median(seconds["DP4"])
+    print("| mesh | s/step | vs DP4 | bytes sent per rank per step | measured bubble "
+          "| max loss diff vs DP4 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    worst = 0.0
+    for name, d, t, pp, stage in MESHES:
+        s = statistics.median(seconds[name])
+        sent = sum(records[name][-1]["comm_bytes"].values())
+        bubble = records[name][-1].get("pipeline_bubble")
+        diff = max(abs(x["loss"] - y["loss"]) / abs(y["loss"])
+                   for x, y in zip(records[name], records["DP4"]))
+        worst = max(worst, diff)
+        print(f"| {name} | {s:.3f} | {base / s:.2f}x | {sent:,} | "
+              f"{'-' if bubble is None else f'{bubble:.3f}'} | {diff:.1e} |")
+    if worst > 1e-5:
+        sys.exit(f"a mesh trained a different model: loss difference {worst:.1e}")
+
+
+if __name__ == "__main__":
+    main()
