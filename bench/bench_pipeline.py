@@ -24,15 +24,11 @@ divides, not a cluster.
     /usr/bin/python3 bench/bench_pipeline.py
 """
 import argparse
-import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cpu_ranks import DSC_RUN, Job
 
 MESHES = [  # name, data, tensor, pipeline, ZeRO stage
     ("DP4", 4, 1, 1, 0),
@@ -47,39 +43,25 @@ MESHES = [  # name, data, tensor, pipeline, ZeRO stage
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dsc-run", default=os.path.join(ROOT, "build", "bin", "dsc-run"))
+    p.add_argument("--dsc-run", default=DSC_RUN)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--repeats", type=int, default=2)
     a = p.parse_args()
-    mpirun = shutil.which("mpirun")
-    wd = tempfile.mkdtemp(prefix="dsc-pp-")
-    model = os.path.join(wd, "model.json")
-    json.dump({"model_type": "gpt2", "vocab_size": 256, "n_positions": 128,
-               "n_embd": 256, "n_layer": 4, "n_head": 8, "resid_pdrop": 0.0,
-               "embd_pdrop": 0.0, "attn_pdrop": 0.0}, open(model, "w"))
-    data = os.path.join(wd, "data.txt")
-    open(data, "w").write("the quick brown fox jumps over the lazy dog. " * 2000)
+    job = Job("dsc-pp-", {"vocab_size": 256, "n_positions": 128, "n_embd": 256,
+                          "n_layer": 4, "n_head": 8}, 2000)
 
     def config(tag, batch, accum, tensor, pipeline, stage, schedule="1f1b"):
-        cfg = os.path.join(wd, f"{tag}.json")
-        json.dump({"train_batch_size": batch, "gradient_accumulation_steps": accum,
-                   "gradient_clipping": 1.0,
-                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
-                   "tensor_parallel": {"autotp_size": tensor},
-                   "pipeline": {"stages": pipeline},
-                   "zero_optimization": {"stage": stage,
-                                         "stage3_param_persistence_threshold": 0},
-                   "dsc": {"seq_len": 128, "pipeline_schedule": schedule}},
-                  open(cfg, "w"))
-        return cfg
+        return job.config(tag, {
+            "train_batch_size": batch, "gradient_accumulation_steps": accum,
+            "gradient_clipping": 1.0,
+            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+            "tensor_parallel": {"autotp_size": tensor},
+            "pipeline": {"stages": pipeline},
+            "zero_optimization": {"stage": stage, "stage3_param_persistence_threshold": 0},
+            "dsc": {"seq_len": 128, "pipeline_schedule": schedule}})
 
     def run(cfg, tag, ranks):
-        log = os.path.join(wd, f"{tag}.jsonl")
-        subprocess.run([mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root",
-                        "-x", "OMP_NUM_THREADS=1", a.dsc_run, "train", "--model", model,
-                        "--config", cfg, "--data", data, "--steps", str(a.steps),
-                        "--log-json", log], check=True, stdout=subprocess.DEVNULL)
-        return [json.loads(line) for line in open(log)]
+        return job.train(a.dsc_run, ranks, cfg, tag, a.steps)
 
     print(f"GPT-2 n_embd 256, 4 layers, 8 heads, seq 128; {a.steps} steps x "
           f"{a.repeats} rounds on {os.cpu_count()} cores")

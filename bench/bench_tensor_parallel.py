@@ -18,16 +18,13 @@ what a real job would see.
     /usr/bin/python3 bench/bench_tensor_parallel.py
 """
 import argparse
-import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cpu_ranks import DSC_RUN, Job
 
 MESHES = [  # name, autotp_size, ZeRO stage
     ("DP4", 1, 0),
@@ -40,30 +37,22 @@ MESHES = [  # name, autotp_size, ZeRO stage
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dsc-run", default=os.path.join(ROOT, "build", "bin", "dsc-run"))
+    p.add_argument("--dsc-run", default=DSC_RUN)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
     a = p.parse_args()
-    mpirun = shutil.which("mpirun")
-    wd = tempfile.mkdtemp(prefix="dsc-tp-")
-    model = os.path.join(wd, "model.json")
-    json.dump({"model_type": "gpt2", "vocab_size": 256, "n_positions": 128,
-               "n_embd": 256, "n_layer": 4, "n_head": 8, "resid_pdrop": 0.0,
-               "embd_pdrop": 0.0, "attn_pdrop": 0.0}, open(model, "w"))
-    data = os.path.join(wd, "data.txt")
-    open(data, "w").write("the quick brown fox jumps over the lazy dog. " * 2000)
+    job = Job("dsc-tp-", {"vocab_size": 256, "n_positions": 128, "n_embd": 256,
+                          "n_layer": 4, "n_head": 8}, 2000)
 
     def config(tag, tp, stage):
-        cfg = os.path.join(wd, f"{tag}.json")
-        json.dump({"train_batch_size": 16, "gradient_clipping": 1.0,
-                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
-                   "tensor_parallel": {"autotp_size": tp},
-                   "zero_optimization": {"stage": stage},
-                   "dsc": {"seq_len": 128}}, open(cfg, "w"))
-        return cfg
+        return job.config(tag, {"train_batch_size": 16, "gradient_clipping": 1.0,
+                                "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+                                "tensor_parallel": {"autotp_size": tp},
+                                "zero_optimization": {"stage": stage},
+                                "dsc": {"seq_len": 128}})
 
     def estimate(cfg):
-        out = subprocess.run([a.dsc_run, "estimate", "--model", model, "--config", cfg,
+        out = subprocess.run([a.dsc_run, "estimate", "--model", job.model, "--config", cfg,
                               "--world-size", "4"], check=True, capture_output=True,
                              text=True).stdout
         field = lambda name: int(re.search(rf"^\s+{name}\s+(\d+)", out, re.M).group(1))  # noqa: E731
@@ -71,12 +60,7 @@ def main():
                 field("peak"))
 
     def run(cfg, tag):
-        log = os.path.join(wd, f"{tag}.jsonl")
-        subprocess.run([mpirun, "-np", "4", "--oversubscribe", "--allow-run-as-root",
-                        "-x", "OMP_NUM_THREADS=1", a.dsc_run, "train", "--model", model,
-                        "--config", cfg, "--data", data, "--steps", str(a.steps),
-                        "--log-json", log], check=True, stdout=subprocess.DEVNULL)
-        return [json.loads(line) for line in open(log)]
+        return job.train(a.dsc_run, 4, cfg, tag, a.steps)
 
     seconds = {name: [] for name, _, _ in MESHES}
     records = {}
