@@ -247,7 +247,10 @@ void PipelineStagePass::runOnOperation() {
     }
     if (users.count(stage))
       params.push_back(arg);
-    if (users.size() > 1)
+    // A frozen copy never changes: only trained ones need their gradients
+    // summed.
+    if (users.size() > 1 &&
+        !forward.getArgAttr(arg.getArgNumber(), kFrozenAttrName))
       tied.push_back(StringAttr::get(ctx, param.getName()));
   }
 

@@ -7,9 +7,10 @@
 //   -dsc-tensor-parallel (slices the graph the frontend built, before any
 //     fusion changes its shape; nothing to do on a mesh without a tensor
 //     axis)
+//   -dsc-lora (freezes the model and adds adapters: the fusions see them;
+//     on the whole model, where a tied head is recognised by its embedding)
 //   -dsc-pipeline-stage (keeps this rank's stage of a pipelined mesh;
 //     after the slicing, which sees the whole model's embeddings and head)
-//   -dsc-lora (freezes the model and adds adapters: the fusions see them)
 //   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
 //     residual-layer-norm, residual-rms-norm, attention, softmax-dropout)
 //   -dsc-autodiff, -dsc-build-train-step
@@ -39,10 +40,6 @@ using namespace mlir::dsc;
 void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                                       const TrainingPipelineOptions &o) {
   pm.addPass(createDscTensorParallel());
-  DscPipelineStageOptions stage;
-  stage.stage = o.pipelineStage;
-  stage.partition = o.pipelinePartition;
-  pm.addPass(createDscPipelineStage(stage));
   if (o.loraRank > 0) {
     DscLoraOptions lora;
     lora.rank = o.loraRank;
@@ -57,6 +54,10 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     lora.rslora = o.loraRslora;
     pm.addPass(createDscLora(lora));
   }
+  DscPipelineStageOptions stage;
+  stage.stage = o.pipelineStage;
+  stage.partition = o.pipelinePartition;
+  pm.addPass(createDscPipelineStage(stage));
   if (o.fuseQkv)
     pm.addPass(createDscFuseQkv());
   if (o.fuseBiasGelu)
@@ -166,7 +167,8 @@ void mlir::dsc::registerTrainingPipeline() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "dsc-train-pipeline",
       "Build the training step: -dsc-tensor-parallel (for the mesh's "
-      "tensor axis), -dsc-pipeline-stage (its pipeline axis), -dsc-lora and the fusions as chosen, "
+      "tensor axis), -dsc-lora as chosen, -dsc-pipeline-stage (its "
+      "pipeline axis), the fusions as chosen, "
       "-dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "

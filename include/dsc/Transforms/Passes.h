@@ -82,8 +82,8 @@ enum class TrainingPrecision { None, F16, BF16 };
 /// them), the -dsc-remat ones are prefixed `remat-`.
 struct TrainingPipelineOptions
     : public PassPipelineOptions<TrainingPipelineOptions> {
-  // -dsc-pipeline-stage, after -dsc-tensor-parallel (nothing to do on a
-  // mesh without a pipeline axis).
+  // -dsc-pipeline-stage, after -dsc-tensor-parallel and -dsc-lora (nothing
+  // to do on a mesh without a pipeline axis).
   Option<int64_t> pipelineStage{
       *this, "pipeline-stage",
       llvm::cl::desc("-dsc-pipeline-stage stage: the stage to build"),

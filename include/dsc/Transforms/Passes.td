@@ -444,7 +444,8 @@ def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
     op after the last) are split into P contiguous stages, balanced by
     `partition` as DeepSpeed's PipelineModule names it: `uniform` (units),
     `parameters` (parameter elements) or `best` (the cost model's forward
-    cost). Only stage `stage` is kept: @forward becomes that stage's
+    cost). Runs after -dsc-tensor-parallel and -dsc-lora, on the whole
+    model they see. Only stage `stage` is kept: @forward becomes that stage's
     forward. Each boundary carries exactly one activation (the residual
     stream): a stage after the first takes it as the argument marked
     `dsc.pipeline_input`, a stage before the last returns it as its only
@@ -452,8 +453,8 @@ def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
     BERT's masking, rotary tables) are recomputed by each stage that needs
     them; every stage keeps `input_ids` and `targets`. A parameter used by
     the first and the last stage (tied embeddings) is a copy on each,
-    listed in the module's `dsc.pipeline_tied_params`; the runtime sums
-    its gradient between the two. The module's `dsc.pipeline_stage` says
+    listed (unless frozen) in the module's `dsc.pipeline_tied_params`; the
+    runtime sums its gradient between the two. The module's `dsc.pipeline_stage` says
     which stage it is; -dsc-autodiff and -dsc-build-train-step then build
     that stage's step. A module already cut is refused, as is a cut whose
     boundary carries more than one activation.
