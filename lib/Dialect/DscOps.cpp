@@ -642,9 +642,10 @@ LogicalResult AttentionOp::verify() {
       failed(verifyKeyMask(*this, getKeyMask(), q, q[2])))
     return failure();
   // The lse has no gradient rule: a forward use of it would be silently
-  // non-differentiated.
+  // non-differentiated. A pipeline stage's forward returns it for its
+  // backward (-dsc-split-stage-step).
   for (Operation *user : getLse().getUsers())
-    if (!isa<AttentionGradOp>(user))
+    if (!isa<AttentionGradOp, func::ReturnOp>(user))
       return emitOpError("lse may only be read by dsc.attention_grad, not by ")
              << user->getName();
   return success();

@@ -181,11 +181,11 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   if (pipelined() && !firstStage)
     samePair(BufferRole::Input, "stage_input", BufferRole::Output,
              "stage_input_grad");
-  if (pipelined() && !lastStage) {
+  if (pipelined())
     prog.function("stage_forward");
+  if (pipelined() && !lastStage)
     samePair(BufferRole::Output, "stage_output", BufferRole::Input,
              "stage_output_grad");
-  }
 }
 
 void Trainer::expectBuffer(BufferRole role, const std::string &name,
@@ -687,14 +687,32 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
   const int outputGrad =
       last ? -1 : buffer(BufferRole::Input, "stage_output_grad");
   const int lossBuf = last ? buffer(BufferRole::Output, "loss") : -1;
+  // What a micro-batch's backward reads of its forward, kept per
+  // micro-batch in flight: the buffers @stage_forward writes (the
+  // activations -dsc-split-stage-step saved, the logits) or the driver
+  // does (the received input) that @micro_step reads and that live across
+  // calls.
+  std::set<int> written, read;
+  for (const Instr &instr : prog.function("stage_forward").body)
+    written.insert(instr.outputs.begin(), instr.outputs.end());
+  if (!first)
+    written.insert(input);
+  for (const Instr &instr : prog.function("micro_step").body)
+    read.insert(instr.inputs.begin(), instr.inputs.end());
+  std::vector<int> kept;
+  for (int id : written) {
+    const BufferRole role = prog.buffers[size_t(id)].role;
+    if (read.count(id) &&
+        (role == BufferRole::Input || role == BufferRole::Output))
+      kept.push_back(id);
+  }
   PipelineShape shape;
   shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
   shape.stages = P;
   shape.microBatches = A;
-  // The activations received for micro-batches whose backward has not run
-  // (the backward recomputes the stage's forward from them), and every
-  // send of the step until it has completed.
-  std::vector<std::vector<char>> received(static_cast<size_t>(A));
+  // The kept buffers of the micro-batches whose backward has not run, and
+  // every send of the step until it has completed.
+  std::vector<std::vector<char>> inFlight(static_cast<size_t>(A));
   std::vector<std::vector<char>> outbox;
   outbox.reserve(size_t(2 * A));
   auto sendBuffer = [&](int id, int to) {
@@ -703,50 +721,49 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
     outbox.emplace_back(bytes, bytes + prog.buffers[size_t(id)].bytes());
     pipe.startSend(outbox.back().data(), int64_t(outbox.back().size()), to);
   };
-  auto restoreInput = [&](int64_t m) {
-    std::memcpy(storage.data(input), received[size_t(m)].data(),
-                received[size_t(m)].size());
-    backend.upload(storage, {input});
+  auto receive = [&](int id, int from) {
+    const auto since = Clock::now();
+    pipe.recv(storage.data(id), int64_t(prog.buffers[size_t(id)].bytes()),
+              from);
+    waited(since);
+    backend.upload(storage, {id});
   };
   double loss = 0;
   for (const PipelineAction &action : pipelineOrder(shape, s)) {
     const int64_t m = action.microBatch;
+    std::vector<char> &stash = inFlight[size_t(m)];
     const RngContext rng = loadMicroBatch(data, m);
     if (action.kind == PipelineAction::Forward) {
-      if (!first) {
-        received[size_t(m)].resize(prog.buffers[size_t(input)].bytes());
-        const auto since = Clock::now();
-        pipe.recv(received[size_t(m)].data(),
-                  int64_t(received[size_t(m)].size()), s - 1);
-        waited(since);
-      }
-      // The last stage's forward is its backward's recomputation.
-      if (last)
-        continue;
       if (!first)
-        restoreInput(m);
+        receive(input, s - 1);
       backend.run(prog, prog.function("stage_forward"), storage, rng);
-      sendBuffer(output, s + 1);
+      backend.download(storage, kept);
+      for (int id : kept) {
+        const char *bytes = static_cast<const char *>(storage.data(id));
+        stash.insert(stash.end(), bytes,
+                     bytes + prog.buffers[size_t(id)].bytes());
+      }
+      if (last) {
+        backend.download(storage, {lossBuf});
+        loss += storage.f32(lossBuf)[0];
+      } else {
+        sendBuffer(output, s + 1);
+      }
       continue;
     }
-    if (!first)
-      restoreInput(m);
-    if (!last) {
-      const auto since = Clock::now();
-      pipe.recv(storage.data(outputGrad),
-                int64_t(prog.buffers[size_t(outputGrad)].bytes()), s + 1);
-      waited(since);
-      backend.upload(storage, {outputGrad});
+    size_t at = 0;
+    for (int id : kept) {
+      const size_t bytes = prog.buffers[size_t(id)].bytes();
+      std::memcpy(storage.data(id), stash.data() + at, bytes);
+      at += bytes;
     }
+    stash = {};
+    backend.upload(storage, kept);
+    if (!last)
+      receive(outputGrad, s + 1);
     backend.run(prog, prog.function("micro_step"), storage, rng);
-    if (last) {
-      backend.download(storage, {lossBuf});
-      loss += storage.f32(lossBuf)[0];
-    }
-    if (!first) {
-      received[size_t(m)] = {};
+    if (!first)
       sendBuffer(inputGrad, s - 1);
-    }
   }
   const auto since = Clock::now();
   pipe.waitSends();

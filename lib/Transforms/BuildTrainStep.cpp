@@ -19,11 +19,10 @@
 // first) and, before the last stage, the gradient of the one it sends
 // (`stage_output_grad`, which seeds its backward in place of the loss);
 // it returns the gradient of its received activation
-// (`stage_input_grad`) and, before the last stage, no loss or logits.
-// Such a stage also gets @stage_forward(params, stage_input, input_ids,
-// targets) -> stage_output, the forward with dropout that sends the
-// activation on; the backward recomputes it from the stored input. No
-// @eval_step: evaluation needs the whole pipeline. @apply_step's gradient
+// (`stage_input_grad`) and, before the last stage, the activation it sends
+// (`stage_output`) instead of the loss and logits; -dsc-split-stage-step
+// later cuts it into the stage's forward and backward. No @eval_step:
+// evaluation needs the whole pipeline. @apply_step's gradient
 // norm sums its squares over the pipeline ranks too, a tied copy on the
 // last stage left out (the first stage counts it).
 //
@@ -97,9 +96,6 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
                               ArrayRef<Param> trainable);
   func::FuncOp buildApplyStep(ModuleOp module, ArrayRef<Param> trainable);
   func::FuncOp buildEvalStep(ModuleOp module, unsigned numParams);
-  /// A pipeline stage before the last: @stage_forward, the forward that
-  /// sends the stage's activation on.
-  func::FuncOp buildStageForward(ModuleOp module);
   /// fp16: the scale before any update (2^initial-scale-power or static).
   double initialScale() const {
     return lossScale > 0 ? double(lossScale)
@@ -213,8 +209,7 @@ void BuildTrainStepPass::runOnOperation() {
   const bool stage = pipelineStageOf(module) >= 0;
   if (!buildMicroStep(fwdGrad, params, trainable) ||
       !buildApplyStep(module, trainable) ||
-      (!stage && !buildEvalStep(module, params.size())) ||
-      (sendsPipelineActivation(module) && !buildStageForward(module)))
+      (!stage && !buildEvalStep(module, params.size())))
     return signalPassFailure();
   fwdGrad.erase();
   // The driver runs @micro_step this many times per @apply_step.
@@ -275,7 +270,10 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   if (sends)
     args.add(ctx, src.getArguments().back().getType(), StateKind::activation,
              "stage_output_grad");
-  if (!sends) {
+  if (sends) {
+    results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
+                "stage_output");
+  } else {
     results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
                 "loss");
     results.add(ctx, fwdGrad.getFunctionType().getResult(1), StateKind::output,
@@ -334,7 +332,9 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
 
   auto ret = cast<func::ReturnOp>(src.getTerminator());
   SmallVector<Value> outs;
-  if (!sends)
+  if (sends)
+    outs = {map.lookup(ret.getOperand(0))};
+  else
     outs = {map.lookup(ret.getOperand(0)), map.lookup(ret.getOperand(1))};
   for (unsigned i = 0; i < numTrainable; ++i) {
     Value acc = body->getArgument(numParams + i);
@@ -526,47 +526,6 @@ OptimizerOpInterface BuildTrainStepPass::createOptimizerUpdate(
         b.getBoolAttr(biasCorrection), skip);
   }
   llvm_unreachable("unknown optimizer");
-}
-
-func::FuncOp BuildTrainStepPass::buildStageForward(ModuleOp module) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (!forward || forward.isExternal()) {
-    module.emitError("dsc-build-train-step: no @forward for the stage's "
-                     "forward");
-    return {};
-  }
-  MLIRContext *ctx = &getContext();
-  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-  auto stageForward = cast<func::FuncOp>(mb.clone(*forward));
-  stageForward.setName("stage_forward");
-  SmallVector<DictionaryAttr> argAttrs;
-  unsigned tokens = 0;
-  for (unsigned i = 0; i < stageForward.getNumArguments(); ++i) {
-    NamedAttrList attrs(stageForward.getArgAttrDict(i));
-    StateAttr state;
-    if (auto param = stageForward.getArgAttrOfType<ParamAttr>(
-            i, kParamAttrName))
-      state = StateAttr::get(ctx, StateKind::param, param.getName());
-    else if (stageForward.getArgAttr(i, kPipelineInputAttrName))
-      state = StateAttr::get(ctx, StateKind::activation, "stage_input");
-    else
-      state = tokens++ == 0
-                  ? StateAttr::get(ctx, StateKind::input_ids, "input_ids")
-                  : StateAttr::get(ctx, StateKind::targets, "targets");
-    attrs.set(kStateAttrName, state);
-    argAttrs.push_back(attrs.getDictionary(ctx));
-  }
-  if (tokens != 2) {
-    forward.emitError("dsc-build-train-step: a pipeline stage's @forward "
-                      "must take input_ids and targets after its parameters "
-                      "and received activation");
-    return {};
-  }
-  stageForward.setAllArgAttrs(argAttrs);
-  stageForward.setResultAttr(
-      0, kStateAttrName,
-      StateAttr::get(ctx, StateKind::output, "stage_output"));
-  return stageForward;
 }
 
 func::FuncOp BuildTrainStepPass::buildEvalStep(ModuleOp module,

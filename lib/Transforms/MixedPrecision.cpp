@@ -12,8 +12,6 @@
 // weights, optimizer state) and dsc.attention's log-sum-exp. A half value
 // the function returns (the logits) is converted back to its f32 result
 // type. Both backends store the half tensors in 2 bytes per element.
-// A pipeline stage's @stage_forward is rounded the same way as the forward
-// half of @micro_step, which recomputes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,12 +68,6 @@ struct MixedPrecisionPass
             collectParamGradients(operand, keepF32);
     }
     storeInHalf(micro, keepF32);
-    // A pipeline stage's forward must compute what the backward's
-    // recomputation computes, and send the activation the one-stage step
-    // would hold.
-    if (auto stageForward = module.lookupSymbol<func::FuncOp>("stage_forward"))
-      if (!stageForward.isExternal() && stageForward.getBody().hasOneBlock())
-        storeInHalf(stageForward, {});
   }
 
   /// Rounds every f32 activation of `fn` but `keepF32` to the half format

@@ -22,6 +22,8 @@
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
 //   -dsc-bucket-collectives (gradient reductions and gathers of updated
 //     shards, in buckets)
+//   -dsc-split-stage-step (a pipeline stage's forward and backward, which
+//     its schedule runs apart; nothing to do for a whole model)
 //
 // -dsc-fuse-attention runs before -dsc-fuse-softmax-dropout: it takes the
 // whole softmax chain, so the softmax + dropout fusion sees only the
@@ -161,6 +163,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     bucket.allgatherBucketElements = o.allgatherBucketElements;
     pm.addPass(createDscBucketCollectives(bucket));
   }
+  pm.addPass(createDscSplitStageStep());
 }
 
 void mlir::dsc::registerTrainingPipeline() {
@@ -174,6 +177,6 @@ void mlir::dsc::registerTrainingPipeline() {
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "
       "-dsc-zero-one-adam, "
       "-dsc-zero and "
-      "-dsc-bucket-collectives as chosen",
+      "-dsc-bucket-collectives as chosen, -dsc-split-stage-step",
       buildTrainingPipeline);
 }

@@ -115,10 +115,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     Sharding sharding{meshGroupSize(module, MeshAxis::data)};
     if (stage == 3) {
       gatherParameters(micro, sharding);
-      // Evaluation and a pipeline stage's forward read the same shards.
-      for (StringRef name : {"eval_step", "stage_forward"})
-        if (auto fn = module.lookupSymbol<func::FuncOp>(name))
-          gatherParameters(fn, sharding);
+      if (auto eval = module.lookupSymbol<func::FuncOp>("eval_step"))
+        gatherParameters(eval, sharding);
     }
     if ((stage >= 2 && failed(shardAccumulation(micro, sharding))) ||
         failed(shardUpdate(apply, sharding)))

@@ -6,6 +6,11 @@
 // TWICE: error: dsc-pipeline-stage: the module is already cut (dsc.pipeline_stage)
 // RUN: dsc-opt %s "-dsc-pipeline-stage=stage=0 partition=uniform" -dsc-autodiff "-dsc-build-train-step=optimizer=adamw grad-clip=1.0" | FileCheck %s --check-prefix=STEP0
 // RUN: dsc-opt %s "-dsc-pipeline-stage=stage=1 partition=uniform" -dsc-autodiff "-dsc-build-train-step=optimizer=adamw grad-clip=1.0" | FileCheck %s --check-prefix=STEP1
+// RUN: dsc-opt %s "-dsc-pipeline-stage=stage=0 partition=uniform" -dsc-autodiff "-dsc-build-train-step=optimizer=adamw grad-clip=1.0" -dsc-split-stage-step | FileCheck %s --check-prefix=SPLIT0
+// RUN: dsc-opt %s "-dsc-pipeline-stage=stage=1 partition=uniform" -dsc-autodiff "-dsc-build-train-step=optimizer=adamw grad-clip=1.0" -dsc-split-stage-step | FileCheck %s --check-prefix=SPLIT1
+// RUN: dsc-opt %s "-dsc-pipeline-stage=stage=1 partition=uniform" -dsc-autodiff "-dsc-build-train-step=optimizer=adamw grad-clip=1.0" -dsc-split-stage-step | dsc-opt | FileCheck %s --check-prefix=SPLIT1
+// RUN: not dsc-opt %s "-dsc-pipeline-stage=stage=1 partition=uniform" -dsc-autodiff -dsc-build-train-step -dsc-split-stage-step -dsc-split-stage-step 2>&1 | FileCheck %s --check-prefix=SPLITTWICE
+// SPLITTWICE: error: dsc-split-stage-step: the module has a @stage_forward already
 
 // Two stages of a two-layer model whose head is tied to the word
 // embedding. Uniformly, the four units (embedding, layer 0, layer 1, head)
@@ -47,18 +52,48 @@
 // PARAMS-NEXT: return %[[X0]] : tensor<2x4x8xf32>
 
 // Stage 0's step: @micro_step is seeded by the gradient stage 1 sends back
-// (stage_output_grad) and returns no loss; @stage_forward sends the
-// activation on. The gradient norm sums squares over the pipeline ranks.
+// (stage_output_grad) and returns the activation it sends (stage_output)
+// instead of a loss. The gradient norm sums squares over the pipeline
+// ranks.
 // STEP0-LABEL: func.func @micro_step(
 // STEP0-SAME: #dsc.state<activation, "stage_output_grad">
-// STEP0-SAME: -> (tensor<40x8xf32> {dsc.state = #dsc.state<grad, "wte.weight">}
+// STEP0-SAME: -> (tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_output">}, tensor<40x8xf32> {dsc.state = #dsc.state<grad, "wte.weight">}
 // STEP0-NOT: "loss"
 // STEP0-LABEL: func.func @apply_step(
 // STEP0: %[[N:.*]] = dsc.global_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<40x8xf32>
 // STEP0-NEXT: dsc.norm_all_reduce %[[N]] {axis = #dsc<axis pipeline>}
-// STEP0-LABEL: func.func @stage_forward(
-// STEP0-SAME: -> (tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_output">})
 // STEP0-NOT: func.func @eval_step
+// STEP0-NOT: func.func @stage_forward
+
+// -dsc-split-stage-step cuts it: @stage_forward reads the parameters and
+// tokens it needs, returns the activation it sends and what the backward
+// reads of the forward (the layer norm's input and output); @micro_step,
+// now the backward, takes those.
+// SPLIT0-LABEL: func.func @micro_step(
+// SPLIT0-SAME: #dsc.state<activation, "stage_output_grad">
+// SPLIT0-SAME: %[[SAVEDA:[a-z0-9]+]]: tensor<2x4x8xf32> {dsc.state = #dsc.state<activation, "saved/0">}, %[[SAVEDB:[a-z0-9]+]]: tensor<2x4x8xf32> {dsc.state = #dsc.state<activation, "saved/1">})
+// SPLIT0-SAME: -> (tensor<40x8xf32> {dsc.state = #dsc.state<grad, "wte.weight">}
+// SPLIT0-NOT: dsc.layer_norm %
+// SPLIT0: dsc.layer_norm_grad %{{.*}}, %[[SAVEDB]]
+// SPLIT0-LABEL: func.func @stage_forward(
+// SPLIT0-NOT: grad,
+// SPLIT0-SAME: {dsc.state = #dsc.state<input_ids, "input_ids">}) -> (tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_output">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<activation, "saved/0">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<activation, "saved/1">})
+// SPLIT0: %[[X0:.*]] = dsc.add %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<4x8xf32>)
+// SPLIT0: %[[N0:.*]] = dsc.layer_norm %[[X0]]
+// SPLIT0: %[[X1:.*]] = dsc.add
+// SPLIT0-NEXT: return %[[X1]], %[[N0]], %[[X0]]
+
+// The last stage's forward returns the loss and logits; its backward reads
+// the logits through their own state (one buffer) and the saved values.
+// SPLIT1-LABEL: func.func @micro_step(
+// SPLIT1-SAME: {dsc.state = #dsc.state<output, "logits">}, %{{.*}}: tensor<2x4x8xf32> {dsc.state = #dsc.state<activation, "saved/0">}
+// SPLIT1-NOT: "loss"
+// SPLIT1-SAME: tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_input_grad">})
+// SPLIT1: dsc.cross_entropy_grad
+// SPLIT1-LABEL: func.func @stage_forward(
+// SPLIT1-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x40xf32> {dsc.state = #dsc.state<output, "logits">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<activation, "saved/0">}
+// SPLIT1: dsc.cross_entropy
+// SPLIT1-NOT: _grad
 
 // Stage 1's step returns the gradient of the activation it received; its
 // copy of the tied wte.weight is left out of its part of the norm (stage 0
@@ -70,7 +105,6 @@
 // STEP1-LABEL: func.func @apply_step(
 // STEP1: %[[N:.*]] = dsc.global_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
 // STEP1-NEXT: dsc.norm_all_reduce %[[N]] {axis = #dsc<axis pipeline>}
-// STEP1-NOT: func.func @stage_forward
 
 module attributes {dsc.mesh = #dsc.mesh<data = 1, tensor = 1, pipeline = 2>} {
   func.func @forward(

@@ -7,11 +7,12 @@
 //
 // A pipeline stage's program (-dsc-pipeline-stage) is driven by its
 // schedule (PipelineSchedule.h): a forward runs @stage_forward on the
-// activation received from the previous stage and sends its own on; a
-// backward runs @micro_step, which recomputes the stage's forward from the
-// stored input, takes the gradient the next stage sent back and sends its
-// input's gradient to the previous stage. Weights and checkpoints hold the
-// whole model: the stages' tensors meet on rank 0.
+// activation received from the previous stage, keeps what the backward
+// reads (-dsc-split-stage-step's saved activations) and sends its own
+// activation on; a backward puts the micro-batch's kept buffers back, runs
+// @micro_step (the backward) on the gradient the next stage sent back and
+// sends its input's gradient to the previous stage. Weights and
+// checkpoints hold the whole model: the stages' tensors meet on rank 0.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TRAINER_H

@@ -469,6 +469,28 @@ def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def DscSplitStageStep : Pass<"dsc-split-stage-step", "::mlir::ModuleOp"> {
+  let summary = "Split a pipeline stage's @micro_step into its forward and "
+                "its backward";
+  let description = [{
+    For a module that holds a pipeline stage (`dsc.pipeline_stage`; nothing
+    to do otherwise), last in the pipeline: the ops of @micro_step that its
+    forward results (`loss` and `logits` on the last stage, `stage_output`
+    before it) depend on become @stage_forward, which returns those results
+    and, as `#dsc.state<activation, "saved/<k>">`, every other value of
+    theirs the backward reads. @micro_step keeps the rest, the backward: it
+    takes the saved values as arguments of the same states (one buffer
+    each, a forward result's own where the backward reads one, such as the
+    logits; the runtime keeps them per micro-batch in flight) and returns
+    the gradients.
+    A value the backward reads that is made without effects from the
+    function's arguments alone (a parameter's half copy, positions) is
+    recomputed there instead of saved. A module split already is refused.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
   let summary = "ZeRO: shard optimizer state, gradients and parameters";
   let description = [{
