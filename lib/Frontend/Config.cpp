@@ -1425,8 +1425,9 @@ void resolveRemat(const Ctx &c, const std::string &policy, RematConfig &r) {
   if (r.policy != "deepspeed" && ds)
     c.fail("dsc.remat.policy: \"" + r.policy +
            "\" conflicts with transformer_kernel.gelu_checkpoint / "
-           "attn_dropout_checkpoint / activation_checkpointing, which select "
-           "policy \"deepspeed\"");
+           "attn_dropout_checkpoint / activation_checkpointing / "
+           "pipeline.activation_checkpoint_interval, which select policy "
+           "\"deepspeed\"");
 }
 
 /// dsc.fusion: one switch per graph fusion, all on by default.
@@ -1720,6 +1721,11 @@ TrainConfig parseTrainConfigText(const std::string &text,
     else
       c.unknownKey("", k, topKeys);
   }
+  // DeepSpeed's PipelineModule checkpoints every `interval` layers; 1 is
+  // dsc's per-layer checkpointing (larger intervals are planned, not
+  // trained: see compileStep).
+  if (t.parallel.activationCheckpointInterval == 1)
+    t.remat.perLayer = true;
   resolveRemat(c, rematPolicy, t.remat);
   // DeepSpeed asserts the same.
   if (t.precision.fp16 && t.precision.bf16)

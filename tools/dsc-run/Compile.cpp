@@ -201,6 +201,12 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
     throw rt::Error("dsc.pipeline_schedule \"interleaved\": 'dsc-run plan' "
                     "maps it, but training runs the gpipe and 1f1b schedules "
                     "only");
+  if (par.activationCheckpointInterval > 1)
+    throw rt::Error("pipeline.activation_checkpoint_interval " +
+                    std::to_string(par.activationCheckpointInterval) +
+                    ": training checkpoints every layer (1) or as "
+                    "activation_checkpointing says (0); 'dsc-run plan' maps "
+                    "longer intervals");
   if (pipelineStage < 0 || pipelineStage >= par.pipeline)
     throw rt::Error("pipeline stage " + std::to_string(pipelineStage) +
                     " is not one of the " + std::to_string(par.pipeline) +
