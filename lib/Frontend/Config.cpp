@@ -1730,10 +1730,29 @@ TrainConfig parseTrainConfigText(const std::string &text,
   // DeepSpeed asserts the same.
   if (t.precision.fp16 && t.precision.bf16)
     c.fail("fp16.enabled and bf16.enabled cannot both be true");
-  if (t.zeroStage > 0 && t.optimizer.type == OptimizerType::OneBitAdam)
+  // 1-bit Adam and 0/1 Adam with ZeRO: meaningless rather than missing.
+  // Their compressed steps add each rank's own whole gradient to its own
+  // whole momentum before anything is reduced, so neither gradients (stage
+  // 2, 3) nor momenta can be sharded; ZeRO-1 could shard only the frozen
+  // variance, and its sharded update would all-gather the parameters in
+  // fp32 every step: 4 bytes per parameter against the compressed
+  // exchange's 1/4 (the signs' all-to-all and all-gather), the 16x the
+  // compression exists to save.
+  auto compressedWithZero = [&](const char *optimizer) {
     c.fail("zero_optimization.stage " + str(t.zeroStage) +
-           " with optimizer OneBitAdam is not supported yet (1-bit Adam "
-           "runs on whole tensors; use stage 0)");
+           " with optimizer " + optimizer +
+           ": its compressed steps add each rank's own whole gradient to "
+           "its own whole momentum before any reduction, so " +
+           (t.zeroStage >= 2
+                ? std::string("gradients cannot be sharded")
+                : std::string("only the frozen variance could be sharded, "
+                              "and the sharded update's fp32 all-gather of "
+                              "the parameters would send 16x the bytes the "
+                              "compression saves")) +
+           "; use stage 0");
+  };
+  if (t.zeroStage > 0 && t.optimizer.type == OptimizerType::OneBitAdam)
+    compressedWithZero("OneBitAdam");
   if (t.optimizer.type == OptimizerType::OneBitLamb) {
     if (t.zeroStage > 0)
       c.fail("zero_optimization.stage " + str(t.zeroStage) +
@@ -1745,9 +1764,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
   }
   if (t.optimizer.type == OptimizerType::ZeroOneAdam) {
     if (t.zeroStage > 0)
-      c.fail("zero_optimization.stage " + str(t.zeroStage) +
-             " with optimizer ZeroOneAdam is not supported yet (0/1 Adam "
-             "runs on whole tensors; use stage 0)");
+      compressedWithZero("ZeroOneAdam");
     // A skipped step would have to leave the interval policy where it
     // was, which DeepSpeed's engine does by not calling the optimizer.
     if (t.precision.fp16)

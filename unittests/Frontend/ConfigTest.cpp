@@ -455,8 +455,10 @@ TEST(TrainConfig, ZeroOneAdam) {
              "type 'ZeroOneAdam'");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"},
                               "zero_optimization": {"stage": 2})")),
-             "zero_optimization.stage 2 with optimizer ZeroOneAdam is not "
-             "supported yet");
+             "zero_optimization.stage 2 with optimizer ZeroOneAdam: its "
+             "compressed steps add each rank's own whole gradient to its own "
+             "whole momentum before any reduction, so gradients cannot be "
+             "sharded");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam"},
                               "fp16": {"enabled": true})")),
              "fp16 with optimizer ZeroOneAdam is not supported yet");
@@ -540,8 +542,14 @@ TEST(TrainConfig, OneBitAdam) {
              "type 'AdamW'");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam"},
                               "zero_optimization": {"stage": 1})")),
-             "zero_optimization.stage 1 with optimizer OneBitAdam is not "
-             "supported yet");
+             "zero_optimization.stage 1 with optimizer OneBitAdam: its "
+             "compressed steps add each rank's own whole gradient to its own "
+             "whole momentum before any reduction, so only the frozen "
+             "variance could be sharded");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam"},
+                              "zero_optimization": {"stage": 2})")),
+             "before any reduction, so gradients cannot be sharded; use "
+             "stage 0");
 }
 
 TEST(TrainConfig, UnknownKeyAtDepth) {
