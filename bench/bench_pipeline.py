@@ -16,7 +16,10 @@ micro-batches per rank where the mesh has a pipeline) on 4 ranks as data
 4, pipeline 4, data 2 x pipeline 2 (plain, ZeRO-1, ZeRO-3), tensor 2 x
 pipeline 2 and data 2 x tensor 2, alternated for --repeats rounds:
 median seconds per step, speed relative to DP4, bytes each rank sent per
-step, the measured bubble and the largest loss difference from DP4 (every
+step, the measured bubble, the largest stage's model state and planned
+peak (`dsc-run estimate --pipeline-stage`: one micro-batch's activations;
+the driver keeps the others in flight in host memory) and the largest
+loss difference from DP4 (every
 mesh trains the same model: 1e-5 relative or the script fails). The 4
 ranks share this machine's cores, so the step times measure how the work
 divides, not a cluster.
@@ -92,8 +95,9 @@ def main():
             seconds[name] += [16 * 128 / x["tokens_per_s"] for x in recs[1:]]
     base = statistics.median(seconds["DP4"])
     print("| mesh | s/step | vs DP4 | bytes sent per rank per step | measured bubble "
+          "| model state per rank (MiB) | planned peak per rank (MiB) "
           "| max loss diff vs DP4 |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     worst = 0.0
     for name, d, t, pp, stage in MESHES:
         s = statistics.median(seconds[name])
@@ -102,8 +106,15 @@ def main():
         diff = max(abs(x["loss"] - y["loss"]) / abs(y["loss"])
                    for x, y in zip(records[name], records["DP4"]))
         worst = max(worst, diff)
+        # The largest stage's (one micro-batch's activations: the driver
+        # keeps the others in flight in host memory).
+        cfg = config(f"est-{name.replace(' ', '_')}", 16, 4 if pp > 1 else 1, t, pp, stage)
+        state, peak = map(max, zip(*[
+            job.planned_memory(a.dsc_run, cfg, 4, st if pp > 1 else None)
+            for st in range(pp)]))
         print(f"| {name} | {s:.3f} | {base / s:.2f}x | {sent:,} | "
-              f"{'-' if bubble is None else f'{bubble:.3f}'} | {diff:.1e} |")
+              f"{'-' if bubble is None else f'{bubble:.3f}'} | {state / 2**20:.2f} "
+              f"| {peak / 2**20:.1f} | {diff:.1e} |")
     if worst > 1e-5:
         sys.exit(f"a mesh trained a different model: loss difference {worst:.1e}")
 

@@ -19,9 +19,7 @@ what a real job would see.
 """
 import argparse
 import os
-import re
 import statistics
-import subprocess
 import sys
 
 from cpu_ranks import DSC_RUN, Job
@@ -51,14 +49,6 @@ def main():
                                 "zero_optimization": {"stage": stage},
                                 "dsc": {"seq_len": 128}})
 
-    def estimate(cfg):
-        out = subprocess.run([a.dsc_run, "estimate", "--model", job.model, "--config", cfg,
-                              "--world-size", "4"], check=True, capture_output=True,
-                             text=True).stdout
-        field = lambda name: int(re.search(rf"^\s+{name}\s+(\d+)", out, re.M).group(1))  # noqa: E731
-        return (field("parameters") + field("gradients") + field("optimizer state"),
-                field("peak"))
-
     def run(cfg, tag):
         return job.train(a.dsc_run, 4, cfg, tag, a.steps)
 
@@ -82,7 +72,7 @@ def main():
     for name, tp, stage in MESHES:
         s = statistics.median(seconds[name])
         sent = sum(records[name][-1]["comm_bytes"].values())
-        state, peak = estimate(config(f"est-{tp}-{stage}", tp, stage))
+        state, peak = job.planned_memory(a.dsc_run, config(f"est-{tp}-{stage}", tp, stage), 4)
         diff = max(abs(x["loss"] - y["loss"]) / abs(y["loss"])
                    for x, y in zip(records[name], records["DP4"]))
         worst = max(worst, diff)

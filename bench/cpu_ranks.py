@@ -3,6 +3,7 @@ and a text file) and a training run on N Open MPI ranks whose --log-json
 records come back."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -38,3 +39,18 @@ class Job:
                         "--steps", str(steps), "--log-json", log, *extra],
                        check=True, stdout=subprocess.DEVNULL)
         return [json.loads(line) for line in open(log)]
+
+    def planned_memory(self, dsc_run, cfg, world, stage=None):
+        """One rank's model state (parameters + gradients + optimizer
+        state) and planned peak in bytes, from `dsc-run estimate` (of
+        pipeline stage `stage`)."""
+        cmd = [dsc_run, "estimate", "--model", self.model, "--config", cfg,
+               "--world-size", str(world)]
+        if stage is not None:
+            cmd += ["--pipeline-stage", str(stage)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+        def field(name):
+            return int(re.search(rf"^\s+{name}\s+(\d+)", out, re.M).group(1))
+        return (field("parameters") + field("gradients") + field("optimizer state"),
+                field("peak"))
