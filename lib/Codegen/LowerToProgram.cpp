@@ -116,7 +116,7 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   case StateKind::input_ids:
   case StateKind::targets:
   case StateKind::step:
-  case StateKind::activation: // a pipeline stage's received tensors
+  case StateKind::activation: // a pipeline stage's received and saved tensors
     role = BufferRole::Input;
     break;
   case StateKind::output:
@@ -451,7 +451,7 @@ auto ::dsc::lowerToProgram(ModuleOp module) -> FailureOr<rt::Program> {
   // 1-bit LAMB have a compression stage (the driver runs it after
   // freeze_step; 1-bit LAMB's freeze function once, first), only 0/1 Adam
   // its 1-bit, local and sync steps.
-  // Only a pipeline stage before the last has @stage_forward.
+  // Only a pipeline stage has @stage_forward (-dsc-split-stage-step).
   return Lowering(module).run({"micro_step", "apply_step"},
                               {"eval_step", "stage_forward",
                                "apply_step_compressed",

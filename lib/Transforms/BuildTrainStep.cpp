@@ -267,10 +267,9 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
            "input_ids");
   args.add(ctx, src.getArgument(firstToken + 1).getType(), StateKind::targets,
            "targets");
-  if (sends)
+  if (sends) {
     args.add(ctx, src.getArguments().back().getType(), StateKind::activation,
              "stage_output_grad");
-  if (sends) {
     results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
                 "stage_output");
   } else {
