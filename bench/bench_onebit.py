@@ -463,6 +463,9 @@ def phase_conv(a, wd):
     if a.conv_lamb_freeze > 0:
         go("LAMB bc=false", "lamb-nobc", 2)
         go(f"1-bit LAMB f={a.conv_lamb_freeze}", "onebitlamb", 2, a.conv_lamb_freeze)
+        # One rank compresses nothing: the frozen stage's own cost.
+        go(f"1-bit LAMB f={a.conv_lamb_freeze} 1 rank", "onebitlamb", 1,
+           a.conv_lamb_freeze)
     if a.conv_zo_freeze > 0:
         ds = ds_cfg(optimizer("zeroone", a.conv_lr, a.conv_zo_freeze, a.conv_zo_policy), rows,
                     1, a.conv_seq_len)
