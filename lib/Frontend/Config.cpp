@@ -1787,11 +1787,6 @@ TrainConfig parseTrainConfigText(const std::string &text,
              ": LAMB's trust ratio needs whole parameters, which tensor "
              "slicing splits across ranks");
   }
-  if (par.pipeline > 1 && t.optimizer.type == OptimizerType::ZeroOneAdam)
-    c.fail("pipeline.stages " + str(par.pipeline) +
-           " with optimizer ZeroOneAdam: its checkpoints keep every rank's "
-           "copy of the parameters, which dsc does not gather across "
-           "pipeline stages yet");
   if ((par.virtualStages > 1) != (par.schedule == "interleaved"))
     c.fail("dsc.pipeline_virtual_stages (" + str(par.virtualStages) +
            ") and dsc.pipeline_schedule (\"" + par.schedule +

@@ -139,11 +139,10 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
                        : std::string("not cut into stages")) +
                   " (each rank compiles its own stage)");
     pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
-    if (prog.functions.count("apply_step_local"))
-      throw Error("0/1 Adam is not run with pipeline stages yet (its "
-                  "checkpoints keep every rank's parameters)");
   }
   const bool firstStage = stage == 0, lastStage = stage == stages - 1;
+  if (pipelined()) // collective: every rank splits
+    stageComm = comm.split(int(stage), comm.rank());
   if (prog.functions.count("apply_step_compressed"))
     prog.metaInt("freeze_step", std::nullopt, 0);
   if (prog.functions.count("apply_step_local")) {
@@ -496,10 +495,11 @@ Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
   Tensor t = tensorOf(id);
   const Buffer &buf = prog.buffers[size_t(id)];
   if (buf.perRank || rankCopies) {
-    // One row per rank.
-    std::vector<char> all(t.bytes.size() * size_t(comm.size()));
-    comm.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-    t.shape.insert(t.shape.begin(), comm.size());
+    // One row per rank of the stage (the job without a pipeline).
+    Communicator &ranks = stageRanks();
+    std::vector<char> all(t.bytes.size() * size_t(ranks.size()));
+    ranks.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
+    t.shape.insert(t.shape.begin(), ranks.size());
     t.bytes = std::move(all);
     return t;
   }
@@ -537,7 +537,7 @@ void Trainer::saveCheckpoint(const std::string &path) const {
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (keepsRankCopies(int(id))) {
       Tensor copies = wholeTensorOf(int(id), /*rankCopies=*/true);
-      if (comm.rank() == 0)
+      if (stageWriter())
         file.tensors[kRankCopiesPrefix + prog.buffers[id].name] =
             std::move(copies);
     }
@@ -559,23 +559,27 @@ void Trainer::loadCheckpoint(const std::string &path) {
       throw Error(path + ": missing tensor '" + buf.name +
                   "' (checkpoint of a different model or optimizer?)");
     char *dst = static_cast<char *>(storage.data(int(id)));
+    // Per-rank state is one row per rank of the stage (of the job without
+    // a pipeline).
+    Communicator &ranks = stageRanks();
+    const std::string perStage = pipelined() ? " per pipeline stage" : "";
     if (buf.perRank) {
       // Each rank's own compression errors: only the same world size can
       // continue them.
       const Tensor &t = it->second;
       std::vector<int64_t> want = buf.shape;
-      want.insert(want.begin(), comm.size());
-      if (!t.shape.empty() && t.shape[0] != comm.size() &&
+      want.insert(want.begin(), ranks.size());
+      if (!t.shape.empty() && t.shape[0] != ranks.size() &&
           std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) ==
               buf.shape)
         throw Error(path + ": tensor '" + buf.name + "' holds the 1-bit "
                     "compression errors of " + std::to_string(t.shape[0]) +
                     " ranks; resume this checkpoint with " +
-                    std::to_string(t.shape[0]) + " ranks");
+                    std::to_string(t.shape[0]) + " ranks" + perStage);
       if (t.shape != want || t.dtype != buf.dtype)
         throw Error(path + ": tensor '" + buf.name + "' has shape " +
                     spacedShape(t.shape) + ", expected " + spacedShape(want));
-      std::memcpy(dst, t.bytes.data() + buf.bytes() * size_t(comm.rank()),
+      std::memcpy(dst, t.bytes.data() + buf.bytes() * size_t(ranks.rank()),
                   buf.bytes());
       continue;
     }
@@ -595,8 +599,9 @@ void Trainer::loadCheckpoint(const std::string &path) {
     const std::string name = kRankCopiesPrefix + buf.name;
     stored.insert(name);
     auto it = file.tensors.find(name);
+    Communicator &ranks = stageRanks();
     std::vector<int64_t> want = buf.shape;
-    want.insert(want.begin(), comm.size());
+    want.insert(want.begin(), ranks.size());
     if (it == file.tensors.end() || it->second.shape != want ||
         it->second.dtype != buf.dtype)
       throw Error(path + ": tensor '" + name + "' " +
@@ -608,7 +613,7 @@ void Trainer::loadCheckpoint(const std::string &path) {
                   "between synchronisations: resume with the world size "
                   "that wrote the checkpoint)");
     std::memcpy(storage.data(int(id)),
-                it->second.bytes.data() + buf.bytes() * size_t(comm.rank()),
+                it->second.bytes.data() + buf.bytes() * size_t(ranks.rank()),
                 buf.bytes());
   }
   const CheckpointCounters counters =

@@ -217,6 +217,10 @@ private:
   Communicator &pipelineGroup() const {
     return groups->group(MeshAxis::Pipeline);
   }
+  /// The ranks that hold this rank's pipeline stage (data x tensor; the
+  /// whole job without a pipeline): per-rank state (compression errors,
+  /// 0/1 Adam's copies) is gathered over them.
+  Communicator &stageRanks() const { return stageComm ? *stageComm : comm; }
   /// Stores `whole` (a whole tensor's bytes, of wholeShapeOf(id)) in buffer
   /// `id`: all of it, or for a ZeRO shard this rank's part with the padding
   /// zeroed.
@@ -230,6 +234,8 @@ private:
   Communicator &comm;
   /// The data and tensor groups of the step's mesh (built by every rank).
   std::unique_ptr<MeshGroups> groups;
+  /// Pipelines only: the ranks of this rank's stage (see stageRanks).
+  std::unique_ptr<Communicator> stageComm;
   Storage storage;
   uint64_t seed;
   int64_t B, T, A, V;
