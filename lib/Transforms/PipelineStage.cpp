@@ -54,20 +54,18 @@ private:
                                   size_t numUnits);
 };
 
-/// Whether `v` depends on the tokens alone (no parameter, no activation):
-/// any stage can recompute it.
-bool dependsOnTokensOnly(Value v, func::FuncOp forward,
-                         DenseMap<Value, bool> &memo) {
-  if (auto it = memo.find(v); it != memo.end())
-    return it->second;
-  bool tokens;
-  if (auto arg = dyn_cast<BlockArgument>(v))
-    tokens = !forward.getArgAttr(arg.getArgNumber(), kParamAttrName);
-  else
-    tokens = llvm::all_of(v.getDefiningOp()->getOperands(), [&](Value o) {
-      return dependsOnTokensOnly(o, forward, memo);
-    });
-  memo[v] = tokens;
+/// The values of `forward` that depend on the tokens alone (no parameter,
+/// no activation): any stage can recompute them. One pass in program
+/// order, which SSA makes a topological order.
+DenseSet<Value> tokenOnlyValues(func::FuncOp forward) {
+  DenseSet<Value> tokens;
+  for (BlockArgument arg : forward.getArguments())
+    if (!forward.getArgAttr(arg.getArgNumber(), kParamAttrName))
+      tokens.insert(arg);
+  for (Operation &op : forward.getBody().front().without_terminator())
+    if (llvm::all_of(op.getOperands(),
+                     [&](Value v) { return tokens.contains(v); }))
+      tokens.insert(op.getResults().begin(), op.getResults().end());
   return tokens;
 }
 
@@ -187,7 +185,7 @@ void PipelineStagePass::runOnOperation() {
   // Every boundary must carry exactly one activation, made by the stage
   // just before it: the values that are not token-only and that a stage
   // after the boundary uses but a stage before it makes.
-  DenseMap<Value, bool> tokenOnly;
+  const DenseSet<Value> tokenOnly = tokenOnlyValues(forward);
   auto stageOfValue = [&](Value v) -> int64_t {
     if (isa<BlockArgument>(v))
       return -1;
@@ -198,8 +196,7 @@ void PipelineStagePass::runOnOperation() {
   for (Operation &op : body.without_terminator())
     for (Value operand : op.getOperands()) {
       const int64_t from = stageOfValue(operand), to = stageOf[&op];
-      if (from < 0 || from == to ||
-          dependsOnTokensOnly(operand, forward, tokenOnly))
+      if (from < 0 || from == to || tokenOnly.contains(operand))
         continue;
       for (int64_t b = from + 1; b <= to; ++b)
         crossing[size_t(b)].insert(operand);
@@ -218,8 +215,7 @@ void PipelineStagePass::runOnOperation() {
     }
   }
   for (Value result : ret.getOperands())
-    if (stageOfValue(result) != P - 1 &&
-        !dependsOnTokensOnly(result, forward, tokenOnly)) {
+    if (stageOfValue(result) != P - 1 && !tokenOnly.contains(result)) {
       forward.emitError("dsc-pipeline-stage: a result of @forward is not "
                         "made by the last stage");
       return signalPassFailure();
