@@ -113,6 +113,16 @@ func.func @attention_ops(%q: tensor<2x3x8x4xf32>) {
   return
 }
 
+// A pipeline stage's forward returns the log-sum-exp for its backward
+// (-dsc-split-stage-step): a return may read it.
+// CHECK-LABEL: func @attention_lse_saved
+func.func @attention_lse_saved(%q: tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>) {
+  // CHECK: %[[O:[a-z0-9_]+]], %[[L:[a-z0-9_]+]] = dsc.attention
+  %o, %l = dsc.attention %q, %q, %q {rate = 0.0 : f64, stream = 0 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> (tensor<2x3x8x4xf32>, tensor<2x3x8xf32>)
+  // CHECK: return %[[O]], %[[L]]
+  return %o, %l : tensor<2x3x8x4xf32>, tensor<2x3x8xf32>
+}
+
 // Key padding masks: [B, T] i32 operands after the tensors.
 // CHECK-LABEL: func @padded_attention_ops
 func.func @padded_attention_ops(%q: tensor<2x3x8x4xf32>, %s: tensor<2x3x8x8xf32>, %keys: tensor<2x8xi32>) {
