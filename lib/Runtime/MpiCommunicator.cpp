@@ -95,6 +95,10 @@ private:
   void inChunks(const char *what, int64_t bytes, Start start);
   /// A peer's group rank, checked.
   int peerRank(const char *what, int peer) const;
+  /// Starts sending `bytes` bytes to `to` in chunks MPI can count, one
+  /// request per chunk appended to `requests` (send and startSend).
+  void issueSend(const void *data, int64_t bytes, int to,
+                 std::vector<MPI_Request> &requests);
 
   MPI_Comm world = MPI_COMM_NULL; ///< the collectives' communicator (the
                                   ///< group's, for a split one)
@@ -341,29 +345,30 @@ void MpiCommunicator::broadcast(void *data, int64_t bytes, int root) {
 }
 
 void MpiCommunicator::send(const void *data, int64_t bytes, int to) {
-  constexpr int kTag = 11;
-  const int peer = peerRank("send", to);
-  const char *base = static_cast<const char *>(data);
-  inChunks("send", bytes, [&](int64_t at, int count, MPI_Request *r) {
-    check(MPI_Isend(base + at, count, MPI_BYTE, peer, kTag, world, r),
-          "MPI_Isend");
-  });
-  (*sent)[CollectiveKind::Send] += bytes;
+  std::vector<MPI_Request> requests;
+  issueSend(data, bytes, to, requests);
+  for (MPI_Request &request : requests)
+    wait(request, "send");
 }
 
-void MpiCommunicator::startSend(const void *data, int64_t bytes, int to) {
-  constexpr int kTag = 11; // send's: the receiver's recv matches either
+void MpiCommunicator::issueSend(const void *data, int64_t bytes, int to,
+                                std::vector<MPI_Request> &requests) {
+  constexpr int kTag = 11; // recv's
   const int peer = peerRank("send", to);
   if (bytes < 0)
     throw Error("send: negative byte count");
   const char *base = static_cast<const char *>(data);
   for (int64_t at = 0; at < bytes; at += kMaxCount) {
-    pendingSends.emplace_back();
+    requests.emplace_back();
     check(MPI_Isend(base + at, int(std::min(kMaxCount, bytes - at)),
-                    MPI_BYTE, peer, kTag, world, &pendingSends.back()),
+                    MPI_BYTE, peer, kTag, world, &requests.back()),
           "MPI_Isend");
   }
   (*sent)[CollectiveKind::Send] += bytes;
+}
+
+void MpiCommunicator::startSend(const void *data, int64_t bytes, int to) {
+  issueSend(data, bytes, to, pendingSends);
 }
 
 void MpiCommunicator::waitSends() {

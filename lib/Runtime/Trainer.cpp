@@ -130,19 +130,9 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   prog.function("apply_step");
   const int64_t stage = pipelineGroup().rank(), stages = mesh.pipeline;
   if (pipelined()) {
-    if (prog.metaInt("pipeline_stage", -1, -1) != stage)
-      throw Error("rank " + std::to_string(comm.rank()) + " holds pipeline "
-                  "stage " + std::to_string(stage) + " but its step is " +
-                  (prog.meta.count("pipeline_stage")
-                       ? "stage " + std::to_string(
-                                        prog.metaInt("pipeline_stage", -1, -1))
-                       : std::string("not cut into stages")) +
-                  " (each rank compiles its own stage)");
-    pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
+    stageBuffers = resolveStage(stage, stages);
+    stageComm = comm.split(int(stage), comm.rank()); // collective
   }
-  const bool firstStage = stage == 0, lastStage = stage == stages - 1;
-  if (pipelined()) // collective: every rank splits
-    stageComm = comm.split(int(stage), comm.rank());
   if (prog.functions.count("apply_step_compressed"))
     prog.metaInt("freeze_step", std::nullopt, 0);
   if (prog.functions.count("apply_step_local")) {
@@ -162,29 +152,83 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   expectBuffer(BufferRole::Input, "step", DType::I64, 1);
   expectBuffer(BufferRole::Output, "lr", DType::F32, 1);
   expectBuffer(BufferRole::Output, "grad_norm", DType::F32, 1);
-  if (lastStage) {
+  if (stage == stages - 1) {
     expectBuffer(BufferRole::Output, "loss", DType::F32, 1);
     expectBuffer(BufferRole::Output, "logits", DType::F32, B * T * V);
   }
+}
+
+Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
+                                            int64_t stages) const {
+  if (prog.metaInt("pipeline_stage", -1, -1) != stage)
+    throw Error("rank " + std::to_string(comm.rank()) + " holds pipeline "
+                "stage " + std::to_string(stage) + " but its step is " +
+                (prog.meta.count("pipeline_stage")
+                     ? "stage " + std::to_string(
+                                      prog.metaInt("pipeline_stage", -1, -1))
+                     : std::string("not cut into stages")) +
+                " (each rank compiles its own stage)");
+  const bool first = stage == 0, last = stage == stages - 1;
+  StageBuffers b;
+  b.shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
+  b.shape.stages = stages;
+  b.shape.microBatches = A;
   // A stage's activations travel as bytes: what it receives and the
   // gradient it sends back have one shape, as do what it sends and the
   // gradient it gets back.
-  auto samePair = [&](BufferRole r1, const char *n1, BufferRole r2,
-                      const char *n2) {
-    const Buffer &a = prog.buffers[size_t(buffer(r1, n1))],
-                 &b = prog.buffers[size_t(buffer(r2, n2))];
-    if (a.dtype != DType::F32 || a.dtype != b.dtype || a.shape != b.shape)
-      throw Error(std::string("compiled step: pipeline buffers '") + n1 +
-                  "' and '" + n2 + "' must be f32 of one shape");
+  auto samePair = [&](int x, int y) {
+    const Buffer &a = prog.buffers[size_t(x)], &c = prog.buffers[size_t(y)];
+    if (a.dtype != DType::F32 || a.dtype != c.dtype || a.shape != c.shape)
+      throw Error("compiled step: pipeline buffers '" + a.name + "' and '" +
+                  c.name + "' must be f32 of one shape");
   };
-  if (pipelined() && !firstStage)
-    samePair(BufferRole::Input, "stage_input", BufferRole::Output,
-             "stage_input_grad");
-  if (pipelined())
-    prog.function("stage_forward");
-  if (pipelined() && !lastStage)
-    samePair(BufferRole::Output, "stage_output", BufferRole::Input,
-             "stage_output_grad");
+  if (!first) {
+    b.input = buffer(BufferRole::Input, "stage_input");
+    b.inputGrad = buffer(BufferRole::Output, "stage_input_grad");
+    samePair(b.input, b.inputGrad);
+  }
+  if (!last) {
+    b.output = buffer(BufferRole::Output, "stage_output");
+    b.outputGrad = buffer(BufferRole::Input, "stage_output_grad");
+    samePair(b.output, b.outputGrad);
+  } else {
+    b.loss = buffer(BufferRole::Output, "loss");
+  }
+  // What a micro-batch's backward reads of its forward: the buffers
+  // @stage_forward writes (the activations -dsc-split-stage-step saved,
+  // the logits) or the driver does (the received input) that @micro_step
+  // reads and that live across calls.
+  std::set<int> written, read;
+  for (const Instr &instr : prog.function("stage_forward").body)
+    written.insert(instr.outputs.begin(), instr.outputs.end());
+  if (!first)
+    written.insert(b.input);
+  for (const Instr &instr : prog.function("micro_step").body)
+    read.insert(instr.inputs.begin(), instr.inputs.end());
+  for (int id : written) {
+    const BufferRole role = prog.buffers[size_t(id)].role;
+    if (read.count(id) &&
+        (role == BufferRole::Input || role == BufferRole::Output))
+      b.kept.push_back(id);
+  }
+  // The first and the last stage add their gradients of the parameters
+  // both hold (comma-separated names).
+  if (first || last) {
+    const std::string names = prog.metaString("pipeline_tied_params", "");
+    for (size_t at = 0; at < names.size();) {
+      size_t end = names.find(',', at);
+      if (end == std::string::npos)
+        end = names.size();
+      const int id = buffer(BufferRole::GradAcc,
+                            "grad/" + names.substr(at, end - at));
+      if (prog.buffers[size_t(id)].dtype != DType::F32)
+        throw Error("compiled step: tied gradient '" +
+                    prog.buffers[size_t(id)].name + "' must be f32");
+      b.tiedGrads.push_back(id);
+      at = end + 1;
+    }
+  }
+  return b;
 }
 
 void Trainer::expectBuffer(BufferRole role, const std::string &name,
@@ -685,36 +729,7 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
   Communicator &pipe = pipelineGroup();
   const int s = pipe.rank(), P = pipe.size();
   const bool first = s == 0, last = s == P - 1;
-  const int input = first ? -1 : buffer(BufferRole::Input, "stage_input");
-  const int inputGrad =
-      first ? -1 : buffer(BufferRole::Output, "stage_input_grad");
-  const int output = last ? -1 : buffer(BufferRole::Output, "stage_output");
-  const int outputGrad =
-      last ? -1 : buffer(BufferRole::Input, "stage_output_grad");
-  const int lossBuf = last ? buffer(BufferRole::Output, "loss") : -1;
-  // What a micro-batch's backward reads of its forward, kept per
-  // micro-batch in flight: the buffers @stage_forward writes (the
-  // activations -dsc-split-stage-step saved, the logits) or the driver
-  // does (the received input) that @micro_step reads and that live across
-  // calls.
-  std::set<int> written, read;
-  for (const Instr &instr : prog.function("stage_forward").body)
-    written.insert(instr.outputs.begin(), instr.outputs.end());
-  if (!first)
-    written.insert(input);
-  for (const Instr &instr : prog.function("micro_step").body)
-    read.insert(instr.inputs.begin(), instr.inputs.end());
-  std::vector<int> kept;
-  for (int id : written) {
-    const BufferRole role = prog.buffers[size_t(id)].role;
-    if (read.count(id) &&
-        (role == BufferRole::Input || role == BufferRole::Output))
-      kept.push_back(id);
-  }
-  PipelineShape shape;
-  shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
-  shape.stages = P;
-  shape.microBatches = A;
+  const StageBuffers &b = *stageBuffers;
   // The kept buffers of the micro-batches whose backward has not run, and
   // every send of the step until it has completed.
   std::vector<std::vector<char>> inFlight(static_cast<size_t>(A));
@@ -734,41 +749,41 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
     backend.upload(storage, {id});
   };
   double loss = 0;
-  for (const PipelineAction &action : pipelineOrder(shape, s)) {
+  for (const PipelineAction &action : pipelineOrder(b.shape, s)) {
     const int64_t m = action.microBatch;
     std::vector<char> &stash = inFlight[size_t(m)];
     const RngContext rng = loadMicroBatch(data, m);
     if (action.kind == PipelineAction::Forward) {
       if (!first)
-        receive(input, s - 1);
+        receive(b.input, s - 1);
       backend.run(prog, prog.function("stage_forward"), storage, rng);
-      backend.download(storage, kept);
-      for (int id : kept) {
+      backend.download(storage, b.kept);
+      for (int id : b.kept) {
         const char *bytes = static_cast<const char *>(storage.data(id));
         stash.insert(stash.end(), bytes,
                      bytes + prog.buffers[size_t(id)].bytes());
       }
       if (last) {
-        backend.download(storage, {lossBuf});
-        loss += storage.f32(lossBuf)[0];
+        backend.download(storage, {b.loss});
+        loss += storage.f32(b.loss)[0];
       } else {
-        sendBuffer(output, s + 1);
+        sendBuffer(b.output, s + 1);
       }
       continue;
     }
     size_t at = 0;
-    for (int id : kept) {
+    for (int id : b.kept) {
       const size_t bytes = prog.buffers[size_t(id)].bytes();
       std::memcpy(storage.data(id), stash.data() + at, bytes);
       at += bytes;
     }
     stash = {};
-    backend.upload(storage, kept);
+    backend.upload(storage, b.kept);
     if (!last)
-      receive(outputGrad, s + 1);
+      receive(b.outputGrad, s + 1);
     backend.run(prog, prog.function("micro_step"), storage, rng);
     if (!first)
-      sendBuffer(inputGrad, s - 1);
+      sendBuffer(b.inputGrad, s - 1);
   }
   const auto since = Clock::now();
   pipe.waitSends();
@@ -779,24 +794,11 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
 void Trainer::sumTiedGradients() {
   Communicator &pipe = pipelineGroup();
   const int s = pipe.rank(), P = pipe.size();
-  if (!pipelined() || (s != 0 && s != P - 1))
-    return;
-  const std::string names = prog.metaString("pipeline_tied_params", "");
   const int peer = s == 0 ? P - 1 : 0;
-  for (size_t at = 0; at < names.size();) {
-    size_t end = names.find(',', at);
-    if (end == std::string::npos)
-      end = names.size();
-    const int id = buffer(BufferRole::GradAcc,
-                          "grad/" + names.substr(at, end - at));
-    at = end + 1;
-    const Buffer &buf = prog.buffers[size_t(id)];
-    if (buf.dtype != DType::F32)
-      throw Error("compiled step: tied gradient '" + buf.name +
-                  "' must be f32");
+  for (int id : stageBuffers->tiedGrads) {
     backend.download(storage, {id});
     float *mine = storage.f32(id);
-    const int64_t n = buf.numElements();
+    const int64_t n = prog.buffers[size_t(id)].numElements();
     std::vector<float> sent(mine, mine + n), theirs(static_cast<size_t>(n));
     pipe.startSend(sent.data(), n * int64_t(sizeof(float)), peer);
     pipe.recv(theirs.data(), n * int64_t(sizeof(float)), peer);

@@ -19,6 +19,7 @@
 #define DSC_RUNTIME_TRAINER_H
 
 #include "dsc/Runtime/IO.h"
+#include "dsc/Runtime/PipelineSchedule.h"
 #include "dsc/Runtime/Runtime.h"
 #include "dsc/Runtime/TensorSlice.h"
 #include "dsc/Runtime/ZeroOneAdam.h"
@@ -138,6 +139,20 @@ public:
                                 int64_t maxNewTokens, int32_t stopToken);
 
 private:
+  /// What the driver of a pipeline stage moves, found once: the schedule,
+  /// the buffers that cross the stage's boundaries (-1 where it has none),
+  /// the buffers a micro-batch's backward reads of its forward (kept per
+  /// micro-batch in flight) and the accumulators of the parameters the
+  /// first and last stage share.
+  struct StageBuffers {
+    PipelineShape shape;
+    int input = -1, inputGrad = -1, output = -1, outputGrad = -1, loss = -1;
+    std::vector<int> kept;
+    std::vector<int> tiedGrads;
+  };
+  /// Checks the stage's step (its stage, schedule and boundary buffers)
+  /// and resolves its StageBuffers.
+  StageBuffers resolveStage(int64_t stage, int64_t stages) const;
   void runMicroStep(const TokenFile &data, int64_t micro);
   /// Writes micro-batch `micro` of the current step into input_ids and
   /// targets and returns its random stream.
@@ -234,8 +249,10 @@ private:
   Communicator &comm;
   /// The data and tensor groups of the step's mesh (built by every rank).
   std::unique_ptr<MeshGroups> groups;
-  /// Pipelines only: the ranks of this rank's stage (see stageRanks).
+  /// Pipelines only: the ranks of this rank's stage (see stageRanks), and
+  /// what its driver moves.
   std::unique_ptr<Communicator> stageComm;
+  std::optional<StageBuffers> stageBuffers;
   Storage storage;
   uint64_t seed;
   int64_t B, T, A, V;
