@@ -1,8 +1,10 @@
 //===- DscOps.cpp - dsc dialect, attributes and op verifiers -------------===//
 //
-// Registers the dialect and implements every op's verifier. Shape rules are
-// small free functions so the frontend can reuse them; each diagnostic names
-// the op (MLIR prefixes it) and prints the offending shapes.
+// Registers the dialect and implements the op verifiers that ODS constraints
+// cannot state (the norm family's rules are constraints in DscOps.td; the
+// predicates they and the native traits call are defined here). Shape rules
+// are small free functions so the frontend can reuse them; each diagnostic
+// names the op (MLIR prefixes it) and prints the offending shapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,26 +57,6 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-/// The float operands and results of `op` mix f32 with at most one 16-bit
-/// format (the op computes in f32 and stores in each result's type).
-LogicalResult verifyFloatElementTypes(Operation *op) {
-  Type half;
-  SmallVector<Type> types(op->getOperandTypes());
-  llvm::append_range(types, op->getResultTypes());
-  for (Type t : types) {
-    auto type = dyn_cast<RankedTensorType>(t);
-    if (!type || !isa<FloatType>(type.getElementType()) ||
-        type.getElementType().isF32())
-      continue;
-    if (!half)
-      half = type.getElementType();
-    else if (type.getElementType() != half)
-      return op->emitOpError("mixes element types ")
-             << half << " and " << type.getElementType();
-  }
-  return success();
-}
-
 LogicalResult expectShape(Operation *op, StringRef what, ArrayRef<int64_t> got,
                           ArrayRef<int64_t> want) {
   if (got == want)
@@ -95,6 +77,43 @@ bool broadcastsTo(ArrayRef<int64_t> rhs, ArrayRef<int64_t> lhs) {
 }
 
 } // namespace
+
+LogicalResult mlir::dsc::verifyOneHalfFormat(Operation *op) {
+  Type half;
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  for (Type t : types) {
+    auto type = dyn_cast<RankedTensorType>(t);
+    if (!type || !isa<FloatType>(type.getElementType()) ||
+        type.getElementType().isF32())
+      continue;
+    if (!half)
+      half = type.getElementType();
+    else if (type.getElementType() != half)
+      return op->emitOpError("mixes element types ")
+             << half << " and " << type.getElementType();
+  }
+  return success();
+}
+
+int64_t mlir::dsc::staticElementCount(Value v) {
+  auto t = dyn_cast<ShapedType>(v.getType());
+  return t && t.hasStaticShape() ? t.getNumElements() : 0;
+}
+
+bool mlir::dsc::isPerFeature(Value v, Value rows) {
+  ArrayRef<int64_t> x = shapeOf(rows);
+  return !x.empty() && shapeOf(v) == x.take_back();
+}
+
+bool mlir::dsc::isPerRow(Value v, Value rows) {
+  ArrayRef<int64_t> x = shapeOf(rows);
+  return !x.empty() && shapeOf(v) == x.drop_back();
+}
+
+bool mlir::dsc::isAbsentOrShapedLike(Value v, Value rows) {
+  return !v || shapeOf(v) == shapeOf(rows);
+}
 
 FailureOr<SmallVector<int64_t>>
 mlir::dsc::inferLinearShape(ArrayRef<int64_t> input, ArrayRef<int64_t> weight,
@@ -137,8 +156,6 @@ LogicalResult EmbeddingOp::verify() {
     return emitOpError("expects a rank-2 table, got ") << shapeStr(table);
   SmallVector<int64_t> want(ids.begin(), ids.end());
   want.push_back(table[1]);
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }
 
@@ -147,8 +164,6 @@ LogicalResult AddOp::verify() {
   if (!broadcastsTo(rhs, lhs))
     return emitOpError("rhs ") << shapeStr(rhs) << " does not broadcast to lhs "
                                << shapeStr(lhs);
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()), lhs);
 }
 
@@ -163,123 +178,7 @@ LogicalResult LinearOp::verify() {
     if (failed(expectShape(*this, "bias", shapeOf(getBias()), biasShape)))
       return failure();
   }
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()), *shape);
-}
-
-/// gamma and beta (or their gradients) are [C] for an input [..., C].
-static LogicalResult verifyNormParams(Operation *op, Value input,
-                                      ArrayRef<Value> params) {
-  ArrayRef<int64_t> x = shapeOf(input);
-  if (x.empty())
-    return op->emitOpError("expects an input of rank >= 1");
-  SmallVector<int64_t> want = {x.back()};
-  for (Value p : params)
-    if (failed(expectShape(op, "normalization parameter", shapeOf(p), want)))
-      return failure();
-  return verifyFloatElementTypes(op);
-}
-
-LogicalResult LayerNormOp::verify() {
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError("expects epsilon > 0");
-  if (failed(verifyNormParams(*this, getInput(), {getGamma(), getBeta()})))
-    return failure();
-  return expectShape(*this, "result", shapeOf(getResult()),
-                     shapeOf(getInput()));
-}
-
-/// The tensor gradients of a norm backward: dy, the optional residual
-/// gradient it adds in, and dx, each shaped like `rows` (the norm's input,
-/// or its output when the backward reads that instead).
-static LogicalResult verifyNormGrads(Operation *op, Value rows, Value grad,
-                                     Value residualGrad, Value inputGrad) {
-  ArrayRef<int64_t> x = shapeOf(rows);
-  if (failed(expectShape(op, "gradient", shapeOf(grad), x)))
-    return failure();
-  if (residualGrad && failed(expectShape(op, "residual gradient",
-                                         shapeOf(residualGrad), x)))
-    return failure();
-  return expectShape(op, "input gradient", shapeOf(inputGrad), x);
-}
-
-LogicalResult RmsNormOp::verify() {
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError("expects epsilon > 0");
-  if (failed(verifyNormParams(*this, getInput(), {getWeight()})))
-    return failure();
-  return expectShape(*this, "result", shapeOf(getResult()),
-                     shapeOf(getInput()));
-}
-
-LogicalResult RmsNormGradOp::verify() {
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError("expects epsilon > 0");
-  if (failed(verifyNormParams(*this, getInput(),
-                              {getWeight(), getWeightGrad()})))
-    return failure();
-  return verifyNormGrads(*this, getInput(), getGrad(), getResidualGrad(),
-                         getInputGrad());
-}
-
-/// rstd holds one value per row of `input` ([..., C] -> [...]).
-static LogicalResult verifyRowStats(Operation *op, Value input, Value rstd) {
-  ArrayRef<int64_t> x = shapeOf(input);
-  return expectShape(op, "rstd", shapeOf(rstd), x.drop_back());
-}
-
-LogicalResult AddRmsNormOp::verify() {
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError("expects epsilon > 0");
-  if (failed(verifyNormParams(*this, getInput(), {getWeight()})) ||
-      failed(expectShape(*this, "residual", shapeOf(getResidual()),
-                         shapeOf(getInput()))) ||
-      failed(verifyRowStats(*this, getInput(), getRstd())) ||
-      failed(expectShape(*this, "sum", shapeOf(getSum()),
-                         shapeOf(getInput()))))
-    return failure();
-  return expectShape(*this, "result", shapeOf(getResult()),
-                     shapeOf(getInput()));
-}
-
-LogicalResult InvertibleRmsNormOp::verify() {
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError("expects epsilon > 0");
-  if (failed(verifyNormParams(*this, getInput(), {getWeight()})) ||
-      failed(verifyRowStats(*this, getInput(), getRstd())))
-    return failure();
-  return expectShape(*this, "result", shapeOf(getResult()),
-                     shapeOf(getInput()));
-}
-
-LogicalResult RmsNormGradFromOutputOp::verify() {
-  if (failed(verifyNormParams(*this, getOutput(),
-                              {getWeight(), getWeightGrad()})) ||
-      failed(verifyRowStats(*this, getOutput(), getRstd())))
-    return failure();
-  return verifyNormGrads(*this, getOutput(), getGrad(), getResidualGrad(),
-                         getInputGrad());
-}
-
-LogicalResult InvertibleLayerNormOp::verify() {
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError("expects epsilon > 0");
-  if (failed(verifyNormParams(*this, getInput(), {getGamma(), getBeta()})) ||
-      failed(verifyRowStats(*this, getInput(), getRstd())))
-    return failure();
-  return expectShape(*this, "result", shapeOf(getResult()),
-                     shapeOf(getInput()));
-}
-
-LogicalResult LayerNormGradFromOutputOp::verify() {
-  if (failed(verifyNormParams(*this, getOutput(),
-                              {getGamma(), getBeta(), getGammaGrad(),
-                               getBetaGrad()})) ||
-      failed(verifyRowStats(*this, getOutput(), getRstd())))
-    return failure();
-  return verifyNormGrads(*this, getOutput(), getGrad(), getResidualGrad(),
-                         getInputGrad());
 }
 
 /// A bias [N] for an input [..., N].
@@ -301,8 +200,7 @@ static LogicalResult verifyRate(Operation *op, APFloat rate) {
 }
 
 LogicalResult BiasGeluOp::verify() {
-  if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifyFloatElementTypes(*this)))
+  if (failed(verifyBias(*this, getInput(), getBias())))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
@@ -310,7 +208,6 @@ LogicalResult BiasGeluOp::verify() {
 
 LogicalResult BiasGeluGradOp::verify() {
   if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "gradient", shapeOf(getGrad()),
                          shapeOf(getInput()))) ||
       failed(expectShape(*this, "bias gradient", shapeOf(getBiasGrad()),
@@ -322,24 +219,7 @@ LogicalResult BiasGeluGradOp::verify() {
 
 LogicalResult BiasDropoutAddOp::verify() {
   if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "residual", shapeOf(getResidual()),
-                         shapeOf(getInput()))))
-    return failure();
-  return expectShape(*this, "result", shapeOf(getResult()),
-                     shapeOf(getInput()));
-}
-
-LogicalResult BiasDropoutAddLayerNormOp::verify() {
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError("expects epsilon > 0");
-  if (failed(verifyBias(*this, getInput(), getBias())) ||
-      failed(verifyFloatElementTypes(*this)) ||
-      failed(expectShape(*this, "residual", shapeOf(getResidual()),
-                         shapeOf(getInput()))) ||
-      failed(verifyNormParams(*this, getInput(), {getGamma(), getBeta()})) ||
-      failed(verifyRowStats(*this, getInput(), getRstd())) ||
-      failed(expectShape(*this, "sum", shapeOf(getSum()),
                          shapeOf(getInput()))))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
@@ -347,23 +227,18 @@ LogicalResult BiasDropoutAddLayerNormOp::verify() {
 }
 
 LogicalResult DropoutBiasGradOp::verify() {
-  if (failed(verifyBias(*this, getGrad(), getBiasGrad())) ||
-      failed(verifyFloatElementTypes(*this)))
+  if (failed(verifyBias(*this, getGrad(), getBiasGrad())))
     return failure();
   return expectShape(*this, "input gradient", shapeOf(getInputGrad()),
                      shapeOf(getGrad()));
 }
 
 LogicalResult GeluOp::verify() {
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
 }
 
 LogicalResult DropoutOp::verify() {
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getInput()));
 }
@@ -390,7 +265,7 @@ static LogicalResult verifyHeads(Operation *op, Value merged,
   for (Value part : parts)
     if (failed(expectShape(op, "part", shapeOf(part), want)))
       return failure();
-  return verifyFloatElementTypes(op);
+  return success();
 }
 
 LogicalResult SplitHeadsOp::verify() {
@@ -426,7 +301,7 @@ static LogicalResult verifyConcatShapes(Operation *op, ValueRange pieces,
   if (total != w[axis])
     return op->emitOpError("pieces sum to ")
            << total << " along axis " << axis << ", expected " << w[axis];
-  return verifyFloatElementTypes(op);
+  return success();
 }
 
 LogicalResult ConcatOp::verify() {
@@ -504,8 +379,6 @@ LogicalResult BatchMatmulOp::verify() {
            << shapeStr(b) << (getTransposeB() ? "^T" : "");
   SmallVector<int64_t> want(a.take_front(batch));
   want.append({m, n});
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }
 
@@ -569,8 +442,7 @@ LogicalResult SoftmaxOp::verify() {
   if (getCausal() && x[x.size() - 2] > x.back())
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
   if (failed(verifySoftmaxLayout(*this, getLayoutAttr(), x, getCausal())) ||
-      failed(verifyKeyMask(*this, getKeyMask(), x, x.back())) ||
-      failed(verifyFloatElementTypes(*this)))
+      failed(verifyKeyMask(*this, getKeyMask(), x, x.back())))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
 }
@@ -584,7 +456,6 @@ LogicalResult SoftmaxDropoutOp::verify() {
     return emitOpError("causal mask needs Tq <= Tk, got ") << shapeStr(x);
   if (failed(verifySoftmaxLayout(*this, getLayoutAttr(), x, getCausal())) ||
       failed(verifyKeyMask(*this, getKeyMask(), x, x.back())) ||
-      failed(verifyFloatElementTypes(*this)) ||
       failed(expectShape(*this, "probs", shapeOf(getProbs()), x)))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
@@ -626,9 +497,7 @@ verifyAttentionShapes(Operation *op, Value q,
   for (auto [name, v] : keyValue)
     if (failed(expectShape(op, name, shapeOf(v), kv)))
       return failure();
-  if (failed(expectShape(op, "lse", shapeOf(lse), x.drop_back())))
-    return failure();
-  return verifyFloatElementTypes(op);
+  return expectShape(op, "lse", shapeOf(lse), x.drop_back());
 }
 
 LogicalResult AttentionOp::verify() {
@@ -690,8 +559,6 @@ LogicalResult RotaryOp::verify() {
        getOriginalMaxPositions() <= 0))
     return emitOpError("llama3 scaling needs 0 < low_freq_factor < "
                        "high_freq_factor and original_max_positions > 0");
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()), x);
 }
 
@@ -704,8 +571,6 @@ static LogicalResult verifyRepeatKv(Operation *op, Value kv, Value heads,
   if (k.size() != 4)
     return op->emitOpError("expects [B, KV, T, D] heads, got ")
            << shapeStr(k);
-  if (failed(verifyFloatElementTypes(op)))
-    return failure();
   return expectShape(op, "repeated heads", shapeOf(heads),
                      {k[0], k[1] * groups, k[2], k[3]});
 }
@@ -720,8 +585,6 @@ LogicalResult RepeatKvGradOp::verify() {
 
 /// Every operand and result of `op` has the shape of its first operand.
 static LogicalResult verifyAllSameShape(Operation *op) {
-  if (failed(verifyFloatElementTypes(op)))
-    return failure();
   ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (failed(expectShape(op, "operand #" + std::to_string(i), shapeOf(v), x)))
@@ -784,7 +647,7 @@ LogicalResult ReduceToOp::verify() {
     return emitOpError("result ")
            << shapeStr(shapeOf(getResult())) << " does not broadcast to input "
            << shapeStr(shapeOf(getInput()));
-  return verifyFloatElementTypes(*this);
+  return success();
 }
 
 /// An embedding table's gradient [V, C] from row gradients [..., C] of ids
@@ -797,7 +660,7 @@ static LogicalResult verifyTableGradient(Operation *op, Value ids, Value grad,
     return op->emitOpError("gradient ")
            << shapeStr(g) << " does not match ids " << shapeStr(i)
            << " and table " << shapeStr(t);
-  return verifyFloatElementTypes(op);
+  return success();
 }
 
 LogicalResult EmbeddingGradOp::verify() {
@@ -815,8 +678,6 @@ LogicalResult LinearGradInputOp::verify() {
            << shapeStr(dy) << " does not match weight " << shapeStr(w);
   SmallVector<int64_t> want(dy.begin(), dy.end());
   want.back() = k;
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
 }
 
@@ -829,17 +690,7 @@ LogicalResult LinearGradWeightOp::verify() {
   SmallVector<int64_t> want = {x.back(), dy.back()};
   if (getTransposeW())
     std::swap(want[0], want[1]);
-  if (failed(verifyFloatElementTypes(*this)))
-    return failure();
   return expectShape(*this, "result", shapeOf(getResult()), want);
-}
-
-LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyNormParams(*this, getInput(),
-                              {getGamma(), getGammaGrad(), getBetaGrad()})))
-    return failure();
-  return verifyNormGrads(*this, getInput(), getGrad(), getResidualGrad(),
-                         getInputGrad());
 }
 
 LogicalResult GeluGradOp::verify() {
@@ -1241,7 +1092,7 @@ LogicalResult EmaUpdateOp::verify() {
       failed(expectShape(*this, "result", shapeOf(getResult()),
                          shapeOf(getAvg()))))
     return failure();
-  return verifyFloatElementTypes(*this);
+  return success();
 }
 
 /// 0/1 Adam's ops: every tensor the parameter's shape, eps > 0.
@@ -1258,7 +1109,7 @@ static LogicalResult verifyZeroOne(Operation *op, Value param, double eps) {
   }
   if (!(eps > 0))
     return op->emitOpError("expects eps > 0, got ") << eps;
-  return verifyFloatElementTypes(op);
+  return success();
 }
 
 /// 1-bit LAMB's ops: every tensor operand and result the shape of `param`
@@ -1278,7 +1129,7 @@ verifyOnebitLamb(Operation *op, Value param,
   for (auto [name, value] : positive)
     if (!(value > 0))
       return op->emitOpError("expects ") << name << " > 0, got " << value;
-  return verifyFloatElementTypes(op);
+  return success();
 }
 
 LogicalResult LambCoeffEmaOp::verify() {
@@ -1297,14 +1148,14 @@ LogicalResult MomentumScalesOp::verify() {
     return emitOpError("expects one scale per momentum, at least one, got ")
            << getMomenta().size() << " momenta and " << getScales().size()
            << " scales";
-  return verifyFloatElementTypes(*this);
+  return success();
 }
 
 LogicalResult ScaleByOp::verify() {
   if (failed(expectShape(*this, "result", shapeOf(getResult()),
                          shapeOf(getInput()))))
     return failure();
-  return verifyFloatElementTypes(*this);
+  return success();
 }
 
 LogicalResult OnebitLambUpdateOp::verify() {
@@ -1348,7 +1199,7 @@ LogicalResult FrozenAdamOp::verify() {
   if (!(getEps().convertToDouble() > 0) ||
       !(getWeightDecay().convertToDouble() >= 0))
     return emitOpError("expects eps > 0 and weight_decay >= 0");
-  return verifyFloatElementTypes(*this);
+  return success();
 }
 
 LogicalResult GlobalNormOp::verify() {

@@ -126,7 +126,7 @@ public:
   void linear();
   void batchMatmul();
   void norm();
-  void normGrad();
+  void normGrad(bool fromOutput);
   void residualNorm();
   void gelu();
   void dropout();
@@ -245,55 +245,43 @@ void Checker::batchMatmul() {
   count(out(0), d.batch * d.M * d.N, "output");
 }
 
-/// LayerNorm(x, gamma, beta) -> y; InvertibleLayerNorm(x, gamma, beta) ->
-/// y, rstd; RmsNorm(x, weight) -> y; InvertibleRmsNorm(x, weight) -> y,
-/// rstd.
+/// A norm over the last dimension: x, then its per-feature parameters
+/// (LayerNorm's gamma and beta, RMSNorm's weight) -> y[, rstd].
 void Checker::norm() {
-  const bool rms =
-      I.op == Opcode::RmsNorm || I.op == Opcode::InvertibleRmsNorm;
   rowsOf(in(0), "x");
-  count(in(1), d.cols, rms ? "weight" : "gamma");
-  if (!rms)
-    count(in(2), d.cols, "beta");
+  for (size_t k = 1; k < I.inputs.size(); ++k)
+    count(in(k), d.cols, "per-feature parameter");
   count(out(0), d.n, "output");
   if (I.outputs.size() == 2)
     count(out(1), d.rows, "rstd");
 }
 
-/// LayerNormGrad: dy, x, gamma[, dres]; LayerNormGradFromOutput: dy, y,
-/// gamma, beta, rstd[, dres]; both output dx, dgamma, dbeta. RmsNormGrad:
-/// dy, x, weight[, dres]; RmsNormGradFromOutput: dy, y, weight, rstd[,
-/// dres]; both output dx, dweight.
-void Checker::normGrad() {
-  if (I.op == Opcode::RmsNormGrad ||
-      I.op == Opcode::RmsNormGradFromOutput) {
-    const bool fromOutput = I.op == Opcode::RmsNormGradFromOutput;
-    const size_t base = fromOutput ? 4 : 3;
-    rowsOf(in(1), fromOutput ? "y" : "x");
-    count(in(0), d.n, "dy");
-    count(in(2), d.cols, "weight");
-    if (fromOutput)
-      count(in(3), d.rows, "rstd");
-    if (I.inputs.size() == base + 1)
-      count(in(base), d.n, "residual gradient");
-    count(out(0), d.n, "dx");
-    count(out(1), d.cols, "dweight");
-    return;
-  }
-  const bool fromOutput = I.op == Opcode::LayerNormGradFromOutput;
-  const size_t base = fromOutput ? 5 : 3;
+/// A norm's backward -> dx and one gradient per parameter (G = outputs - 1).
+/// From the input: dy, x, the scale (gamma or weight: the only parameter
+/// the backward reads), an optional residual gradient. From the output: dy,
+/// y, all G parameters (inverting y needs beta too), the saved rstd, an
+/// optional residual gradient.
+void Checker::normGrad(bool fromOutput) {
+  const size_t grads = I.outputs.size() - 1;
+  const size_t params = fromOutput ? grads : 1;
+  const size_t base = 2 + params + (fromOutput ? 1 : 0);
+  // Ops.def's operand counts are checked first; this catches a row that
+  // disagrees with the family's rule.
+  if (I.inputs.size() < base || I.inputs.size() > base + 1)
+    fail("internal: expects " + std::to_string(base) + " or " +
+         std::to_string(base + 1) + " inputs for " + std::to_string(grads) +
+         " parameter gradients, got " + std::to_string(I.inputs.size()));
   rowsOf(in(1), fromOutput ? "y" : "x");
   count(in(0), d.n, "dy");
-  count(in(2), d.cols, "gamma");
-  if (fromOutput) {
-    count(in(3), d.cols, "beta");
-    count(in(4), d.rows, "rstd");
-  }
+  for (size_t k = 0; k < params; ++k)
+    count(in(2 + k), d.cols, "per-feature parameter");
+  if (fromOutput)
+    count(in(2 + params), d.rows, "rstd");
   if (I.inputs.size() == base + 1)
     count(in(base), d.n, "residual gradient");
   count(out(0), d.n, "dx");
-  count(out(1), d.cols, "dgamma");
-  count(out(2), d.cols, "dbeta");
+  for (size_t k = 0; k < grads; ++k)
+    count(out(1 + k), d.cols, "parameter gradient");
 }
 
 /// BiasDropoutAddLayerNorm(x, bias, res, gamma, beta) and AddRmsNorm(x,
@@ -964,7 +952,10 @@ void Checker::family() {
     norm();
     return;
   case OpFamily::NormGrad:
-    normGrad();
+    normGrad(/*fromOutput=*/false);
+    return;
+  case OpFamily::NormGradFromOutput:
+    normGrad(/*fromOutput=*/true);
     return;
   case OpFamily::ResidualNorm:
     residualNorm();

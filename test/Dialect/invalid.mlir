@@ -57,7 +57,7 @@ func.func @linear_weight_rank(%x: tensor<2x8x24xf32>, %w: tensor<24xf32>) {
 // -----
 
 func.func @layer_norm_eps(%x: tensor<2x24xf32>, %g: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.layer_norm' op expects epsilon > 0}}
+  // expected-error @+1 {{'dsc.layer_norm' op attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is positive}}
   %0 = dsc.layer_norm %x, %g, %g {epsilon = 0.0 : f64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<2x24xf32>
   return
 }
@@ -65,7 +65,7 @@ func.func @layer_norm_eps(%x: tensor<2x24xf32>, %g: tensor<24xf32>) {
 // -----
 
 func.func @layer_norm_gamma(%x: tensor<2x24xf32>, %g: tensor<23xf32>) {
-  // expected-error @+1 {{'dsc.layer_norm' op normalization parameter has shape [23], expected [24]}}
+  // expected-error @+1 {{'dsc.layer_norm' op failed to verify that gamma has one element per feature: [C] for input [..., C]}}
   %0 = dsc.layer_norm %x, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x24xf32>, tensor<23xf32>, tensor<23xf32>) -> tensor<2x24xf32>
   return
 }
@@ -73,7 +73,7 @@ func.func @layer_norm_gamma(%x: tensor<2x24xf32>, %g: tensor<23xf32>) {
 // -----
 
 func.func @rms_norm_eps(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.rms_norm' op expects epsilon > 0}}
+  // expected-error @+1 {{'dsc.rms_norm' op attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is positive}}
   %0 = dsc.rms_norm %x, %w {epsilon = -1.0e-6 : f64} : (tensor<2x24xf32>, tensor<24xf32>) -> tensor<2x24xf32>
   return
 }
@@ -81,7 +81,7 @@ func.func @rms_norm_eps(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
 // -----
 
 func.func @rms_norm_weight(%x: tensor<2x24xf32>, %w: tensor<12xf32>) {
-  // expected-error @+1 {{'dsc.rms_norm' op normalization parameter has shape [12], expected [24]}}
+  // expected-error @+1 {{'dsc.rms_norm' op failed to verify that weight has one element per feature: [C] for input [..., C]}}
   %0 = dsc.rms_norm %x, %w : (tensor<2x24xf32>, tensor<12xf32>) -> tensor<2x24xf32>
   return
 }
@@ -89,7 +89,7 @@ func.func @rms_norm_weight(%x: tensor<2x24xf32>, %w: tensor<12xf32>) {
 // -----
 
 func.func @rms_norm_grad_shapes(%dy: tensor<2x12xf32>, %x: tensor<2x24xf32>, %w: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.rms_norm_grad' op gradient has shape [2, 12], expected [2, 24]}}
+  // expected-error @+1 {{'dsc.rms_norm_grad' op failed to verify that all of {grad, input, input_grad} have same shape}}
   %0:2 = dsc.rms_norm_grad %dy, %x, %w : (tensor<2x12xf32>, tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
   return
 }
@@ -97,7 +97,7 @@ func.func @rms_norm_grad_shapes(%dy: tensor<2x12xf32>, %x: tensor<2x24xf32>, %w:
 // -----
 
 func.func @rms_norm_grad_residual(%dy: tensor<2x24xf32>, %x: tensor<2x24xf32>, %w: tensor<24xf32>, %dr: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.rms_norm_grad' op residual gradient has shape [24], expected [2, 24]}}
+  // expected-error @+1 {{'dsc.rms_norm_grad' op failed to verify that residual_grad, when present, has the shape of input}}
   %0:2 = dsc.rms_norm_grad %dy, %x, %w, %dr : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
   return
 }
@@ -105,7 +105,7 @@ func.func @rms_norm_grad_residual(%dy: tensor<2x24xf32>, %x: tensor<2x24xf32>, %
 // -----
 
 func.func @add_rms_norm_residual(%x: tensor<2x24xf32>, %r: tensor<24xf32>, %w: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.add_rms_norm' op residual has shape [24], expected [2, 24]}}
+  // expected-error @+1 {{'dsc.add_rms_norm' op failed to verify that all of {input, residual, sum, result} have same shape}}
   %0:3 = dsc.add_rms_norm %x, %r, %w : (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2xf32>)
   return
 }
@@ -113,7 +113,7 @@ func.func @add_rms_norm_residual(%x: tensor<2x24xf32>, %r: tensor<24xf32>, %w: t
 // -----
 
 func.func @add_rms_norm_rstd(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.add_rms_norm' op rstd has shape [2, 24], expected [2]}}
+  // expected-error @+1 {{'dsc.add_rms_norm' op failed to verify that rstd has one element per row: [...] for input [..., C]}}
   %0:3 = dsc.add_rms_norm %x, %x, %w : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2x24xf32>)
   return
 }
@@ -121,7 +121,7 @@ func.func @add_rms_norm_rstd(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
 // -----
 
 func.func @add_rms_norm_eps(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.add_rms_norm' op expects epsilon > 0}}
+  // expected-error @+1 {{'dsc.add_rms_norm' op attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is positive}}
   %0:3 = dsc.add_rms_norm %x, %x, %w {epsilon = 0.0 : f64} : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2xf32>)
   return
 }
@@ -129,7 +129,7 @@ func.func @add_rms_norm_eps(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
 // -----
 
 func.func @invertible_rms_norm_rstd(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.invertible_rms_norm' op rstd has shape [24], expected [2]}}
+  // expected-error @+1 {{'dsc.invertible_rms_norm' op failed to verify that rstd has one element per row: [...] for input [..., C]}}
   %0:2 = dsc.invertible_rms_norm %x, %w : (tensor<2x24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
   return
 }
@@ -137,7 +137,7 @@ func.func @invertible_rms_norm_rstd(%x: tensor<2x24xf32>, %w: tensor<24xf32>) {
 // -----
 
 func.func @rms_norm_grad_from_output_weight(%dy: tensor<2x24xf32>, %y: tensor<2x24xf32>, %w: tensor<12xf32>, %r: tensor<2xf32>) {
-  // expected-error @+1 {{'dsc.rms_norm_grad_from_output' op normalization parameter has shape [12], expected [24]}}
+  // expected-error @+1 {{'dsc.rms_norm_grad_from_output' op failed to verify that weight has one element per feature: [C] for output [..., C]}}
   %0:2 = dsc.rms_norm_grad_from_output %dy, %y, %w, %r : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<12xf32>, tensor<2xf32>) -> (tensor<2x24xf32>, tensor<12xf32>)
   return
 }
@@ -387,7 +387,7 @@ func.func @bias_split_heads_bias(%x: tensor<2x8x72xf32>, %b: tensor<24xf32>) {
 // -----
 
 func.func @invertible_rstd(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.invertible_layer_norm' op rstd has shape [2, 24], expected [2, 8]}}
+  // expected-error @+1 {{'dsc.invertible_layer_norm' op failed to verify that rstd has one element per row: [...] for input [..., C]}}
   %y, %r = dsc.invertible_layer_norm %x, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x8x24xf32>, tensor<2x24xf32>)
   return
 }
@@ -395,7 +395,7 @@ func.func @invertible_rstd(%x: tensor<2x8x24xf32>, %g: tensor<24xf32>) {
 // -----
 
 func.func @grad_from_output_beta(%y: tensor<2x8x24xf32>, %g: tensor<24xf32>, %b: tensor<23xf32>, %r: tensor<2x8xf32>) {
-  // expected-error @+1 {{'dsc.layer_norm_grad_from_output' op normalization parameter has shape [23], expected [24]}}
+  // expected-error @+1 {{'dsc.layer_norm_grad_from_output' op failed to verify that beta has one element per feature: [C] for output [..., C]}}
   %dx, %dg, %db = dsc.layer_norm_grad_from_output %y, %y, %g, %b, %r : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<24xf32>, tensor<23xf32>, tensor<2x8xf32>) -> (tensor<2x8x24xf32>, tensor<24xf32>, tensor<24xf32>)
   return
 }
@@ -427,7 +427,7 @@ func.func @bias_dropout_add_residual(%h: tensor<2x24xf32>, %b: tensor<24xf32>, %
 // -----
 
 func.func @residual_layer_norm_epsilon(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op expects epsilon > 0}}
+  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is positive}}
   %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %h, %b, %b {epsilon = 0.0 : f64, rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2xf32>)
   return
 }
@@ -435,7 +435,7 @@ func.func @residual_layer_norm_epsilon(%h: tensor<2x24xf32>, %b: tensor<24xf32>)
 // -----
 
 func.func @residual_layer_norm_rstd(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op rstd has shape [24], expected [2]}}
+  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op failed to verify that rstd has one element per row: [...] for input [..., C]}}
   %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %h, %b, %b {epsilon = 1.0e-5 : f64, rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>)
   return
 }
@@ -443,7 +443,7 @@ func.func @residual_layer_norm_rstd(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
 // -----
 
 func.func @residual_layer_norm_sum(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
-  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op sum has shape [24, 2], expected [2, 24]}}
+  // expected-error @+1 {{'dsc.bias_dropout_add_layer_norm' op failed to verify that all of {input, residual, sum, result} have same shape}}
   %s, %y, %r = dsc.bias_dropout_add_layer_norm %h, %b, %h, %b, %b {epsilon = 1.0e-5 : f64, rate = 0.1 : f64, stream = 1 : i64} : (tensor<2x24xf32>, tensor<24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>) -> (tensor<24x2xf32>, tensor<2x24xf32>, tensor<2xf32>)
   return
 }
@@ -451,7 +451,7 @@ func.func @residual_layer_norm_sum(%h: tensor<2x24xf32>, %b: tensor<24xf32>) {
 // -----
 
 func.func @layer_norm_grad_residual(%dy: tensor<2x24xf32>, %g: tensor<24xf32>, %d: tensor<3x24xf32>) {
-  // expected-error @+1 {{'dsc.layer_norm_grad' op residual gradient has shape [3, 24], expected [2, 24]}}
+  // expected-error @+1 {{'dsc.layer_norm_grad' op failed to verify that residual_grad, when present, has the shape of input}}
   %0:3 = dsc.layer_norm_grad %dy, %dy, %g, %d {epsilon = 1.0e-5 : f64} : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<3x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>)
   return
 }
@@ -459,7 +459,7 @@ func.func @layer_norm_grad_residual(%dy: tensor<2x24xf32>, %g: tensor<24xf32>, %
 // -----
 
 func.func @layer_norm_grad_from_output_residual(%dy: tensor<2x24xf32>, %g: tensor<24xf32>, %r: tensor<2xf32>, %d: tensor<3x24xf32>) {
-  // expected-error @+1 {{'dsc.layer_norm_grad_from_output' op residual gradient has shape [3, 24], expected [2, 24]}}
+  // expected-error @+1 {{'dsc.layer_norm_grad_from_output' op failed to verify that residual_grad, when present, has the shape of output}}
   %0:3 = dsc.layer_norm_grad_from_output %dy, %dy, %g, %g, %r, %d : (tensor<2x24xf32>, tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>, tensor<2xf32>, tensor<3x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>, tensor<24xf32>)
   return
 }

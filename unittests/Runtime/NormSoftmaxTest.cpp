@@ -235,7 +235,7 @@ TEST(RmsNorm, RejectsWrongWeight) {
     FAIL();
   } catch (const Error &e) {
     EXPECT_STREQ(e.what(),
-                 "RmsNorm: weight 'b1' [7] has 7 elements, expected 8");
+                 "RmsNorm: per-feature parameter 'b1' [7] has 7 elements, expected 8");
   }
 }
 

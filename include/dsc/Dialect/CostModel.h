@@ -1,8 +1,10 @@
 //===- CostModel.h - FLOP and byte costs of dsc ops -------------*- C++ -*-===//
 //
-// External models of CostOpInterface (DscInterfaces.td) for the dsc ops, and
-// the registry hook that attaches them. -dsc-remat registers them itself (as
-// a dependent-dialect extension), so tools need not call this.
+// External models of CostOpInterface (DscInterfaces.td) for the contractions
+// (elementwise ops declare theirs in DscOps.td), the registry hook that
+// attaches them, and the number -dsc-remat minimises. -dsc-remat registers
+// the models itself (as a dependent-dialect extension), so tools need not
+// call this.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_DIALECT_COSTMODEL_H
@@ -14,7 +16,7 @@
 
 namespace mlir::dsc {
 
-/// Attaches CostOpInterface to every dsc op that has a cost model (once per
+/// Attaches CostOpInterface to linear, batch_matmul and attention (once per
 /// context, however often it is called).
 void registerCostModel(DialectRegistry &registry);
 

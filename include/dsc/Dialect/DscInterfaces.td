@@ -32,10 +32,10 @@ def Dsc_CostOpInterface : OpInterface<"CostOpInterface"> {
   let description = [{
     What it costs to run an op once: arithmetic (FLOPs, a multiply-add
     counts 2) and bytes moved (every operand read once, every result written
-    once, by default). `-dsc-remat` prices a recomputation with it. The
-    models are external (lib/Dialect/CostModel.cpp, attached by
-    `registerCostModel`), so ops need no change in DscOps.td; an op without
-    a model is never recomputed.
+    once, by default). `-dsc-remat` prices a recomputation with it.
+    Elementwise ops implement it through Dsc_ElementwiseCost in DscOps.td,
+    the contractions through external models (lib/Dialect/CostModel.cpp,
+    attached by `registerCostModel`); an op without it is never recomputed.
   }];
   let methods = [
     InterfaceMethod<"Floating-point operations of one execution.",
@@ -60,7 +60,7 @@ def Dsc_CostOpInterface : OpInterface<"CostOpInterface"> {
         True for ops remat recomputes by default (elementwise or pure data
         movement: add, bias add, GELU, dropout, head splits, fills).
       }],
-      "bool", "isCheapToRecompute", (ins), [{}], [{ return false; }]>
+      "bool", "isCheapToRecompute", (ins)>
   ];
 }
 

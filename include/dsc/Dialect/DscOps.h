@@ -3,6 +3,7 @@
 #define DSC_DIALECT_DSCOPS_H
 
 #include "dsc/Dialect/DscDialect.h"
+#include "dsc/Dialect/DscTraits.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"

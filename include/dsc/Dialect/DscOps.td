@@ -30,10 +30,16 @@ def Dsc_StepScalar : 0DTensorOf<[I64]>;
 // Base classes
 //===----------------------------------------------------------------------===//
 
+/// No op mixes f16 with bf16 (DscTraits.h).
+def Dsc_OneHalfFormat : NativeOpTrait<"OneHalfFormat"> {
+  let cppNamespace = "::mlir::dsc";
+}
+
 /// An op with effects of its own (none is pure by default).
 class Dsc_EffectfulOp<string mnemonic, list<Trait> traits = []>
-    : Op<Dsc_Dialect, mnemonic, traits> {
-  // Every op verifies its shapes through a free function in DscOps.cpp.
+    : Op<Dsc_Dialect, mnemonic, !listconcat(traits, [Dsc_OneHalfFormat])> {
+  // An op verifies its shapes through a free function in DscOps.cpp, unless
+  // its ODS constraints state them (hasVerifier = 0: the norm family).
   let hasVerifier = 1;
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -59,6 +65,55 @@ def Dsc_DropoutReplacedInEvaluation
 /// A per-parameter optimizer update: see OptimizerOpInterface.
 def Dsc_Optimizer : DeclareOpInterfaceMethods<Dsc_OptimizerOpInterface>;
 
+/// CostOpInterface for an op that spends `flops` operations per element of
+/// its first operand (`basis` "FirstOperand") or of its results ("Results");
+/// `cheap`: -dsc-remat recomputes it by default. Contractions (linear,
+/// batch_matmul, attention) have C++ models in lib/Dialect/CostModel.cpp.
+class Dsc_ElementwiseCostImpl<string params>
+    : ParamNativeOpTrait<"ElementwiseCost", params> {
+  let cppNamespace = "::mlir::dsc";
+}
+class Dsc_ElementwiseCost<int flops, string basis, bit cheap>
+    : TraitList<[Dsc_CostOpInterface,
+                 Dsc_ElementwiseCostImpl<flops # ", ::mlir::dsc::CostBasis::" #
+                                         basis # ", " #
+                                         !if(cheap, "true", "false")>]>;
+
+/// FLOPs per element of the elementwise ops (a multiply-add counts 2).
+defvar kAddFlops = 1;
+defvar kDropoutFlops = 2;   // compare the Philox draw, scale
+defvar kGeluFlops = 10;     // tanh or erf polynomial
+defvar kSoftmaxFlops = 5;   // scale, max, exp, sum, divide
+defvar kLayerNormFlops = 8;
+defvar kRmsNormFlops = 5;   // square, sum, scale, weight
+defvar kCrossEntropyFlops = 5;
+defvar kMaskFlops = 4;
+defvar kSiluFlops = 5;      // exp, add, divide, multiply
+defvar kRotaryFlops = 6;    // sin, cos, two multiply-adds
+
+/// Shape rules of the norm family (ops normalising the last dimension of a
+/// [..., C] tensor `rows`), stated as constraints (DscTraits.h predicates).
+class Dsc_PerFeature<string value, string rows>
+    : PredOpTrait<value # " has one element per feature: [C] for " # rows #
+                  " [..., C]",
+                  CPred<"::mlir::dsc::isPerFeature($" # value # ", $" # rows #
+                        ")">>;
+class Dsc_PerRow<string value, string rows>
+    : PredOpTrait<value # " has one element per row: [...] for " # rows #
+                  " [..., C]",
+                  CPred<"::mlir::dsc::isPerRow($" # value # ", $" # rows #
+                        ")">>;
+/// `value` is optional: `getter` reads it (ODS's $name would dereference an
+/// absent operand).
+class Dsc_OptionalShapedLike<string value, string getter, string rows>
+    : PredOpTrait<value # ", when present, has the shape of " # rows,
+                  CPred<"::mlir::dsc::isAbsentOrShapedLike(this->" # getter #
+                        "(), $" # rows # ")">>;
+def Dsc_PositiveFloat : AttrConstraint<
+    CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() > 0">,
+    "whose value is positive">;
+def Dsc_Epsilon : ConfinedAttr<F64Attr, [Dsc_PositiveFloat]>;
+
 /// An op that `-dsc-autodiff` differentiates through.
 class Dsc_DiffOp<string mnemonic, list<Trait> traits = []>
     : Dsc_Op<mnemonic, !listconcat(traits,
@@ -68,7 +123,7 @@ class Dsc_DiffOp<string mnemonic, list<Trait> traits = []>
 // Sources
 //===----------------------------------------------------------------------===//
 
-def Dsc_FillOp : Dsc_Op<"fill"> {
+def Dsc_FillOp : Dsc_Op<"fill", [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "A tensor with every element equal to `value`";
   let description = [{
     `%z = dsc.fill {value = 0.0 : f64} : () -> tensor<4x8xf32>`. Integer
@@ -78,7 +133,7 @@ def Dsc_FillOp : Dsc_Op<"fill"> {
   let results = (outs AnyRankedTensor:$result);
 }
 
-def Dsc_IotaOp : Dsc_Op<"iota"> {
+def Dsc_IotaOp : Dsc_Op<"iota", [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "Position ids: result[i] = start + i * step";
   let description = [{
     `dsc.iota {start = 0, step = 1} : () -> tensor<16xi32>` gives GPT-2's
@@ -93,13 +148,17 @@ def Dsc_IotaOp : Dsc_Op<"iota"> {
 // Forward ops
 //===----------------------------------------------------------------------===//
 
-def Dsc_EmbeddingOp : Dsc_DiffOp<"embedding"> {
+def Dsc_EmbeddingOp
+    : Dsc_DiffOp<"embedding",
+        [Dsc_ElementwiseCost<0, "Results", 0>]> {
   let summary = "Row gather: result[..., :] = table[ids[...], :]";
   let arguments = (ins Dsc_FloatTensor:$table, Dsc_IdTensor:$ids);
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_AddOp : Dsc_DiffOp<"add"> {
+def Dsc_AddOp
+    : Dsc_DiffOp<"add",
+        [Dsc_ElementwiseCost<kAddFlops, "Results", 1>]> {
   let summary = "Elementwise sum; `rhs` broadcasts to `lhs` numpy-style";
   let description = [{
     The result has the shape of `lhs`. `rhs` is right-aligned against `lhs`
@@ -124,14 +183,25 @@ def Dsc_LinearOp : Dsc_DiffOp<"linear"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_LayerNormOp : Dsc_DiffOp<"layer_norm"> {
+def Dsc_LayerNormOp
+    : Dsc_DiffOp<"layer_norm",
+        [Dsc_ElementwiseCost<kLayerNormFlops, "FirstOperand", 0>,
+         Dsc_PerFeature<"gamma", "input">,
+         Dsc_PerFeature<"beta", "input">,
+         AllShapesMatch<["input", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "LayerNorm over the last dimension (biased variance)";
   let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
-                       Dsc_FloatTensor:$beta, F64Attr:$epsilon);
+                       Dsc_FloatTensor:$beta, Dsc_Epsilon:$epsilon);
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_RmsNormOp : Dsc_DiffOp<"rms_norm"> {
+def Dsc_RmsNormOp
+    : Dsc_DiffOp<"rms_norm",
+        [Dsc_ElementwiseCost<kRmsNormFlops, "FirstOperand", 0>,
+         Dsc_PerFeature<"weight", "input">,
+         AllShapesMatch<["input", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "RMSNorm over the last dimension (LLaMA)";
   let description = [{
     `y = x * rsqrt(mean(x^2) + epsilon) * weight` per row of the last
@@ -139,11 +209,18 @@ def Dsc_RmsNormOp : Dsc_DiffOp<"rms_norm"> {
     subtraction, no bias).
   }];
   let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$weight,
-                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+                       DefaultValuedAttr<Dsc_Epsilon, "1e-6">:$epsilon);
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_AddRmsNormOp : Dsc_DiffOp<"add_rms_norm"> {
+def Dsc_AddRmsNormOp
+    : Dsc_DiffOp<"add_rms_norm",
+        [Dsc_ElementwiseCost<!add(kAddFlops, kRmsNormFlops),
+                             "FirstOperand", 0>,
+         Dsc_PerFeature<"weight", "input">,
+         Dsc_PerRow<"rstd", "input">,
+         AllShapesMatch<["input", "residual", "sum", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Fused residual add, then RMSNorm";
   let description = [{
     `%sum, %y, %rstd = dsc.add_rms_norm %x, %res, %weight {epsilon}`
@@ -157,12 +234,14 @@ def Dsc_AddRmsNormOp : Dsc_DiffOp<"add_rms_norm"> {
   }];
   let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$residual,
                        Dsc_FloatTensor:$weight,
-                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+                       DefaultValuedAttr<Dsc_Epsilon, "1e-6">:$epsilon);
   let results = (outs Dsc_FloatTensor:$sum, Dsc_FloatTensor:$result,
                       Dsc_FloatTensor:$rstd);
 }
 
-def Dsc_RotaryOp : Dsc_DiffOp<"rotary"> {
+def Dsc_RotaryOp
+    : Dsc_DiffOp<"rotary",
+        [Dsc_ElementwiseCost<kRotaryFlops, "Results", 1>]> {
   let summary = "Rotary position embedding of [B, H, T, D] heads (LLaMA)";
   let description = [{
     Hugging Face's half rotation: for i < D/2 and position t (the index in
@@ -188,7 +267,9 @@ def Dsc_RotaryOp : Dsc_DiffOp<"rotary"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_RepeatKvOp : Dsc_DiffOp<"repeat_kv"> {
+def Dsc_RepeatKvOp
+    : Dsc_DiffOp<"repeat_kv",
+        [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "Grouped-query attention: each key/value head serves `groups` query heads";
   let description = [{
     `[B, KV, T, D] -> [B, KV * groups, T, D]`, head h reading head
@@ -200,19 +281,25 @@ def Dsc_RepeatKvOp : Dsc_DiffOp<"repeat_kv"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_SiluOp : Dsc_DiffOp<"silu"> {
+def Dsc_SiluOp
+    : Dsc_DiffOp<"silu",
+        [Dsc_ElementwiseCost<kSiluFlops, "Results", 1>]> {
   let summary = "SiLU (swish): x * sigmoid(x)";
   let arguments = (ins Dsc_FloatTensor:$input);
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_MulOp : Dsc_DiffOp<"mul"> {
+def Dsc_MulOp
+    : Dsc_DiffOp<"mul",
+        [Dsc_ElementwiseCost<kAddFlops, "Results", 1>]> {
   let summary = "Elementwise product of two tensors of one shape";
   let arguments = (ins Dsc_FloatTensor:$lhs, Dsc_FloatTensor:$rhs);
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_ScaleOp : Dsc_DiffOp<"scale"> {
+def Dsc_ScaleOp
+    : Dsc_DiffOp<"scale",
+        [Dsc_ElementwiseCost<kAddFlops, "Results", 1>]> {
   let summary = "Multiplies every element by a constant: input * factor";
   let description = [{
     `%y = dsc.scale %x {factor = 2.0 : f64}`: LoRA's alpha / r on the
@@ -223,7 +310,9 @@ def Dsc_ScaleOp : Dsc_DiffOp<"scale"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_SwigluOp : Dsc_DiffOp<"swiglu"> {
+def Dsc_SwigluOp
+    : Dsc_DiffOp<"swiglu",
+        [Dsc_ElementwiseCost<!add(kSiluFlops, kAddFlops), "Results", 1>]> {
   let summary = "Fused SwiGLU gate: silu(gate) * up";
   let description = [{
     `dsc.mul (dsc.silu %gate), %up` in one pass (LLaMA's MLP), without the
@@ -234,7 +323,9 @@ def Dsc_SwigluOp : Dsc_DiffOp<"swiglu"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_GeluOp : Dsc_DiffOp<"gelu"> {
+def Dsc_GeluOp
+    : Dsc_DiffOp<"gelu",
+        [Dsc_ElementwiseCost<kGeluFlops, "Results", 1>]> {
   let summary = "GELU, tanh approximation (gelu_new) or exact erf (gelu)";
   let arguments = (ins Dsc_FloatTensor:$input,
                        Dsc_GeluApproximation:$approximation);
@@ -244,7 +335,10 @@ def Dsc_GeluOp : Dsc_DiffOp<"gelu"> {
   }];
 }
 
-def Dsc_DropoutOp : Dsc_DiffOp<"dropout", [Dsc_DropoutReplacedInEvaluation]> {
+def Dsc_DropoutOp
+    : Dsc_DiffOp<"dropout",
+        [Dsc_DropoutReplacedInEvaluation,
+         Dsc_ElementwiseCost<kDropoutFlops, "Results", 1>]> {
   let summary = "Inverted dropout with a Philox mask";
   let description = [{
     Element i is kept iff the Philox draw for (seed, step offset, `stream`, i)
@@ -257,7 +351,9 @@ def Dsc_DropoutOp : Dsc_DiffOp<"dropout", [Dsc_DropoutReplacedInEvaluation]> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_SplitHeadsOp : Dsc_DiffOp<"split_heads"> {
+def Dsc_SplitHeadsOp
+    : Dsc_DiffOp<"split_heads",
+        [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "[B, T, P*H*D] -> P tensors of [B, H, T, D]";
   let description = [{
     With one result this splits a projection into heads; with three it
@@ -267,7 +363,9 @@ def Dsc_SplitHeadsOp : Dsc_DiffOp<"split_heads"> {
   let results = (outs Variadic<Dsc_FloatTensor>:$parts);
 }
 
-def Dsc_MergeHeadsOp : Dsc_DiffOp<"merge_heads"> {
+def Dsc_MergeHeadsOp
+    : Dsc_DiffOp<"merge_heads",
+        [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "P tensors of [B, H, T, D] -> [B, T, P*H*D]";
   let arguments = (ins Variadic<Dsc_FloatTensor>:$parts);
   let results = (outs Dsc_FloatTensor:$result);
@@ -282,7 +380,9 @@ def Dsc_BatchMatmulOp : Dsc_DiffOp<"batch_matmul"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_SoftmaxOp : Dsc_DiffOp<"softmax"> {
+def Dsc_SoftmaxOp
+    : Dsc_DiffOp<"softmax",
+        [Dsc_ElementwiseCost<kSoftmaxFlops, "Results", 0>]> {
   let summary = "Softmax of scale*x over the last dimension, optionally causal";
   let description = [{
     For `x : [..., Tq, Tk]` with `causal`, key j is masked for query i when
@@ -302,7 +402,11 @@ def Dsc_SoftmaxOp : Dsc_DiffOp<"softmax"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_SoftmaxDropoutOp : Dsc_DiffOp<"softmax_dropout", [Dsc_Stochastic]> {
+def Dsc_SoftmaxDropoutOp
+    : Dsc_DiffOp<"softmax_dropout",
+        [Dsc_Stochastic,
+         Dsc_ElementwiseCost<!add(kSoftmaxFlops, kDropoutFlops),
+                             "FirstOperand", 0>]> {
   let summary = "Fused scale + mask + softmax + dropout of attention scores";
   let description = [{
     `%dropped, %probs = dsc.softmax_dropout %scores {scale, causal, rate,
@@ -357,7 +461,9 @@ def Dsc_AttentionOp : Dsc_DiffOp<"attention", [Dsc_Stochastic]> {
   let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$lse);
 }
 
-def Dsc_CrossEntropyOp : Dsc_DiffOp<"cross_entropy"> {
+def Dsc_CrossEntropyOp
+    : Dsc_DiffOp<"cross_entropy",
+        [Dsc_ElementwiseCost<kCrossEntropyFlops, "FirstOperand", 0>]> {
   let summary = "Mean negative log-likelihood of `labels` under softmax(logits)";
   let description = [{
     Positions whose label equals `ignore_index` do not count (BERT's
@@ -368,7 +474,9 @@ def Dsc_CrossEntropyOp : Dsc_DiffOp<"cross_entropy"> {
   let results = (outs Dsc_Scalar:$loss);
 }
 
-def Dsc_MlmMaskOp : Dsc_Op<"mlm_mask"> {
+def Dsc_MlmMaskOp
+    : Dsc_Op<"mlm_mask",
+        [Dsc_ElementwiseCost<kMaskFlops, "FirstOperand", 0>]> {
   let summary = "BERT masked-LM corruption with the 80/10/10 rule";
   let description = [{
     Each position is selected with probability `mask_prob`; a selected token
@@ -386,7 +494,10 @@ def Dsc_MlmMaskOp : Dsc_Op<"mlm_mask"> {
   let results = (outs Dsc_IdTensor:$inputs, Dsc_IdTensor:$labels);
 }
 
-def Dsc_PaddingMaskOp : Dsc_Op<"padding_mask", [SameOperandsAndResultShape]> {
+def Dsc_PaddingMaskOp
+    : Dsc_Op<"padding_mask",
+        [SameOperandsAndResultShape,
+         Dsc_ElementwiseCost<1, "FirstOperand", 1>]> {
   let summary = "Key padding mask: 0 where a token is `pad_token_id`, else 1";
   let description = [{
     `%mask = dsc.padding_mask %ids {pad_token_id = P}` is Hugging Face's
@@ -397,7 +508,8 @@ def Dsc_PaddingMaskOp : Dsc_Op<"padding_mask", [SameOperandsAndResultShape]> {
   let results = (outs Dsc_IdTensor:$mask);
 }
 
-def Dsc_ConcatOp : Dsc_DiffOp<"concat"> {
+def Dsc_ConcatOp
+    : Dsc_DiffOp<"concat", [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "Concatenation along `axis`";
   let description = [{
     `-dsc-fuse-qkv` concatenates BERT's query/key/value weights and biases so
@@ -408,7 +520,7 @@ def Dsc_ConcatOp : Dsc_DiffOp<"concat"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_SplitOp : Dsc_DiffOp<"split"> {
+def Dsc_SplitOp : Dsc_DiffOp<"split", [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "Split along `axis` into pieces of the result sizes";
   let arguments = (ins Dsc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Variadic<Dsc_FloatTensor>:$pieces);
@@ -444,7 +556,9 @@ def Dsc_UnpackOp : Dsc_Op<"unpack", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Dsc_BiasSplitHeadsOp : Dsc_DiffOp<"bias_split_heads"> {
+def Dsc_BiasSplitHeadsOp
+    : Dsc_DiffOp<"bias_split_heads",
+        [Dsc_ElementwiseCost<kAddFlops, "FirstOperand", 1>]> {
   let summary = "Fused QKV epilogue: add the bias and split into heads";
   let description = [{
     `%q, %k, %v = dsc.bias_split_heads %qkv, %bias {num_heads = H}` with
@@ -458,7 +572,9 @@ def Dsc_BiasSplitHeadsOp : Dsc_DiffOp<"bias_split_heads"> {
   let results = (outs Variadic<Dsc_FloatTensor>:$parts);
 }
 
-def Dsc_BiasGeluOp : Dsc_DiffOp<"bias_gelu"> {
+def Dsc_BiasGeluOp
+    : Dsc_DiffOp<"bias_gelu",
+        [Dsc_ElementwiseCost<!add(kAddFlops, kGeluFlops), "Results", 1>]> {
   let summary = "Fused bias + GELU: gelu(input + bias)";
   let description = [{
     `%y = dsc.bias_gelu tanh %h, %b` with `%h : [..., N]`, `%b : [N]`: one
@@ -475,7 +591,11 @@ def Dsc_BiasGeluOp : Dsc_DiffOp<"bias_gelu"> {
   }];
 }
 
-def Dsc_BiasDropoutAddOp : Dsc_DiffOp<"bias_dropout_add", [Dsc_Stochastic]> {
+def Dsc_BiasDropoutAddOp
+    : Dsc_DiffOp<"bias_dropout_add",
+        [Dsc_Stochastic,
+         Dsc_ElementwiseCost<!add(kAddFlops, kAddFlops, kDropoutFlops),
+                             "Results", 1>]> {
   let summary = "Fused residual + dropout(input + bias)";
   let description = [{
     `%y = dsc.bias_dropout_add %h, %b, %res {rate, stream}` is
@@ -492,7 +612,17 @@ def Dsc_BiasDropoutAddOp : Dsc_DiffOp<"bias_dropout_add", [Dsc_Stochastic]> {
 }
 
 def Dsc_BiasDropoutAddLayerNormOp
-    : Dsc_DiffOp<"bias_dropout_add_layer_norm", [Dsc_Stochastic]> {
+    : Dsc_DiffOp<"bias_dropout_add_layer_norm",
+        [Dsc_Stochastic,
+         Dsc_ElementwiseCost<!add(kAddFlops, kAddFlops, kDropoutFlops,
+                                  kLayerNormFlops),
+                             "FirstOperand", 0>,
+         Dsc_PerFeature<"bias", "input">,
+         Dsc_PerFeature<"gamma", "input">,
+         Dsc_PerFeature<"beta", "input">,
+         Dsc_PerRow<"rstd", "input">,
+         AllShapesMatch<["input", "residual", "sum", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Fused residual + dropout(input + bias), then LayerNorm";
   let description = [{
     `%sum, %y, %rstd = dsc.bias_dropout_add_layer_norm %h, %b, %res, %gamma,
@@ -508,7 +638,7 @@ def Dsc_BiasDropoutAddLayerNormOp
   let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$bias,
                        Dsc_FloatTensor:$residual, Dsc_FloatTensor:$gamma,
                        Dsc_FloatTensor:$beta, F64Attr:$rate, I64Attr:$stream,
-                       F64Attr:$epsilon);
+                       Dsc_Epsilon:$epsilon);
   let results = (outs Dsc_FloatTensor:$sum, Dsc_FloatTensor:$result,
                       Dsc_FloatTensor:$rstd);
 }
@@ -543,7 +673,14 @@ def Dsc_LinearGradWeightOp : Dsc_Op<"linear_grad_weight"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
-def Dsc_LayerNormGradOp : Dsc_Op<"layer_norm_grad"> {
+def Dsc_LayerNormGradOp
+    : Dsc_Op<"layer_norm_grad",
+        [Dsc_PerFeature<"gamma", "input">,
+         Dsc_PerFeature<"gamma_grad", "input">,
+         Dsc_PerFeature<"beta_grad", "input">,
+         Dsc_OptionalShapedLike<"residual_grad", "getResidualGrad", "input">,
+         AllShapesMatch<["grad", "input", "input_grad"]>]> {
+  let hasVerifier = 0;
   let summary = "Gradients of dsc.layer_norm w.r.t. input, gamma and beta";
   let description = [{
     With the optional `residual_grad` (the gradient reaching the LayerNorm
@@ -553,12 +690,18 @@ def Dsc_LayerNormGradOp : Dsc_Op<"layer_norm_grad"> {
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
                        Dsc_FloatTensor:$gamma,
                        Optional<Dsc_FloatTensor>:$residual_grad,
-                       F64Attr:$epsilon);
+                       Dsc_Epsilon:$epsilon);
   let results = (outs Dsc_FloatTensor:$input_grad, Dsc_FloatTensor:$gamma_grad,
                       Dsc_FloatTensor:$beta_grad);
 }
 
-def Dsc_RmsNormGradOp : Dsc_Op<"rms_norm_grad"> {
+def Dsc_RmsNormGradOp
+    : Dsc_Op<"rms_norm_grad",
+        [Dsc_PerFeature<"weight", "input">,
+         Dsc_PerFeature<"weight_grad", "input">,
+         Dsc_OptionalShapedLike<"residual_grad", "getResidualGrad", "input">,
+         AllShapesMatch<["grad", "input", "input_grad"]>]> {
+  let hasVerifier = 0;
   let summary = "Gradients of dsc.rms_norm w.r.t. input and weight";
   let description = [{
     With `x_hat = x * rstd` and `g = grad * weight`:
@@ -571,12 +714,19 @@ def Dsc_RmsNormGradOp : Dsc_Op<"rms_norm_grad"> {
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input,
                        Dsc_FloatTensor:$weight,
                        Optional<Dsc_FloatTensor>:$residual_grad,
-                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+                       DefaultValuedAttr<Dsc_Epsilon, "1e-6">:$epsilon);
   let results = (outs Dsc_FloatTensor:$input_grad,
                       Dsc_FloatTensor:$weight_grad);
 }
 
-def Dsc_InvertibleLayerNormOp : Dsc_Op<"invertible_layer_norm"> {
+def Dsc_InvertibleLayerNormOp
+    : Dsc_Op<"invertible_layer_norm",
+        [Dsc_ElementwiseCost<kLayerNormFlops, "FirstOperand", 0>,
+         Dsc_PerFeature<"gamma", "input">,
+         Dsc_PerFeature<"beta", "input">,
+         Dsc_PerRow<"rstd", "input">,
+         AllShapesMatch<["input", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "LayerNorm that also returns each row's 1/std";
   let description = [{
     `%y, %rstd = dsc.invertible_layer_norm %x, %gamma, %beta` with
@@ -585,11 +735,20 @@ def Dsc_InvertibleLayerNormOp : Dsc_Op<"invertible_layer_norm"> {
     not be kept for it. Produced by `-dsc-invertible`.
   }];
   let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$gamma,
-                       Dsc_FloatTensor:$beta, F64Attr:$epsilon);
+                       Dsc_FloatTensor:$beta, Dsc_Epsilon:$epsilon);
   let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$rstd);
 }
 
-def Dsc_LayerNormGradFromOutputOp : Dsc_Op<"layer_norm_grad_from_output"> {
+def Dsc_LayerNormGradFromOutputOp
+    : Dsc_Op<"layer_norm_grad_from_output",
+        [Dsc_PerFeature<"gamma", "output">,
+         Dsc_PerFeature<"beta", "output">,
+         Dsc_PerFeature<"gamma_grad", "output">,
+         Dsc_PerFeature<"beta_grad", "output">,
+         Dsc_PerRow<"rstd", "output">,
+         Dsc_OptionalShapedLike<"residual_grad", "getResidualGrad", "output">,
+         AllShapesMatch<["grad", "output", "input_grad"]>]> {
+  let hasVerifier = 0;
   let summary = "LayerNorm gradients from the output and the saved 1/std";
   let description = [{
     x_hat = (y - beta) / gamma, then the usual LayerNorm backward. Requires
@@ -606,7 +765,13 @@ def Dsc_LayerNormGradFromOutputOp : Dsc_Op<"layer_norm_grad_from_output"> {
                       Dsc_FloatTensor:$beta_grad);
 }
 
-def Dsc_InvertibleRmsNormOp : Dsc_Op<"invertible_rms_norm"> {
+def Dsc_InvertibleRmsNormOp
+    : Dsc_Op<"invertible_rms_norm",
+        [Dsc_ElementwiseCost<kRmsNormFlops, "FirstOperand", 0>,
+         Dsc_PerFeature<"weight", "input">,
+         Dsc_PerRow<"rstd", "input">,
+         AllShapesMatch<["input", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "RMSNorm that also returns each row's 1/rms";
   let description = [{
     `%y, %rstd = dsc.invertible_rms_norm %x, %weight` with `%x : [..., C]`
@@ -615,11 +780,18 @@ def Dsc_InvertibleRmsNormOp : Dsc_Op<"invertible_rms_norm"> {
     for it. Produced by `-dsc-invertible`.
   }];
   let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$weight,
-                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+                       DefaultValuedAttr<Dsc_Epsilon, "1e-6">:$epsilon);
   let results = (outs Dsc_FloatTensor:$result, Dsc_FloatTensor:$rstd);
 }
 
-def Dsc_RmsNormGradFromOutputOp : Dsc_Op<"rms_norm_grad_from_output"> {
+def Dsc_RmsNormGradFromOutputOp
+    : Dsc_Op<"rms_norm_grad_from_output",
+        [Dsc_PerFeature<"weight", "output">,
+         Dsc_PerFeature<"weight_grad", "output">,
+         Dsc_PerRow<"rstd", "output">,
+         Dsc_OptionalShapedLike<"residual_grad", "getResidualGrad", "output">,
+         AllShapesMatch<["grad", "output", "input_grad"]>]> {
+  let hasVerifier = 0;
   let summary = "RMSNorm gradients from the output and the saved 1/rms";
   let description = [{
     x_hat = y / weight, then the `dsc.rms_norm_grad` formulas with the
@@ -870,7 +1042,8 @@ def Dsc_NormAllReduceOp : Dsc_CollectiveOp<"norm_all_reduce"> {
 // GEMM): their forward and backward meanings differ, so -dsc-autodiff
 // derives the backward collectives from them.
 
-def Dsc_TpCopyOp : Dsc_DiffOp<"tp_copy"> {
+def Dsc_TpCopyOp
+    : Dsc_DiffOp<"tp_copy", [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "Enter a tensor-parallel region (Megatron's f)";
   let description = [{
     The identity in the forward pass: every rank of the group already holds

@@ -107,11 +107,11 @@ constexpr int kAnyCount = -1;
 
 /// The shape checks and sizes an opcode shares with others (InstrCheck).
 enum class OpFamily {
-  Init, Copy, Convert, Collective, Transfer, Shard, Resize, Embedding, Add, ReduceTo,
-  Linear,
-  BatchMatmul, Norm, NormGrad, ResidualNorm, Gelu, Dropout, Bias, Heads,
-  ConcatSplit, Softmax, Attention, CrossEntropy, TokenMask, Optimizer, Scalar,
-  Compression, Pointwise, Rotary, RepeatKv,
+  Init, Copy, Convert, Collective, Transfer, Shard, Resize, Embedding, Add,
+  ReduceTo, Linear, BatchMatmul, Norm, NormGrad, NormGradFromOutput,
+  ResidualNorm, Gelu, Dropout, Bias, Heads, ConcatSplit, Softmax, Attention,
+  CrossEntropy, TokenMask, Optimizer, Scalar, Compression, Pointwise, Rotary,
+  RepeatKv,
 };
 
 /// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
