@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Codegen/MemoryPlan.h"
+#include "dsc/Runtime/PipelineSchedule.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -364,6 +365,11 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   }
   r.workspace = r.tempBytes - r.activations;
   r.functions = plan.functions;
+  const rt::PipelineStash stash = rt::pipelineStashOf(program);
+  if (stash.stage >= 0) {
+    r.pipelineInFlight = rt::pipelinePeakInFlight(stash.shape, stash.stage);
+    r.pipelineStashBytes = stash.peakBytes();
+  }
   return r;
 }
 
@@ -392,6 +398,12 @@ std::string formatMemoryTable(const MemoryReport &r) {
   std::snprintf(line, sizeof line, "  %-28s %16lld\n", "parameter count",
                 (long long)r.parameterCount);
   out += line;
+  if (r.pipelineInFlight > 0) {
+    out += "host memory outside the arena:\n";
+    row("pipeline stash (" + std::to_string(r.pipelineInFlight) +
+            " micro-batch" + (r.pipelineInFlight == 1 ? "" : "es") + ")",
+        r.pipelineStashBytes);
+  }
   out += "saved activations per layer:\n";
   for (size_t l = 0; l < r.layers.size(); ++l)
     row("layer " + std::to_string(l), r.layers[l]);
@@ -426,6 +438,10 @@ std::string formatMemoryJson(const MemoryReport &r) {
   field("temp_bytes", r.tempBytes);
   if (r.measuredPeakBytes >= 0)
     field("measured_peak_bytes", r.measuredPeakBytes);
+  if (r.pipelineInFlight > 0) {
+    field("pipeline_stash_bytes", r.pipelineStashBytes);
+    field("pipeline_in_flight", r.pipelineInFlight);
+  }
   out += "  \"layers\": [";
   for (size_t l = 0; l < r.layers.size(); ++l)
     out += (l ? ", " : "") + std::to_string(r.layers[l]);

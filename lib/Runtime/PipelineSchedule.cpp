@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace dsc::rt {
@@ -199,6 +200,43 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
   }
   t.bubbleFraction = t.length > 0 ? idle / (double(P) * t.length) : 0;
   return t;
+}
+
+std::vector<int> pipelineStashBuffers(const Program &prog) {
+  std::set<int> written, read;
+  for (const Instr &instr : prog.function("stage_forward").body)
+    written.insert(instr.outputs.begin(), instr.outputs.end());
+  const int received = prog.findBuffer(BufferRole::Input, "stage_input");
+  if (received >= 0)
+    written.insert(received);
+  for (const Instr &instr : prog.function("micro_step").body)
+    read.insert(instr.inputs.begin(), instr.inputs.end());
+  std::vector<int> kept;
+  for (int id : written) {
+    const BufferRole role = prog.buffers[size_t(id)].role;
+    if (read.count(id) &&
+        (role == BufferRole::Input || role == BufferRole::Output))
+      kept.push_back(id);
+  }
+  return kept;
+}
+
+PipelineStash pipelineStashOf(const Program &prog) {
+  PipelineStash s;
+  if (!prog.functions.count("stage_forward"))
+    return s;
+  s.stage = prog.metaInt("pipeline_stage", std::nullopt, 0);
+  s.shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
+  s.shape.stages = prog.mesh().pipeline;
+  s.shape.microBatches = prog.metaInt("grad_accum", std::nullopt, 1);
+  for (int id : pipelineStashBuffers(prog))
+    s.bytesPerMicroBatch += int64_t(prog.buffers[size_t(id)].bytes());
+  return s;
+}
+
+int64_t PipelineStash::peakBytes() const {
+  return stage < 0 ? 0
+                   : pipelinePeakInFlight(shape, stage) * bytesPerMicroBatch;
 }
 
 } // namespace dsc::rt

@@ -194,23 +194,7 @@ Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
   } else {
     b.loss = buffer(BufferRole::Output, "loss");
   }
-  // What a micro-batch's backward reads of its forward: the buffers
-  // @stage_forward writes (the activations -dsc-split-stage-step saved,
-  // the logits) or the driver does (the received input) that @micro_step
-  // reads and that live across calls.
-  std::set<int> written, read;
-  for (const Instr &instr : prog.function("stage_forward").body)
-    written.insert(instr.outputs.begin(), instr.outputs.end());
-  if (!first)
-    written.insert(b.input);
-  for (const Instr &instr : prog.function("micro_step").body)
-    read.insert(instr.inputs.begin(), instr.inputs.end());
-  for (int id : written) {
-    const BufferRole role = prog.buffers[size_t(id)].role;
-    if (read.count(id) &&
-        (role == BufferRole::Input || role == BufferRole::Output))
-      b.kept.push_back(id);
-  }
+  b.kept = pipelineStashBuffers(prog);
   // The first and the last stage add their gradients of the parameters
   // both hold (comma-separated names).
   if (first || last) {
@@ -718,12 +702,11 @@ void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
   backend.run(prog, prog.function("micro_step"), storage, rng);
 }
 
-double Trainer::runPipelineSchedule(const TokenFile &data,
-                                    double &waitSeconds) {
+Trainer::ScheduleRun Trainer::runPipelineSchedule(const TokenFile &data) {
   using Clock = std::chrono::steady_clock;
-  waitSeconds = 0;
+  ScheduleRun run;
   auto waited = [&](Clock::time_point since) {
-    waitSeconds +=
+    run.waitSeconds +=
         std::chrono::duration<double>(Clock::now() - since).count();
   };
   Communicator &pipe = pipelineGroup();
@@ -748,7 +731,7 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
     waited(since);
     backend.upload(storage, {id});
   };
-  double loss = 0;
+  int64_t stashBytes = 0;
   for (const PipelineAction &action : pipelineOrder(b.shape, s)) {
     const int64_t m = action.microBatch;
     std::vector<char> &stash = inFlight[size_t(m)];
@@ -763,9 +746,11 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
         stash.insert(stash.end(), bytes,
                      bytes + prog.buffers[size_t(id)].bytes());
       }
+      stashBytes += int64_t(stash.size());
+      run.stashPeakBytes = std::max(run.stashPeakBytes, stashBytes);
       if (last) {
         backend.download(storage, {b.loss});
-        loss += storage.f32(b.loss)[0];
+        run.lossSum += storage.f32(b.loss)[0];
       } else {
         sendBuffer(b.output, s + 1);
       }
@@ -777,6 +762,7 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
       std::memcpy(storage.data(id), stash.data() + at, bytes);
       at += bytes;
     }
+    stashBytes -= int64_t(stash.size());
     stash = {};
     backend.upload(storage, b.kept);
     if (!last)
@@ -788,7 +774,7 @@ double Trainer::runPipelineSchedule(const TokenFile &data,
   const auto since = Clock::now();
   pipe.waitSends();
   waited(since);
-  return loss;
+  return run;
 }
 
 void Trainer::sumTiedGradients() {
@@ -818,12 +804,12 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   if (pipelined()) {
     // Only the last stage has the loss; weighted by the number of stages,
     // the mean over all ranks is the mean over the last stage's.
-    double waitSeconds = 0;
     const auto scheduleStart = std::chrono::steady_clock::now();
-    const double sum = runPipelineSchedule(data, waitSeconds);
-    stats.loss = sum / double(A) * double(pipelineGroup().size());
+    const ScheduleRun run = runPipelineSchedule(data);
+    stats.loss = run.lossSum / double(A) * double(pipelineGroup().size());
+    stats.pipelineStashBytes = run.stashPeakBytes;
     float idle[1] = {float(
-        waitSeconds / std::chrono::duration<double>(
+        run.waitSeconds / std::chrono::duration<double>(
                           std::chrono::steady_clock::now() - scheduleStart)
                           .count())};
     pipelineGroup().allReduce(idle, 1, ReduceOp::Mean);

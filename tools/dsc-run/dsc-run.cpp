@@ -253,7 +253,8 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
         << "\": " << s.commSent.bytes[k];
   log << "}";
   if (s.pipelineBubble >= 0)
-    log << ", \"pipeline_bubble\": " << jsonNumber(s.pipelineBubble, 4);
+    log << ", \"pipeline_bubble\": " << jsonNumber(s.pipelineBubble, 4)
+        << ", \"pipeline_stash_bytes\": " << s.pipelineStashBytes;
   if (s.hasLossScale)
     log << ", \"loss_scale\": " << jsonNumber(s.lossScale, 9)
         << ", \"skipped\": " << (s.skipped ? "true" : "false");

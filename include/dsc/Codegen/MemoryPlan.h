@@ -90,6 +90,11 @@ struct MemoryReport {
   int64_t activationsOutsideLayers = 0;
   std::vector<FunctionMemory> functions;
   int64_t measuredPeakBytes = -1; ///< from rt::Storage after a run; -1: none
+  /// A pipeline stage's driver keeps, in host memory outside the arena,
+  /// what each micro-batch's backward reads of its forward, once per
+  /// micro-batch in flight (rt::pipelineStashOf); 0 without a pipeline.
+  int64_t pipelineStashBytes = 0;
+  int64_t pipelineInFlight = 0;
 };
 
 MemoryReport reportMemory(const rt::Program &program, const MemoryPlan &plan);

@@ -31,6 +31,8 @@
 
 namespace dsc::rt {
 
+struct Program;
+
 enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved };
 
 /// "gpipe", "1f1b", "interleaved"; an error for another name.
@@ -96,6 +98,25 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
 PipelineTimeline simulatePipeline(const PipelineShape &shape,
                                   const std::vector<double> &forwardCosts,
                                   double backwardOverForward = 2);
+
+/// What a compiled pipeline stage (a Program with @stage_forward, see
+/// -dsc-split-stage-step) keeps of each micro-batch from its forward until
+/// its backward @micro_step: the Input and Output buffers @stage_forward
+/// writes, or the driver writes for it (the received `stage_input`), that
+/// @micro_step reads. The driver holds one copy per micro-batch in flight.
+std::vector<int> pipelineStashBuffers(const Program &prog);
+
+/// The stage's shape as its Program's metadata says (schedule, mesh
+/// pipeline size, gradient accumulation) and, per micro-batch in flight,
+/// the bytes of pipelineStashBuffers; {shape, 0} without @stage_forward.
+struct PipelineStash {
+  PipelineShape shape;
+  int64_t stage = -1;
+  int64_t bytesPerMicroBatch = 0;
+  /// pipelinePeakInFlight(shape, stage) copies (0 without a pipeline).
+  int64_t peakBytes() const;
+};
+PipelineStash pipelineStashOf(const Program &prog);
 
 } // namespace dsc::rt
 

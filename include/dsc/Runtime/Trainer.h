@@ -48,6 +48,10 @@ struct StepStats {
   /// the stages of the fraction of the micro-batch phase each spent
   /// waiting for an activation, a gradient or its sends.
   double pipelineBubble = -1;
+  /// Pipeline stages only: the most bytes this stage's driver held in its
+  /// stash of in-flight micro-batches (what `estimate` predicts as the
+  /// pipeline stash).
+  int64_t pipelineStashBytes = 0;
 };
 
 /// Thrown by trainStep when a step's loss or gradient norm is NaN or
@@ -158,10 +162,14 @@ private:
   /// targets and returns its random stream.
   RngContext loadMicroBatch(const TokenFile &data, int64_t micro);
   /// The step's micro-batches through this rank's pipeline stage, in its
-  /// schedule's order; returns the sum of their losses (the last stage's;
-  /// 0 elsewhere). `waitSeconds` receives the time spent waiting for the
-  /// other stages.
-  double runPipelineSchedule(const TokenFile &data, double &waitSeconds);
+  /// schedule's order.
+  struct ScheduleRun {
+    double lossSum = 0;     ///< of the micro-batches (the last stage's; 0
+                            ///< elsewhere)
+    double waitSeconds = 0; ///< waiting for the other stages
+    int64_t stashPeakBytes = 0; ///< most bytes of kept buffers held at once
+  };
+  ScheduleRun runPipelineSchedule(const TokenFile &data);
   /// Pipeline: the first and the last stage add their gradients of the
   /// parameters they both hold (tied embeddings) before the update.
   void sumTiedGradients();
