@@ -331,8 +331,7 @@ void emitKernel(KernelSpec &s) {
   case rt::KernelFamily::Collective:
     break;
   case rt::KernelFamily::Compression:
-    s.fail("1-bit compression runs on the CPU backend only so far (no "
-           "emitted pack/unpack kernels yet)");
+    return emitCompression(s, d);
   }
   s.fail("internal: not emitted as a single kernel");
 }
@@ -521,22 +520,31 @@ void Emitter::emitFunction(const rt::Function &fn) {
     case Route::Copy: {
       const rt::InstrDims d = rt::checkInstr(P, I);
       KernelSpec spec(P, I);
+      const bool collective = routeOf(I.op) == Route::Collective;
       const bool allReduce = I.op == rt::Opcode::AllReduce;
-      if (routeOf(I.op) == Route::Collective && !allReduce)
-        spec.fail("the CUDA backend's NCCL communicator does all-reduce "
-                  "only; ZeRO, 1-bit compressed steps, tensor slicing, "
-                  "broadcast and send/recv run on the CPU backend");
-      if (allReduce && d.group != P.mesh().size())
+      // 1-bit compression's exchanges move bytes (signs, scales).
+      const bool bytewise =
+          I.op == rt::Opcode::AllGather || I.op == rt::Opcode::AllToAll;
+      if (collective && !allReduce && !bytewise)
+        spec.fail("the CUDA backend's NCCL communicator does all-reduce, "
+                  "all-gather and all-to-all only; ZeRO's shards, tensor "
+                  "slicing, broadcast and send/recv run on the CPU backend");
+      if (collective && d.group != P.mesh().size())
         spec.fail(std::string("the CUDA backend's NCCL communicator spans "
                               "all ranks, not the ") +
                   rt::meshAxisName(d.axis) + " axis's group of " +
                   std::to_string(d.group));
       if (allReduce &&
           (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32))
-        spec.fail("collectives run on f32 buffers");
-      if (allReduce || spec.inType(0) == spec.outType(0)) {
+        spec.fail("all-reduces run on f32 buffers");
+      if (bytewise && spec.inType(0) != spec.outType(0))
+        spec.fail("all-gather and all-to-all keep the storage type");
+      if (collective || spec.inType(0) == spec.outType(0)) {
         Step s;
-        s.kind = allReduce ? Step::Kind::AllReduce : Step::Kind::Memcpy;
+        s.kind = allReduce                        ? Step::Kind::AllReduce
+                 : I.op == rt::Opcode::AllGather ? Step::Kind::AllGather
+                 : I.op == rt::Opcode::AllToAll  ? Step::Kind::AllToAll
+                                                 : Step::Kind::Memcpy;
         s.instrs.push_back(i);
         s.args.resize(2);
         s.args[0].buffers = {spec.inId(0)};

@@ -84,7 +84,8 @@ struct Call {
   // holds the widening of a 16-bit operand, if any, run first).
   int gemm = -1;
   void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
-  // Memcpy, and AllReduce (NCCL, in place when src == dst).
+  // Memcpy, AllReduce (NCCL, in place when src == dst), AllGather and
+  // AllToAll (NCCL; `bytes` is what this rank contributes).
   const void *src = nullptr;
   void *dst = nullptr;
   size_t bytes = 0;
@@ -143,7 +144,8 @@ private:
                                   const std::string &what,
                                   const std::function<void(cudaStream_t)> &work);
   void runGemm(const Call &call, cudaStream_t on);
-  void runAllReduce(const Call &call, cudaStream_t on);
+  /// AllReduce, AllGather or AllToAll on NCCL.
+  void runCollective(const Call &call, cudaStream_t on);
   void runEager(const FunctionState &state, const Function &fn);
   void checkStatus(const std::string &where);
   std::string describe(const Function &fn, const Call &call) const;
@@ -495,7 +497,9 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       }
       break;
     case cuda::Step::Kind::Memcpy:
-    case cuda::Step::Kind::AllReduce: {
+    case cuda::Step::Kind::AllReduce:
+    case cuda::Step::Kind::AllGather:
+    case cuda::Step::Kind::AllToAll: {
       const int from = step.args[0].buffers[0], to = step.args[1].buffers[0];
       call.src = address(from);
       call.dst = address(to);
@@ -509,7 +513,13 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
                                     : ReduceOp::Sum;
         break;
       }
-      // One rank: a sum or mean over the ranks is the tensor itself.
+      if (step.kind != cuda::Step::Kind::Memcpy && nccl) {
+        // What this rank contributes: all of an all-to-all's input, and an
+        // all-gather's input (its output holds every rank's).
+        break;
+      }
+      // One rank: a sum or mean over the ranks, a gather or an exchange
+      // with itself is the tensor itself.
       if (from == to)
         continue;
       call.kind = cuda::Step::Kind::Memcpy;
@@ -610,9 +620,12 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
             what);
       break;
     case cuda::Step::Kind::AllReduce:
+    case cuda::Step::Kind::AllGather:
+    case cuda::Step::Kind::AllToAll:
       // NCCL's kernels, captured like cuBLASLt's.
-      node = addCapturedNode(state, prev, what,
-                             [&](cudaStream_t on) { runAllReduce(call, on); });
+      node = addCapturedNode(state, prev, what, [&](cudaStream_t on) {
+        runCollective(call, on);
+      });
       break;
     }
     prev = node;
@@ -651,7 +664,9 @@ void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
             "copying in " + describe(fn, call));
       break;
     case cuda::Step::Kind::AllReduce:
-      runAllReduce(call, stream);
+    case cuda::Step::Kind::AllGather:
+    case cuda::Step::Kind::AllToAll:
+      runCollective(call, stream);
       break;
     }
     check(cudaStreamSynchronize(stream), "running " + describe(fn, call));
@@ -674,9 +689,18 @@ void CudaBackend::checkStatus(const std::string &where) {
   throw Error(where + ": " + message);
 }
 
-void CudaBackend::runAllReduce(const Call &call, cudaStream_t on) {
-  nccl->allReduce(call.src, call.dst, call.bytes / sizeof(float), call.reduce,
-                  on);
+void CudaBackend::runCollective(const Call &call, cudaStream_t on) {
+  switch (call.kind) {
+  case cuda::Step::Kind::AllGather:
+    nccl->allGather(call.src, call.dst, call.bytes, on);
+    return;
+  case cuda::Step::Kind::AllToAll:
+    nccl->allToAll(call.src, call.dst, call.bytes / size_t(comm.size()), on);
+    return;
+  default:
+    nccl->allReduce(call.src, call.dst, call.bytes / sizeof(float),
+                    call.reduce, on);
+  }
 }
 
 void CudaBackend::run(const Program &program, const Function &fn, Storage &,
@@ -686,12 +710,20 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
   FunctionState &state = prepare(fn);
   rngSeed = rng.seed;
   rngOffset = rng.offset;
-  // What the ring all-reduces of this call send (Communicator::traffic).
+  // What the collectives of this call send (Communicator::traffic): a ring
+  // all-reduce 2(N-1)/N of the tensor, an all-gather the rank's part to
+  // N-1 peers, an all-to-all (N-1)/N of its input.
   const int64_t ranks = comm.size();
-  for (const Call &call : state.calls)
+  for (const Call &call : state.calls) {
+    const int64_t bytes = int64_t(call.bytes);
     if (call.kind == cuda::Step::Kind::AllReduce)
       comm.countSent(CollectiveKind::AllReduce,
-                     2 * int64_t(call.bytes) * (ranks - 1) / ranks);
+                     2 * bytes * (ranks - 1) / ranks);
+    else if (call.kind == cuda::Step::Kind::AllGather)
+      comm.countSent(CollectiveKind::AllGather, bytes * (ranks - 1));
+    else if (call.kind == cuda::Step::Kind::AllToAll)
+      comm.countSent(CollectiveKind::AllToAll, bytes * (ranks - 1) / ranks);
+  }
   if (!options.graphs) {
     runEager(state, fn);
     return;

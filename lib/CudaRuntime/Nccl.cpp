@@ -32,6 +32,11 @@ NcclLibrary load() {
   resolve(lib.commDestroy, "ncclCommDestroy");
   resolve(lib.commAbort, "ncclCommAbort");
   resolve(lib.allReduce, "ncclAllReduce");
+  resolve(lib.allGather, "ncclAllGather");
+  resolve(lib.send, "ncclSend");
+  resolve(lib.recv, "ncclRecv");
+  resolve(lib.groupStart, "ncclGroupStart");
+  resolve(lib.groupEnd, "ncclGroupEnd");
   resolve(lib.getErrorString, "ncclGetErrorString");
   lib.check(lib.getVersion(&lib.version), "reading the NCCL version");
   // ncclAvg (the mean of data parallelism) arrived in NCCL 2.10.
@@ -63,7 +68,8 @@ ncclUniqueId shareUniqueId(const NcclLibrary &nccl, Communicator &host) {
   return all[0];
 }
 
-NcclComm::NcclComm(Communicator &host) : nccl(NcclLibrary::get()) {
+NcclComm::NcclComm(Communicator &host)
+    : nccl(NcclLibrary::get()), ranks(host.size()) {
   const ncclUniqueId id = shareUniqueId(nccl, host);
   nccl.check(nccl.commInitRank(&comm, host.size(), id, host.rank()),
              "joining the NCCL communicator as rank " +
@@ -82,6 +88,28 @@ void NcclComm::allReduce(const void *src, void *dst, size_t count,
                                                 : ncclSum;
   nccl.check(nccl.allReduce(src, dst, count, ncclFloat, nop, comm, stream),
              "ncclAllReduce");
+}
+
+void NcclComm::allGather(const void *src, void *dst, size_t bytesPerRank,
+                         cudaStream_t stream) const {
+  nccl.check(nccl.allGather(src, dst, bytesPerRank, ncclUint8, comm, stream),
+             "ncclAllGather");
+}
+
+void NcclComm::allToAll(const void *src, void *dst, size_t bytesPerPeer,
+                        cudaStream_t stream) const {
+  const auto *in = static_cast<const char *>(src);
+  auto *out = static_cast<char *>(dst);
+  nccl.check(nccl.groupStart(), "ncclGroupStart");
+  for (int peer = 0; peer < ranks; ++peer) {
+    nccl.check(nccl.send(in + size_t(peer) * bytesPerPeer, bytesPerPeer,
+                         ncclUint8, peer, comm, stream),
+               "ncclSend");
+    nccl.check(nccl.recv(out + size_t(peer) * bytesPerPeer, bytesPerPeer,
+                         ncclUint8, peer, comm, stream),
+               "ncclRecv");
+  }
+  nccl.check(nccl.groupEnd(), "ncclGroupEnd (all-to-all)");
 }
 
 } // namespace dsc::rt

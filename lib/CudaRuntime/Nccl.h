@@ -25,6 +25,14 @@ struct NcclLibrary {
   ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
   ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t,
                             ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t,
+                            ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t,
+                       cudaStream_t) = nullptr;
+  ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t,
+                       cudaStream_t) = nullptr;
+  ncclResult_t (*groupStart)() = nullptr;
+  ncclResult_t (*groupEnd)() = nullptr;
   const char *(*getErrorString)(ncclResult_t) = nullptr;
   int version = 0;
 
@@ -49,10 +57,20 @@ public:
   /// `count` floats from `src` to `dst` (in place when equal) on `stream`.
   void allReduce(const void *src, void *dst, size_t count, ReduceOp op,
                  cudaStream_t stream) const;
+  /// Rank r's `bytesPerRank` bytes land at dst + r * bytesPerRank on every
+  /// rank.
+  void allGather(const void *src, void *dst, size_t bytesPerRank,
+                 cudaStream_t stream) const;
+  /// Block j of `bytesPerPeer` bytes of src goes to rank j, which stores
+  /// it at dst + (this rank) * bytesPerPeer: MPI_Alltoall, as grouped
+  /// ncclSend/ncclRecv pairs.
+  void allToAll(const void *src, void *dst, size_t bytesPerPeer,
+                cudaStream_t stream) const;
 
 private:
   const NcclLibrary &nccl;
   ncclComm_t comm = nullptr;
+  int ranks = 1;
 };
 
 } // namespace dsc::rt

@@ -25,6 +25,7 @@ set(DSC_KERNELS_EMIT_SOURCES
   ${DSC_KERNELS_DIR}/Attention/AttentionEmit.cpp
   ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLossEmit.cpp
   ${DSC_KERNELS_DIR}/Optimizers/OptimizersEmit.cpp
+  ${DSC_KERNELS_DIR}/Compression/CompressionEmit.cpp
   ${DSC_KERNELS_DIR}/Gated/GatedEmit.cpp
   ${DSC_KERNELS_DIR}/Rotary/RotaryEmit.cpp
 )
@@ -39,6 +40,7 @@ set(DSC_KERNELS_CUDA_LIBRARY
   ${DSC_KERNELS_DIR}/Attention/Attention.cuh
   ${DSC_KERNELS_DIR}/EmbeddingLoss/EmbeddingLoss.cuh
   ${DSC_KERNELS_DIR}/Optimizers/Optimizers.cuh
+  ${DSC_KERNELS_DIR}/Compression/Compression.cuh
   ${DSC_KERNELS_DIR}/Gated/Gated.cuh
   ${DSC_KERNELS_DIR}/Rotary/Rotary.cuh
   ${DSC_KERNELS_DIR}/Gemm/Gemm.cuh

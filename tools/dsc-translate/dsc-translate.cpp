@@ -228,10 +228,25 @@ int run(int argc, char **argv) {
   size_t kernels = 0;
   for (const dsc::cuda::Launcher &l : module.launchers)
     kernels += l.kernels.size();
+  // NCCL steps by kind: all-reduce, all-gather, all-to-all (a one-rank
+  // step's collectives are copies).
+  size_t collectives[3] = {0, 0, 0};
+  for (const auto &[fn, steps] : module.steps)
+    for (const dsc::cuda::Step &step : steps)
+      if (step.kind == dsc::cuda::Step::Kind::AllReduce)
+        ++collectives[0];
+      else if (step.kind == dsc::cuda::Step::Kind::AllGather)
+        ++collectives[1];
+      else if (step.kind == dsc::cuda::Step::Kind::AllToAll)
+        ++collectives[2];
   std::cout << "dsc-translate: " << module.launchers.size() << " launchers, "
             << kernels << " kernels, " << module.gemms.size()
             << " GEMM descriptors, device arena "
             << dsc::cuda::deviceLayout(program).arenaBytes << " bytes\n";
+  if (program.mesh().size() > 1)
+    std::cout << "dsc-translate: NCCL " << collectives[0] << " all-reduce, "
+              << collectives[1] << " all-gather, " << collectives[2]
+              << " all-to-all\n";
   if (torch)
     std::cout << "dsc-translate: torch extension in " << output << " ("
               << extension.size() << " files)\n";

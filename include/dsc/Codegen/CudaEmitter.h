@@ -104,6 +104,8 @@ struct Step {
     Gemm,      ///< gemm `index` on buffers args: A, B, C[, bias]
     Memcpy,    ///< device copy of args[1] <- args[0] (same storage)
     AllReduce, ///< collective on args[0] -> args[1], attr op (sum|mean)
+    AllGather, ///< every rank's args[0] bytes, in rank order, into args[1]
+    AllToAll,  ///< block j of args[0] to rank j, into args[1] (by sender)
   };
   Kind kind;
   std::vector<size_t> instrs; ///< indices into Function::body

@@ -28,6 +28,12 @@ template <dsc_i64 N> __device__ void fillI64(dsc_i64 *out, dsc_i64 v) {
   DSC_GRID_LOOP(i, N) { out[i] = v; }
 }
 
+/// dsc.flat_resize: the first min(FROM, TO) elements, zeros after them.
+template <dsc_i64 FROM, dsc_i64 TO>
+__device__ void flatResize(const float *x, float *y) {
+  DSC_GRID_LOOP(i, TO) { y[i] = i < FROM ? x[i] : 0.0f; }
+}
+
 /// cpu::iota.
 template <dsc_i64 N, dsc_i64 START, dsc_i64 STEP> __device__ void iota(int *out) {
   DSC_GRID_LOOP(i, N) { out[i] = int(START + i * STEP); }

@@ -327,9 +327,16 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
     return emitConcatSplit(s, d);
   case Opcode::Convert:
     return emitConvert(s, d);
-  case Opcode::FlatResize:
-    s.fail("ZeRO steps run on the CPU backend only (no CUDA kernel for "
-           "flat_resize, no NCCL communicator yet)");
+  case Opcode::FlatResize: {
+    // ZeRO's padding to whole shards, 1-bit compression's to whole bytes.
+    s.requireType(s.inType(0), Storage::F32, "input");
+    s.requireType(s.outType(0), Storage::F32, "result");
+    const int64_t from = s.inBuf(0).numElements(),
+                  to = s.outBuf(0).numElements();
+    const std::string x = s.in(0, "x"), y = s.out(0, "y");
+    return elementwise(s, to, {x, y},
+                       call("flatResize", {n(from), n(to)}, {x, y}));
+  }
   case Opcode::Copy:
   case Opcode::TpCopy:
     if (s.inType(0) == Storage::I32 || s.inType(0) == Storage::I64 ||

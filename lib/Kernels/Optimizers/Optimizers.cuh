@@ -442,4 +442,47 @@ __device__ void updateLossScale(const float *state, const TF *overflowIn,
   next[2] = float(since);
 }
 
+//===----------------------------------------------------------------------===//
+// 1-bit Adam's compression stage (cpu: EmaUpdate, FrozenAdam)
+//===----------------------------------------------------------------------===//
+
+/// dsc.ema_update: out = beta * avg + (1 - beta) * (g * gscale), each
+/// product rounded as the CPU rounds it; a skipped step keeps avg.
+template <dsc_i64 N, bool SKIP>
+__device__ void emaUpdate(const float *avg, const float *g,
+                          const float *gscale, const float *skip, float beta,
+                          float oneMinusBeta, float *out) {
+  const bool skipped = SKIP && *skip != 0.0f;
+  const float k = *gscale;
+  DSC_GRID_LOOP(i, N) {
+    out[i] = skipped ? avg[i]
+                     : __fadd_rn(__fmul_rn(beta, avg[i]),
+                                 __fmul_rn(oneMinusBeta, __fmul_rn(g[i], k)));
+  }
+}
+
+/// dsc.frozen_adam: m is zeroed where the frozen variance is 0 (the derived
+/// exp_avg_mask), then p += -lr * (m / (sqrt(v) + eps) + wd * p); a
+/// skipped step keeps p and the old momentum.
+template <dsc_i64 N, bool SKIP>
+__device__ void frozenAdam(const float *p, const float *oldM, const float *m,
+                           const float *v, const float *lr, const float *skip,
+                           float eps, float wd, float *newP, float *newM) {
+  const bool skipped = SKIP && *skip != 0.0f;
+  const float step = -*lr;
+  DSC_GRID_LOOP(i, N) {
+    if (skipped) {
+      newP[i] = p[i];
+      newM[i] = oldM[i];
+      continue;
+    }
+    const float mi = v[i] != 0.0f ? m[i] : 0.0f;
+    float update = __fdiv_rn(mi, __fadd_rn(__fsqrt_rn(v[i]), eps));
+    if (wd != 0.0f)
+      update = __fadd_rn(update, __fmul_rn(wd, p[i]));
+    newP[i] = __fadd_rn(p[i], __fmul_rn(step, update));
+    newM[i] = mi;
+  }
+}
+
 } // namespace dsc

@@ -74,6 +74,46 @@ void emitGlobalNormOrCheck(KernelSpec &s) {
   }
 }
 
+/// 1-bit Adam's compression stage around the compressed all-reduce: the
+/// local momentum (ema_update) and the frozen-variance step (frozen_adam).
+void emitOnebitAdamUpdate(KernelSpec &s, const rt::InstrDims &d) {
+  const bool ema = s.I.op == Opcode::EmaUpdate;
+  const size_t skipAt = ema ? 3 : 5;
+  const bool skip = s.I.inputs.size() == skipAt + 1;
+  for (size_t k = 0; k < s.I.inputs.size(); ++k)
+    s.requireType(s.inType(k), Storage::F32, "operand");
+  std::string skipArg = "nullptr";
+  std::vector<std::string> args;
+  if (ema) {
+    const std::string avg = s.in(0, "avg"), g = s.in(1, "g"),
+                      gscale = s.in(2, "gscale"), out = s.out(0, "out");
+    if (skip)
+      skipArg = s.in(3, "skip");
+    args = {avg, g, gscale, out};
+    if (skip)
+      args.push_back(skipArg);
+    const double beta = s.I.getFloat("beta");
+    elementwise(s, d.n, args,
+                call("emaUpdate", {n(d.n), b(skip)},
+                     {avg, g, gscale, skipArg, flt(float(beta)),
+                      flt(float(1.0 - beta)), out}));
+    return;
+  }
+  const std::string p = s.in(0, "p"), oldM = s.in(1, "old_m"),
+                    m = s.in(2, "m"), v = s.in(3, "v"), lr = s.in(4, "lr"),
+                    newP = s.out(0, "new_p"), newM = s.out(1, "new_m");
+  if (skip)
+    skipArg = s.in(5, "skip");
+  args = {p, oldM, m, v, lr, newP, newM};
+  if (skip)
+    args.push_back(skipArg);
+  elementwise(s, d.n, args,
+              call("frozenAdam", {n(d.n), b(skip)},
+                   {p, oldM, m, v, lr, skipArg,
+                    flt(float(s.I.getFloat("eps"))),
+                    flt(float(s.I.getFloat("weight_decay"))), newP, newM}));
+}
+
 /// One-thread kernels for the scalar bookkeeping of the step.
 void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
   switch (s.I.op) {
@@ -161,6 +201,7 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
     return emitScalarOp(s, d);
   case Opcode::EmaUpdate:
   case Opcode::FrozenAdam:
+    return emitOnebitAdamUpdate(s, d);
   case Opcode::LocalAdam:
   case Opcode::ZeroOneUnwind:
   case Opcode::ZeroOneSync:
@@ -168,8 +209,8 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::MomentumScales:
   case Opcode::ScaleBy:
   case Opcode::OnebitLambUpdate:
-    s.fail("the compression stages of 1-bit Adam, 0/1 Adam and 1-bit LAMB "
-           "run on the CPU backend only so far");
+    s.fail("the compression stages of 0/1 Adam and 1-bit LAMB run on the "
+           "CPU backend only so far");
   default:
     break;
   }

@@ -1,0 +1,82 @@
+//===- CompressionEmit.cpp - CUDA launchers of the compression family -----===//
+//
+// onebit_compress (three kernels: error and sums of squares per chunk, the
+// scale, signs and new error per byte), onebit_decode and
+// onebit_decode_mean: emitCompression instantiates the templates of
+// Compression.cuh. The all-to-all and all-gathers between them are NCCL
+// steps of the emitter (CudaEmitter.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonEmit.h"
+
+namespace dsc::cuda::detail {
+
+namespace {
+
+using rt::Opcode;
+
+/// Elements per block of the sum of squares.
+constexpr int64_t kChunk = 16384;
+
+void emitCompress(KernelSpec &s, const rt::InstrDims &d) {
+  const bool skip = s.I.inputs.size() == 3;
+  const std::string x = s.in(0, "x"), error = s.in(1, "error");
+  const std::string skipArg = skip ? s.in(2, "skip") : "nullptr";
+  if (skip)
+    s.requireType(s.inType(2), Storage::F32, "skip");
+  const std::string signs = s.out(0, "signs"), scale = s.out(1, "scale"),
+                    y = s.out(2, "new_error");
+  const int64_t P = d.cols, chunks = ceilDiv(P, kChunk);
+  s.scratch(chunks * 8);
+  const std::string part = "static_cast<double *>(dsc_scratch)";
+  std::vector<std::string> skipList;
+  if (skip)
+    skipList.push_back(skipArg);
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), skipList.begin(), skipList.end());
+    return args;
+  };
+  s.kernel(chunks, kBlock, with({x, error, y, "dsc_scratch"}),
+           call("onebitErrorSum", {n(d.n), n(P), n(kChunk),
+                                   std::to_string(kBlock), b(skip)},
+                {x, error, skipArg, y, part}));
+  s.kernel(1, kBlock, with({"dsc_scratch", scale}),
+           call("onebitScale", {n(chunks), n(P), std::to_string(kBlock),
+                                b(skip)},
+                {part, skipArg, scale}));
+  elementwise(s, P / 8, with({scale, y, signs}),
+              call("onebitPack", {n(P), b(skip)},
+                   {scale, skipArg, y, signs}));
+}
+
+void emitDecode(KernelSpec &s, const rt::InstrDims &d) {
+  const std::string signs = s.in(0, "signs"), scales = s.in(1, "scales"),
+                    out = s.out(0, "out");
+  if (s.I.op == Opcode::OnebitDecode) {
+    elementwise(s, d.rows * d.cols, {signs, scales, out},
+                call("onebitDecode", {n(d.rows), n(d.cols)},
+                     {signs, scales, out}));
+    return;
+  }
+  elementwise(s, d.cols, {signs, scales, out},
+              call("onebitDecodeMean", {n(d.rows), n(d.cols)},
+                   {signs, scales, out}));
+}
+
+} // namespace
+
+void emitCompression(KernelSpec &s, const rt::InstrDims &d) {
+  switch (s.I.op) {
+  case Opcode::OnebitCompress:
+    return emitCompress(s, d);
+  case Opcode::OnebitDecode:
+  case Opcode::OnebitDecodeMean:
+    return emitDecode(s, d);
+  default:
+    break;
+  }
+  s.fail("internal: not a compression opcode");
+}
+
+} // namespace dsc::cuda::detail
