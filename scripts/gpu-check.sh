@@ -18,7 +18,9 @@
 #   ctest-gpu       ctest -L gpu over the bundle (test/gpu/GpuTests.cmake):
 #                   the CUDA backend against the CPU, the torch extension
 #   check-cuda-*    dsc-run check-cuda, 2 steps, on each example model
-#                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128)
+#                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128),
+#                   and check-cuda --compression (1-bit Adam's kernels, bit
+#                   for bit)
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
 #                   PyTorch eager and torch.compile (gets the time left)
 #
@@ -155,6 +157,11 @@ nvrtc() {
     "$bin/dsc-translate" --emit-cuda "$work/step.mlir" -o "$work/k.cu" --nvrtc-check=sm_80,sm_90
 }
 
+check_cuda_compression() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  "$bin/dsc-run" check-cuda --compression
+}
+
 check_cuda() { # model config [options...]
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
   "$bin/dsc-run" check-cuda --model "$examples/$1.json" --config "$2" \
@@ -176,7 +183,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices nvrtc ctest_gpu check_cuda bench
+export -f devices nvrtc ctest_gpu check_cuda check_cuda_compression bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
@@ -196,6 +203,7 @@ step check-cuda-gpt2-tiny 60 check_cuda gpt2-tiny "$examples/ds_config.json"
 step check-cuda-gpt2-tiny-bf16 60 check_cuda gpt2-tiny "$work/bf16.json"
 step check-cuda-bert-tiny 60 check_cuda bert-tiny "$examples/ds_config_bert.json"
 step check-cuda-gpt2-small-bf16 120 check_cuda gpt2-small "$work/bf16.json" --seq-len 128
+step check-cuda-compression 60 check_cuda_compression
 
 step bench "$budget" bench
 

@@ -7,6 +7,8 @@
 #             against its CPU counterpart (dsc-run check-cuda; tolerances
 #             there: fp32 1e-3, bf16/fp16 3e-2 of the buffer's largest value;
 #             integer buffers such as MLM masks exactly)
+#   compression  1-bit Adam's compression kernels bit for bit
+#             (dsc-run check-cuda --compression)
 #   training  20 steps of a GPT-2-shaped model (2 layers, d=256, seq 128,
 #             dropout 0.1) in fp32 and bf16: losses within 1e-3 (fp32) and
 #             2e-2 (bf16) of the CPU's, relative; BERT and fp16+LAMB for 5
@@ -42,6 +44,8 @@ check gpt2-shaped ds-bf16 20
 check gpt2-shaped ds-fp16 5
 check bert-shaped ds-fp32 5
 check bert-shaped ds-bf16 5
+echo "== check-cuda --compression"
+"$run" check-cuda --compression
 
 train() { # log-file [env...]
   local log=$1

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <ostream>
+#include <random>
 
 namespace dsc {
 
@@ -164,6 +165,122 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
                              ")")
        << "\n";
     ok &= lossOk;
+  }
+  os << (ok ? "PASS" : "FAIL") << "\n";
+  return ok;
+}
+
+namespace {
+
+/// A one-function program of the compression stage's kernels over Input
+/// and Output buffers (no memory plan: every buffer keeps its value).
+struct CompressionProgram {
+  rt::Program prog;
+  rt::Function fn;
+  std::vector<int> inputs;
+
+  int buffer(const std::string &name, std::vector<int64_t> shape,
+             bool output, rt::DType dtype = rt::DType::F32) {
+    rt::Buffer b;
+    b.name = name;
+    b.role = output ? rt::BufferRole::Output : rt::BufferRole::Input;
+    b.dtype = dtype;
+    b.shape = std::move(shape);
+    prog.buffers.push_back(b);
+    const int id = int(prog.buffers.size() - 1);
+    if (!output)
+      inputs.push_back(id);
+    return id;
+  }
+  void add(rt::Opcode op, std::vector<int> ins, std::vector<int> outs,
+           std::map<std::string, rt::AttrValue> attrs = {}) {
+    rt::Instr I;
+    I.op = op;
+    I.inputs = std::move(ins);
+    I.outputs = std::move(outs);
+    I.attrs = std::move(attrs);
+    fn.body.push_back(I);
+  }
+};
+
+} // namespace
+
+bool checkCompressionKernels(std::ostream &os) {
+  // n not a multiple of 8 (the padding), P over one sum-of-squares chunk.
+  const int64_t n = 20001, P = 20016, C = 4104;
+  CompressionProgram c;
+  using rt::DType;
+  using rt::Opcode;
+  const int avg = c.buffer("avg", {n}, false), g = c.buffer("g", {n}, false),
+            gscale = c.buffer("gscale", {1}, false),
+            m = c.buffer("m", {n}, true);
+  const int error = c.buffer("error", {P}, false),
+            signs = c.buffer("signs", {P / 8}, true, DType::U8),
+            scale = c.buffer("scale", {1}, true),
+            newError = c.buffer("new_error", {P}, true);
+  const int skip = c.buffer("skip", {1}, false),
+            keptSigns = c.buffer("skipped_signs", {P / 8}, true, DType::U8),
+            keptScale = c.buffer("skipped_scale", {1}, true),
+            keptError = c.buffer("kept_error", {P}, true);
+  const int chunkSigns =
+                c.buffer("chunk_signs", {2 * C / 8}, false, DType::U8),
+            chunkScales = c.buffer("chunk_scales", {2}, false),
+            mean = c.buffer("mean", {C}, true),
+            decoded = c.buffer("decoded", {2 * C}, true);
+  const int param = c.buffer("param", {n}, false),
+            variance = c.buffer("variance", {n}, false),
+            lr = c.buffer("lr", {1}, false),
+            newParam = c.buffer("new_param", {n}, true),
+            newM = c.buffer("new_m", {n}, true),
+            padded = c.buffer("padded", {P}, true);
+  c.fn.name = "compression";
+  c.add(Opcode::EmaUpdate, {avg, g, gscale}, {m}, {{"beta", 0.9}});
+  c.add(Opcode::OnebitCompress, {m, error}, {signs, scale, newError});
+  c.add(Opcode::OnebitCompress, {m, error, skip},
+        {keptSigns, keptScale, keptError});
+  c.add(Opcode::OnebitDecodeMean, {chunkSigns, chunkScales}, {mean});
+  c.add(Opcode::OnebitDecode, {chunkSigns, chunkScales}, {decoded});
+  c.add(Opcode::FrozenAdam, {param, avg, m, variance, lr}, {newParam, newM},
+        {{"eps", 1e-8}, {"weight_decay", 0.01}});
+  c.add(Opcode::FlatResize, {m}, {padded});
+  c.prog.functions[c.fn.name] = c.fn;
+  const rt::Program &p = c.prog;
+
+  auto comm = rt::createSingleRankCommunicator();
+  auto cpu = rt::createCpuBackend(*comm);
+  auto gpu = rt::createCudaBackend(p, *comm, cudaOptions());
+  rt::Storage cpuMem(p), gpuMem(p);
+  // Normal values with exact zeros sprinkled in (the frozen variance's
+  // mask, the sign of zero); the variance non-negative.
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int id : c.inputs) {
+    const rt::Buffer &b = p.buffers[size_t(id)];
+    for (int64_t i = 0; i < b.numElements(); ++i) {
+      if (b.dtype == DType::U8)
+        cpuMem.u8(id)[i] = uint8_t(gen());
+      else
+        cpuMem.f32(id)[i] = i % 37 == 0 ? 0.0f : normal(gen);
+    }
+  }
+  cpuMem.f32(gscale)[0] = 0.5f;
+  cpuMem.f32(skip)[0] = 1.0f;
+  cpuMem.f32(lr)[0] = 1e-3f;
+  for (int64_t i = 0; i < n; ++i)
+    cpuMem.f32(variance)[i] = std::fabs(cpuMem.f32(variance)[i]);
+  for (int id : c.inputs)
+    std::memcpy(gpuMem.data(id), cpuMem.data(id),
+                p.buffers[size_t(id)].bytes());
+  gpu->upload(gpuMem, c.inputs);
+  os << "compression kernels (1-bit Adam's stage, bit for bit):\n";
+  bool ok = compareFunction(p, c.fn.name, *cpu, cpuMem, *gpu, gpuMem,
+                            rt::RngContext{1, 0}, /*tolerance=*/0.0, os);
+  // A skipped step keeps the error and sends a zero scale.
+  if (std::memcmp(gpuMem.data(keptError), cpuMem.data(error),
+                  size_t(P) * sizeof(float)) != 0 ||
+      gpuMem.f32(keptScale)[0] != 0.0f) {
+    os << "FAIL a skipped step changed the error or sent a scale\n";
+    ok = false;
   }
   os << (ok ? "PASS" : "FAIL") << "\n";
   return ok;

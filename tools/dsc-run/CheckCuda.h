@@ -28,6 +28,15 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
                          const rt::Program &planned, const rt::TokenFile &data,
                          const CudaCheckOptions &options, std::ostream &os);
 
+/// `check-cuda --compression`: 1-bit Adam's compression-stage kernels
+/// (ema_update, onebit_compress with and without a skipped step,
+/// onebit_decode_mean, onebit_decode, frozen_adam, flat_resize) on random
+/// operands of awkward sizes, every buffer equal to the CPU backend's bit
+/// for bit. The NCCL exchanges between them need several GPUs; this checks
+/// every kernel of the stage on one. Prints a report; returns whether all
+/// matched.
+bool checkCompressionKernels(std::ostream &os);
+
 } // namespace dsc
 
 #endif // DSC_TOOLS_DSCRUN_CHECKCUDA_H

@@ -79,6 +79,8 @@ const char *kUsage =
     "  check-cuda --model M.json --config C.json --data D [--seq-len T]\n"
     "          [--steps N] [--kernel-tolerance X] [--loss-tolerance X]\n"
     "          the CUDA backend against the CPU backend, kernel by kernel\n"
+    "  check-cuda --compression   1-bit Adam's compression kernels against\n"
+    "          the CPU backend, bit for bit\n"
     "  devices  the GPUs the CUDA backend can use\n"
     "  layout  --config C.json --seq-len T --heads H [--format json|text]\n"
     "          the block-sparse attention layout of its sparse_attention\n"
@@ -124,6 +126,7 @@ public:
                        positional[0] + "'");
   }
   bool has(const std::string &flag) const { return values.count(flag); }
+  size_t numOptions() const { return values.size(); }
   std::string get(const std::string &flag) const {
     auto it = values.find(flag);
     if (it == values.end())
@@ -678,10 +681,16 @@ int cmdInspect(int argc, char **argv) {
 int cmdCheckCuda(int argc, char **argv) {
   Args args("check-cuda", argc, argv,
             {"--model", "--config", "--data", "--seq-len", "--steps",
-             "--kernel-tolerance", "--loss-tolerance"});
+             "--kernel-tolerance", "--loss-tolerance"},
+            {"--compression"});
   args.noPositional();
+  if (args.has("--compression") && args.numOptions() > 1)
+    throw UsageError("dsc-run check-cuda: --compression checks the "
+                     "compression kernels alone; it takes no other option");
   if (std::string why = rt::cudaUnavailableReason(); !why.empty())
     throw rt::Error("check-cuda: " + why);
+  if (args.has("--compression"))
+    return checkCompressionKernels(std::cout) ? 0 : 1;
   Configs c = readConfigs(args, 1);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);

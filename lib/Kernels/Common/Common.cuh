@@ -285,7 +285,7 @@ template <int THREADS> __device__ __forceinline__ int rowLane() {
 /// Parameter gradients (bias, LayerNorm and RMSNorm weights) are summed in
 /// fixed blocks of kRowBlock rows (cpu::rowsWithColumnSum); columnSum()
 /// merges the blocks' column partial sums part[blk * STRIDE + c] in order.
-constexpr dsc_i64 kRowBlock = 32;
+inline constexpr dsc_i64 kRowBlock = 32;
 
 template <typename TO, dsc_i64 BLOCKS, dsc_i64 C, dsc_i64 STRIDE>
 __device__ void columnSum(const float *part, TO *out) {
