@@ -128,17 +128,9 @@ def compressed_lamb_step(opt, params, worker_grads, car):
     """OnebitLamb after freeze_step on W ranks (OneBitLambRef's compression
     stage with the momentum exchanged)."""
     opt.t += 1
-    pairs = opt._params()
     if opt.t == opt.freeze_step + 1:
-        r = [opt.state[id(p)]["m"].norm().item() / math.sqrt(p.numel())
-             for _, p in pairs]
-        mean = sum(r) / len(r)
-        for (_, p), ri in zip(pairs, r):
-            st = opt.state[id(p)]
-            st["scale"] = mean / ri if ri != 0 else 1.0
-            st["fresh"] = st["v"].clone()
-            st["last_factor"] = 1.0
-    for g, p in pairs:
+        opt.start_compression()
+    for g, p in opt._params():
         lr, wd = g["lr"], g["weight_decay"]
         k = params[id(p)]
         st = opt.state[id(p)]
@@ -146,21 +138,7 @@ def compressed_lamb_step(opt, params, worker_grads, car):
         last = m.clone()
         ms = [(m * opt.b1 + (1 - opt.b1) * wg[k]) * scale for wg in worker_grads]
         m.copy_(car(k, ms) / scale * (v != 0).to(m.dtype))
-        grad_r = (m - last * opt.b1) / (1 - opt.b1)
-        st["fresh"].mul_(opt.b2).add_((1 - opt.b2) * grad_r * grad_r)
-        denom = v.sqrt() + opt.eps
-        prelim = m / denom
-        upd = prelim + wd * p
-        factor = (denom / (st["fresh"].sqrt() + opt.eps)).max().item()
-        if wd > 0:
-            un = upd.norm().item()
-            ratio = min(1.0, prelim.norm().item() / un) if un > 0 else 1.0
-            factor = factor * ratio + (1.0 - ratio)
-        factor = min(max(factor, opt.fmin), opt.fmax)
-        factor = min(factor, st["last_factor"] * (1.0 + opt.fthr))
-        factor = max(factor, st["last_factor"] * (1.0 - opt.fthr))
-        st["last_factor"] = factor
-        p.sub_(lr * st["coeff"] * factor * upd)
+        opt.frozen_update(p, st, last, lr, wd)
 
 
 def reference_train_ranks(P0, mcfg, tc, tokens, steps, W):

@@ -882,14 +882,7 @@ class OneBitLambRef:
                 "m": torch.zeros_like(p), "v": torch.zeros_like(p),
                 "coeff": 0.0})
         if self.t == self.freeze_step + 1:
-            r = [self.state[id(p)]["m"].norm().item() / math.sqrt(p.numel())
-                 for _, p in self._params()]
-            mean = sum(r) / len(r)
-            for (_, p), ri in zip(self._params(), r):
-                st = self.state[id(p)]
-                st["scale"] = mean / ri if ri != 0 else 1.0
-                st["fresh"] = st["v"].clone()
-                st["last_factor"] = 1.0
+            self.start_compression()
         for g, p in self._params():
             lr, wd = g["lr"], g["weight_decay"]
             st = self.state[id(p)]
@@ -907,21 +900,40 @@ class OneBitLambRef:
             last = m.clone()
             m.mul_(self.b1).add_((1 - self.b1) * p.grad)
             m.mul_((v != 0).to(m.dtype))
-            grad_r = (m - last * self.b1) / (1 - self.b1)
-            st["fresh"].mul_(self.b2).add_((1 - self.b2) * grad_r * grad_r)
-            denom = v.sqrt() + self.eps
-            prelim = m / denom
-            upd = prelim + wd * p
-            factor = (denom / (st["fresh"].sqrt() + self.eps)).max().item()
-            if wd > 0:
-                un = upd.norm().item()
-                ratio = min(1.0, prelim.norm().item() / un) if un > 0 else 1.0
-                factor = factor * ratio + (1.0 - ratio)
-            factor = min(max(factor, self.fmin), self.fmax)
-            factor = min(factor, st["last_factor"] * (1.0 + self.fthr))
-            factor = max(factor, st["last_factor"] * (1.0 - self.fthr))
-            st["last_factor"] = factor
-            p.sub_(lr * st["coeff"] * factor * upd)
+            self.frozen_update(p, st, last, lr, wd)
+
+    def start_compression(self):
+        """The switch: per tensor the momentum scale mean(r) / r_i, r_i =
+        ||m_i|| / sqrt(n_i) (1 where r_i is 0), the fresh variance v_fresh
+        = v, last_factor = 1."""
+        r = [self.state[id(p)]["m"].norm().item() / math.sqrt(p.numel())
+             for _, p in self._params()]
+        mean = sum(r) / len(r)
+        for (_, p), ri in zip(self._params(), r):
+            st = self.state[id(p)]
+            st["scale"] = mean / ri if ri != 0 else 1.0
+            st["fresh"] = st["v"].clone()
+            st["last_factor"] = 1.0
+
+    def frozen_update(self, p, st, last, lr, wd):
+        """The compression stage's update of p from its (exchanged, masked)
+        momentum st["m"] and the momentum before this step, `last`."""
+        m, v = st["m"], st["v"]
+        grad_r = (m - last * self.b1) / (1 - self.b1)
+        st["fresh"].mul_(self.b2).add_((1 - self.b2) * grad_r * grad_r)
+        denom = v.sqrt() + self.eps
+        prelim = m / denom
+        upd = prelim + wd * p
+        factor = (denom / (st["fresh"].sqrt() + self.eps)).max().item()
+        if wd > 0:
+            un = upd.norm().item()
+            ratio = min(1.0, prelim.norm().item() / un) if un > 0 else 1.0
+            factor = factor * ratio + (1.0 - ratio)
+        factor = min(max(factor, self.fmin), self.fmax)
+        factor = min(factor, st["last_factor"] * (1.0 + self.fthr))
+        factor = max(factor, st["last_factor"] * (1.0 - self.fthr))
+        st["last_factor"] = factor
+        p.sub_(lr * st["coeff"] * factor * upd)
 
 
 class ZeroOneAdamRef:

@@ -265,6 +265,16 @@ template <int BLOCK> __device__ double blockSumDouble(double v) {
   return r;
 }
 
+/// The sum of the N per-block partials of a first phase, by one block in a
+/// fixed order (every thread gets it).
+template <dsc_i64 N, int BLOCK>
+__device__ double sumOfParts(const double *part) {
+  double s = 0.0;
+  for (dsc_i64 i = threadIdx.x; i < N; i += BLOCK)
+    s += part[i];
+  return blockSumDouble<BLOCK>(s);
+}
+
 /// Row r of a row kernel: rows of THREADS threads, RPB rows per block
 /// (RPB = 32 * 4 / THREADS for warp rows, 1 otherwise).
 template <int THREADS> __device__ __forceinline__ dsc_i64 rowIndex() {

@@ -41,10 +41,7 @@ __device__ void onebitErrorSum(const float *x, const float *error,
 template <dsc_i64 CHUNKS, dsc_i64 P, int BLOCK, bool SKIP>
 __device__ void onebitScale(const double *part, const float *skip,
                             float *scale) {
-  double s = 0.0;
-  for (dsc_i64 c = threadIdx.x; c < CHUNKS; c += BLOCK)
-    s += part[c];
-  s = blockSumDouble<BLOCK>(s);
+  const double s = sumOfParts<CHUNKS, BLOCK>(part);
   if (threadIdx.x == 0)
     *scale = SKIP && *skip != 0.0f
                  ? 0.0f

@@ -145,10 +145,7 @@ __device__ double countLabels(const int *labels) {
 template <typename TO, dsc_i64 ROWS, dsc_i64 IGNORE, int BLOCK>
 __device__ void crossEntropyFinish(const double *rowLoss, const int *labels,
                                    TO *loss) {
-  double s = 0.0;
-  for (dsc_i64 r = threadIdx.x; r < ROWS; r += BLOCK)
-    s += rowLoss[r];
-  const double total = blockSumDouble<BLOCK>(s);
+  const double total = sumOfParts<ROWS, BLOCK>(rowLoss);
   const double count = countLabels<ROWS, IGNORE, BLOCK>(labels);
   if (threadIdx.x == 0)
     st(loss, 0, count > 0.0 ? float(total / count) : 0.0f);

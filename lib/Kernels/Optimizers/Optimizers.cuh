@@ -54,10 +54,7 @@ __device__ void sumSquaresChunks(Ptrs<K> x, const dsc_i64 (&n)[K],
 /// dsc.global_norm, phase 2: out = sqrt(sum of the chunk partials).
 template <typename TO, dsc_i64 CHUNKS, int BLOCK>
 __device__ void sqrtOfSum(const double *part, TO *out) {
-  double s = 0.0;
-  for (dsc_i64 c = threadIdx.x; c < CHUNKS; c += BLOCK)
-    s += part[c];
-  s = blockSumDouble<BLOCK>(s);
+  const double s = sumOfParts<CHUNKS, BLOCK>(part);
   if (threadIdx.x == 0)
     st(out, 0, float(sqrt(s)));
 }
