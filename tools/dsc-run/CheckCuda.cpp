@@ -233,6 +233,15 @@ bool checkCompressionKernels(std::ostream &os) {
             newParam = c.buffer("new_param", {n}, true),
             newM = c.buffer("new_m", {n}, true),
             padded = c.buffer("padded", {P}, true);
+  const int accumulator = c.buffer("accumulator", {n}, false),
+            localParam = c.buffer("local_param", {n}, true),
+            localM = c.buffer("local_m", {n}, true),
+            localU = c.buffer("local_u", {n}, true),
+            start = c.buffer("start_param", {n}, true),
+            scaled = c.buffer("scaled", {n}, true),
+            lrSum = c.buffer("lr_sum", {1}, false),
+            syncParam = c.buffer("sync_param", {n}, true),
+            syncM = c.buffer("sync_m", {n}, true);
   c.fn.name = "compression";
   c.add(Opcode::EmaUpdate, {avg, g, gscale}, {m}, {{"beta", 0.9}});
   c.add(Opcode::OnebitCompress, {m, error}, {signs, scale, newError});
@@ -243,6 +252,13 @@ bool checkCompressionKernels(std::ostream &os) {
   c.add(Opcode::FrozenAdam, {param, avg, m, variance, lr}, {newParam, newM},
         {{"eps", 1e-8}, {"weight_decay", 0.01}});
   c.add(Opcode::FlatResize, {m}, {padded});
+  // 0/1 Adam: a local step, the unwinding, the synchronisation.
+  c.add(Opcode::LocalAdam, {param, g, avg, variance, accumulator, lr},
+        {localParam, localM, localU}, {{"eps", 1e-8}, {"weight_decay", 0.01}});
+  c.add(Opcode::ZeroOneUnwind, {param, accumulator, variance},
+        {start, scaled}, {{"eps", 1e-8}});
+  c.add(Opcode::ZeroOneSync, {param, m, variance, lrSum}, {syncParam, syncM},
+        {{"eps", 1e-8}});
   c.prog.functions[c.fn.name] = c.fn;
   const rt::Program &p = c.prog;
 
@@ -266,13 +282,15 @@ bool checkCompressionKernels(std::ostream &os) {
   cpuMem.f32(gscale)[0] = 0.5f;
   cpuMem.f32(skip)[0] = 1.0f;
   cpuMem.f32(lr)[0] = 1e-3f;
+  cpuMem.f32(lrSum)[0] = 3e-3f;
   for (int64_t i = 0; i < n; ++i)
     cpuMem.f32(variance)[i] = std::fabs(cpuMem.f32(variance)[i]);
   for (int id : c.inputs)
     std::memcpy(gpuMem.data(id), cpuMem.data(id),
                 p.buffers[size_t(id)].bytes());
   gpu->upload(gpuMem, c.inputs);
-  os << "compression kernels (1-bit Adam's stage, bit for bit):\n";
+  os << "compression kernels (1-bit Adam's and 0/1 Adam's stages, bit for "
+        "bit):\n";
   bool ok = compareFunction(p, c.fn.name, *cpu, cpuMem, *gpu, gpuMem,
                             rt::RngContext{1, 0}, /*tolerance=*/0.0, os);
   // A skipped step keeps the error and sends a zero scale.

@@ -30,7 +30,8 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
 
 /// `check-cuda --compression`: 1-bit Adam's compression-stage kernels
 /// (ema_update, onebit_compress with and without a skipped step,
-/// onebit_decode_mean, onebit_decode, frozen_adam, flat_resize) on random
+/// onebit_decode_mean, onebit_decode, frozen_adam, flat_resize) and 0/1
+/// Adam's (local_adam, zero_one_unwind, zero_one_sync) on random
 /// operands of awkward sizes, every buffer equal to the CPU backend's bit
 /// for bit. The NCCL exchanges between them need several GPUs; this checks
 /// every kernel of the stage on one. Prints a report; returns whether all

@@ -458,6 +458,16 @@ __device__ void emaUpdate(const float *avg, const float *g,
   }
 }
 
+/// The frozen-variance update m / (sqrt(v) + eps) + wd * p, rounded as
+/// cpu::frozenAdamUpdate rounds it.
+__device__ __forceinline__ float frozenAdamUpdate(float m, float v, float p,
+                                                  float eps, float wd) {
+  float update = __fdiv_rn(m, __fadd_rn(__fsqrt_rn(v), eps));
+  if (wd != 0.0f)
+    update = __fadd_rn(update, __fmul_rn(wd, p));
+  return update;
+}
+
 /// dsc.frozen_adam: m is zeroed where the frozen variance is 0 (the derived
 /// exp_avg_mask), then p += -lr * (m / (sqrt(v) + eps) + wd * p); a
 /// skipped step keeps p and the old momentum.
@@ -474,11 +484,59 @@ __device__ void frozenAdam(const float *p, const float *oldM, const float *m,
       continue;
     }
     const float mi = v[i] != 0.0f ? m[i] : 0.0f;
-    float update = __fdiv_rn(mi, __fadd_rn(__fsqrt_rn(v[i]), eps));
-    if (wd != 0.0f)
-      update = __fadd_rn(update, __fmul_rn(wd, p[i]));
+    newP[i] = __fadd_rn(
+        p[i], __fmul_rn(step, frozenAdamUpdate(mi, v[i], p[i], eps, wd)));
+    newM[i] = mi;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// 0/1 Adam (cpu: LocalAdam, ZeroOneUnwind, ZeroOneSync)
+//===----------------------------------------------------------------------===//
+
+/// dsc.local_adam: a local step of the frozen-variance update, also added
+/// to the accumulator of the local steps' updates.
+template <dsc_i64 N>
+__device__ void localAdam(const float *p, const float *m, const float *v,
+                          const float *u, const float *lr, float eps, float wd,
+                          float *newP, float *newM, float *newU) {
+  const float step = -*lr;
+  DSC_GRID_LOOP(i, N) {
+    const float mi = v[i] != 0.0f ? m[i] : 0.0f;
+    const float update = frozenAdamUpdate(mi, v[i], p[i], eps, wd);
     newP[i] = __fadd_rn(p[i], __fmul_rn(step, update));
     newM[i] = mi;
+    newU[i] = __fadd_rn(u[i], __fmul_rn(step, update));
+  }
+}
+
+/// dsc.zero_one_unwind: the parameter before the local steps, and their
+/// accumulated update in momentum units (times sqrt(v) + eps).
+template <dsc_i64 N>
+__device__ void zeroOneUnwind(const float *p, const float *u, const float *v,
+                              float eps, float *start, float *scaled) {
+  DSC_GRID_LOOP(i, N) {
+    start[i] = __fadd_rn(p[i], __fmul_rn(-1.0f, u[i]));
+    scaled[i] = __fmul_rn(u[i], __fadd_rn(__fsqrt_rn(v[i]), eps));
+  }
+}
+
+/// dsc.zero_one_sync: the mean of the ranks' accumulated updates applied
+/// to the unwound parameter, and the momentum it implies; `code` when the
+/// learning rates of the local steps do not sum to a positive number.
+template <dsc_i64 N>
+__device__ void zeroOneSync(const float *p, const float *w, const float *v,
+                            const float *lrSum, float eps, dsc_u32 code,
+                            float *newP, float *newM) {
+  const float sum = *lrSum;
+  if (!(sum > 0.0f)) {
+    fail(code);
+    return;
+  }
+  DSC_GRID_LOOP(i, N) {
+    const float wi = v[i] != 0.0f ? w[i] : 0.0f;
+    newM[i] = -__fdiv_rn(wi, sum);
+    newP[i] = __fadd_rn(p[i], __fdiv_rn(wi, __fadd_rn(__fsqrt_rn(v[i]), eps)));
   }
 }
 

@@ -114,6 +114,46 @@ void emitOnebitAdamUpdate(KernelSpec &s, const rt::InstrDims &d) {
                     flt(float(s.I.getFloat("weight_decay"))), newP, newM}));
 }
 
+/// 0/1 Adam's local steps and their synchronisation (elementwise).
+void emitZeroOneAdam(KernelSpec &s, const rt::InstrDims &d) {
+  for (size_t k = 0; k < s.I.inputs.size(); ++k)
+    s.requireType(s.inType(k), Storage::F32, "operand");
+  const std::string eps = flt(float(s.I.getFloat("eps")));
+  switch (s.I.op) {
+  case Opcode::LocalAdam: {
+    // Input 1 (the gradient) is read by the step's momentum update, not
+    // here.
+    const std::string p = s.in(0, "p"), m = s.in(2, "m"), v = s.in(3, "v"),
+                      u = s.in(4, "u"), lr = s.in(5, "lr"),
+                      newP = s.out(0, "new_p"), newM = s.out(1, "new_m"),
+                      newU = s.out(2, "new_u");
+    return elementwise(
+        s, d.n, {p, m, v, u, lr, newP, newM, newU},
+        call("localAdam", {n(d.n)},
+             {p, m, v, u, lr, eps,
+              flt(float(s.I.getFloat("weight_decay"))), newP, newM, newU}));
+  }
+  case Opcode::ZeroOneUnwind: {
+    const std::string p = s.in(0, "p"), u = s.in(1, "u"), v = s.in(2, "v"),
+                      start = s.out(0, "start"), scaled = s.out(1, "scaled");
+    return elementwise(s, d.n, {p, u, v, start, scaled},
+                       call("zeroOneUnwind", {n(d.n)},
+                            {p, u, v, eps, start, scaled}));
+  }
+  default: {
+    const std::string p = s.in(0, "p"), w = s.in(1, "w"), v = s.in(2, "v"),
+                      lrSum = s.in(3, "lr_sum"), newP = s.out(0, "new_p"),
+                      newM = s.out(1, "new_m");
+    const std::string code = s.status(
+        "lr_sum must be > 0 (a synchronisation follows at least one local "
+        "step with a positive learning rate)");
+    return elementwise(s, d.n, {p, w, v, lrSum, newP, newM},
+                       call("zeroOneSync", {n(d.n)},
+                            {p, w, v, lrSum, eps, code, newP, newM}));
+  }
+  }
+}
+
 /// One-thread kernels for the scalar bookkeeping of the step.
 void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
   switch (s.I.op) {
@@ -205,12 +245,13 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::LocalAdam:
   case Opcode::ZeroOneUnwind:
   case Opcode::ZeroOneSync:
+    return emitZeroOneAdam(s, d);
   case Opcode::LambCoeffEma:
   case Opcode::MomentumScales:
   case Opcode::ScaleBy:
   case Opcode::OnebitLambUpdate:
-    s.fail("the compression stages of 0/1 Adam and 1-bit LAMB run on the "
-           "CPU backend only so far");
+    s.fail("1-bit LAMB's compression stage runs on the CPU backend only so "
+           "far");
   default:
     break;
   }
