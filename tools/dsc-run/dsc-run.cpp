@@ -79,7 +79,7 @@ const char *kUsage =
     "  check-cuda --model M.json --config C.json --data D [--seq-len T]\n"
     "          [--steps N] [--kernel-tolerance X] [--loss-tolerance X]\n"
     "          the CUDA backend against the CPU backend, kernel by kernel\n"
-    "  check-cuda --compression   1-bit Adam's compression kernels against\n"
+    "  check-cuda --compression   1-bit and 0/1 Adam's kernels against\n"
     "          the CPU backend, bit for bit\n"
     "  devices  the GPUs the CUDA backend can use\n"
     "  layout  --config C.json --seq-len T --heads H [--format json|text]\n"
