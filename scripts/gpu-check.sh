@@ -19,8 +19,8 @@
 #                   the CUDA backend against the CPU, the torch extension
 #   check-cuda-*    dsc-run check-cuda, 2 steps, on each example model
 #                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128),
-#                   and check-cuda --compression (1-bit and 0/1 Adam's kernels, bit
-#                   for bit)
+#                   and check-cuda --compression (the compressed
+#                   optimizers' kernels against the CPU)
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
 #                   PyTorch eager and torch.compile (gets the time left)
 #

@@ -7,7 +7,7 @@
 #             against its CPU counterpart (dsc-run check-cuda; tolerances
 #             there: fp32 1e-3, bf16/fp16 3e-2 of the buffer's largest value;
 #             integer buffers such as MLM masks exactly)
-#   compression  1-bit and 0/1 Adam's compression kernels bit for bit
+#   compression  the compressed optimizers' kernels against the CPU
 #             (dsc-run check-cuda --compression)
 #   training  20 steps of a GPT-2-shaped model (2 layers, d=256, seq 128,
 #             dropout 0.1) in fp32 and bf16: losses within 1e-3 (fp32) and

@@ -260,6 +260,40 @@ bool checkCompressionKernels(std::ostream &os) {
   c.add(Opcode::ZeroOneSync, {param, m, variance, lrSum}, {syncParam, syncM},
         {{"eps", 1e-8}});
   c.prog.functions[c.fn.name] = c.fn;
+  // 1-bit LAMB's kernels reduce (trust ratios, norms, the factor's
+  // maximum): their sums run in another order than the CPU's.
+  const int coeff = c.buffer("coeff", {1}, false),
+            newCoeff = c.buffer("new_coeff", {1}, true),
+            scaleA = c.buffer("scale_a", {1}, true),
+            scaleB = c.buffer("scale_b", {1}, true),
+            scaled2 = c.buffer("scaled_m", {n}, true),
+            fresh = c.buffer("fresh", {n}, false),
+            lambParam = c.buffer("lamb_param", {n}, true),
+            lambM = c.buffer("lamb_m", {n}, true),
+            lambFresh = c.buffer("lamb_fresh", {n}, true),
+            lastFactor = c.buffer("last_factor", {1}, false),
+            newLastFactor = c.buffer("new_last_factor", {1}, true);
+  c.fn = {};
+  c.fn.name = "lamb";
+  c.add(Opcode::LambCoeffEma, {param, avg, variance, coeff}, {newCoeff},
+        {{"eps", 1e-8},
+         {"weight_decay", 0.01},
+         {"max_coeff", 10.0},
+         {"min_coeff", 0.01},
+         {"coeff_beta", 0.9}});
+  c.add(Opcode::MomentumScales, {avg, g}, {scaleA, scaleB});
+  c.add(Opcode::ScaleBy, {avg, gscale}, {scaled2});
+  c.add(Opcode::OnebitLambUpdate,
+        {param, avg, g, variance, fresh, gscale, coeff, lastFactor, lr},
+        {lambParam, lambM, lambFresh, newLastFactor},
+        {{"beta1", 0.9},
+         {"beta2", 0.999},
+         {"eps", 1e-8},
+         {"weight_decay", 0.01},
+         {"factor_max", 4.0},
+         {"factor_min", 0.5},
+         {"factor_threshold", 0.1}});
+  c.prog.functions[c.fn.name] = c.fn;
   const rt::Program &p = c.prog;
 
   auto comm = rt::createSingleRankCommunicator();
@@ -283,15 +317,19 @@ bool checkCompressionKernels(std::ostream &os) {
   cpuMem.f32(skip)[0] = 1.0f;
   cpuMem.f32(lr)[0] = 1e-3f;
   cpuMem.f32(lrSum)[0] = 3e-3f;
-  for (int64_t i = 0; i < n; ++i)
+  cpuMem.f32(coeff)[0] = 0.8f;
+  cpuMem.f32(lastFactor)[0] = 1.0f;
+  for (int64_t i = 0; i < n; ++i) {
     cpuMem.f32(variance)[i] = std::fabs(cpuMem.f32(variance)[i]);
+    cpuMem.f32(fresh)[i] = std::fabs(cpuMem.f32(fresh)[i]);
+  }
   for (int id : c.inputs)
     std::memcpy(gpuMem.data(id), cpuMem.data(id),
                 p.buffers[size_t(id)].bytes());
   gpu->upload(gpuMem, c.inputs);
   os << "compression kernels (1-bit Adam's and 0/1 Adam's stages, bit for "
         "bit):\n";
-  bool ok = compareFunction(p, c.fn.name, *cpu, cpuMem, *gpu, gpuMem,
+  bool ok = compareFunction(p, "compression", *cpu, cpuMem, *gpu, gpuMem,
                             rt::RngContext{1, 0}, /*tolerance=*/0.0, os);
   // A skipped step keeps the error and sends a zero scale.
   if (std::memcmp(gpuMem.data(keptError), cpuMem.data(error),
@@ -300,6 +338,9 @@ bool checkCompressionKernels(std::ostream &os) {
     os << "FAIL a skipped step changed the error or sent a scale\n";
     ok = false;
   }
+  os << "1-bit LAMB's kernels (reductions in another order: 1e-6):\n";
+  ok &= compareFunction(p, "lamb", *cpu, cpuMem, *gpu, gpuMem,
+                        rt::RngContext{1, 0}, /*tolerance=*/1e-6, os);
   os << (ok ? "PASS" : "FAIL") << "\n";
   return ok;
 }

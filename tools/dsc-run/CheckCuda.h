@@ -33,7 +33,8 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
 /// onebit_decode_mean, onebit_decode, frozen_adam, flat_resize) and 0/1
 /// Adam's (local_adam, zero_one_unwind, zero_one_sync) on random
 /// operands of awkward sizes, every buffer equal to the CPU backend's bit
-/// for bit. The NCCL exchanges between them need several GPUs; this checks
+/// for bit; 1-bit LAMB's (lamb_coeff_ema, momentum_scales, scale_by,
+/// onebit_lamb_update), which reduce in another order, within 1e-6. The NCCL exchanges between them need several GPUs; this checks
 /// every kernel of the stage on one. Prints a report; returns whether all
 /// matched.
 bool checkCompressionKernels(std::ostream &os);

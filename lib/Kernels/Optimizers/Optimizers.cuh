@@ -247,6 +247,22 @@ __device__ void lambMoments(Ptrs<K> p, Ptrs<K> g, Ptrs<K> m, Ptrs<K> v,
   }
 }
 
+/// LAMB's trust ratio ||p|| / ||update|| from the squared norms, clamped to
+/// [minCoeff, maxCoeff]; 1 when either norm is 0 (cpu::trustRatio).
+__device__ __forceinline__ float trustRatio(double w2, double u2,
+                                            float maxCoeff, float minCoeff) {
+  const float wn = float(sqrt(w2)), un = float(sqrt(u2));
+  float k = 1.0f;
+  if (wn != 0.0f && un != 0.0f) {
+    k = wn / un;
+    if (k > maxCoeff)
+      k = maxCoeff;
+    if (k < minCoeff)
+      k = minCoeff;
+  }
+  return k;
+}
+
 /// Phase 2, one block per tensor: the trust ratio, clamped as DeepSpeed
 /// does, times the step size, into coeff[t].
 template <int K, int BLOCK, bool BIAS_CORRECTION, typename TS>
@@ -265,15 +281,7 @@ __device__ void lambCoefficients(const dsc_i64 (&first)[K + 1],
   u2 = blockSumDouble<BLOCK>(u2);
   if (threadIdx.x != 0)
     return;
-  const float wn = float(sqrt(w2)), un = float(sqrt(u2));
-  float k = 1.0f;
-  if (wn != 0.0f && un != 0.0f) {
-    k = wn / un;
-    if (k > maxCoeff)
-      k = maxCoeff;
-    if (k < minCoeff)
-      k = minCoeff;
-  }
+  const float k = trustRatio(w2, u2, maxCoeff, minCoeff);
   const float lr = *lrIn;
   float stepSize = lr;
   if (BIAS_CORRECTION) {
@@ -537,6 +545,182 @@ __device__ void zeroOneSync(const float *p, const float *w, const float *v,
     const float wi = v[i] != 0.0f ? w[i] : 0.0f;
     newM[i] = -__fdiv_rn(wi, sum);
     newP[i] = __fadd_rn(p[i], __fdiv_rn(wi, __fadd_rn(__fsqrt_rn(v[i]), eps)));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// 1-bit LAMB (cpu: LambCoeffEma, MomentumScales, ScaleBy, OnebitLambUpdate)
+//===----------------------------------------------------------------------===//
+
+/// dsc.lamb_coeff_ema, phase 1: per CHUNK elements the sums of p^2 and of
+/// update^2, update = m / (sqrt(v) + eps) + wd * p, into part[2c], part[2c+1].
+template <dsc_i64 N, dsc_i64 CHUNK, int BLOCK>
+__device__ void lambCoeffSums(const float *p, const float *m, const float *v,
+                              float eps, float wd, double *part) {
+  const dsc_i64 c = blockIdx.x, i0 = c * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < N ? i0 + CHUNK : N;
+  double sw = 0.0, su = 0.0;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    const float u = __fadd_rn(__fdiv_rn(m[i], __fadd_rn(__fsqrt_rn(v[i]), eps)),
+                              __fmul_rn(wd, p[i]));
+    sw += double(p[i]) * double(p[i]);
+    su += double(u) * double(u);
+  }
+  sw = blockSumDouble<BLOCK>(sw);
+  su = blockSumDouble<BLOCK>(su);
+  if (threadIdx.x == 0) {
+    part[2 * c] = sw;
+    part[2 * c + 1] = su;
+  }
+}
+
+/// Phase 2 (one block): the warm-up's trust ratio joins its moving average
+/// unless it is exactly 1 (DeepSpeed's rule).
+template <dsc_i64 CHUNKS, int BLOCK>
+__device__ void lambCoeffEma(const double *part, const float *coeff,
+                             float maxCoeff, float minCoeff, double beta,
+                             float *newCoeff) {
+  double w2 = 0.0, u2 = 0.0;
+  for (dsc_i64 c = threadIdx.x; c < CHUNKS; c += BLOCK) {
+    w2 += part[2 * c];
+    u2 += part[2 * c + 1];
+  }
+  w2 = blockSumDouble<BLOCK>(w2);
+  u2 = blockSumDouble<BLOCK>(u2);
+  if (threadIdx.x != 0)
+    return;
+  const float ratio = trustRatio(w2, u2, maxCoeff, minCoeff);
+  const double old = *coeff;
+  *newCoeff = ratio != 1.0f ? float(beta * old + (1.0 - beta) * double(ratio))
+                            : float(old);
+}
+
+/// dsc.momentum_scales, phase 2 (one block; phase 1 is global_norm's
+/// sumSquaresChunks): r_k = ||m_k|| / sqrt(n_k), scale_k = mean(r) / r_k
+/// (1 where r_k is 0).
+template <int K>
+__device__ void momentumScales(const double *part, const dsc_i64 (&n)[K],
+                               const dsc_i64 (&first)[K + 1],
+                               float *const *scale) {
+  if (threadIdx.x != 0)
+    return;
+  double r[K];
+  double mean = 0.0;
+  for (int k = 0; k < K; ++k) {
+    double sq = 0.0;
+    for (dsc_i64 c = first[k]; c < first[k + 1]; ++c)
+      sq += part[c];
+    r[k] = sqrt(sq) / sqrt(double(n[k]));
+    mean += r[k] / double(K);
+  }
+  for (int k = 0; k < K; ++k)
+    *scale[k] = r[k] != 0.0 ? float(mean / r[k]) : 1.0f;
+}
+
+/// dsc.scale_by: x times a scalar on the device.
+template <dsc_i64 N>
+__device__ void scaleBy(const float *x, const float *factor, float *out) {
+  const float s = *factor;
+  DSC_GRID_LOOP(i, N) { out[i] = __fmul_rn(x[i], s); }
+}
+
+/// dsc.onebit_lamb_update, phase 1: the exchanged momentum unscaled and
+/// masked, the fresh variance from the reconstructed gradient, and per
+/// CHUNK elements the largest denom / (sqrt(fresh) + eps) and (with weight
+/// decay) the sums of prelim^2 and update^2, into part[3c .. 3c+2].
+template <dsc_i64 N, dsc_i64 CHUNK, int BLOCK, bool DECAY>
+__device__ void onebitLambMoments(const float *p, const float *mc,
+                                  const float *last, const float *v,
+                                  const float *fresh, const float *scaling,
+                                  float b1, float b2, float eps, float wd,
+                                  float *newM, float *newFresh, double *part) {
+  const dsc_i64 c = blockIdx.x, i0 = c * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < N ? i0 + CHUNK : N;
+  const float sc = *scaling, oneMinusB1 = 1.0f - b1, oneMinusB2 = 1.0f - b2;
+  float factor = 0.0f;
+  double sp = 0.0, su = 0.0;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    const float m = v[i] != 0.0f ? __fdiv_rn(mc[i], sc) : 0.0f;
+    const float g =
+        __fdiv_rn(__fsub_rn(m, __fmul_rn(last[i], b1)), oneMinusB1);
+    const float f = __fadd_rn(__fmul_rn(b2, fresh[i]),
+                              __fmul_rn(__fmul_rn(oneMinusB2, g), g));
+    newM[i] = m;
+    newFresh[i] = f;
+    const float denom = __fadd_rn(__fsqrt_rn(v[i]), eps);
+    factor = fmaxf(factor, __fdiv_rn(denom, __fadd_rn(__fsqrt_rn(f), eps)));
+    if (DECAY) {
+      const float prelim = __fdiv_rn(m, denom);
+      const float update = __fadd_rn(prelim, __fmul_rn(wd, p[i]));
+      sp += double(prelim) * double(prelim);
+      su += double(update) * double(update);
+    }
+  }
+  __shared__ float most[BLOCK];
+  most[threadIdx.x] = factor;
+  __syncthreads();
+  for (int s = BLOCK / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s)
+      most[threadIdx.x] = fmaxf(most[threadIdx.x], most[threadIdx.x + s]);
+    __syncthreads();
+  }
+  sp = blockSumDouble<BLOCK>(sp);
+  su = blockSumDouble<BLOCK>(su);
+  if (threadIdx.x == 0) {
+    part[3 * c] = most[0];
+    part[3 * c + 1] = sp;
+    part[3 * c + 2] = su;
+  }
+}
+
+/// Phase 2 (one block): the factor, blended by ||prelim|| / ||update||
+/// with weight decay, clamped to [factorMin, factorMax] and within thr of
+/// the last factor.
+template <dsc_i64 CHUNKS, int BLOCK, bool DECAY>
+__device__ void onebitLambFactor(const double *part, const float *lastFactor,
+                                 float factorMin, float factorMax, float thr,
+                                 float *newLastFactor) {
+  double sp = 0.0, su = 0.0;
+  float most = 0.0f;
+  for (dsc_i64 c = threadIdx.x; c < CHUNKS; c += BLOCK) {
+    most = fmaxf(most, float(part[3 * c]));
+    sp += part[3 * c + 1];
+    su += part[3 * c + 2];
+  }
+  __shared__ float best[BLOCK];
+  best[threadIdx.x] = most;
+  __syncthreads();
+  for (int s = BLOCK / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s)
+      best[threadIdx.x] = fmaxf(best[threadIdx.x], best[threadIdx.x + s]);
+    __syncthreads();
+  }
+  sp = blockSumDouble<BLOCK>(sp);
+  su = blockSumDouble<BLOCK>(su);
+  if (threadIdx.x != 0)
+    return;
+  float factor = best[0];
+  if (DECAY) {
+    const double ratio = su > 0.0 ? fmin(1.0, sqrt(sp) / sqrt(su)) : 1.0;
+    factor = float(double(factor) * ratio + (1.0 - ratio));
+  }
+  factor = fminf(fmaxf(factor, factorMin), factorMax);
+  const float last = *lastFactor;
+  factor = fminf(factor, __fmul_rn(last, 1.0f + thr));
+  factor = fmaxf(factor, __fmul_rn(last, 1.0f - thr));
+  *newLastFactor = factor;
+}
+
+/// Phase 3: p -= lr * coeff_freeze * factor * (m / (sqrt(v) + eps) + wd p).
+template <dsc_i64 N>
+__device__ void onebitLambApply(const float *p, const float *newM,
+                                const float *v, const float *coeffFreeze,
+                                const float *factor, const float *lr,
+                                float eps, float wd, float *newP) {
+  const float k = __fmul_rn(__fmul_rn(*lr, *coeffFreeze), *factor);
+  DSC_GRID_LOOP(i, N) {
+    newP[i] = __fsub_rn(
+        p[i], __fmul_rn(k, frozenAdamUpdate(newM[i], v[i], p[i], eps, wd)));
   }
 }
 

@@ -154,6 +154,89 @@ void emitZeroOneAdam(KernelSpec &s, const rt::InstrDims &d) {
   }
 }
 
+/// 1-bit LAMB: the warm-up's trust-ratio average, the momentum scales of
+/// the switch, the scaling around the exchange, the compression stage's
+/// update. Reductions go through per-chunk partials and one block.
+void emitOnebitLamb(KernelSpec &s, const rt::InstrDims &d) {
+  for (size_t k = 0; k < s.I.inputs.size(); ++k)
+    s.requireType(s.inType(k), Storage::F32, "operand");
+  const std::string blk = std::to_string(kBlock);
+  const std::string part = "static_cast<double *>(dsc_scratch)";
+  auto attr = [&](const char *name) { return flt(float(s.I.getFloat(name))); };
+  switch (s.I.op) {
+  case Opcode::LambCoeffEma: {
+    const int64_t chunks = ceilDiv(d.n, kChunk);
+    const std::string p = s.in(0, "p"), m = s.in(1, "m"), v = s.in(2, "v"),
+                      coeff = s.in(3, "coeff"), out = s.out(0, "new_coeff");
+    s.scratch(2 * chunks * 8);
+    s.kernel(chunks, kBlock, {p, m, v, "dsc_scratch"},
+             call("lambCoeffSums", {n(d.n), n(kChunk), blk},
+                  {p, m, v, attr("eps"), attr("weight_decay"), part}));
+    s.kernel(1, kBlock, {"dsc_scratch", coeff, out},
+             call("lambCoeffEma", {n(chunks), blk},
+                  {part, coeff, attr("max_coeff"), attr("min_coeff"),
+                   dbl(s.I.getFloat("coeff_beta")), out}));
+    return;
+  }
+  case Opcode::MomentumScales: {
+    std::vector<int> ins, outs;
+    for (size_t k = 0; k < s.I.inputs.size(); ++k) {
+      ins.push_back(s.inId(k));
+      outs.push_back(s.outId(k));
+    }
+    const Chunks c = chunksOf(s, ins);
+    const std::string K = std::to_string(ins.size());
+    const std::string nArr = s.constArray("n", c.n),
+                      fArr = s.constArray("first", c.first);
+    const std::string x = s.table("x", ins, false),
+                      scale = s.table("scale", outs, true);
+    s.scratch(std::max<int64_t>(c.total, 1) * 8);
+    if (c.total > 0)
+      s.kernel(c.total, kBlock, {x, "dsc_scratch"},
+               call("sumSquaresChunks", {K, n(kChunk), blk},
+                    {x, nArr, fArr, part}));
+    s.kernel(1, kBlock, {"dsc_scratch", scale},
+             call("momentumScales", {K}, {part, nArr, fArr, scale + ".p"}));
+    return;
+  }
+  case Opcode::ScaleBy: {
+    const std::string x = s.in(0, "x"), factor = s.in(1, "factor"),
+                      out = s.out(0, "out");
+    elementwise(s, d.n, {x, factor, out},
+                call("scaleBy", {n(d.n)}, {x, factor, out}));
+    return;
+  }
+  default: {
+    const int64_t chunks = ceilDiv(d.n, kChunk);
+    const std::string p = s.in(0, "p"), mc = s.in(1, "mc"),
+                      last = s.in(2, "last"), v = s.in(3, "v"),
+                      fresh = s.in(4, "fresh"), scaling = s.in(5, "scaling"),
+                      coeffFreeze = s.in(6, "coeff_freeze"),
+                      lastFactor = s.in(7, "last_factor"), lr = s.in(8, "lr");
+    const std::string newP = s.out(0, "new_p"), newM = s.out(1, "new_m"),
+                      newFresh = s.out(2, "new_fresh"),
+                      newLastFactor = s.out(3, "new_last_factor");
+    const bool decay = s.I.getFloat("weight_decay") > 0.0;
+    s.scratch(3 * chunks * 8);
+    s.kernel(chunks, kBlock,
+             {p, mc, last, v, fresh, scaling, newM, newFresh, "dsc_scratch"},
+             call("onebitLambMoments", {n(d.n), n(kChunk), blk, b(decay)},
+                  {p, mc, last, v, fresh, scaling, attr("beta1"),
+                   attr("beta2"), attr("eps"), attr("weight_decay"), newM,
+                   newFresh, part}));
+    s.kernel(1, kBlock, {"dsc_scratch", lastFactor, newLastFactor},
+             call("onebitLambFactor", {n(chunks), blk, b(decay)},
+                  {part, lastFactor, attr("factor_min"), attr("factor_max"),
+                   attr("factor_threshold"), newLastFactor}));
+    elementwise(s, d.n, {p, newM, v, coeffFreeze, newLastFactor, lr, newP},
+                call("onebitLambApply", {n(d.n)},
+                     {p, newM, v, coeffFreeze, newLastFactor, lr,
+                      attr("eps"), attr("weight_decay"), newP}));
+    return;
+  }
+  }
+}
+
 /// One-thread kernels for the scalar bookkeeping of the step.
 void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
   switch (s.I.op) {
@@ -250,8 +333,7 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::MomentumScales:
   case Opcode::ScaleBy:
   case Opcode::OnebitLambUpdate:
-    s.fail("1-bit LAMB's compression stage runs on the CPU backend only so "
-           "far");
+    return emitOnebitLamb(s, d);
   default:
     break;
   }
