@@ -1,6 +1,7 @@
-"""1-bit Adam and 1-bit LAMB on W MPI ranks (dsc-run train under mpirun)
-against a float64 PyTorch simulation of W DeepSpeed workers: every
-parameter after the last step and the logged loss of every step.
+"""1-bit Adam, 1-bit LAMB and 0/1 Adam on W MPI ranks (dsc-run train
+under mpirun) against a float64 PyTorch simulation of W DeepSpeed workers:
+every parameter after the last step (rank 0's) and the logged loss of
+every step.
 
   /usr/bin/python3 check_onebit_ranks.py --dsc-run build/bin/dsc-run \
       --mpirun "mpirun -np" --ranks 2 --workdir /tmp/ref-onebit \
@@ -20,7 +21,9 @@ with 0 -> +1, e = y - scale*sign), server j averaging chunk j of every
 worker, server error feedback, the result gathered; the momentum then
 masked where the frozen variance is 0 (exp_avg_mask, after the exchange as
 in DeepSpeed). dsc compresses each tensor on its own, padded to a multiple
-of W*lcm(W, 8) (README, "1-bit Adam"); so does this simulation.
+of W*lcm(W, 8) (README, "1-bit Adam"); so does this simulation. 0/1 Adam's
+local steps let each simulated rank keep its own parameters, momentum and
+accumulator until a synchronisation (zero_one_ranks_train).
 
 The model is the LLaMA config: it has no parameter whose gradient is zero
 up to rounding (GPT-2's attention key bias is one: its momentum's signs are
@@ -56,7 +59,13 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsc_reference as R  # noqa: E402
 
-STEPS = 6
+# Steps per case: 1-bit Adam and LAMB 3 warm-up and 3 compressed steps
+# (freeze_step 3); 0/1 Adam (var_freeze_step 6, var_update_scaler 2,
+# local_step_scaler 2, local_step_clipper 2): full, full, full, 1-bit,
+# full, 1-bit, sync, sync, sync, local, sync. Its eps is 1e-4: with a
+# variance from a few full steps, m / (sqrt(v) + 1e-7) amplifies the
+# rounding of near-zero variances as a late freeze does (see below).
+STEPS = {"onebitadam": 6, "onebitlamb": 6, "zerooneadam": 11}
 
 
 class CompressedAllReduce:
@@ -141,6 +150,87 @@ def compressed_lamb_step(opt, params, worker_grads, car):
         opt.frozen_update(p, st, last, lr, wd)
 
 
+@torch.no_grad()
+def zero_one_ranks_train(P0, mcfg, tc, tokens, steps, W):
+    """ZeroOneAdam on W simulated ranks: [per-step loss], rank 0's final
+    parameters and frozen variances. Full steps all-reduce the gradient
+    (clipped by the mean's norm) and update m and v; 1-bit gradient steps
+    exchange each rank's clipped gradient compressed, m takes the mean;
+    after var_freeze_step the compression errors are zeroed once and each
+    rank takes local steps with its own parameters, momentum and update
+    accumulator u, and at a synchronisation p -= u, w = compressed mean of
+    u * (sqrt(v) + eps), p += w / (sqrt(v) + eps), m = -w / sum(lr), u = 0
+    (DeepSpeed's zoadam.py; README, "0/1 Adam")."""
+    names = list(P0)
+    ranks = [{k: torch.tensor(P0[k], dtype=torch.float64) for k in names}
+             for _ in range(W)]
+    o = tc.opt["params"]
+    policy = R.make_optimizer(tc, {k: ranks[0][k] for k in names})
+    b1, b2, eps, lr = policy.b1, policy.b2, policy.eps, o["lr"]
+    decay = {k: o.get("weight_decay", 0.0) if ranks[0][k].dim() >= 2 else 0.0
+             for k in names}
+    zeros = lambda: {k: torch.zeros_like(ranks[0][k]) for k in names}
+    m, u = [zeros() for _ in range(W)], [zeros() for _ in range(W)]
+    v = zeros()
+    car = CompressedAllReduce(W)
+    lr_sum, errors_reset, losses = 0.0, False, []
+    for s in range(steps):
+        grads, total = [], 0.0
+        for w in range(W):
+            with torch.enable_grad():
+                P = {k: t.clone().requires_grad_(True) for k, t in ranks[w].items()}
+                x, y = R.batch_at(tokens, s, w, tc.B, tc.T, W)
+                _, loss = R.forward(P, mcfg, x, y)
+                loss.backward()
+            total += loss.item() / W
+            grads.append([P[k].grad.detach().clone() for k in names])
+        losses.append(total)
+        full, frozen, sync = policy.next_step()
+        mask = {k: (v[k] != 0).to(torch.float64) for k in names}
+        if full:
+            mean = [sum(g[i] for g in grads) / W for i in range(len(names))]
+            clip_(mean, tc.clip)
+            for i, k in enumerate(names):
+                m[0][k] = b1 * m[0][k] + (1 - b1) * mean[i]
+                v[k] = b2 * v[k] + (1 - b2) * mean[i] * mean[i]
+        else:
+            for g in grads:
+                clip_(g, tc.clip)
+        if not frozen:
+            for i, k in enumerate(names):
+                if not full:
+                    gbar = car(i, [g[i] for g in grads])
+                    m[0][k] = (b1 * m[0][k] + (1 - b1) * gbar) * mask[k]
+                upd = m[0][k] / (v[k].sqrt() + eps) + decay[k] * ranks[0][k]
+                ranks[0][k] -= lr * upd
+                for w in range(1, W):
+                    ranks[w][k].copy_(ranks[0][k])
+                    m[w][k].copy_(m[0][k])
+            policy.finish_step(full, frozen)
+            continue
+        if not errors_reset:  # the errors held gradients, not updates
+            car.state.clear()
+            errors_reset = True
+        lr_sum += lr
+        for w in range(W):
+            for i, k in enumerate(names):
+                m[w][k] = (b1 * m[w][k] + (1 - b1) * grads[w][i]) * mask[k]
+                upd = m[w][k] / (v[k].sqrt() + eps) + decay[k] * ranks[w][k]
+                ranks[w][k] -= lr * upd
+                u[w][k] -= lr * upd
+        if sync:
+            for i, k in enumerate(names):
+                denom = v[k].sqrt() + eps
+                wbar = car(i, [u[w][k] * denom for w in range(W)]) * mask[k]
+                for w in range(W):
+                    ranks[w][k] += -u[w][k] + wbar / denom
+                    m[w][k] = -wbar / lr_sum
+                    u[w][k].zero_()
+            lr_sum = 0.0
+        policy.finish_step(full, frozen)
+    return losses, ranks[0]
+
+
 def reference_train_ranks(P0, mcfg, tc, tokens, steps, W):
     """[per-step loss], final params of W simulated DeepSpeed workers."""
     names = list(P0)
@@ -176,8 +266,7 @@ def reference_train_ranks(P0, mcfg, tc, tokens, steps, W):
             clip_(wg, tc.clip)
         step = compressed_adam_step if kind == "onebitadam" else compressed_lamb_step
         step(opt, {id(v): k for k, v in enumerate(params)}, worker_grads, car)
-    variances = {k: opt.state[id(P[k])]["v"] for k in names}
-    return losses, {k: v.detach() for k, v in P.items()}, variances
+    return losses, {k: v.detach() for k, v in P.items()}
 
 
 def run_case(args, case, ck, steps):
@@ -215,7 +304,9 @@ def run_case(args, case, ck, steps):
     got = R.load_safetensors(out)
     with open(log_json) as f:
         log = [json.loads(line) for line in f if line.strip()]
-    rlosses, ref, variances = reference_train_ranks(w0, mcfg, tc, tokens, steps, W)
+    train = (zero_one_ranks_train if tc.opt["type"].lower() == "zerooneadam"
+             else reference_train_ranks)
+    rlosses, ref = train(w0, mcfg, tc, tokens, steps, W)
     tag = f"{case} on {W} ranks"
     print(f"--- {tag}: {tc.opt['type']} {tc.opt.get('params', {})}, clip {tc.clip}")
     if len(log) != steps:
@@ -246,20 +337,21 @@ def main():
     ap.add_argument("--mpirun", required=True,
                     help="the launcher up to its rank count, e.g. 'mpirun -np'")
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--steps", type=int,
+                    help="steps of every case (default: per case, STEPS)")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--flip-fraction", type=float, default=0.005,
                     help="elements per tensor allowed to differ by more than --tol")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--case", action="append",
-                    help="configs/onebit-ranks/<case>.json; default onebitadam and onebitlamb")
+                    help="configs/onebit-ranks/<case>.json; default all three")
     args = ap.parse_args()
     R.setup_threads()
-    cases = args.case or ["onebitadam", "onebitlamb"]
+    cases = args.case or list(STEPS)
     ck = R.Checker(args.tol, verbose=not args.quiet)
     for c in cases:
-        run_case(args, c, ck, args.steps)
+        run_case(args, c, ck, args.steps or STEPS[c])
     ck.finish(f"check_onebit_ranks {args.ranks} ranks [{', '.join(cases)}]")
 
 

@@ -969,13 +969,31 @@ class ZeroOneAdamRef:
         self.state = {}
         self.k = 0
 
-    @torch.no_grad()
-    def step(self):
+    def next_step(self):
+        """Advances to the next step: (full, frozen, sync) by DeepSpeed's
+        counters (the interval counters move in finish_step)."""
         self.k += 1
         s = self.k + 1
         frozen = self.k > self.var_freeze
         full = not frozen and s % self.var_interval == 0
         sync = frozen and s % self.local_interval == 0
+        return full, frozen, sync
+
+    def finish_step(self, full, frozen):
+        if full:
+            self.var_counter += 1
+            if self.var_counter == self.var_scaler:
+                self.var_counter = 0
+                self.var_interval *= 2
+        if frozen:
+            self.local_counter += 1
+            if self.local_counter == self.local_scaler:
+                self.local_counter = 0
+                self.local_interval = min(self.local_clipper, self.local_interval * 2)
+
+    @torch.no_grad()
+    def step(self):
+        full, frozen, sync = self.next_step()
         if frozen:
             self.lr_sum += self.param_groups[0]["lr"]
         for g in self.param_groups:
@@ -1002,16 +1020,7 @@ class ZeroOneAdamRef:
                     u.zero_()
         if sync:
             self.lr_sum = 0.0
-        if full:
-            self.var_counter += 1
-            if self.var_counter == self.var_scaler:
-                self.var_counter = 0
-                self.var_interval *= 2
-        if frozen:
-            self.local_counter += 1
-            if self.local_counter == self.local_scaler:
-                self.local_counter = 0
-                self.local_interval = min(self.local_clipper, self.local_interval * 2)
+        self.finish_step(full, frozen)
 
 
 def make_optimizer(tc, named_params):
