@@ -2,8 +2,10 @@
 #ifndef DSC_TOOLS_DSCRUN_CHECKCUDA_H
 #define DSC_TOOLS_DSCRUN_CHECKCUDA_H
 
+#include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/IO.h"
 #include "dsc/Runtime/Program.h"
+#include "dsc/Runtime/Runtime.h"
 
 #include <iosfwd>
 
@@ -28,7 +30,20 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
                          const rt::Program &planned, const rt::TokenFile &data,
                          const CudaCheckOptions &options, std::ostream &os);
 
-/// `check-cuda --compression`: 1-bit Adam's compression-stage kernels
+/// Runs `fnName` of `p` on both backends and compares, in program order,
+/// every buffer each instruction writes: max|gpu - cpu| / max|cpu| within
+/// `tolerance` (integer buffers equal). Prints the first failure and the
+/// worst error per opcode; returns whether all were within tolerance.
+bool compareOnBothBackends(const rt::Program &p, const std::string &fnName,
+                           rt::Backend &cpu, rt::Storage &cpuMem,
+                           rt::Backend &gpu, rt::Storage &gpuMem,
+                           const rt::RngContext &rng, double tolerance,
+                           std::ostream &os);
+
+/// The CUDA backend's options of the checks (the default kernel cache).
+rt::CudaOptions checkCudaOptions();
+
+/// `check-cuda --compression` (CheckCompression.cpp): 1-bit Adam's compression-stage kernels
 /// (ema_update, onebit_compress with and without a skipped step,
 /// onebit_decode_mean, onebit_decode, frozen_adam, flat_resize) and 0/1
 /// Adam's (local_adam, zero_one_unwind, zero_one_sync) on random
