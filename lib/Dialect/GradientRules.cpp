@@ -34,6 +34,53 @@ void AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                               .getResult();
 }
 
+/// Whether `v` is used only as the keys of fused attentions (and their
+/// gradients). Softmax ignores a shift shared by all keys of a query, so a
+/// bias added to such keys has a gradient of exactly zero:
+/// d/db = sum_i q_i sum_j dS_ij, and each softmax row's dS sums to 0 (also
+/// causal, block-sparse, padded or with dropout on the probabilities).
+/// Rotary embeddings between the projection and the attention rotate the
+/// bias by position, and then it does matter: such keys are not direct
+/// operands.
+static bool onlyAttentionKeys(Value v) {
+  return !v.use_empty() && llvm::all_of(v.getUses(), [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto att = dyn_cast<AttentionOp>(user))
+      return use.get() == att.getK() && att.getQ() != use.get() &&
+             att.getV() != use.get();
+    if (auto grad = dyn_cast<AttentionGradOp>(user))
+      return use.get() == grad.getK() && grad.getQ() != use.get() &&
+             grad.getV() != use.get();
+    return false;
+  });
+}
+
+/// `biasGrad`, the gradient of the bias of a projection whose output is
+/// split into the head `parts` (P equal slices), with the slices of parts
+/// that are only attention keys set to exactly zero. Their rows' sum is
+/// rounding noise, which Adam-like optimizers (1-bit compression above
+/// all) would turn into full-size steps of a parameter the loss does not
+/// depend on.
+static Value zeroKeyBiasSlices(OpBuilder &b, Location loc, Value biasGrad,
+                               ValueRange parts) {
+  auto type = cast<RankedTensorType>(biasGrad.getType());
+  const int64_t n = int64_t(parts.size());
+  if (type.getRank() != 1 || n == 0 || type.getDimSize(0) % n != 0 ||
+      llvm::none_of(parts, onlyAttentionKeys))
+    return biasGrad;
+  if (n == 1)
+    return b.create<FillOp>(loc, type, b.getF64FloatAttr(0.0));
+  auto pieceType = RankedTensorType::get({type.getDimSize(0) / n},
+                                         type.getElementType());
+  auto split = b.create<SplitOp>(loc, SmallVector<Type>(size_t(n), pieceType),
+                                 biasGrad, b.getI64IntegerAttr(0));
+  SmallVector<Value> pieces(split.getResults());
+  for (auto [k, part] : llvm::enumerate(parts))
+    if (onlyAttentionKeys(part))
+      pieces[k] = b.create<FillOp>(loc, pieceType, b.getF64FloatAttr(0.0));
+  return b.create<ConcatOp>(loc, type, pieces, b.getI64IntegerAttr(0));
+}
+
 void LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                              SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
@@ -42,8 +89,15 @@ void LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                                 getWeight(), getTransposeW());
   operandGrads[1] = b.create<LinearGradWeightOp>(
       loc, getWeight().getType(), getInput(), dy, getTransposeW());
-  if (getBias())
-    operandGrads[2] = b.create<ReduceToOp>(loc, getBias().getType(), dy);
+  if (!getBias())
+    return;
+  Value biasGrad = b.create<ReduceToOp>(loc, getBias().getType(), dy);
+  // Split into heads (unfused QKV, BERT's separate projections): the keys'
+  // bias has no gradient.
+  if (getResult().hasOneUse())
+    if (auto split = dyn_cast<SplitHeadsOp>(*getResult().getUsers().begin()))
+      biasGrad = zeroKeyBiasSlices(b, loc, biasGrad, split.getParts());
+  operandGrads[2] = biasGrad;
 }
 
 void LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
@@ -228,13 +282,15 @@ void SplitOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
 
 void BiasSplitHeadsOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
   SmallVector<Value> parts;
   for (auto [grad, part] : llvm::zip(resultGrads, getParts()))
-    parts.push_back(gradOrZeros(b, getLoc(), grad, part));
-  Value merged =
-      b.create<MergeHeadsOp>(getLoc(), getInput().getType(), parts);
+    parts.push_back(gradOrZeros(b, loc, grad, part));
+  Value merged = b.create<MergeHeadsOp>(loc, getInput().getType(), parts);
   operandGrads[0] = merged;
-  operandGrads[1] = b.create<ReduceToOp>(getLoc(), getBias().getType(), merged);
+  operandGrads[1] = zeroKeyBiasSlices(
+      b, loc, b.create<ReduceToOp>(loc, getBias().getType(), merged),
+      getParts());
 }
 
 void BiasGeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,

@@ -60,6 +60,36 @@ func.func @forward(%w: tensor<8x24xf32> {dsc.param = #dsc.param<"c_attn", normal
 
 // -----
 
+// The keys' bias has no gradient: softmax ignores a shift shared by all keys
+// of a query, so each row of dS sums to 0. Its slice of a fused QKV bias's
+// gradient, and a key projection's whole bias gradient, are exactly zero
+// instead of the rounding noise of a sum of dK rows.
+
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK: %[[KB:.*]] = dsc.fill {dsc.grad, value = 0.000000e+00 : f64} : () -> tensor<8xf32>
+// CHECK: %[[DB:.*]] = dsc.reduce_to %{{.*}} {dsc.grad} : (tensor<1x4x24xf32>) -> tensor<24xf32>
+// CHECK: %[[P:.*]]:3 = dsc.split %[[DB]] {axis = 0 : i64, dsc.grad} : (tensor<24xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: %[[Z:.*]] = dsc.fill {dsc.grad, value = 0.000000e+00 : f64} : () -> tensor<8xf32>
+// CHECK: %[[B:.*]] = dsc.concat %[[P]]#0, %[[Z]], %[[P]]#2 {axis = 0 : i64, dsc.grad}
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}}, %[[B]], %{{.*}}, %[[KB]] :
+func.func @forward(%w: tensor<8x24xf32> {dsc.param = #dsc.param<"c_attn", normal, 0.02 : f64>},
+                   %b: tensor<24xf32> {dsc.param = #dsc.param<"c_attn.bias", zeros, 0.0 : f64>},
+                   %wk: tensor<8x8xf32> {dsc.param = #dsc.param<"key", normal, 0.02 : f64>},
+                   %bk: tensor<8xf32> {dsc.param = #dsc.param<"key.bias", zeros, 0.0 : f64>},
+                   %x: tensor<1x4x8xf32>, %y: tensor<1x4xi32>) -> (tensor<f32>, tensor<1x4x8xf32>) {
+  %qkv = dsc.linear %x, %w : (tensor<1x4x8xf32>, tensor<8x24xf32>) -> tensor<1x4x24xf32>
+  %q, %k, %v = dsc.bias_split_heads %qkv, %b {num_heads = 2 : i64} : (tensor<1x4x24xf32>, tensor<24xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>)
+  %key = dsc.linear %x, %wk, %bk : (tensor<1x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<1x4x8xf32>
+  %k2 = dsc.split_heads %key {num_heads = 2 : i64} : (tensor<1x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %o, %l = dsc.attention %q, %k, %v {causal = true, rate = 0.0 : f64, scale = 0.5 : f64, stream = 0 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  %o2, %l2 = dsc.attention %o, %k2, %v {causal = true, rate = 0.0 : f64, scale = 0.5 : f64, stream = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  %m = dsc.merge_heads %o2 : (tensor<1x2x4x4xf32>) -> tensor<1x4x8xf32>
+  %loss = dsc.cross_entropy %m, %y : (tensor<1x4x8xf32>, tensor<1x4xi32>) -> tensor<f32>
+  return %loss, %m : tensor<f32>, tensor<1x4x8xf32>
+}
+
+// -----
+
 // Dropout's gradient is the same dropout (same stream, same mask) of the
 // incoming gradient; an unused parameter gets a zero gradient.
 
