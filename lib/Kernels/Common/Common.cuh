@@ -265,6 +265,23 @@ template <int BLOCK> __device__ double blockSumDouble(double v) {
   return r;
 }
 
+/// The largest v over the block (BLOCK threads, a power of two); valid in
+/// thread 0.
+template <int BLOCK> __device__ float blockMaxFloat(float v) {
+  __shared__ float part[BLOCK];
+  part[threadIdx.x] = v;
+  __syncthreads();
+#pragma unroll
+  for (int s = BLOCK / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s)
+      part[threadIdx.x] = fmaxf(part[threadIdx.x], part[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float r = part[0];
+  __syncthreads();
+  return r;
+}
+
 /// The sum of the N per-block partials of a first phase, by one block in a
 /// fixed order (every thread gets it).
 template <dsc_i64 N, int BLOCK>

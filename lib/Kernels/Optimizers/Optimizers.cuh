@@ -656,18 +656,11 @@ __device__ void onebitLambMoments(const float *p, const float *mc,
       su += double(update) * double(update);
     }
   }
-  __shared__ float most[BLOCK];
-  most[threadIdx.x] = factor;
-  __syncthreads();
-  for (int s = BLOCK / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s)
-      most[threadIdx.x] = fmaxf(most[threadIdx.x], most[threadIdx.x + s]);
-    __syncthreads();
-  }
+  const float most = blockMaxFloat<BLOCK>(factor);
   sp = blockSumDouble<BLOCK>(sp);
   su = blockSumDouble<BLOCK>(su);
   if (threadIdx.x == 0) {
-    part[3 * c] = most[0];
+    part[3 * c] = most;
     part[3 * c + 1] = sp;
     part[3 * c + 2] = su;
   }
@@ -687,19 +680,12 @@ __device__ void onebitLambFactor(const double *part, const float *lastFactor,
     sp += part[3 * c + 1];
     su += part[3 * c + 2];
   }
-  __shared__ float best[BLOCK];
-  best[threadIdx.x] = most;
-  __syncthreads();
-  for (int s = BLOCK / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s)
-      best[threadIdx.x] = fmaxf(best[threadIdx.x], best[threadIdx.x + s]);
-    __syncthreads();
-  }
+  const float best = blockMaxFloat<BLOCK>(most);
   sp = blockSumDouble<BLOCK>(sp);
   su = blockSumDouble<BLOCK>(su);
   if (threadIdx.x != 0)
     return;
-  float factor = best[0];
+  float factor = best;
   if (DECAY) {
     const double ratio = su > 0.0 ? fmin(1.0, sqrt(sp) / sqrt(su)) : 1.0;
     factor = float(double(factor) * ratio + (1.0 - ratio));
