@@ -263,6 +263,22 @@ __device__ __forceinline__ float trustRatio(double w2, double u2,
   return k;
 }
 
+/// The trust ratio from chunks [begin, end) of LAMB's per-chunk partial
+/// sums (p^2 at part[2c], update^2 at part[2c+1]), by one block in a fixed
+/// order; valid in thread 0.
+template <int BLOCK>
+__device__ float blockTrustRatio(const double *part, dsc_i64 begin,
+                                 dsc_i64 end, float maxCoeff, float minCoeff) {
+  double w2 = 0.0, u2 = 0.0;
+  for (dsc_i64 c = begin + threadIdx.x; c < end; c += BLOCK) {
+    w2 += part[2 * c];
+    u2 += part[2 * c + 1];
+  }
+  w2 = blockSumDouble<BLOCK>(w2);
+  u2 = blockSumDouble<BLOCK>(u2);
+  return trustRatio(w2, u2, maxCoeff, minCoeff);
+}
+
 /// Phase 2, one block per tensor: the trust ratio, clamped as DeepSpeed
 /// does, times the step size, into coeff[t].
 template <int K, int BLOCK, bool BIAS_CORRECTION, typename TS>
@@ -272,16 +288,10 @@ __device__ void lambCoefficients(const dsc_i64 (&first)[K + 1],
                                  double beta1, double beta2, float maxCoeff,
                                  float minCoeff, float *coeff) {
   const int t = blockIdx.x;
-  double w2 = 0.0, u2 = 0.0;
-  for (dsc_i64 c = first[t] + threadIdx.x; c < first[t + 1]; c += BLOCK) {
-    w2 += part[2 * c];
-    u2 += part[2 * c + 1];
-  }
-  w2 = blockSumDouble<BLOCK>(w2);
-  u2 = blockSumDouble<BLOCK>(u2);
+  const float k = blockTrustRatio<BLOCK>(part, first[t], first[t + 1],
+                                         maxCoeff, minCoeff);
   if (threadIdx.x != 0)
     return;
-  const float k = trustRatio(w2, u2, maxCoeff, minCoeff);
   const float lr = *lrIn;
   float stepSize = lr;
   if (BIAS_CORRECTION) {
@@ -580,16 +590,10 @@ template <dsc_i64 CHUNKS, int BLOCK>
 __device__ void lambCoeffEma(const double *part, const float *coeff,
                              float maxCoeff, float minCoeff, double beta,
                              float *newCoeff) {
-  double w2 = 0.0, u2 = 0.0;
-  for (dsc_i64 c = threadIdx.x; c < CHUNKS; c += BLOCK) {
-    w2 += part[2 * c];
-    u2 += part[2 * c + 1];
-  }
-  w2 = blockSumDouble<BLOCK>(w2);
-  u2 = blockSumDouble<BLOCK>(u2);
+  const float ratio =
+      blockTrustRatio<BLOCK>(part, 0, CHUNKS, maxCoeff, minCoeff);
   if (threadIdx.x != 0)
     return;
-  const float ratio = trustRatio(w2, u2, maxCoeff, minCoeff);
   const double old = *coeff;
   *newCoeff = ratio != 1.0f ? float(beta * old + (1.0 - beta) * double(ratio))
                             : float(old);
