@@ -506,16 +506,16 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       call.bytes = buffers[size_t(from)].bytes();
       if (call.bytes == 0)
         continue;
-      if (step.kind == cuda::Step::Kind::AllReduce && nccl) {
-        const std::string &op = fn.body.at(step.instrs.at(0)).getString("op");
-        call.reduce = op == "mean" ? ReduceOp::Mean
-                      : op == "max" ? ReduceOp::Max
-                                    : ReduceOp::Sum;
-        break;
-      }
+      // A collective on NCCL; `bytes` is what this rank contributes (an
+      // all-gather's output holds every rank's).
       if (step.kind != cuda::Step::Kind::Memcpy && nccl) {
-        // What this rank contributes: all of an all-to-all's input, and an
-        // all-gather's input (its output holds every rank's).
+        if (step.kind == cuda::Step::Kind::AllReduce) {
+          const std::string &op =
+              fn.body.at(step.instrs.at(0)).getString("op");
+          call.reduce = op == "mean"  ? ReduceOp::Mean
+                        : op == "max" ? ReduceOp::Max
+                                      : ReduceOp::Sum;
+        }
         break;
       }
       // One rank: a sum or mean over the ranks, a gather or an exchange

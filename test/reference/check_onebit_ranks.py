@@ -107,15 +107,6 @@ class CompressedAllReduce:
         return torch.cat(out)[:n].reshape(ms[0].shape)
 
 
-def clip_(grads, clip):
-    """DeepSpeed's clipping of one gradient set by its own global norm."""
-    norm = math.sqrt(sum((g ** 2).sum().item() for g in grads))
-    coef = clip / (norm + 1e-6) if clip > 0 else 1.0
-    if coef < 1:
-        for g in grads:
-            g.mul_(coef)
-
-
 @torch.no_grad()
 def compressed_adam_step(opt, params, worker_grads, car):
     """OnebitAdam after freeze_step on W ranks. `params` maps id(p) to p's
@@ -189,13 +180,13 @@ def zero_one_ranks_train(P0, mcfg, tc, tokens, steps, W):
         mask = {k: (v[k] != 0).to(torch.float64) for k in names}
         if full:
             mean = [sum(g[i] for g in grads) / W for i in range(len(names))]
-            clip_(mean, tc.clip)
+            R.clip_gradients(mean, tc.clip)
             for i, k in enumerate(names):
                 m[0][k] = b1 * m[0][k] + (1 - b1) * mean[i]
                 v[k] = b2 * v[k] + (1 - b2) * mean[i] * mean[i]
         else:
             for g in grads:
-                clip_(g, tc.clip)
+                R.clip_gradients(g, tc.clip)
         if not frozen:
             for i, k in enumerate(names):
                 if not full:
@@ -257,13 +248,13 @@ def reference_train_ranks(P0, mcfg, tc, tokens, steps, W):
         losses.append(total)
         if s + 1 <= freeze:
             mean = [sum(wg[k] for wg in worker_grads) / W for k in range(len(params))]
-            clip_(mean, tc.clip)
+            R.clip_gradients(mean, tc.clip)
             for v, g in zip(params, mean):
                 v.grad = g
             opt.step()
             continue
         for wg in worker_grads:
-            clip_(wg, tc.clip)
+            R.clip_gradients(wg, tc.clip)
         step = compressed_adam_step if kind == "onebitadam" else compressed_lamb_step
         step(opt, {id(v): k for k, v in enumerate(params)}, worker_grads, car)
     return losses, {k: v.detach() for k, v in P.items()}

@@ -1072,6 +1072,21 @@ def make_optimizer(tc, named_params):
     raise ValueError(o["type"])
 
 
+def clip_gradients(grads, clip):
+    """DeepSpeed's clipping of a gradient set by its global norm, in place:
+    scaled by clip / (norm + 1e-6) when that is below 1 (clip 0: none).
+    Returns (norm before clipping, the coefficient applied)."""
+    norm = torch.sqrt(sum((g ** 2).sum() for g in grads)).item()
+    coef = 1.0
+    if clip > 0:
+        coef = clip / (norm + 1e-6)
+        if coef < 1:
+            for g in grads:
+                g.mul_(coef)
+        coef = min(coef, 1.0)
+    return norm, coef
+
+
 def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64,
                     frozen=None, weights=None):
     """DeepSpeed-engine semantics: per micro-batch backward of loss/A,
@@ -1104,15 +1119,7 @@ def reference_train(P0, mcfg, tc, tokens, steps, dtype=torch.float64,
             total += loss.item() / tc.A
         for k, v in P.items():
             gmax[k] = torch.maximum(gmax[k], v.grad.abs())
-        grads = [v.grad for v in P.values()]
-        norm = torch.sqrt(sum((g ** 2).sum() for g in grads)).item()
-        coef = 1.0
-        if tc.clip > 0:
-            coef = tc.clip / (norm + 1e-6)
-            if coef < 1:
-                for g in grads:
-                    g.mul_(coef)
-            coef = min(coef, 1.0)
+        norm, coef = clip_gradients([v.grad for v in P.values()], tc.clip)
         lr = sched.lr
         for g in opt.param_groups:
             g["lr"] = lr

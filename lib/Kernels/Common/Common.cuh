@@ -231,7 +231,8 @@ __device__ __forceinline__ float rowReduce(float v, Op op, float identity) {
 }
 
 struct Sum {
-  __device__ __forceinline__ float operator()(float a, float b) const {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
     return a + b;
   }
 };
@@ -248,38 +249,28 @@ template <int THREADS> __device__ __forceinline__ float rowMax(float v) {
   return rowReduce<THREADS>(v, Max(), -__int_as_float(0x7f800000));
 }
 
-/// Sum over the block (BLOCK threads, a power of two) in double, in a fixed
-/// order; the result is valid in thread 0.
-template <int BLOCK> __device__ double blockSumDouble(double v) {
-  __shared__ double part[BLOCK];
+/// `op` over the block (BLOCK threads, a power of two), in a fixed order;
+/// the result is valid in thread 0.
+template <int BLOCK, typename T, typename Op>
+__device__ T blockReduce(T v, Op op) {
+  __shared__ T part[BLOCK];
   part[threadIdx.x] = v;
   __syncthreads();
 #pragma unroll
   for (int s = BLOCK / 2; s > 0; s >>= 1) {
     if (int(threadIdx.x) < s)
-      part[threadIdx.x] += part[threadIdx.x + s];
+      part[threadIdx.x] = op(part[threadIdx.x], part[threadIdx.x + s]);
     __syncthreads();
   }
-  const double r = part[0];
+  const T r = part[0];
   __syncthreads();
   return r;
 }
-
-/// The largest v over the block (BLOCK threads, a power of two); valid in
-/// thread 0.
+template <int BLOCK> __device__ double blockSumDouble(double v) {
+  return blockReduce<BLOCK>(v, Sum());
+}
 template <int BLOCK> __device__ float blockMaxFloat(float v) {
-  __shared__ float part[BLOCK];
-  part[threadIdx.x] = v;
-  __syncthreads();
-#pragma unroll
-  for (int s = BLOCK / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s)
-      part[threadIdx.x] = fmaxf(part[threadIdx.x], part[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = part[0];
-  __syncthreads();
-  return r;
+  return blockReduce<BLOCK>(v, Max());
 }
 
 /// The sum of the N per-block partials of a first phase, by one block in a

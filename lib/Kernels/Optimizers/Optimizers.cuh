@@ -199,6 +199,19 @@ __device__ void sgdChunks(Ptrs<K> p, Ptrs<K> g, Ptrs<K> buf, Ptrs<K> po,
   }
 }
 
+/// Ends phase 1 of a trust ratio: the block's sums of p^2 and update^2
+/// into part[2c], part[2c+1].
+template <int BLOCK>
+__device__ void storeNormPartials(double sw, double su, dsc_i64 c,
+                                  double *part) {
+  sw = blockSumDouble<BLOCK>(sw);
+  su = blockSumDouble<BLOCK>(su);
+  if (threadIdx.x == 0) {
+    part[2 * c] = sw;
+    part[2 * c + 1] = su;
+  }
+}
+
 /// dsc.lamb (cpu::lamb, DeepSpeed FusedLamb), phase 1: m, v updated, and per
 /// chunk the partial sums of p^2 and update^2 (double) into part[2c], part[2c+1].
 template <int K, dsc_i64 CHUNK, int BLOCK, typename TS>
@@ -239,12 +252,7 @@ __device__ void lambMoments(Ptrs<K> p, Ptrs<K> g, Ptrs<K> m, Ptrs<K> v,
     sw += double(pi) * double(pi);
     su += double(u) * double(u);
   }
-  sw = blockSumDouble<BLOCK>(sw);
-  su = blockSumDouble<BLOCK>(su);
-  if (threadIdx.x == 0) {
-    part[2 * c] = sw;
-    part[2 * c + 1] = su;
-  }
+  storeNormPartials<BLOCK>(sw, su, c, part);
 }
 
 /// LAMB's trust ratio ||p|| / ||update|| from the squared norms, clamped to
@@ -576,12 +584,7 @@ __device__ void lambCoeffSums(const float *p, const float *m, const float *v,
     sw += double(p[i]) * double(p[i]);
     su += double(u) * double(u);
   }
-  sw = blockSumDouble<BLOCK>(sw);
-  su = blockSumDouble<BLOCK>(su);
-  if (threadIdx.x == 0) {
-    part[2 * c] = sw;
-    part[2 * c + 1] = su;
-  }
+  storeNormPartials<BLOCK>(sw, su, c, part);
 }
 
 /// Phase 2 (one block): the warm-up's trust ratio joins its moving average
