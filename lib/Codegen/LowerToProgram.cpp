@@ -451,13 +451,20 @@ auto ::dsc::lowerToProgram(ModuleOp module) -> FailureOr<rt::Program> {
   // 1-bit LAMB have a compression stage (the driver runs it after
   // freeze_step; 1-bit LAMB's freeze function once, first), only 0/1 Adam
   // its 1-bit, local and sync steps.
-  // Only a pipeline stage has @stage_forward (-dsc-split-stage-step).
-  return Lowering(module).run({"micro_step", "apply_step"},
-                              {"eval_step", "stage_forward",
-                               "apply_step_compressed",
-                               "onebit_lamb_freeze",
-                               "apply_step_onebit", "apply_step_local",
-                               "apply_step_sync"});
+  // Only a pipeline stage has @stage_forward (-dsc-split-stage-step), and
+  // only an interleaved one the other chunks' @stage_forward.k and
+  // @micro_step.k.
+  SmallVector<std::string> chunkFunctions;
+  for (int64_t k = 1, v = pipelineChunksOf(module); k < v; ++k)
+    for (StringRef name : {"stage_forward", "micro_step"})
+      chunkFunctions.push_back(pipelineChunkName(name, k));
+  SmallVector<StringRef> optional = {"eval_step", "stage_forward",
+                                     "apply_step_compressed",
+                                     "onebit_lamb_freeze",
+                                     "apply_step_onebit", "apply_step_local",
+                                     "apply_step_sync"};
+  optional.append(chunkFunctions.begin(), chunkFunctions.end());
+  return Lowering(module).run({"micro_step", "apply_step"}, optional);
 }
 
 auto ::dsc::lowerFunctionsToProgram(ModuleOp module,

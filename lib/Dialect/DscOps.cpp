@@ -861,8 +861,47 @@ int64_t mlir::dsc::pipelineStageOf(Operation *op) {
 }
 
 bool mlir::dsc::sendsPipelineActivation(Operation *op) {
+  return !pipelineSendingChunks(op).empty();
+}
+
+int64_t mlir::dsc::pipelineChunksOf(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  auto chunks = module ? module->getAttrOfType<IntegerAttr>(
+                             kPipelineChunksAttrName)
+                       : IntegerAttr();
+  return chunks ? chunks.getInt() : 1;
+}
+
+SmallVector<int64_t> mlir::dsc::pipelineReceivingChunks(Operation *op) {
+  SmallVector<int64_t> chunks;
   const int64_t stage = pipelineStageOf(op);
-  return stage >= 0 && stage + 1 < meshGroupSize(op, MeshAxis::pipeline);
+  if (stage < 0)
+    return chunks;
+  for (int64_t k = stage == 0 ? 1 : 0, v = pipelineChunksOf(op); k < v; ++k)
+    chunks.push_back(k);
+  return chunks;
+}
+
+SmallVector<int64_t> mlir::dsc::pipelineSendingChunks(Operation *op) {
+  SmallVector<int64_t> chunks;
+  const int64_t stage = pipelineStageOf(op);
+  if (stage < 0)
+    return chunks;
+  const int64_t v = pipelineChunksOf(op);
+  for (int64_t k = 0; k < v - (holdsPipelineLoss(op) ? 1 : 0); ++k)
+    chunks.push_back(k);
+  return chunks;
+}
+
+bool mlir::dsc::holdsPipelineLoss(Operation *op) {
+  const int64_t stage = pipelineStageOf(op);
+  return stage < 0 || stage + 1 == meshGroupSize(op, MeshAxis::pipeline);
+}
+
+std::string mlir::dsc::pipelineChunkName(StringRef name, int64_t chunk) {
+  return chunk == 0 ? name.str() : (name + "." + Twine(chunk)).str();
 }
 
 TensorSliceAttr mlir::dsc::tensorSliceOf(Operation *op, StringRef param) {

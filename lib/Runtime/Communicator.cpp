@@ -60,11 +60,11 @@ public:
     if (bytes < 0 || root != 0)
       throw Error("broadcast: negative byte count or a root other than 0");
   }
-  void send(const void *, int64_t, int to) override {
+  void send(const void *, int64_t, int to, int) override {
     throw Error("send: one rank has no rank " + std::to_string(to) +
                 " to send to");
   }
-  void recv(void *, int64_t, int from) override {
+  void recv(void *, int64_t, int from, int) override {
     throw Error("recv: one rank has no rank " + std::to_string(from) +
                 " to receive from");
   }

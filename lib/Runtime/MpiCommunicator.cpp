@@ -47,9 +47,9 @@ public:
   void allGather(const void *in, void *out, int64_t bytesPerRank) override;
   void allToAll(const void *in, void *out, int64_t bytesPerPeer) override;
   void broadcast(void *data, int64_t bytes, int root) override;
-  void send(const void *data, int64_t bytes, int to) override;
-  void recv(void *data, int64_t bytes, int from) override;
-  void startSend(const void *data, int64_t bytes, int to) override;
+  void send(const void *data, int64_t bytes, int to, int tag) override;
+  void recv(void *data, int64_t bytes, int from, int tag) override;
+  void startSend(const void *data, int64_t bytes, int to, int tag) override;
   void waitSends() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
@@ -95,9 +95,15 @@ private:
   void inChunks(const char *what, int64_t bytes, Start start);
   /// A peer's group rank, checked.
   int peerRank(const char *what, int peer) const;
+  /// MPI promises tags up to 32767 (MPI_TAG_UB at least).
+  static void checkTag(const char *what, int tag) {
+    if (tag < 0 || tag > 32767)
+      throw Error(std::string(what) + ": tag " + std::to_string(tag) +
+                  " is outside 0..32767");
+  }
   /// Starts sending `bytes` bytes to `to` in chunks MPI can count, one
   /// request per chunk appended to `requests` (send and startSend).
-  void issueSend(const void *data, int64_t bytes, int to,
+  void issueSend(const void *data, int64_t bytes, int to, int tag,
                  std::vector<MPI_Request> &requests);
 
   MPI_Comm world = MPI_COMM_NULL; ///< the collectives' communicator (the
@@ -344,31 +350,33 @@ void MpiCommunicator::broadcast(void *data, int64_t bytes, int root) {
     (*sent)[CollectiveKind::Broadcast] += bytes * (worldSize - 1);
 }
 
-void MpiCommunicator::send(const void *data, int64_t bytes, int to) {
+void MpiCommunicator::send(const void *data, int64_t bytes, int to,
+                           int tag) {
   std::vector<MPI_Request> requests;
-  issueSend(data, bytes, to, requests);
+  issueSend(data, bytes, to, tag, requests);
   for (MPI_Request &request : requests)
     wait(request, "send");
 }
 
 void MpiCommunicator::issueSend(const void *data, int64_t bytes, int to,
-                                std::vector<MPI_Request> &requests) {
-  constexpr int kTag = 11; // recv's
+                                int tag, std::vector<MPI_Request> &requests) {
   const int peer = peerRank("send", to);
+  checkTag("send", tag);
   if (bytes < 0)
     throw Error("send: negative byte count");
   const char *base = static_cast<const char *>(data);
   for (int64_t at = 0; at < bytes; at += kMaxCount) {
     requests.emplace_back();
     check(MPI_Isend(base + at, int(std::min(kMaxCount, bytes - at)),
-                    MPI_BYTE, peer, kTag, world, &requests.back()),
+                    MPI_BYTE, peer, tag, world, &requests.back()),
           "MPI_Isend");
   }
   (*sent)[CollectiveKind::Send] += bytes;
 }
 
-void MpiCommunicator::startSend(const void *data, int64_t bytes, int to) {
-  issueSend(data, bytes, to, pendingSends);
+void MpiCommunicator::startSend(const void *data, int64_t bytes, int to,
+                                int tag) {
+  issueSend(data, bytes, to, tag, pendingSends);
 }
 
 void MpiCommunicator::waitSends() {
@@ -377,12 +385,12 @@ void MpiCommunicator::waitSends() {
   pendingSends.clear();
 }
 
-void MpiCommunicator::recv(void *data, int64_t bytes, int from) {
-  constexpr int kTag = 11;
+void MpiCommunicator::recv(void *data, int64_t bytes, int from, int tag) {
   const int peer = peerRank("recv", from);
+  checkTag("recv", tag);
   char *base = static_cast<char *>(data);
   inChunks("recv", bytes, [&](int64_t at, int count, MPI_Request *r) {
-    check(MPI_Irecv(base + at, count, MPI_BYTE, peer, kTag, world, r),
+    check(MPI_Irecv(base + at, count, MPI_BYTE, peer, tag, world, r),
           "MPI_Irecv");
   });
 }

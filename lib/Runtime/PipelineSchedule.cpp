@@ -202,14 +202,18 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
   return t;
 }
 
-std::vector<int> pipelineStashBuffers(const Program &prog) {
+std::vector<int> pipelineStashBuffers(const Program &prog, int64_t chunk) {
+  auto named = [&](const std::string &name) {
+    return chunk == 0 ? name : name + "." + std::to_string(chunk);
+  };
   std::set<int> written, read;
-  for (const Instr &instr : prog.function("stage_forward").body)
+  for (const Instr &instr : prog.function(named("stage_forward")).body)
     written.insert(instr.outputs.begin(), instr.outputs.end());
-  const int received = prog.findBuffer(BufferRole::Input, "stage_input");
+  const int received =
+      prog.findBuffer(BufferRole::Input, named("stage_input"));
   if (received >= 0)
     written.insert(received);
-  for (const Instr &instr : prog.function("micro_step").body)
+  for (const Instr &instr : prog.function(named("micro_step")).body)
     read.insert(instr.inputs.begin(), instr.inputs.end());
   std::vector<int> kept;
   for (int id : written) {
@@ -229,14 +233,28 @@ PipelineStash pipelineStashOf(const Program &prog) {
   s.shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
   s.shape.stages = prog.mesh().pipeline;
   s.shape.microBatches = prog.metaInt("grad_accum", std::nullopt, 1);
-  for (int id : pipelineStashBuffers(prog))
-    s.bytesPerMicroBatch += int64_t(prog.buffers[size_t(id)].bytes());
+  s.shape.chunks = prog.metaInt("pipeline_chunks", std::nullopt, 1);
+  for (int64_t k = 0; k < s.shape.chunks; ++k) {
+    int64_t bytes = 0;
+    for (int id : pipelineStashBuffers(prog, k))
+      bytes += int64_t(prog.buffers[size_t(id)].bytes());
+    s.bytesPerChunk.push_back(bytes);
+  }
   return s;
 }
 
 int64_t PipelineStash::peakBytes() const {
-  return stage < 0 ? 0
-                   : pipelinePeakInFlight(shape, stage) * bytesPerMicroBatch;
+  if (stage < 0)
+    return 0;
+  // The schedule's own order: a forward stashes its chunk's bytes until
+  // the micro-batch's backward through that chunk.
+  int64_t held = 0, peak = 0;
+  for (const PipelineAction &a : pipelineOrder(shape, stage)) {
+    const int64_t bytes = bytesPerChunk[size_t(a.chunk)];
+    held += a.kind == PipelineAction::Forward ? bytes : -bytes;
+    peak = std::max(peak, held);
+  }
+  return peak;
 }
 
 } // namespace dsc::rt

@@ -173,6 +173,8 @@ Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
   b.shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
   b.shape.stages = stages;
   b.shape.microBatches = A;
+  b.shape.chunks = prog.metaInt("pipeline_chunks", std::nullopt, 1);
+  checkPipelineShape(b.shape);
   // A stage's activations travel as bytes: what it receives and the
   // gradient it sends back have one shape, as do what it sends and the
   // gradient it gets back.
@@ -182,19 +184,31 @@ Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
       throw Error("compiled step: pipeline buffers '" + a.name + "' and '" +
                   c.name + "' must be f32 of one shape");
   };
-  if (!first) {
-    b.input = buffer(BufferRole::Input, "stage_input");
-    b.inputGrad = buffer(BufferRole::Output, "stage_input_grad");
-    samePair(b.input, b.inputGrad);
+  const int64_t v = b.shape.chunks;
+  for (int64_t k = 0; k < v; ++k) {
+    auto named = [&](const std::string &name) {
+      return k == 0 ? name : name + "." + std::to_string(k);
+    };
+    ChunkBuffers c;
+    c.forward = named("stage_forward");
+    c.backward = named("micro_step");
+    if (!(first && k == 0)) {
+      c.input = buffer(BufferRole::Input, named("stage_input"));
+      c.inputGrad = buffer(BufferRole::Output, named("stage_input_grad"));
+      samePair(c.input, c.inputGrad);
+    }
+    if (!(last && k == v - 1)) {
+      c.output = buffer(BufferRole::Output, named("stage_output"));
+      c.outputGrad = buffer(BufferRole::Input, named("stage_output_grad"));
+      samePair(c.output, c.outputGrad);
+    } else {
+      c.loss = buffer(BufferRole::Output, "loss");
+    }
+    prog.function(c.forward); // throws naming a missing one
+    prog.function(c.backward);
+    c.kept = pipelineStashBuffers(prog, k);
+    b.chunks.push_back(std::move(c));
   }
-  if (!last) {
-    b.output = buffer(BufferRole::Output, "stage_output");
-    b.outputGrad = buffer(BufferRole::Input, "stage_output_grad");
-    samePair(b.output, b.outputGrad);
-  } else {
-    b.loss = buffer(BufferRole::Output, "loss");
-  }
-  b.kept = pipelineStashBuffers(prog);
   // The first and the last stage add their gradients of the parameters
   // both hold (comma-separated names).
   if (first || last) {
@@ -711,65 +725,78 @@ Trainer::ScheduleRun Trainer::runPipelineSchedule(const TokenFile &data) {
   };
   Communicator &pipe = pipelineGroup();
   const int s = pipe.rank(), P = pipe.size();
-  const bool first = s == 0, last = s == P - 1;
   const StageBuffers &b = *stageBuffers;
-  // The kept buffers of the micro-batches whose backward has not run, and
-  // every send of the step until it has completed.
-  std::vector<std::vector<char>> inFlight(static_cast<size_t>(A));
+  // Chunk k holds virtual stage s + k*P: its activations come from the
+  // rank before (chunk k - 1 of the last rank, for rank 0) and go to the
+  // rank after. A message's tag names the boundary it crosses and its
+  // direction, so the two that two ranks may exchange (an activation one
+  // way, a gradient the other, or several chunks') never mix; per tag, MPI
+  // keeps the order, which is the micro-batches' on both ends.
+  const int before = (s + P - 1) % P, after = (s + 1) % P;
+  auto tag = [&](int64_t boundary, bool gradient) {
+    return int(2 * boundary + (gradient ? 1 : 0) + 1);
+  };
+  // The kept buffers of the micro-batch chunks whose backward has not run,
+  // and every send of the step until it has completed.
+  std::vector<std::vector<char>> inFlight(
+      static_cast<size_t>(A * b.shape.chunks));
   std::vector<std::vector<char>> outbox;
-  outbox.reserve(size_t(2 * A));
-  auto sendBuffer = [&](int id, int to) {
+  outbox.reserve(size_t(2 * A * b.shape.chunks));
+  auto sendBuffer = [&](int id, int to, int tag) {
     backend.download(storage, {id});
     const char *bytes = static_cast<const char *>(storage.data(id));
     outbox.emplace_back(bytes, bytes + prog.buffers[size_t(id)].bytes());
-    pipe.startSend(outbox.back().data(), int64_t(outbox.back().size()), to);
+    pipe.startSend(outbox.back().data(), int64_t(outbox.back().size()), to,
+                   tag);
   };
-  auto receive = [&](int id, int from) {
+  auto receive = [&](int id, int from, int tag) {
     const auto since = Clock::now();
     pipe.recv(storage.data(id), int64_t(prog.buffers[size_t(id)].bytes()),
-              from);
+              from, tag);
     waited(since);
     backend.upload(storage, {id});
   };
   int64_t stashBytes = 0;
   for (const PipelineAction &action : pipelineOrder(b.shape, s)) {
     const int64_t m = action.microBatch;
-    std::vector<char> &stash = inFlight[size_t(m)];
+    const ChunkBuffers &c = b.chunks[size_t(action.chunk)];
+    const int64_t virtualStage = s + action.chunk * P;
+    std::vector<char> &stash = inFlight[size_t(action.chunk * A + m)];
     const RngContext rng = loadMicroBatch(data, m);
     if (action.kind == PipelineAction::Forward) {
-      if (!first)
-        receive(b.input, s - 1);
-      backend.run(prog, prog.function("stage_forward"), storage, rng);
-      backend.download(storage, b.kept);
-      for (int id : b.kept) {
+      if (c.input >= 0)
+        receive(c.input, before, tag(virtualStage, false));
+      backend.run(prog, prog.function(c.forward), storage, rng);
+      backend.download(storage, c.kept);
+      for (int id : c.kept) {
         const char *bytes = static_cast<const char *>(storage.data(id));
         stash.insert(stash.end(), bytes,
                      bytes + prog.buffers[size_t(id)].bytes());
       }
       stashBytes += int64_t(stash.size());
       run.stashPeakBytes = std::max(run.stashPeakBytes, stashBytes);
-      if (last) {
-        backend.download(storage, {b.loss});
-        run.lossSum += storage.f32(b.loss)[0];
+      if (c.loss >= 0) {
+        backend.download(storage, {c.loss});
+        run.lossSum += storage.f32(c.loss)[0];
       } else {
-        sendBuffer(b.output, s + 1);
+        sendBuffer(c.output, after, tag(virtualStage + 1, false));
       }
       continue;
     }
     size_t at = 0;
-    for (int id : b.kept) {
+    for (int id : c.kept) {
       const size_t bytes = prog.buffers[size_t(id)].bytes();
       std::memcpy(storage.data(id), stash.data() + at, bytes);
       at += bytes;
     }
     stashBytes -= int64_t(stash.size());
     stash = {};
-    backend.upload(storage, b.kept);
-    if (!last)
-      receive(b.outputGrad, s + 1);
-    backend.run(prog, prog.function("micro_step"), storage, rng);
-    if (!first)
-      sendBuffer(b.inputGrad, s - 1);
+    backend.upload(storage, c.kept);
+    if (c.outputGrad >= 0)
+      receive(c.outputGrad, after, tag(virtualStage + 1, true));
+    backend.run(prog, prog.function(c.backward), storage, rng);
+    if (c.inputGrad >= 0)
+      sendBuffer(c.inputGrad, before, tag(virtualStage, true));
   }
   const auto since = Clock::now();
   pipe.waitSends();

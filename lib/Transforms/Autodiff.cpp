@@ -48,25 +48,36 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
     return forward.emitError("dsc-autodiff: @")
            << forward.getName() << " must have a body of exactly one block";
   FunctionType fnType = forward.getFunctionType();
-  // A pipeline stage before the last ends in the activation it sends: its
-  // gradient (received from the next stage) seeds the backward.
-  const bool sendsActivation = sendsPipelineActivation(forward);
+  // A pipeline stage's forward may end in the activations it sends (one
+  // per sending chunk, after the loss and logits if it has them): their
+  // gradients, received from the next stage, seed the backward as the
+  // loss gradient does.
+  const bool holdsLoss = holdsPipelineLoss(forward);
+  const unsigned numSent = pipelineSendingChunks(forward).size();
+  const unsigned numSeeds = numSent + (holdsLoss ? 1 : 0);
   auto f32 = Float32Type::get(&getContext());
-  if (sendsActivation
-          ? fnType.getNumResults() != 1 ||
-                !isa<RankedTensorType>(fnType.getResult(0)) ||
-                cast<RankedTensorType>(fnType.getResult(0)).getElementType() !=
-                    f32
-          : fnType.getNumResults() == 0 ||
-                fnType.getResult(0) != RankedTensorType::get({}, f32))
+  if (fnType.getNumResults() < numSeeds ||
+      (!holdsLoss && fnType.getNumResults() != numSent))
+    return forward.emitError("dsc-autodiff: @")
+           << forward.getName() << " returns " << fnType.getNumResults()
+           << " values; its pipeline stage returns "
+           << (holdsLoss ? "the loss and what follows it, then " : "")
+           << numSent << " activation" << (numSent == 1 ? "" : "s")
+           << " it sends";
+  if (holdsLoss && fnType.getResult(0) != RankedTensorType::get({}, f32))
     return forward.emitError("dsc-autodiff: result #0 of @")
-           << forward.getName()
-           << (sendsActivation
-                   ? " must be the f32 activation a pipeline stage sends "
-                     "(its only result)"
-                   : " must be the scalar loss tensor<f32>");
+           << forward.getName() << " must be the scalar loss tensor<f32>";
+  const unsigned firstSent = fnType.getNumResults() - numSent;
+  for (unsigned i = firstSent; i < fnType.getNumResults(); ++i) {
+    auto sent = dyn_cast<RankedTensorType>(fnType.getResult(i));
+    if (!sent || sent.getElementType() != f32)
+      return forward.emitError("dsc-autodiff: result #")
+             << i << " of @" << forward.getName()
+             << " must be an f32 activation its pipeline stage sends";
+  }
 
-  // @forward_grad starts as a clone of @forward with a trailing %dloss.
+  // @forward_grad starts as a clone of @forward with trailing seeds: %dloss,
+  // then the gradient of each sent activation.
   OpBuilder moduleBuilder(forward);
   moduleBuilder.setInsertionPointAfter(forward);
   func::FuncOp grad = cast<func::FuncOp>(moduleBuilder.clone(*forward));
@@ -76,13 +87,18 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
                                                 << " already exists";
   grad.setName(gradName);
   Block &body = grad.getBody().front();
-  Type lossType = fnType.getResult(0);
-  Value dloss = body.addArgument(lossType, forward.getLoc());
+  SmallVector<std::pair<unsigned, Value>> seeds; // result, its gradient
+  if (holdsLoss)
+    seeds.push_back({0u, body.addArgument(fnType.getResult(0),
+                                          forward.getLoc())});
+  for (unsigned i = firstSent; i < fnType.getNumResults(); ++i)
+    seeds.push_back({i, body.addArgument(fnType.getResult(i),
+                                         forward.getLoc())});
 
   // Parameters are the arguments carrying dsc.param; frozen ones (dsc.frozen)
   // are constants here.
   SmallVector<BlockArgument> params;
-  for (BlockArgument arg : body.getArguments().drop_back())
+  for (BlockArgument arg : body.getArguments().drop_back(numSeeds))
     if (grad.getArgAttr(arg.getArgNumber(), kParamAttrName) &&
         !grad.getArgAttr(arg.getArgNumber(), kFrozenAttrName))
       params.push_back(arg);
@@ -90,7 +106,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   // A pipeline stage's received activation (dsc.pipeline_input) is
   // differentiated as well: its gradient goes back to the previous stage.
   SmallVector<BlockArgument> stageInputs;
-  for (BlockArgument arg : body.getArguments().drop_back())
+  for (BlockArgument arg : body.getArguments().drop_back(numSeeds))
     if (grad.getArgAttr(arg.getArgNumber(), kPipelineInputAttrName))
       stageInputs.push_back(arg);
 
@@ -115,7 +131,8 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
     if (!inserted)
       it->second = b.create<AddOp>(loc, v.getType(), it->second, g);
   };
-  grads[ret.getOperand(0)] = dloss;
+  for (auto [result, seed] : seeds)
+    accumulate(ret.getOperand(result), seed, forward.getLoc());
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (!llvm::any_of(op->getOperands(),
                       [&](Value v) { return active.contains(v); }))
@@ -171,9 +188,9 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   grad.setFunctionType(FunctionType::get(&getContext(), argTypes, resultTypes));
   // Keep argument attributes aligned with the new signature.
   SmallVector<DictionaryAttr> argAttrs;
-  for (unsigned i = 0; i + 1 < body.getNumArguments(); ++i)
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
     argAttrs.push_back(forward.getArgAttrDict(i));
-  argAttrs.push_back(DictionaryAttr::get(&getContext()));
+  argAttrs.append(numSeeds, DictionaryAttr::get(&getContext()));
   grad.setAllArgAttrs(argAttrs);
   grad.removeResAttrsAttr();
   return success();

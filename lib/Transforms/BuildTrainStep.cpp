@@ -229,21 +229,36 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   }
   Block &src = fwdGrad.getBody().front();
   unsigned numParams = params.size(), numTrainable = trainable.size();
-  // A pipeline stage: the activation it receives (an argument after the
-  // parameters, its gradient the last result) and whether it sends one
-  // (its only forward result, seeded by the gradient it gets back).
-  const bool receives =
-      numParams < src.getNumArguments() &&
-      fwdGrad.getArgAttr(numParams, kPipelineInputAttrName);
-  const bool sends = sendsPipelineActivation(fwdGrad);
-  unsigned numInputs = src.getNumArguments() - numParams - 1; // minus dloss
-  unsigned numForwardResults =
-      fwdGrad.getFunctionType().getNumResults() - numTrainable - receives;
-  if (numInputs != 2u + receives || numForwardResults != (sends ? 1u : 2u)) {
+  // A pipeline stage: the activations its chunks receive (arguments after
+  // the parameters, their gradients the last results) and those they send
+  // (forward results after the loss and logits, if it has them, each seeded
+  // by the gradient it gets back).
+  SmallVector<int64_t> receiving = pipelineReceivingChunks(fwdGrad),
+                       sending = pipelineSendingChunks(fwdGrad);
+  const bool holdsLoss = holdsPipelineLoss(fwdGrad);
+  const unsigned numReceived = receiving.size(), numSent = sending.size();
+  const unsigned numSeeds = numSent + (holdsLoss ? 1u : 0u);
+  const unsigned numForwardResults = numSent + (holdsLoss ? 2u : 0u);
+  const bool shapeOk =
+      src.getNumArguments() == numParams + numReceived + 2 + numSeeds &&
+      fwdGrad.getFunctionType().getNumResults() ==
+          numForwardResults + numTrainable + numReceived &&
+      llvm::all_of(llvm::seq(numParams, numParams + numReceived),
+                   [&](unsigned i) {
+                     return bool(
+                         fwdGrad.getArgAttr(i, kPipelineInputAttrName));
+                   });
+  if (!shapeOk) {
     fwdGrad.emitError("dsc-build-train-step: expected @forward_grad(params, ")
-        << (receives ? "stage_input, " : "") << "input_ids, targets, dloss) -> ("
-        << (sends ? "stage_output" : "loss, logits") << ", grads"
-        << (receives ? ", stage_input_grad" : "") << ")";
+        << (numReceived ? "stage_input, " : "") << "input_ids, targets, "
+        << (holdsLoss ? "dloss" : "") << (holdsLoss && numSent ? ", " : "")
+        << (numSent ? "stage_output_grad" : "") << ") -> ("
+        << (holdsLoss ? "loss, logits" : "")
+        << (holdsLoss && numSent ? ", " : "")
+        << (numSent ? "stage_output" : "") << ", grads"
+        << (numReceived ? ", stage_input_grad" : "") << ")"
+        << (numReceived + numSent > 2 ? ", one boundary value per chunk"
+                                      : "");
     return {};
   }
   // Parameters must come first, as the frontend emits them.
@@ -254,38 +269,41 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
       return {};
     }
 
-  const unsigned firstToken = numParams + receives;
+  const unsigned firstToken = numParams + numReceived;
+  const unsigned firstSeed = firstToken + 2;
+  FunctionType srcType = fwdGrad.getFunctionType();
   Signature args, results;
   for (const Param &p : params)
     args.addParam(ctx, p);
   for (const Param &p : trainable)
     args.add(ctx, p.type, StateKind::grad, p.name);
-  if (receives)
-    args.add(ctx, src.getArgument(numParams).getType(), StateKind::activation,
-             "stage_input");
+  for (auto [i, k] : llvm::enumerate(receiving))
+    args.add(ctx, src.getArgument(numParams + i).getType(),
+             StateKind::activation, pipelineChunkName("stage_input", k));
   args.add(ctx, src.getArgument(firstToken).getType(), StateKind::input_ids,
            "input_ids");
   args.add(ctx, src.getArgument(firstToken + 1).getType(), StateKind::targets,
            "targets");
-  if (sends) {
-    args.add(ctx, src.getArguments().back().getType(), StateKind::activation,
-             "stage_output_grad");
-    results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
-                "stage_output");
-  } else {
-    results.add(ctx, fwdGrad.getFunctionType().getResult(0), StateKind::output,
-                "loss");
-    results.add(ctx, fwdGrad.getFunctionType().getResult(1), StateKind::output,
-                "logits");
+  const unsigned firstSentSeed = firstSeed + (holdsLoss ? 1 : 0);
+  for (auto [i, k] : llvm::enumerate(sending))
+    args.add(ctx, src.getArgument(firstSentSeed + i).getType(),
+             StateKind::activation, pipelineChunkName("stage_output_grad", k));
+  if (holdsLoss) {
+    results.add(ctx, srcType.getResult(0), StateKind::output, "loss");
+    results.add(ctx, srcType.getResult(1), StateKind::output, "logits");
   }
+  const unsigned firstSent = numForwardResults - numSent;
+  for (auto [i, k] : llvm::enumerate(sending))
+    results.add(ctx, srcType.getResult(firstSent + i), StateKind::output,
+                pipelineChunkName("stage_output", k));
   for (const Param &p : trainable)
     results.add(ctx, p.type, StateKind::grad, p.name);
-  if (receives)
-    results.add(ctx, src.getArgument(numParams).getType(), StateKind::output,
-                "stage_input_grad");
+  for (auto [i, k] : llvm::enumerate(receiving))
+    results.add(ctx, src.getArgument(numParams + i).getType(),
+                StateKind::output, pipelineChunkName("stage_input_grad", k));
   // The loss scale seeds the last stage's backward; the stages before it
   // receive gradients scaled already.
-  if (fp16 && !sends)
+  if (fp16 && holdsLoss)
     args.add(ctx, scalerType(), StateKind::loss_scaler, "state");
 
   OpBuilder mb(fwdGrad);
@@ -301,47 +319,47 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   IRMapping map;
   for (unsigned i = 0; i < numParams; ++i)
     map.map(src.getArgument(i), body->getArgument(i));
-  // Received activation and tokens, in the same order after the
+  // Received activations and tokens, in the same order after the
   // accumulators.
-  for (unsigned i = numParams; i < firstToken + 2; ++i)
+  for (unsigned i = numParams; i < firstSeed; ++i)
     map.map(src.getArgument(i), body->getArgument(i + numTrainable));
   // DeepSpeed scales each micro-batch loss by 1/A; the accumulated gradient
   // is then the mean over the step's micro-batches.
   // With fp16 the seed is scale / A (DeepSpeed's backward(loss * scale)).
-  // A stage that sends its activation is seeded by the gradient it gets
-  // back, which carries both factors already.
-  Type seedType = src.getArguments().back().getType();
-  Value seed;
-  if (sends) {
-    seed = body->getArgument(firstToken + numTrainable + 2);
-  } else {
-    seed = fp16 ? b.create<LossScaleOp>(
-                       loc, seedType, body->getArguments().back(),
-                       b.getF64FloatAttr(initialScale()),
-                       b.getF64FloatAttr(1.0 / double(gradAccum)))
-                      .getResult()
-                : b.create<FillOp>(loc, seedType,
-                                   b.getF64FloatAttr(1.0 / double(gradAccum)))
-                      .getResult();
+  // A sent activation is seeded by the gradient it gets back, which
+  // carries both factors already.
+  if (holdsLoss) {
+    Type seedType = src.getArgument(firstSeed).getType();
+    Value seed =
+        fp16 ? b.create<LossScaleOp>(
+                    loc, seedType, body->getArguments().back(),
+                    b.getF64FloatAttr(initialScale()),
+                    b.getF64FloatAttr(1.0 / double(gradAccum)))
+                   .getResult()
+             : b.create<FillOp>(loc, seedType,
+                                b.getF64FloatAttr(1.0 / double(gradAccum)))
+                   .getResult();
     seed.getDefiningOp()->setAttr(kGradAttrName, b.getUnitAttr()); // dloss
+    map.map(src.getArgument(firstSeed), seed);
   }
-  map.map(src.getArguments().back(), seed);
+  for (unsigned i = 0; i < numSent; ++i)
+    map.map(src.getArgument(firstSentSeed + i),
+            body->getArgument(firstSeed + numTrainable + i));
   for (Operation &op : src.without_terminator())
     b.clone(op, map);
 
   auto ret = cast<func::ReturnOp>(src.getTerminator());
   SmallVector<Value> outs;
-  if (sends)
-    outs = {map.lookup(ret.getOperand(0))};
-  else
-    outs = {map.lookup(ret.getOperand(0)), map.lookup(ret.getOperand(1))};
+  for (unsigned i = 0; i < numForwardResults; ++i)
+    outs.push_back(map.lookup(ret.getOperand(i)));
   for (unsigned i = 0; i < numTrainable; ++i) {
     Value acc = body->getArgument(numParams + i);
     Value g = map.lookup(ret.getOperand(numForwardResults + i));
     outs.push_back(b.create<AddOp>(loc, acc.getType(), acc, g));
   }
-  if (receives)
-    outs.push_back(map.lookup(ret.getOperands().back()));
+  for (unsigned i = 0; i < numReceived; ++i)
+    outs.push_back(
+        map.lookup(ret.getOperand(numForwardResults + numTrainable + i)));
   b.create<func::ReturnOp>(loc, outs);
   return micro;
 }

@@ -140,6 +140,12 @@ void PipelineStagePass::runOnOperation() {
         << " pipeline rank" << (P == 1 ? "" : "s");
     return signalPassFailure();
   }
+  if (chunks < 1 || (P == 1 && chunks > 1)) {
+    module.emitError("dsc-pipeline-stage: chunks must be 1, or more with "
+                     "more than one stage, not ")
+        << int64_t(chunks);
+    return signalPassFailure();
+  }
   if (P == 1)
     return;
   if (module->hasAttr(kPipelineStageAttrName)) {
@@ -162,16 +168,19 @@ void PipelineStagePass::runOnOperation() {
   Block &body = forward.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
 
+  // The units are cut into V virtual stages; this rank keeps stage + k*P.
+  const int64_t numChunks = chunks, V = numChunks * P;
   DenseMap<Operation *, size_t> unit;
   size_t numLayers = 0;
   if (failed(assignUnits(forward, unit, numLayers)))
     return signalPassFailure();
   std::vector<size_t> bounds = ::dsc::partitionBalanced(
-      unitWeights(forward, unit, numLayers + 2), size_t(P));
+      unitWeights(forward, unit, numLayers + 2), size_t(V));
   if (bounds.empty()) {
     forward.emitError("dsc-pipeline-stage: ")
         << numLayers + 2 << " units (embedding, " << numLayers
-        << " layers, head) cannot fill " << P << " stages";
+        << " layers, head) cannot fill " << V
+        << (numChunks > 1 ? " virtual stages" : " stages");
     return signalPassFailure();
   }
   auto stageOfUnit = [&](size_t u) {
@@ -192,7 +201,7 @@ void PipelineStagePass::runOnOperation() {
     return stageOf.lookup(v.getDefiningOp());
   };
   SmallVector<llvm::SetVector<Value>> crossing;
-  crossing.resize(size_t(P));
+  crossing.resize(size_t(V));
   for (Operation &op : body.without_terminator())
     for (Value operand : op.getOperands()) {
       const int64_t from = stageOfValue(operand), to = stageOf[&op];
@@ -201,12 +210,12 @@ void PipelineStagePass::runOnOperation() {
       for (int64_t b = from + 1; b <= to; ++b)
         crossing[size_t(b)].insert(operand);
     }
-  for (int64_t b = 1; b < P; ++b) {
+  for (int64_t b = 1; b < V; ++b) {
     const auto &values = crossing[size_t(b)];
     if (values.size() != 1 || stageOfValue(values[0]) != b - 1) {
       InFlightDiagnostic diag = forward.emitError("dsc-pipeline-stage: ");
-      diag << "the boundary before stage " << b << " carries "
-           << values.size()
+      diag << "the boundary before " << (numChunks > 1 ? "virtual " : "") << "stage "
+           << b << " carries " << values.size()
            << " activations; a stage boundary must carry exactly one, "
               "made by the stage before it";
       for (Value v : values)
@@ -215,11 +224,19 @@ void PipelineStagePass::runOnOperation() {
     }
   }
   for (Value result : ret.getOperands())
-    if (stageOfValue(result) != P - 1 && !tokenOnly.contains(result)) {
+    if (stageOfValue(result) != V - 1 && !tokenOnly.contains(result)) {
       forward.emitError("dsc-pipeline-stage: a result of @forward is not "
                         "made by the last stage");
       return signalPassFailure();
     }
+
+  // This rank's virtual stages, chunk k holding stage + k*P.
+  SmallVector<int64_t> mine;
+  for (int64_t k = 0; k < numChunks; ++k)
+    mine.push_back(stage + k * P);
+  auto isMine = [&](int64_t virtualStage) {
+    return virtualStage % P == stage;
+  };
 
   // Parameters by the stages that use them: only the first and the last
   // stage may share one (a tied word embedding).
@@ -233,7 +250,7 @@ void PipelineStagePass::runOnOperation() {
     std::set<int64_t> users;
     for (Operation *user : arg.getUsers())
       users.insert(stageOf.lookup(user));
-    if (users.size() > 1 && users != std::set<int64_t>{0, P - 1}) {
+    if (users.size() > 1 && users != std::set<int64_t>{0, V - 1}) {
       forward.emitError("dsc-pipeline-stage: parameter '")
           << param.getName() << "' is used by stages " << *users.begin()
           << " and " << *std::next(users.begin())
@@ -241,7 +258,7 @@ void PipelineStagePass::runOnOperation() {
              "(tied embeddings)";
       return signalPassFailure();
     }
-    if (users.count(stage))
+    if (llvm::any_of(users, isMine))
       params.push_back(arg);
     // A frozen copy never changes: only trained ones need their gradients
     // summed.
@@ -250,20 +267,27 @@ void PipelineStagePass::runOnOperation() {
       tied.push_back(StringAttr::get(ctx, param.getName()));
   }
 
-  // The stage's function: its parameters, the activation it receives, the
-  // tokens; the loss and logits (last stage) or the activation it sends.
+  // The stage's function: its parameters, the activation each chunk
+  // receives, the tokens; the loss and logits (the last virtual stage) and
+  // the activation each other chunk sends.
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   for (BlockArgument p : params) {
     argTypes.push_back(p.getType());
     argAttrs.push_back(forward.getArgAttrDict(p.getArgNumber()));
   }
-  Value received = stage > 0 ? crossing[size_t(stage)][0] : Value();
-  if (received) {
-    argTypes.push_back(received.getType());
-    argAttrs.push_back(DictionaryAttr::get(
-        ctx, {NamedAttribute(StringAttr::get(ctx, kPipelineInputAttrName),
-                             UnitAttr::get(ctx))}));
+  SmallVector<Value> received(static_cast<size_t>(numChunks)),
+      sent(static_cast<size_t>(numChunks));
+  for (int64_t k = 0; k < numChunks; ++k) {
+    if (mine[k] > 0) {
+      received[k] = crossing[size_t(mine[k])][0];
+      argTypes.push_back(received[k].getType());
+      argAttrs.push_back(DictionaryAttr::get(
+          ctx, {NamedAttribute(StringAttr::get(ctx, kPipelineInputAttrName),
+                               UnitAttr::get(ctx))}));
+    }
+    if (mine[k] + 1 < V)
+      sent[k] = crossing[size_t(mine[k] + 1)][0];
   }
   SmallVector<BlockArgument> tokens;
   for (BlockArgument arg : forward.getArguments())
@@ -273,10 +297,12 @@ void PipelineStagePass::runOnOperation() {
       argAttrs.push_back(forward.getArgAttrDict(arg.getArgNumber()));
     }
   const bool last = stage == P - 1;
-  Value sent = last ? Value() : crossing[size_t(stage + 1)][0];
-  SmallVector<Type> resultTypes =
-      last ? SmallVector<Type>(forward.getFunctionType().getResults())
-           : SmallVector<Type>{sent.getType()};
+  SmallVector<Type> resultTypes;
+  if (last)
+    llvm::append_range(resultTypes, forward.getFunctionType().getResults());
+  for (Value s : sent)
+    if (s)
+      resultTypes.push_back(s.getType());
 
   OpBuilder mb(forward);
   auto cut = mb.create<func::FuncOp>(forward.getLoc(), "forward_stage",
@@ -284,47 +310,57 @@ void PipelineStagePass::runOnOperation() {
                                                        resultTypes));
   cut.setAllArgAttrs(argAttrs);
   Block *entry = cut.addEntryBlock();
-  IRMapping map;
-  unsigned next = 0;
-  for (BlockArgument p : params)
-    map.map(p, entry->getArgument(next++));
-  if (received)
-    map.map(received, entry->getArgument(next++));
-  for (BlockArgument t : tokens)
-    map.map(t, entry->getArgument(next++));
   OpBuilder b = OpBuilder::atBlockEnd(entry);
-  // Token-only values of other stages are recomputed here, just before
-  // their first use.
-  std::function<void(Value)> materialize = [&](Value v) {
-    if (map.contains(v))
-      return;
-    Operation *def = v.getDefiningOp();
-    for (Value operand : def->getOperands())
-      materialize(operand);
-    b.clone(*def, map);
-  };
-  for (Operation &op : body.without_terminator()) {
-    if (stageOf[&op] != stage)
+  SmallVector<Value> lossResults, sentResults;
+  unsigned firstInput = params.size();
+  unsigned firstToken = entry->getNumArguments() - tokens.size();
+  for (int64_t k = 0; k < numChunks; ++k) {
+    // Each chunk maps the shared arguments afresh, so that it recomputes
+    // its own token-only values and shares no op with another chunk.
+    IRMapping map;
+    for (auto [i, p] : llvm::enumerate(params))
+      map.map(p, entry->getArgument(i));
+    if (received[k])
+      map.map(received[k], entry->getArgument(firstInput++));
+    for (auto [i, t] : llvm::enumerate(tokens))
+      map.map(t, entry->getArgument(firstToken + i));
+    // Token-only values of other stages are recomputed here, just before
+    // their first use.
+    std::function<void(Value)> materialize = [&](Value v) {
+      if (map.contains(v))
+        return;
+      Operation *def = v.getDefiningOp();
+      for (Value operand : def->getOperands())
+        materialize(operand);
+      b.clone(*def, map);
+    };
+    for (Operation &op : body.without_terminator()) {
+      if (stageOf[&op] != mine[k])
+        continue;
+      for (Value operand : op.getOperands())
+        materialize(operand);
+      b.clone(op, map);
+    }
+    if (sent[k]) {
+      sentResults.push_back(map.lookup(sent[k]));
       continue;
-    for (Value operand : op.getOperands())
-      materialize(operand);
-    b.clone(op, map);
-  }
-  SmallVector<Value> results;
-  if (last) {
+    }
     for (Value r : ret.getOperands()) {
       materialize(r);
-      results.push_back(map.lookup(r));
+      lossResults.push_back(map.lookup(r));
     }
-  } else {
-    results.push_back(map.lookup(sent));
   }
-  b.create<func::ReturnOp>(ret.getLoc(), results);
+  b.create<func::ReturnOp>(ret.getLoc(),
+                           llvm::to_vector(llvm::concat<Value>(
+                               lossResults, sentResults)));
 
   forward.erase();
   cut.setName("forward");
   module->setAttr(kPipelineStageAttrName,
                   IntegerAttr::get(IntegerType::get(ctx, 64), stage));
+  if (numChunks > 1)
+    module->setAttr(kPipelineChunksAttrName,
+                    IntegerAttr::get(IntegerType::get(ctx, 64), numChunks));
   if (!tied.empty() && (stage == 0 || last))
     module->setAttr(kPipelineTiedParamsAttrName, ArrayAttr::get(ctx, tied));
 }

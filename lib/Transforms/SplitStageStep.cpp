@@ -16,6 +16,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <optional>
+
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCSPLITSTAGESTEP
 #include "dsc/Transforms/Passes.h.inc"
@@ -26,16 +28,37 @@ using namespace mlir::dsc;
 
 namespace {
 
-StateAttr resultState(func::FuncOp fn, unsigned i) {
-  return fn.getResultAttrOfType<StateAttr>(i, kStateAttrName);
+/// The chunk index in `name` if it is `base` (chunk 0) or `base.k`.
+std::optional<int64_t> chunkOfName(StringRef name, StringRef base) {
+  if (!name.consume_front(base))
+    return std::nullopt;
+  if (name.empty())
+    return 0;
+  int64_t k;
+  if (!name.consume_front(".") || name.getAsInteger(10, k))
+    return std::nullopt;
+  return k;
 }
 
-/// The step's forward results: the loss and logits (last stage) or the
-/// activation the stage sends on.
-bool isForwardResult(StateAttr state) {
-  return state && state.getKind() == StateKind::output &&
-         (state.getName() == "loss" || state.getName() == "logits" ||
-          state.getName() == "stage_output");
+/// The chunk whose forward makes a result of @micro_step: the loss and
+/// logits the last one's, `stage_output.k` chunk k's; none for a backward
+/// result.
+std::optional<int64_t> forwardResultChunk(StateAttr state, int64_t chunks) {
+  if (!state || state.getKind() != StateKind::output)
+    return std::nullopt;
+  if (state.getName() == "loss" || state.getName() == "logits")
+    return chunks - 1;
+  return chunkOfName(state.getName(), "stage_output");
+}
+
+/// The chunk an argument of @micro_step belongs to (its boundary values),
+/// or none for those every chunk may read (parameters, tokens).
+std::optional<int64_t> argumentChunk(StateAttr state) {
+  if (!state || state.getKind() != StateKind::activation)
+    return std::nullopt;
+  if (auto k = chunkOfName(state.getName(), "stage_input"))
+    return k;
+  return chunkOfName(state.getName(), "stage_output_grad");
 }
 
 /// Whether the backward can make `op` again instead of saving its results:
@@ -47,18 +70,31 @@ bool recomputable(Operation *op) {
                       [](Value v) { return isa<BlockArgument>(v); });
 }
 
+/// Which chunk each op of @micro_step serves: kNone for ops every chunk may
+/// share (they read arguments alone), kMixed for an op that reads two
+/// chunks' values.
+constexpr int64_t kNone = -1, kMixed = -2;
+
 struct SplitStageStepPass
     : mlir::dsc::impl::DscSplitStageStepBase<SplitStageStepPass> {
   using DscSplitStageStepBase::DscSplitStageStepBase;
 
   void runOnOperation() override;
+
+private:
+  /// Builds chunk `chunk`'s @stage_forward (at the module's end) and
+  /// backward @micro_step (before `micro`) from `micro`.
+  LogicalResult splitChunk(func::FuncOp micro, int64_t chunk,
+                           const DenseSet<Operation *> &forward,
+                           const DenseMap<Operation *, int64_t> &chunkOf,
+                           ArrayRef<int64_t> argChunk,
+                           ArrayRef<int64_t> resultChunk);
 };
 
 } // namespace
 
 void SplitStageStepPass::runOnOperation() {
   ModuleOp module = getOperation();
-  MLIRContext *ctx = &getContext();
   if (pipelineStageOf(module) < 0)
     return;
   if (module.lookupSymbol("stage_forward")) {
@@ -72,35 +108,141 @@ void SplitStageStepPass::runOnOperation() {
                      "run -dsc-build-train-step first");
     return signalPassFailure();
   }
+  const int64_t chunks = pipelineChunksOf(module);
   Block &body = micro.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
 
-  // The forward: every op a forward result depends on.
-  SmallVector<unsigned> forwardResults;
-  for (unsigned i = 0; i < micro.getNumResults(); ++i)
-    if (isForwardResult(resultState(micro, i)))
-      forwardResults.push_back(i);
-  if (forwardResults.empty()) {
+  // Each forward result's chunk, and each chunk's forward: every op its
+  // forward results depend on.
+  SmallVector<int64_t> resultChunk(micro.getNumResults(), kNone);
+  SmallVector<DenseSet<Operation *>> chunkForward(static_cast<size_t>(chunks));
+  bool anyForward = false;
+  for (unsigned i = 0; i < micro.getNumResults(); ++i) {
+    std::optional<int64_t> k = forwardResultChunk(
+        micro.getResultAttrOfType<StateAttr>(i, kStateAttrName), chunks);
+    if (!k)
+      continue;
+    if (*k < 0 || *k >= chunks) {
+      micro.emitError("dsc-split-stage-step: result #")
+          << i << " names chunk " << *k << " of " << chunks;
+      return signalPassFailure();
+    }
+    anyForward = true;
+    resultChunk[i] = *k;
+    SmallVector<Value> work = {ret.getOperand(i)};
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || !chunkForward[*k].insert(def).second)
+        continue;
+      work.append(def->getOperands().begin(), def->getOperands().end());
+    }
+  }
+  if (!anyForward) {
     micro.emitError("dsc-split-stage-step: @micro_step returns no forward "
                     "result (loss, logits or stage_output)");
     return signalPassFailure();
   }
+
+  // Label every op with its chunk, in program order (SSA's topological
+  // order): a forward op its chunk's, any other op its operands' chunk.
+  SmallVector<int64_t> argChunk;
+  for (unsigned i = 0; i < micro.getNumArguments(); ++i)
+    argChunk.push_back(
+        argumentChunk(micro.getArgAttrOfType<StateAttr>(i, kStateAttrName))
+            .value_or(kNone));
   DenseSet<Operation *> forward;
-  SmallVector<Value> work;
-  for (unsigned i : forwardResults)
-    work.push_back(ret.getOperand(i));
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || !forward.insert(def).second)
-      continue;
-    work.append(def->getOperands().begin(), def->getOperands().end());
+  DenseMap<Operation *, int64_t> chunkOf;
+  auto join = [](int64_t a, int64_t b) {
+    return a == kNone ? b : b == kNone || a == b ? a : kMixed;
+  };
+  for (Operation &op : body.without_terminator()) {
+    int64_t label = kNone;
+    for (int64_t k = 0; k < chunks; ++k)
+      if (chunkForward[k].contains(&op))
+        label = join(label, k);
+    if (label != kNone) {
+      forward.insert(&op);
+      // A forward op two chunks need is made by each of them again.
+      if (label == kMixed && recomputable(&op))
+        label = kNone;
+    } else {
+      for (Value operand : op.getOperands())
+        label = join(label,
+                     isa<BlockArgument>(operand)
+                         ? argChunk[cast<BlockArgument>(operand).getArgNumber()]
+                         : chunkOf.lookup(operand.getDefiningOp()));
+    }
+    if (label == kMixed) {
+      op.emitOpError("dsc-split-stage-step: reads the values of two model "
+                     "chunks; a pipeline stage's chunks must not share work");
+      return signalPassFailure();
+    }
+    chunkOf[&op] = label;
   }
+  // Each backward result belongs to the chunk of the value it returns (a
+  // gradient that reads no chunk's value, a zero, goes with chunk 0).
+  for (unsigned i = 0; i < micro.getNumResults(); ++i) {
+    if (resultChunk[i] != kNone)
+      continue;
+    Value v = ret.getOperand(i);
+    int64_t k = isa<BlockArgument>(v)
+                    ? argChunk[cast<BlockArgument>(v).getArgNumber()]
+                    : chunkOf.lookup(v.getDefiningOp());
+    resultChunk[i] = k == kNone ? 0 : k;
+  }
+
+  for (int64_t k = 0; k < chunks; ++k)
+    if (failed(splitChunk(micro, k, forward, chunkOf, argChunk, resultChunk)))
+      return signalPassFailure();
+  micro.erase();
+}
+
+LogicalResult SplitStageStepPass::splitChunk(
+    func::FuncOp micro, int64_t chunk, const DenseSet<Operation *> &forward,
+    const DenseMap<Operation *, int64_t> &chunkOf, ArrayRef<int64_t> argChunk,
+    ArrayRef<int64_t> resultChunk) {
+  MLIRContext *ctx = &getContext();
+  ModuleOp module = getOperation();
+  Block &body = micro.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  auto mine = [&](Operation *op) {
+    int64_t k = chunkOf.lookup(op);
+    return k == chunk || k == kNone;
+  };
+
+  // The ops of this chunk's forward and of its backward: what its results
+  // depend on, the forward ones from its forward results.
+  SmallVector<unsigned> forwardResults, backwardResults;
+  for (unsigned i = 0; i < micro.getNumResults(); ++i)
+    if (resultChunk[i] == chunk)
+      (forwardResultChunk(
+           micro.getResultAttrOfType<StateAttr>(i, kStateAttrName),
+           pipelineChunksOf(module))
+           ? forwardResults
+           : backwardResults)
+          .push_back(i);
+  auto ancestors = [&](ArrayRef<unsigned> results, bool forwardOps) {
+    DenseSet<Operation *> ops;
+    SmallVector<Value> work;
+    for (unsigned i : results)
+      work.push_back(ret.getOperand(i));
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || forward.contains(def) != forwardOps || !mine(def) ||
+          !ops.insert(def).second)
+        continue;
+      work.append(def->getOperands().begin(), def->getOperands().end());
+    }
+    return ops;
+  };
+  DenseSet<Operation *> forwardOps = ancestors(forwardResults, true);
+  DenseSet<Operation *> backwardOps = ancestors(backwardResults, false);
 
   // What the backward reads of the forward: recomputed or saved.
   llvm::SetVector<Value> saved;
   llvm::SetVector<Operation *> recomputed;
   for (Operation &op : body.without_terminator()) {
-    if (forward.contains(&op))
+    if (!backwardOps.contains(&op))
       continue;
     for (Value operand : op.getOperands()) {
       Operation *def = operand.getDefiningOp();
@@ -108,19 +250,28 @@ void SplitStageStepPass::runOnOperation() {
         continue;
       if (recomputable(def))
         recomputed.insert(def);
-      else
+      else if (forwardOps.contains(def))
         saved.insert(operand);
+      else
+        return op.emitOpError("dsc-split-stage-step: the backward of chunk ")
+               << chunk << " reads a forward value of another chunk";
     }
   }
+  for (unsigned i : backwardResults)
+    if (Operation *def = ret.getOperand(i).getDefiningOp();
+        def && forward.contains(def))
+      return micro.emitError("dsc-split-stage-step: result #")
+             << i << " is a forward value but not a forward result";
 
   // @stage_forward: the forward ops, returning the forward results and the
   // saved values.
-  auto savedState = [&](unsigned k) {
+  auto savedState = [&](unsigned n) {
     return DictionaryAttr::get(
         ctx, {NamedAttribute(
                  StringAttr::get(ctx, kStateAttrName),
                  StateAttr::get(ctx, StateKind::activation,
-                                "saved/" + std::to_string(k)))});
+                                pipelineChunkName(
+                                    "saved/" + std::to_string(n), chunk)))});
   };
   // Each saved value's state: a forward result's own (the last stage's
   // logits, which its loss gradient reads), else a new activation.
@@ -145,81 +296,89 @@ void SplitStageStepPass::runOnOperation() {
     resultAttrs.push_back(savedAttrs.back());
     forwardOuts.push_back(v);
   }
-  // Its arguments: those the forward reads, in order.
-  SmallVector<BlockArgument> reads;
+  auto newFunction = [&](OpBuilder &at, StringRef name,
+                         ArrayRef<BlockArgument> reads,
+                         ArrayRef<Type> extraArgs,
+                         ArrayRef<DictionaryAttr> extraAttrs,
+                         ArrayRef<Type> results,
+                         ArrayRef<DictionaryAttr> resultAttrs) {
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    for (BlockArgument arg : reads) {
+      argTypes.push_back(arg.getType());
+      argAttrs.push_back(micro.getArgAttrDict(arg.getArgNumber()));
+    }
+    llvm::append_range(argTypes, extraArgs);
+    llvm::append_range(argAttrs, extraAttrs);
+    auto fn = at.create<func::FuncOp>(
+        micro.getLoc(), pipelineChunkName(name, chunk),
+        FunctionType::get(ctx, argTypes, results));
+    fn.setAllArgAttrs(argAttrs);
+    fn.setAllResultAttrs(resultAttrs);
+    fn.addEntryBlock();
+    return fn;
+  };
+
+  // The forward's arguments: those of @micro_step it reads, in order.
+  SmallVector<BlockArgument> forwardReads;
   for (BlockArgument arg : body.getArguments())
     if (llvm::any_of(arg.getUsers(),
-                     [&](Operation *user) { return forward.contains(user); }))
-      reads.push_back(arg);
-  SmallVector<Type> argTypes;
-  SmallVector<DictionaryAttr> readAttrs;
-  for (BlockArgument arg : reads) {
-    argTypes.push_back(arg.getType());
-    readAttrs.push_back(micro.getArgAttrDict(arg.getArgNumber()));
-  }
-  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-  auto stageForward = mb.create<func::FuncOp>(
-      micro.getLoc(), "stage_forward",
-      FunctionType::get(ctx, argTypes, resultTypes));
-  stageForward.setAllArgAttrs(readAttrs);
-  stageForward.setAllResultAttrs(resultAttrs);
-  Block *entry = stageForward.addEntryBlock();
+                     [&](Operation *user) { return forwardOps.contains(user); }))
+      forwardReads.push_back(arg);
+  OpBuilder atEnd = OpBuilder::atBlockEnd(module.getBody());
+  func::FuncOp stageForward =
+      newFunction(atEnd, "stage_forward", forwardReads, {}, {}, resultTypes,
+                  resultAttrs);
   IRMapping map;
-  for (auto [arg, mapped] : llvm::zip(reads, entry->getArguments()))
+  for (auto [arg, mapped] :
+       llvm::zip(forwardReads, stageForward.getArguments()))
     map.map(arg, mapped);
-  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  OpBuilder fb = OpBuilder::atBlockEnd(&stageForward.getBody().front());
   for (Operation &op : body.without_terminator())
-    if (forward.contains(&op))
+    if (forwardOps.contains(&op))
       fb.clone(op, map);
   SmallVector<Value> mappedOuts;
   for (Value v : forwardOuts)
     mappedOuts.push_back(map.lookupOrDefault(v));
   fb.create<func::ReturnOp>(ret.getLoc(), mappedOuts);
 
-  // @micro_step becomes the backward: the saved values are arguments, the
-  // recomputed ones are made again at the top.
-  OpBuilder bb = OpBuilder::atBlockBegin(&body);
-  for (Operation *def : recomputed) {
-    Operation *copy = bb.clone(*def);
-    for (auto [from, to] : llvm::zip(def->getResults(), copy->getResults()))
-      from.replaceUsesWithIf(to, [&](OpOperand &use) {
-        return !forward.contains(use.getOwner()) && use.getOwner() != ret;
-      });
-  }
-  SmallVector<DictionaryAttr> argAttrs;
-  for (unsigned i = 0; i < micro.getNumArguments(); ++i)
-    argAttrs.push_back(micro.getArgAttrDict(i));
-  for (auto [savedValue, attrs] : llvm::zip(saved, savedAttrs)) {
-    Value v = savedValue;
-    BlockArgument arg = body.addArgument(v.getType(), v.getLoc());
-    v.replaceUsesWithIf(arg, [&](OpOperand &use) {
-      return !forward.contains(use.getOwner()) && use.getOwner() != ret;
-    });
-    argAttrs.push_back(attrs);
-  }
-  SmallVector<Value> backwardOuts;
-  SmallVector<Type> backwardTypes;
+  // @micro_step, the backward: @micro_step's arguments but other chunks'
+  // boundary values (the driver fills the tokens' buffers whether or not a
+  // chunk reads them), then the saved values; the recomputed ones are made
+  // again at the top.
+  SmallVector<BlockArgument> backwardReads;
+  for (BlockArgument arg : body.getArguments())
+    if (argChunk[arg.getArgNumber()] == kNone ||
+        argChunk[arg.getArgNumber()] == chunk)
+      backwardReads.push_back(arg);
+  SmallVector<Type> savedTypes, backwardTypes;
+  for (Value v : saved)
+    savedTypes.push_back(v.getType());
   SmallVector<DictionaryAttr> backwardAttrs;
-  for (unsigned i = 0; i < micro.getNumResults(); ++i) {
-    if (llvm::is_contained(forwardResults, i))
-      continue;
-    backwardOuts.push_back(ret.getOperand(i));
+  for (unsigned i : backwardResults) {
     backwardTypes.push_back(micro.getFunctionType().getResult(i));
     backwardAttrs.push_back(micro.getResultAttrDict(i));
   }
-  OpBuilder(ret).create<func::ReturnOp>(ret.getLoc(), backwardOuts);
-  ret.erase();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (forward.contains(&op)) {
-      if (!op.use_empty()) {
-        op.emitOpError("dsc-split-stage-step: a forward op is still used by "
-                       "the backward");
-        return signalPassFailure();
-      }
-      op.erase();
-    }
-  micro.setFunctionType(
-      FunctionType::get(ctx, body.getArgumentTypes(), backwardTypes));
-  micro.setAllArgAttrs(argAttrs);
-  micro.setAllResultAttrs(backwardAttrs);
+  OpBuilder beforeMicro(micro);
+  func::FuncOp backward =
+      newFunction(beforeMicro, "micro_step", backwardReads, savedTypes,
+                  savedAttrs, backwardTypes, backwardAttrs);
+  Block &entry = backward.getBody().front();
+  IRMapping bmap;
+  for (auto [arg, mapped] : llvm::zip(backwardReads, entry.getArguments()))
+    bmap.map(arg, mapped);
+  for (auto [v, mapped] : llvm::zip(
+           saved, entry.getArguments().drop_front(backwardReads.size())))
+    bmap.map(v, mapped);
+  OpBuilder bb = OpBuilder::atBlockEnd(&entry);
+  for (Operation *def : recomputed)
+    bb.clone(*def, bmap);
+  for (Operation &op : body.without_terminator())
+    if (backwardOps.contains(&op))
+      bb.clone(op, bmap);
+  SmallVector<Value> backwardOuts;
+  for (unsigned i : backwardResults)
+    backwardOuts.push_back(bmap.lookupOrDefault(ret.getOperand(i)));
+  bb.create<func::ReturnOp>(ret.getLoc(), backwardOuts);
+  return success();
 }

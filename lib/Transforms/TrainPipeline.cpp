@@ -59,6 +59,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   DscPipelineStageOptions stage;
   stage.stage = o.pipelineStage;
   stage.partition = o.pipelinePartition;
+  stage.chunks = o.pipelineChunks;
   pm.addPass(createDscPipelineStage(stage));
   if (o.fuseQkv)
     pm.addPass(createDscFuseQkv());

@@ -162,7 +162,7 @@ func.func @forward(%w: tensor<4xf32> {dsc.param = #dsc.param<"w", zeros, 0.0 : f
 // A pipeline stage before the last sends one activation: that is its only
 // result.
 module attributes {dsc.mesh = #dsc.mesh<data = 1, tensor = 1, pipeline = 2>, dsc.pipeline_stage = 0 : i64} {
-  // expected-error @+1 {{dsc-autodiff: result #0 of @forward must be the f32 activation a pipeline stage sends (its only result)}}
+  // expected-error @+1 {{dsc-autodiff: @forward returns 2 values; its pipeline stage returns 1 activation it sends}}
   func.func @forward(%w: tensor<4xf32> {dsc.param = #dsc.param<"w", zeros, 0.0 : f64>}) -> (tensor<4xf32>, tensor<4xf32>) {
     return %w, %w : tensor<4xf32>, tensor<4xf32>
   }

@@ -197,10 +197,6 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        bool buildStep, std::string *pipeline,
                                        int64_t pipelineStage) {
   const ParallelConfig &par = train.parallel;
-  if (par.pipeline > 1 && par.schedule == "interleaved")
-    throw rt::Error("dsc.pipeline_schedule \"interleaved\": 'dsc-run plan' "
-                    "maps it, but training runs the gpipe and 1f1b schedules "
-                    "only");
   if (par.activationCheckpointInterval > 1)
     throw rt::Error("pipeline.activation_checkpoint_interval " +
                     std::to_string(par.activationCheckpointInterval) +
@@ -242,6 +238,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   fillPipelineOptions(model, train, options);
   options.pipelineStage = pipelineStage;
   options.pipelinePartition = par.partition;
+  options.pipelineChunks = par.pipeline > 1 ? par.virtualStages : 1;
   auto pm = PassManager::on<ModuleOp>(&ctx);
   mlir::dsc::buildTrainingPipeline(pm, options);
   if (pipeline) {

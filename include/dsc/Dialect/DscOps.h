@@ -86,6 +86,23 @@ int64_t pipelineStageOf(Operation *op);
 /// ends in the activation it sends, not in the loss.
 bool sendsPipelineActivation(Operation *op);
 
+/// Interleaved pipelines (Megatron-LM's virtual stages): rank s of P holds
+/// the v model chunks s, s + P, ..., s + (v-1)P of the v*P virtual stages,
+/// and its module says v in `dsc.pipeline_chunks` (absent: 1). Chunk k's
+/// boundary arguments and results, states and functions are named as chunk
+/// 0's with ".k" appended (`stage_input.1`, @micro_step.1).
+inline constexpr llvm::StringLiteral kPipelineChunksAttrName =
+    "dsc.pipeline_chunks";
+int64_t pipelineChunksOf(Operation *op);
+/// The chunks of `op`'s stage that receive an activation (all but the
+/// first virtual stage), that send one (all but the last), and whether it
+/// holds the last virtual stage (the loss), in chunk order.
+SmallVector<int64_t> pipelineReceivingChunks(Operation *op);
+SmallVector<int64_t> pipelineSendingChunks(Operation *op);
+bool holdsPipelineLoss(Operation *op);
+/// `name` for chunk `chunk`: itself for chunk 0, else `name.chunk`.
+std::string pipelineChunkName(StringRef name, int64_t chunk);
+
 /// Discardable provenance attributes on ops, read by the memory report:
 /// `dsc.layer = i : i64` on every op the frontend builds for transformer
 /// layer i (embeddings, final norm, head and loss carry none), and the unit

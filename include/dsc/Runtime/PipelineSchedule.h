@@ -100,20 +100,23 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
                                   double backwardOverForward = 2);
 
 /// What a compiled pipeline stage (a Program with @stage_forward, see
-/// -dsc-split-stage-step) keeps of each micro-batch from its forward until
-/// its backward @micro_step: the Input and Output buffers @stage_forward
-/// writes, or the driver writes for it (the received `stage_input`), that
-/// @micro_step reads. The driver holds one copy per micro-batch in flight.
-std::vector<int> pipelineStashBuffers(const Program &prog);
+/// -dsc-split-stage-step) keeps of each micro-batch through model chunk
+/// `chunk` from its forward until its backward: the Input and Output
+/// buffers @stage_forward writes, or the driver writes for it (the
+/// received `stage_input`), that @micro_step reads (chunk k > 0: the
+/// functions and buffers named with ".k"). The driver holds one copy per
+/// micro-batch chunk in flight.
+std::vector<int> pipelineStashBuffers(const Program &prog, int64_t chunk = 0);
 
 /// The stage's shape as its Program's metadata says (schedule, mesh
-/// pipeline size, gradient accumulation) and, per micro-batch in flight,
-/// the bytes of pipelineStashBuffers; {shape, 0} without @stage_forward.
+/// pipeline size, gradient accumulation, chunks) and, per model chunk, the
+/// bytes of pipelineStashBuffers; {shape, -1} without @stage_forward.
 struct PipelineStash {
   PipelineShape shape;
   int64_t stage = -1;
-  int64_t bytesPerMicroBatch = 0;
-  /// pipelinePeakInFlight(shape, stage) copies (0 without a pipeline).
+  std::vector<int64_t> bytesPerChunk;
+  /// The most bytes held at once as the schedule's order runs (0 without a
+  /// pipeline): pipelinePeakInFlight(shape, stage) copies with one chunk.
   int64_t peakBytes() const;
 };
 PipelineStash pipelineStashOf(const Program &prog);

@@ -66,14 +66,16 @@ public:
   /// In place: every rank's `data` receives rank `root`'s `bytes` bytes.
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   /// `bytes` bytes to rank `to` (returns once `data` may be reused), and
-  /// from rank `from` into `data`.
-  virtual void send(const void *data, int64_t bytes, int to) = 0;
-  virtual void recv(void *data, int64_t bytes, int from) = 0;
+  /// from rank `from` into `data`. A receive matches the sends of its peer
+  /// with the same `tag` (0 to 32767) in the order they were made.
+  virtual void send(const void *data, int64_t bytes, int to, int tag = 0) = 0;
+  virtual void recv(void *data, int64_t bytes, int from, int tag = 0) = 0;
   /// A send that returns at once: `data` must stay as it is until
   /// waitSends() returns. Pipeline stages send so, then two neighbours
   /// that send to each other do not wait for each other's receive.
-  virtual void startSend(const void *data, int64_t bytes, int to) {
-    send(data, bytes, to);
+  virtual void startSend(const void *data, int64_t bytes, int to,
+                         int tag = 0) {
+    send(data, bytes, to, tag);
   }
   /// Waits until every startSend of this communicator has completed.
   virtual void waitSends() {}

@@ -144,14 +144,19 @@ public:
 
 private:
   /// What the driver of a pipeline stage moves, found once: the schedule,
-  /// the buffers that cross the stage's boundaries (-1 where it has none),
-  /// the buffers a micro-batch's backward reads of its forward (kept per
-  /// micro-batch in flight) and the accumulators of the parameters the
-  /// first and last stage share.
-  struct StageBuffers {
-    PipelineShape shape;
+  /// per model chunk (one unless interleaved) its functions, the buffers
+  /// that cross its boundaries (-1 where it has none) and those a
+  /// micro-batch's backward reads of its forward (kept per micro-batch in
+  /// flight), and the accumulators of the parameters the first and last
+  /// stage share.
+  struct ChunkBuffers {
+    std::string forward, backward; ///< @stage_forward(.k), @micro_step(.k)
     int input = -1, inputGrad = -1, output = -1, outputGrad = -1, loss = -1;
     std::vector<int> kept;
+  };
+  struct StageBuffers {
+    PipelineShape shape;
+    std::vector<ChunkBuffers> chunks;
     std::vector<int> tiedGrads;
   };
   /// Checks the stage's step (its stage, schedule and boundary buffers)

@@ -93,6 +93,11 @@ struct TrainingPipelineOptions
       llvm::cl::desc("-dsc-pipeline-stage partition: uniform | parameters | "
                      "best"),
       llvm::cl::init("uniform")};
+  Option<int64_t> pipelineChunks{
+      *this, "pipeline-chunks",
+      llvm::cl::desc("-dsc-pipeline-stage chunks: model chunks per stage "
+                     "(> 1: the interleaved schedule's virtual stages)"),
+      llvm::cl::init(1)};
   // -dsc-lora (lora-rank 0: no LoRA); the other options keep the pass's
   // names with a `lora-` prefix.
   Option<int64_t> loraRank{*this, "lora-rank",

@@ -449,7 +449,14 @@ def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
     forward. Each boundary carries exactly one activation (the residual
     stream): a stage after the first takes it as the argument marked
     `dsc.pipeline_input`, a stage before the last returns it as its only
-    result. Values that depend on the tokens alone (positions, masks,
+    result. With `chunks` = v > 1 (Megatron-LM's interleaved schedule) the
+    units are split into v*P virtual stages and stage s keeps the v model
+    chunks s, s + P, ..., s + (v-1)P in one @forward: one
+    `dsc.pipeline_input` argument per chunk that receives (chunk order),
+    and as results the loss and logits if it holds the last virtual stage,
+    then one activation per chunk that sends (chunk order); the module's
+    `dsc.pipeline_chunks` says v. The chunks share no value: each
+    recomputes its own token-only values. Values that depend on the tokens alone (positions, masks,
     BERT's masking, rotary tables) are recomputed by each stage that needs
     them; every stage keeps `input_ids` and `targets`. A parameter used by
     the first and the last stage (tied embeddings) is a copy on each,
@@ -464,6 +471,8 @@ def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
            "The stage to keep (0 .. P-1)">,
     Option<"partition", "partition", "std::string", "\"uniform\"",
            "uniform | parameters | best">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "Model chunks per stage (v > 1: interleaved virtual stages)">,
   ];
   let dependentDialects = ["::mlir::dsc::DscDialect",
                            "::mlir::func::FuncDialect"];
