@@ -369,6 +369,7 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   if (stash.stage >= 0) {
     r.pipelineInFlight = rt::pipelinePeakInFlight(stash.shape, stash.stage);
     r.pipelineStashBytes = stash.peakBytes();
+    r.pipelineChunks = stash.shape.chunks;
   }
   return r;
 }
@@ -401,7 +402,10 @@ std::string formatMemoryTable(const MemoryReport &r) {
   if (r.pipelineInFlight > 0) {
     out += "host memory outside the arena:\n";
     row("pipeline stash (" + std::to_string(r.pipelineInFlight) +
-            " micro-batch" + (r.pipelineInFlight == 1 ? "" : "es") + ")",
+            " micro-batch" +
+            (r.pipelineChunks > 1 ? " chunk" : "") +
+            (r.pipelineInFlight == 1 ? "" : r.pipelineChunks > 1 ? "s" : "es") +
+            ")",
         r.pipelineStashBytes);
   }
   out += "saved activations per layer:\n";

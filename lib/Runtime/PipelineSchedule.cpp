@@ -233,7 +233,7 @@ PipelineStash pipelineStashOf(const Program &prog) {
   s.shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
   s.shape.stages = prog.mesh().pipeline;
   s.shape.microBatches = prog.metaInt("grad_accum", std::nullopt, 1);
-  s.shape.chunks = prog.metaInt("pipeline_chunks", std::nullopt, 1);
+  s.shape.chunks = prog.metaInt("pipeline_chunks", 1, 1);
   for (int64_t k = 0; k < s.shape.chunks; ++k) {
     int64_t bytes = 0;
     for (int id : pipelineStashBuffers(prog, k))

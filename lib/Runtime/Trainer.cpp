@@ -173,7 +173,7 @@ Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
   b.shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
   b.shape.stages = stages;
   b.shape.microBatches = A;
-  b.shape.chunks = prog.metaInt("pipeline_chunks", std::nullopt, 1);
+  b.shape.chunks = prog.metaInt("pipeline_chunks", 1, 1);
   checkPipelineShape(b.shape);
   // A stage's activations travel as bytes: what it receives and the
   // gradient it sends back have one shape, as do what it sends and the

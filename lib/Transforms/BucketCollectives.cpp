@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PipelineChunks.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -46,6 +47,7 @@ struct BucketKey {
 
 struct Bucket {
   BucketKey key;
+  int64_t chunk; ///< of an interleaved pipeline stage (kNoChunk elsewhere)
   SmallVector<Operation *> members;
   /// Ops between the members that use an earlier member's result.
   SmallVector<Operation *> dependents;
@@ -113,6 +115,11 @@ struct BucketCollectivesPass
   }
 
   void bucketFunction(func::FuncOp fn, bool apply) {
+    // An interleaved stage's chunks run their backwards at different
+    // times: a bucket holds one chunk's gradients.
+    DenseMap<Operation *, int64_t> chunkOf;
+    if (!apply && pipelineChunksOf(fn) > 1)
+      chunkOf = labelPipelineChunks(fn);
     SmallVector<Bucket> buckets;
     std::optional<Bucket> open;
     DenseSet<Value> tainted; // values depending on the open bucket
@@ -131,10 +138,13 @@ struct BucketCollectivesPass
                                   elementsOf(op.getResult(0))
                               ? elementsOf(op.getOperand(0))
                               : elementsOf(op.getResult(0));
-        if (!open || !(open->key == *key) || dependsOnOpen ||
-            open->elements + n > capacity(*key)) {
+        auto labelled = chunkOf.find(&op);
+        const int64_t chunk =
+            labelled == chunkOf.end() ? kNoChunk : labelled->second;
+        if (!open || !(open->key == *key) || open->chunk != chunk ||
+            dependsOnOpen || open->elements + n > capacity(*key)) {
           close();
-          open = Bucket{*key, {}, {}, 0};
+          open = Bucket{*key, chunk, {}, {}, 0};
         }
         open->members.push_back(&op);
         open->elements += n;

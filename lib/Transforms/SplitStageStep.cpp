@@ -11,12 +11,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Transforms/Passes.h"
+#include "dsc/Transforms/PipelineChunks.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
-#include <optional>
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCSPLITSTAGESTEP
@@ -27,18 +27,6 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 namespace {
-
-/// The chunk index in `name` if it is `base` (chunk 0) or `base.k`.
-std::optional<int64_t> chunkOfName(StringRef name, StringRef base) {
-  if (!name.consume_front(base))
-    return std::nullopt;
-  if (name.empty())
-    return 0;
-  int64_t k;
-  if (!name.consume_front(".") || name.getAsInteger(10, k))
-    return std::nullopt;
-  return k;
-}
 
 /// The chunk whose forward makes a result of @micro_step: the loss and
 /// logits the last one's, `stage_output.k` chunk k's; none for a backward
@@ -51,16 +39,6 @@ std::optional<int64_t> forwardResultChunk(StateAttr state, int64_t chunks) {
   return chunkOfName(state.getName(), "stage_output");
 }
 
-/// The chunk an argument of @micro_step belongs to (its boundary values),
-/// or none for those every chunk may read (parameters, tokens).
-std::optional<int64_t> argumentChunk(StateAttr state) {
-  if (!state || state.getKind() != StateKind::activation)
-    return std::nullopt;
-  if (auto k = chunkOfName(state.getName(), "stage_input"))
-    return k;
-  return chunkOfName(state.getName(), "stage_output_grad");
-}
-
 /// Whether the backward can make `op` again instead of saving its results:
 /// no effects and only the function's arguments as operands (a parameter's
 /// half copy, positions, a fill).
@@ -69,11 +47,6 @@ bool recomputable(Operation *op) {
          llvm::all_of(op->getOperands(),
                       [](Value v) { return isa<BlockArgument>(v); });
 }
-
-/// Which chunk each op of @micro_step serves: kNone for ops every chunk may
-/// share (they read arguments alone), kMixed for an op that reads two
-/// chunks' values.
-constexpr int64_t kNone = -1, kMixed = -2;
 
 struct SplitStageStepPass
     : mlir::dsc::impl::DscSplitStageStepBase<SplitStageStepPass> {
@@ -114,7 +87,7 @@ void SplitStageStepPass::runOnOperation() {
 
   // Each forward result's chunk, and each chunk's forward: every op its
   // forward results depend on.
-  SmallVector<int64_t> resultChunk(micro.getNumResults(), kNone);
+  SmallVector<int64_t> resultChunk(micro.getNumResults(), kNoChunk);
   SmallVector<DenseSet<Operation *>> chunkForward(static_cast<size_t>(chunks));
   bool anyForward = false;
   for (unsigned i = 0; i < micro.getNumResults(); ++i) {
@@ -143,57 +116,48 @@ void SplitStageStepPass::runOnOperation() {
     return signalPassFailure();
   }
 
-  // Label every op with its chunk, in program order (SSA's topological
-  // order): a forward op its chunk's, any other op its operands' chunk.
+  // Label every op with its chunk: a forward op its chunk's (none, if two
+  // chunks need it and each can make it again), joined with its operands'.
   SmallVector<int64_t> argChunk;
   for (unsigned i = 0; i < micro.getNumArguments(); ++i)
-    argChunk.push_back(
-        argumentChunk(micro.getArgAttrOfType<StateAttr>(i, kStateAttrName))
-            .value_or(kNone));
+    argChunk.push_back(pipelineChunkOfArgument(micro, i));
   DenseSet<Operation *> forward;
-  DenseMap<Operation *, int64_t> chunkOf;
-  auto join = [](int64_t a, int64_t b) {
-    return a == kNone ? b : b == kNone || a == b ? a : kMixed;
-  };
-  for (Operation &op : body.without_terminator()) {
-    int64_t label = kNone;
-    for (int64_t k = 0; k < chunks; ++k)
-      if (chunkForward[k].contains(&op))
-        label = join(label, k);
-    if (label != kNone) {
-      forward.insert(&op);
-      // A forward op two chunks need is made by each of them again.
-      if (label == kMixed && recomputable(&op))
-        label = kNone;
-    } else {
-      for (Value operand : op.getOperands())
-        label = join(label,
-                     isa<BlockArgument>(operand)
-                         ? argChunk[cast<BlockArgument>(operand).getArgNumber()]
-                         : chunkOf.lookup(operand.getDefiningOp()));
-    }
-    if (label == kMixed) {
+  DenseMap<Operation *, int64_t> chunkOf =
+      labelPipelineChunks(micro, [&](Operation *op) {
+        int64_t label = kNoChunk;
+        for (int64_t k = 0; k < chunks; ++k)
+          if (chunkForward[k].contains(op))
+            label = joinPipelineChunks(label, k);
+        if (label != kNoChunk)
+          forward.insert(op);
+        return label == kMixedChunks && recomputable(op) ? kNoChunk : label;
+      });
+  for (Operation &op : body.without_terminator())
+    if (chunkOf.lookup(&op) == kMixedChunks) {
       op.emitOpError("dsc-split-stage-step: reads the values of two model "
                      "chunks; a pipeline stage's chunks must not share work");
       return signalPassFailure();
     }
-    chunkOf[&op] = label;
-  }
   // Each backward result belongs to the chunk of the value it returns (a
   // gradient that reads no chunk's value, a zero, goes with chunk 0).
   for (unsigned i = 0; i < micro.getNumResults(); ++i) {
-    if (resultChunk[i] != kNone)
+    if (resultChunk[i] != kNoChunk)
       continue;
     Value v = ret.getOperand(i);
     int64_t k = isa<BlockArgument>(v)
                     ? argChunk[cast<BlockArgument>(v).getArgNumber()]
                     : chunkOf.lookup(v.getDefiningOp());
-    resultChunk[i] = k == kNone ? 0 : k;
+    resultChunk[i] = k == kNoChunk ? 0 : k;
   }
 
   for (int64_t k = 0; k < chunks; ++k)
     if (failed(splitChunk(micro, k, forward, chunkOf, argChunk, resultChunk)))
       return signalPassFailure();
+  // What earlier passes recorded on the step (-dsc-remat's recompute
+  // FLOPs) stays on @micro_step.
+  auto backward = module.lookupSymbol<func::FuncOp>("micro_step");
+  for (NamedAttribute attr : micro->getDiscardableAttrs())
+    backward->setAttr(attr.getName(), attr.getValue());
   micro.erase();
 }
 
@@ -207,7 +171,7 @@ LogicalResult SplitStageStepPass::splitChunk(
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   auto mine = [&](Operation *op) {
     int64_t k = chunkOf.lookup(op);
-    return k == chunk || k == kNone;
+    return k == chunk || k == kNoChunk;
   };
 
   // The ops of this chunk's forward and of its backward: what its results
@@ -348,7 +312,7 @@ LogicalResult SplitStageStepPass::splitChunk(
   // again at the top.
   SmallVector<BlockArgument> backwardReads;
   for (BlockArgument arg : body.getArguments())
-    if (argChunk[arg.getArgNumber()] == kNone ||
+    if (argChunk[arg.getArgNumber()] == kNoChunk ||
         argChunk[arg.getArgNumber()] == chunk)
       backwardReads.push_back(arg);
   SmallVector<Type> savedTypes, backwardTypes;

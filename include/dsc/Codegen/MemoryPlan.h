@@ -93,8 +93,10 @@ struct MemoryReport {
   /// A pipeline stage's driver keeps, in host memory outside the arena,
   /// what each micro-batch's backward reads of its forward, once per
   /// micro-batch in flight (rt::pipelineStashOf); 0 without a pipeline.
+  /// Interleaved, a micro-batch in flight is one through one model chunk.
   int64_t pipelineStashBytes = 0;
   int64_t pipelineInFlight = 0;
+  int64_t pipelineChunks = 1;
 };
 
 MemoryReport reportMemory(const rt::Program &program, const MemoryPlan &plan);
