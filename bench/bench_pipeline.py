@@ -3,7 +3,8 @@
 (P-1)/(m+P-1), and tokens/s of the 4-rank meshes.
 
 Part 1 runs 2 stages (one core each) with m = 2, 4 and 8 micro-batches per
-step under 1F1B and GPipe. Each rank's runtime measures the fraction of
+step under 1F1B, GPipe and interleaved 1F1B with v = 2 model chunks per
+rank (closed form (P-1)/(v*m+P-1)). Each rank's runtime measures the fraction of
 its micro-batch phase it spent waiting for the other stage (activations,
 gradients, sends); `pipeline_bubble` in --log-json is the mean over the
 stages, reported here as the median over the steps (the first dropped).
@@ -54,6 +55,7 @@ def main():
                           "n_layer": 4, "n_head": 8}, 2000)
 
     def config(tag, batch, accum, tensor, pipeline, stage, schedule="1f1b"):
+        virtual = {"pipeline_virtual_stages": 2} if schedule == "interleaved" else {}
         return job.config(tag, {
             "train_batch_size": batch, "gradient_accumulation_steps": accum,
             "gradient_clipping": 1.0,
@@ -61,7 +63,7 @@ def main():
             "tensor_parallel": {"autotp_size": tensor},
             "pipeline": {"stages": pipeline},
             "zero_optimization": {"stage": stage, "stage3_param_persistence_threshold": 0},
-            "dsc": {"seq_len": 128, "pipeline_schedule": schedule}})
+            "dsc": {"seq_len": 128, "pipeline_schedule": schedule, **virtual}})
 
     def run(cfg, tag, ranks):
         return job.train(a.dsc_run, ranks, cfg, tag, a.steps)
@@ -70,17 +72,18 @@ def main():
           f"{a.repeats} rounds on {os.cpu_count()} cores")
     print()
     print("Part 1: 2 stages, 2 sequences per micro-batch")
-    print("| schedule | m | measured bubble | (P-1)/(m+P-1) |")
+    print("| schedule | m | measured bubble | (P-1)/(v*m+P-1) |")
     print("| --- | --- | --- | --- |")
-    for schedule in ("1f1b", "gpipe"):
+    for schedule in ("1f1b", "gpipe", "interleaved"):
+        v = 2 if schedule == "interleaved" else 1
         for m in (2, 4, 8):
             bubbles = []
             for r in range(a.repeats):
                 tag = f"bubble-{schedule}-{m}-{r}"
                 recs = run(config(tag, 2 * m, m, 1, 2, 0, schedule), tag, 2)
                 bubbles += [x["pipeline_bubble"] for x in recs[1:]]
-            print(f"| {schedule} | {m} | {statistics.median(bubbles):.3f} "
-                  f"| {1 / (m + 1):.3f} |")
+            print(f"| {schedule}{' (v = 2)' if v > 1 else ''} | {m} "
+                  f"| {statistics.median(bubbles):.3f} | {1 / (v * m + 1):.3f} |")
 
     print()
     print("Part 2: 4 ranks, global batch 16")

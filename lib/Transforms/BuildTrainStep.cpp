@@ -21,7 +21,10 @@
 // it returns the gradient of its received activation
 // (`stage_input_grad`) and, before the last stage, the activation it sends
 // (`stage_output`) instead of the loss and logits; -dsc-split-stage-step
-// later cuts it into the stage's forward and backward. No @eval_step:
+// later cuts it into the stage's forward and backward. An interleaved
+// stage holds several model chunks: one boundary value of each kind per
+// chunk that has it, chunk k's named with ".k" (`stage_input.1`), the loss
+// and logits before the sent activations. No @eval_step:
 // evaluation needs the whole pipeline. @apply_step's gradient
 // norm sums its squares over the pipeline ranks too, a tied copy on the
 // last stage left out (the first stage counts it).

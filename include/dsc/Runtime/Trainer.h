@@ -11,7 +11,9 @@
 // reads (-dsc-split-stage-step's saved activations) and sends its own
 // activation on; a backward puts the micro-batch's kept buffers back, runs
 // @micro_step (the backward) on the gradient the next stage sent back and
-// sends its input's gradient to the previous stage. Weights and
+// sends its input's gradient to the previous stage; an interleaved stage
+// does so per model chunk (@stage_forward.k, @micro_step.k), its chunks'
+// neighbours on the ranks before and after it. Weights and
 // checkpoints hold the whole model: the stages' tensors meet on rank 0.
 //
 //===----------------------------------------------------------------------===//

@@ -494,7 +494,13 @@ def DscSplitStageStep : Pass<"dsc-split-stage-step", "::mlir::ModuleOp"> {
     the gradients.
     A value the backward reads that is made without effects from the
     function's arguments alone (a parameter's half copy, positions) is
-    recomputed there instead of saved. A module split already is refused.
+    recomputed there instead of saved. An interleaved stage
+    (`dsc.pipeline_chunks` v > 1) is cut per model chunk k into
+    @stage_forward.k and @micro_step.k (".k" left out for chunk 0, saved
+    states `saved/<n>.k`): each op goes with the chunk whose boundary
+    values (`stage_input.k`, `stage_output_grad.k`) or forward it depends
+    on, and an op that reads two chunks' values is an error. A module split
+    already is refused.
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect",
                            "::mlir::func::FuncDialect"];
