@@ -72,17 +72,19 @@ def main():
           f"{a.repeats} rounds on {os.cpu_count()} cores")
     print()
     print("Part 1: 2 stages, 2 sequences per micro-batch")
-    print("| schedule | m | measured bubble | (P-1)/(v*m+P-1) |")
-    print("| --- | --- | --- | --- |")
+    print("| schedule | m | s/step | measured bubble | (P-1)/(v*m+P-1) |")
+    print("| --- | --- | --- | --- | --- |")
     for schedule in ("1f1b", "gpipe", "interleaved"):
         v = 2 if schedule == "interleaved" else 1
         for m in (2, 4, 8):
-            bubbles = []
+            bubbles, steps = [], []
             for r in range(a.repeats):
                 tag = f"bubble-{schedule}-{m}-{r}"
                 recs = run(config(tag, 2 * m, m, 1, 2, 0, schedule), tag, 2)
                 bubbles += [x["pipeline_bubble"] for x in recs[1:]]
+                steps += [2 * m * 128 / x["tokens_per_s"] for x in recs[1:]]
             print(f"| {schedule}{' (v = 2)' if v > 1 else ''} | {m} "
+                  f"| {statistics.median(steps):.3f} "
                   f"| {statistics.median(bubbles):.3f} | {1 / (v * m + 1):.3f} |")
 
     print()
