@@ -62,6 +62,12 @@ lo --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm
    (bench/onebit_convergence.png): with matplotlib when /usr/bin/python3
    can import it, else with the small PNG writer below (no dependencies).
 
+4. Seeds (only when asked: --only seeds): model B's 2-rank runs of each
+   --seed-runs kind for each of --seeds (dsc.seed sets the initialisation
+   and the data order), the final losses and each compressed optimizer's
+   mean against its uncompressed peer's mean: one seed says little at this
+   size.
+
 Must run under /usr/bin/python3 (Debian's). --only bytes,speed,conv picks
 phases; --workdir keeps configs, data and logs; --json writes the numbers.
 """
@@ -103,7 +109,8 @@ def parse():
     ap.add_argument("--dsc-run", default=os.path.join(HERE, "..", "build", "bin", "dsc-run"))
     ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
     ap.add_argument("--only", default="bytes,speed,conv,zeroone,lamb",
-                    help="comma-separated phases: bytes, speed, conv, zeroone, lamb")
+                    help="comma-separated phases: bytes, speed, conv, zeroone, lamb, "
+                         "seeds")
     ap.add_argument("--ranks", type=ints, default=[2, 4], help="world sizes of phases 1-2")
     # Model A (bytes and speed): gradient exchange dominates on a slow link.
     ap.add_argument("--n-embd", type=int, default=256)
@@ -142,6 +149,11 @@ def parse():
     ap.add_argument("--conv-n-head", type=int, default=4)
     ap.add_argument("--conv-seq-len", type=int, default=32)
     ap.add_argument("--conv-batch", type=int, default=8, help="rows per rank (model B)")
+    # Phase seeds: the convergence runs over several seeds (dsc.seed).
+    ap.add_argument("--seeds", type=ints, default=[1, 2, 3, 42])
+    ap.add_argument("--seed-runs", default="adamw-nobc,onebit,zeroone,lamb-nobc,onebitlamb",
+                    help="optimizer kinds of phase seeds (freeze steps: the largest "
+                         "--conv-freeze, --conv-zo-freeze, the first --conv-lamb-freeze)")
     ap.add_argument("--final-window", type=int, default=50)
     ap.add_argument("--smooth", type=int, default=25, help="plot: trailing mean over steps")
     ap.add_argument("--plot", default=os.path.join(HERE, "onebit_convergence.png"),
@@ -150,7 +162,7 @@ def parse():
     ap.add_argument("--json", help="also write the results as JSON here")
     a = ap.parse_args()
     a.only = set(a.only.split(","))
-    phases = {"bytes", "speed", "conv", "zeroone", "lamb"}
+    phases = {"bytes", "speed", "conv", "zeroone", "lamb", "seeds"}
     if a.only - phases:
         ap.error(f"unknown phase in --only: {sorted(a.only - phases)}")
     if len(a.bytes_steps) != 2 or a.bytes_steps[0] >= a.bytes_steps[1]:
@@ -281,10 +293,10 @@ def optimizer(kind, lr, freeze=None, zo=None):
     return {"type": "AdamW", "params": p}
 
 
-def ds_cfg(opt, global_rows, accum, seq_len):
+def ds_cfg(opt, global_rows, accum, seq_len, seed=42):
     return {"train_batch_size": global_rows, "gradient_accumulation_steps": accum,
             "gradient_clipping": 1.0, "optimizer": opt,
-            "dsc": {"seed": 42, "seq_len": seq_len}}
+            "dsc": {"seed": seed, "seq_len": seq_len}}
 
 
 def train(a, wd, tag, ranks, model_json, ds, data, steps):
@@ -481,6 +493,51 @@ def phase_conv(a, wd):
                        "bytes": 2 * sum(step_bytes(x) for x in r["records"]),
                        "wall_s": r["wall_s"]}
     return runs
+
+
+# Each compressed optimizer against its uncompressed peer.
+SEED_PEERS = {"onebit": "adamw-nobc", "zeroone": "adamw-nobc", "onebitlamb": "lamb-nobc"}
+
+
+def phase_seeds(a, wd):
+    """Model B's 2-rank convergence runs for each of --seeds (the model's
+    initialisation and the data order follow dsc.seed): final losses per
+    kind and seed."""
+    model = R.write_json(os.path.join(wd, "model-b.json"),
+                         model_cfg(128, a.conv_n_embd, a.conv_n_layer, a.conv_n_head,
+                                   a.conv_seq_len))
+    rows = 2 * a.conv_batch
+    data = counting_text(os.path.join(wd, "counting.txt"),
+                         min(a.conv_steps * rows * a.conv_seq_len + 1024, 4 << 20))
+    freeze = {"onebit": max(a.conv_freeze), "zeroone": a.conv_zo_freeze,
+              "onebitlamb": a.conv_lamb_freeze[0]}
+    finals = {}
+    for kind in a.seed_runs.split(","):
+        for seed in a.seeds:
+            opt = optimizer(kind, a.conv_lr, freeze.get(kind), a.conv_zo_policy)
+            r = train(a, wd, f"seed-{kind}-{seed}", 2, model,
+                      ds_cfg(opt, rows, 1, a.conv_seq_len, seed), data, a.conv_steps)
+            losses = [x["loss"] for x in r["records"]]
+            finals.setdefault(kind, {})[seed] = sum(losses[-a.final_window:]) / a.final_window
+            print(f"  {kind} seed {seed}: {finals[kind][seed]:.4f} ({r['wall_s']:.0f} s)")
+            sys.stdout.flush()
+    return {"freeze": freeze, "finals": finals}
+
+
+def report_seeds(a, res):
+    finals = res["finals"]
+    print(f"\n### Final loss over seeds (mean of the last {a.final_window} of "
+          f"{a.conv_steps} steps, 2 ranks)\n")
+    print("| run | " + " | ".join(f"seed {s}" for s in a.seeds) +
+          " | mean | vs its uncompressed peer's mean |")
+    print("| --- |" + " ---: |" * (len(a.seeds) + 2))
+    mean = {k: sum(v.values()) / len(v) for k, v in finals.items()}
+    for kind, per_seed in finals.items():
+        peer = SEED_PEERS.get(kind)
+        rel = (f"{100 * (mean[kind] / mean[peer] - 1):+.1f}%" if peer in mean else "")
+        label = kind + (f" (freeze {res['freeze'][kind]})" if kind in res["freeze"] else "")
+        print(f"| {label} | " + " | ".join(f"{per_seed[s]:.4f}" for s in a.seeds) +
+              f" | {mean[kind]:.4f} | {rel} |")
 
 
 # ---------------------------------------------------------------------------
@@ -761,6 +818,10 @@ def main():
             how = plot(a, runs, title)
             print(f"\nplot: {a.plot} ({how}; trailing mean of {a.smooth} steps, "
                   f"dashed = 1 rank)")
+        sys.stdout.flush()
+    if "seeds" in a.only:
+        results["seeds"] = phase_seeds(a, wd)
+        report_seeds(a, results["seeds"])
         sys.stdout.flush()
     elapsed = time.perf_counter() - t_start
     print("\n## Summary (ratios against the peer of the same run)\n")
