@@ -450,13 +450,19 @@ def counting_text(path, nbytes, seed=0):
     return path
 
 
-def phase_conv(a, wd):
+def model_b(a, wd):
+    """Model B's config, its global batch rows and its counting text."""
     model = R.write_json(os.path.join(wd, "model-b.json"),
                          model_cfg(128, a.conv_n_embd, a.conv_n_layer, a.conv_n_head,
                                    a.conv_seq_len))
     rows = 2 * a.conv_batch
     data = counting_text(os.path.join(wd, "counting.txt"),
                          min(a.conv_steps * rows * a.conv_seq_len + 1024, 4 << 20))
+    return model, rows, data
+
+
+def phase_conv(a, wd):
+    model, rows, data = model_b(a, wd)
     runs = {}
 
     def go(label, kind, ranks, freeze=None):
@@ -503,12 +509,7 @@ def phase_seeds(a, wd):
     """Model B's 2-rank convergence runs for each of --seeds (the model's
     initialisation and the data order follow dsc.seed): final losses per
     kind and seed."""
-    model = R.write_json(os.path.join(wd, "model-b.json"),
-                         model_cfg(128, a.conv_n_embd, a.conv_n_layer, a.conv_n_head,
-                                   a.conv_seq_len))
-    rows = 2 * a.conv_batch
-    data = counting_text(os.path.join(wd, "counting.txt"),
-                         min(a.conv_steps * rows * a.conv_seq_len + 1024, 4 << 20))
+    model, rows, data = model_b(a, wd)
     freeze = {"onebit": max(a.conv_freeze), "zeroone": a.conv_zo_freeze,
               "onebitlamb": a.conv_lamb_freeze[0]}
     finals = {}

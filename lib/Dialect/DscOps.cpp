@@ -850,28 +850,23 @@ int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
   return mesh ? mesh.groupSize(axis) : 1;
 }
 
-int64_t mlir::dsc::pipelineStageOf(Operation *op) {
+/// The integer module attribute `name` of `op`'s module (or `op`, a
+/// module), else `otherwise`.
+static int64_t moduleInt(Operation *op, StringRef name, int64_t otherwise) {
   auto module = dyn_cast<ModuleOp>(op);
   if (!module)
     module = op->getParentOfType<ModuleOp>();
-  auto stage = module ? module->getAttrOfType<IntegerAttr>(
-                            kPipelineStageAttrName)
+  auto value = module ? module->getAttrOfType<IntegerAttr>(name)
                       : IntegerAttr();
-  return stage ? stage.getInt() : -1;
+  return value ? value.getInt() : otherwise;
 }
 
-bool mlir::dsc::sendsPipelineActivation(Operation *op) {
-  return !pipelineSendingChunks(op).empty();
+int64_t mlir::dsc::pipelineStageOf(Operation *op) {
+  return moduleInt(op, kPipelineStageAttrName, -1);
 }
 
 int64_t mlir::dsc::pipelineChunksOf(Operation *op) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  auto chunks = module ? module->getAttrOfType<IntegerAttr>(
-                             kPipelineChunksAttrName)
-                       : IntegerAttr();
-  return chunks ? chunks.getInt() : 1;
+  return moduleInt(op, kPipelineChunksAttrName, 1);
 }
 
 SmallVector<int64_t> mlir::dsc::pipelineReceivingChunks(Operation *op) {

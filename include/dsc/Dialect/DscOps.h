@@ -82,9 +82,6 @@ inline constexpr llvm::StringLiteral kPipelineTiedParamsAttrName =
 /// The pipeline stage `op` (a module, or an op in one) holds, or -1 for a
 /// module that is not cut into stages.
 int64_t pipelineStageOf(Operation *op);
-/// Whether `op`'s module holds a stage other than the last: its forward
-/// ends in the activation it sends, not in the loss.
-bool sendsPipelineActivation(Operation *op);
 
 /// Interleaved pipelines (Megatron-LM's virtual stages): rank s of P holds
 /// the v model chunks s, s + P, ..., s + (v-1)P of the v*P virtual stages,
