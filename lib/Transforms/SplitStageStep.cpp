@@ -6,7 +6,9 @@
 // forward is what its forward results depend on; what the backward reads of
 // it is saved (one buffer per value, which the driver keeps per micro-batch
 // in flight), as Megatron and DeepSpeed keep a stage's activations between
-// its forward and backward passes.
+// its forward and backward passes. An interleaved stage's model chunks are
+// cut apart the same way, each op going with the chunk whose boundary
+// values or forward it depends on (PipelineChunks.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +18,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
-
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCSPLITSTAGESTEP
