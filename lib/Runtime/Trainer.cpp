@@ -175,6 +175,13 @@ Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
   b.shape.microBatches = A;
   b.shape.chunks = prog.metaInt("pipeline_chunks", 1, 1);
   checkPipelineShape(b.shape);
+  // The driver's message tags name each virtual-stage boundary and
+  // direction (runPipelineSchedule); MPI promises tags up to 32767.
+  if (2 * b.shape.stages * b.shape.chunks + 1 > 32767)
+    throw Error("pipeline: " + std::to_string(b.shape.stages) + " stages x " +
+                std::to_string(b.shape.chunks) +
+                " model chunks are more virtual stages than the driver's "
+                "message tags can name (at most 16383)");
   // A stage's activations travel as bytes: what it receives and the
   // gradient it sends back have one shape, as do what it sends and the
   // gradient it gets back.
