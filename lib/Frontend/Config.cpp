@@ -1721,11 +1721,12 @@ TrainConfig parseTrainConfigText(const std::string &text,
     else
       c.unknownKey("", k, topKeys);
   }
-  // DeepSpeed's PipelineModule checkpoints every `interval` layers; 1 is
-  // dsc's per-layer checkpointing (larger intervals are planned, not
-  // trained: see compileStep).
-  if (t.parallel.activationCheckpointInterval == 1)
+  // DeepSpeed's PipelineModule checkpoints every `interval` layers: dsc's
+  // per-layer checkpointing over groups of that many layers.
+  if (t.parallel.activationCheckpointInterval >= 1) {
     t.remat.perLayer = true;
+    t.remat.layerInterval = t.parallel.activationCheckpointInterval;
+  }
   resolveRemat(c, rematPolicy, t.remat);
   // DeepSpeed asserts the same.
   if (t.precision.fp16 && t.precision.bf16)

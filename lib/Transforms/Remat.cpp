@@ -70,12 +70,16 @@ struct Candidate {
   int64_t bytes = 0;      ///< its results that the backward reads
   int64_t cost = 0;       ///< op + the unsaved forward chain it needs
   bool cheap = false;     ///< op and chain are all cheap to recompute
-  bool boundary = false;  ///< read by a forward op outside its layer
+  bool boundary = false;  ///< read by a forward op outside its layer group
 };
 
 /// The forward/backward split of one function and its candidates, in block
 /// order (so two analyses of clones of one function number them alike).
+/// Layers count in groups of `layerInterval` consecutive ones (DeepSpeed's
+/// activation_checkpoint_interval): a value crosses a boundary when a
+/// forward op of another group reads it.
 struct Analysis {
+  int64_t layerInterval = 1;
   DenseSet<Operation *> backward;
   DenseSet<Value> saved;
   SmallVector<Value> checkpoints;
@@ -99,7 +103,7 @@ struct Analysis {
       bool returned = false;
       std::optional<int64_t> layer;
       if (auto l = op.getAttrOfType<IntegerAttr>(kLayerAttrName))
-        layer = l.getInt();
+        layer = l.getInt() / layerInterval;
       for (Value r : op.getResults()) {
         bool readBack = false, crosses = false;
         for (Operation *user : r.getUsers()) {
@@ -108,7 +112,7 @@ struct Analysis {
           else if (backward.contains(user))
             readBack = true;
           else if (auto l = user->getAttrOfType<IntegerAttr>(kLayerAttrName);
-                   !layer || !l || l.getInt() != *layer)
+                   !layer || !l || l.getInt() / layerInterval != *layer)
             crosses = true;
         }
         c.boundary |= crosses;
@@ -228,6 +232,12 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
           << budgetBytes.getValue();
       return signalPassFailure();
     }
+    if (layerInterval < 1 || (layerInterval > 1 && !perLayer)) {
+      module.emitError("dsc-remat: layer-interval must be 1, or more with "
+                       "per-layer, got ")
+          << int64_t(layerInterval);
+      return signalPassFailure();
+    }
     if (policy != RematPolicy::DeepSpeed && (gelu || attnDropout || perLayer)) {
       module.emitError("dsc-remat: gelu, attn-dropout and per-layer belong to "
                        "policy=deepspeed, got policy=")
@@ -245,6 +255,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     exposeFusedResults(fn);
 
     Analysis a;
+    a.layerInterval = layerInterval;
     a.analyze(fn);
     DenseSet<Operation *> chosen;
     for (const Candidate &c : a.candidates)
@@ -389,6 +400,7 @@ struct RematPass : mlir::dsc::impl::DscRematBase<RematPass> {
     OwningOpRef<ModuleOp> copy = module.clone();
     auto fn = copy->lookupSymbol<func::FuncOp>(function);
     Analysis a;
+    a.layerInterval = layerInterval;
     a.analyze(fn);
     DenseSet<Operation *> set;
     for (auto [c, r] : llvm::zip(a.candidates, recompute))

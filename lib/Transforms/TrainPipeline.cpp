@@ -119,6 +119,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     remat.gelu = o.rematGelu;
     remat.attnDropout = o.rematAttnDropout;
     remat.perLayer = o.rematPerLayer;
+    remat.layerInterval = o.rematLayerInterval;
     remat.budgetBytes = o.rematBudgetBytes;
     remat.recomputeCheap = o.rematRecomputeCheap;
     pm.addPass(createDscRemat(remat));

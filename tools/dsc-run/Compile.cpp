@@ -161,6 +161,7 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
   p.rematGelu = r.geluCheckpoint;
   p.rematAttnDropout = r.attnDropoutCheckpoint;
   p.rematPerLayer = r.perLayer;
+  p.rematLayerInterval = r.layerInterval;
   p.rematBudgetBytes = r.memoryBudgetBytes;
   p.rematRecomputeCheap = r.recomputeCheap;
   p.mixedPrecision = mp.fp16   ? mlir::dsc::TrainingPrecision::F16
@@ -197,12 +198,6 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        bool buildStep, std::string *pipeline,
                                        int64_t pipelineStage) {
   const ParallelConfig &par = train.parallel;
-  if (par.activationCheckpointInterval > 1)
-    throw rt::Error("pipeline.activation_checkpoint_interval " +
-                    std::to_string(par.activationCheckpointInterval) +
-                    ": training checkpoints every layer (1) or as "
-                    "activation_checkpointing says (0); 'dsc-run plan' maps "
-                    "longer intervals");
   if (pipelineStage < 0 || pipelineStage >= par.pipeline)
     throw rt::Error("pipeline stage " + std::to_string(pipelineStage) +
                     " is not one of the " + std::to_string(par.pipeline) +

@@ -162,6 +162,9 @@ struct RematConfig {
   bool geluCheckpoint = false;        ///< transformer_kernel.gelu_checkpoint
   bool attnDropoutCheckpoint = false; ///< ...attn_dropout_checkpoint
   bool perLayer = false;              ///< activation_checkpointing present
+  /// Layers per checkpoint with perLayer (pipeline.
+  /// activation_checkpoint_interval; 1 otherwise).
+  int64_t layerInterval = 1;
   int64_t memoryBudgetBytes = 0;      ///< planned peak, policy budget
   bool recomputeCheap = true;         ///< recompute add/GELU/dropout
 };

@@ -286,6 +286,9 @@ struct TrainingPipelineOptions
   Option<bool> rematPerLayer{*this, "remat-per-layer",
                              llvm::cl::desc("-dsc-remat per-layer"),
                              llvm::cl::init(false)};
+  Option<int64_t> rematLayerInterval{
+      *this, "remat-layer-interval",
+      llvm::cl::desc("-dsc-remat layer-interval"), llvm::cl::init(1)};
   Option<int64_t> rematBudgetBytes{
       *this, "remat-budget-bytes", llvm::cl::desc("-dsc-remat budget-bytes"),
       llvm::cl::init(0)};

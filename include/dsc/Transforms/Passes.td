@@ -837,7 +837,11 @@ def DscRemat : Pass<"dsc-remat", "::mlir::ModuleOp"> {
       the dropout of the attention probabilities), `per-layer`
       (activation_checkpointing: every op of transformer layer i (`dsc.layer`)
       is recomputed except those read by an op outside the layer, i.e. only
-      each layer's output (the next layer's input) is kept).
+      each layer's output (the next layer's input) is kept; with
+      `layer-interval` k, DeepSpeed's pipeline activation_checkpoint_interval,
+      layers count in groups of k consecutive ones (layer i in group i / k)
+      and only each group's output is kept: the backward recomputes the
+      group's k layers from its input).
     - `budget`: the least recompute cost with planned peak <= `budget-bytes`.
 
     In `deepspeed` and `budget`, with `recompute-cheap` (default true), every
@@ -897,6 +901,10 @@ def DscRemat : Pass<"dsc-remat", "::mlir::ModuleOp"> {
     Option<"perLayer", "per-layer", "bool", "false",
            "deepspeed: keep only each layer's output, recompute the layer in "
            "the backward (activation_checkpointing)">,
+    Option<"layerInterval", "layer-interval", "int64_t", "1",
+           "per-layer: checkpoint groups of this many consecutive layers, "
+           "keeping each group's input (pipeline."
+           "activation_checkpoint_interval)">,
     Option<"budgetBytes", "budget-bytes", "int64_t", "0",
            "budget: planned peak of the step in bytes">,
     Option<"recomputeCheap", "recompute-cheap", "bool", "true",
