@@ -724,6 +724,9 @@ TEST(TrainConfig, TensorAndPipelineParallel) {
   EXPECT_EQ(t.gradAccum, 4); // 16 / (2 per micro-batch * 2 data ranks)
   EXPECT_EQ(t.parallel.partition, "uniform");
   EXPECT_EQ(t.parallel.activationCheckpointInterval, 2);
+  // Checkpointing every 2 layers: per-layer checkpointing over pairs.
+  EXPECT_TRUE(t.remat.perLayer);
+  EXPECT_EQ(t.remat.layerInterval, 2);
   EXPECT_EQ(t.parallel.virtualStages, 2);
   EXPECT_EQ(train(ds(R"("pipeline": {"stages": "auto"})")).parallel.pipeline,
             1);
