@@ -10,9 +10,9 @@
 // PLAIN: Pass Manager with 5 passes:
 // PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw schedule=constant {{.*}}},dsc-split-stage-step)
 
-// ALL: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
+// ALL: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true layer-interval=1 per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
 
-// BUDGET: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}}},dsc-remat{attn-dropout=false budget-bytes=4096 function=micro_step gelu=false per-layer=false policy=budget recompute-cheap=false},dsc-mixed-precision{dtype=bf16},dsc-split-stage-step)
+// BUDGET: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}}},dsc-remat{attn-dropout=false budget-bytes=4096 function=micro_step gelu=false layer-interval=1 per-layer=false policy=budget recompute-cheap=false},dsc-mixed-precision{dtype=bf16},dsc-split-stage-step)
 
 // BADREMAT: for the --remat option: Cannot find option named 'all'!
 // BADDTYPE: for the --mixed-precision option: Cannot find option named 'fp8'!
