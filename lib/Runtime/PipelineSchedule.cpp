@@ -202,9 +202,13 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
   return t;
 }
 
+std::string pipelineChunkName(const std::string &name, int64_t chunk) {
+  return chunk == 0 ? name : name + "." + std::to_string(chunk);
+}
+
 std::vector<int> pipelineStashBuffers(const Program &prog, int64_t chunk) {
   auto named = [&](const std::string &name) {
-    return chunk == 0 ? name : name + "." + std::to_string(chunk);
+    return pipelineChunkName(name, chunk);
   };
   std::set<int> written, read;
   for (const Instr &instr : prog.function(named("stage_forward")).body)

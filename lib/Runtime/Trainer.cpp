@@ -194,7 +194,7 @@ Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
   const int64_t v = b.shape.chunks;
   for (int64_t k = 0; k < v; ++k) {
     auto named = [&](const std::string &name) {
-      return k == 0 ? name : name + "." + std::to_string(k);
+      return pipelineChunkName(name, k);
     };
     ChunkBuffers c;
     c.forward = named("stage_forward");

@@ -99,6 +99,11 @@ PipelineTimeline simulatePipeline(const PipelineShape &shape,
                                   const std::vector<double> &forwardCosts,
                                   double backwardOverForward = 2);
 
+/// A function or buffer of model chunk `chunk` of an interleaved stage:
+/// `name` for chunk 0, else `name.chunk` (as -dsc-split-stage-step names
+/// them).
+std::string pipelineChunkName(const std::string &name, int64_t chunk);
+
 /// What a compiled pipeline stage (a Program with @stage_forward, see
 /// -dsc-split-stage-step) keeps of each micro-batch through model chunk
 /// `chunk` from its forward until its backward: the Input and Output
