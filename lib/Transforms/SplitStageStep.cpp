@@ -56,13 +56,17 @@ struct SplitStageStepPass
   void runOnOperation() override;
 
 private:
-  /// Builds chunk `chunk`'s @stage_forward (at the module's end) and
-  /// backward @micro_step (before `micro`) from `micro`.
+  /// Builds chunk `chunk`'s @stage_forward (at the module's end) from its
+  /// forward ops `forwardOps`, and its backward @micro_step (before
+  /// `micro`) from `micro`'s other ops. `forward` holds every chunk's
+  /// forward ops; `isForwardResult` says which results they make.
   LogicalResult splitChunk(func::FuncOp micro, int64_t chunk,
+                           const DenseSet<Operation *> &forwardOps,
                            const DenseSet<Operation *> &forward,
                            const DenseMap<Operation *, int64_t> &chunkOf,
                            ArrayRef<int64_t> argChunk,
-                           ArrayRef<int64_t> resultChunk);
+                           ArrayRef<int64_t> resultChunk,
+                           ArrayRef<bool> isForwardResult);
 };
 
 } // namespace
@@ -89,8 +93,8 @@ void SplitStageStepPass::runOnOperation() {
   // Each forward result's chunk, and each chunk's forward: every op its
   // forward results depend on.
   SmallVector<int64_t> resultChunk(micro.getNumResults(), kNoChunk);
+  SmallVector<bool> isForwardResult(micro.getNumResults(), false);
   SmallVector<DenseSet<Operation *>> chunkForward(static_cast<size_t>(chunks));
-  bool anyForward = false;
   for (unsigned i = 0; i < micro.getNumResults(); ++i) {
     std::optional<int64_t> k = forwardResultChunk(
         micro.getResultAttrOfType<StateAttr>(i, kStateAttrName), chunks);
@@ -101,7 +105,7 @@ void SplitStageStepPass::runOnOperation() {
           << i << " names chunk " << *k << " of " << chunks;
       return signalPassFailure();
     }
-    anyForward = true;
+    isForwardResult[i] = true;
     resultChunk[i] = *k;
     SmallVector<Value> work = {ret.getOperand(i)};
     while (!work.empty()) {
@@ -111,7 +115,7 @@ void SplitStageStepPass::runOnOperation() {
       work.append(def->getOperands().begin(), def->getOperands().end());
     }
   }
-  if (!anyForward) {
+  if (!llvm::is_contained(isForwardResult, true)) {
     micro.emitError("dsc-split-stage-step: @micro_step returns no forward "
                     "result (loss, logits or stage_output)");
     return signalPassFailure();
@@ -152,7 +156,8 @@ void SplitStageStepPass::runOnOperation() {
   }
 
   for (int64_t k = 0; k < chunks; ++k)
-    if (failed(splitChunk(micro, k, forward, chunkOf, argChunk, resultChunk)))
+    if (failed(splitChunk(micro, k, chunkForward[k], forward, chunkOf,
+                          argChunk, resultChunk, isForwardResult)))
       return signalPassFailure();
   // What earlier passes recorded on the step (-dsc-remat's recompute
   // FLOPs) stays on @micro_step.
@@ -163,9 +168,10 @@ void SplitStageStepPass::runOnOperation() {
 }
 
 LogicalResult SplitStageStepPass::splitChunk(
-    func::FuncOp micro, int64_t chunk, const DenseSet<Operation *> &forward,
+    func::FuncOp micro, int64_t chunk, const DenseSet<Operation *> &forwardOps,
+    const DenseSet<Operation *> &forward,
     const DenseMap<Operation *, int64_t> &chunkOf, ArrayRef<int64_t> argChunk,
-    ArrayRef<int64_t> resultChunk) {
+    ArrayRef<int64_t> resultChunk, ArrayRef<bool> isForwardResult) {
   MLIRContext *ctx = &getContext();
   ModuleOp module = getOperation();
   Block &body = micro.getBody().front();
@@ -175,33 +181,23 @@ LogicalResult SplitStageStepPass::splitChunk(
     return k == chunk || k == kNoChunk;
   };
 
-  // The ops of this chunk's forward and of its backward: what its results
-  // depend on, the forward ones from its forward results.
+  // The chunk's results, and the ops of its backward: the non-forward ops
+  // its backward results depend on.
   SmallVector<unsigned> forwardResults, backwardResults;
   for (unsigned i = 0; i < micro.getNumResults(); ++i)
     if (resultChunk[i] == chunk)
-      (forwardResultChunk(
-           micro.getResultAttrOfType<StateAttr>(i, kStateAttrName),
-           pipelineChunksOf(module))
-           ? forwardResults
-           : backwardResults)
-          .push_back(i);
-  auto ancestors = [&](ArrayRef<unsigned> results, bool forwardOps) {
-    DenseSet<Operation *> ops;
-    SmallVector<Value> work;
-    for (unsigned i : results)
-      work.push_back(ret.getOperand(i));
-    while (!work.empty()) {
-      Operation *def = work.pop_back_val().getDefiningOp();
-      if (!def || forward.contains(def) != forwardOps || !mine(def) ||
-          !ops.insert(def).second)
-        continue;
-      work.append(def->getOperands().begin(), def->getOperands().end());
-    }
-    return ops;
-  };
-  DenseSet<Operation *> forwardOps = ancestors(forwardResults, true);
-  DenseSet<Operation *> backwardOps = ancestors(backwardResults, false);
+      (isForwardResult[i] ? forwardResults : backwardResults).push_back(i);
+  DenseSet<Operation *> backwardOps;
+  SmallVector<Value> work;
+  for (unsigned i : backwardResults)
+    work.push_back(ret.getOperand(i));
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || forward.contains(def) || !mine(def) ||
+        !backwardOps.insert(def).second)
+      continue;
+    work.append(def->getOperands().begin(), def->getOperands().end());
+  }
 
   // What the backward reads of the forward: recomputed or saved.
   llvm::SetVector<Value> saved;
