@@ -335,9 +335,14 @@ def bench_dsc(a, wd, data, free_bytes):
         return json.load(open(report))["peak_bytes"] <= 0.9 * free_bytes
 
     def train(B, steps, log):
-        return run_dsc(a, wd, ["train", "--model", a.model, "--config", config(B),
-                               "--data", data, "--backend", "cuda", "--steps", str(steps),
-                               "--log-json", log])
+        t0 = time.perf_counter()
+        r = run_dsc(a, wd, ["train", "--model", a.model, "--config", config(B),
+                            "--data", data, "--backend", "cuda", "--steps", str(steps),
+                            "--log-json", log])
+        print("dsc-run train, micro-batch %d, %d steps: %s (%.0f s)"
+              % (B, steps, "ok" if r.returncode == 0 else last_line(r),
+                 time.perf_counter() - t0), file=sys.stderr, flush=True)
+        return r
 
     def oom(r):
         return r.returncode != 0 and "out of memory" in r.stderr.lower()
@@ -379,6 +384,13 @@ def bench_dsc(a, wd, data, free_bytes):
 
 # ---------------------------------------------------------------- main --
 
+def progress(system, result):
+    """One line per system as soon as it is measured, so that a run cut
+    short by a time limit still shows what it measured."""
+    shown = {k: v for k, v in result.items() if k != "losses"}
+    print("measured %s: %s" % (system, json.dumps(shown)), file=sys.stderr, flush=True)
+
+
 def main():
     a = parse()
     if a.self_test:
@@ -409,6 +421,7 @@ def main():
     if "dsc" in a.systems:
         free_bytes, _ = torch.cuda.mem_get_info()
         res["dsc"] = bench_dsc(a, wd, data, free_bytes)
+        progress("dsc", res["dsc"])
     tokens = tokens_cpu.cuda()
     eager_b = None
     for system in ("eager", "compile"):
@@ -422,6 +435,7 @@ def main():
             continue
         eager_b = eager_b or B
         res[system] = bench_torch(cfg, a, tokens, B, compiled)
+        progress(system, res[system])
 
     fpt = flops_per_token(cfg, a.seq_len)
     total, _ = gpt2_params(cfg, a.seq_len)

@@ -21,15 +21,25 @@
 #                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128),
 #                   and check-cuda --compression (the compressed
 #                   optimizers' kernels against the CPU)
+#   sanitizer       compute-sanitizer --tool memcheck over one CUDA training
+#                   step of GPT-2 tiny, kernel by kernel (skipped where the
+#                   machine's runtime does not support it)
+#   profile         DSC_PROFILE=1: GPU time per opcode of 3 training steps of
+#                   GPT-2 124M, seq 1024, bf16, micro-batch 16
+#   attention       bench/gpu_attention.py: dsc's fused attention forward and
+#                   backward against PyTorch's SDPA, GPT-2 124M's shapes
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
 #                   PyTorch eager and torch.compile (gets the time left)
 #
 # Each step has a time cap, so the whole run ends within
-# $DSC_GPU_CHECK_SECONDS (default 570). Writes to RESULTS_DIR:
+# $DSC_GPU_CHECK_SECONDS (default 570); $DSC_GPU_BENCH_ARGS is added to the
+# benchmark's arguments (e.g. "--max-batch 32 --steps 15"; later ones win).
+# Writes to RESULTS_DIR:
 #   gpu-check.log   every step's output, in order
 #   results.json    {"bundle": ..., "steps": [{"name", "status" (pass, fail,
 #                   skip, timeout), "seconds", "summary" (last line)}]}
 #   bench.json      the benchmark's results (when it ran)
+#   attention.json  the attention benchmark's (when it ran)
 # Exits 0 when no step failed or timed out (skips are not failures).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -138,6 +148,7 @@ devices() {
 }
 
 ctest_gpu() {
+  set -o pipefail # a step runs in a fresh bash: ctest's status through tee
   # The project builds nothing, but CMake wants a build program to configure.
   local generator=()
   command -v ninja > /dev/null && generator=(-G Ninja)
@@ -168,11 +179,45 @@ check_cuda() { # model config [options...]
     --data "$work/data.txt" --steps 2 "${@:3}"
 }
 
+sanitizer() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  command -v compute-sanitizer > /dev/null ||
+    { echo "skipped: no compute-sanitizer on the PATH"; return 77; }
+  DSC_CUDA_GRAPHS=0 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-tiny.json" \
+    --config "$examples/ds_config.json" --data "$work/data.txt" --steps 1 \
+    > "$work/sanitizer.out" 2>&1
+  local rc=$?
+  cat "$work/sanitizer.out"
+  if grep -q "Device not supported\|Failed to initialize" "$work/sanitizer.out"; then
+    echo "skipped: compute-sanitizer cannot attach on this machine"
+    return 77
+  fi
+  return $rc
+}
+
+profile() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  sed 's/"train_micro_batch_size_per_gpu": 8/"train_micro_batch_size_per_gpu": 16/' \
+    "$work/bf16.json" > "$work/profile.json"
+  # 3 steps of 16 x 1024 tokens below GPT-2's vocabulary.
+  awk 'BEGIN {for (i = 0; i < 60000; i++) print (i * 7) % 50000}' > "$work/tokens.txt"
+  DSC_PROFILE=1 "$bin/dsc-run" train --backend cuda \
+    --model "$examples/gpt2-small.json" --config "$work/profile.json" \
+    --seq-len 1024 --data "$work/tokens.txt" --steps 3
+}
+
+attention() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  python3 "$here/bench/gpu_attention.py" --dsc-run "$bin/dsc-run" \
+    --model "$examples/gpt2-small.json" --json "$results/attention.json"
+}
+
 bench() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
   python3 "$here/bench/gpu_gpt2.py" --dsc-run "$bin/dsc-run" \
     --model "$examples/gpt2-small.json" --steps 20 --warmup 5 \
-    --json "$results/bench.json"
+    --json "$results/bench.json" ${DSC_GPU_BENCH_ARGS:-}
 }
 
 # --- the steps --------------------------------------------------------------------
@@ -183,7 +228,8 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices nvrtc ctest_gpu check_cuda check_cuda_compression bench
+export -f devices nvrtc ctest_gpu check_cuda check_cuda_compression sanitizer \
+  profile attention bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
@@ -205,6 +251,9 @@ step check-cuda-bert-tiny 60 check_cuda bert-tiny "$examples/ds_config_bert.json
 step check-cuda-gpt2-small-bf16 120 check_cuda gpt2-small "$work/bf16.json" --seq-len 128
 step check-cuda-compression 60 check_cuda_compression
 
+step sanitizer 90 sanitizer
+step profile 90 profile
+step attention 90 attention
 step bench "$budget" bench
 
 manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)

@@ -23,6 +23,7 @@
 
 #include "dsc/Codegen/CudaEmitter.h"
 #include "dsc/Codegen/KernelCache.h"
+#include "dsc/Runtime/OpcodeProfile.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -81,7 +82,8 @@ struct Call {
   std::vector<Launch> launches;
   bool drawsRandom = false;
   // Gemm: index into the module's GEMMs and its operands (`launches` then
-  // holds the widening of a 16-bit operand, if any, run first).
+  // holds the widening of a 16-bit operand and the narrowing of an f32
+  // bias, if any, run first; each takes three of `slots`: from, to, n).
   int gemm = -1;
   void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
   // Memcpy, AllReduce (NCCL, in place when src == dst), AllGather and
@@ -107,7 +109,16 @@ struct GemmPlan {
   /// gradients f32) widens the 16-bit operand with dsc_widen_* first, which
   /// is exact: the CPU multiplies the same values.
   int widen = -1;
+  /// cuBLASLt adds a bias of the output's type only (an f32 bias to a
+  /// 16-bit output is "an unsupported value"), so a bias of another type is
+  /// converted first: widened exactly (dsc_widen_*), or rounded to the
+  /// 16-bit output's type (dsc_narrow_*), one rounding more than the CPU's,
+  /// which adds the f32 bias and then rounds the sum.
+  bool convertBias = false;
 };
+
+/// Whether `g`'s bias differs in type from its output (GemmPlan::convertBias).
+bool convertsBias(const cuda::Gemm &g) { return g.bias && g.biasType != g.c; }
 
 struct FunctionState {
   std::vector<Call> calls;
@@ -136,6 +147,10 @@ private:
   void compileAndLoad();
   void allocate(const Program &program);
   void planGemms();
+  /// Appends to a GEMM's `call` the launch of conversion kernel `name` over
+  /// `n` elements, `from` into `to` (its three slots in Call::slots).
+  void addConversion(Call &call, const char *name, void *from, void *to,
+                     int64_t n);
   FunctionState &prepare(const Function &fn);
   void buildGraph(FunctionState &state, const std::string &fnName);
   /// Captures what `work` launches on a stream as a child graph of
@@ -161,6 +176,7 @@ private:
   cudaLibrary_t library = nullptr;
   std::map<std::string, cudaKernel_t> kernels;
   char *widened = nullptr; ///< f32 copy of a mixed GEMM's 16-bit operand
+  char *convertedBias = nullptr; ///< a GEMM's bias in its output's type
   unsigned *status = nullptr; ///< the module's dsc_status
   char *arena = nullptr, *scratch = nullptr, *workspace = nullptr;
   std::vector<char *> addresses; ///< per buffer, into the arena
@@ -170,6 +186,10 @@ private:
   // The Philox key and offset of the current call; every launch that draws
   // random numbers points its seed/offset arguments here.
   uint64_t rngSeed = 0, rngOffset = 0;
+  /// DSC_PROFILE: GPU time per call (CUDA events), by its first
+  /// instruction's opcode; the functions then run kernel by kernel.
+  std::unique_ptr<OpcodeProfile> profile;
+  cudaEvent_t callStart = nullptr, callEnd = nullptr;
 };
 
 CudaBackend::CudaBackend(const Program &program, Communicator &comm,
@@ -203,6 +223,11 @@ CudaBackend::CudaBackend(const Program &program, Communicator &comm,
   allocate(program);
   checkLt(cublasLtCreate(&lt), "creating the handle");
   planGemms();
+  if (profileRequested()) {
+    check(cudaEventCreate(&callStart), "creating an event");
+    check(cudaEventCreate(&callEnd), "creating an event");
+    profile = std::make_unique<OpcodeProfile>("cuda");
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -221,10 +246,15 @@ CudaBackend::~CudaBackend() {
   }
   if (lt)
     cublasLtDestroy(lt);
+  if (callStart)
+    cudaEventDestroy(callStart);
+  if (callEnd)
+    cudaEventDestroy(callEnd);
   cudaFree(arena);
   cudaFree(scratch);
   cudaFree(workspace);
   cudaFree(widened);
+  cudaFree(convertedBias);
   if (library)
     cudaLibraryUnload(library);
   if (stream)
@@ -268,7 +298,8 @@ void CudaBackend::compileAndLoad() {
             "finding kernel " + k.kernel);
       kernels[k.kernel] = kernel;
     }
-  for (const char *name : {"dsc_widen_f16", "dsc_widen_bf16"})
+  for (const char *name :
+       {"dsc_widen_f16", "dsc_widen_bf16", "dsc_narrow_f16", "dsc_narrow_bf16"})
     check(cudaLibraryGetKernel(&kernels[name], library, name),
           std::string("finding kernel ") + name);
   size_t bytes = 0;
@@ -298,12 +329,16 @@ void CudaBackend::allocate(const Program &program) {
   alloc(arena, total, "arena");
   alloc(scratch, size_t(module.scratchBytes), "kernel scratch");
   alloc(workspace, kWorkspaceBytes, "cuBLASLt workspace");
-  size_t widenBytes = 0;
+  size_t widenBytes = 0, biasBytes = 0;
   for (const auto &[name, steps] : module.steps)
     for (const cuda::Step &step : steps) {
       if (step.kind != cuda::Step::Kind::Gemm)
         continue;
       const cuda::Gemm &g = module.gemms[size_t(step.index)];
+      if (convertsBias(g))
+        biasBytes = std::max(
+            biasBytes,
+            size_t(buffers[size_t(step.args[3].buffers[0])].numElements()) * 4);
       if (g.a != g.b)
         widenBytes = std::max(
             widenBytes,
@@ -314,6 +349,8 @@ void CudaBackend::allocate(const Program &program) {
     }
   if (widenBytes)
     alloc(widened, widenBytes, "f32 copy of a 16-bit GEMM operand");
+  if (biasBytes)
+    alloc(convertedBias, biasBytes, "copy of a GEMM's bias in its output type");
   check(cudaMemset(arena, 0, std::max<size_t>(total, 256)),
         "zeroing the arena");
   for (size_t offset : layout.offsets)
@@ -356,8 +393,9 @@ void CudaBackend::planGemms() {
                                            &opSecond, sizeof opSecond),
             what);
     if (g.bias) {
+      p.convertBias = convertsBias(g);
       cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      cudaDataType_t biasType = cudaType(g.biasType);
+      cudaDataType_t biasType = cudaType(p.convertBias ? g.c : g.biasType);
       checkLt(cublasLtMatmulDescSetAttribute(p.desc,
                                              CUBLASLT_MATMUL_DESC_EPILOGUE,
                                              &epilogue, sizeof epilogue),
@@ -424,6 +462,18 @@ void CudaBackend::runGemm(const Call &call, cudaStream_t on) {
           "GEMM " + std::to_string(call.gemm));
 }
 
+void CudaBackend::addConversion(Call &call, const char *name, void *from,
+                                void *to, int64_t n) {
+  call.slots.insert(call.slots.end(),
+                    {reinterpret_cast<uint64_t>(from),
+                     reinterpret_cast<uint64_t>(to), uint64_t(n)});
+  Launch launch;
+  launch.kernel = kernels.at(name);
+  launch.grid = dim3(unsigned(std::clamp<int64_t>((n + 255) / 256, 1, 65536)));
+  launch.block = dim3(256);
+  call.launches.push_back(launch);
+}
+
 FunctionState &CudaBackend::prepare(const Function &fn) {
   auto found = functions.find(fn.name);
   if (found != functions.end())
@@ -485,15 +535,20 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
         const int id = step.args[size_t(w)].buffers[0];
         const bool bf16 = buffers[size_t(id)].dtype == cuda::Storage::BF16;
         const int64_t n = buffers[size_t(id)].numElements();
-        call.slots = {reinterpret_cast<uint64_t>(w == 0 ? call.a : call.b),
-                      reinterpret_cast<uint64_t>(widened), uint64_t(n)};
-        Launch launch;
-        launch.kernel = kernels.at(bf16 ? "dsc_widen_bf16" : "dsc_widen_f16");
-        launch.grid = dim3(unsigned(std::clamp<int64_t>((n + 255) / 256, 1,
-                                                        65536)));
-        launch.block = dim3(256);
-        call.launches.push_back(launch);
+        addConversion(call, bf16 ? "dsc_widen_bf16" : "dsc_widen_f16",
+                      w == 0 ? call.a : call.b, widened, n);
         (w == 0 ? call.a : call.b) = widened;
+      }
+      if (gemms[size_t(step.index)].convertBias) {
+        const cuda::Gemm &g = module.gemms[size_t(step.index)];
+        const bool widen = g.c == cuda::Storage::F32;
+        const bool bf16 = (widen ? g.biasType : g.c) == cuda::Storage::BF16;
+        const char *kernel =
+            widen ? (bf16 ? "dsc_widen_bf16" : "dsc_widen_f16")
+                  : (bf16 ? "dsc_narrow_bf16" : "dsc_narrow_f16");
+        addConversion(call, kernel, call.bias, convertedBias,
+                      buffers[size_t(step.args[3].buffers[0])].numElements());
+        call.bias = convertedBias;
       }
       break;
     case cuda::Step::Kind::Memcpy:
@@ -530,9 +585,10 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
   }
   // Argument pointers last, when the calls' slot vectors no longer move.
   for (Call &call : state.calls) {
-    if (call.kind == cuda::Step::Kind::Gemm && !call.launches.empty())
-      for (uint64_t &slot : call.slots)
-        call.launches[0].args.push_back(&slot);
+    if (call.kind == cuda::Step::Kind::Gemm)
+      for (size_t k = 0; k < call.launches.size(); ++k)
+        for (size_t slot = 3 * k; slot < 3 * k + 3; ++slot)
+          call.launches[k].args.push_back(&call.slots[slot]);
     if (call.kind != cuda::Step::Kind::Kernel)
       continue;
     const cuda::Launcher &L = module.launchers[size_t(call.launcher)];
@@ -644,8 +700,11 @@ std::string CudaBackend::describe(const Function &fn, const Call &call) const {
 
 void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
   // Kernel by kernel, synchronising after each call so that a failure names
-  // its instruction (the debugging mode: DSC_CUDA_GRAPHS=0).
+  // its instruction (the debugging mode: DSC_CUDA_GRAPHS=0), and timing it
+  // under DSC_PROFILE.
   for (const Call &call : state.calls) {
+    if (profile)
+      check(cudaEventRecord(callStart, stream), "timing " + describe(fn, call));
     for (const Launch &launch : call.launches) // kernels, or a widening
       check(cudaLaunchKernel(reinterpret_cast<const void *>(launch.kernel),
                              launch.grid, launch.block,
@@ -669,8 +728,16 @@ void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
       runCollective(call, stream);
       break;
     }
+    if (profile)
+      check(cudaEventRecord(callEnd, stream), "timing " + describe(fn, call));
     check(cudaStreamSynchronize(stream), "running " + describe(fn, call));
     checkStatus(describe(fn, call));
+    if (profile && !call.instrs.empty()) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, callStart, callEnd),
+            "timing " + describe(fn, call));
+      profile->add(fn.body[call.instrs[0]].op, ms / 1000.0);
+    }
   }
 }
 
@@ -724,7 +791,7 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
     else if (call.kind == cuda::Step::Kind::AllToAll)
       comm.countSent(CollectiveKind::AllToAll, bytes * (ranks - 1) / ranks);
   }
-  if (!options.graphs) {
+  if (!options.graphs || profile) {
     runEager(state, fn);
     return;
   }

@@ -13,6 +13,7 @@
 #include "Common/CommonCpu.h"
 
 #include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Runtime/OpcodeProfile.h"
 #include "dsc/Runtime/Runtime.h"
 
 #include <algorithm>
@@ -27,37 +28,6 @@ namespace dsc::rt {
 
 namespace {
 
-/// With DSC_PROFILE set, the backend times every instruction and prints the
-/// time per opcode to stderr when it is destroyed.
-class OpcodeProfile {
-public:
-  void add(Opcode op, double seconds) {
-    auto &[total, calls] = entries[op];
-    total += seconds;
-    ++calls;
-  }
-  ~OpcodeProfile() {
-    if (entries.empty())
-      return;
-    std::vector<std::pair<double, Opcode>> order;
-    double all = 0;
-    for (auto &[op, entry] : entries) {
-      order.push_back({entry.first, op});
-      all += entry.first;
-    }
-    std::sort(order.rbegin(), order.rend());
-    std::fprintf(stderr, "dsc cpu profile: %.3f s in %zu opcodes\n", all,
-                 order.size());
-    for (auto &[seconds, op] : order)
-      std::fprintf(stderr, "  %-18s %9.3f s %5.1f%% %8lld calls\n",
-                   opcodeName(op), seconds, 100 * seconds / all,
-                   (long long)entries[op].second);
-  }
-
-private:
-  std::map<Opcode, std::pair<double, int64_t>> entries;
-};
-
 /// Ranks on one node share its cores: unless OMP_NUM_THREADS says
 /// otherwise, each rank takes its share (torchrun sets OMP_NUM_THREADS=1
 /// for the same reason). Threads that outnumber the cores spin against each
@@ -71,9 +41,9 @@ void shareCoresWithLocalRanks(const Communicator &comm) {
 class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(Communicator &comm)
-      : comm(comm), profile(std::getenv("DSC_PROFILE")
-                                ? std::make_unique<OpcodeProfile>()
-                                : nullptr) {
+      : comm(comm),
+        profile(profileRequested() ? std::make_unique<OpcodeProfile>("cpu")
+                                   : nullptr) {
     shareCoresWithLocalRanks(comm);
     cpu::configureBlasThreads();
   }

@@ -34,10 +34,13 @@ export DSC_KERNEL_CACHE=$work/cache
 # Counting text: enough tokens for 20 steps of 8 x 128 without wrapping.
 for i in $(seq 1 6000); do echo "$i $((i + 1)) $((i + 2)) $((i + 3))"; done > "$work/data.txt"
 
+# Every check runs even after one fails: a GPU's minutes are rare, and the
+# second failure is as informative as the first.
+failures=()
 check() { # model config steps
   echo "== check-cuda $1 $2 ($3 steps)"
   "$run" check-cuda --model "$inputs/$1.json" --config "$inputs/$2.json" \
-    --data "$work/data.txt" --steps "$3"
+    --data "$work/data.txt" --steps "$3" || failures+=("check-cuda $1 $2")
 }
 check gpt2-shaped ds-fp32 20
 check gpt2-shaped ds-bf16 20
@@ -45,14 +48,15 @@ check gpt2-shaped ds-fp16 5
 check bert-shaped ds-fp32 5
 check bert-shaped ds-bf16 5
 echo "== check-cuda --compression"
-"$run" check-cuda --compression
+"$run" check-cuda --compression || failures+=("check-cuda --compression")
 
 train() { # log-file [env...]
   local log=$1
   shift
   env "$@" "$run" train --backend cuda --model "$inputs/gpt2-shaped.json" \
     --config "$inputs/ds-bf16.json" --data "$work/data.txt" --steps 5 \
-    --log-json "$log" > "$work/train.out" 2> "$work/train.err"
+    --log-json "$log" > "$work/train.out" 2> "$work/train.err" ||
+    { echo "FAIL: dsc-run train --backend cuda ($*)"; cat "$work/train.err"; exit 1; }
 }
 losses() { sed -E 's/.*"loss": ([^,]*),.*/\1/' "$1"; }
 
@@ -71,3 +75,7 @@ if ! diff <(losses "$work/a.jsonl") <(losses "$work/b.jsonl") ||
   exit 1
 fi
 echo "PASS: identical losses (graph, graph again, kernel by kernel); cache hit"
+if ((${#failures[@]})); then
+  printf 'FAIL: %s\n' "${failures[@]}"
+  exit 1
+fi

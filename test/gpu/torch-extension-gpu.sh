@@ -2,8 +2,8 @@
 # GPU test (ctest label gpu): the torch extensions that dsc-translate
 # --emit-torch-extension writes for GPT-2 tiny's fp32 and bf16 steps
 # JIT-build with the machine's PyTorch, and their LayerNorm (f32, bf16),
-# LayerNorm backward, causal Softmax, bias+GELU(tanh) and cross-entropy
-# launchers match torch ops; a bad label is reported by take_status(), a
+# LayerNorm backward, fused causal attention (against SDPA), bias+GELU(tanh)
+# and cross-entropy launchers match torch ops; a bad label is reported by take_status(), a
 # wrong shape by name (torch_ext_gpu.py, which holds the tolerances).
 #
 #   torch-extension-gpu.sh BIN_DIR SOURCE_DIR

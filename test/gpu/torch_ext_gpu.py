@@ -35,7 +35,8 @@ def launcher(ext, op, x_dtype="float32", **attrs):
     """The first launcher of `op` whose first tensor has dtype x_dtype and
     whose baked-in attributes include `attrs`."""
     for name, info in ext.LAUNCHERS.items():
-        if (info["op"] == op and info["params"][0]["dtype"] == x_dtype
+        first = next((p for p in info["params"] if p["kind"] == "tensor"), None)
+        if (info["op"] == op and first and first["dtype"] == x_dtype
                 and all(info["attrs"].get(k) == v for k, v in attrs.items())):
             return getattr(ext, name), info
     raise LookupError("no %s launcher on %s with %s" % (op, x_dtype, attrs))
@@ -88,18 +89,21 @@ def main(f32_dir, bf16_dir, build_dir):
     close("LayerNormGrad dgamma", outs["dgamma"], g.grad, 1e-4, 1e-4)
     close("LayerNormGrad dbeta", outs["dbeta"], b.grad, 1e-4, 1e-4)
 
-    fn, info = launcher(ext, "Softmax")
-    scale, causal = info["attrs"]["scale"], info["attrs"]["causal"]
-    x = torch.randn(shape(info, "x"), device=dev)
-    y = torch.empty_like(x)
-    fn(x, y)
-    Tq, Tk = x.shape[-2:]
-    s = scale * x
+    # The fused attention (dropout rate 0: the Philox arguments are unused).
+    fn, info = launcher(ext, "Attention", rate=0.0)
+    scale, causal = info["attrs"]["scale"], bool(info["attrs"]["causal"])
+    q, k, v = (torch.randn(shape(info, n), device=dev) for n in ("q", "k", "v"))
+    out, lse = torch.empty_like(q), torch.empty(shape(info, "lse"), device=dev)
+    fn(0, 0, 0, q, k, v, out, lse)
+    s = scale * q @ k.transpose(-1, -2)
     if causal:
-        i = torch.arange(Tq, device=dev)[:, None]
-        j = torch.arange(Tk, device=dev)[None, :]
-        s = s.masked_fill(j > i + (Tk - Tq), float("-inf"))
-    close("Softmax f32 (causal=%d)" % causal, y, torch.softmax(s, -1), 1e-6, 1e-5)
+        T = s.shape[-1]
+        s = s.masked_fill(torch.ones(T, T, device=dev, dtype=torch.bool).triu(1),
+                          float("-inf"))
+    close("Attention f32 (causal=%d) out" % causal, out,
+          F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+          1e-5, 1e-5)
+    close("Attention f32 log-sum-exp", lse, torch.logsumexp(s, -1), 1e-5, 1e-5)
 
     fn, info = launcher(ext, "BiasGelu", approximation="tanh")
     x = torch.randn(shape(info, "x"), device=dev)

@@ -21,24 +21,15 @@ struct CudaCheckOptions {
 };
 
 /// Kernel check: one @micro_step and one @apply_step of `unplanned` (a
-/// program without a memory plan, so every buffer keeps its value) on both
-/// backends from identical parameters and batch; every buffer each
-/// instruction writes is compared, in program order. Training check:
-/// `options.steps` steps of `planned` on both; the losses are compared.
-/// Prints a report; returns whether everything was within tolerance.
+/// program without a memory plan, so every buffer keeps its value),
+/// instruction by instruction, each on the CPU's values of its operands
+/// (rt::compareInstructionByInstruction): every buffer each instruction
+/// writes is compared. Training check: `options.steps` steps of `planned`
+/// on both; the losses are compared. Prints a report; returns whether
+/// everything was within tolerance.
 bool checkCudaAgainstCpu(const rt::Program &unplanned,
                          const rt::Program &planned, const rt::TokenFile &data,
                          const CudaCheckOptions &options, std::ostream &os);
-
-/// Runs `fnName` of `p` on both backends and compares, in program order,
-/// every buffer each instruction writes: max|gpu - cpu| / max|cpu| within
-/// `tolerance` (integer buffers equal). Prints the first failure and the
-/// worst error per opcode; returns whether all were within tolerance.
-bool compareOnBothBackends(const rt::Program &p, const std::string &fnName,
-                           rt::Backend &cpu, rt::Storage &cpuMem,
-                           rt::Backend &gpu, rt::Storage &gpuMem,
-                           const rt::RngContext &rng, double tolerance,
-                           std::ostream &os);
 
 /// The CUDA backend's options of the checks (the default kernel cache).
 rt::CudaOptions checkCudaOptions();

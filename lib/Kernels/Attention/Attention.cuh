@@ -162,8 +162,10 @@ __device__ void softmaxGradRows(const TD *dy, const TY *y, const TM *dropped,
 // its transpose, arrays of the emitted module); LH = 0 is dense. Key
 // padding (KMH > 0 query heads per batch row): keys whose [B, T] mask entry
 // is 0 are masked like causal ones.
-// NOT RUN ON A GPU YET (compiled with NVRTC only); the structure is the
-// CPU kernel's, tile for tile.
+// The structure is the CPU kernel's, tile for tile. On an H200 (2026-11-26)
+// it matches the CPU (check-cuda) but runs 12-14x slower than PyTorch's
+// SDPA at GPT-2's shapes (README, Benchmark): every tile product loads its
+// WMMA fragments from shared memory and stores the result back there.
 //===----------------------------------------------------------------------===//
 
 /// C[M, N] (f32, row-major, ldc) = op(A)[M, K] @ op(B)[K, N] (+ C when
