@@ -12,30 +12,34 @@
 //
 //===----------------------------------------------------------------------===//
 
-extern "C" __global__ void dsc_widen_f16(const __half *x, float *y,
-                                         dsc_i64 n) {
+namespace dsc {
+/// y[i] = x[i] in y's type (exact when widening; round to nearest even
+/// when narrowing), over a grid-stride loop.
+template <typename TX, typename TY>
+__device__ __forceinline__ void convertElements(const TX *x, TY *y,
+                                                dsc_i64 n) {
   for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
        i += dsc_i64(gridDim.x) * blockDim.x)
-    y[i] = __half2float(x[i]);
+    st(y, i, ld(x, i));
+}
+} // namespace dsc
+
+extern "C" __global__ void dsc_widen_f16(const __half *x, float *y,
+                                         dsc_i64 n) {
+  dsc::convertElements(x, y, n);
 }
 
 extern "C" __global__ void dsc_widen_bf16(const __nv_bfloat16 *x, float *y,
                                           dsc_i64 n) {
-  for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
-       i += dsc_i64(gridDim.x) * blockDim.x)
-    y[i] = __bfloat162float(x[i]);
+  dsc::convertElements(x, y, n);
 }
 
 extern "C" __global__ void dsc_narrow_f16(const float *x, __half *y,
                                           dsc_i64 n) {
-  for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
-       i += dsc_i64(gridDim.x) * blockDim.x)
-    y[i] = __float2half_rn(x[i]);
+  dsc::convertElements(x, y, n);
 }
 
 extern "C" __global__ void dsc_narrow_bf16(const float *x, __nv_bfloat16 *y,
                                            dsc_i64 n) {
-  for (dsc_i64 i = blockIdx.x * dsc_i64(blockDim.x) + threadIdx.x; i < n;
-       i += dsc_i64(gridDim.x) * blockDim.x)
-    y[i] = __float2bfloat16_rn(x[i]);
+  dsc::convertElements(x, y, n);
 }
