@@ -1,6 +1,7 @@
 //===- Communicator.cpp - Picking the communicator; the single rank -------===//
 
 #include "Launcher.h"
+#include "TcpCommunicator.h"
 
 #include "dsc/Runtime/Runtime.h"
 
@@ -107,16 +108,12 @@ int launchedWorldSize() { return readLaunchEnvironment().worldSize; }
 
 std::unique_ptr<Communicator> createCommunicator() {
   const LaunchEnvironment env = readLaunchEnvironment();
-  if (env.mpiLauncher.empty()) {
-    if (env.worldSize > 1)
-      throw Error(env.worldSizeVariable + "=" + std::to_string(env.worldSize) +
-                  " asks for " + std::to_string(env.worldSize) +
-                  " ranks, but no MPI launcher started this process: "
-                  "start CPU ranks with 'mpirun -np N' or 'srun' (a "
-                  "torchrun-style launch without MPI is not supported)");
-    return createSingleRankCommunicator();
-  }
-  return createMpiCommunicator(env);
+  if (!env.mpiLauncher.empty())
+    return createMpiCommunicator(env);
+  // torchrun and the like: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT.
+  if (env.worldSize > 1)
+    return createTcpCommunicator(tcpJobFromEnvironment());
+  return createSingleRankCommunicator();
 }
 
 } // namespace dsc::rt

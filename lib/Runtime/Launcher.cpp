@@ -6,10 +6,6 @@
 
 namespace dsc::rt {
 
-namespace {
-
-/// The integer value of environment variable `name`, or `absent`; anything
-/// but a plain integer in [min, max] is an error naming the variable.
 long long envInteger(const char *name, long long absent, long long min,
                      long long max) {
   const char *text = std::getenv(name);
@@ -23,8 +19,6 @@ long long envInteger(const char *name, long long absent, long long min,
                 std::to_string(max) + "]");
   return v;
 }
-
-} // namespace
 
 LaunchEnvironment readLaunchEnvironment() {
   LaunchEnvironment env;

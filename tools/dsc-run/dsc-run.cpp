@@ -917,9 +917,11 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     // Usage, config, runtime and CUDA errors alike: one line (from rank 0
     // alone when every rank found it).
+    // One write: the ranks of a job share the terminal, and a line written
+    // in pieces interleaves with theirs.
     if (printsError(e))
-      std::cerr << errorPrefix() << "error: " << printableLine(e.what())
-                << "\n";
+      std::cerr << errorPrefix() + "error: " + printableLine(e.what()) + "\n"
+                << std::flush;
   }
   return 1;
 }

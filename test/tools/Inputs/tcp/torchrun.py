@@ -1,0 +1,77 @@
+"""torchrun.py [--nproc N] [--kill RANK:SECONDS] [--env RANK:NAME=VALUE]
+               [--timeout S] -- COMMAND...
+
+Starts COMMAND N times as torchrun starts a job's workers (its environment
+alone: MASTER_ADDR=127.0.0.1, a free MASTER_PORT, RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE; no MPI), so the tests need no torchrun
+(Debian's torch 1.13 one fails under Python 3.11). Their output passes
+through. --kill R:S sends SIGKILL to rank R after S seconds; --env R:X=Y
+sets X=Y for rank R alone. Exits 0 when every rank succeeded, 1 when one
+failed, 124 after --timeout seconds (default 300), when it kills every rank
+and says so; --report prints each rank's exit status and seconds to
+stderr."""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--kill", action="append", default=[])
+    ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--report", action="store_true")
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    command = a.command[1:] if a.command[:1] == ["--"] else a.command
+    port = free_port()
+    procs = []
+    for r in range(a.nproc):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   RANK=str(r), WORLD_SIZE=str(a.nproc), LOCAL_RANK=str(r),
+                   LOCAL_WORLD_SIZE=str(a.nproc), OMP_NUM_THREADS="1")
+        for item in a.env:
+            rank, _, assignment = item.partition(":")
+            if int(rank) == r:
+                name, _, value = assignment.partition("=")
+                env[name] = value
+        procs.append(subprocess.Popen(command, env=env))
+    kills = {int(r): float(s) for r, s in (k.split(":") for k in a.kill)}
+    start = time.time()
+    ended = {}
+    while len(ended) < len(procs):
+        now = time.time() - start
+        for r, p in enumerate(procs):
+            if r not in ended and p.poll() is not None:
+                ended[r] = (p.returncode, now)
+            if r in kills and now >= kills[r] and r not in ended:
+                p.send_signal(signal.SIGKILL)
+                del kills[r]
+        if now > a.timeout:
+            for p in procs:
+                p.kill()
+            print("torchrun.py: ranks still running after %g s: killed" % a.timeout,
+                  file=sys.stderr)
+            sys.exit(124)
+        time.sleep(0.05)
+    if a.report:
+        for r in sorted(ended):
+            code, seconds = ended[r]
+            print("rank %d: exit %d after %.1f s" % (r, code, seconds), file=sys.stderr)
+    codes = [ended[r][0] for r in sorted(ended)]
+    sys.exit(next((c for c in codes if c != 0), 0) and 1)
+
+
+if __name__ == "__main__":
+    main()
