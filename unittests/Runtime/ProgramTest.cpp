@@ -230,17 +230,35 @@ TEST(Communicator, LauncherEnvironment) {
   ScopedEnv clean({{"OMPI_COMM_WORLD_SIZE", nullptr},
                    {"PMI_SIZE", nullptr},
                    {"SLURM_NTASKS", nullptr},
-                   {"WORLD_SIZE", nullptr}});
+                   {"WORLD_SIZE", nullptr},
+                   {"RANK", nullptr},
+                   {"MASTER_ADDR", nullptr},
+                   {"MASTER_PORT", nullptr}});
   EXPECT_EQ(createCommunicator()->size(), 1);
   {
     ScopedEnv torchrun({{"WORLD_SIZE", "1"}});
     EXPECT_EQ(createCommunicator()->size(), 1);
   }
   {
-    // Several ranks without an MPI launcher: refused, not run as one.
+    // Several ranks without an MPI launcher meet over TCP, torchrun's way:
+    // each variable they need is named when missing or malformed
+    // (TcpCommunicatorTest.cpp connects such jobs).
     ScopedEnv torchrun({{"WORLD_SIZE", "2"}});
     EXPECT_NE(errorOf([] { createCommunicator(); })
-                  .find("WORLD_SIZE=2 asks for 2 ranks, but no MPI launcher"),
+                  .find("so they meet over TCP: set MASTER_ADDR"),
+              std::string::npos);
+    ScopedEnv half({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+    EXPECT_NE(errorOf([] { createCommunicator(); }).find("set RANK"),
+              std::string::npos);
+    ScopedEnv rank({{"RANK", "2"}});
+    EXPECT_NE(errorOf([] { createCommunicator(); })
+                  .find("environment variable RANK='2' is not an integer in "
+                        "[0, 1]"),
+              std::string::npos);
+    ScopedEnv port({{"RANK", "1"}, {"MASTER_PORT", "http"}});
+    EXPECT_NE(errorOf([] { createCommunicator(); })
+                  .find("environment variable MASTER_PORT='http' is not an "
+                        "integer in [1, 65535]"),
               std::string::npos);
   }
   {
