@@ -1,25 +1,34 @@
 #!/usr/bin/env python3
-"""Fused causal attention, forward and backward, at GPT-2 124M's shapes
-(micro-batch B, 12 heads, T=1024, head size 64, bf16, attention dropout
-0.1): dsc's kernels against PyTorch's F.scaled_dot_product_attention on the
-same GPU in the same run.
+"""Fused attention, forward and backward, on the GPU: dsc's kernels (dense
+causal, and DeepSpeed's Fixed block-sparse layout) against PyTorch's
+F.scaled_dot_product_attention (flash) on the same GPU in the same run.
 
-  python3 bench/gpu_attention.py [--dsc-run build/bin/dsc-run] [--batch 16]
-                                 [--steps 3] [--iters 20] [--json F]
+  python3 bench/gpu_attention.py [--dsc-run build/bin/dsc-run]
+      [--model examples/gpt2-small.json] [--batch 16] [--layers L]
+      [--seq-lens 1024] [--layouts dense[,fixed]] [--block 64]
+      [--num-local-blocks 16] [--steps 3] [--iters 20] [--json F]
 
-dsc: `DSC_PROFILE=1 dsc-run train --backend cuda` on examples/gpt2-small.json
-(bf16) for --steps steps; its profile gives the GPU time (CUDA events, the
-functions launched kernel by kernel) of the Attention and AttentionGrad
-launches, divided by their count: one layer's forward and backward.
-PyTorch: SDPA's forward, and forward + backward, on bf16 tensors of the same
-shape with the same dropout, each the mean of --iters CUDA-event-timed
-calls after warm-up; backward = (forward + backward) - forward.
+The defaults time GPT-2 124M's attention (12 heads of 64, T=1024, bf16,
+its attention dropout 0.1) at micro-batch 16. Long sequences, sparse
+against dense (issue 14's benchmark):
+  --batch 1 --layers 1 --seq-lens 4096,8192,16384 --layouts dense,fixed
 
-TFLOP/s count the causal half of the score matrix: forward 4 B H T^2 D / 2,
-backward 2.5 times the forward (FlashAttention-2's count).
+dsc: `DSC_PROFILE=1 dsc-run train --backend cuda` on --model (its
+n_positions raised to the sequence, --layers layers), bf16, for --steps
+steps; the profile gives the GPU time (CUDA events, kernel by kernel) of
+its Attention and AttentionGrad launches per call: one layer's forward and
+backward. `fixed` adds DeepSpeed's sparse_attention section (mode fixed,
+--block, --num-local-blocks, one global block, unidirectional).
+PyTorch: SDPA's forward, and forward + backward, causal, on bf16 tensors of
+the same shape with the same dropout, each the mean of --iters
+CUDA-event-timed calls after warm-up; backward = (forward + backward) -
+forward.
+
+TFLOP/s (dense only) count the causal half of the score matrix: forward
+4 B H T^2 D / 2, backward 2.5 times the forward (FlashAttention-2's count).
 
 Without a CUDA device it exits 1 with one line. --self-test checks the
-profile parser and the FLOP count and exits.
+profile parser, the FLOP count and the configs and exits.
 """
 
 import argparse
@@ -31,7 +40,6 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HEADS, SEQ, HEAD_DIM, DROPOUT = 12, 1024, 64, 0.1
 
 
 def parse(argv=None):
@@ -40,15 +48,55 @@ def parse(argv=None):
     ap.add_argument("--dsc-run", default=os.path.join(HERE, "..", "build", "bin", "dsc-run"))
     ap.add_argument("--model", default=os.path.join(HERE, "..", "examples", "gpt2-small.json"))
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--layers", type=int, help="default: the model's")
+    ap.add_argument("--seq-lens", default="1024")
+    ap.add_argument("--layouts", default="dense", help="dense and/or fixed")
+    ap.add_argument("--block", type=int, default=64)
+    ap.add_argument("--num-local-blocks", type=int, default=16)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json", help="also write the results as JSON here")
     ap.add_argument("--self-test", action="store_true")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    a.seq_lens = [int(t) for t in a.seq_lens.split(",")]
+    a.layouts = a.layouts.split(",")
+    bad = [x for x in a.layouts if x not in ("dense", "fixed")]
+    if bad:
+        ap.error("unknown layout %s (dense, fixed)" % ",".join(bad))
+    return a
 
 
-def forward_flops(B):
-    return 4 * B * HEADS * SEQ * SEQ * HEAD_DIM / 2
+class Shape:
+    """The attention's shape and dropout from a GPT-2 config."""
+
+    def __init__(self, cfg, batch, seq):
+        self.batch, self.seq = batch, seq
+        self.heads = cfg["n_head"]
+        self.head_dim = cfg["n_embd"] // cfg["n_head"]
+        self.dropout = cfg.get("attn_pdrop", 0.0)
+
+    def forward_flops(self):
+        return 4 * self.batch * self.heads * self.seq * self.seq * self.head_dim / 2
+
+
+def dsc_model(cfg, a, seq):
+    m = dict(cfg)
+    m["n_positions"] = m["n_ctx"] = max(seq, cfg.get("n_positions", 0))
+    if a.layers:
+        m["n_layer"] = a.layers
+    return m
+
+
+def dsc_config(a, seq, layout):
+    c = {"train_micro_batch_size_per_gpu": a.batch, "gradient_accumulation_steps": 1,
+         "bf16": {"enabled": True},
+         "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+         "dsc": {"seed": 42, "seq_len": seq}}
+    if layout == "fixed":
+        c["sparse_attention"] = {"mode": "fixed", "block": a.block,
+                                 "num_local_blocks": a.num_local_blocks,
+                                 "num_global_blocks": 1, "attention": "unidirectional"}
+    return c
 
 
 def profile_times(stderr):
@@ -65,23 +113,29 @@ def self_test():
               "  Attention                   0.0809 s  16.0%       36 calls\n")
     rows = profile_times(report)
     assert rows == {"AttentionGrad": (0.1957, 36), "Attention": (0.0809, 36)}, rows
-    assert forward_flops(1) == 2 * 12 * 1024 * 1024 * 64
+    cfg = json.load(open(os.path.join(HERE, "..", "examples", "gpt2-small.json")))
+    shape = Shape(cfg, 1, 1024)
+    assert (shape.heads, shape.head_dim, shape.dropout) == (12, 64, 0.1)
+    assert shape.forward_flops() == 2 * 12 * 1024 * 1024 * 64
+    a = parse(["--layers", "1", "--seq-lens", "4096,16384", "--layouts", "dense,fixed"])
+    m = dsc_model(cfg, a, 16384)
+    assert (m["n_positions"], m["n_layer"]) == (16384, 1)
+    assert "sparse_attention" not in dsc_config(a, 4096, "dense")
+    assert dsc_config(a, 4096, "fixed")["sparse_attention"]["mode"] == "fixed"
     print("self-test ok")
 
 
-def dsc_times(a, wd):
+def dsc_times(a, wd, cfg, seq, layout):
     """Seconds per call of dsc's Attention and AttentionGrad, or a reason."""
-    config = {"train_micro_batch_size_per_gpu": a.batch, "gradient_accumulation_steps": 1,
-              "bf16": {"enabled": True},
-              "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
-              "dsc": {"seed": 42, "seq_len": SEQ}}
-    path = os.path.join(wd, "ds_config.json")
-    json.dump(config, open(path, "w"))
-    data = os.path.join(wd, "tokens.txt")
+    model = os.path.join(wd, "model-%d.json" % seq)
+    json.dump(dsc_model(cfg, a, seq), open(model, "w"))
+    path = os.path.join(wd, "ds_config-%d-%s.json" % (seq, layout))
+    json.dump(dsc_config(a, seq, layout), open(path, "w"))
+    data = os.path.join(wd, "tokens-%d.txt" % seq)
     with open(data, "w") as f:
-        for i in range((a.steps + 1) * a.batch * SEQ + 1):
-            f.write("%d\n" % (i * 7919 % 50000))
-    r = subprocess.run([a.dsc_run, "train", "--backend", "cuda", "--model", a.model,
+        for i in range((a.steps + 1) * a.batch * seq + 1):
+            f.write("%d\n" % (i * 7919 % min(cfg["vocab_size"], 50000)))
+    r = subprocess.run([a.dsc_run, "train", "--backend", "cuda", "--model", model,
                         "--config", path, "--data", data, "--steps", str(a.steps)],
                        env=dict(os.environ, DSC_PROFILE="1"),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -93,16 +147,17 @@ def dsc_times(a, wd):
     return {op: rows[op][0] / rows[op][1] for op in ("Attention", "AttentionGrad")}
 
 
-def torch_times(a):
+def torch_times(a, shape):
     import torch
     import torch.nn.functional as F
-    shape = (a.batch, HEADS, SEQ, HEAD_DIM)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+    q, k, v = (torch.randn(dims, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
-    dy = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn(dims, device="cuda", dtype=torch.bfloat16)
 
     def fwd():
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=DROPOUT, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=shape.dropout,
+                                              is_causal=True)
 
     def fwd_bwd():
         fwd().backward(dy)
@@ -136,27 +191,39 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("no CUDA device: torch.cuda.is_available() is False")
     wd = tempfile.mkdtemp(prefix="dsc-attention-bench-")
-    dsc = dsc_times(a, wd)
-    sdpa = torch_times(a)
-    f = forward_flops(a.batch)
-    flops = {"Attention": f, "AttentionGrad": 2.5 * f}
-    print("\n%s, torch %s: causal attention B=%d H=%d T=%d D=%d bf16, dropout %.1f\n"
-          % (torch.cuda.get_device_name(), torch.__version__, a.batch, HEADS, SEQ, HEAD_DIM,
-             DROPOUT))
-    print("| pass | dsc ms | dsc TFLOP/s | SDPA ms | SDPA TFLOP/s | dsc / SDPA time |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for op, label in (("Attention", "forward"), ("AttentionGrad", "backward")):
-        t = sdpa[op]
-        if isinstance(dsc, str):
-            print("| %s | unavailable: %s | - | %.3f | %.0f | - |"
-                  % (label, dsc, 1e3 * t, flops[op] / t / 1e12))
-            continue
-        d = dsc[op]
-        print("| %s | %.3f | %.0f | %.3f | %.0f | %.1fx |"
-              % (label, 1e3 * d, flops[op] / d / 1e12, 1e3 * t, flops[op] / t / 1e12, d / t))
+    cfg = json.load(open(a.model))
+    print("\n%s, torch %s: causal attention, bf16, micro-batch %d, %d heads of %d, "
+          "dropout %g; fixed: block %d, %d local blocks\n"
+          % (torch.cuda.get_device_name(), torch.__version__, a.batch, cfg["n_head"],
+             cfg["n_embd"] // cfg["n_head"], cfg.get("attn_pdrop", 0.0), a.block,
+             a.num_local_blocks))
+    print("| T | pass | " + " | ".join("dsc %s ms" % x for x in a.layouts) +
+          " | SDPA ms | dsc dense TFLOP/s | SDPA TFLOP/s | "
+          + " | ".join("SDPA / dsc %s time" % x for x in a.layouts) + " |")
+    print("|" + " ---: |" * (5 + 2 * len(a.layouts)))
+    results = []
+    for seq in a.seq_lens:
+        shape = Shape(cfg, a.batch, seq)
+        dsc = {x: dsc_times(a, wd, cfg, seq, x) for x in a.layouts}
+        sdpa = torch_times(a, shape)
+        results.append({"seq": seq, "dsc_seconds": dsc, "sdpa_seconds": sdpa})
+        f = shape.forward_flops()
+        for op, label, flops in (("Attention", "forward", f),
+                                 ("AttentionGrad", "backward", 2.5 * f)):
+            t = sdpa[op]
+            cells = [("%.3f" % (1e3 * dsc[x][op])) if isinstance(dsc[x], dict)
+                     else "unavailable: " + dsc[x] for x in a.layouts]
+            dense = dsc.get("dense")
+            ratios = [("%.2fx" % (t / dsc[x][op])) if isinstance(dsc[x], dict) else "-"
+                      for x in a.layouts]
+            print("| %d | %s | %s | %.3f | %s | %.0f | %s |"
+                  % (seq, label, " | ".join(cells), 1e3 * t,
+                     "%.0f" % (flops / dense[op] / 1e12) if isinstance(dense, dict) else "-",
+                     flops / t / 1e12, " | ".join(ratios)))
+        sys.stdout.flush()
     if a.json:
         json.dump({"device": torch.cuda.get_device_name(), "batch": a.batch,
-                   "dsc_seconds": dsc, "sdpa_seconds": sdpa}, open(a.json, "w"), indent=1)
+                   "results": results}, open(a.json, "w"), indent=1)
 
 
 if __name__ == "__main__":

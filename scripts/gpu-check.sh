@@ -19,8 +19,9 @@
 #                   the CUDA backend against the CPU, the torch extension
 #   check-cuda-*    dsc-run check-cuda, 2 steps, on each example model
 #                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128),
-#                   and check-cuda --compression (the compressed
-#                   optimizers' kernels against the CPU)
+#                   check-cuda --compression (the compressed optimizers'
+#                   kernels against the CPU), and GPT-2 tiny with
+#                   DeepSpeed's Fixed block-sparse layout (fp32, bf16)
 #   sanitizer       compute-sanitizer --tool memcheck over one CUDA training
 #                   step of GPT-2 tiny, kernel by kernel (skipped where the
 #                   machine's runtime does not support it)
@@ -28,6 +29,8 @@
 #                   GPT-2 124M, seq 1024, bf16, micro-batch 16
 #   attention       bench/gpu_attention.py: dsc's fused attention forward and
 #                   backward against PyTorch's SDPA, GPT-2 124M's shapes
+#   sparse-attention  bench/gpu_attention.py at 4k, 8k and 16k tokens: dsc's
+#                   Fixed block-sparse and dense kernels against SDPA
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
 #                   PyTorch eager and torch.compile (gets the time left)
 #
@@ -39,7 +42,8 @@
 #   results.json    {"bundle": ..., "steps": [{"name", "status" (pass, fail,
 #                   skip, timeout), "seconds", "summary" (last line)}]}
 #   bench.json      the benchmark's results (when it ran)
-#   attention.json  the attention benchmark's (when it ran)
+#   attention.json, sparse-attention.json  the attention benchmarks' (when
+#                   they ran)
 # Exits 0 when no step failed or timed out (skips are not failures).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -213,6 +217,14 @@ attention() {
     --model "$examples/gpt2-small.json" --json "$results/attention.json"
 }
 
+sparse_attention() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  python3 "$here/bench/gpu_attention.py" --dsc-run "$bin/dsc-run" \
+    --model "$examples/gpt2-small.json" --batch 1 --layers 1 \
+    --seq-lens 4096,8192,16384 --layouts dense,fixed \
+    --json "$results/sparse-attention.json"
+}
+
 bench() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
   python3 "$here/bench/gpu_gpt2.py" --dsc-run "$bin/dsc-run" \
@@ -229,7 +241,7 @@ gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
 export -f devices nvrtc ctest_gpu check_cuda check_cuda_compression sanitizer \
-  profile attention bench
+  profile attention sparse_attention bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
@@ -241,6 +253,10 @@ step cpu-smoke 60 "$bin/dsc-run" train --backend cpu --model "$examples/gpt2-tin
   --config "$examples/ds_config.json" --data "$work/data.txt" --steps 3
 
 sed 's/^{/{"bf16": {"enabled": true},/' "$examples/ds_config.json" > "$work/bf16.json"
+# DeepSpeed's Fixed layout over GPT-2 tiny's 64 tokens: 4 blocks of 16.
+sparse='"sparse_attention": {"mode": "fixed", "block": 16, "num_local_blocks": 2, "num_global_blocks": 1, "attention": "unidirectional"},'
+sed "s/^{/{$sparse/" "$examples/ds_config.json" > "$work/sparse.json"
+sed "s/^{/{$sparse/" "$work/bf16.json" > "$work/sparse-bf16.json"
 step nvrtc 60 nvrtc
 
 step ctest-gpu 330 ctest_gpu
@@ -250,10 +266,13 @@ step check-cuda-gpt2-tiny-bf16 60 check_cuda gpt2-tiny "$work/bf16.json"
 step check-cuda-bert-tiny 60 check_cuda bert-tiny "$examples/ds_config_bert.json"
 step check-cuda-gpt2-small-bf16 120 check_cuda gpt2-small "$work/bf16.json" --seq-len 128
 step check-cuda-compression 60 check_cuda_compression
+step check-cuda-sparse 60 check_cuda gpt2-tiny "$work/sparse.json"
+step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
 
 step sanitizer 90 sanitizer
 step profile 90 profile
 step attention 90 attention
+step sparse-attention 120 sparse_attention
 step bench "$budget" bench
 
 manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)
