@@ -1,11 +1,12 @@
-"""torchrun.py [--nproc N] [--kill RANK:SECONDS] [--env RANK:NAME=VALUE]
-               [--timeout S] -- COMMAND...
+"""torchrun.py [--nproc N] [--kill RANK:SECONDS] [--stop RANK:SECONDS]
+               [--env RANK:NAME=VALUE] [--timeout S] [--report] -- COMMAND...
 
 Starts COMMAND N times as torchrun starts a job's workers (its environment
 alone: MASTER_ADDR=127.0.0.1, a free MASTER_PORT, RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE; no MPI), so the tests need no torchrun
 (Debian's torch 1.13 one fails under Python 3.11). Their output passes
-through. --kill R:S sends SIGKILL to rank R after S seconds; --env R:X=Y
+through. --kill R:S sends SIGKILL to rank R after S seconds, --stop R:S
+SIGSTOP (the rank hangs; it is killed once the others have ended); --env R:X=Y
 sets X=Y for rank R alone. Exits 0 when every rank succeeded, 1 when one
 failed, 124 after --timeout seconds (default 300), when it kills every rank
 and says so; --report prints each rank's exit status and seconds to
@@ -29,6 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--kill", action="append", default=[])
+    ap.add_argument("--stop", action="append", default=[])
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--report", action="store_true")
@@ -47,7 +49,10 @@ def main():
                 name, _, value = assignment.partition("=")
                 env[name] = value
         procs.append(subprocess.Popen(command, env=env))
-    kills = {int(r): float(s) for r, s in (k.split(":") for k in a.kill)}
+    signals = {int(r): (float(s), signal.SIGKILL) for r, s in (k.split(":") for k in a.kill)}
+    signals.update({int(r): (float(s), signal.SIGSTOP)
+                    for r, s in (k.split(":") for k in a.stop)})
+    stopped = set()
     start = time.time()
     ended = {}
     while len(ended) < len(procs):
@@ -55,9 +60,15 @@ def main():
         for r, p in enumerate(procs):
             if r not in ended and p.poll() is not None:
                 ended[r] = (p.returncode, now)
-            if r in kills and now >= kills[r] and r not in ended:
-                p.send_signal(signal.SIGKILL)
-                del kills[r]
+            if r in signals and now >= signals[r][0] and r not in ended:
+                p.send_signal(signals[r][1])
+                if signals[r][1] == signal.SIGSTOP:
+                    stopped.add(r)
+                del signals[r]
+        if stopped and all(r in ended or r in stopped for r in range(len(procs))):
+            for r in stopped:
+                procs[r].kill()
+            stopped = set()
         if now > a.timeout:
             for p in procs:
                 p.kill()
