@@ -163,9 +163,11 @@ __device__ void softmaxGradRows(const TD *dy, const TY *y, const TM *dropped,
 // padding (KMH > 0 query heads per batch row): keys whose [B, T] mask entry
 // is 0 are masked like causal ones.
 // The structure is the CPU kernel's, tile for tile. On an H200 (2026-11-26)
-// it matches the CPU (check-cuda) but runs 12-14x slower than PyTorch's
+// it matched the CPU (check-cuda) but ran 12-14x slower than PyTorch's
 // SDPA at GPT-2's shapes (README, Benchmark): every tile product loads its
-// WMMA fragments from shared memory and stores the result back there.
+// WMMA fragments from shared memory and stores the result back there. The
+// four-per-Philox-block dropout (keep4) and the 16-byte tile loads came
+// after that run and have not run on a GPU yet.
 //===----------------------------------------------------------------------===//
 
 /// C[M, N] (f32, row-major, ldc) = op(A)[M, K] @ op(B)[K, N] (+ C when
@@ -216,12 +218,24 @@ __device__ __forceinline__ void mmaTile(const TC *A, int lda, const TC *B,
 }
 
 /// Rows [r0, r0 + TILE) of a [T, D] head into a [TILE, D] tile; rows past
-/// T are zero.
+/// T are zero. A 16-bit head stored as it is moves 16 bytes (8 elements of
+/// a row) per load: heads start 16-byte aligned (the arena's buffers are
+/// 64-byte aligned) and so do their rows when D % 8 == 0.
 template <dsc_i64 T, int D, int TILE, int WARPS, typename TS, typename TC>
 __device__ __forceinline__ void loadTile(const TS *src, dsc_i64 r0, TC *tile) {
-  for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32) {
-    const dsc_i64 r = r0 + e / D;
-    st(tile, e, r < T ? ld(src, r * D + e % D) : 0.0f);
+  if constexpr (Same<TS, TC>::value && sizeof(TC) == 2 && D % 8 == 0) {
+    for (int e = 8 * int(threadIdx.x); e < TILE * D; e += 8 * WARPS * 32) {
+      const dsc_i64 r = r0 + e / D;
+      uint4 bits = make_uint4(0u, 0u, 0u, 0u); // +0.0 in f16 and bf16
+      if (r < T)
+        bits = *reinterpret_cast<const uint4 *>(src + r * D + e % D);
+      *reinterpret_cast<uint4 *>(tile + e) = bits;
+    }
+  } else {
+    for (int e = int(threadIdx.x); e < TILE * D; e += WARPS * 32) {
+      const dsc_i64 r = r0 + e / D;
+      st(tile, e, r < T ? ld(src, r * D + e % D) : 0.0f);
+    }
   }
 }
 
@@ -267,6 +281,129 @@ __device__ __forceinline__ dsc_i64 tileAt(const int *cols, dsc_i64 k) {
   }
 }
 
+/// Dropout's keep flags of scores (i, j) .. (i, j + 3) of query head bh
+/// (the mask of dsc.softmax_dropout: element (bh T + i) T + j of the Philox
+/// stream; j a multiple of 4). Rng hands out four elements per Philox
+/// block, so when T % 4 == 0 the four come from one block; at rate 0 none
+/// is drawn: every score is kept, as the CPU's uniform >= 0 keeps it.
+template <dsc_i64 T>
+__device__ __forceinline__ void keep4(const Rng &rng, dsc_i64 bh, dsc_i64 i,
+                                      dsc_i64 j, float rate, bool (&k)[4]) {
+  if (rate == 0.0f) {
+    k[0] = k[1] = k[2] = k[3] = true;
+    return;
+  }
+  const dsc_i64 e = (bh * T + i) * T + j;
+  if constexpr (T % 4 == 0) {
+    rng.keep<4>(e, rate, k);
+  } else {
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      bool one[1];
+      rng.keep<1>(e + l, rate, one);
+      k[l] = one[0];
+    }
+  }
+}
+
+/// One key tile of the forward's online softmax over the scores sS: P
+/// (dropped) into sP, the rows' accumulators sO rescaled by
+/// exp(m_old - m_new), their maxima sM and undropped sums sL updated.
+/// Tiles of 16 or more (a multiple of 4): LANES lanes per row, four
+/// consecutive scores each (one Philox block for their dropout), ROWS rows
+/// per warp at a time; smaller tiles (block-sparse layouts of small
+/// blocks): one warp per row, a score per lane.
+template <dsc_i64 T, int D, int TILE, bool CAUSAL, int WARPS, int KMH,
+          typename TC>
+__device__ __forceinline__ void
+onlineSoftmax(const float *sS, TC *sP, float *sO, float *sM, float *sL,
+              const int *keyMask, dsc_i64 bh, dsc_i64 i0, dsc_i64 j0,
+              float scale, float rate, const Rng &rng) {
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const float inf = __int_as_float(0x7f800000);
+  if constexpr (TILE % 4 == 0 && TILE >= 16) {
+    constexpr int LANES = TILE / 4, ROWS = 32 / LANES;
+    static_assert(32 % LANES == 0 && TILE % ROWS == 0,
+                  "the lanes of a row tile a warp, its rows the tile");
+    for (int r0 = warp * ROWS; r0 < TILE; r0 += WARPS * ROWS) {
+      const int r = r0 + lane / LANES, c = 4 * (lane % LANES);
+      const dsc_i64 i = i0 + r, j = j0 + c;
+      const float mOld = sM[r];
+      const float4 s4 = *reinterpret_cast<const float4 *>(sS + r * TILE + c);
+      const float sc[4] = {scale * s4.x, scale * s4.y, scale * s4.z,
+                           scale * s4.w};
+      bool valid[4];
+      float mx = mOld;
+#pragma unroll
+      for (int l = 0; l < 4; ++l) {
+        valid[l] = attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j + l);
+        if (valid[l])
+          mx = fmaxf(mx, sc[l]);
+      }
+#pragma unroll
+      for (int o = LANES / 2; o > 0; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      bool keep[4] = {true, true, true, true};
+      if (valid[0] || valid[1] || valid[2] || valid[3])
+        keep4<T>(rng, bh, i, j, rate, keep);
+      float sum = 0.0f;
+#pragma unroll
+      for (int l = 0; l < 4; ++l) {
+        float e = 0.0f;
+        if (valid[l]) {
+          e = expf(sc[l] - mx);
+          sum += e;
+          e = keep[l] ? e : 0.0f;
+        }
+        st(sP, r * TILE + c + l, e);
+      }
+#pragma unroll
+      for (int o = LANES / 2; o > 0; o >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      // A row past T, or with no key left, has no valid key: leave it at
+      // zero.
+      const float corr = mx == -inf ? 1.0f : expf(mOld - mx);
+      for (int d = lane % LANES; d < D; d += LANES)
+        sO[r * D + d] *= corr;
+      if (lane % LANES == 0) {
+        sM[r] = mx;
+        sL[r] = sL[r] * corr + sum;
+      }
+    }
+  } else {
+    for (int r = warp; r < TILE; r += WARPS) {
+      const dsc_i64 i = i0 + r;
+      const float mOld = sM[r];
+      float mx = mOld;
+      for (int c = lane; c < TILE; c += 32)
+        if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j0 + c))
+          mx = fmaxf(mx, scale * sS[r * TILE + c]);
+      mx = rowMax<32>(mx);
+      float sum = 0.0f;
+      for (int c = lane; c < TILE; c += 32) {
+        const dsc_i64 j = j0 + c;
+        float e = 0.0f;
+        if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j)) {
+          e = expf(scale * sS[r * TILE + c] - mx);
+          sum += e;
+          bool keep[1];
+          rng.keep<1>((bh * T + i) * T + j, rate, keep);
+          e = keep[0] ? e : 0.0f;
+        }
+        st(sP, r * TILE + c, e);
+      }
+      sum = rowSum<32>(sum);
+      const float corr = mx == -inf ? 1.0f : expf(mOld - mx);
+      for (int d = lane; d < D; d += 32)
+        sO[r * D + d] *= corr;
+      if (lane == 0) {
+        sM[r] = mx;
+        sL[r] = sL[r] * corr + sum;
+      }
+    }
+  }
+}
+
 /// dsc.attention: out = dropout(softmax(scale q k^T)) v, lse of each row.
 /// Query head bh reads key/value head bh / GROUPS (grouped-query attention).
 /// `rows`/`cols`: the block layout (LH > 0). `keyMask`: key padding (KMH >
@@ -307,40 +444,8 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
     mmaTile<TC, TILE, TILE, D, false, true, false, WARPS>(sQ, D, sKV, D, sS,
                                                           TILE);
     __syncthreads();
-    // Online softmax, one warp per row: rescale the row's accumulator by
-    // exp(m_old - m_new), keep the undropped sum, drop in P only.
-    for (int r = warp; r < TILE; r += WARPS) {
-      const dsc_i64 i = i0 + r;
-      const float mOld = sM[r];
-      float mx = mOld;
-      for (int c = lane; c < TILE; c += 32)
-        if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j0 + c))
-          mx = fmaxf(mx, scale * sS[r * TILE + c]);
-      mx = rowMax<32>(mx);
-      float sum = 0.0f;
-      for (int c = lane; c < TILE; c += 32) {
-        const dsc_i64 j = j0 + c;
-        float e = 0.0f;
-        if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j)) {
-          e = expf(scale * sS[r * TILE + c] - mx);
-          sum += e;
-          bool keep[1];
-          rng.keep<1>((bh * T + i) * T + j, rate, keep);
-          e = keep[0] ? e : 0.0f;
-        }
-        st(sP, r * TILE + c, e);
-      }
-      sum = rowSum<32>(sum);
-      // A row past T, or with no key left, has no valid key: leave it at
-      // zero.
-      const float corr = mx == -inf ? 1.0f : expf(mOld - mx);
-      for (int d = lane; d < D; d += 32)
-        sO[r * D + d] *= corr;
-      if (lane == 0) {
-        sM[r] = mx;
-        sL[r] = sL[r] * corr + sum;
-      }
-    }
+    onlineSoftmax<T, D, TILE, CAUSAL, WARPS, KMH>(sS, sP, sO, sM, sL, keyMask,
+                                                  bh, i0, j0, scale, rate, rng);
     __syncthreads();
     loadTile<T, D, TILE, WARPS>(v + kvBase, j0, sKV);
     __syncthreads();
@@ -381,20 +486,57 @@ attentionDs(const float *sS, const float *sDP, TC *sP, TC *sDS,
             const float *lse, const float *rowDot, const int *keyMask,
             dsc_i64 bh, dsc_i64 i0, dsc_i64 j0, float scale, float rate,
             float keepScale, Rng rng) {
-  for (int e = int(threadIdx.x); e < TILE * TILE; e += WARPS * 32) {
-    const dsc_i64 i = i0 + e / TILE, j = j0 + e % TILE;
-    float p = 0.0f, ds = 0.0f;
-    if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j)) {
-      p = expf(scale * sS[e] - lse[bh * T + i]);
-      bool keep[1];
-      rng.keep<1>((bh * T + i) * T + j, rate, keep);
-      const float z = keep[0] ? keepScale : 0.0f;
-      ds = p * (z * sDP[e] - rowDot[bh * T + i]);
-      p *= z;
+  if constexpr (TILE % 4 == 0) {
+    // Four consecutive scores per thread: one Philox block for their
+    // dropout.
+    for (int e = 4 * int(threadIdx.x); e < TILE * TILE;
+         e += 4 * WARPS * 32) {
+      const dsc_i64 i = i0 + e / TILE, j = j0 + e % TILE;
+      const float4 s4 = *reinterpret_cast<const float4 *>(sS + e);
+      const float4 dp4 = *reinterpret_cast<const float4 *>(sDP + e);
+      const float s[4] = {s4.x, s4.y, s4.z, s4.w},
+                  dp[4] = {dp4.x, dp4.y, dp4.z, dp4.w};
+      bool valid[4];
+#pragma unroll
+      for (int l = 0; l < 4; ++l)
+        valid[l] = attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j + l);
+      bool keep[4] = {true, true, true, true};
+      float rowLse = 0.0f, rowDotI = 0.0f;
+      if (valid[0] || valid[1] || valid[2] || valid[3]) {
+        keep4<T>(rng, bh, i, j, rate, keep);
+        rowLse = lse[bh * T + i];
+        rowDotI = rowDot[bh * T + i];
+      }
+#pragma unroll
+      for (int l = 0; l < 4; ++l) {
+        float p = 0.0f, ds = 0.0f;
+        if (valid[l]) {
+          p = expf(scale * s[l] - rowLse);
+          const float z = keep[l] ? keepScale : 0.0f;
+          ds = p * (z * dp[l] - rowDotI);
+          p *= z;
+        }
+        if constexpr (KEEP_P)
+          st(sP, e + l, p);
+        st(sDS, e + l, ds);
+      }
     }
-    if constexpr (KEEP_P)
-      st(sP, e, p);
-    st(sDS, e, ds);
+  } else {
+    for (int e = int(threadIdx.x); e < TILE * TILE; e += WARPS * 32) {
+      const dsc_i64 i = i0 + e / TILE, j = j0 + e % TILE;
+      float p = 0.0f, ds = 0.0f;
+      if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i, j)) {
+        p = expf(scale * sS[e] - lse[bh * T + i]);
+        bool keep[1];
+        rng.keep<1>((bh * T + i) * T + j, rate, keep);
+        const float z = keep[0] ? keepScale : 0.0f;
+        ds = p * (z * sDP[e] - rowDot[bh * T + i]);
+        p *= z;
+      }
+      if constexpr (KEEP_P)
+        st(sP, e, p);
+      st(sDS, e, ds);
+    }
   }
 }
 
