@@ -6,8 +6,8 @@
 #   scripts/gpu-bundle.sh [DIR]          (default DIR: gpu-bundle)
 #   DIR/gpu-check.sh RESULTS_DIR         (there; see scripts/gpu-check.sh)
 #
-# Builds dsc-run and dsc-translate with DSC_STATIC_LINK in $DSC_STATIC_BUILD
-# (default build-static/),
+# Builds dsc-run, dsc-translate and DscNcclTests (NCCL on one GPU) with
+# DSC_STATIC_LINK in $DSC_STATIC_BUILD (default build-static/),
 # strips them, and copies beside them the CUDA headers NVRTC needs
 # (lib/Kernels/Common/cuda-headers.txt), the GPU tests (test/gpu) with their
 # ctest project, the example models, bench/gpu_gpt2.py, bench/gpu_attention.py
@@ -33,7 +33,7 @@ if [ ! -f "$static/build.ninja" ]; then
     -DDSC_STATIC_LINK=ON \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py >/dev/null
 fi
-ninja -C "$static" dsc-run dsc-translate
+ninja -C "$static" dsc-run dsc-translate DscNcclTests
 grep -q '^DSC_STATIC_LINK:BOOL=ON' "$static/CMakeCache.txt" ||
   fail "$static is not a DSC_STATIC_LINK build (remove it and run again)"
 if "$static/bin/dsc-run" devices | grep -q "built without"; then
@@ -50,7 +50,7 @@ case "$out" in
 esac
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/include/cuda" "$out/test" "$out/examples" "$out/bench"
-for tool in dsc-run dsc-translate; do
+for tool in dsc-run dsc-translate DscNcclTests; do
   strip -o "$out/bin/$tool" "$static/bin/$tool"
 done
 (cd "$cuda_include" && cp --parents $(grep -v '^#' "$root/lib/Kernels/Common/cuda-headers.txt") \

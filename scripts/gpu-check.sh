@@ -10,11 +10,14 @@
 # order (name some to run only those):
 #
 #   libraries       where NVRTC and cuBLASLt are (LD_LIBRARY_PATH, the CUDA
-#                   toolkit, Python's nvidia packages); ldd of dsc-run
+#                   toolkit, Python's nvidia packages); ldd of dsc-run; NCCL
+#                   (libnccl.so.2, for DSC_NCCL_LIBRARY)
 #   devices         dsc-run devices; nvidia-smi
 #   cpu-smoke       3 CPU training steps of GPT-2 tiny: the binaries run
 #   nvrtc           GPT-2 tiny's bf16 kernels compile with this machine's
 #                   NVRTC and the bundled headers (no GPU needed)
+#   nccl            bin/DscNcclTests: NCCL loads, and a one-rank NCCL
+#                   communicator runs every collective dsc issues on the GPU
 #   ctest-gpu       ctest -L gpu over the bundle (test/gpu/GpuTests.cmake):
 #                   the CUDA backend against the CPU, the torch extension
 #   check-cuda-*    dsc-run check-cuda, 2 steps, on each example model
@@ -120,14 +123,14 @@ step() {
 # toolkit's, else those of Python's nvidia-* wheels (added to LD_LIBRARY_PATH).
 find_cuda_libraries() {
   local missing dirs=() d lib hit
+  dirs=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
+  if command -v python3 > /dev/null; then
+    while read -r d; do
+      [ -d "$d/nvidia" ] && dirs+=("$d/nvidia")
+    done < <(python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
+  fi
   missing=$(ldd "$bin/dsc-run" | awk '/not found/ {print $1}')
   if [ -n "$missing" ]; then
-    dirs=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
-    if command -v python3 > /dev/null; then
-      while read -r d; do
-        [ -d "$d/nvidia" ] && dirs+=("$d/nvidia")
-      done < <(python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
-    fi
     for lib in $missing; do
       hit=$(find "${dirs[@]}" -name "$lib" 2>/dev/null | head -1)
       [ -n "$hit" ] || continue
@@ -142,6 +145,21 @@ find_cuda_libraries() {
     echo "missing: $(ldd "$bin/dsc-run" | awk '/not found/ {print $1}' | tr '\n' ' ')(searched ${dirs[*]})"
     return 1
   fi
+  # NCCL is dlopen'ed by multi-rank CUDA jobs (and the nccl step): the
+  # loader's, else the toolkit's or Python's nvidia-nccl wheel's.
+  if [ -n "${DSC_NCCL_LIBRARY:-}" ]; then
+    echo "NCCL: $DSC_NCCL_LIBRARY (DSC_NCCL_LIBRARY)"
+  elif ldconfig -p 2>/dev/null | grep 'libnccl\.so\.2 ' > /dev/null; then
+    echo "NCCL: libnccl.so.2 through the loader"
+  else
+    hit=$(find "${dirs[@]}" -name 'libnccl.so.2' 2>/dev/null | head -1)
+    if [ -n "$hit" ]; then
+      export DSC_NCCL_LIBRARY=$hit
+      echo "NCCL: $hit"
+    else
+      echo "NCCL: no libnccl.so.2 (multi-rank CUDA jobs and the nccl step need one)"
+    fi
+  fi
   echo "dsc-run finds all its libraries"
 }
 
@@ -149,6 +167,11 @@ devices() {
   "$bin/dsc-run" devices || return 1
   if command -v nvidia-smi > /dev/null; then nvidia-smi || true; fi
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+}
+
+nccl() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  "$bin/DscNcclTests" --gtest_color=no
 }
 
 ctest_gpu() {
@@ -240,7 +263,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices nvrtc ctest_gpu check_cuda check_cuda_compression sanitizer \
+export -f devices nvrtc nccl ctest_gpu check_cuda check_cuda_compression sanitizer \
   profile attention sparse_attention bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
@@ -259,6 +282,7 @@ sed "s/^{/{$sparse/" "$examples/ds_config.json" > "$work/sparse.json"
 sed "s/^{/{$sparse/" "$work/bf16.json" > "$work/sparse-bf16.json"
 step nvrtc 60 nvrtc
 
+step nccl 60 nccl
 step ctest-gpu 330 ctest_gpu
 
 step check-cuda-gpt2-tiny 60 check_cuda gpt2-tiny "$examples/ds_config.json"

@@ -1,15 +1,20 @@
-//===- NcclTest.cpp - NCCL's loading and unique-id bootstrap --------------===//
+//===- NcclTest.cpp - NCCL's loading, bootstrap and one-GPU collectives ---===//
 //
 // What of the multi-rank CUDA path runs without a GPU: NCCL loads, and
 // rank 0's unique id reaches every rank of the job through the host
 // communicator. Run alone (one rank) by ctest and on 2 ranks by
-// test/tools/nccl-bootstrap.test.
+// test/tools/nccl-bootstrap.test. With a GPU (the GPU bundle's `nccl`
+// step), a one-rank NCCL communicator runs every collective dsc issues on
+// device buffers; several ranks need several GPUs (NCCL refuses two ranks
+// on one device).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Nccl.h"
 
 #include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
 
 #include <cstring>
 #include <vector>
@@ -38,4 +43,60 @@ TEST(Nccl, EveryRankGetsRankZerosUniqueId) {
     NcclLibrary::get().check(NcclLibrary::get().getUniqueId(&again), "again");
     EXPECT_NE(std::memcmp(&again, &id, sizeof id), 0);
   }
+}
+
+namespace {
+
+/// Device memory holding `values`, freed at the end of the scope.
+struct DeviceFloats {
+  explicit DeviceFloats(const std::vector<float> &values) : n(values.size()) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void **>(&ptr), n * sizeof(float)),
+              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr, values.data(), n * sizeof(float),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  ~DeviceFloats() { cudaFree(ptr); }
+  std::vector<float> read() const {
+    std::vector<float> out(n);
+    EXPECT_EQ(cudaMemcpy(out.data(), ptr, n * sizeof(float),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return out;
+  }
+  float *ptr = nullptr;
+  size_t n;
+};
+
+} // namespace
+
+TEST(Nccl, OneRankCollectivesOnTheGpu) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "no GPU";
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  auto host = createSingleRankCommunicator();
+  NcclComm nccl(*host);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const std::vector<float> x = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f};
+  // One rank: sum, mean and max are the tensor itself, in place or not.
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
+    DeviceFloats in(x), out(std::vector<float>(x.size(), -1.0f));
+    nccl.allReduce(in.ptr, out.ptr, x.size(), op, stream);
+    nccl.allReduce(in.ptr, in.ptr, x.size(), op, stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(out.read(), x);
+    EXPECT_EQ(in.read(), x);
+  }
+  DeviceFloats in(x), gathered(std::vector<float>(x.size(), 0.0f)),
+      exchanged(std::vector<float>(x.size(), 0.0f));
+  nccl.allGather(in.ptr, gathered.ptr, x.size() * sizeof(float), stream);
+  nccl.allToAll(in.ptr, exchanged.ptr, x.size() * sizeof(float), stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(gathered.read(), x);
+  EXPECT_EQ(exchanged.read(), x);
+  cudaStreamDestroy(stream);
 }
