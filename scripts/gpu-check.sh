@@ -30,6 +30,10 @@
 #                   machine's runtime does not support it)
 #   profile         DSC_PROFILE=1: GPU time per opcode of 3 training steps of
 #                   GPT-2 124M, seq 1024, bf16, micro-batch 16
+#   ncu-attention   Nsight Compute over the fused attention's kernels (one
+#                   launch each, forward and backward, GPT-2 124M's shapes):
+#                   speed of light, memory, occupancy, warp stalls (skipped
+#                   without ncu or hardware counters)
 #   attention       bench/gpu_attention.py: dsc's fused attention forward and
 #                   backward against PyTorch's SDPA, GPT-2 124M's shapes
 #   sparse-attention  bench/gpu_attention.py at 4k, 8k and 16k tokens: dsc's
@@ -240,6 +244,32 @@ attention() {
     --model "$examples/gpt2-small.json" --json "$results/attention.json"
 }
 
+ncu_attention() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  local ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "skipped: no ncu"; return 77; }
+  sed 's/"train_micro_batch_size_per_gpu": 8/"train_micro_batch_size_per_gpu": 4/' \
+    "$work/bf16.json" > "$work/ncu.json"
+  awk 'BEGIN {for (i = 0; i < 20000; i++) print (i * 7) % 50000}' > "$work/ncu-tokens.txt"
+  # Kernel by kernel (no graph), so ncu sees each launch; the first launch
+  # of each attention kernel (forward; row dots, dK/dV and dQ backward).
+  DSC_CUDA_GRAPHS=0 "$ncu" --clock-control none --target-processes all \
+    --kernel-id ::regex:dsc_Attention:1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section Occupancy --section WarpStateStats --section LaunchStats \
+    "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-small.json" \
+    --config "$work/ncu.json" --seq-len 1024 --data "$work/ncu-tokens.txt" \
+    --steps 1 > "$work/ncu.out" 2>&1
+  local rc=$?
+  cat "$work/ncu.out"
+  if grep -q "ERR_NVGPUCTRPERM\|LibraryNotLoaded\|Failed to initialize the profiler" "$work/ncu.out"; then
+    echo "skipped: ncu cannot read the hardware counters here"
+    return 77
+  fi
+  return $rc
+}
+
 sparse_attention() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
   python3 "$here/bench/gpu_attention.py" --dsc-run "$bin/dsc-run" \
@@ -264,7 +294,7 @@ gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
 export -f devices nvrtc nccl ctest_gpu check_cuda check_cuda_compression sanitizer \
-  profile attention sparse_attention bench
+  profile ncu_attention attention sparse_attention bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
@@ -295,6 +325,7 @@ step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
 
 step sanitizer 90 sanitizer
 step profile 90 profile
+step ncu-attention 120 ncu_attention
 step attention 90 attention
 step sparse-attention 120 sparse_attention
 step bench "$budget" bench
