@@ -106,6 +106,11 @@ std::unique_ptr<Communicator> createSingleRankCommunicator() {
 
 int launchedWorldSize() { return readLaunchEnvironment().worldSize; }
 
+int launchedRank() {
+  const LaunchEnvironment env = readLaunchEnvironment();
+  return env.worldSize > 1 ? env.rank : -1;
+}
+
 std::unique_ptr<Communicator> createCommunicator() {
   const LaunchEnvironment env = readLaunchEnvironment();
   if (!env.mpiLauncher.empty())

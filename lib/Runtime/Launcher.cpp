@@ -25,12 +25,12 @@ LaunchEnvironment readLaunchEnvironment() {
   // The first variable set names the launcher; later ones are what srun or
   // torchrun export alongside.
   struct Source {
-    const char *sizeVariable, *launcher;
+    const char *sizeVariable, *rankVariable, *launcher;
   };
   const Source sources[] = {
-      {"OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"},
-      {"PMI_SIZE", "a PMI launcher (mpiexec)"},
-      {"SLURM_NTASKS", "srun"},
+      {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "mpirun (Open MPI)"},
+      {"PMI_SIZE", "PMI_RANK", "a PMI launcher (mpiexec)"},
+      {"SLURM_NTASKS", "SLURM_PROCID", "srun"},
   };
   for (const Source &s : sources) {
     long long n = envInteger(s.sizeVariable, 0, 1, 1 << 20);
@@ -44,11 +44,13 @@ LaunchEnvironment readLaunchEnvironment() {
     env.mpiLauncher = s.launcher;
     env.worldSize = int(n);
     env.worldSizeVariable = s.sizeVariable;
+    env.rank = int(envInteger(s.rankVariable, -1, 0, n - 1));
     return env;
   }
   if (long long n = envInteger("WORLD_SIZE", 0, 1, 1 << 20)) {
     env.worldSize = int(n);
     env.worldSizeVariable = "WORLD_SIZE";
+    env.rank = int(envInteger("RANK", -1, 0, n - 1));
   }
   return env;
 }

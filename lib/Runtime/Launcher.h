@@ -22,10 +22,15 @@ struct LaunchEnvironment {
   /// the variable that said so.
   int worldSize = 1;
   std::string worldSizeVariable;
+  /// This process's rank as the same launcher announces it
+  /// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, RANK); -1 when it
+  /// announces none.
+  int rank = -1;
 };
 
-/// Reads OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS and
-/// WORLD_SIZE. A malformed value is an error naming the variable.
+/// Reads OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS and WORLD_SIZE, and
+/// the rank variable beside the one set. A malformed value is an error
+/// naming the variable.
 LaunchEnvironment readLaunchEnvironment();
 
 /// The MPI communicator (MpiCommunicator.cpp); throws when this build has no

@@ -35,7 +35,17 @@ RankOutput::~RankOutput() {
 }
 
 std::string errorPrefix() {
-  return currentRank < 0 ? "" : "rank " + std::to_string(currentRank) + ": ";
+  int rank = currentRank;
+  if (rank < 0) {
+    // Before the job's communicator exists (its start-up failed, say), the
+    // launcher's environment names the rank; a malformed one names none.
+    try {
+      rank = rt::launchedRank();
+    } catch (const std::exception &) {
+      rank = -1;
+    }
+  }
+  return rank < 0 ? "" : "rank " + std::to_string(rank) + ": ";
 }
 
 bool printsError(const std::exception &e) {

@@ -33,7 +33,8 @@ private:
   bool isLeader = true;
 };
 
-/// "rank R: " inside a multi-rank job's RankOutput, else "".
+/// "rank R: " inside a multi-rank job's RankOutput, else the rank the
+/// launcher's environment announces (start-up errors), else "".
 std::string errorPrefix();
 
 /// Thrown on every rank when the ranks found the same problem together (a

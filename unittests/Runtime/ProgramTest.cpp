@@ -262,6 +262,19 @@ TEST(Communicator, LauncherEnvironment) {
               std::string::npos);
   }
   {
+    // The rank each launcher announces, for messages before a communicator
+    // exists; none in a one-rank job.
+    EXPECT_EQ(launchedRank(), -1);
+    ScopedEnv torchrun({{"WORLD_SIZE", "2"}, {"RANK", "1"}});
+    EXPECT_EQ(launchedRank(), 1);
+    ScopedEnv mpirun(
+        {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"}});
+    EXPECT_EQ(launchedRank(), 3);
+    ScopedEnv one(
+        {{"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "0"}});
+    EXPECT_EQ(launchedRank(), -1);
+  }
+  {
     ScopedEnv bad({{"OMPI_COMM_WORLD_SIZE", "two"}});
     EXPECT_NE(errorOf([] { createCommunicator(); })
                   .find("environment variable OMPI_COMM_WORLD_SIZE='two' is "

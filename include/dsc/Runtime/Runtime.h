@@ -115,15 +115,19 @@ private:
 std::unique_ptr<Communicator> createSingleRankCommunicator();
 
 /// The communicator the launcher asks for: MPI when the process was started
-/// by mpirun/mpiexec or srun (their environment says so), else one rank.
-/// Throws when the environment asks for several ranks that this build or
-/// launcher cannot connect (no MPI in the build, torchrun's variables
-/// without MPI).
+/// by mpirun/mpiexec or srun (their environment says so), over TCP when
+/// started torchrun's way (WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT and
+/// no MPI launcher), else one rank. Throws, naming the variable or rank,
+/// when the environment asks for several ranks that cannot be connected.
 std::unique_ptr<Communicator> createCommunicator();
 
 /// The number of ranks the launcher's environment announces (1 without a
 /// launcher): commands that run in one process refuse to run as several.
 int launchedWorldSize();
+/// This process's rank as the launcher's environment announces it, before
+/// any communicator exists (errors of the start-up name it); -1 in a
+/// one-rank job or when the environment names none.
+int launchedRank();
 
 /// Host memory for every buffer of a Program, 64-byte aligned. A program
 /// with a memory plan (Program::arenaBytes >= 0) gets one zeroed arena and
