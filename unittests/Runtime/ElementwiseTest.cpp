@@ -300,3 +300,26 @@ TEST(Elementwise, GlobalNormLargeIsAccurate) {
   h.run(Opcode::GlobalNorm, {a}, {o});
   EXPECT_NEAR(h.f(o)[0], std::sqrt(ref), 1e-6 * std::sqrt(ref));
 }
+
+// The CPU backend flushes subnormal floats to zero (FTZ and DAZ: they cost
+// x86 cores microcode assists that slowed stalled runs several times).
+TEST(Elementwise, SubnormalsFlushToZero) {
+  Harness h;
+  int a = h.buf({4}), b = h.buf({4}), out = h.buf({4});
+  h.alloc();
+  // 1e-39 is subnormal in f32 (below 1.18e-38): read as zero (DAZ), and a
+  // sum that lands below it is written as zero (FTZ).
+  h.set(a, {1e-39f, 1.0f, 3e-38f, 0.0f});
+  h.set(b, {1.0f, 1e-39f, -2.9e-38f, 0.0f});
+  h.run(Opcode::Add, {a, b}, {out});
+  const std::vector<float> got = h.get(out);
+  EXPECT_EQ(got[0], 1.0f);
+  EXPECT_EQ(got[1], 1.0f);
+  EXPECT_EQ(got[2], 0.0f) << "3e-38 - 2.9e-38 = 1e-39 is subnormal";
+  EXPECT_EQ(got[3], 0.0f);
+  // An input that is subnormal alone is read as zero.
+  h.set(a, {1e-39f, 2e-39f, 0.0f, 0.0f});
+  h.set(b, {0.0f, 0.0f, 0.0f, 0.0f});
+  h.run(Opcode::Add, {a, b}, {out});
+  EXPECT_EQ(h.get(out), std::vector<float>(4, 0.0f));
+}
