@@ -578,28 +578,11 @@ public:
     if (n < 0)
       throw Error("all_reduce: negative element count");
     const int N = size();
-    if (N > 1) {
-      auto begin = [&](int c) { return n * c / N; };
-      auto count = [&](int c) { return begin(c + 1) - begin(c); };
-      std::vector<float> incoming(static_cast<size_t>(n / N + 1));
-      // Reduce-scatter: after N - 1 steps this rank holds chunk me + 1.
-      for (int k = 0; k < N - 1; ++k) {
-        const int out = (me - k + N) % N, in = (me - k - 1 + N) % N;
-        postTo(next(), kCollectiveTag, data + begin(out),
-               size_t(count(out)) * 4);
-        takeFrom(prev(), kCollectiveTag, incoming.data(), size_t(count(in)) * 4,
-                 "all_reduce");
-        combine(data + begin(in), incoming.data(), count(in), op);
-      }
-      // All-gather the reduced chunks.
-      for (int k = 0; k < N - 1; ++k) {
-        const int out = (me - k + 1 + N) % N, in = (me - k + N) % N;
-        postTo(next(), kCollectiveTag, data + begin(out),
-               size_t(count(out)) * 4);
-        takeFrom(prev(), kCollectiveTag, data + begin(in),
-                 size_t(count(in)) * 4, "all_reduce");
-      }
-    }
+    // Chunk c of the ring: elements [n c / N, n (c + 1) / N).
+    auto begin = [&](int c) { return n * c / N; };
+    ringReduce(data, begin, (me + 1) % N, op, "all_reduce");
+    ringGather(reinterpret_cast<char *>(data), sizeof(float), begin,
+               (me + 1) % N, "all_reduce");
     finishMean(op, data, n);
     (*sent)[CollectiveKind::AllReduce] +=
         2 * n * int64_t(sizeof(float)) * (N - 1) / N;
@@ -611,18 +594,9 @@ public:
       throw Error("reduce_scatter: negative element count");
     const int N = size();
     std::vector<float> work(in, in + nPerRank * N);
-    std::vector<float> incoming(static_cast<size_t>(nPerRank));
-    const size_t bytes = size_t(nPerRank) * 4;
-    // Block me - k - 1 goes on, block me - k - 2 comes in; the last one in
-    // (k = N - 2) is this rank's own.
-    for (int k = 0; k < N - 1; ++k) {
-      const int send = (me - k - 1 + 2 * N) % N,
-                recv = (me - k - 2 + 2 * N) % N;
-      postTo(next(), kCollectiveTag, work.data() + send * nPerRank, bytes);
-      takeFrom(prev(), kCollectiveTag, incoming.data(), bytes,
-               "reduce_scatter");
-      combine(work.data() + recv * nPerRank, incoming.data(), nPerRank, op);
-    }
+    ringReduce(
+        work.data(), [&](int c) { return c * nPerRank; }, me, op,
+        "reduce_scatter");
     std::copy_n(work.data() + me * nPerRank, nPerRank, out);
     finishMean(op, out, nPerRank);
     (*sent)[CollectiveKind::ReduceScatter] +=
@@ -630,7 +604,7 @@ public:
   }
 
   void allGather(const void *in, void *out, int64_t bytesPerRank) override {
-    ringAllGather(in, out, bytesPerRank, "all_gather");
+    gatherSlots(in, out, bytesPerRank, "all_gather");
     (*sent)[CollectiveKind::AllGather] += bytesPerRank * (size() - 1);
   }
 
@@ -693,7 +667,7 @@ public:
     const int N = size();
     const int32_t mine[2] = {color, key};
     std::vector<int32_t> all(static_cast<size_t>(2 * N));
-    ringAllGather(mine, all.data(), sizeof mine, "split");
+    gatherSlots(mine, all.data(), sizeof mine, "split");
     std::vector<std::pair<int32_t, int>> chosen; // (key, group rank)
     for (int r = 0; r < N; ++r)
       if (all[size_t(2 * r)] == color)
@@ -756,18 +730,52 @@ private:
     if (bytes < 0)
       throw Error(std::string(what) + ": negative byte count");
   }
-  void ringAllGather(const void *in, void *out, int64_t bytes,
-                     const char *what) {
+  /// The rings run over N chunks of a buffer, chunk c holding elements
+  /// [begin(c), begin(c + 1)). A reduce-scatter: each of N - 1 steps sends
+  /// a chunk to the next rank and adds the previous rank's into another,
+  /// so that this rank ends holding chunk `owned` reduced over every rank.
+  template <typename Begin>
+  void ringReduce(float *data, Begin begin, int owned, ReduceOp op,
+                  const char *what) {
+    const int N = size();
+    if (N == 1)
+      return;
+    auto count = [&](int c) { return begin(c + 1) - begin(c); };
+    int64_t largest = 0;
+    for (int c = 0; c < N; ++c)
+      largest = std::max(largest, count(c));
+    std::vector<float> incoming(static_cast<size_t>(largest));
+    for (int k = 0; k < N - 1; ++k) {
+      const int out = (owned - 1 - k + 2 * N) % N,
+                in = (owned - 2 - k + 2 * N) % N;
+      postTo(next(), kCollectiveTag, data + begin(out), size_t(count(out)) * 4);
+      takeFrom(prev(), kCollectiveTag, incoming.data(), size_t(count(in)) * 4,
+               what);
+      combine(data + begin(in), incoming.data(), count(in), op);
+    }
+  }
+  /// An all-gather over the same chunks (of `unit` bytes per element),
+  /// this rank holding chunk `owned`: after N - 1 steps it holds them all.
+  template <typename Begin>
+  void ringGather(char *base, size_t unit, Begin begin, int owned,
+                  const char *what) {
+    const int N = size();
+    for (int k = 0; k < N - 1; ++k) {
+      const int out = (owned - k + N) % N, in = (owned - k - 1 + N) % N;
+      postTo(next(), kCollectiveTag, base + begin(out) * unit,
+             size_t(begin(out + 1) - begin(out)) * unit);
+      takeFrom(prev(), kCollectiveTag, base + begin(in) * unit,
+               size_t(begin(in + 1) - begin(in)) * unit, what);
+    }
+  }
+  /// Every rank's `bytes` bytes of `in`, in rank order, into `out`.
+  void gatherSlots(const void *in, void *out, int64_t bytes, const char *what) {
     if (bytes < 0)
       throw Error(std::string(what) + ": negative byte count");
-    const int N = size();
     char *slots = static_cast<char *>(out);
     std::memcpy(slots + me * bytes, in, size_t(bytes));
-    for (int k = 0; k < N - 1; ++k) {
-      const int out = (me - k + N) % N, in = (me - k - 1 + N) % N;
-      postTo(next(), kCollectiveTag, slots + out * bytes, size_t(bytes));
-      takeFrom(prev(), kCollectiveTag, slots + in * bytes, size_t(bytes), what);
-    }
+    ringGather(
+        slots, 1, [&](int c) { return c * bytes; }, me, what);
   }
   static void combine(float *acc, const float *add, int64_t n, ReduceOp op) {
     if (op == ReduceOp::Max)
