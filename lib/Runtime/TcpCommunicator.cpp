@@ -332,7 +332,7 @@ private:
 /// The job's connections, shared by its communicator and those split from
 /// it.
 struct Links {
-  int rank = 0, size = 1, localRank = 0, localSize = 1;
+  int localRank = 0, localSize = 1;
   double timeoutSeconds = 45;
   std::vector<std::unique_ptr<Link>> links; ///< by job rank; null for self
 
@@ -379,28 +379,31 @@ struct Links {
       link.stash.erase(it);
       return;
     }
-    const auto deadline = deadlineAfter(timeoutSeconds * patience);
+    const double limit = timeoutSeconds * patience;
+    const auto deadline = deadlineAfter(limit);
     for (;;) {
       FrameHeader h;
-      read(link, &h, sizeof h, deadline, what);
+      read(link, &h, sizeof h, deadline, limit, what);
       if (h.bytes > kMaxFrameBytes)
         throw Error(std::string(what) + ": rank " + std::to_string(peer) +
                     " sent a frame of " + std::to_string(h.bytes) +
                     " bytes: not a dsc rank's stream");
       if (h.context == context && h.tag == tag) {
         checkSize(peer, what, h.bytes, bytes);
-        read(link, data, bytes, deadline, what);
+        read(link, data, bytes, deadline, limit, what);
         return;
       }
       Link::Stashed s{h.context, h.tag, std::vector<char>(h.bytes)};
-      read(link, s.payload.data(), h.bytes, deadline, what);
+      read(link, s.payload.data(), h.bytes, deadline, limit, what);
       link.stash.push_back(std::move(s));
     }
   }
 
 private:
+  /// Reads `bytes` from `link` before `deadline`, `limit` seconds after the
+  /// receive began (the message's number).
   void read(Link &link, void *data, size_t bytes, Clock::time_point deadline,
-            const char *what) {
+            double limit, const char *what) {
     const std::string from =
         std::string(what) + ": rank " + std::to_string(link.peer);
     switch (readAll(link.fd, data, bytes, deadline)) {
@@ -410,8 +413,7 @@ private:
       throw Error(from + " closed its connection (it exited or failed: see "
                          "its message)");
     case ReadEnd::TimedOut:
-      throw Error(from + " sent nothing for " +
-                  std::to_string(int(timeoutSeconds)) +
+      throw Error(from + " sent nothing for " + std::to_string(int(limit)) +
                   " s: it stopped or fell behind (DSC_COMM_TIMEOUT sets the "
                   "limit)");
     case ReadEnd::Failed:
@@ -431,8 +433,6 @@ private:
 /// then every pair of the other ranks.
 std::shared_ptr<Links> connectJob(const TcpJob &job) {
   auto net = std::make_shared<Links>();
-  net->rank = job.rank;
-  net->size = job.worldSize;
   net->timeoutSeconds = job.timeoutSeconds;
   net->links.resize(size_t(job.worldSize));
   const int n = job.worldSize, me = job.rank;
