@@ -222,9 +222,12 @@ int connectBefore(const sockaddr_in &to, Clock::time_point deadline,
   }
 }
 
-void exchangeOrFail(bool ok, const std::string &what) {
-  if (!ok)
-    throw Error("start-up: " + what);
+/// Writes all of `data` during the start-up, or fails naming `what` and
+/// why (errno read after the write failed).
+void writeOrFail(int fd, const void *data, size_t bytes,
+                 const std::string &what) {
+  if (!writeAll(fd, data, bytes))
+    throw Error("start-up: " + what + ": " + errnoText());
 }
 
 std::string hostName() {
@@ -484,10 +487,9 @@ std::shared_ptr<Links> connectJob(const TcpJob &job) {
       }
       std::snprintf(table[0].host, kHostBytes, "%s", hostName().c_str());
       for (int r = 1; r < n; ++r)
-        exchangeOrFail(writeAll(fds[size_t(r)], table.data(),
-                                table.size() * sizeof(Address)),
-                       "sending rank " + std::to_string(r) +
-                           " the addresses: " + errnoText());
+        writeOrFail(fds[size_t(r)], table.data(),
+                    table.size() * sizeof(Address),
+                    "sending rank " + std::to_string(r) + " the addresses");
     } else {
       listener = listenOn(0, n);
       const sockaddr_in master = resolve(job.masterAddr, job.masterPort);
@@ -495,13 +497,11 @@ std::shared_ptr<Links> connectJob(const TcpJob &job) {
           connectBefore(master, deadline, "rank 0 (MASTER_ADDR:MASTER_PORT)");
       Hello hello{kMagic, me, n, uint32_t(listeningPort(listener)), {}};
       std::snprintf(hello.host, kHostBytes, "%s", hostName().c_str());
-      exchangeOrFail(writeAll(fds[0], &hello, sizeof hello),
-                     "greeting rank 0: " + errnoText());
-      exchangeOrFail(readAll(fds[0], table.data(),
-                             table.size() * sizeof(Address),
-                             deadline) == ReadEnd::Done,
-                     "rank 0 closed the connection before sending the "
-                     "addresses (see its message)");
+      writeOrFail(fds[0], &hello, sizeof hello, "greeting rank 0");
+      if (readAll(fds[0], table.data(), table.size() * sizeof(Address),
+                  deadline) != ReadEnd::Done)
+        throw Error("start-up: rank 0 closed the connection before sending "
+                    "the addresses (see its message)");
       // Lower ranks listen already: connect to them, then take the higher.
       for (int r = 1; r < me; ++r) {
         sockaddr_in to{};
@@ -511,9 +511,8 @@ std::shared_ptr<Links> connectJob(const TcpJob &job) {
         fds[size_t(r)] =
             connectBefore(to, deadline, "rank " + std::to_string(r));
         const int32_t greeting[2] = {int32_t(kMagic), me};
-        exchangeOrFail(writeAll(fds[size_t(r)], greeting, sizeof greeting),
-                       "greeting rank " + std::to_string(r) + ": " +
-                           errnoText());
+        writeOrFail(fds[size_t(r)], greeting, sizeof greeting,
+                    "greeting rank " + std::to_string(r));
       }
       for (int joined = me + 1; joined < n; ++joined) {
         sockaddr_in from{};
