@@ -640,16 +640,13 @@ public:
     (*sent)[CollectiveKind::Broadcast] += bytes * (size() - 1);
   }
 
+  // A frame is a copy: `data` may change as soon as a send returns, and
+  // only startSend's frames are waited for (waitSends).
   void send(const void *data, int64_t bytes, int to, int tag) override {
-    startSend(data, bytes, to, tag);
+    postSend(data, bytes, to, tag);
   }
   void startSend(const void *data, int64_t bytes, int to, int tag) override {
-    checkPeer("send", to, tag, bytes);
-    // The frame is a copy: `data` may change as soon as this returns.
-    const int peer = members[size_t(to)];
-    pending.push_back({peer, net->links[size_t(peer)]->post(
-                                 context, uint32_t(tag), data, size_t(bytes))});
-    (*sent)[CollectiveKind::Send] += bytes;
+    pending.push_back({members[size_t(to)], postSend(data, bytes, to, tag)});
   }
   void waitSends() override {
     const auto deadline = deadlineAfter(net->timeoutSeconds);
@@ -717,6 +714,15 @@ private:
                 const char *what, double patience = 1) {
     net->take(members[size_t(groupRank)], context, tag, data, bytes, what,
               patience);
+  }
+  /// A user's send to group rank `to`, checked and counted: the frame's
+  /// number on the link to it.
+  uint64_t postSend(const void *data, int64_t bytes, int to, int tag) {
+    checkPeer("send", to, tag, bytes);
+    const uint64_t number = net->links[size_t(members[size_t(to)])]->post(
+        context, uint32_t(tag), data, size_t(bytes));
+    (*sent)[CollectiveKind::Send] += bytes;
+    return number;
   }
   void checkPeer(const char *what, int peer, int tag, int64_t bytes) const {
     if (peer < 0 || peer >= size() || peer == me)
