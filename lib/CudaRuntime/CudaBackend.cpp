@@ -120,6 +120,15 @@ struct GemmPlan {
 /// Whether `g`'s bias differs in type from its output (GemmPlan::convertBias).
 bool convertsBias(const cuda::Gemm &g) { return g.bias && g.biasType != g.c; }
 
+/// The kernel (Gemm.cuh) that converts `from` to `to`: a 16-bit type to f32
+/// (dsc_widen_*) or f32 to a 16-bit type (dsc_narrow_*).
+const char *conversionKernel(cuda::Storage from, cuda::Storage to) {
+  const bool widen = to == cuda::Storage::F32;
+  const bool bf16 = (widen ? from : to) == cuda::Storage::BF16;
+  return widen ? (bf16 ? "dsc_widen_bf16" : "dsc_widen_f16")
+               : (bf16 ? "dsc_narrow_bf16" : "dsc_narrow_f16");
+}
+
 struct FunctionState {
   std::vector<Call> calls;
   cudaGraph_t graph = nullptr;
@@ -532,21 +541,16 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       if (step.args.size() > 3)
         call.bias = address(step.args[3].buffers[0]);
       if (int w = gemms[size_t(step.index)].widen; w >= 0) {
-        const int id = step.args[size_t(w)].buffers[0];
-        const bool bf16 = buffers[size_t(id)].dtype == cuda::Storage::BF16;
-        const int64_t n = buffers[size_t(id)].numElements();
-        addConversion(call, bf16 ? "dsc_widen_bf16" : "dsc_widen_f16",
-                      w == 0 ? call.a : call.b, widened, n);
+        const Buffer &operand =
+            buffers[size_t(step.args[size_t(w)].buffers[0])];
+        addConversion(call, conversionKernel(operand.dtype, cuda::Storage::F32),
+                      w == 0 ? call.a : call.b, widened, operand.numElements());
         (w == 0 ? call.a : call.b) = widened;
       }
       if (gemms[size_t(step.index)].convertBias) {
         const cuda::Gemm &g = module.gemms[size_t(step.index)];
-        const bool widen = g.c == cuda::Storage::F32;
-        const bool bf16 = (widen ? g.biasType : g.c) == cuda::Storage::BF16;
-        const char *kernel =
-            widen ? (bf16 ? "dsc_widen_bf16" : "dsc_widen_f16")
-                  : (bf16 ? "dsc_narrow_bf16" : "dsc_narrow_f16");
-        addConversion(call, kernel, call.bias, convertedBias,
+        addConversion(call, conversionKernel(g.biasType, g.c), call.bias,
+                      convertedBias,
                       buffers[size_t(step.args[3].buffers[0])].numElements());
         call.bias = convertedBias;
       }
