@@ -210,32 +210,50 @@ check_cuda() { # model config [options...]
     --data "$work/data.txt" --steps 2 "${@:3}"
 }
 
-sanitizer() {
-  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
-  command -v compute-sanitizer > /dev/null ||
-    { echo "skipped: no compute-sanitizer on the PATH"; return 77; }
-  DSC_CUDA_GRAPHS=0 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-tiny.json" \
-    --config "$examples/ds_config.json" --data "$work/data.txt" --steps 1 \
-    > "$work/sanitizer.out" 2>&1
-  local rc=$?
-  cat "$work/sanitizer.out"
-  if grep -q "Device not supported\|Failed to initialize" "$work/sanitizer.out"; then
-    echo "skipped: compute-sanitizer cannot attach on this machine"
+# under_tool NAME UNSUPPORTED COMMAND...: runs COMMAND (a profiler or checker
+# wrapping dsc-run) with its output in the log; exit 77 (skipped) when the
+# output matches the grep pattern UNSUPPORTED (the machine's runtime does not
+# let the tool attach), else COMMAND's status.
+under_tool() {
+  local name=$1 unsupported=$2 rc
+  shift 2
+  "$@" > "$work/$name.out" 2>&1
+  rc=$?
+  cat "$work/$name.out"
+  if grep -q "$unsupported" "$work/$name.out"; then
+    echo "skipped: $name cannot attach on this machine"
     return 77
   fi
   return $rc
 }
 
+# gpt2_small_run BATCH TOKENS: a bf16 config of that micro-batch and a data
+# file of TOKENS token ids below GPT-2's vocabulary, for GPT-2 124M runs at
+# seq 1024 ($work/gpt2-small-BATCH.json, $work/tokens-TOKENS.txt).
+gpt2_small_run() {
+  sed "s/\"train_micro_batch_size_per_gpu\": 8/\"train_micro_batch_size_per_gpu\": $1/" \
+    "$work/bf16.json" > "$work/gpt2-small-$1.json"
+  awk -v n="$2" 'BEGIN {for (i = 0; i < n; i++) print (i * 7) % 50000}' \
+    > "$work/tokens-$2.txt"
+}
+
+sanitizer() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  command -v compute-sanitizer > /dev/null ||
+    { echo "skipped: no compute-sanitizer on the PATH"; return 77; }
+  DSC_CUDA_GRAPHS=0 under_tool compute-sanitizer \
+    "Device not supported\|Failed to initialize" \
+    compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-tiny.json" \
+    --config "$examples/ds_config.json" --data "$work/data.txt" --steps 1
+}
+
 profile() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
-  sed 's/"train_micro_batch_size_per_gpu": 8/"train_micro_batch_size_per_gpu": 16/' \
-    "$work/bf16.json" > "$work/profile.json"
-  # 3 steps of 16 x 1024 tokens below GPT-2's vocabulary.
-  awk 'BEGIN {for (i = 0; i < 60000; i++) print (i * 7) % 50000}' > "$work/tokens.txt"
+  gpt2_small_run 16 60000 # 3 steps of 16 x 1024 tokens
   DSC_PROFILE=1 "$bin/dsc-run" train --backend cuda \
-    --model "$examples/gpt2-small.json" --config "$work/profile.json" \
-    --seq-len 1024 --data "$work/tokens.txt" --steps 3
+    --model "$examples/gpt2-small.json" --config "$work/gpt2-small-16.json" \
+    --seq-len 1024 --data "$work/tokens-60000.txt" --steps 3
 }
 
 attention() {
@@ -249,25 +267,18 @@ ncu_attention() {
   local ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "skipped: no ncu"; return 77; }
-  sed 's/"train_micro_batch_size_per_gpu": 8/"train_micro_batch_size_per_gpu": 4/' \
-    "$work/bf16.json" > "$work/ncu.json"
-  awk 'BEGIN {for (i = 0; i < 20000; i++) print (i * 7) % 50000}' > "$work/ncu-tokens.txt"
+  gpt2_small_run 4 20000
   # Kernel by kernel (no graph), so ncu sees each launch; the first launch
   # of each attention kernel (forward; row dots, dK/dV and dQ backward).
-  DSC_CUDA_GRAPHS=0 "$ncu" --clock-control none --target-processes all \
+  DSC_CUDA_GRAPHS=0 under_tool ncu \
+    "ERR_NVGPUCTRPERM\|LibraryNotLoaded\|Failed to initialize the profiler" \
+    "$ncu" --clock-control none --target-processes all \
     --kernel-id ::regex:dsc_Attention:1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section LaunchStats \
     "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-small.json" \
-    --config "$work/ncu.json" --seq-len 1024 --data "$work/ncu-tokens.txt" \
-    --steps 1 > "$work/ncu.out" 2>&1
-  local rc=$?
-  cat "$work/ncu.out"
-  if grep -q "ERR_NVGPUCTRPERM\|LibraryNotLoaded\|Failed to initialize the profiler" "$work/ncu.out"; then
-    echo "skipped: ncu cannot read the hardware counters here"
-    return 77
-  fi
-  return $rc
+    --config "$work/gpt2-small-4.json" --seq-len 1024 \
+    --data "$work/tokens-20000.txt" --steps 1
 }
 
 sparse_attention() {
@@ -293,8 +304,9 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices nvrtc nccl ctest_gpu check_cuda check_cuda_compression sanitizer \
-  profile ncu_attention attention sparse_attention bench
+export -f devices nvrtc nccl ctest_gpu check_cuda check_cuda_compression \
+  under_tool gpt2_small_run sanitizer profile ncu_attention attention \
+  sparse_attention bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
