@@ -50,11 +50,12 @@ lo --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm
    lr --conv-lr (1e-3), weight decay 0.01, clipping 1.0, --conv-steps
    (2000) steps. Runs: AdamW with bias_correction false (the optimizer of
    1-bit Adam's warm-up) and with the default true, OneBitAdam for each
-   --conv-freeze (100 and 200), and, for each, OneBitAdam on 1 rank with
+   --conv-freeze (100, 200 and 400), and, for each, OneBitAdam on 1 rank with
    2 micro-batches (the same global batch; one rank compresses nothing, as
    DeepSpeed, so it separates freezing the variance from compressing);
    LAMB (bias_correction false) and OneBitLamb on 2 ranks and on 1 rank
-   for each --conv-lamb-freeze (50 and 100).
+   for each --conv-lamb-freeze (50 and 100); ZeroOneAdam with
+   var_freeze_step --conv-zo-freeze (400) and --conv-zo-policy.
    Final loss: the mean of the last --final-window (50) steps; relative
    difference of each 1-bit run to both AdamW peers (target: within 3%).
    Whole-run bytes of the 2-rank runs from comm_bytes. Loss curves
@@ -77,6 +78,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import struct
@@ -132,9 +134,12 @@ def parse():
     ap.add_argument("--zo-freeze", type=int, default=6, help="var_freeze_step")
     ap.add_argument("--zo-policy", type=ints, default=[2, 8, 8],
                     help="var_update_scaler,local_step_scaler,local_step_clipper")
-    ap.add_argument("--conv-zo-freeze", type=int, default=200,
+    ap.add_argument("--conv-zo-freeze", type=int, default=400,
                     help="var_freeze_step of the 0/1 Adam convergence run (0: none)")
-    ap.add_argument("--conv-zo-policy", type=ints, default=[16, 200, 16])
+    # The variance is updated every step until it freezes (var_update_scaler
+    # = var_freeze_step): with DeepSpeed's doubling intervals (16) model B
+    # stalls (README, "1-bit Adam").
+    ap.add_argument("--conv-zo-policy", type=ints, default=[400, 400, 16])
     # 1-bit LAMB (phase lamb, and one convergence run against LAMB).
     ap.add_argument("--lamb-steps", type=int, default=40)
     ap.add_argument("--lamb-freeze", type=int, default=6, help="freeze_step of phase lamb")
@@ -142,7 +147,7 @@ def parse():
                     help="freeze_steps of the 1-bit LAMB convergence runs (0: none)")
     # Model B (convergence).
     ap.add_argument("--conv-steps", type=int, default=2000)
-    ap.add_argument("--conv-freeze", type=ints, default=[100, 200])
+    ap.add_argument("--conv-freeze", type=ints, default=[100, 200, 400])
     ap.add_argument("--conv-lr", type=float, default=1e-3)
     ap.add_argument("--conv-n-embd", type=int, default=64)
     ap.add_argument("--conv-n-layer", type=int, default=2)
@@ -465,9 +470,9 @@ def phase_conv(a, wd):
     model, rows, data = model_b(a, wd)
     runs = {}
 
-    def go(label, kind, ranks, freeze=None):
-        ds = ds_cfg(optimizer(kind, a.conv_lr, freeze), rows, 2 // ranks, a.conv_seq_len)
-        r = train(a, wd, "conv-" + label.replace(" ", "_").replace("=", ""), ranks, model, ds,
+    def go(label, kind, ranks, freeze=None, zo=None):
+        ds = ds_cfg(optimizer(kind, a.conv_lr, freeze, zo), rows, 2 // ranks, a.conv_seq_len)
+        r = train(a, wd, "conv-" + re.sub(r"[^0-9A-Za-z.-]+", "_", label), ranks, model, ds,
                   data, a.conv_steps)
         losses = [x["loss"] for x in r["records"]]
         runs[label] = {"kind": kind, "ranks": ranks, "freeze_step": freeze, "losses": losses,
@@ -488,16 +493,7 @@ def phase_conv(a, wd):
         # One rank compresses nothing: the frozen stage's own cost.
         go(f"1-bit LAMB f={f} 1 rank", "onebitlamb", 1, f)
     if a.conv_zo_freeze > 0:
-        ds = ds_cfg(optimizer("zeroone", a.conv_lr, a.conv_zo_freeze, a.conv_zo_policy), rows,
-                    1, a.conv_seq_len)
-        label = f"0/1 Adam f={a.conv_zo_freeze}"
-        r = train(a, wd, "conv-zeroone", 2, model, ds, data, a.conv_steps)
-        losses = [x["loss"] for x in r["records"]]
-        runs[label] = {"kind": "zeroone", "ranks": 2, "freeze_step": a.conv_zo_freeze,
-                       "losses": losses,
-                       "final": sum(losses[-a.final_window:]) / a.final_window,
-                       "bytes": 2 * sum(step_bytes(x) for x in r["records"]),
-                       "wall_s": r["wall_s"]}
+        go(f"0/1 Adam f={a.conv_zo_freeze}", "zeroone", 2, a.conv_zo_freeze, a.conv_zo_policy)
     return runs
 
 
@@ -555,8 +551,10 @@ def smooth(xs, w):
     return out
 
 
+# Tableau's 10 and 6 darker ones: every curve of phase conv its own colour.
 COLORS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
-          (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]
+          (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207),
+          (0, 0, 0), (0, 70, 140), (160, 60, 0), (0, 100, 0), (120, 0, 60), (90, 90, 0)]
 
 
 def plot(a, runs, title):
