@@ -9,13 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Support/NameRegex.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
-#include <regex>
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCLORA
@@ -24,6 +24,8 @@ namespace mlir::dsc {
 
 using namespace mlir;
 using namespace mlir::dsc;
+using ::dsc::NameRegex;
+using ::dsc::RegexError;
 
 namespace {
 
@@ -64,7 +66,7 @@ private:
   void recordSettings(ModuleOp module, bool fanInFanOut);
 
   std::vector<bool> entryMatched;
-  std::optional<std::regex> regex; ///< target-regex, compiled
+  std::optional<NameRegex> regex; ///< target-regex, compiled
 };
 
 /// The parameter name of a @forward argument, or "" if it is none.
@@ -99,9 +101,13 @@ LogicalResult LoraPass::checkOptions(ModuleOp module) {
   if (!targetRegex.empty()) {
     try {
       regex.emplace(targetRegex);
-    } catch (const std::regex_error &e) {
+    } catch (const RegexError &e) {
+      // The pattern is the user's and may be huge: quote its start only.
+      StringRef shown(targetRegex);
       return module.emitError("dsc-lora: target-regex '")
-             << targetRegex << "' is not a regular expression: " << e.what();
+             << (shown.size() > 60 ? shown.take_front(60).str() + "..."
+                                   : shown.str())
+             << "' is not a regular expression dsc supports: " << e.what();
     }
   }
   return success();
@@ -109,7 +115,7 @@ LogicalResult LoraPass::checkOptions(ModuleOp module) {
 
 bool LoraPass::selects(StringRef module, bool isHead) {
   if (!targetRegex.empty())
-    return std::regex_match(module.str(), *regex);
+    return regex->fullMatch(module);
   bool any = false;
   for (auto [i, entry] : llvm::enumerate(targetModules)) {
     // PEFT: "all-linear" is every linear layer but the output head.
