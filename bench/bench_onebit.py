@@ -19,7 +19,7 @@ lo --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm
 1. Bytes on the wire (loopback unshaped). Model A (GPT-2 shape, default
    L2 C256 H4 V8192 T32, 2 rows per rank; --n-embd etc.). For 2 and 4 ranks
    (--ranks), AdamW with bias_correction false and OneBitAdam with
-   freeze_step 0 (every step compressed) each train two runs of
+   freeze_step 1 (every step but the first compressed) each train two runs of
    --bytes-steps lengths (3 and 12); the difference of the loopback's
    transmit counter (/proc/net/dev, lo, tx bytes) over the difference of
    steps is the bytes per step of all ranks together, start-up and the
@@ -37,7 +37,7 @@ lo --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm
    (--rate; netem is not in this kernel). The TCP goodput of the loopback
    is measured with and without the shaping (a 32 MiB socket transfer) to
    show that it took effect. For 2 and 4 ranks, --speed-steps (12) steps of
-   OneBitAdam (freeze_step 0) and of AdamW (bias_correction false):
+   OneBitAdam (freeze_step 1) and of AdamW (bias_correction false):
    tokens/s of the global batch over the steps after --warmup (3), from
    --log-json's tokens_per_s (the whole step: forward, backward,
    communication, optimizer), and the ratio 1-bit / AdamW (target >= 3x).
@@ -354,7 +354,7 @@ def phase_bytes(a, wd, model, data):
     for n in a.ranks:
         tok = a.batch * n * a.seq_len
         row = {"ranks": n}
-        for kind, freeze in (("adamw-nobc", None), ("onebit", 0)):
+        for kind, freeze in (("adamw-nobc", None), ("onebit", 1)):
             ds = ds_cfg(optimizer(kind, a.lr, freeze), a.batch * n, 1, a.seq_len)
             rs = train(a, wd, f"bytes-{kind}-np{n}-s{short}", n, model, ds, data, short)
             rl = train(a, wd, f"bytes-{kind}-np{n}-s{long_}", n, model, ds, data, long_)
@@ -386,7 +386,7 @@ def phase_speed(a, wd, model, data):
         for n in a.ranks:
             tok = a.batch * n * a.seq_len
             row = {"ranks": n}
-            for kind, freeze in (("adamw-nobc", None), ("onebit", 0)):
+            for kind, freeze in (("adamw-nobc", None), ("onebit", 1)):
                 ds = ds_cfg(optimizer(kind, a.lr, freeze), a.batch * n, 1, a.seq_len)
                 r = train(a, wd, f"speed-{kind}-np{n}", n, model, ds, data, a.speed_steps)
                 row[kind] = {"tokens_per_s": tokens_per_s(r["records"], a.warmup, tok),

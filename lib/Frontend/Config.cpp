@@ -873,10 +873,13 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
         o.dampening = c.nonNegativeNumber(p, v);
       else if (k == "nesterov")
         o.nesterov = c.boolean(p, v);
-      else if (k == "freeze_step")
-        o.freezeStep = c.nonNegative(p, v);
-      else if (k == "var_freeze_step")
-        o.varFreezeStep = c.nonNegative(p, v);
+      // At least one full step: frozen at zero, the variance would hold
+      // every weight still (DeepSpeed's would divide by eps instead).
+      else if (k == "freeze_step" || k == "var_freeze_step")
+        (k == "freeze_step" ? o.freezeStep : o.varFreezeStep) = c.integer(
+            p, v, 1, kMaxSize,
+            "an integer >= 1 (the variance freezes after that many "
+            "full-precision steps) and at most 2^31-1");
       else if (k == "var_update_scaler")
         o.varUpdateScaler = c.positive(p, v);
       else if (k == "local_step_scaler")

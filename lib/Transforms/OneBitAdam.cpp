@@ -27,8 +27,9 @@ struct OneBitAdamPass : mlir::dsc::impl::DscOneBitAdamBase<OneBitAdamPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (freezeStep < 0) {
-      module.emitError("dsc-onebit-adam: freeze-step must be >= 0, got ")
+    if (freezeStep < 1) {
+      module.emitError("dsc-onebit-adam: freeze-step must be >= 1 (the "
+                       "variance freezes after that many full steps), got ")
           << int64_t(freezeStep);
       return signalPassFailure();
     }

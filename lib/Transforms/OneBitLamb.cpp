@@ -42,9 +42,9 @@ struct OneBitLambPass : mlir::dsc::impl::DscOneBitLambBase<OneBitLambPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (freezeStep < 0 || !(factorMin > 0) || factorMin > factorMax ||
+    if (freezeStep < 1 || !(factorMin > 0) || factorMin > factorMax ||
         !(coeffBeta >= 0 && coeffBeta < 1) || factorThreshold < 0) {
-      module.emitError("dsc-onebit-lamb: needs freeze-step >= 0, 0 < "
+      module.emitError("dsc-onebit-lamb: needs freeze-step >= 1, 0 < "
                        "factor-min <= factor-max, coeff-beta in [0, 1) and "
                        "factor-threshold >= 0");
       return signalPassFailure();

@@ -28,10 +28,10 @@ struct ZeroOneAdamPass : mlir::dsc::impl::DscZeroOneAdamBase<ZeroOneAdamPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (varFreezeStep < 0 || varUpdateScaler < 1 || localStepScaler < 1 ||
+    if (varFreezeStep < 1 || varUpdateScaler < 1 || localStepScaler < 1 ||
         localStepClipper < 1) {
-      module.emitError("dsc-zero-one-adam: var-freeze-step must be >= 0 and "
-                       "the scalers and clipper >= 1");
+      module.emitError("dsc-zero-one-adam: var-freeze-step, the scalers and "
+                       "the clipper must be >= 1");
       return signalPassFailure();
     }
     func::FuncOp apply = findWarmupStep(

@@ -3,11 +3,11 @@
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=lamb" -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=LAMB
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=BIAS
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw bias-correction=false" -dsc-zero -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: not dsc-opt %s -split-input-file -dsc-onebit-adam=freeze-step=-1 2>&1 | FileCheck %s --check-prefix=FREEZE
+// RUN: not dsc-opt %s -split-input-file -dsc-onebit-adam=freeze-step=0 2>&1 | FileCheck %s --check-prefix=FREEZE
 // LAMB: error: 'dsc.lamb' op dsc-onebit-adam: the compressed optimizers compress Adam's momentum; this step updates with dsc.lamb
 // BIAS: error: 'dsc.adam' op dsc-onebit-adam: the warm-up must be Adam with decoupled weight decay and no bias correction
 // ZERO: error: dsc-onebit-adam: @apply_step is sharded (-dsc-zero); the compressed optimizers run on whole tensors, before ZeRO
-// FREEZE: error: dsc-onebit-adam: freeze-step must be >= 0, got -1
+// FREEZE: error: dsc-onebit-adam: freeze-step must be >= 1 (the variance freezes after that many full steps), got 0
 
 // Over 3 data-parallel ranks a tensor is padded to a multiple of
 // 3 * lcm(3, 8) = 72 elements (DeepSpeed's rule): w (64) and b (8) both to

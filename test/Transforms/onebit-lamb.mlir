@@ -3,10 +3,11 @@
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb" -dsc-onebit-lamb 2>&1 | FileCheck %s --check-prefix=BIAS
 // RUN: not dsc-opt %s -dsc-onebit-lamb 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: not dsc-opt %s "-dsc-onebit-lamb=factor-min=2.0 factor-max=1.0" 2>&1 | FileCheck %s --check-prefix=FACTORS
+// RUN: not dsc-opt %s "-dsc-onebit-lamb=freeze-step=0" 2>&1 | FileCheck %s --check-prefix=FACTORS
 // ADAM: error: 'dsc.adam' op dsc-onebit-lamb: the warm-up must be LAMB without bias correction
 // BIAS: error: 'dsc.lamb' op dsc-onebit-lamb: the warm-up must be LAMB without bias correction
 // NOSTEP: error: dsc-onebit-lamb: no @apply_step; run -dsc-build-train-step first
-// FACTORS: error: dsc-onebit-lamb: needs freeze-step >= 0, 0 < factor-min <= factor-max
+// FACTORS: error: dsc-onebit-lamb: needs freeze-step >= 1, 0 < factor-min <= factor-max
 
 // 1-bit LAMB over 2 data-parallel ranks (w: 64 elements, b: 8, padded to
 // multiples of 2 * lcm(2, 8) = 16).

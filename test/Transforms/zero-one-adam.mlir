@@ -1,8 +1,9 @@
 // RUN: dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw bias-correction=false weight-decay=0.01" "-dsc-zero-one-adam=var-freeze-step=5 var-update-scaler=4 local-step-scaler=8 local-step-clipper=2" | FileCheck %s
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero-one-adam 2>&1 | FileCheck %s --check-prefix=BIAS
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw bias-correction=false" -dsc-zero-one-adam=local-step-clipper=0 2>&1 | FileCheck %s --check-prefix=OPTS
+// RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw bias-correction=false" -dsc-zero-one-adam=var-freeze-step=0 2>&1 | FileCheck %s --check-prefix=OPTS
 // BIAS: error: 'dsc.adam' op dsc-zero-one-adam: the warm-up must be Adam with decoupled weight decay and no bias correction
-// OPTS: error: dsc-zero-one-adam: var-freeze-step must be >= 0 and the scalers and clipper >= 1
+// OPTS: error: dsc-zero-one-adam: var-freeze-step, the scalers and the clipper must be >= 1
 
 // Over 2 data-parallel ranks. @apply_step stays the full step; the policy
 // is recorded for the runtime.

@@ -450,6 +450,10 @@ TEST(TrainConfig, ZeroOneAdam) {
                               "params": {"var_update_scaler": 0}})")),
              "optimizer.params.var_update_scaler: 0 is not allowed");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam",
+                              "params": {"var_freeze_step": 0}})")),
+             "optimizer.params.var_freeze_step: 0 is not allowed; expected "
+             "an integer >= 1");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "ZeroOneAdam",
                               "params": {"freeze_step": 10}})")),
              "optimizer.params.freeze_step: not a parameter of optimizer "
              "type 'ZeroOneAdam'");
@@ -521,7 +525,16 @@ TEST(TrainConfig, OneBitAdam) {
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
                               "params": {"freeze_step": -1}})")),
              "optimizer.params.freeze_step: -1 is not allowed; expected an "
-             "integer >= 0");
+             "integer >= 1");
+  // Frozen at zero, the variance held every weight still (exit 0).
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
+                              "params": {"freeze_step": 0}})")),
+             "optimizer.params.freeze_step: 0 is not allowed; expected an "
+             "integer >= 1 (the variance freezes after that many "
+             "full-precision steps)");
+  EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitLamb",
+                              "params": {"freeze_step": 0}})")),
+             "optimizer.params.freeze_step: 0 is not allowed");
   EXPECT_HAS(trainError(ds(R"("optimizer": {"type": "OneBitAdam",
                               "params": {"comm_backend_name": "gloo"}})")),
              "optimizer.params.comm_backend_name: \"gloo\" is not allowed; "
