@@ -193,6 +193,10 @@ void userLayout(const SparseAttentionConfig &s, BlockLayout &l) {
   const std::string where = key + " " + s.layoutFile;
   if (!j.is_object() || !j.contains("layout") || !j["layout"].is_array())
     fail(where + ": expected {\"layout\": [[[0|1, ...], ...], ...]}");
+  for (const auto &[k, v] : j.items())
+    if (k != "layout")
+      fail(where + ": unknown key '" + k + "' (the file holds \"layout\" "
+           "only)");
   const nlohmann::json &heads = j["layout"];
   if (heads.size() != size_t(l.heads) && heads.size() != 1)
     fail(where + ": " + str(int64_t(heads.size())) + " heads, expected " +
@@ -240,6 +244,15 @@ BlockLayout makeSparseLayout(const SparseAttentionConfig &s, int64_t seqLen,
   BlockLayout l;
   l.heads = heads;
   l.blocks = seqLen / s.block;
+  // One byte per (head, block, block), also carried by the IR and the
+  // kernels: bounded before anything is allocated (a block of 1 at 65,536
+  // tokens asked for 4 GiB per head).
+  if (l.blocks > kMaxLayoutEntries / l.blocks ||
+      heads > kMaxLayoutEntries / (l.blocks * l.blocks))
+    fail(".block: a layout of " + str(heads) + " x " + str(l.blocks) +
+         " x " + str(l.blocks) + " blocks (heads x (sequence " +
+         str(seqLen) + " / block " + str(s.block) +
+         ")^2) is larger than 2^26 blocks; use a larger block");
   l.bits.assign(size_t(heads * l.blocks * l.blocks), 0);
   const int64_t layoutHeads = s.differentLayoutPerHead ? heads : 1;
   switch (s.mode) {

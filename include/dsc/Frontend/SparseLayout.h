@@ -37,9 +37,13 @@ struct BlockLayout {
   int64_t nonzero() const;
 };
 
+/// The most heads x blocks x blocks a layout may have (64 MiB).
+constexpr int64_t kMaxLayoutEntries = int64_t(1) << 26;
+
 /// The layout for `seqLen` tokens and `heads` heads. Throws ConfigError
-/// naming the key when the sequence is not a multiple of `block`, a count
-/// does not fit the number of blocks, or a user layout file does not match
+/// naming the key when the layout would have more than kMaxLayoutEntries
+/// blocks, the sequence is not a multiple of `block`, a count does not
+/// fit the number of blocks, or a user layout file does not match
 /// (its shape, a block above the diagonal of a unidirectional layout, a
 /// row attending to nothing).
 BlockLayout makeSparseLayout(const SparseAttentionConfig &config,
