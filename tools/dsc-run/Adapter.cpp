@@ -17,10 +17,15 @@
 using namespace dsc;
 
 std::string dsc::adapterConfigPath(const std::string &dir) {
+  // An empty --adapter would name the root's files.
+  if (dir.empty())
+    throw rt::Error("--adapter: empty path");
   return dir + "/adapter_config.json";
 }
 
 std::string dsc::adapterWeightsPath(const std::string &dir) {
+  if (dir.empty())
+    throw rt::Error("--adapter: empty path");
   return dir + "/adapter_model.safetensors";
 }
 
@@ -100,6 +105,8 @@ void dsc::checkAdapterMatchesStep(const LoraConfig &adapter,
 
 void dsc::checkAdapterOutput(const std::string &dir,
                              const std::string &option) {
+  if (dir.empty())
+    throw rt::Error(option + ": empty output path");
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode))

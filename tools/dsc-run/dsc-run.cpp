@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -325,6 +326,42 @@ void writeText(const std::string &path, const std::string &text) {
     throw rt::Error("cannot write the output to stdout");
 }
 
+/// Where `path` will be, for telling two outputs apart: its absolute path
+/// with the links and `..` of its existing part resolved.
+std::string outputIdentity(const std::string &path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(
+      std::filesystem::absolute(path, ec), ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+/// No two outputs are one file: the later write would silently replace the
+/// earlier (a merged model over the adapter just saved, a checkpoint over
+/// the weights). A LoRA --save claims its directory and the two files in it.
+void checkDistinctOutputs(const Args &args, bool lora) {
+  std::vector<std::pair<std::string, std::string>> outputs; // option, path
+  for (const char *option : {"--save", "--checkpoint", "--memory-report",
+                             "--out", "--merge-adapter", "--log-json"}) {
+    if (!args.has(option))
+      continue;
+    const std::string path = args.get(option);
+    outputs.push_back({option, path});
+    if (lora && std::string(option) == "--save") {
+      outputs.push_back({option, adapterWeightsPath(path)});
+      outputs.push_back({option, adapterConfigPath(path)});
+    }
+  }
+  if (args.has("-o") && args.get("-o") != "-")
+    outputs.push_back({"-o", args.get("-o")});
+  std::map<std::string, std::string> claimedBy; // identity -> option
+  for (const auto &[option, path] : outputs) {
+    auto [it, fresh] = claimedBy.insert({outputIdentity(path), option});
+    if (!fresh && it->second != option)
+      throw UsageError("dsc-run: " + option + " and " + it->second +
+                       " both write " + path + "; give each its own path");
+  }
+}
+
 /// Every file the command will write is checked before any work, so a run
 /// never trains for hours and then finds it cannot save.
 /// With `lora`, --save names PEFT's adapter directory.
@@ -342,6 +379,7 @@ void checkOutputs(const Args &args, bool lora = false) {
     rt::checkOutputFile(args.get("-o"), "-o");
   if (args.has("--log-json"))
     rt::checkStreamOutput(args.get("--log-json"), "--log-json");
+  checkDistinctOutputs(args, lora);
 }
 
 int cmdCompile(int argc, char **argv) {
