@@ -445,8 +445,11 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                      (hasHead ? ring(hidden, T) + 5 * ring(4 * B * S, T) : 0));
     // Pipeline: every chunk boundary sends an activation forward and a
     // gradient backward per micro-batch.
+    // Virtual stage vs hands its activations to vs + 1 and its gradients to
+    // vs - 1: another rank when P > 1; on one stage its chunks pass them in
+    // memory.
     double pipeBytes = 0;
-    for (int64_t c = 0; c < v; ++c) {
+    for (int64_t c = 0; P > 1 && c < v; ++c) {
       const int64_t vs = c * P + s;
       pipeBytes += double(m) * hidden *
                    ((vs < P * v - 1 ? 1 : 0) + (vs > 0 ? 1 : 0));
