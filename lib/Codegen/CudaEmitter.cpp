@@ -627,6 +627,7 @@ void Emitter::emitFunction(const rt::Function &fn) {
     }
     case Route::Kernel: {
       KernelSpec spec(P, I);
+      spec.attention = options.attention;
       emitKernel(spec);
       Step s;
       s.kind = Step::Kind::Kernel;
@@ -745,6 +746,16 @@ Module Emitter::run() {
 }
 
 } // namespace
+
+bool parseAttentionKernel(const std::string &name, AttentionKernel &kernel) {
+  if (name == "tiles")
+    kernel = AttentionKernel::Tiles;
+  else if (name == "registers")
+    kernel = AttentionKernel::Registers;
+  else
+    return false;
+  return true;
+}
 
 Module emitCuda(const rt::Program &program, const EmitOptions &options) {
   return Emitter(program, options).run();

@@ -80,6 +80,7 @@ public:
   const rt::Program &program;
   const rt::Instr &I;
   std::string opName;
+  AttentionKernel attention = AttentionKernel::Tiles; ///< EmitOptions'
 
   // The launcher being built.
   Launcher launcher;

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -227,7 +228,16 @@ CudaBackend::CudaBackend(const Program &program, Communicator &comm,
         "creating a stream");
   check(cudaStreamCreateWithFlags(&captureStream, cudaStreamNonBlocking),
         "creating a stream");
-  module = cuda::emitCuda(program);
+  cuda::EmitOptions emit;
+  if (const char *name = std::getenv("DSC_CUDA_ATTENTION")) {
+    if (!cuda::parseAttentionKernel(name, emit.attention))
+      throw Error(std::string("DSC_CUDA_ATTENTION='") + name +
+                  "' is not tiles or registers");
+    if (emit.attention == cuda::AttentionKernel::Registers && prop.major < 8)
+      throw Error("DSC_CUDA_ATTENTION=registers needs sm_80 or newer; " +
+                  deviceName + " is " + arch);
+  }
+  module = cuda::emitCuda(program, emit);
   compileAndLoad();
   allocate(program);
   checkLt(cublasLtCreate(&lt), "creating the handle");

@@ -1,6 +1,7 @@
 //===- dsc-translate.cpp - Lowered step -> CUDA C++ -----------------------===//
 //
 //   dsc-translate --emit-cuda STEP.mlir -o K.cu [--nvrtc-check=sm_80,sm_90]
+//                 [--attention-kernel=tiles|registers]
 //   dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]
 //
 // Lowers a step written by `dsc-run compile` (or dsc-opt) to the runtime
@@ -51,7 +52,11 @@ const char *kUsage =
     "                       write a PyTorch C++ extension wrapping the\n"
     "                       kernels into the directory DIR (see its README.md)\n"
     "  --nvrtc-check=ARCHS  compile the kernels with NVRTC for each arch\n"
-    "                       (sm_XX or compute_XX); any error or warning fails\n";
+    "                       (sm_XX or compute_XX); any error or warning fails\n"
+    "  --attention-kernel=tiles|registers\n"
+    "                       the fused attention forward's kernel (default\n"
+    "                       tiles; registers: mma.sync, sm_80+, not yet run\n"
+    "                       on a GPU)\n";
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -138,6 +143,7 @@ void writeExtension(const std::string &dir,
 int run(int argc, char **argv) {
   bool emit = false, torch = false;
   std::string input, output, check;
+  dsc::cuda::AttentionKernel attention = dsc::cuda::AttentionKernel::Tiles;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--emit-cuda")
@@ -150,6 +156,11 @@ int run(int argc, char **argv) {
       check = arg.substr(14);
     else if (arg == "--nvrtc-check")
       throw Failure("--nvrtc-check needs =ARCHS (e.g. --nvrtc-check=sm_80)");
+    else if (arg.rfind("--attention-kernel=", 0) == 0) {
+      if (!dsc::cuda::parseAttentionKernel(arg.substr(19), attention))
+        throw Failure("--attention-kernel: '" + arg.substr(19) +
+                      "' is not tiles or registers");
+    }
     else if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       return 0;
@@ -181,6 +192,7 @@ int run(int argc, char **argv) {
                   "toolkit (no NVRTC)");
 
   dsc::cuda::EmitOptions options;
+  options.attention = attention;
   std::string header = output;
   if (torch) {
     options.headerName = dsc::cuda::kTorchKernelsHeader;

@@ -130,8 +130,24 @@ struct Module {
   int64_t scratchBytes = 0; ///< the most any launcher needs
 };
 
+/// The fused attention forward's kernel (Attention.cuh).
+enum class AttentionKernel {
+  /// attentionForward: tiles and scores in shared memory, WMMA; any dtype
+  /// and sm_70 or newer. The default: it has run on a GPU.
+  Tiles,
+  /// attentionForwardRegisters where it applies (16-bit q/k/v, head dim a
+  /// multiple of 16 up to 128, dense or blocks of a multiple of 64): scores
+  /// and output in registers, mma.sync; needs sm_80. Not yet run on a GPU.
+  Registers,
+};
+
+/// "tiles" or "registers" (dsc-translate --attention-kernel,
+/// DSC_CUDA_ATTENTION); false for anything else.
+bool parseAttentionKernel(const std::string &name, AttentionKernel &kernel);
+
 struct EmitOptions {
   std::string headerName = "dsc_kernels.h"; ///< #include'd by the source
+  AttentionKernel attention = AttentionKernel::Tiles;
 };
 
 /// Emits the module. Throws rt::Error("<opcode>: <why>") for an instruction

@@ -465,6 +465,244 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Register-resident forward (FlashAttention-2's work split; selected by
+// EmitOptions::attention = Registers, DSC_CUDA_ATTENTION=registers): a block
+// of 4 warps takes 64 queries, each warp 16 of them, and walks key tiles of
+// 64 staged in shared memory. A warp keeps its Q fragments, its 16 x 64
+// scores and its 16 x D output in registers and multiplies with
+// mma.sync.m16n8k16 (16-bit inputs, f32 accumulators), so only K and V
+// pass through shared memory. Fragment layouts (PTX ISA, "Matrix Fragments
+// for mma.m16n8k16"), with g = lane / 4 and t = lane % 4:
+//   A (16 x 16, row-major), 4 registers of two 16-bit values each:
+//     {(g, 2t..2t+1)}, {(g+8, 2t..)}, {(g, 2t+8..)}, {(g+8, 2t+8..)};
+//   B (16 x 8, "col"), 2 registers: {(k 2t..2t+1, n g)}, {(k 2t+8.., n g)};
+//   C (16 x 8, f32): c0, c1 at (g, 2t..2t+1), c2, c3 at (g+8, 2t..2t+1).
+// Two neighbouring C tiles of the scores are exactly the A fragment of P
+// for the P V product, so P never leaves the registers. Needs sm_80.
+// Same masking, dropout mapping and online softmax as attentionForward;
+// only the order of the f32 sums differs.
+//===----------------------------------------------------------------------===//
+
+/// Two floats as the two 16-bit halves of one mma operand register (`lo`
+/// at the lower column).
+template <typename TC> __device__ __forceinline__ dsc_u32 pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ dsc_u32 pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<dsc_u32 *>(&h);
+}
+template <>
+__device__ __forceinline__ dsc_u32 pack2<__half>(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<dsc_u32 *>(&h);
+}
+
+/// Two 16-bit values already in memory as one operand register.
+template <typename TC>
+__device__ __forceinline__ dsc_u32 join2(const TC &lo, const TC &hi) {
+  return dsc_u32(*reinterpret_cast<const unsigned short *>(&lo)) |
+         (dsc_u32(*reinterpret_cast<const unsigned short *>(&hi)) << 16);
+}
+
+/// c[16 x 8] += a[16 x 16] b[16 x 8] on the tensor cores.
+template <typename TC>
+__device__ __forceinline__ void mma16816(float (&c)[4], const dsc_u32 (&a)[4],
+                                         dsc_u32 b0, dsc_u32 b1) {
+#if __CUDA_ARCH__ >= 800
+  if constexpr (Same<TC, __half>::value)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+#else
+  __trap(); // the emitter selects this kernel for sm_80 and newer only
+#endif
+}
+
+/// Elements (r, c) and (r, c + 1) of a [T, D] head as one register; rows
+/// past T are zero.
+template <dsc_i64 T, int D, typename TC>
+__device__ __forceinline__ dsc_u32 loadPair(const TC *head, dsc_i64 r, int c) {
+  return r < T ? *reinterpret_cast<const dsc_u32 *>(head + r * D + c) : 0u;
+}
+
+/// Rows [j0, j0 + 64) of a [T, D] head into a [64, STRIDE] tile (16 bytes
+/// per load; rows past T zero). STRIDE = D + 8 staggers the rows over the
+/// shared-memory banks for the fragment loads.
+template <dsc_i64 T, int D, int STRIDE, typename TC>
+__device__ __forceinline__ void stageTile(const TC *head, dsc_i64 j0, TC *tile) {
+  for (int e = 8 * int(threadIdx.x); e < 64 * D; e += 8 * 128) {
+    const int r = e / D, c = e % D;
+    uint4 bits = make_uint4(0u, 0u, 0u, 0u);
+    if (j0 + r < T)
+      bits = *reinterpret_cast<const uint4 *>(head + (j0 + r) * D + c);
+    *reinterpret_cast<uint4 *>(tile + r * STRIDE + c) = bits;
+  }
+}
+
+/// dsc.attention as attentionForward computes it, with 64-query and 64-key
+/// tiles and the scores, probabilities and output in registers. TC is TQ,
+/// TK and TV (one 16-bit type); D a multiple of 16 up to 128.
+template <typename TQ, typename TK, typename TV, typename TO, typename TC,
+          dsc_i64 BH, dsc_i64 T, int D, bool CAUSAL, int GROUPS, int LH,
+          int KMH>
+__device__ void attentionForwardRegisters(const TQ *q, const TK *k,
+                                          const TV *v, const int *keyMask,
+                                          TO *out, float *lse, const int *rows,
+                                          const int *cols, float scale,
+                                          float rate, float keepScale,
+                                          Rng rng) {
+  static_assert(Same<TQ, TC>::value && Same<TK, TC>::value &&
+                    Same<TV, TC>::value && !Same<TC, float>::value,
+                "q, k and v share one 16-bit type");
+  static_assert(D % 16 == 0 && D <= 128, "D is a multiple of 16 up to 128");
+  constexpr int TILE = 64, STRIDE = D + 8, KD = D / 16, ND = D / 8;
+  constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
+  __shared__ __align__(16) TC sK[TILE * STRIDE];
+  __shared__ __align__(16) TC sV[TILE * STRIDE];
+  const dsc_i64 bh = blockIdx.x / TILES, i0 = (blockIdx.x % TILES) * TILE;
+  const TC *qh = q + bh * T * D;
+  const TC *kh = k + bh / GROUPS * T * D, *vh = v + bh / GROUPS * T * D;
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int g = lane >> 2, t = lane & 3;
+  // This thread's two query rows: r[0] = g and r[1] = g + 8 of its warp's 16.
+  const dsc_i64 r[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
+  const float inf = __int_as_float(0x7f800000);
+
+  dsc_u32 qa[KD][4];
+#pragma unroll
+  for (int kd = 0; kd < KD; ++kd) {
+    qa[kd][0] = loadPair<T, D>(qh, r[0], kd * 16 + 2 * t);
+    qa[kd][1] = loadPair<T, D>(qh, r[1], kd * 16 + 2 * t);
+    qa[kd][2] = loadPair<T, D>(qh, r[0], kd * 16 + 8 + 2 * t);
+    qa[kd][3] = loadPair<T, D>(qh, r[1], kd * 16 + 8 + 2 * t);
+  }
+  float o[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  // Running maxima and this thread's part of the undropped sums, per row.
+  float m[2] = {-inf, -inf}, l[2] = {0.0f, 0.0f};
+
+  const dsc_i64 qt = i0 / TILE;
+  dsc_i64 kBegin, kEnd;
+  tileRange<LH, TILES>(rows, bh, qt, 0, CAUSAL ? qt + 1 : TILES, kBegin,
+                       kEnd);
+  for (dsc_i64 kk = kBegin; kk < kEnd; ++kk) {
+    const dsc_i64 j0 = tileAt<LH>(cols, kk) * TILE;
+    __syncthreads(); // the previous tile's fragments are read
+    stageTile<T, D, STRIDE>(kh, j0, sK);
+    stageTile<T, D, STRIDE>(vh, j0, sV);
+    __syncthreads();
+
+    // S = Q K^T: eight 16 x 8 tiles of keys n*8 .. n*8+7.
+    float s[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      const TC *kr = sK + (n * 8 + g) * STRIDE + 2 * t;
+#pragma unroll
+      for (int kd = 0; kd < KD; ++kd)
+        mma16816<TC>(s[n], qa[kd],
+                     *reinterpret_cast<const dsc_u32 *>(kr + kd * 16),
+                     *reinterpret_cast<const dsc_u32 *>(kr + kd * 16 + 8));
+    }
+
+    // Scale and mask (a masked score is -inf), then the rows' new maxima
+    // over the four threads that share each row.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        const dsc_i64 j = j0 + n * 8 + 2 * t + (e & 1);
+        const float x = attnValid<T, CAUSAL, KMH>(keyMask, bh, r[h], j)
+                            ? scale * s[n][e]
+                            : -inf;
+        s[n][e] = x;
+        mx[h] = fmaxf(mx[h], x);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      // A row with no valid key yet keeps its (zero) state.
+      const float corr = mx[h] == -inf ? 1.0f : expf(m[h] - mx[h]);
+      m[h] = mx[h];
+      l[h] *= corr;
+#pragma unroll
+      for (int n = 0; n < ND; ++n) {
+        o[n][2 * h] *= corr;
+        o[n][2 * h + 1] *= corr;
+      }
+    }
+
+    // P = exp(S - m), summed undropped, then dropped. Four consecutive
+    // keys are one Philox block: of the two threads that hold them (t and
+    // t ^ 1), the even one draws row g's, the odd one row g + 8's, and
+    // they swap.
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      bool kp[4];
+      keep4<T>(rng, bh, r[t & 1], j0 + n * 8 + (t >> 1) * 4, rate, kp);
+      const dsc_u32 mine = dsc_u32(kp[0]) | dsc_u32(kp[1]) << 1 |
+                           dsc_u32(kp[2]) << 2 | dsc_u32(kp[3]) << 3;
+      const dsc_u32 other = __shfl_xor_sync(0xffffffffu, mine, 1);
+      const dsc_u32 bits[2] = {(t & 1) ? other : mine, (t & 1) ? mine : other};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        const float p = s[n][e] == -inf ? 0.0f : expf(s[n][e] - m[h]);
+        l[h] += p;
+        s[n][e] = (bits[h] >> (2 * (t & 1) + (e & 1))) & 1u ? p : 0.0f;
+      }
+    }
+
+    // O += P V: k-steps of 16 keys (score tiles 2c and 2c + 1).
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const dsc_u32 pa[4] = {pack2<TC>(s[2 * c][0], s[2 * c][1]),
+                             pack2<TC>(s[2 * c][2], s[2 * c][3]),
+                             pack2<TC>(s[2 * c + 1][0], s[2 * c + 1][1]),
+                             pack2<TC>(s[2 * c + 1][2], s[2 * c + 1][3])};
+      const TC *vr = sV + (c * 16 + 2 * t) * STRIDE + g;
+#pragma unroll
+      for (int n = 0; n < ND; ++n)
+        mma16816<TC>(o[n], pa,
+                     join2(vr[n * 8], vr[n * 8 + STRIDE]),
+                     join2(vr[n * 8 + 8 * STRIDE], vr[n * 8 + 9 * STRIDE]));
+    }
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    if (r[h] >= T)
+      continue;
+    const float inv = l[h] > 0.0f ? keepScale / l[h] : 0.0f;
+    TO *row = out + (bh * T + r[h]) * D;
+#pragma unroll
+    for (int n = 0; n < ND; ++n) {
+      st(row, n * 8 + 2 * t, o[n][2 * h] * inv);
+      st(row, n * 8 + 2 * t + 1, o[n][2 * h + 1] * inv);
+    }
+    if (t == 0)
+      lse[bh * T + r[h]] = l[h] > 0.0f ? m[h] + logf(l[h]) : -inf;
+  }
+}
+
 /// D_i = rowsum(dout * out) of every row (the backward's softmax term).
 template <typename TG, typename TO, dsc_i64 ROWS, int D>
 __device__ void attentionRowDot(const TG *dout, const TO *out, float *rowDot) {

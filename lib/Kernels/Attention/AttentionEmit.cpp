@@ -119,6 +119,15 @@ int64_t sparseTile(int64_t block, bool grad, int64_t D, int64_t tcBytes) {
                                                                       : 0;
 }
 
+/// Whether the forward runs attentionForwardRegisters: asked for, 16-bit
+/// tiles (q, k and v of one half type), a head dim the fragments cover and
+/// 64-token tiles that fit the layout's blocks.
+bool registersForward(const KernelSpec &s, Storage tc, int64_t D,
+                      const rt::BlockLayout &layout) {
+  return s.attention == AttentionKernel::Registers && tc != Storage::F32 &&
+         D % 16 == 0 && D <= 128 && (layout.empty() || layout.block % 64 == 0);
+}
+
 /// Attention and AttentionGrad (cpu::attention / attentionGrad): one block
 /// of 4 warps per (batch*head, tile). The tiles are stored as the inputs'
 /// half type when q, k, v (and dout) share it and D is a multiple of 16
@@ -126,7 +135,9 @@ int64_t sparseTile(int64_t block, bool grad, int64_t D, int64_t tcBytes) {
 /// 32, 16 whose kernels fit the 48 KiB of static shared memory. With a
 /// block layout the tile divides its block (sparseTile; the layout is
 /// refined to the tile) and the layout's compressed rows (and, for the
-/// backward's key tiles, columns) are arrays of the module.
+/// backward's key tiles, columns) are arrays of the module. With
+/// AttentionKernel::Registers the forward is attentionForwardRegisters
+/// where registersForward allows (64-token tiles).
 void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const bool grad = s.I.op == Opcode::AttentionGrad;
   const size_t qi = grad ? 1 : 0;
@@ -144,8 +155,13 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
     tc = Storage::F32;
   const int64_t tcBytes = tc == Storage::F32 ? 4 : 2;
   const rt::BlockLayout &layout = s.I.getLayout("layout");
+  // The register kernel's tiles are 64 queries and 64 keys; its shared
+  // memory holds K and V only (18 KiB at D = 64).
+  const bool registers = !grad && registersForward(s, tc, D, layout);
   int64_t tile = 0;
-  if (!layout.empty()) {
+  if (registers) {
+    tile = 64;
+  } else if (!layout.empty()) {
     tile = sparseTile(layout.block, grad, D, tcBytes);
     if (tile % 16 != 0)
       tc = Storage::F32;
@@ -197,10 +213,14 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
     const std::string q = s.in(0, "q"), k = s.in(1, "k"), v = s.in(2, "v"),
                       out = s.out(0, "out"), lse = s.out(1, "lse");
     s.requireType(s.outType(1), Storage::F32, "lse");
+    const std::string registersShape =
+        n(BH) + ", " + n(T) + ", " + n(D) + ", " + b(causal) + ", " +
+        n(d.groups) + ", " + n(layout.heads) + ", " + n(headsPerMaskRow);
     s.kernel(grid, warps * 32,
              withMask({q, k, v, out, lse, "stream", "seed", "offset"}),
-             call("attentionForward",
-                  {s.T(q), s.T(k), s.T(v), s.T(out), TC, shape},
+             call(registers ? "attentionForwardRegisters" : "attentionForward",
+                  {s.T(q), s.T(k), s.T(v), s.T(out), TC,
+                   registers ? registersShape : shape},
                   {q, k, v, keyMask, out, lse, rows, cols, tail}));
     return;
   }
