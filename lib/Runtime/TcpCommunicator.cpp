@@ -423,9 +423,9 @@ struct Links {
     }
     const double limit = timeoutSeconds * patience;
     const auto deadline = deadlineAfter(limit);
-    for (;;) {
+    for (size_t others = 0;; ++others) {
       FrameHeader h;
-      read(link, &h, sizeof h, deadline, limit, what);
+      read(link, &h, sizeof h, deadline, limit, what, others);
       if (!isOurs(h))
         throw Error(std::string(what) + ": rank " + std::to_string(peer) +
                     " sent a frame no rank of this job sends (communicator " +
@@ -434,11 +434,11 @@ struct Links {
                     " bytes): not a dsc rank's stream");
       if (h.context == context && h.tag == tag) {
         checkSize(peer, what, h.bytes, bytes);
-        read(link, data, bytes, deadline, limit, what);
+        read(link, data, bytes, deadline, limit, what, others);
         return;
       }
       Link::Stashed s{h.context, h.tag, std::vector<char>(h.bytes)};
-      read(link, s.payload.data(), h.bytes, deadline, limit, what);
+      read(link, s.payload.data(), h.bytes, deadline, limit, what, others);
       link.stash.push_back(std::move(s));
     }
   }
@@ -454,9 +454,10 @@ private:
                contexts.end();
   }
   /// Reads `bytes` from `link` before `deadline`, `limit` seconds after the
-  /// receive began (the message's number).
+  /// receive began (the message's number), in which the peer sent `others`
+  /// frames for other receives.
   void read(Link &link, void *data, size_t bytes, Clock::time_point deadline,
-            double limit, const char *what) {
+            double limit, const char *what, size_t others) {
     const std::string from =
         std::string(what) + ": rank " + std::to_string(link.peer);
     switch (readAll(link.fd, data, bytes, deadline)) {
@@ -466,6 +467,13 @@ private:
       throw Error(from + " closed its connection (it exited or failed: see "
                          "its message)");
     case ReadEnd::TimedOut:
+      if (others)
+        throw Error(from + " sent nothing for this " + what + " in " +
+                    std::to_string(int(limit)) + " s, only " +
+                    std::to_string(others) +
+                    (others == 1 ? " frame" : " frames") +
+                    " for other receives (the ranks run different steps?; "
+                    "DSC_COMM_TIMEOUT sets the limit)");
       throw Error(from + " sent nothing for " + std::to_string(int(limit)) +
                   " s: it stopped or fell behind (DSC_COMM_TIMEOUT sets the "
                   "limit)");

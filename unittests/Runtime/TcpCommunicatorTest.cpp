@@ -201,6 +201,25 @@ TEST(TcpCommunicator, ALostRankIsNamed) {
       << failures[0];
 }
 
+TEST(TcpCommunicator, AReceiveThatOnlyOtherFramesReachIsNamedSo) {
+  auto failures = onRanks(
+      2,
+      [](Communicator &c) {
+        int32_t v = 0;
+        if (c.rank() == 1) {
+          c.recv(&v, 4, 0, /*tag=*/2); // rank 0 sends tag 1 only
+          return;
+        }
+        c.send(&v, 4, 1, /*tag=*/1);
+        c.barrier(); // waits 10 timeouts, past rank 1's end
+      },
+      /*timeoutSeconds=*/1);
+  ASSERT_EQ(failures.size(), 2u) << joined(failures);
+  EXPECT_EQ(failures[1], "rank 1: recv: rank 0 sent nothing for this recv in "
+                         "1 s, only 1 frame for other receives (the ranks run "
+                         "different steps?; DSC_COMM_TIMEOUT sets the limit)");
+}
+
 TEST(TcpCommunicator, ConflictingJobsAreRefusedAtStartUp) {
   const int port = freePort();
   std::string rank0, rank1;
