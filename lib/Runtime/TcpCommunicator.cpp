@@ -919,16 +919,27 @@ std::string requiredVariable(const char *name) {
 
 } // namespace
 
-TcpJob tcpJobFromEnvironment() {
+TcpJob tcpJobFromEnvironment(bool connecting) {
   TcpJob job;
-  job.masterAddr = requiredVariable("MASTER_ADDR");
-  requiredVariable("MASTER_PORT");
-  requiredVariable("RANK");
-  job.masterPort = int(envInteger("MASTER_PORT", 0, 1, 65535));
   job.worldSize = int(envInteger("WORLD_SIZE", 1, 1, 1 << 20));
+  if (const char *rank = std::getenv("RANK");
+      rank && !std::getenv("WORLD_SIZE"))
+    throw Error(std::string("environment variable RANK='") + rank +
+                "' is set but WORLD_SIZE is missing (a launcher that sets "
+                "RANK sets WORLD_SIZE too)");
+  if (connecting) {
+    requiredVariable("MASTER_ADDR");
+    requiredVariable("MASTER_PORT");
+    requiredVariable("RANK");
+  }
+  if (const char *addr = std::getenv("MASTER_ADDR"))
+    job.masterAddr = addr;
+  job.masterPort = int(envInteger("MASTER_PORT", 0, 1, 65535));
   job.rank = int(envInteger("RANK", 0, 0, job.worldSize - 1));
-  job.localRank = int(envInteger("LOCAL_RANK", -1, 0, job.worldSize - 1));
   job.localSize = int(envInteger("LOCAL_WORLD_SIZE", -1, 1, job.worldSize));
+  job.localRank =
+      int(envInteger("LOCAL_RANK", -1, 0,
+                     (job.localSize > 0 ? job.localSize : job.worldSize) - 1));
   job.timeoutSeconds = collectiveTimeoutSeconds();
   return job;
 }
