@@ -115,9 +115,11 @@ std::unique_ptr<Communicator> createCommunicator() {
   const LaunchEnvironment env = readLaunchEnvironment();
   if (!env.mpiLauncher.empty())
     return createMpiCommunicator(env);
-  // torchrun and the like: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT.
+  // torchrun and the like: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT,
+  // checked even when they describe a job of one rank.
+  const TcpJob job = tcpJobFromEnvironment(/*connecting=*/env.worldSize > 1);
   if (env.worldSize > 1)
-    return createTcpCommunicator(tcpJobFromEnvironment());
+    return createTcpCommunicator(job);
   return createSingleRankCommunicator();
 }
 

@@ -32,7 +32,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMagic = 0x64736331; // "dsc1"
-/// Tags of the collectives' own messages, above the users' 0..32767.
+/// Changes whenever a start-up message or the frame header changes shape.
+constexpr uint32_t kProtocolVersion = 2;
+/// Tags of the collectives' own messages, above the users' 0..kMaxUserTag.
+constexpr uint32_t kMaxUserTag = 32767;
 constexpr uint32_t kCollectiveTag = 1u << 20, kBarrierTag = kCollectiveTag + 1;
 /// A larger frame is not one of ours (a stray connection, a corrupt stream).
 constexpr uint64_t kMaxFrameBytes = uint64_t(1) << 40;
@@ -45,10 +48,21 @@ struct FrameHeader {
   uint64_t bytes;
 };
 
+/// Opens every start-up message, so that whatever else answers on a port
+/// (another program, another dsc build, a rank of another job) is refused
+/// at once instead of being read as addresses or frames.
+struct Stamp {
+  uint32_t magic, version;
+  int32_t worldSize, rank; ///< the sender's
+};
+
+Stamp stampOf(int worldSize, int rank) {
+  return {kMagic, kProtocolVersion, worldSize, rank};
+}
+
 /// What a rank tells rank 0 when it joins.
 struct Hello {
-  uint32_t magic;
-  int32_t rank, worldSize;
+  Stamp stamp;
   uint32_t listenPort;
   char host[kHostBytes];
 };
@@ -61,6 +75,26 @@ struct Address {
 };
 
 std::string errnoText() { return std::strerror(errno); }
+
+/// Why a stamp received from another process is not from a dsc rank of
+/// this build; empty when it is. Says what came instead.
+std::string strangerIn(const Stamp &s) {
+  if (s.magic != kMagic) {
+    std::string bytes;
+    const auto *p = reinterpret_cast<const unsigned char *>(&s);
+    for (size_t i = 0; i < sizeof s; ++i) {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, " %02x", p[i]);
+      bytes += hex;
+    }
+    return "it sent" + bytes + " where a dsc rank sends its magic number";
+  }
+  if (s.version != kProtocolVersion)
+    return "it speaks version " + std::to_string(s.version) +
+           " of the start-up, this rank " + std::to_string(kProtocolVersion) +
+           " (another dsc build)";
+  return "";
+}
 
 Clock::time_point deadlineAfter(double seconds) {
   if (seconds <= 0)
@@ -338,6 +372,11 @@ struct Links {
   int localRank = 0, localSize = 1;
   double timeoutSeconds = 45;
   std::vector<std::unique_ptr<Link>> links; ///< by job rank; null for self
+  /// The contexts of this rank's communicators (main thread only). A peer
+  /// sends on a split communicator only after this rank has split too: the
+  /// split's frames come first on the connection, so a frame for any other
+  /// context is not from a dsc rank of this job.
+  std::vector<uint64_t> contexts;
 
   ~Links() {
     if (std::uncaught_exceptions())
@@ -384,29 +423,41 @@ struct Links {
     }
     const double limit = timeoutSeconds * patience;
     const auto deadline = deadlineAfter(limit);
-    for (;;) {
+    for (size_t others = 0;; ++others) {
       FrameHeader h;
-      read(link, &h, sizeof h, deadline, limit, what);
-      if (h.bytes > kMaxFrameBytes)
+      read(link, &h, sizeof h, deadline, limit, what, others);
+      if (!isOurs(h))
         throw Error(std::string(what) + ": rank " + std::to_string(peer) +
-                    " sent a frame of " + std::to_string(h.bytes) +
-                    " bytes: not a dsc rank's stream");
+                    " sent a frame no rank of this job sends (communicator " +
+                    std::to_string(h.context) + ", tag " +
+                    std::to_string(h.tag) + ", " + std::to_string(h.bytes) +
+                    " bytes): not a dsc rank's stream");
       if (h.context == context && h.tag == tag) {
         checkSize(peer, what, h.bytes, bytes);
-        read(link, data, bytes, deadline, limit, what);
+        read(link, data, bytes, deadline, limit, what, others);
         return;
       }
       Link::Stashed s{h.context, h.tag, std::vector<char>(h.bytes)};
-      read(link, s.payload.data(), h.bytes, deadline, limit, what);
+      read(link, s.payload.data(), h.bytes, deadline, limit, what, others);
       link.stash.push_back(std::move(s));
     }
   }
 
 private:
+  /// Whether a dsc rank of this job could have sent `h`; frames that could
+  /// not are refused rather than kept for a receive that never comes.
+  bool isOurs(const FrameHeader &h) const {
+    const bool knownTag =
+        h.tag <= kMaxUserTag || h.tag == kCollectiveTag || h.tag == kBarrierTag;
+    return h.bytes <= kMaxFrameBytes && !h.reserved && knownTag &&
+           std::find(contexts.begin(), contexts.end(), h.context) !=
+               contexts.end();
+  }
   /// Reads `bytes` from `link` before `deadline`, `limit` seconds after the
-  /// receive began (the message's number).
+  /// receive began (the message's number), in which the peer sent `others`
+  /// frames for other receives.
   void read(Link &link, void *data, size_t bytes, Clock::time_point deadline,
-            double limit, const char *what) {
+            double limit, const char *what, size_t others) {
     const std::string from =
         std::string(what) + ": rank " + std::to_string(link.peer);
     switch (readAll(link.fd, data, bytes, deadline)) {
@@ -416,6 +467,13 @@ private:
       throw Error(from + " closed its connection (it exited or failed: see "
                          "its message)");
     case ReadEnd::TimedOut:
+      if (others)
+        throw Error(from + " sent nothing for this " + what + " in " +
+                    std::to_string(int(limit)) + " s, only " +
+                    std::to_string(others) +
+                    (others == 1 ? " frame" : " frames") +
+                    " for other receives (the ranks run different steps?; "
+                    "DSC_COMM_TIMEOUT sets the limit)");
       throw Error(from + " sent nothing for " + std::to_string(int(limit)) +
                   " s: it stopped or fell behind (DSC_COMM_TIMEOUT sets the "
                   "limit)");
@@ -432,6 +490,40 @@ private:
   }
 };
 
+/// Reads what rank 0, at `master`, sends a rank that joins: its stamp, then
+/// where every rank listens.
+void readAddresses(int fd, const sockaddr_in &master, int worldSize,
+                   std::vector<Address> &table, Clock::time_point deadline,
+                   double seconds) {
+  const std::string rank0 =
+      "rank 0 (MASTER_ADDR:MASTER_PORT " + addressText(master) + ")";
+  Stamp stamp{};
+  ReadEnd end = readAll(fd, &stamp, sizeof stamp, deadline);
+  if (end == ReadEnd::Done) {
+    if (const std::string stranger = strangerIn(stamp); !stranger.empty())
+      throw Error("start-up: MASTER_ADDR:MASTER_PORT " + addressText(master) +
+                  " is not a dsc rank 0: " + stranger);
+    if (stamp.worldSize != worldSize)
+      throw Error("start-up: " + rank0 +
+                  " has WORLD_SIZE=" + std::to_string(stamp.worldSize) +
+                  ", this rank " + std::to_string(worldSize));
+    end = readAll(fd, table.data(), table.size() * sizeof(Address), deadline);
+  }
+  switch (end) {
+  case ReadEnd::Done:
+    return;
+  case ReadEnd::Closed:
+    throw Error("start-up: rank 0 closed the connection before sending the "
+                "addresses (see its message)");
+  case ReadEnd::TimedOut:
+    throw Error("start-up: " + rank0 + " sent no addresses in " +
+                std::to_string(int(seconds)) + " s (did every rank start?)");
+  case ReadEnd::Failed:
+    throw Error("start-up: reading the addresses from " + rank0 + ": " +
+                errnoText());
+  }
+}
+
 /// Connects the job: every rank to rank 0 (which hands out the addresses),
 /// then every pair of the other ranks.
 std::shared_ptr<Links> connectJob(const TcpJob &job) {
@@ -440,8 +532,9 @@ std::shared_ptr<Links> connectJob(const TcpJob &job) {
   net->links.resize(size_t(job.worldSize));
   const int n = job.worldSize, me = job.rank;
   // The others may start a while after this one.
-  const auto deadline = deadlineAfter(
-      std::max(60.0, job.timeoutSeconds > 0 ? job.timeoutSeconds : 60.0));
+  const double startSeconds =
+      std::max(60.0, job.timeoutSeconds > 0 ? job.timeoutSeconds : 60.0);
+  const auto deadline = deadlineAfter(startSeconds);
   std::vector<Address> table(static_cast<size_t>(n));
   std::vector<int> fds(size_t(n), -1);
   auto closeAll = [&] {
@@ -459,49 +552,53 @@ std::shared_ptr<Links> connectJob(const TcpJob &job) {
                                     std::to_string(n - joined) + " of the " +
                                         std::to_string(n - 1) + " other ranks");
         Hello hello{};
-        if (readAll(fd, &hello, sizeof hello, deadline) != ReadEnd::Done ||
-            hello.magic != kMagic) {
+        const std::string stranger =
+            readAll(fd, &hello, sizeof hello, deadline) == ReadEnd::Done
+                ? strangerIn(hello.stamp)
+                : "it sent no whole greeting";
+        if (!stranger.empty()) {
           ::close(fd);
           throw Error("start-up: a connection to MASTER_PORT " +
                       std::to_string(job.masterPort) + " from " +
-                      addressText(from) + " is not a dsc rank");
+                      addressText(from) + " is not a dsc rank: " + stranger);
         }
+        const int rank = hello.stamp.rank;
         std::string refusal;
-        if (hello.worldSize != n)
-          refusal = "rank " + std::to_string(hello.rank) +
-                    " has WORLD_SIZE=" + std::to_string(hello.worldSize) +
+        if (hello.stamp.worldSize != n)
+          refusal = "rank " + std::to_string(rank) +
+                    " has WORLD_SIZE=" + std::to_string(hello.stamp.worldSize) +
                     ", rank 0 has " + std::to_string(n);
-        else if (hello.rank <= 0 || hello.rank >= n ||
-                 fds[size_t(hello.rank)] >= 0)
-          refusal = "two processes have RANK=" + std::to_string(hello.rank);
+        else if (rank <= 0 || rank >= n || fds[size_t(rank)] >= 0)
+          refusal = "two processes have RANK=" + std::to_string(rank);
         if (!refusal.empty()) {
           ::close(fd);
           throw Error("start-up: " + refusal);
         }
-        fds[size_t(hello.rank)] = fd;
-        Address &a = table[size_t(hello.rank)];
+        fds[size_t(rank)] = fd;
+        Address &a = table[size_t(rank)];
         a.ip = from.sin_addr.s_addr;
         a.port = hello.listenPort;
         std::memcpy(a.host, hello.host, kHostBytes);
         a.host[kHostBytes - 1] = 0;
       }
       std::snprintf(table[0].host, kHostBytes, "%s", hostName().c_str());
-      for (int r = 1; r < n; ++r)
+      const Stamp stamp = stampOf(n, 0);
+      for (int r = 1; r < n; ++r) {
+        const std::string what =
+            "sending rank " + std::to_string(r) + " the addresses";
+        writeOrFail(fds[size_t(r)], &stamp, sizeof stamp, what);
         writeOrFail(fds[size_t(r)], table.data(),
-                    table.size() * sizeof(Address),
-                    "sending rank " + std::to_string(r) + " the addresses");
+                    table.size() * sizeof(Address), what);
+      }
     } else {
       listener = listenOn(0, n);
       const sockaddr_in master = resolve(job.masterAddr, job.masterPort);
       fds[0] =
           connectBefore(master, deadline, "rank 0 (MASTER_ADDR:MASTER_PORT)");
-      Hello hello{kMagic, me, n, uint32_t(listeningPort(listener)), {}};
+      Hello hello{stampOf(n, me), uint32_t(listeningPort(listener)), {}};
       std::snprintf(hello.host, kHostBytes, "%s", hostName().c_str());
       writeOrFail(fds[0], &hello, sizeof hello, "greeting rank 0");
-      if (readAll(fds[0], table.data(), table.size() * sizeof(Address),
-                  deadline) != ReadEnd::Done)
-        throw Error("start-up: rank 0 closed the connection before sending "
-                    "the addresses (see its message)");
+      readAddresses(fds[0], master, n, table, deadline, startSeconds);
       // Lower ranks listen already: connect to them, then take the higher.
       for (int r = 1; r < me; ++r) {
         sockaddr_in to{};
@@ -510,23 +607,25 @@ std::shared_ptr<Links> connectJob(const TcpJob &job) {
         to.sin_port = htons(uint16_t(table[size_t(r)].port));
         fds[size_t(r)] =
             connectBefore(to, deadline, "rank " + std::to_string(r));
-        const int32_t greeting[2] = {int32_t(kMagic), me};
-        writeOrFail(fds[size_t(r)], greeting, sizeof greeting,
+        const Stamp greeting = stampOf(n, me);
+        writeOrFail(fds[size_t(r)], &greeting, sizeof greeting,
                     "greeting rank " + std::to_string(r));
       }
       for (int joined = me + 1; joined < n; ++joined) {
         sockaddr_in from{};
         const int fd = acceptBefore(listener, deadline, from,
                                     "a rank above " + std::to_string(me));
-        int32_t greeting[2] = {};
-        if (readAll(fd, greeting, sizeof greeting, deadline) != ReadEnd::Done ||
-            uint32_t(greeting[0]) != kMagic || greeting[1] <= me ||
-            greeting[1] >= n || fds[size_t(greeting[1])] >= 0) {
+        Stamp greeting{};
+        if (readAll(fd, &greeting, sizeof greeting, deadline) !=
+                ReadEnd::Done ||
+            !strangerIn(greeting).empty() || greeting.worldSize != n ||
+            greeting.rank <= me || greeting.rank >= n ||
+            fds[size_t(greeting.rank)] >= 0) {
           ::close(fd);
           throw Error("start-up: a connection from " + addressText(from) +
                       " is not one of the job's ranks");
         }
-        fds[size_t(greeting[1])] = fd;
+        fds[size_t(greeting.rank)] = fd;
       }
     }
     ::close(listener);
@@ -559,7 +658,9 @@ public:
   TcpCommunicator(std::shared_ptr<Links> net, std::vector<int> members, int me,
                   uint64_t context)
       : net(std::move(net)), members(std::move(members)), me(me),
-        context(context) {}
+        context(context) {
+    this->net->contexts.push_back(context);
+  }
   ~TcpCommunicator() override {
     if (!std::uncaught_exceptions())
       try {
@@ -729,9 +830,9 @@ private:
       throw Error(std::string(what) + ": rank " + std::to_string(peer) +
                   " is not another rank of a group of " +
                   std::to_string(size()));
-    if (tag < 0 || tag > 32767)
+    if (tag < 0 || uint32_t(tag) > kMaxUserTag)
       throw Error(std::string(what) + ": tag " + std::to_string(tag) +
-                  " is outside 0..32767");
+                  " is outside 0.." + std::to_string(kMaxUserTag));
     if (bytes < 0)
       throw Error(std::string(what) + ": negative byte count");
   }
@@ -818,16 +919,27 @@ std::string requiredVariable(const char *name) {
 
 } // namespace
 
-TcpJob tcpJobFromEnvironment() {
+TcpJob tcpJobFromEnvironment(bool connecting) {
   TcpJob job;
-  job.masterAddr = requiredVariable("MASTER_ADDR");
-  requiredVariable("MASTER_PORT");
-  requiredVariable("RANK");
-  job.masterPort = int(envInteger("MASTER_PORT", 0, 1, 65535));
   job.worldSize = int(envInteger("WORLD_SIZE", 1, 1, 1 << 20));
+  if (const char *rank = std::getenv("RANK");
+      rank && !std::getenv("WORLD_SIZE"))
+    throw Error(std::string("environment variable RANK='") + rank +
+                "' is set but WORLD_SIZE is missing (a launcher that sets "
+                "RANK sets WORLD_SIZE too)");
+  if (connecting) {
+    requiredVariable("MASTER_ADDR");
+    requiredVariable("MASTER_PORT");
+    requiredVariable("RANK");
+  }
+  if (const char *addr = std::getenv("MASTER_ADDR"))
+    job.masterAddr = addr;
+  job.masterPort = int(envInteger("MASTER_PORT", 0, 1, 65535));
   job.rank = int(envInteger("RANK", 0, 0, job.worldSize - 1));
-  job.localRank = int(envInteger("LOCAL_RANK", -1, 0, job.worldSize - 1));
   job.localSize = int(envInteger("LOCAL_WORLD_SIZE", -1, 1, job.worldSize));
+  job.localRank =
+      int(envInteger("LOCAL_RANK", -1, 0,
+                     (job.localSize > 0 ? job.localSize : job.worldSize) - 1));
   job.timeoutSeconds = collectiveTimeoutSeconds();
   return job;
 }

@@ -33,8 +33,12 @@ struct TcpJob {
 
 /// The job the environment describes (MASTER_ADDR, MASTER_PORT, RANK,
 /// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, DSC_COMM_TIMEOUT); an error
-/// naming the variable that is missing or malformed.
-TcpJob tcpJobFromEnvironment();
+/// naming the variable that is malformed (RANK without WORLD_SIZE too).
+/// Every variable set is checked even in a job of one rank, which uses
+/// none of them, so that a mistake shows before it matters; `connecting`
+/// (the ranks are about to meet) also requires MASTER_ADDR, MASTER_PORT and
+/// RANK.
+TcpJob tcpJobFromEnvironment(bool connecting);
 
 /// Connects the job's ranks (collective: every rank calls it). Errors
 /// name the rank or address that failed.

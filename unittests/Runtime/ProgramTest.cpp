@@ -233,11 +233,44 @@ TEST(Communicator, LauncherEnvironment) {
                    {"WORLD_SIZE", nullptr},
                    {"RANK", nullptr},
                    {"MASTER_ADDR", nullptr},
-                   {"MASTER_PORT", nullptr}});
+                   {"MASTER_PORT", nullptr},
+                   {"LOCAL_RANK", nullptr},
+                   {"LOCAL_WORLD_SIZE", nullptr},
+                   {"DSC_COMM_TIMEOUT", nullptr}});
   EXPECT_EQ(createCommunicator()->size(), 1);
   {
     ScopedEnv torchrun({{"WORLD_SIZE", "1"}});
     EXPECT_EQ(createCommunicator()->size(), 1);
+  }
+  {
+    // A job of one rank uses none of torchrun's variables, but each one set
+    // is checked as in a job of several.
+    ScopedEnv all({{"WORLD_SIZE", "1"},
+                   {"RANK", "0"},
+                   {"LOCAL_RANK", "0"},
+                   {"LOCAL_WORLD_SIZE", "1"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", "29500"},
+                   {"DSC_COMM_TIMEOUT", "5"}});
+    EXPECT_EQ(createCommunicator()->size(), 1);
+    struct Case {
+      const char *name, *value, *message;
+    };
+    const Case cases[] = {
+        {"DSC_COMM_TIMEOUT", "nan",
+         "DSC_COMM_TIMEOUT='nan' is not an integer in [0, 86400]"},
+        {"LOCAL_WORLD_SIZE", "0",
+         "LOCAL_WORLD_SIZE='0' is not an integer in [1, 1]"},
+        {"LOCAL_RANK", "3", "LOCAL_RANK='3' is not an integer in [0, 0]"},
+        {"MASTER_PORT", "abc",
+         "MASTER_PORT='abc' is not an integer in [1, 65535]"},
+        {"WORLD_SIZE", nullptr, "RANK='0' is set but WORLD_SIZE is missing"}};
+    for (const Case &c : cases) {
+      ScopedEnv bad({{c.name, c.value}});
+      EXPECT_NE(errorOf([] { createCommunicator(); }).find(c.message),
+                std::string::npos)
+          << c.name;
+    }
   }
   {
     // Several ranks without an MPI launcher meet over TCP, torchrun's way:

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <vector>
 
 namespace dsc::rt {
 namespace {
@@ -200,6 +201,25 @@ TEST(TcpCommunicator, ALostRankIsNamed) {
       << failures[0];
 }
 
+TEST(TcpCommunicator, AReceiveThatOnlyOtherFramesReachIsNamedSo) {
+  auto failures = onRanks(
+      2,
+      [](Communicator &c) {
+        int32_t v = 0;
+        if (c.rank() == 1) {
+          c.recv(&v, 4, 0, /*tag=*/2); // rank 0 sends tag 1 only
+          return;
+        }
+        c.send(&v, 4, 1, /*tag=*/1);
+        c.barrier(); // waits 10 timeouts, past rank 1's end
+      },
+      /*timeoutSeconds=*/1);
+  ASSERT_EQ(failures.size(), 2u) << joined(failures);
+  EXPECT_EQ(failures[1], "rank 1: recv: rank 0 sent nothing for this recv in "
+                         "1 s, only 1 frame for other receives (the ranks run "
+                         "different steps?; DSC_COMM_TIMEOUT sets the limit)");
+}
+
 TEST(TcpCommunicator, ConflictingJobsAreRefusedAtStartUp) {
   const int port = freePort();
   std::string rank0, rank1;
@@ -222,6 +242,42 @@ TEST(TcpCommunicator, ConflictingJobsAreRefusedAtStartUp) {
   EXPECT_EQ(rank0, "start-up: rank 1 has WORLD_SIZE=3, rank 0 has 2");
   EXPECT_NE(rank1.find("rank 0 closed the connection"), std::string::npos)
       << rank1;
+}
+
+TEST(TcpCommunicator, AForeignServerOnMasterPortIsRefused) {
+  // Another program on MASTER_PORT that answers with zeros without end: a
+  // rank that took them for addresses and frames buffered them for ever.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr),
+            0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  std::thread server([listener] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    const std::vector<char> zeros(1 << 16);
+    // Until the rank closes the connection.
+    while (::send(fd, zeros.data(), zeros.size(), MSG_NOSIGNAL) > 0) {
+    }
+    ::close(fd);
+  });
+  std::string error;
+  try {
+    createTcpCommunicator({"127.0.0.1", port, 1, 2, -1, -1, 5});
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  server.join();
+  ::close(listener);
+  EXPECT_EQ(error, "start-up: MASTER_ADDR:MASTER_PORT 127.0.0.1:" +
+                       std::to_string(port) +
+                       " is not a dsc rank 0: it sent 00 00 00 00 00 00 00 00 "
+                       "00 00 00 00 00 00 00 00 where a dsc rank sends its "
+                       "magic number");
 }
 
 } // namespace
