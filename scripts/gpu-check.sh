@@ -24,7 +24,10 @@
 #                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128),
 #                   check-cuda --compression (the compressed optimizers'
 #                   kernels against the CPU), and GPT-2 tiny with
-#                   DeepSpeed's Fixed block-sparse layout (fp32, bf16)
+#                   DeepSpeed's Fixed block-sparse layout (fp32, bf16);
+#                   check-cuda-registers: the same for the register-resident
+#                   attention forward (DSC_CUDA_ATTENTION=registers) on
+#                   GPT-2 124M bf16 at seq 128 and GPT-2 tiny bf16
 #   sanitizer       compute-sanitizer --tool memcheck over one CUDA training
 #                   step of GPT-2 tiny, kernel by kernel (skipped where the
 #                   machine's runtime does not support it)
@@ -36,6 +39,7 @@
 #                   without ncu or hardware counters)
 #   attention       bench/gpu_attention.py: dsc's fused attention forward and
 #                   backward against PyTorch's SDPA, GPT-2 124M's shapes
+#   attention-registers  the same with DSC_CUDA_ATTENTION=registers
 #   sparse-attention  bench/gpu_attention.py at 4k, 8k and 16k tokens: dsc's
 #                   Fixed block-sparse and dense kernels against SDPA
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
@@ -49,8 +53,10 @@
 #   results.json    {"bundle": ..., "steps": [{"name", "status" (pass, fail,
 #                   skip, timeout), "seconds", "summary" (last line)}]}
 #   bench.json      the benchmark's results (when it ran)
-#   attention.json, sparse-attention.json  the attention benchmarks' (when
-#                   they ran)
+#   attention.json, attention-registers.json, sparse-attention.json  the
+#                   attention benchmarks' (when they ran)
+# The environment carries on: DSC_CUDA_ATTENTION=registers ./gpu-check.sh
+# OUT bench runs the benchmark with the register-resident forward.
 # Exits 0 when no step failed or timed out (skips are not failures).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -256,10 +262,20 @@ profile() {
     --seq-len 1024 --data "$work/tokens-60000.txt" --steps 3
 }
 
-attention() {
+attention() { # [json name]
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
   python3 "$here/bench/gpu_attention.py" --dsc-run "$bin/dsc-run" \
-    --model "$examples/gpt2-small.json" --json "$results/attention.json"
+    --model "$examples/gpt2-small.json" --json "$results/${1:-attention}.json"
+}
+
+# The register-resident attention forward (not yet run on a GPU before
+# this step first did) against the CPU, then its speed.
+check_cuda_registers() {
+  DSC_CUDA_ATTENTION=registers check_cuda gpt2-small "$work/bf16.json" --seq-len 128 &&
+    DSC_CUDA_ATTENTION=registers check_cuda gpt2-tiny "$work/bf16.json"
+}
+attention_registers() {
+  DSC_CUDA_ATTENTION=registers attention attention-registers
 }
 
 ncu_attention() {
@@ -305,8 +321,8 @@ gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
 export -f devices nvrtc nccl ctest_gpu check_cuda check_cuda_compression \
-  under_tool gpt2_small_run sanitizer profile ncu_attention attention \
-  sparse_attention bench
+  check_cuda_registers under_tool gpt2_small_run sanitizer profile \
+  ncu_attention attention attention_registers sparse_attention bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
@@ -334,11 +350,13 @@ step check-cuda-gpt2-small-bf16 120 check_cuda gpt2-small "$work/bf16.json" --se
 step check-cuda-compression 60 check_cuda_compression
 step check-cuda-sparse 60 check_cuda gpt2-tiny "$work/sparse.json"
 step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
+step check-cuda-registers 120 check_cuda_registers
 
 step sanitizer 90 sanitizer
 step profile 90 profile
 step ncu-attention 120 ncu_attention
 step attention 90 attention
+step attention-registers 90 attention_registers
 step sparse-attention 120 sparse_attention
 step bench "$budget" bench
 
