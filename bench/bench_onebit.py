@@ -358,7 +358,8 @@ def phase_bytes(a, wd, model, data):
             ds = ds_cfg(optimizer(kind, a.lr, freeze), a.batch * n, 1, a.seq_len)
             rs = train(a, wd, f"bytes-{kind}-np{n}-s{short}", n, model, ds, data, short)
             rl = train(a, wd, f"bytes-{kind}-np{n}-s{long_}", n, model, ds, data, long_)
-            per_rank = {step_bytes(r) for r in rl["records"]}
+            # The compression stage's steps (after the one full step).
+            per_rank = {step_bytes(r) for r in rl["records"][freeze or 0:]}
             if len(per_rank) != 1:
                 sys.exit(f"bytes {kind} np{n}: per-step comm_bytes not constant: {per_rank}")
             row[kind] = {"wire": (rl["tx"] - rs["tx"]) / (long_ - short),

@@ -550,6 +550,79 @@ __device__ __forceinline__ void stageTile(const TC *head, dsc_i64 j0, TC *tile) 
   }
 }
 
+/// A warp's 16 rows [r0, r0 + 16) of a [T, D] head as mma A fragments.
+template <dsc_i64 T, int D, typename TC>
+__device__ __forceinline__ void loadRowsA(const TC *head, dsc_i64 r0,
+                                          dsc_u32 (&a)[D / 16][4]) {
+  const int g = int(threadIdx.x & 31) >> 2, t = int(threadIdx.x & 3);
+#pragma unroll
+  for (int kd = 0; kd < D / 16; ++kd) {
+    a[kd][0] = loadPair<T, D>(head, r0 + g, kd * 16 + 2 * t);
+    a[kd][1] = loadPair<T, D>(head, r0 + g + 8, kd * 16 + 2 * t);
+    a[kd][2] = loadPair<T, D>(head, r0 + g, kd * 16 + 8 + 2 * t);
+    a[kd][3] = loadPair<T, D>(head, r0 + g + 8, kd * 16 + 8 + 2 * t);
+  }
+}
+
+/// c[n] = a b^T for the eight 16 x 8 tiles n of a 64-row staged tile
+/// (rows n*8 .. n*8+7 of `tile`, D columns): the warp's 16 rows against 64.
+template <int D, int STRIDE, typename TC>
+__device__ __forceinline__ void rowsTimesTileT(const dsc_u32 (&a)[D / 16][4],
+                                               const TC *tile,
+                                               float (&c)[8][4]) {
+  const int g = int(threadIdx.x & 31) >> 2, t = int(threadIdx.x & 3);
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+    const TC *row = tile + (n * 8 + g) * STRIDE + 2 * t;
+#pragma unroll
+    for (int kd = 0; kd < D / 16; ++kd)
+      mma16816<TC>(c[n], a[kd],
+                   *reinterpret_cast<const dsc_u32 *>(row + kd * 16),
+                   *reinterpret_cast<const dsc_u32 *>(row + kd * 16 + 8));
+  }
+}
+
+/// acc[16 x D] += x[16 x 64] tile[64 x D]: x in C layout (eight 16 x 8
+/// tiles, rounded to TC as the A fragments of four k-steps), `tile` staged.
+template <int D, int STRIDE, typename TC>
+__device__ __forceinline__ void accumulateTimesTile(const float (&x)[8][4],
+                                                    const TC *tile,
+                                                    float (&acc)[D / 8][4]) {
+  const int g = int(threadIdx.x & 31) >> 2, t = int(threadIdx.x & 3);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const dsc_u32 xa[4] = {pack2<TC>(x[2 * c][0], x[2 * c][1]),
+                           pack2<TC>(x[2 * c][2], x[2 * c][3]),
+                           pack2<TC>(x[2 * c + 1][0], x[2 * c + 1][1]),
+                           pack2<TC>(x[2 * c + 1][2], x[2 * c + 1][3])};
+    const TC *col = tile + (c * 16 + 2 * t) * STRIDE + g;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      mma16816<TC>(acc[n], xa, join2(col[n * 8], col[n * 8 + STRIDE]),
+                   join2(col[n * 8 + 8 * STRIDE], col[n * 8 + 9 * STRIDE]));
+  }
+}
+
+/// A warp's 16 x D accumulator (C layout) to rows [r0, r0 + 16) of a [T, D]
+/// head, times `factor`; rows past T are not written.
+template <dsc_i64 T, int D, typename TO>
+__device__ __forceinline__ void storeRows(const float (&acc)[D / 8][4],
+                                          TO *head, dsc_i64 r0, float factor) {
+  const int g = int(threadIdx.x & 31) >> 2, t = int(threadIdx.x & 3);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const dsc_i64 r = r0 + g + 8 * h;
+    if (r >= T)
+      continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      st(head, r * D + n * 8 + 2 * t, factor * acc[n][2 * h]);
+      st(head, r * D + n * 8 + 2 * t + 1, factor * acc[n][2 * h + 1]);
+    }
+  }
+}
+
 /// dsc.attention as attentionForward computes it, with 64-query and 64-key
 /// tiles and the scores, probabilities and output in registers. TC is TQ,
 /// TK and TV (one 16-bit type); D a multiple of 16 up to 128.
@@ -580,13 +653,7 @@ __device__ void attentionForwardRegisters(const TQ *q, const TK *k,
   const float inf = __int_as_float(0x7f800000);
 
   dsc_u32 qa[KD][4];
-#pragma unroll
-  for (int kd = 0; kd < KD; ++kd) {
-    qa[kd][0] = loadPair<T, D>(qh, r[0], kd * 16 + 2 * t);
-    qa[kd][1] = loadPair<T, D>(qh, r[1], kd * 16 + 2 * t);
-    qa[kd][2] = loadPair<T, D>(qh, r[0], kd * 16 + 8 + 2 * t);
-    qa[kd][3] = loadPair<T, D>(qh, r[1], kd * 16 + 8 + 2 * t);
-  }
+  loadRowsA<T, D>(qh, i0 + warp * 16, qa);
   float o[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n)
@@ -607,16 +674,7 @@ __device__ void attentionForwardRegisters(const TQ *q, const TK *k,
 
     // S = Q K^T: eight 16 x 8 tiles of keys n*8 .. n*8+7.
     float s[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      const TC *kr = sK + (n * 8 + g) * STRIDE + 2 * t;
-#pragma unroll
-      for (int kd = 0; kd < KD; ++kd)
-        mma16816<TC>(s[n], qa[kd],
-                     *reinterpret_cast<const dsc_u32 *>(kr + kd * 16),
-                     *reinterpret_cast<const dsc_u32 *>(kr + kd * 16 + 8));
-    }
+    rowsTimesTileT<D, STRIDE>(qa, sK, s);
 
     // Scale and mask (a masked score is -inf), then the rows' new maxima
     // over the four threads that share each row.
@@ -655,7 +713,9 @@ __device__ void attentionForwardRegisters(const TQ *q, const TK *k,
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       bool kp[4];
-      keep4<T>(rng, bh, r[t & 1], j0 + n * 8 + (t >> 1) * 4, rate, kp);
+      // (Selected, not indexed: r[t & 1] would put r in local memory.)
+      keep4<T>(rng, bh, (t & 1) ? r[1] : r[0], j0 + n * 8 + (t >> 1) * 4,
+               rate, kp);
       const dsc_u32 mine = dsc_u32(kp[0]) | dsc_u32(kp[1]) << 1 |
                            dsc_u32(kp[2]) << 2 | dsc_u32(kp[3]) << 3;
       const dsc_u32 other = __shfl_xor_sync(0xffffffffu, mine, 1);
@@ -670,19 +730,7 @@ __device__ void attentionForwardRegisters(const TQ *q, const TK *k,
     }
 
     // O += P V: k-steps of 16 keys (score tiles 2c and 2c + 1).
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const dsc_u32 pa[4] = {pack2<TC>(s[2 * c][0], s[2 * c][1]),
-                             pack2<TC>(s[2 * c][2], s[2 * c][3]),
-                             pack2<TC>(s[2 * c + 1][0], s[2 * c + 1][1]),
-                             pack2<TC>(s[2 * c + 1][2], s[2 * c + 1][3])};
-      const TC *vr = sV + (c * 16 + 2 * t) * STRIDE + g;
-#pragma unroll
-      for (int n = 0; n < ND; ++n)
-        mma16816<TC>(o[n], pa,
-                     join2(vr[n * 8], vr[n * 8 + STRIDE]),
-                     join2(vr[n * 8 + 8 * STRIDE], vr[n * 8 + 9 * STRIDE]));
-    }
+    accumulateTimesTile<D, STRIDE>(s, sV, o);
   }
 
 #pragma unroll
@@ -701,6 +749,196 @@ __device__ void attentionForwardRegisters(const TQ *q, const TK *k,
     if (t == 0)
       lse[bh * T + r[h]] = l[h] > 0.0f ? m[h] + logf(l[h]) : -inf;
   }
+}
+
+/// The dropout keep flags of the 64 x 64 scores (i0 .. i0+63, j0 .. j0+63)
+/// of query head bh as bits: word 2 i + h holds keys j0 + 32 h .. + 31 of
+/// query i0 + i. Each of the 128 threads draws one word, eight Philox
+/// blocks of four keys (keep4: the forward's decisions).
+template <dsc_i64 T>
+__device__ __forceinline__ void stageKeep(const Rng &rng, dsc_i64 bh,
+                                          dsc_i64 i0, dsc_i64 j0, float rate,
+                                          dsc_u32 *sKeep) {
+  const int i = int(threadIdx.x) >> 1, h = int(threadIdx.x) & 1;
+  dsc_u32 word = 0;
+#pragma unroll
+  for (int b = 0; b < 8; ++b) {
+    bool kp[4];
+    keep4<T>(rng, bh, i0 + i, j0 + 32 * h + 4 * b, rate, kp);
+#pragma unroll
+    for (int l = 0; l < 4; ++l)
+      word |= dsc_u32(kp[l]) << (4 * b + l);
+  }
+  sKeep[2 * i + h] = word;
+}
+
+/// dK and dV as attentionGradKV computes them, with 64-key and 64-query
+/// tiles: a warp owns 16 keys, keeps K and V as A fragments and dK, dV in
+/// registers, and computes S^T = K Q^T and dP^T = V dO^T against the staged
+/// query tile. D a multiple of 16 up to 64 (the accumulators' registers).
+template <typename TG, typename TQ, typename TK, typename TV, typename TO,
+          typename TC, dsc_i64 BH, dsc_i64 T, int D, bool CAUSAL, int GROUPS,
+          int LH, int KMH>
+__device__ void attentionGradKVRegisters(const TG *dout, const TQ *q,
+                                         const TK *k, const TV *v,
+                                         const float *lse, const float *rowDot,
+                                         const int *keyMask, TO *dk, TO *dv,
+                                         const int *rows, const int *cols,
+                                         float scale, float rate,
+                                         float keepScale, Rng rng) {
+  static_assert(Same<TG, TC>::value && Same<TQ, TC>::value &&
+                    Same<TK, TC>::value && Same<TV, TC>::value &&
+                    !Same<TC, float>::value,
+                "dout, q, k and v share one 16-bit type");
+  static_assert(D % 16 == 0 && D <= 64, "D is a multiple of 16 up to 64");
+  constexpr int TILE = 64, STRIDE = D + 8, KD = D / 16, ND = D / 8;
+  constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
+  __shared__ __align__(16) TC sQ[TILE * STRIDE];
+  __shared__ __align__(16) TC sG[TILE * STRIDE];
+  __shared__ float sLse[TILE], sDot[TILE];
+  __shared__ dsc_u32 sKeep[2 * TILE];
+  const dsc_i64 kvh = blockIdx.x / TILES, j0 = (blockIdx.x % TILES) * TILE;
+  const dsc_i64 kvBase = kvh * T * D, kt = j0 / TILE;
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int g = lane >> 2, t = lane & 3;
+  // This warp's keys: local rows 16 warp + g and + 8 of the tile.
+  const int jl[2] = {16 * warp + g, 16 * warp + g + 8};
+
+  dsc_u32 ka[KD][4], va[KD][4];
+  loadRowsA<T, D>(k + kvBase, j0 + 16 * warp, ka);
+  loadRowsA<T, D>(v + kvBase, j0 + 16 * warp, va);
+  float dK[ND][4], dV[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dK[n][e] = dV[n][e] = 0.0f;
+
+  for (dsc_i64 bh = kvh * GROUPS; bh < (kvh + 1) * GROUPS; ++bh) {
+    const dsc_i64 base = bh * T * D;
+    dsc_i64 qBegin, qEnd;
+    tileRange<LH, TILES>(rows, bh, kt, CAUSAL ? kt : 0, TILES, qBegin, qEnd);
+    for (dsc_i64 qq = qBegin; qq < qEnd; ++qq) {
+      const dsc_i64 i0 = tileAt<LH>(cols, qq) * TILE;
+      __syncthreads(); // the previous query tile is read
+      stageTile<T, D, STRIDE>(q + base, i0, sQ);
+      stageTile<T, D, STRIDE>(dout + base, i0, sG);
+      for (int i = int(threadIdx.x); i < TILE; i += 128) {
+        const bool in = i0 + i < T;
+        sLse[i] = in ? lse[bh * T + i0 + i] : 0.0f;
+        sDot[i] = in ? rowDot[bh * T + i0 + i] : 0.0f;
+      }
+      stageKeep<T>(rng, bh, i0, j0, rate, sKeep);
+      __syncthreads();
+
+      // Rows: this warp's 16 keys; columns: the tile's 64 queries.
+      float s[8][4], dp[8][4];
+      rowsTimesTileT<D, STRIDE>(ka, sQ, s);
+      rowsTimesTileT<D, STRIDE>(va, sG, dp);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int il = n * 8 + 2 * t + (e & 1), j = jl[e >> 1];
+          float p = 0.0f, ds = 0.0f;
+          if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i0 + il, j0 + j)) {
+            p = expf(scale * s[n][e] - sLse[il]);
+            const float z =
+                (sKeep[2 * il + (j >> 5)] >> (j & 31)) & 1u ? keepScale : 0.0f;
+            ds = p * (z * dp[n][e] - sDot[il]);
+            p *= z;
+          }
+          s[n][e] = p;   // (Z P)^T
+          dp[n][e] = ds; // dS^T
+        }
+      // dV += (Z P)^T dO, dK += dS^T Q (scaled when stored).
+      accumulateTimesTile<D, STRIDE>(s, sG, dV);
+      accumulateTimesTile<D, STRIDE>(dp, sQ, dK);
+    }
+  }
+  storeRows<T, D>(dK, dk + kvBase, j0 + 16 * warp, scale);
+  storeRows<T, D>(dV, dv + kvBase, j0 + 16 * warp, 1.0f);
+}
+
+/// dQ as attentionGradQ computes it, with 64-query and 64-key tiles: a warp
+/// owns 16 queries, keeps Q and dO as A fragments and dQ in registers.
+template <typename TG, typename TQ, typename TK, typename TV, typename TO,
+          typename TC, dsc_i64 BH, dsc_i64 T, int D, bool CAUSAL, int GROUPS,
+          int LH, int KMH>
+__device__ void attentionGradQRegisters(const TG *dout, const TQ *q,
+                                        const TK *k, const TV *v,
+                                        const float *lse, const float *rowDot,
+                                        const int *keyMask, TO *dq,
+                                        const int *rows, const int *cols,
+                                        float scale, float rate,
+                                        float keepScale, Rng rng) {
+  static_assert(Same<TG, TC>::value && Same<TQ, TC>::value &&
+                    Same<TK, TC>::value && Same<TV, TC>::value &&
+                    !Same<TC, float>::value,
+                "dout, q, k and v share one 16-bit type");
+  static_assert(D % 16 == 0 && D <= 64, "D is a multiple of 16 up to 64");
+  constexpr int TILE = 64, STRIDE = D + 8, KD = D / 16, ND = D / 8;
+  constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
+  __shared__ __align__(16) TC sK[TILE * STRIDE];
+  __shared__ __align__(16) TC sV[TILE * STRIDE];
+  __shared__ dsc_u32 sKeep[2 * TILE];
+  const dsc_i64 bh = blockIdx.x / TILES, i0 = (blockIdx.x % TILES) * TILE;
+  const dsc_i64 base = bh * T * D, kvBase = bh / GROUPS * T * D;
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int g = lane >> 2, t = lane & 3;
+  // This warp's queries: local rows 16 warp + g and + 8 of the tile.
+  const int il[2] = {16 * warp + g, 16 * warp + g + 8};
+  float rowLse[2], rowD[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const bool in = i0 + il[h] < T;
+    rowLse[h] = in ? lse[bh * T + i0 + il[h]] : 0.0f;
+    rowD[h] = in ? rowDot[bh * T + i0 + il[h]] : 0.0f;
+  }
+
+  dsc_u32 qa[KD][4], ga[KD][4];
+  loadRowsA<T, D>(q + base, i0 + 16 * warp, qa);
+  loadRowsA<T, D>(dout + base, i0 + 16 * warp, ga);
+  float dQ[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+    dQ[n][0] = dQ[n][1] = dQ[n][2] = dQ[n][3] = 0.0f;
+
+  const dsc_i64 qt = i0 / TILE;
+  dsc_i64 kBegin, kEnd;
+  tileRange<LH, TILES>(rows, bh, qt, 0, CAUSAL ? qt + 1 : TILES, kBegin,
+                       kEnd);
+  for (dsc_i64 kk = kBegin; kk < kEnd; ++kk) {
+    const dsc_i64 j0 = tileAt<LH>(cols, kk) * TILE;
+    __syncthreads(); // the previous key tile is read
+    stageTile<T, D, STRIDE>(k + kvBase, j0, sK);
+    stageTile<T, D, STRIDE>(v + kvBase, j0, sV);
+    stageKeep<T>(rng, bh, i0, j0, rate, sKeep);
+    __syncthreads();
+
+    // Rows: this warp's 16 queries; columns: the tile's 64 keys.
+    float s[8][4], dp[8][4];
+    rowsTimesTileT<D, STRIDE>(qa, sK, s);
+    rowsTimesTileT<D, STRIDE>(ga, sV, dp);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1, j = n * 8 + 2 * t + (e & 1);
+        float ds = 0.0f;
+        if (attnValid<T, CAUSAL, KMH>(keyMask, bh, i0 + il[h], j0 + j)) {
+          const float p = expf(scale * s[n][e] - rowLse[h]);
+          const float z =
+              (sKeep[2 * il[h] + (j >> 5)] >> (j & 31)) & 1u ? keepScale
+                                                              : 0.0f;
+          ds = p * (z * dp[n][e] - rowD[h]);
+        }
+        s[n][e] = ds;
+      }
+    // dQ += dS K (scaled when stored).
+    accumulateTimesTile<D, STRIDE>(s, sK, dQ);
+  }
+  storeRows<T, D>(dQ, dq + base, i0 + 16 * warp, scale);
 }
 
 /// D_i = rowsum(dout * out) of every row (the backward's softmax term).

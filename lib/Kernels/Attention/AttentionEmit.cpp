@@ -119,13 +119,15 @@ int64_t sparseTile(int64_t block, bool grad, int64_t D, int64_t tcBytes) {
                                                                       : 0;
 }
 
-/// Whether the forward runs attentionForwardRegisters: asked for, 16-bit
-/// tiles (q, k and v of one half type), a head dim the fragments cover and
-/// 64-token tiles that fit the layout's blocks.
-bool registersForward(const KernelSpec &s, Storage tc, int64_t D,
+/// Whether the register-resident kernels run (Attention.cuh
+/// attention*Registers): asked for, 16-bit tiles (q, k, v and dout of one
+/// half type), a head dim the fragments cover (the backward keeps two
+/// accumulators: up to 64) and 64-token tiles that fit the layout's blocks.
+bool registersKernels(const KernelSpec &s, bool grad, Storage tc, int64_t D,
                       const rt::BlockLayout &layout) {
   return s.attention == AttentionKernel::Registers && tc != Storage::F32 &&
-         D % 16 == 0 && D <= 128 && (layout.empty() || layout.block % 64 == 0);
+         D % 16 == 0 && D <= (grad ? 64 : 128) &&
+         (layout.empty() || layout.block % 64 == 0);
 }
 
 /// Attention and AttentionGrad (cpu::attention / attentionGrad): one block
@@ -136,8 +138,8 @@ bool registersForward(const KernelSpec &s, Storage tc, int64_t D,
 /// block layout the tile divides its block (sparseTile; the layout is
 /// refined to the tile) and the layout's compressed rows (and, for the
 /// backward's key tiles, columns) are arrays of the module. With
-/// AttentionKernel::Registers the forward is attentionForwardRegisters
-/// where registersForward allows (64-token tiles).
+/// AttentionKernel::Registers the kernels are attention*Registers where
+/// registersKernels allows (64-token tiles).
 void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const bool grad = s.I.op == Opcode::AttentionGrad;
   const size_t qi = grad ? 1 : 0;
@@ -155,9 +157,9 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
     tc = Storage::F32;
   const int64_t tcBytes = tc == Storage::F32 ? 4 : 2;
   const rt::BlockLayout &layout = s.I.getLayout("layout");
-  // The register kernel's tiles are 64 queries and 64 keys; its shared
-  // memory holds K and V only (18 KiB at D = 64).
-  const bool registers = !grad && registersForward(s, tc, D, layout);
+  // The register kernels' tiles are 64 queries and 64 keys; their shared
+  // memory holds two 64 x D tiles (18 KiB at D = 64).
+  const bool registers = registersKernels(s, grad, tc, D, layout);
   int64_t tile = 0;
   if (registers) {
     tile = 64;
@@ -209,13 +211,13 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   }
   const std::string tail = flt(scale) + ", " + flt(rate) + ", " + keepScale +
                            ", " + rng;
+  const std::string registersShape =
+      n(BH) + ", " + n(T) + ", " + n(D) + ", " + b(causal) + ", " +
+      n(d.groups) + ", " + n(layout.heads) + ", " + n(headsPerMaskRow);
   if (!grad) {
     const std::string q = s.in(0, "q"), k = s.in(1, "k"), v = s.in(2, "v"),
                       out = s.out(0, "out"), lse = s.out(1, "lse");
     s.requireType(s.outType(1), Storage::F32, "lse");
-    const std::string registersShape =
-        n(BH) + ", " + n(T) + ", " + n(D) + ", " + b(causal) + ", " +
-        n(d.groups) + ", " + n(layout.heads) + ", " + n(headsPerMaskRow);
     s.kernel(grid, warps * 32,
              withMask({q, k, v, out, lse, "stream", "seed", "offset"}),
              call(registers ? "attentionForwardRegisters" : "attentionForward",
@@ -243,13 +245,15 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   s.kernel(grid / d.groups, warps * 32,
            withMask({g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed",
                      "offset"}),
-           call("attentionGradKV", {types, s.T(dk), TC, shape},
+           call(registers ? "attentionGradKVRegisters" : "attentionGradKV",
+                {types, s.T(dk), TC, registers ? registersShape : shape},
                 {g, q, k, v, lse, rowDot, keyMask, dk, dv, keyRows, keyCols,
                  tail}));
   s.kernel(grid, warps * 32,
            withMask({g, q, k, v, lse, "dsc_scratch", dq, "stream", "seed",
                      "offset"}),
-           call("attentionGradQ", {types, s.T(dq), TC, shape},
+           call(registers ? "attentionGradQRegisters" : "attentionGradQ",
+                {types, s.T(dq), TC, registers ? registersShape : shape},
                 {g, q, k, v, lse, rowDot, keyMask, dq, rows, cols, tail}));
 }
 
