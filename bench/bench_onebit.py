@@ -713,7 +713,7 @@ def report_bytes(a, res):
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for row in res["per_step"]:
         for kind, name in (("adamw-nobc", "AdamW (bias_correction false)"),
-                           ("onebit", "OneBitAdam freeze_step 0")):
+                           ("onebit", "OneBitAdam freeze_step 1")):
             r = row[kind]
             print(f"| {row['ranks']} | {name} | {mb(r['wire'])} | {mb(r['reported'])} | "
                   f"{r['wire'] / r['reported']:.3f} | {r['tokens_per_s']:,.0f} |")

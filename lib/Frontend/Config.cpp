@@ -876,10 +876,10 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
       // At least one full step: frozen at zero, the variance would hold
       // every weight still (DeepSpeed's would divide by eps instead).
       else if (k == "freeze_step" || k == "var_freeze_step")
-        (k == "freeze_step" ? o.freezeStep : o.varFreezeStep) = c.integer(
-            p, v, 1, kMaxSize,
-            "an integer >= 1 (the variance freezes after that many "
-            "full-precision steps) and at most 2^31-1");
+        (k == "freeze_step" ? o.freezeStep : o.varFreezeStep) =
+            c.integer(p, v, 1, kMaxSize,
+                      "an integer >= 1 (the variance freezes after that many "
+                      "full-precision steps) and at most 2^31-1");
       else if (k == "var_update_scaler")
         o.varUpdateScaler = c.positive(p, v);
       else if (k == "local_step_scaler")

@@ -195,8 +195,8 @@ void userLayout(const SparseAttentionConfig &s, BlockLayout &l) {
     fail(where + ": expected {\"layout\": [[[0|1, ...], ...], ...]}");
   for (const auto &[k, v] : j.items())
     if (k != "layout")
-      fail(where + ": unknown key '" + k + "' (the file holds \"layout\" "
-           "only)");
+      fail(where + ": unknown key '" + k +
+           "' (the file holds \"layout\" only)");
   const nlohmann::json &heads = j["layout"];
   if (heads.size() != size_t(l.heads) && heads.size() != 1)
     fail(where + ": " + str(int64_t(heads.size())) + " heads, expected " +
@@ -249,9 +249,9 @@ BlockLayout makeSparseLayout(const SparseAttentionConfig &s, int64_t seqLen,
   // tokens asked for 4 GiB per head).
   if (l.blocks > kMaxLayoutEntries / l.blocks ||
       heads > kMaxLayoutEntries / (l.blocks * l.blocks))
-    fail(".block: a layout of " + str(heads) + " x " + str(l.blocks) +
-         " x " + str(l.blocks) + " blocks (heads x (sequence " +
-         str(seqLen) + " / block " + str(s.block) +
+    fail(".block: a layout of " + str(heads) + " x " + str(l.blocks) + " x " +
+         str(l.blocks) + " blocks (heads x (sequence " + str(seqLen) +
+         " / block " + str(s.block) +
          ")^2) is larger than 2^26 blocks; use a larger block");
   l.bits.assign(size_t(heads * l.blocks * l.blocks), 0);
   const int64_t layoutHeads = s.differentLayoutPerHead ? heads : 1;

@@ -19,9 +19,9 @@ using Chars = std::bitset<256>;
 
 struct Node {
   enum Kind { Set, Concat, Alt, Repeat } kind = Concat;
-  Chars chars;             ///< Set
-  std::vector<Node> kids;  ///< Concat, Alt; Repeat's one body
-  int min = 0, max = 0;    ///< Repeat; max -1: unbounded
+  Chars chars;            ///< Set
+  std::vector<Node> kids; ///< Concat, Alt; Repeat's one body
+  int min = 0, max = 0;   ///< Repeat; max -1: unbounded
 };
 
 unsigned char firstOf(const Chars &c) {
@@ -39,7 +39,9 @@ Chars range(unsigned char lo, unsigned char hi) {
 }
 
 Chars digits() { return range('0', '9'); }
-Chars word() { return range('a', 'z') | range('A', 'Z') | digits() | range('_', '_'); }
+Chars word() {
+  return range('a', 'z') | range('A', 'Z') | digits() | range('_', '_');
+}
 Chars space() {
   Chars c;
   for (char x : std::string_view(" \t\n\r\f\v"))

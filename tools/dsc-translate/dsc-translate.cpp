@@ -54,9 +54,9 @@ const char *kUsage =
     "  --nvrtc-check=ARCHS  compile the kernels with NVRTC for each arch\n"
     "                       (sm_XX or compute_XX); any error or warning fails\n"
     "  --attention-kernel=tiles|registers\n"
-    "                       the fused attention forward's kernel (default\n"
-    "                       tiles; registers: mma.sync, sm_80+, not yet run\n"
-    "                       on a GPU)\n";
+    "                       the fused attention's kernels (default tiles;\n"
+    "                       registers: mma.sync, sm_80+, not yet run on a\n"
+    "                       GPU)\n";
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -160,8 +160,7 @@ int run(int argc, char **argv) {
       if (!dsc::cuda::parseAttentionKernel(arg.substr(19), attention))
         throw Failure("--attention-kernel: '" + arg.substr(19) +
                       "' is not tiles or registers");
-    }
-    else if (arg == "-h" || arg == "--help") {
+    } else if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       return 0;
     } else if (arg == "--emit-torch-extension")

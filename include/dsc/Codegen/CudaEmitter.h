@@ -130,14 +130,16 @@ struct Module {
   int64_t scratchBytes = 0; ///< the most any launcher needs
 };
 
-/// The fused attention forward's kernel (Attention.cuh).
+/// The fused attention's kernels (Attention.cuh).
 enum class AttentionKernel {
-  /// attentionForward: tiles and scores in shared memory, WMMA; any dtype
-  /// and sm_70 or newer. The default: it has run on a GPU.
+  /// attentionForward, attentionGradKV, attentionGradQ: tiles and scores in
+  /// shared memory, WMMA; any dtype and sm_70 or newer. The default: they
+  /// have run on a GPU.
   Tiles,
-  /// attentionForwardRegisters where it applies (16-bit q/k/v, head dim a
-  /// multiple of 16 up to 128, dense or blocks of a multiple of 64): scores
-  /// and output in registers, mma.sync; needs sm_80. Not yet run on a GPU.
+  /// attention{Forward,GradKV,GradQ}Registers where they apply (16-bit
+  /// inputs, head dim a multiple of 16 up to 128, 64 for the backward,
+  /// dense or blocks of a multiple of 64): scores and accumulators in
+  /// registers, mma.sync; needs sm_80. Not yet run on a GPU.
   Registers,
 };
 

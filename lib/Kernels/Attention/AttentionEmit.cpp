@@ -242,13 +242,13 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
       s.T(g) + ", " + s.T(q) + ", " + s.T(k) + ", " + s.T(v);
   // One block per key tile of each key/value head (it loops over the
   // query heads sharing it).
-  s.kernel(grid / d.groups, warps * 32,
-           withMask({g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed",
-                     "offset"}),
-           call(registers ? "attentionGradKVRegisters" : "attentionGradKV",
-                {types, s.T(dk), TC, registers ? registersShape : shape},
-                {g, q, k, v, lse, rowDot, keyMask, dk, dv, keyRows, keyCols,
-                 tail}));
+  s.kernel(
+      grid / d.groups, warps * 32,
+      withMask(
+          {g, q, k, v, lse, "dsc_scratch", dk, dv, "stream", "seed", "offset"}),
+      call(registers ? "attentionGradKVRegisters" : "attentionGradKV",
+           {types, s.T(dk), TC, registers ? registersShape : shape},
+           {g, q, k, v, lse, rowDot, keyMask, dk, dv, keyRows, keyCols, tail}));
   s.kernel(grid, warps * 32,
            withMask({g, q, k, v, lse, "dsc_scratch", dq, "stream", "seed",
                      "offset"}),
