@@ -772,6 +772,18 @@ __device__ __forceinline__ void stageKeep(const Rng &rng, dsc_i64 bh,
   sKeep[2 * i + h] = word;
 }
 
+/// What the backward register kernels take: dout, q, k and v of one 16-bit
+/// type, and a head dim whose two 16 x D accumulators fit the registers.
+template <typename TG, typename TQ, typename TK, typename TV, typename TC,
+          int D>
+__device__ __forceinline__ void requireRegistersBackward() {
+  static_assert(Same<TG, TC>::value && Same<TQ, TC>::value &&
+                    Same<TK, TC>::value && Same<TV, TC>::value &&
+                    !Same<TC, float>::value,
+                "dout, q, k and v share one 16-bit type");
+  static_assert(D % 16 == 0 && D <= 64, "D is a multiple of 16 up to 64");
+}
+
 /// dK and dV as attentionGradKV computes them, with 64-key and 64-query
 /// tiles: a warp owns 16 keys, keeps K and V as A fragments and dK, dV in
 /// registers, and computes S^T = K Q^T and dP^T = V dO^T against the staged
@@ -786,11 +798,7 @@ __device__ void attentionGradKVRegisters(const TG *dout, const TQ *q,
                                          const int *rows, const int *cols,
                                          float scale, float rate,
                                          float keepScale, Rng rng) {
-  static_assert(Same<TG, TC>::value && Same<TQ, TC>::value &&
-                    Same<TK, TC>::value && Same<TV, TC>::value &&
-                    !Same<TC, float>::value,
-                "dout, q, k and v share one 16-bit type");
-  static_assert(D % 16 == 0 && D <= 64, "D is a multiple of 16 up to 64");
+  requireRegistersBackward<TG, TQ, TK, TV, TC, D>();
   constexpr int TILE = 64, STRIDE = D + 8, KD = D / 16, ND = D / 8;
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
   __shared__ __align__(16) TC sQ[TILE * STRIDE];
@@ -872,11 +880,7 @@ __device__ void attentionGradQRegisters(const TG *dout, const TQ *q,
                                         const int *rows, const int *cols,
                                         float scale, float rate,
                                         float keepScale, Rng rng) {
-  static_assert(Same<TG, TC>::value && Same<TQ, TC>::value &&
-                    Same<TK, TC>::value && Same<TV, TC>::value &&
-                    !Same<TC, float>::value,
-                "dout, q, k and v share one 16-bit type");
-  static_assert(D % 16 == 0 && D <= 64, "D is a multiple of 16 up to 64");
+  requireRegistersBackward<TG, TQ, TK, TV, TC, D>();
   constexpr int TILE = 64, STRIDE = D + 8, KD = D / 16, ND = D / 8;
   constexpr dsc_i64 TILES = (T + TILE - 1) / TILE;
   __shared__ __align__(16) TC sK[TILE * STRIDE];
