@@ -480,6 +480,8 @@ __device__ void attentionForward(const TQ *q, const TK *k, const TV *v,
 //   C (16 x 8, f32): c0, c1 at (g, 2t..2t+1), c2, c3 at (g+8, 2t..2t+1).
 // Two neighbouring C tiles of the scores are exactly the A fragment of P
 // for the P V product, so P never leaves the registers. Needs sm_80.
+// unittests/Kernels/AttentionRegistersTest.cpp runs these kernels on the
+// host (WarpEmulation.h) against a float64 attention.
 // Same masking, dropout mapping and online softmax as attentionForward;
 // only the order of the f32 sums differs.
 //===----------------------------------------------------------------------===//
@@ -524,6 +526,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const dsc_u32 (&a)[4],
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
                    "r"(b1));
+#elif defined(DSC_WARP_EMULATION)
+  dsc_emu::mma16816<TC>(c, a, b0, b1); // unittests/Kernels/WarpEmulation.h
 #else
   __trap(); // the emitter selects this kernel for sm_80 and newer only
 #endif
