@@ -38,10 +38,10 @@ void PeriodicCheckpoints::afterStep(const rt::Trainer &trainer) const {
     rt::checkOutputFile(path, "--checkpoint-every");
   trainer.saveCheckpoint(path);
   if (writer)
-    removeOlder();
+    removeOlder(steps);
 }
 
-void PeriodicCheckpoints::removeOlder() const {
+void PeriodicCheckpoints::removeOlder(int64_t newest) const {
   namespace fs = std::filesystem;
   const fs::path stemPath(stem);
   const fs::path dir = stemPath.has_parent_path() ? stemPath.parent_path() : ".";
@@ -60,7 +60,11 @@ void PeriodicCheckpoints::removeOlder() const {
     if (digits.empty() || digits.size() > 18 ||
         !std::all_of(digits.begin(), digits.end(), ::isdigit))
       continue;
-    found.emplace_back(std::stoll(digits), e.path());
+    // A later step than this run's is another run's: not ours to prune,
+    // and counting it would delete what this run just wrote.
+    const int64_t step = std::stoll(digits);
+    if (step <= newest)
+      found.emplace_back(step, e.path());
   }
   std::sort(found.begin(), found.end(),
             [](const auto &a, const auto &b) { return a.first > b.first; });

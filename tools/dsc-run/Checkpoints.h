@@ -20,14 +20,16 @@ public:
   PeriodicCheckpoints(std::string path, int64_t every, int64_t keep);
 
   /// Writes a checkpoint when the steps taken are a multiple of `every`,
-  /// then removes all but the newest `keep` periodic checkpoints of `path`.
+  /// then removes all but the newest `keep` periodic checkpoints of `path`
+  /// up to this step (those of later steps belong to another run and are
+  /// left alone).
   void afterStep(const rt::Trainer &trainer) const;
 
   /// The periodic checkpoint written after `steps` steps.
   std::string pathAfter(int64_t steps) const;
 
 private:
-  void removeOlder() const;
+  void removeOlder(int64_t newest) const;
 
   std::string stem, extension; ///< "dir/ck" and ".safetensors"
   int64_t every, keep;

@@ -337,7 +337,10 @@ std::string outputIdentity(const std::string &path) {
 
 /// No two outputs are one file: the later write would silently replace the
 /// earlier (a merged model over the adapter just saved, a checkpoint over
-/// the weights). A LoRA --save claims its directory and the two files in it.
+/// the weights), and no output is one of the run's inputs (a memory report
+/// over the config it read). A LoRA --save claims its directory and the
+/// two files in it. --checkpoint may name the --resume checkpoint: a
+/// resumed run carries its own checkpoint on.
 void checkDistinctOutputs(const Args &args, bool lora) {
   std::vector<std::pair<std::string, std::string>> outputs; // option, path
   for (const char *option : {"--save", "--checkpoint", "--memory-report",
@@ -359,6 +362,25 @@ void checkDistinctOutputs(const Args &args, bool lora) {
     if (!fresh && it->second != option)
       throw UsageError("dsc-run: " + option + " and " + it->second +
                        " both write " + path + "; give each its own path");
+  }
+  std::vector<std::pair<std::string, std::string>> inputs; // option, path
+  for (const char *option : {"--model", "--config", "--data", "--init-from",
+                             "--resume"})
+    if (args.has(option))
+      inputs.push_back({option, args.get(option)});
+  if (args.has("--adapter")) {
+    inputs.push_back({"--adapter", adapterWeightsPath(args.get("--adapter"))});
+    inputs.push_back({"--adapter", adapterConfigPath(args.get("--adapter"))});
+  }
+  for (const std::string &step : args.positional)
+    inputs.push_back({"the compiled step", step});
+  for (const auto &[input, path] : inputs) {
+    auto it = claimedBy.find(outputIdentity(path));
+    if (it == claimedBy.end() ||
+        (input == "--resume" && it->second == "--checkpoint"))
+      continue;
+    throw UsageError("dsc-run: " + it->second + " would overwrite " + path +
+                     ", which " + input + " reads; give it another path");
   }
 }
 

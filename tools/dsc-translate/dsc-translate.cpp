@@ -128,6 +128,12 @@ std::vector<std::string> splitArchs(const std::string &list) {
   return archs;
 }
 
+/// Whether `a` and `b` name one existing file (links and `..` resolved).
+bool sameFile(const std::string &a, const std::string &b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
+}
+
 /// Creates `dir` (and its parents) and writes the extension's files there.
 void writeExtension(const std::string &dir,
                     const std::vector<dsc::cuda::ExtensionFile> &files) {
@@ -201,13 +207,18 @@ int run(int argc, char **argv) {
     else
       header += ".h";
     options.headerName = header.substr(header.find_last_of('/') + 1);
-    // Before any work: both files can be written.
+    // Before any work: both files can be written, and neither is the
+    // step being read.
     try {
       dsc::rt::checkOutputFile(output, "-o");
       dsc::rt::checkOutputFile(header, "-o (header)");
     } catch (const dsc::rt::Error &e) {
       throw Failure(e.what());
     }
+    for (const std::string &out : {output, header})
+      if (sameFile(out, input))
+        throw Failure("-o would overwrite the input " + input +
+                      "; give it another path");
   }
 
   dsc::rt::Program program = loadProgram(input);
