@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dsc/Runtime/OutputFile.h"
 #include "dsc/Support/Files.h"
 #include "dsc/Support/IRNesting.h"
 #include "dsc/Transforms/Passes.h"
@@ -12,18 +13,18 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
 
-/// Reads all of stdin and makes fd 0 an unlinked temporary file holding the
-/// same bytes, rewound; returns them.
-std::string stdinThroughTemporary() {
+/// All of stdin.
+std::string readStdin() {
   std::string text;
   char chunk[1 << 16];
   for (ssize_t n; (n = ::read(0, chunk, sizeof chunk)) != 0;) {
@@ -35,12 +36,6 @@ std::string stdinThroughTemporary() {
     }
     text.append(chunk, size_t(n));
   }
-  FILE *copy = std::tmpfile();
-  if (!copy || std::fwrite(text.data(), 1, text.size(), copy) != text.size() ||
-      std::fflush(copy) != 0 || ::lseek(fileno(copy), 0, SEEK_SET) != 0 ||
-      ::dup2(fileno(copy), 0) < 0)
-    throw dsc::FileError(std::string("cannot buffer stdin: ") +
-                         std::strerror(errno));
   return text;
 }
 
@@ -55,19 +50,52 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "dsc optimizer driver\n", registry);
+  const std::string name = input == "-" ? "<stdin>" : input;
   // MLIR would read a FIFO or /dev/zero forever, and overflow its stack on
-  // IR nested thousands of levels deep: refuse both before it parses ("-" is
-  // stdin, as usual; it is read here and handed on through a temporary
-  // file as fd 0, so MLIR still reports "<stdin>").
+  // IR nested thousands of levels deep: the input is read and checked here
+  // and handed to MLIR as a buffer. A file output is written only when all
+  // passed, through a temporary and a rename: MLIR's own -o truncates the
+  // file at the start and deletes it on failure, destroying what was there.
+  // A device or FIFO (-o /dev/null) is written in place.
+  struct stat st;
+  const bool stream =
+      output == "-" || (::stat(output.c_str(), &st) == 0 &&
+                        (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
+  std::string text;
   try {
-    if (input == "-")
-      dsc::checkIRNesting(stdinThroughTemporary(), "<stdin>");
-    else
-      dsc::checkIRNesting(dsc::readRegularFile(input), input);
-  } catch (const dsc::FileError &e) {
+    text = input == "-" ? readStdin() : dsc::readRegularFile(input);
+    dsc::checkIRNesting(text, name);
+    if (!stream)
+      dsc::rt::checkOutputFile(output, "-o");
+  } catch (const std::exception &e) {
     llvm::errs() << "dsc-opt: " << e.what() << "\n";
     return 1;
   }
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, input, output, registry));
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  if (mlir::failed(mlir::MlirOptMain(
+          os, llvm::MemoryBuffer::getMemBufferCopy(text, name), registry,
+          mlir::MlirOptMainConfig::createFromCLOptions())))
+    return 1;
+  os.flush();
+  if (stream) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(output, ec);
+    if (!ec)
+      out << result;
+    out.flush();
+    if (ec || out.has_error()) {
+      llvm::errs() << "dsc-opt: cannot write " << output << "\n";
+      out.clear_error();
+      return 1;
+    }
+    return 0;
+  }
+  try {
+    dsc::rt::writeFileAtomic(output, result);
+  } catch (const std::exception &e) {
+    llvm::errs() << "dsc-opt: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
 }

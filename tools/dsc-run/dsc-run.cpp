@@ -364,8 +364,8 @@ void checkDistinctOutputs(const Args &args, bool lora) {
                        " both write " + path + "; give each its own path");
   }
   std::vector<std::pair<std::string, std::string>> inputs; // option, path
-  for (const char *option : {"--model", "--config", "--data", "--init-from",
-                             "--resume"})
+  for (const char *option :
+       {"--model", "--config", "--data", "--init-from", "--resume"})
     if (args.has(option))
       inputs.push_back({option, args.get(option)});
   if (args.has("--adapter")) {
