@@ -20,6 +20,9 @@ using namespace mlir::dsc;
 
 namespace {
 
+/// The module attribute recording the stage -dsc-zero applied.
+constexpr llvm::StringLiteral kZeroStageAttr = "dsc.zero_stage";
+
 /// A parameter of type `t` over G ranks: flattened and padded to G*s
 /// elements (`padded`), of which each rank owns s (`shard`).
 struct Sharding {
@@ -112,6 +115,16 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           << int64_t(persistenceThreshold);
       return signalPassFailure();
     }
+    // A second run would shard the shards (the step trained wrong numbers
+    // with exit 0).
+    if (auto done = module->getAttrOfType<IntegerAttr>(kZeroStageAttr)) {
+      module.emitError("dsc-zero: the step is sharded already (stage ")
+          << done.getInt() << "); run -dsc-zero once";
+      return signalPassFailure();
+    }
+    module->setAttr(kZeroStageAttr,
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     int64_t(stage)));
     Sharding sharding{meshGroupSize(module, MeshAxis::data)};
     if (stage == 3) {
       gatherParameters(micro, sharding);

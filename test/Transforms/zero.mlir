@@ -10,6 +10,9 @@
 // STAGE4: error: dsc-zero: stage must be 1, 2 or 3, got 4
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step "-dsc-zero=stage=3 persistence-threshold=-1" 2>&1 | FileCheck %s --check-prefix=THRESHOLD
 // THRESHOLD: error: dsc-zero: persistence-threshold must be >= 0, got -1
+// Run twice it sharded the shards, and the step trained wrong numbers.
+// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=2 -dsc-zero=stage=2 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: error: dsc-zero: the step is sharded already (stage 2); run -dsc-zero once
 // NOSTEP: error: dsc-zero: no @micro_step and @apply_step; run -dsc-build-train-step first
 
 // Over 3 data-parallel ranks, w (64 elements) is padded to 66 and each rank
