@@ -153,6 +153,11 @@ LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
       {"warmup-max-lr", warmupMaxLr, 0, true, inf},
       {"warmup-min-ratio", warmupMinRatio, 0, true, inf},
       {"cos-min-ratio", cosMinRatio, 0, true, inf},
+      // NaN passed "< 0" checks: clipping silently off, loss scaling
+      // dynamic, or every step skipped at an infinite scale.
+      {"grad-clip", gradClip, 0, true, inf},
+      {"loss-scale", lossScale, 0, true, inf},
+      {"min-loss-scale", minLossScale, 0, false, inf},
   };
   for (const Range &r : ranges) {
     const bool aboveMin = r.minIncluded ? r.value >= r.min : r.value > r.min;
@@ -170,17 +175,15 @@ LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
   if (warmupNumSteps < 0 || totalNumSteps < 0)
     return anchor->emitError("dsc-build-train-step: warmup-num-steps and "
                              "total-num-steps must be >= 0");
-  if (gradAccum < 1)
-    return anchor->emitError("dsc-build-train-step: grad-accum must be >= 1");
-  if (gradClip < 0)
-    return anchor->emitError("dsc-build-train-step: grad-clip must be >= 0");
-  if (fp16 && (lossScale < 0 || initialScalePower < 0 ||
-               initialScalePower > 100 || lossScaleWindow < 1 ||
-               hysteresis < 1 || !(minLossScale > 0)))
+  // The config's bound on counts: a larger one overflowed the batch size.
+  if (gradAccum < 1 || gradAccum > (int64_t(1) << 31) - 1)
     return anchor->emitError(
-        "dsc-build-train-step: fp16 needs loss-scale >= 0, "
-        "0 <= initial-scale-power <= 100, loss-scale-window >= 1, "
-        "hysteresis >= 1 and min-loss-scale > 0");
+        "dsc-build-train-step: grad-accum must be in [1, 2^31-1]");
+  if (fp16 && (initialScalePower < 0 || initialScalePower > 100 ||
+               lossScaleWindow < 1 || hysteresis < 1))
+    return anchor->emitError(
+        "dsc-build-train-step: fp16 needs 0 <= initial-scale-power <= 100, "
+        "loss-scale-window >= 1 and hysteresis >= 1");
   return success();
 }
 

@@ -20,6 +20,8 @@
 
 #include "dsc/Transforms/Passes.h"
 
+#include <cmath>
+
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCONEBITLAMB
 #include "dsc/Transforms/Passes.h.inc"
@@ -43,7 +45,9 @@ struct OneBitLambPass : mlir::dsc::impl::DscOneBitLambBase<OneBitLambPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (freezeStep < 1 || !(factorMin > 0) || factorMin > factorMax ||
-        !(coeffBeta >= 0 && coeffBeta < 1) || factorThreshold < 0) {
+        !(coeffBeta >= 0 && coeffBeta < 1) || !(factorThreshold >= 0) ||
+        !std::isfinite(double(factorMax)) ||
+        !std::isfinite(double(factorThreshold))) {
       module.emitError("dsc-onebit-lamb: needs freeze-step >= 1, 0 < "
                        "factor-min <= factor-max, coeff-beta in [0, 1) and "
                        "factor-threshold >= 0");

@@ -4,6 +4,14 @@
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step "-dsc-mixed-precision=dtype=f8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not dsc-opt %s -dsc-mixed-precision 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=fp16=true hysteresis=0" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// NaN and infinite scales passed the range checks (every step skipped at
+// an infinite scale, with exit 0); so did a NaN clipping norm.
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=fp16=true loss-scale=inf" 2>&1 | FileCheck %s --check-prefix=INFSCALE
+// INFSCALE: error: dsc-build-train-step: loss-scale is inf; it must be finite, >= 0
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=grad-clip=nan" 2>&1 | FileCheck %s --check-prefix=NANCLIP
+// NANCLIP: error: dsc-build-train-step: grad-clip is nan; it must be finite, >= 0
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=grad-accum=9223372036854775807" 2>&1 | FileCheck %s --check-prefix=ACCUM
+// ACCUM: error: dsc-build-train-step: grad-accum must be in [1, 2^31-1]
 
 // -dsc-build-train-step fp16=true: the loss scaler state is an argument of
 // both steps; the loss gradient is seeded with scale / A. -dsc-mixed-precision
@@ -62,7 +70,7 @@
 
 // BADTYPE: for the --dtype option: Cannot find option named 'f8'!
 // NOSTEP: error: dsc-mixed-precision: no @micro_step with one block; run -dsc-build-train-step first
-// BADOPT: error: dsc-build-train-step: fp16 needs loss-scale >= 0
+// BADOPT: error: dsc-build-train-step: fp16 needs 0 <= initial-scale-power <= 100
 
 func.func @forward(%w: tensor<8x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02 : f64>},
                    %b: tensor<8xf32> {dsc.param = #dsc.param<"b", zeros, 0.0 : f64>},

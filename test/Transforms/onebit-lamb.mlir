@@ -4,6 +4,7 @@
 // RUN: not dsc-opt %s -dsc-onebit-lamb 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: not dsc-opt %s "-dsc-onebit-lamb=factor-min=2.0 factor-max=1.0" 2>&1 | FileCheck %s --check-prefix=FACTORS
 // RUN: not dsc-opt %s "-dsc-onebit-lamb=freeze-step=0" 2>&1 | FileCheck %s --check-prefix=FACTORS
+// RUN: not dsc-opt %s "-dsc-onebit-lamb=factor-threshold=nan" 2>&1 | FileCheck %s --check-prefix=FACTORS
 // ADAM: error: 'dsc.adam' op dsc-onebit-lamb: the warm-up must be LAMB without bias correction
 // BIAS: error: 'dsc.lamb' op dsc-onebit-lamb: the warm-up must be LAMB without bias correction
 // NOSTEP: error: dsc-onebit-lamb: no @apply_step; run -dsc-build-train-step first
