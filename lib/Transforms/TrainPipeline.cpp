@@ -39,10 +39,14 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
+// An option that switches a pass on is off only at its documented value
+// (lora-rank 0, a freeze step -1, zero-stage 0, bucket sizes 0); any other
+// value reaches the pass, which refuses what it cannot take (a negative
+// value used to drop the pass silently).
 void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                                       const TrainingPipelineOptions &o) {
   pm.addPass(createDscTensorParallel());
-  if (o.loraRank > 0) {
+  if (o.loraRank != 0) {
     DscLoraOptions lora;
     lora.rank = o.loraRank;
     lora.alpha = o.loraAlpha;
@@ -131,12 +135,12 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
                           : HalfFormat::bf16;
     pm.addPass(createDscMixedPrecision(precision));
   }
-  if (o.onebitAdamFreezeStep >= 0) {
+  if (o.onebitAdamFreezeStep != -1) {
     DscOneBitAdamOptions onebit;
     onebit.freezeStep = o.onebitAdamFreezeStep;
     pm.addPass(createDscOneBitAdam(onebit));
   }
-  if (o.onebitLambFreezeStep >= 0) {
+  if (o.onebitLambFreezeStep != -1) {
     DscOneBitLambOptions onebit;
     onebit.freezeStep = o.onebitLambFreezeStep;
     onebit.coeffBeta = o.onebitLambCoeffBeta;
@@ -145,7 +149,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     onebit.factorThreshold = o.onebitLambFactorThreshold;
     pm.addPass(createDscOneBitLamb(onebit));
   }
-  if (o.zeroOneAdamVarFreezeStep >= 0) {
+  if (o.zeroOneAdamVarFreezeStep != -1) {
     DscZeroOneAdamOptions zeroOne;
     zeroOne.varFreezeStep = o.zeroOneAdamVarFreezeStep;
     zeroOne.varUpdateScaler = o.zeroOneAdamVarUpdateScaler;
@@ -153,13 +157,13 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     zeroOne.localStepClipper = o.zeroOneAdamLocalStepClipper;
     pm.addPass(createDscZeroOneAdam(zeroOne));
   }
-  if (o.zeroStage > 0) {
+  if (o.zeroStage != 0) {
     DscZeroOptions zero;
     zero.stage = o.zeroStage;
     zero.persistenceThreshold = o.zeroPersistenceThreshold;
     pm.addPass(createDscZero(zero));
   }
-  if (o.reduceBucketElements > 0 || o.allgatherBucketElements > 0) {
+  if (o.reduceBucketElements != 0 || o.allgatherBucketElements != 0) {
     DscBucketCollectivesOptions bucket;
     bucket.reduceBucketElements = o.reduceBucketElements;
     bucket.allgatherBucketElements = o.allgatherBucketElements;

@@ -6,6 +6,15 @@
 // Choices are enum options: the option parser rejects a bad one.
 // RUN: not dsc-opt %s --dsc-train-pipeline=remat=all 2>&1 | FileCheck %s --check-prefix=BADREMAT
 // RUN: not dsc-opt %s --dsc-train-pipeline=mixed-precision=fp8 2>&1 | FileCheck %s --check-prefix=BADDTYPE
+// A pass is off only at its option's documented value; anything else
+// reaches the pass and its checks (negative values used to drop the pass
+// silently).
+// RUN: not dsc-opt %s --dsc-train-pipeline=zero-stage=-1 2>&1 | FileCheck %s --check-prefix=NEGZERO
+// NEGZERO: error: dsc-zero: stage must be 1, 2 or 3, got -1
+// RUN: not dsc-opt %s "--dsc-train-pipeline=lora-rank=-1 lora-target-modules=c_attn" 2>&1 | FileCheck %s --check-prefix=NEGLORA
+// NEGLORA: error: dsc-lora: rank (r) must be >= 1, got -1
+// RUN: not dsc-opt %s --dsc-train-pipeline=reduce-bucket-elements=-5 2>&1 | FileCheck %s --check-prefix=NEGBUCKET
+// NEGBUCKET: error: dsc-bucket-collectives: bucket sizes must be >= 0, got -5 and 0
 
 // PLAIN: Pass Manager with 5 passes:
 // PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw schedule=constant {{.*}}},dsc-split-stage-step)
