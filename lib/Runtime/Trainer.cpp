@@ -92,6 +92,21 @@ bool isUnneededBertTensor(const std::string &name) {
          name == "cls.seq_relationship.bias";
 }
 
+/// The optimizers `prog` updates with, by their dsc op ("adam", "lamb",
+/// "sgd"; sorted, comma-joined). Checkpoints record it: AdamW's and LAMB's
+/// states have the same tensor names, so only this tells them apart.
+std::string optimizerSignature(const Program &prog) {
+  std::set<std::string> names;
+  for (const auto &[name, fn] : prog.functions)
+    for (const Instr &I : fn.body)
+      if (opInfo(I.op).family == OpFamily::Optimizer)
+        names.insert(opInfo(I.op).mlirOp);
+  std::string joined;
+  for (const std::string &n : names)
+    joined += (joined.empty() ? "" : ",") + n;
+  return joined;
+}
+
 } // namespace
 
 void dsc::rt::requireFiniteToSave(const Safetensors &file,
@@ -580,6 +595,7 @@ void Trainer::saveCheckpoint(const std::string &path) const {
   file.metadata["step"] = std::to_string(step);
   file.metadata["seed"] = std::to_string(seed);
   file.metadata["skipped_steps"] = std::to_string(skipped);
+  file.metadata["optimizer"] = optimizerSignature(prog);
   // 0/1 Adam's local steps let the ranks' parameters and momenta drift
   // apart until the next synchronisation: every rank's copy is kept beside
   // rank 0's (which a weights reader takes).
@@ -597,6 +613,13 @@ void Trainer::saveCheckpoint(const std::string &path) const {
 void Trainer::loadCheckpoint(const std::string &path) {
   Safetensors file = Safetensors::read(path);
   checkCheckpointFormat(file.metadata, path);
+  // (Checkpoints written before the key existed do not say.)
+  auto optimizer = file.metadata.find("optimizer");
+  if (optimizer != file.metadata.end() &&
+      optimizer->second != optimizerSignature(prog))
+    throw Error(path + ": a checkpoint of optimizer '" + optimizer->second +
+                "', but this step trains with '" + optimizerSignature(prog) +
+                "'");
   std::set<std::string> stored;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
