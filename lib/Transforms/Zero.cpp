@@ -122,9 +122,9 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           << done.getInt() << "); run -dsc-zero once";
       return signalPassFailure();
     }
-    module->setAttr(kZeroStageAttr,
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                     int64_t(stage)));
+    module->setAttr(
+        kZeroStageAttr,
+        IntegerAttr::get(IntegerType::get(&getContext(), 64), int64_t(stage)));
     Sharding sharding{meshGroupSize(module, MeshAxis::data)};
     if (stage == 3) {
       gatherParameters(micro, sharding);
