@@ -194,7 +194,7 @@ static LogicalResult verifyBias(Operation *op, Value input, Value bias) {
 /// one verify theirs through StochasticOpInterface).
 static LogicalResult verifyRate(Operation *op, APFloat rate) {
   double r = rate.convertToDouble();
-  if (r < 0 || r >= 1)
+  if (!(r >= 0 && r < 1)) // NaN too
     return op->emitOpError("expects rate in [0, 1), got ") << r;
   return success();
 }
@@ -719,6 +719,16 @@ LogicalResult CrossEntropyGradOp::verify() {
 //===----------------------------------------------------------------------===//
 // The device mesh and the collectives
 //===----------------------------------------------------------------------===//
+
+LogicalResult ParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef name, InitKind init, FloatAttr std) {
+  // A NaN std trained to a NaN loss blamed on the learning rate.
+  const double s = std.getValueAsDouble();
+  if (!std::isfinite(s) || s < 0)
+    return emitError() << "parameter '" << name
+                       << "': std must be finite and >= 0, got " << s;
+  return success();
+}
 
 LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t data, int64_t tensor,

@@ -1,6 +1,7 @@
 //===- OpcodeProfile.cpp - Time per opcode, printed at the end ------------===//
 
 #include "dsc/Runtime/OpcodeProfile.h"
+#include "dsc/Support/Environment.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,10 +10,7 @@
 
 namespace dsc::rt {
 
-bool profileRequested() {
-  const char *p = std::getenv("DSC_PROFILE");
-  return p && *p && std::string(p) != "0";
-}
+bool profileRequested() { return envFlag("DSC_PROFILE", false); }
 
 void OpcodeProfile::add(Opcode op, double seconds) {
   auto &[total, calls] = entries[op];

@@ -152,6 +152,29 @@ func.func @dropout_rate(%x: tensor<4xf32>) {
 
 // -----
 
+// NaN passed the range check.
+func.func @dropout_rate_nan(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'dsc.dropout' op expects rate in [0, 1), got nan}}
+  %0 = dsc.dropout %x {rate = 0x7FF8000000000000 : f64, stream = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w': std must be finite and >= 0, got nan}}
+func.func @param_std_nan(%w: tensor<4xf32> {dsc.param = #dsc.param<"w", normal, 0x7FF8000000000000 : f64>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w': std must be finite and >= 0, got -1}}
+func.func @param_std_negative(%w: tensor<4xf32> {dsc.param = #dsc.param<"w", normal, -1.0 : f64>}) {
+  return
+}
+
+// -----
+
 func.func @split_heads_width(%x: tensor<2x8x70xf32>) {
   // expected-error @+1 {{'dsc.split_heads' op width 70 is not divisible into 3 part(s) of 3 heads}}
   %q, %k, %v = dsc.split_heads %x {num_heads = 3 : i64} : (tensor<2x8x70xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
@@ -469,6 +492,14 @@ func.func @layer_norm_grad_from_output_residual(%dy: tensor<2x24xf32>, %g: tenso
 func.func @dropout_bias_grad_rate(%dy: tensor<2x24xf32>) {
   // expected-error @+1 {{'dsc.dropout_bias_grad' op expects rate in [0, 1), got 1.500000e+00}}
   %dx, %db = dsc.dropout_bias_grad %dy {rate = 1.5 : f64, stream = 1 : i64} : (tensor<2x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @dropout_bias_grad_rate_nan(%dy: tensor<2x24xf32>) {
+  // expected-error @+1 {{'dsc.dropout_bias_grad' op expects rate in [0, 1), got nan}}
+  %dx, %db = dsc.dropout_bias_grad %dy {rate = 0x7FF8000000000000 : f64, stream = 1 : i64} : (tensor<2x24xf32>) -> (tensor<2x24xf32>, tensor<24xf32>)
   return
 }
 

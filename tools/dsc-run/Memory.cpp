@@ -4,6 +4,7 @@
 
 #include "dsc/Runtime/OutputFile.h"
 #include "dsc/Runtime/Program.h"
+#include "dsc/Support/Environment.h"
 
 #include <cstdlib>
 #include <string>
@@ -11,8 +12,7 @@
 using namespace dsc;
 
 bool dsc::memoryPlanningEnabled() {
-  const char *off = std::getenv("DSC_NO_MEMORY_PLAN");
-  return !off || std::string(off) == "0" || std::string(off).empty();
+  return !envFlag("DSC_NO_MEMORY_PLAN", false);
 }
 
 MemoryReport dsc::planStep(rt::Program &program, bool apply) {

@@ -27,6 +27,7 @@
 #include "dsc/Frontend/SparseLayout.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Trainer.h"
+#include "dsc/Support/Environment.h"
 #include "dsc/Support/Hash.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -186,10 +187,8 @@ std::unique_ptr<rt::Backend> makeBackend(const std::string &name,
     return rt::createCpuBackend(comm);
   rt::CudaOptions options;
   options.kernelCacheDir = cuda::defaultKernelCacheDir();
-  const char *graphs = std::getenv("DSC_CUDA_GRAPHS");
-  options.graphs = !(graphs && std::string(graphs) == "0");
-  const char *verbose = std::getenv("DSC_CUDA_VERBOSE");
-  options.verbose = verbose && std::string(verbose) == "1";
+  options.graphs = dsc::envFlag("DSC_CUDA_GRAPHS", true);
+  options.verbose = dsc::envFlag("DSC_CUDA_VERBOSE", false);
   return rt::createCudaBackend(program, comm, options);
 }
 
@@ -339,8 +338,9 @@ std::string outputIdentity(const std::string &path) {
 /// earlier (a merged model over the adapter just saved, a checkpoint over
 /// the weights), and no output is one of the run's inputs (a memory report
 /// over the config it read). A LoRA --save claims its directory and the
-/// two files in it. --checkpoint may name the --resume checkpoint: a
-/// resumed run carries its own checkpoint on.
+/// two files in it. Two pairs update a file in place, written only after it
+/// was read: --checkpoint may name the --resume checkpoint and --save the
+/// --init-from weights.
 void checkDistinctOutputs(const Args &args, bool lora) {
   std::vector<std::pair<std::string, std::string>> outputs; // option, path
   for (const char *option : {"--save", "--checkpoint", "--memory-report",
@@ -377,7 +377,8 @@ void checkDistinctOutputs(const Args &args, bool lora) {
   for (const auto &[input, path] : inputs) {
     auto it = claimedBy.find(outputIdentity(path));
     if (it == claimedBy.end() ||
-        (input == "--resume" && it->second == "--checkpoint"))
+        (input == "--resume" && it->second == "--checkpoint") ||
+        (input == "--init-from" && it->second == "--save"))
       continue;
     throw UsageError("dsc-run: " + it->second + " would overwrite " + path +
                      ", which " + input + " reads; give it another path");
@@ -661,8 +662,11 @@ int64_t gpusPerNode(const Args &args) {
     if (const char *value = std::getenv(var)) {
       char *end = nullptr;
       const long n = std::strtol(value, &end, 10);
-      if (end && *end == '\0' && n >= 1)
+      if (end != value && *end == '\0' && n >= 1 && n <= (1L << 20))
         return n;
+      throw UsageError(std::string("dsc-run plan: environment variable ") +
+                       var + "='" + value +
+                       "' is not a local size (an integer in [1, 2^20])");
     }
   throw UsageError("dsc-run plan: --gpus-per-node is required (no launcher's "
                    "local size in the environment)");

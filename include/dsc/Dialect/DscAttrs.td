@@ -117,6 +117,7 @@ def Dsc_ParamAttr : AttrDef<Dsc_Dialect, "Param"> {
                         "InitKind":$init,
                         "FloatAttr":$std);
   let assemblyFormat = "`<` $name `,` $init `,` $std `>`";
+  let genVerifyDecl = 1;
 }
 
 def Dsc_MeshAttr : AttrDef<Dsc_Dialect, "Mesh"> {

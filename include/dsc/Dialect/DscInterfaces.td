@@ -97,7 +97,7 @@ def Dsc_StochasticOpInterface : OpInterface<"StochasticOpInterface"> {
   ];
   let verify = [{
     double rate = ::llvm::cast<StochasticOpInterface>($_op).getDropoutRate();
-    if (rate < 0 || rate >= 1)
+    if (!(rate >= 0 && rate < 1)) // NaN too
       return $_op->emitOpError("expects rate in [0, 1), got ") << rate;
     return ::mlir::success();
   }];
