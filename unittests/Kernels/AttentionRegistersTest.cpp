@@ -69,10 +69,47 @@ struct Reference {
   std::vector<double> out, lse, dq, dk, dv;
 };
 
+/// Optional key padding and block layout, as the kernels take them: a key
+/// mask [BH / kmh, T] (0: padded), and a layout of 64-token tiles shared by
+/// all heads, compressed by query tile (rows, cols) and by key tile
+/// (keyRows, keyCols).
+struct Masks {
+  int64_t kmh = 0;
+  std::vector<int> keyMask;
+  std::vector<std::vector<bool>> tiles; ///< [query tile][key tile]
+  std::vector<int> rows, cols, keyRows, keyCols;
+
+  void setLayout(std::vector<std::vector<bool>> layout) {
+    tiles = std::move(layout);
+    const size_t n = tiles.size();
+    rows = {0};
+    keyRows = {0};
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = 0; b < n; ++b) {
+        if (tiles[a][b])
+          cols.push_back(int(b));
+        if (tiles[b][a])
+          keyCols.push_back(int(b));
+      }
+      rows.push_back(int(cols.size()));
+      keyRows.push_back(int(keyCols.size()));
+    }
+  }
+  bool allows(int64_t bh, int64_t T, int64_t i, int64_t j) const {
+    if (!keyMask.empty() && keyMask[size_t(bh / kmh * T + j)] == 0)
+      return false;
+    return tiles.empty() || tiles[size_t(i / 64)][size_t(j / 64)];
+  }
+  const int *mask() const { return keyMask.empty() ? nullptr : keyMask.data(); }
+  const int *ptr(const std::vector<int> &v) const {
+    return tiles.empty() ? nullptr : v.data();
+  }
+};
+
 /// float64 attention and its gradients from the definition.
 Reference reference(const Tensors &x, int64_t BH, int64_t T, int64_t D,
                     bool causal, int64_t groups, float scale, float rate,
-                    const dsc::Rng &rng) {
+                    const dsc::Rng &rng, const Masks &masks) {
   const double keepScale = rate > 0.0f ? 1.0 / (1.0 - double(rate)) : 1.0;
   Reference r;
   r.out.assign(size_t(BH * T * D), 0.0);
@@ -85,16 +122,19 @@ Reference reference(const Tensors &x, int64_t BH, int64_t T, int64_t D,
   for (int64_t bh = 0; bh < BH; ++bh) {
     const int64_t base = bh * T * D, kv = bh / groups * T * D;
     for (int64_t i = 0; i < T; ++i) {
-      const int64_t valid = causal ? i + 1 : T;
+      std::vector<int64_t> keys;
+      for (int64_t j = 0; j < T; ++j)
+        if ((!causal || j <= i) && masks.allows(bh, T, i, j))
+          keys.push_back(j);
       double m = -std::numeric_limits<double>::infinity(), l = 0.0;
-      for (int64_t j = 0; j < valid; ++j) {
+      for (int64_t j : keys) {
         double dot = 0.0;
         for (int64_t d = 0; d < D; ++d)
           dot += x.q[size_t(base + i * D + d)] * x.k[size_t(kv + j * D + d)];
         s[size_t(j)] = double(scale) * dot;
         m = std::max(m, s[size_t(j)]);
       }
-      for (int64_t j = 0; j < valid; ++j) {
+      for (int64_t j : keys) {
         p[size_t(j)] = std::exp(s[size_t(j)] - m);
         l += p[size_t(j)];
         bool keep[1];
@@ -105,12 +145,12 @@ Reference reference(const Tensors &x, int64_t BH, int64_t T, int64_t D,
       double rowDot = 0.0;
       for (int64_t d = 0; d < D; ++d) {
         double o = 0.0;
-        for (int64_t j = 0; j < valid; ++j)
+        for (int64_t j : keys)
           o += z[size_t(j)] * p[size_t(j)] / l * x.v[size_t(kv + j * D + d)];
         r.out[size_t(base + i * D + d)] = o;
         rowDot += x.dout[size_t(base + i * D + d)] * o;
       }
-      for (int64_t j = 0; j < valid; ++j) {
+      for (int64_t j : keys) {
         const double pj = p[size_t(j)] / l;
         double dp = 0.0;
         for (int64_t d = 0; d < D; ++d)
@@ -132,8 +172,9 @@ Reference reference(const Tensors &x, int64_t BH, int64_t T, int64_t D,
 
 /// Runs the three kernels on BH query heads of [T, D] and compares them
 /// with the float64 reference.
-template <typename TC, dsc_i64 BH, dsc_i64 T, int D, bool CAUSAL, int GROUPS>
-void checkRegisterKernels(float rate) {
+template <typename TC, dsc_i64 BH, dsc_i64 T, int D, bool CAUSAL, int GROUPS,
+          int KMH = 0, int LH = 0>
+void checkRegisterKernels(float rate, const Masks &masks = {}) {
   constexpr dsc_i64 TILES = (T + 63) / 64;
   const float scale = 1.0f / std::sqrt(float(D));
   const float keepScale = rate > 0.0f ? 1.0f / (1.0f - rate) : 1.0f;
@@ -145,14 +186,15 @@ void checkRegisterKernels(float rate) {
   const auto v = roundedInputs<TC>(size_t(BH / GROUPS * T * D), gen, x.v);
   const auto g = roundedInputs<TC>(size_t(BH * T * D), gen, x.dout);
   const Reference want =
-      reference(x, BH, T, D, CAUSAL, GROUPS, scale, rate, rng);
+      reference(x, BH, T, D, CAUSAL, GROUPS, scale, rate, rng, masks);
 
   std::vector<float> out(size_t(BH * T * D)), lse(size_t(BH * T));
   dsc_emu::launch(BH * TILES, [&] {
     dsc::attentionForwardRegisters<TC, TC, TC, float, TC, BH, T, D, CAUSAL,
-                                   GROUPS, 0, 0>(
-        q.data(), k.data(), v.data(), nullptr, out.data(), lse.data(), nullptr,
-        nullptr, scale, rate, keepScale, rng);
+                                   GROUPS, LH, KMH>(
+        q.data(), k.data(), v.data(), masks.mask(), out.data(), lse.data(),
+        masks.ptr(masks.rows), masks.ptr(masks.cols), scale, rate, keepScale,
+        rng);
   });
   EXPECT_LT(relativeError(out, want.out), 1e-2) << "out";
   EXPECT_LT(relativeError(lse, want.lse), 1e-3) << "lse";
@@ -169,16 +211,17 @@ void checkRegisterKernels(float rate) {
       dv(size_t(BH / GROUPS * T * D));
   dsc_emu::launch(BH / GROUPS * TILES, [&] {
     dsc::attentionGradKVRegisters<TC, TC, TC, TC, float, TC, BH, T, D, CAUSAL,
-                                  GROUPS, 0, 0>(
+                                  GROUPS, LH, KMH>(
         g.data(), q.data(), k.data(), v.data(), lse.data(), rowDot.data(),
-        nullptr, dk.data(), dv.data(), nullptr, nullptr, scale, rate, keepScale,
-        rng);
+        masks.mask(), dk.data(), dv.data(), masks.ptr(masks.keyRows),
+        masks.ptr(masks.keyCols), scale, rate, keepScale, rng);
   });
   dsc_emu::launch(BH * TILES, [&] {
     dsc::attentionGradQRegisters<TC, TC, TC, TC, float, TC, BH, T, D, CAUSAL,
-                                 GROUPS, 0, 0>(
+                                 GROUPS, LH, KMH>(
         g.data(), q.data(), k.data(), v.data(), lse.data(), rowDot.data(),
-        nullptr, dq.data(), nullptr, nullptr, scale, rate, keepScale, rng);
+        masks.mask(), dq.data(), masks.ptr(masks.rows), masks.ptr(masks.cols),
+        scale, rate, keepScale, rng);
   });
   EXPECT_LT(relativeError(dv, want.dv), 2e-2) << "dv";
   EXPECT_LT(relativeError(dk, want.dk), 2e-2) << "dk";
@@ -200,6 +243,34 @@ TEST(AttentionRegisters, GroupedBidirectionalPartialTile) {
 // time; fp16.
 TEST(AttentionRegisters, HalfOddLengthWithDropout) {
   checkRegisterKernels<__half, 2, 98, 16, true, 1>(0.2f);
+}
+
+// Key padding (two heads per mask row; a padded key inside each tile) and a
+// block-sparse layout of 64-token tiles that skips query tile 1's key
+// tile 0, bidirectional with dropout: both walk the layout's compressed
+// rows (forward, dQ) and columns (dK, dV).
+TEST(AttentionRegisters, KeyPaddingAndBlockLayout) {
+  constexpr int64_t B = 2, H = 2, T = 192;
+  Masks masks;
+  masks.kmh = H;
+  masks.keyMask.assign(size_t(B * T), 1);
+  for (int64_t j : {5, 70, 150, 151})
+    masks.keyMask[size_t(j)] = 0;
+  for (int64_t j = 180; j < T; ++j)
+    masks.keyMask[size_t(T + j)] = 0;
+  masks.setLayout(
+      {{true, true, false}, {false, true, true}, {true, false, true}});
+  checkRegisterKernels<__nv_bfloat16, B * H, T, 32, false, 1, H, 1>(0.1f,
+                                                                    masks);
+}
+
+// Causal with a block-causal layout that drops the diagonal's neighbour:
+// query tile 2 sees key tiles 0 and 2 only.
+TEST(AttentionRegisters, CausalBlockLayout) {
+  Masks masks;
+  masks.setLayout(
+      {{true, false, false}, {true, true, false}, {true, false, true}});
+  checkRegisterKernels<__nv_bfloat16, 2, 192, 64, true, 1, 0, 1>(0.0f, masks);
 }
 
 } // namespace
