@@ -37,11 +37,6 @@ LaunchEnvironment readLaunchEnvironment();
 /// MPI (NoMpiCommunicator.cpp).
 std::unique_ptr<Communicator> createMpiCommunicator(const LaunchEnvironment &env);
 
-/// The integer value of environment variable `name`, or `absent`; anything
-/// but a plain integer in [min, max] is an error naming the variable.
-long long envInteger(const char *name, long long absent, long long min,
-                     long long max);
-
 /// DSC_COMM_TIMEOUT: the seconds a rank waits in one collective before it
 /// declares another rank lost (default 45; "0" waits forever).
 double collectiveTimeoutSeconds();

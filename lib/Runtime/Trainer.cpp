@@ -615,11 +615,10 @@ void Trainer::loadCheckpoint(const std::string &path) {
   checkCheckpointFormat(file.metadata, path);
   // (Checkpoints written before the key existed do not say.)
   auto optimizer = file.metadata.find("optimizer");
-  if (optimizer != file.metadata.end() &&
-      optimizer->second != optimizerSignature(prog))
+  if (const std::string ours = optimizerSignature(prog);
+      optimizer != file.metadata.end() && optimizer->second != ours)
     throw Error(path + ": a checkpoint of optimizer '" + optimizer->second +
-                "', but this step trains with '" + optimizerSignature(prog) +
-                "'");
+                "', but this step trains with '" + ours + "'");
   std::set<std::string> stored;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];

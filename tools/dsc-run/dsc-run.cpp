@@ -659,15 +659,8 @@ int64_t gpusPerNode(const Args &args) {
     return args.getInt("--gpus-per-node", 0, 1);
   for (const char *var : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
                           "SLURM_NTASKS_PER_NODE"})
-    if (const char *value = std::getenv(var)) {
-      char *end = nullptr;
-      const long n = std::strtol(value, &end, 10);
-      if (end != value && *end == '\0' && n >= 1 && n <= (1L << 20))
-        return n;
-      throw UsageError(std::string("dsc-run plan: environment variable ") +
-                       var + "='" + value +
-                       "' is not a local size (an integer in [1, 2^20])");
-    }
+    if (const long long n = rt::envInteger(var, 0, 1, 1 << 20))
+      return n;
   throw UsageError("dsc-run plan: --gpus-per-node is required (no launcher's "
                    "local size in the environment)");
 }

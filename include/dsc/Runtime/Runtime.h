@@ -128,6 +128,10 @@ int launchedWorldSize();
 /// any communicator exists (errors of the start-up name it); -1 in a
 /// one-rank job or when the environment names none.
 int launchedRank();
+/// The integer value of environment variable `name`, or `absent`; anything
+/// but a plain integer in [min, max] is an error naming the variable.
+long long envInteger(const char *name, long long absent, long long min,
+                     long long max);
 
 /// Host memory for every buffer of a Program, 64-byte aligned. A program
 /// with a memory plan (Program::arenaBytes >= 0) gets one zeroed arena and
