@@ -169,7 +169,9 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   expectBuffer(BufferRole::Output, "grad_norm", DType::F32, 1);
   if (stage == stages - 1) {
     expectBuffer(BufferRole::Output, "loss", DType::F32, 1);
-    expectBuffer(BufferRole::Output, "logits", DType::F32, B * T * V);
+    // @eval_step's, and @micro_step's when compiled with return-logits.
+    if (prog.findBuffer(BufferRole::Output, "logits") >= 0)
+      expectBuffer(BufferRole::Output, "logits", DType::F32, B * T * V);
   }
 }
 

@@ -5,7 +5,10 @@
 // at the accumulation boundary:
 //
 //   @micro_step(params, grad_accs, input_ids, targets)
-//       -> (loss, logits, grad_accs + grads / A)
+//       -> (loss, grad_accs + grads / A)
+//       (the logits only with return-logits: a [B, T, V] f32 result that
+//       training never reads would be written every micro-step and kept
+//       out of the memory planner's reuse)
 //       (frozen parameters, dsc.frozen, are read but have no accumulator;
 //       @apply_step neither takes nor updates them)
 //   @apply_step(params, grad_accs, optimizer state, step)
@@ -20,11 +23,11 @@
 // (`stage_output_grad`, which seeds its backward in place of the loss);
 // it returns the gradient of its received activation
 // (`stage_input_grad`) and, before the last stage, the activation it sends
-// (`stage_output`) instead of the loss and logits; -dsc-split-stage-step
+// (`stage_output`) instead of the loss; -dsc-split-stage-step
 // later cuts it into the stage's forward and backward. An interleaved
 // stage holds several model chunks: one boundary value of each kind per
 // chunk that has it, chunk k's named with ".k" (`stage_input.1`), the loss
-// and logits before the sent activations. No @eval_step:
+// (and logits) before the sent activations. No @eval_step:
 // evaluation needs the whole pipeline. @apply_step's gradient
 // norm sums its squares over the pipeline ranks too, a tied copy on the
 // last stage left out (the first stage counts it).
@@ -296,7 +299,8 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
              StateKind::activation, pipelineChunkName("stage_output_grad", k));
   if (holdsLoss) {
     results.add(ctx, srcType.getResult(0), StateKind::output, "loss");
-    results.add(ctx, srcType.getResult(1), StateKind::output, "logits");
+    if (returnLogits)
+      results.add(ctx, srcType.getResult(1), StateKind::output, "logits");
   }
   const unsigned firstSent = numForwardResults - numSent;
   for (auto [i, k] : llvm::enumerate(sending))
@@ -357,7 +361,8 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
   auto ret = cast<func::ReturnOp>(src.getTerminator());
   SmallVector<Value> outs;
   for (unsigned i = 0; i < numForwardResults; ++i)
-    outs.push_back(map.lookup(ret.getOperand(i)));
+    if (!(holdsLoss && i == 1 && !returnLogits))
+      outs.push_back(map.lookup(ret.getOperand(i)));
   for (unsigned i = 0; i < numTrainable; ++i) {
     Value acc = body->getArgument(numParams + i);
     Value g = map.lookup(ret.getOperand(numForwardResults + i));

@@ -113,6 +113,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   step.hysteresis = o.hysteresis;
   step.minLossScale = o.minLossScale;
   step.consecutiveHysteresis = o.consecutiveHysteresis;
+  step.returnLogits = o.returnLogits;
   pm.addPass(createDscBuildTrainStep(step));
 
   if (o.invertible)

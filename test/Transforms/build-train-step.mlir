@@ -2,6 +2,13 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGD
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb weight-decay=0.01" | FileCheck %s --check-prefix=LAMB
 // RUN: dsc-opt %s --dsc-train-pipeline="optimizer=adam grad-accum=2" | FileCheck %s --check-prefix=PIPE
+// With return-logits (dsc-run inspect) they are a result after the loss.
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=return-logits=true" | FileCheck %s --check-prefix=LOGITS
+// RUN: dsc-opt %s --dsc-train-pipeline="return-logits=true" | FileCheck %s --check-prefix=LOGITS
+// LOGITS-LABEL: func.func @micro_step(
+// LOGITS-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "logits">}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
+// LOGITS: %[[LOGITS:.*]] = dsc.linear
+// LOGITS: return %{{.*}}, %[[LOGITS]], %{{.*}}, %{{.*}} :
 // Choices are enum options: the option parser rejects a bad one.
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=schedule=OneCycle" 2>&1 | FileCheck %s --check-prefix=BADSCHED
@@ -29,12 +36,14 @@
 // CHECK-SAME: %[[ACCB:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<grad, "b">}
 // CHECK-SAME: tensor<2x4xi32> {dsc.state = #dsc.state<input_ids, "input_ids">}
 // CHECK-SAME: tensor<2x4xi32> {dsc.state = #dsc.state<targets, "targets">}
-// CHECK-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "logits">}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}, tensor<8xf32> {dsc.state = #dsc.state<grad, "b">})
+// The logits stay inside the step: only the loss and its gradient read
+// them.
+// CHECK-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}, tensor<8xf32> {dsc.state = #dsc.state<grad, "b">})
 // CHECK: %[[SEED:.*]] = dsc.fill {dsc.grad, value = 2.500000e-01 : f64} : () -> tensor<f32>
 // CHECK: dsc.cross_entropy_grad %[[SEED]]
 // CHECK: %[[NEWW:.*]] = dsc.add %[[ACCW]], %{{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>)
 // CHECK: %[[NEWB:.*]] = dsc.add %[[ACCB]], %{{.*}} : (tensor<8xf32>, tensor<8xf32>)
-// CHECK: return %{{.*}}, %{{.*}}, %[[NEWW]], %[[NEWB]]
+// CHECK: return %{{.*}}, %[[NEWW]], %[[NEWB]]
 
 // apply_step: mean over ranks, global norm, clipping, schedule, AdamW with
 // weight decay on the matrix only, accumulators reset.

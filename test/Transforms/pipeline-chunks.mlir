@@ -51,7 +51,7 @@
 // STEP1-SAME: #dsc.state<activation, "stage_input">
 // STEP1-SAME: #dsc.state<activation, "stage_input.1">
 // STEP1-SAME: #dsc.state<activation, "stage_output_grad">
-// STEP1-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x40xf32> {dsc.state = #dsc.state<output, "logits">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_output">}
+// STEP1-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_output">}
 // STEP1-SAME: {dsc.state = #dsc.state<output, "stage_input_grad">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_input_grad.1">})
 
 // -dsc-split-stage-step cuts each chunk's forward and backward: chunk 0
@@ -67,7 +67,7 @@
 // SPLIT1-LABEL: func.func @micro_step.1(
 // SPLIT1-NOT: "stage_input"
 // SPLIT1-SAME: #dsc.state<activation, "stage_input.1">
-// SPLIT1-SAME: {dsc.state = #dsc.state<output, "logits">}
+// SPLIT1-SAME: tensor<2x4x40xf32> {dsc.state = #dsc.state<activation, "saved/0.1">}
 // SPLIT1-SAME: -> (tensor<40x8xf32> {dsc.state = #dsc.state<grad, "wte.weight">}, tensor<8xf32> {dsc.state = #dsc.state<grad, "ln_f.weight">}, tensor<8xf32> {dsc.state = #dsc.state<grad, "ln_f.bias">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_input_grad.1">})
 // SPLIT1: dsc.cross_entropy_grad
 // SPLIT1-LABEL: func.func @apply_step(
@@ -76,7 +76,7 @@
 // SPLIT1-SAME: -> (tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "stage_output">})
 // SPLIT1-LABEL: func.func @stage_forward.1(
 // SPLIT1-SAME: #dsc.state<activation, "stage_input.1">
-// SPLIT1-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x40xf32> {dsc.state = #dsc.state<output, "logits">})
+// SPLIT1-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x40xf32> {dsc.state = #dsc.state<activation, "saved/0.1">})
 
 // TOOMANY: error: dsc-pipeline-stage: 4 units (embedding, 2 layers, head) cannot fill 6 virtual stages
 // ZERO: error: dsc-pipeline-stage: chunks must be 1, or more with more than one stage, not 0

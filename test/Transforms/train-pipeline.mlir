@@ -1,7 +1,7 @@
 // --dsc-train-pipeline expands to the pass list dsc-run compiles with
 // (lib/Transforms/TrainPipeline.cpp); --dump-pass-pipeline shows it.
 // RUN: dsc-opt %s --dsc-train-pipeline --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAIN
-// RUN: dsc-opt %s "--dsc-train-pipeline=fuse-qkv=true fuse-bias-gelu=true fuse-bias-dropout-add=true fuse-residual-layer-norm=true fuse-attention=true fuse-softmax-dropout=true optimizer=lamb schedule=WarmupCosineLR warmup-type=linear total-num-steps=50 fp16=true invertible=true remat=deepspeed remat-gelu=true remat-per-layer=true mixed-precision=f16" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALL
+// RUN: dsc-opt %s "--dsc-train-pipeline=fuse-qkv=true fuse-bias-gelu=true fuse-bias-dropout-add=true fuse-residual-layer-norm=true fuse-attention=true fuse-softmax-dropout=true optimizer=lamb return-logits=false schedule=WarmupCosineLR warmup-type=linear total-num-steps=50 fp16=true invertible=true remat=deepspeed remat-gelu=true remat-per-layer=true mixed-precision=f16" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALL
 // RUN: dsc-opt %s "--dsc-train-pipeline=remat=budget remat-budget-bytes=4096 remat-recompute-cheap=false mixed-precision=bf16" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
 // Choices are enum options: the option parser rejects a bad one.
 // RUN: not dsc-opt %s --dsc-train-pipeline=remat=all 2>&1 | FileCheck %s --check-prefix=BADREMAT
@@ -17,9 +17,9 @@
 // NEGBUCKET: error: dsc-bucket-collectives: bucket sizes must be >= 0, got -5 and 0
 
 // PLAIN: Pass Manager with 5 passes:
-// PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw schedule=constant {{.*}}},dsc-split-stage-step)
+// PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw return-logits=false schedule=constant {{.*}}},dsc-split-stage-step)
 
-// ALL: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true layer-interval=1 per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
+// ALL: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb return-logits=false schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true layer-interval=1 per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
 
 // BUDGET: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}}},dsc-remat{attn-dropout=false budget-bytes=4096 function=micro_step gelu=false layer-interval=1 per-layer=false policy=budget recompute-cheap=false},dsc-mixed-precision{dtype=bf16},dsc-split-stage-step)
 

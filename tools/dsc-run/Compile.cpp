@@ -196,7 +196,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        const ModelConfig &model,
                                        const TrainConfig &train,
                                        bool buildStep, std::string *pipeline,
-                                       int64_t pipelineStage) {
+                                       int64_t pipelineStage,
+                                       bool returnLogits) {
   const ParallelConfig &par = train.parallel;
   if (pipelineStage < 0 || pipelineStage >= par.pipeline)
     throw rt::Error("pipeline stage " + std::to_string(pipelineStage) +
@@ -234,6 +235,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   options.pipelineStage = pipelineStage;
   options.pipelinePartition = par.partition;
   options.pipelineChunks = par.pipeline > 1 ? par.virtualStages : 1;
+  options.returnLogits = returnLogits;
   auto pm = PassManager::on<ModuleOp>(&ctx);
   mlir::dsc::buildTrainingPipeline(pm, options);
   if (pipeline) {

@@ -24,11 +24,13 @@ namespace dsc {
 /// (`builtin.module(...)`, as --pass-pipeline takes it), whether or not it
 /// runs: applied to the imported module it gives the step.
 /// A pipelined job's ranks each compile their own stage, `pipelineStage`
-/// (0 .. pipeline.stages - 1).
+/// (0 .. pipeline.stages - 1). `returnLogits`: @micro_step also returns
+/// the logits (`dsc-run inspect`; training never reads them).
 mlir::OwningOpRef<mlir::ModuleOp>
 compileStep(mlir::MLIRContext &ctx, const ModelConfig &model,
             const TrainConfig &train, bool buildStep = true,
-            std::string *pipeline = nullptr, int64_t pipelineStage = 0);
+            std::string *pipeline = nullptr, int64_t pipelineStage = 0,
+            bool returnLogits = false);
 
 /// Parses and verifies a step written by `dsc-run compile` or dsc-opt.
 mlir::OwningOpRef<mlir::ModuleOp> loadStep(mlir::MLIRContext &ctx,

@@ -714,7 +714,8 @@ int cmdInspect(int argc, char **argv) {
   checkOutputs(args);
   Configs c = readConfigs(args, 1);
   mlir::MLIRContext ctx;
-  auto module = compileStep(ctx, c.model, c.train);
+  auto module = compileStep(ctx, c.model, c.train, true, nullptr, 0,
+                            /*returnLogits=*/true);
   if (c.adapter)
     checkAdapterMatchesStep(*c.adapter, args.get("--adapter"), *module);
   auto comm = rt::createSingleRankCommunicator();

@@ -261,6 +261,10 @@ struct TrainingPipelineOptions
       *this, "consecutive-hysteresis",
       llvm::cl::desc("Restore the hysteresis after every good step"),
       llvm::cl::init(false)};
+  Option<bool> returnLogits{
+      *this, "return-logits",
+      llvm::cl::desc("@micro_step also returns the logits"),
+      llvm::cl::init(false)};
 
   // After the step is built.
   Option<bool> invertible{

@@ -309,10 +309,13 @@ def DscInvertible : Pass<"dsc-invertible", "::mlir::ModuleOp"> {
 def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Turn @forward_grad into @micro_step and @apply_step";
   let description = [{
-    `@micro_step(params, grad_accs, input_ids, targets) -> (loss, logits,
+    `@micro_step(params, grad_accs, input_ids, targets) -> (loss,
     grad_accs')` runs one micro-batch and adds its gradients (seeded with
     1/gradient_accumulation_steps, as DeepSpeed scales the loss) to the
-    accumulators. `@apply_step(params, grad_accs, opt_state, step) -> (params',
+    accumulators. The logits stay inside the step (only the loss and its
+    gradient read them), so the memory planner reuses their buffer; with
+    `return-logits` they are also a result after the loss, as
+    `dsc-run inspect` needs. `@eval_step` always returns them. `@apply_step(params, grad_accs, opt_state, step) -> (params',
     opt_state', grad_norm, lr)` averages the accumulators over data-parallel
     ranks (`dsc.all_reduce`), clips by global norm, evaluates the learning-rate
     schedule and applies the optimizer. Weight decay is applied to tensors of
@@ -400,7 +403,10 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
     Option<"minLossScale", "min-loss-scale", "::mlir::dsc::ExactDouble", "1.0",
            "The scale never drops below this">,
     Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool", "false",
-           "Restore the hysteresis after every good step">
+           "Restore the hysteresis after every good step">,
+    Option<"returnLogits", "return-logits", "bool", "false",
+           "@micro_step also returns the logits (for inspection; training "
+           "never reads them)">
   ];
 }
 
