@@ -5,6 +5,11 @@
 #
 #   scripts/gpu-bundle.sh [DIR]          (default DIR: gpu-bundle)
 #   DIR/gpu-check.sh RESULTS_DIR         (there; see scripts/gpu-check.sh)
+#   scripts/gpu-bundle.sh --from BUILD DIR
+#       packs BUILD's binaries as they are (no static relink) to check the
+#       packing and the bundled headers; such a folder runs only on a
+#       machine with this one's shared libraries, not on a GPU machine
+#       (ctest gpu-bundle uses it: the static relink takes minutes)
 #
 # Builds dsc-run, dsc-translate and DscNcclTests (NCCL on one GPU) with
 # DSC_STATIC_LINK in $DSC_STATIC_BUILD (default build-static/),
@@ -19,8 +24,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+from=
+if [ "${1:-}" = --from ]; then
+  [ $# -eq 3 ] || { echo "usage: scripts/gpu-bundle.sh --from BUILD DIR" >&2; exit 2; }
+  from=$2
+  shift 2
+fi
 out=${1:-gpu-bundle}
-static=${DSC_STATIC_BUILD:-build-static}
+static=${from:-${DSC_STATIC_BUILD:-build-static}}
 limit_bytes=$((60 * 1000 * 1000))
 # What a GPU node provides: glibc, the C runtime's own pieces, the driver's
 # CUDA libraries.
@@ -28,14 +39,20 @@ allowed='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libgcc_s|
 
 fail() { echo "gpu-bundle: $*" >&2; exit 1; }
 
-if [ ! -f "$static/build.ninja" ]; then
-  cmake -G Ninja -S . -B "$static" -DCMAKE_BUILD_TYPE=Release \
-    -DDSC_STATIC_LINK=ON \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py >/dev/null
+if [ -n "$from" ]; then
+  for tool in dsc-run dsc-translate DscNcclTests; do
+    [ -x "$from/bin/$tool" ] || fail "$from/bin/$tool is not built (run scripts/setup.sh)"
+  done
+else
+  if [ ! -f "$static/build.ninja" ]; then
+    cmake -G Ninja -S . -B "$static" -DCMAKE_BUILD_TYPE=Release \
+      -DDSC_STATIC_LINK=ON \
+      -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py >/dev/null
+  fi
+  ninja -C "$static" dsc-run dsc-translate DscNcclTests
+  grep -q '^DSC_STATIC_LINK:BOOL=ON' "$static/CMakeCache.txt" ||
+    fail "$static is not a DSC_STATIC_LINK build (remove it and run again)"
 fi
-ninja -C "$static" dsc-run dsc-translate DscNcclTests
-grep -q '^DSC_STATIC_LINK:BOOL=ON' "$static/CMakeCache.txt" ||
-  fail "$static is not a DSC_STATIC_LINK build (remove it and run again)"
 if "$static/bin/dsc-run" devices | grep -q "built without"; then
   fail "$static has no CUDA backend (CMake found no CUDA toolkit)"
 fi
@@ -62,11 +79,13 @@ cp examples/*.json "$out/examples/"
 cp bench/gpu_gpt2.py bench/gpu_attention.py "$out/bench/"
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
 
-# The binaries need nothing a GPU node lacks.
-for tool in "$out"/bin/*; do
-  extra=$(ldd "$tool" | awk '{print $1}' | sed 's,.*/,,' | grep -Ev "$allowed" || true)
-  [ -z "$extra" ] || fail "$(basename "$tool") needs $(echo $extra) (DSC_STATIC_LINK should link it in)"
-done
+# The binaries need nothing a GPU node lacks (a --from build's do).
+if [ -z "$from" ]; then
+  for tool in "$out"/bin/*; do
+    extra=$(ldd "$tool" | awk '{print $1}' | sed 's,.*/,,' | grep -Ev "$allowed" || true)
+    [ -z "$extra" ] || fail "$(basename "$tool") needs $(echo $extra) (DSC_STATIC_LINK should link it in)"
+  done
+fi
 
 # NVRTC compiles the kernels with the bundled headers alone (the bundled
 # dsc-translate looks beside its bin/ first; the toolkit's directory is
@@ -84,6 +103,7 @@ done
 
 {
   echo "dsc GPU bundle"
+  [ -z "$from" ] || echo "packed from $from without the static link: NOT for a GPU machine"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
   echo "CUDA headers from: $cuda_include"
