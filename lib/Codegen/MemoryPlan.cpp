@@ -13,6 +13,13 @@
 // opcode "may overwrite its input" fact yet. A Temp named by no instruction
 // (the lowering makes none) gets a slot of its own above all the others.
 //
+// Transient outputs. An Output buffer that one function writes and no
+// other function names (@eval_step's logits, the gradient norm, a pipeline
+// stage's sent activation) is read by the driver right after that function
+// returns and never again, so it is packed with that function's Temps, live from its
+// producer to the function's end, instead of holding persistent memory
+// through every other function's run.
+//
 // Packing: greedy by size, best fit. The Temps of a function are sorted by
 // size (largest first; ties by first use, then id) and placed one at a time:
 // among the already placed Temps whose live ranges intersect its own, the
@@ -61,17 +68,29 @@ struct Interval {
   int64_t offset = -1; ///< relative to the temp region
 };
 
-/// Live ranges of the Temp buffers of one function, in first-use order.
+/// Live ranges of the Temp buffers of one function, in first-use order; a
+/// transient output (placedAsTemp but not a Temp) lives until the
+/// function returns, for the driver to read.
 std::vector<Interval> liveRanges(const Program &program,
-                                 const rt::Function &fn) {
+                                 const rt::Function &fn,
+                                 const std::vector<bool> &placedAsTemp) {
   std::map<int, size_t> index;
   std::vector<Interval> ranges;
+  const int end = int(fn.body.size()) - 1;
   for (size_t i = 0; i < fn.body.size(); ++i) {
     const rt::Instr &instr = fn.body[i];
     auto touch = [&](int id) {
       if (id < 0 || size_t(id) >= program.buffers.size() ||
-          program.buffers[size_t(id)].role != BufferRole::Temp)
+          !placedAsTemp[size_t(id)])
         return; // the backend reports bad ids; persistent buffers are fixed
+      if (program.buffers[size_t(id)].role == BufferRole::Output) {
+        auto [it, fresh] = index.try_emplace(id, ranges.size());
+        if (fresh)
+          ranges.push_back({id, int(i), end,
+                            alignUp(bytesOf(program.buffers[size_t(id)])),
+                            bytesOf(program.buffers[size_t(id)])});
+        return;
+      }
       auto [it, fresh] = index.try_emplace(id, ranges.size());
       if (fresh)
         ranges.push_back({id, int(i), int(i),
@@ -155,15 +174,51 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
+/// Temps, and the transient outputs, which are packed with them.
+std::vector<bool> placedAsTemp(const Program &program) {
+  std::vector<bool> temp = transientOutputs(program);
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (program.buffers[id].role == BufferRole::Temp)
+      temp[id] = true;
+  return temp;
+}
+
 } // namespace
+
+std::vector<bool> transientOutputs(const Program &program) {
+  const size_t n = program.buffers.size();
+  std::vector<int> functions(n, 0); // functions naming the buffer
+  std::vector<bool> written(n, false);
+  for (const auto &[name, fn] : program.functions) {
+    std::set<int> named;
+    for (const rt::Instr &instr : fn.body) {
+      for (int id : instr.inputs)
+        if (id >= 0 && size_t(id) < n)
+          named.insert(id);
+      for (int id : instr.outputs)
+        if (id >= 0 && size_t(id) < n) {
+          named.insert(id);
+          written[size_t(id)] = true;
+        }
+    }
+    for (int id : named)
+      ++functions[size_t(id)];
+  }
+  std::vector<bool> transient(n, false);
+  for (size_t id = 0; id < n; ++id)
+    transient[id] = program.buffers[id].role == BufferRole::Output &&
+                    functions[id] == 1 && written[id];
+  return transient;
+}
 
 bool planMemory(const Program &program, MemoryPlan &plan, std::string &error) {
   plan = MemoryPlan();
   plan.offsets.assign(program.buffers.size(), -1);
+  const std::vector<bool> temp = placedAsTemp(program);
 
   int64_t cursor = 0;
   for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (program.buffers[id].role != BufferRole::Temp) {
+    if (!temp[id]) {
       plan.offsets[id] = cursor;
       cursor += alignUp(bytesOf(program.buffers[id]));
     }
@@ -172,7 +227,7 @@ bool planMemory(const Program &program, MemoryPlan &plan, std::string &error) {
   std::vector<std::string> owner(program.buffers.size());
   int64_t tempExtent = 0;
   for (const auto &[name, fn] : program.functions) {
-    std::vector<Interval> ranges = liveRanges(program, fn);
+    std::vector<Interval> ranges = liveRanges(program, fn, temp);
     for (const Interval &r : ranges) {
       if (!owner[size_t(r.id)].empty()) {
         error = "temp buffer #" + std::to_string(r.id) + " ('" +
@@ -234,6 +289,7 @@ bool verifyMemoryPlan(const Program &program, std::string &error) {
     return "buffer #" + std::to_string(id) + " '" +
            program.buffers[size_t(id)].name + "'";
   };
+  const std::vector<bool> temp = placedAsTemp(program);
   int64_t persistentEnd = 0, tempBegin = program.arenaBytes;
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     const Buffer &b = program.buffers[id];
@@ -243,13 +299,13 @@ bool verifyMemoryPlan(const Program &program, std::string &error) {
               " is misaligned or outside the arena";
       return false;
     }
-    if (b.role == BufferRole::Temp)
+    if (temp[id])
       tempBegin = std::min(tempBegin, b.offset);
   }
   // Persistent buffers: pairwise disjoint and below every Temp.
   std::vector<std::pair<int64_t, int>> persistent;
   for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (program.buffers[id].role != BufferRole::Temp)
+    if (!temp[id])
       persistent.push_back({program.buffers[id].offset, int(id)});
   std::sort(persistent.begin(), persistent.end());
   for (auto [offset, id] : persistent) {
@@ -267,7 +323,7 @@ bool verifyMemoryPlan(const Program &program, std::string &error) {
   // ordered by address; if those are disjoint, a new one conflicts only
   // with its neighbours in that order.
   for (const auto &[fname, fn] : program.functions) {
-    std::vector<Interval> ranges = liveRanges(program, fn); // by first use
+    std::vector<Interval> ranges = liveRanges(program, fn, temp); // by first use
     auto lastUseLater = [](const Interval *a, const Interval *b) {
       return a->last > b->last;
     };
@@ -307,8 +363,12 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   MemoryReport r;
   r.peakBytes = plan.arenaBytes;
   int64_t persistentRaw = 0;
-  for (const Buffer &b : program.buffers) {
+  const std::vector<bool> temp = placedAsTemp(program);
+  for (size_t id = 0; id < program.buffers.size(); ++id) {
+    const Buffer &b = program.buffers[id];
     int64_t bytes = bytesOf(b);
+    if (temp[id]) // counted in the temp arena (workspace)
+      continue;
     switch (b.role) {
     case BufferRole::Temp:
       continue;

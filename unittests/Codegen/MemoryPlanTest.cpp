@@ -70,11 +70,13 @@ TEST(MemoryPlan, PersistentBuffersGetTheirOwnAlignedRegion) {
 
 TEST(MemoryPlan, DeadTempsAreReused) {
   // x -> t0 -> t1 -> t2 -> t3 -> y: t0 and t2 (and t1 and t3) can share.
+  // (y persists: an accumulator. An Output only f names would be packed
+  // with the temps; see OutputsOfOneFunctionArePackedWithItsTemps.)
   Program p;
   int x = addBuffer(p, {16}, BufferRole::Input);
   int t0 = addBuffer(p, {16}), t1 = addBuffer(p, {16});
   int t2 = addBuffer(p, {16}), t3 = addBuffer(p, {16});
-  int y = addBuffer(p, {16}, BufferRole::Output);
+  int y = addBuffer(p, {16}, BufferRole::GradAcc);
   Function &f = p.functions["f"];
   f.name = "f";
   f.body = {instr(Opcode::Gelu, {x}, {t0}), instr(Opcode::Gelu, {t0}, {t1}),
@@ -134,6 +136,40 @@ TEST(MemoryPlan, FunctionsShareTheTempRange) {
   EXPECT_EQ(p.buffers[a].offset, mp.persistentBytes);
   EXPECT_EQ(p.buffers[b].offset, mp.persistentBytes);
   EXPECT_EQ(p.arenaBytes, mp.persistentBytes + 400);
+}
+
+TEST(MemoryPlan, OutputsOfOneFunctionArePackedWithItsTemps) {
+  // y: written by f alone (the driver reads it when f returns), packed with
+  // f's temps and live to f's end, so t1, made after y, does not reuse it.
+  // z: written by f and read by g, persistent. w: written by f and by g,
+  // persistent.
+  Program p;
+  int x = addBuffer(p, {16}, BufferRole::Input);
+  int t0 = addBuffer(p, {16}), t1 = addBuffer(p, {16});
+  int y = addBuffer(p, {16}, BufferRole::Output);
+  int z = addBuffer(p, {16}, BufferRole::Output);
+  int w = addBuffer(p, {16}, BufferRole::Output);
+  p.functions["f"].body = {instr(Opcode::Gelu, {x}, {t0}),
+                           instr(Opcode::Gelu, {t0}, {y}),
+                           instr(Opcode::Gelu, {y}, {z}),
+                           instr(Opcode::Gelu, {x}, {t1}),
+                           instr(Opcode::Gelu, {t1}, {w})};
+  p.functions["g"].body = {instr(Opcode::Gelu, {z}, {w})};
+  std::vector<bool> transient = transientOutputs(p);
+  EXPECT_EQ(transient, (std::vector<bool>{false, false, false, true, false,
+                                          false}));
+  MemoryPlan mp = plan(p);
+  EXPECT_EQ(mp.persistentBytes, 3 * 64); // x, z, w
+  EXPECT_GE(p.buffers[y].offset, mp.persistentBytes);
+  EXPECT_NE(p.buffers[y].offset, p.buffers[t1].offset);
+  EXPECT_EQ(p.buffers[t0].offset, p.buffers[t1].offset); // t0 dead by then
+  EXPECT_EQ(mp.functions[0].tempBytes, 128);
+  std::string error;
+  EXPECT_TRUE(verifyMemoryPlan(p, error)) << error;
+  MemoryReport r = reportMemory(p, mp);
+  EXPECT_EQ(r.inputsOutputs, 3 * 64);
+  EXPECT_EQ(r.workspace, 128); // y counts in the temp arena
+  EXPECT_EQ(r.tempBytes, 128);
 }
 
 TEST(MemoryPlan, RejectsATempUsedByTwoFunctions) {

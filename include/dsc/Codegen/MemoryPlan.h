@@ -10,10 +10,15 @@
 // Layout of the arena (all offsets multiples of 64 bytes):
 //
 //   [0, persistentBytes)   every Param, GradAcc, OptState, Input and Output
-//                          buffer, one after the other in buffer-id order
+//                          buffer, one after the other in buffer-id order,
+//                          but the transient outputs
 //   [persistentBytes, ...) the Temp buffers; each entry function's temps are
 //                          packed by liveness, and since the driver runs one
-//                          function at a time all functions share this range
+//                          function at a time all functions share this range;
+//                          a transient output (transientOutputs) is packed
+//                          with its function's temps, live until it returns
+//
+// So the driver must read an output before it calls the next function.
 //
 // See MemoryPlan.cpp for the packing algorithm and why it is not optimal.
 //
@@ -48,6 +53,11 @@ struct MemoryPlan {
   std::vector<FunctionMemory> functions; ///< in Program::functions order
 };
 
+/// Per buffer id: an Output that exactly one function writes and no other
+/// function names. Its value is valid from the return of that function to
+/// the next call of any function.
+std::vector<bool> transientOutputs(const rt::Program &program);
+
 /// Plans `program`. Fails (false, `error` set) only for programs the
 /// lowering never produces: a Temp buffer used by two functions.
 bool planMemory(const rt::Program &program, MemoryPlan &plan,
@@ -71,7 +81,7 @@ struct MemoryReport {
   int64_t parameters = 0;     ///< Param buffers
   int64_t gradients = 0;      ///< GradAcc buffers (gradient accumulators)
   int64_t optimizerState = 0; ///< OptState buffers (exp_avg, exp_avg_sq, ...)
-  int64_t inputsOutputs = 0;  ///< Input and Output buffers (tokens, logits)
+  int64_t inputsOutputs = 0;  ///< Input and persistent Output buffers
   int64_t padding = 0;        ///< alignment padding of the persistent region
   /// Saved activations: Temp buffers written by a forward instruction and
   /// read by a backward one (Instr::backward) of the same function.
