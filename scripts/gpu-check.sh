@@ -3,6 +3,8 @@
 # packs (this file is copied to its root):
 #
 #   BUNDLE/gpu-check.sh RESULTS_DIR [STEP...]
+#   BUNDLE/gpu-check.sh RESULTS_DIR perf      (one ~9-minute command)
+#   BUNDLE/gpu-check.sh RESULTS_DIR unrun     (the second)
 #
 # on a machine with an NVIDIA GPU and its driver, CUDA 13's NVRTC and
 # cuBLASLt (the toolkit's, or pip's nvidia-cuda-nvrtc / nvidia-cublas), CMake,
@@ -12,7 +14,8 @@
 #   libraries       where NVRTC and cuBLASLt are (LD_LIBRARY_PATH, the CUDA
 #                   toolkit, Python's nvidia packages); ldd of dsc-run; NCCL
 #                   (libnccl.so.2, for DSC_NCCL_LIBRARY)
-#   devices         dsc-run devices; nvidia-smi
+#   devices         dsc-run devices (the GPUs, the libcudnn found); nvidia-smi
+#   versions        driver, CUDA, cuDNN and torch versions
 #   cpu-smoke       3 CPU training steps of GPT-2 tiny: the binaries run
 #   nvrtc           GPT-2 tiny's bf16 kernels compile with this machine's
 #                   NVRTC and the bundled headers (no GPU needed)
@@ -27,7 +30,11 @@
 #                   DeepSpeed's Fixed block-sparse layout (fp32, bf16);
 #                   check-cuda-registers: the same for the register-resident
 #                   attention forward (DSC_CUDA_ATTENTION=registers) on
-#                   GPT-2 124M bf16 at seq 128 and GPT-2 tiny bf16
+#                   GPT-2 124M bf16 at seq 128 and GPT-2 tiny bf16;
+#                   check-cuda-attention-{cudnn,registers,tiles}: each
+#                   attention implementation forced, at dropout 0 (cuDNN's
+#                   masks are its own), on GPT-2 tiny bf16 and GPT-2 124M
+#                   bf16 at seq 128
 #   sanitizer       compute-sanitizer --tool memcheck over one CUDA training
 #                   step of GPT-2 tiny, kernel by kernel (skipped where the
 #                   machine's runtime does not support it)
@@ -39,12 +46,20 @@
 #                   without ncu or hardware counters)
 #   attention       bench/gpu_attention.py: dsc's fused attention forward and
 #                   backward against PyTorch's SDPA, GPT-2 124M's shapes
-#   attention-registers  the same with DSC_CUDA_ATTENTION=registers
+#   attention-registers, attention-tiles, attention-cudnn  the same with
+#                   DSC_CUDA_ATTENTION forced
 #   sparse-attention  bench/gpu_attention.py at 4k, 8k and 16k tokens: dsc's
 #                   Fixed block-sparse and dense kernels against SDPA
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
 #                   PyTorch eager and torch.compile (gets the time left)
 #
+# Two sets name the steps of one prepared command each (GPU time is rare):
+#   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
+#           register and the tiles kernels against the CPU), attention-cudnn,
+#           attention-registers, bench (dsc's default choice: cuDNN where
+#           loaded), profile
+#   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
+#           check-cuda-registers sparse-attention ncu-attention ctest-gpu
 # Each step has a time cap, so the whole run ends within
 # $DSC_GPU_CHECK_SECONDS (default 570); $DSC_GPU_BENCH_ARGS is added to the
 # benchmark's arguments (e.g. "--max-batch 32 --steps 15"; later ones win).
@@ -64,6 +79,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 results=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "gpu-check: cannot create '$1'" >&2; exit 2; }
 shift
 selected=("$@")
+if ((${#selected[@]} == 1)); then
+  case ${selected[0]} in
+    perf) selected=(libraries devices versions 'check-cuda-attention-*'
+                    attention-cudnn attention-registers bench profile) ;;
+    unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
+                     check-cuda-registers sparse-attention ncu-attention ctest-gpu) ;;
+  esac
+fi
 [ -x "$here/bin/dsc-run" ] ||
   { echo "gpu-check: no bin/dsc-run beside $0: run it from the bundle scripts/gpu-bundle.sh makes" >&2; exit 2; }
 
@@ -184,6 +207,16 @@ nccl() {
   "$bin/DscNcclTests" --gtest_color=no
 }
 
+versions() {
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  fi
+  "$bin/dsc-run" devices | sed -n 's/^cudnn: /dsc cudnn: /p'
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1 | tail -1
+  grep -m1 "define CUDA_VERSION" "$here/include/cuda/cuda.h" 2>/dev/null
+  true
+}
+
 ctest_gpu() {
   set -o pipefail # a step runs in a fresh bash: ctest's status through tee
   # The project builds nothing, but CMake wants a build program to configure.
@@ -210,9 +243,11 @@ check_cuda_compression() {
   "$bin/dsc-run" check-cuda --compression
 }
 
-check_cuda() { # model config [options...]
+check_cuda() { # model (examples/ or the work folder) config [options...]
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
-  "$bin/dsc-run" check-cuda --model "$examples/$1.json" --config "$2" \
+  local model=$examples/$1.json
+  [ -f "$model" ] || model=$work/$1.json
+  "$bin/dsc-run" check-cuda --model "$model" --config "$2" \
     --data "$work/data.txt" --steps 2 "${@:3}"
 }
 
@@ -277,6 +312,16 @@ check_cuda_registers() {
 attention_registers() {
   DSC_CUDA_ATTENTION=registers attention attention-registers
 }
+attention_forced() { # implementation
+  DSC_CUDA_ATTENTION=$1 attention "attention-$1"
+}
+
+# check-cuda with every 16-bit attention on implementation $1, at dropout
+# 0: GPT-2 tiny bf16, GPT-2 124M bf16 at seq 128.
+check_cuda_attention() {
+  DSC_CUDA_ATTENTION=$1 check_cuda gpt2-tiny "$work/bf16.json" &&
+    DSC_CUDA_ATTENTION=$1 check_cuda gpt2-small-nodrop "$work/bf16.json" --seq-len 128
+}
 
 ncu_attention() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
@@ -320,12 +365,14 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices nvrtc nccl ctest_gpu check_cuda check_cuda_compression \
-  check_cuda_registers under_tool gpt2_small_run sanitizer profile \
-  ncu_attention attention attention_registers sparse_attention bench
+export -f devices versions nvrtc nccl ctest_gpu check_cuda \
+  check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
+  gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
+  attention_forced sparse_attention bench
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
+step versions 30 versions
 
 # Counting text as token ids below the tiny models' vocabulary of 256.
 for i in $(seq 1 6000); do echo "$i $((i + 1)) $((i + 2)) $((i + 3))"; done |
@@ -351,12 +398,20 @@ step check-cuda-compression 60 check_cuda_compression
 step check-cuda-sparse 60 check_cuda gpt2-tiny "$work/sparse.json"
 step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
 step check-cuda-registers 120 check_cuda_registers
+# GPT-2 124M without dropout: cuDNN's masks are its own.
+sed 's/"\(attn\|embd\|resid\)_pdrop": [0-9.]*/"\1_pdrop": 0.0/' \
+  "$examples/gpt2-small.json" > "$work/gpt2-small-nodrop.json"
+for impl in cudnn registers tiles; do
+  step "check-cuda-attention-$impl" 100 check_cuda_attention "$impl"
+done
 
 step sanitizer 90 sanitizer
 step profile 90 profile
 step ncu-attention 120 ncu_attention
 step attention 90 attention
 step attention-registers 90 attention_registers
+step attention-tiles 90 attention_forced tiles
+step attention-cudnn 90 attention_forced cudnn
 step sparse-attention 120 sparse_attention
 step bench "$budget" bench
 

@@ -336,6 +336,12 @@ void emitKernel(KernelSpec &s) {
   s.fail("internal: not emitted as a single kernel");
 }
 
+/// The log-sum-exp buffer a fused attention writes (Attention) or reads
+/// (AttentionGrad): what ties a gradient to its forward.
+int lseOf(const rt::Instr &I) {
+  return I.op == rt::Opcode::Attention ? I.outputs.at(1) : I.inputs.at(5);
+}
+
 class Emitter {
 public:
   Emitter(const rt::Program &program, const EmitOptions &options)
@@ -355,6 +361,10 @@ private:
   std::map<std::string, int> launcherByKey;
   std::vector<std::string> launcherDevice; ///< device code per launcher
   std::map<rt::Opcode, int> perOpcode;  ///< launcher name counters
+  EmitOptions withCudnn; ///< `options` with cuDNN loaded
+  /// The statistics (lse buffers) of fused attentions whose forward or
+  /// gradient cuDNN cannot run.
+  std::set<int> cudnnRefused;
 };
 
 Step Emitter::gemmStep(const rt::Instr &I) {
@@ -627,7 +637,32 @@ void Emitter::emitFunction(const rt::Function &fn) {
     }
     case Route::Kernel: {
       KernelSpec spec(P, I);
-      spec.attention = options.attention;
+      if (I.op == rt::Opcode::Attention || I.op == rt::Opcode::AttentionGrad) {
+        const rt::InstrDims d = rt::checkInstr(P, I);
+        const bool agreed = !cudnnRefused.count(lseOf(I));
+        if (!options.cudnn && !options.forceAttention && agreed &&
+            whyNotCudnn(spec, d, withCudnn).empty())
+          ++M.cudnnCandidates;
+        spec.attention = chooseAttention(spec, d, options, agreed);
+        const CudnnAttention problem = cudnnAttentionOf(spec, d);
+        M.attentionChoices.push_back(
+            "@" + fn.name + " #" + std::to_string(i) + " " +
+            rt::opcodeName(I.op) + ": " + attentionKernelName(spec.attention) +
+            " (" + describeAttention(problem) + ")");
+        if (spec.attention == AttentionKernel::Cudnn) {
+          Step s;
+          s.kind = Step::Kind::Attention;
+          s.instrs.push_back(i);
+          s.index = int(M.attentions.size());
+          M.attentions.push_back(problem);
+          for (size_t k = 0; k < I.inputs.size(); ++k)
+            s.args.push_back({{spec.inId(k)}, 0});
+          for (size_t k = 0; k < I.outputs.size(); ++k)
+            s.args.push_back({{spec.outId(k)}, 0});
+          steps.push_back(s);
+          break;
+        }
+      }
       emitKernel(spec);
       Step s;
       s.kind = Step::Kind::Kernel;
@@ -728,7 +763,27 @@ void Emitter::writeHeader() {
        << ty(g.biasType) << "}, /* " << rt::opcodeName(g.op) << " */\n";
   if (M.gemms.empty())
     os << "  {0}\n";
-  os << "};\n\nstatic const char *const dsc_status_messages[] = {\n"
+  os << "};\n\n";
+  if (!M.attentions.empty()) {
+    auto strides = [](const std::array<int64_t, 4> &st) {
+      return "(" + std::to_string(st[0]) + ", " + std::to_string(st[1]) +
+             ", " + std::to_string(st[2]) + ", " + std::to_string(st[3]) + ")";
+    };
+    os << "/* cuDNN fused attention (the backend's SDPA graphs): element\n"
+       << "   strides (batch, head, seq, dim) of q, out and their gradients,\n"
+       << "   of k, v and theirs; lse f32 [B, H, T].\n";
+    for (size_t i = 0; i < M.attentions.size(); ++i) {
+      const CudnnAttention &a = M.attentions[i];
+      char scale[32];
+      std::snprintf(scale, sizeof scale, "%g", a.scale);
+      os << "   " << i << ": " << describeAttention(a) << " scale " << scale
+         << " stream " << a.stream << "; q "
+         << strides(attentionStrides(a.heads, a.seq, a.headDim)) << ", kv "
+         << strides(attentionStrides(a.kvHeads, a.seq, a.headDim)) << "\n";
+    }
+    os << "*/\n\n";
+  }
+  os << "static const char *const dsc_status_messages[] = {\n"
      << "  \"ok\",\n";
   for (size_t i = 1; i < M.statusMessages.size(); ++i)
     os << "  \"" << M.statusMessages[i] << "\",\n";
@@ -738,6 +793,18 @@ void Emitter::writeHeader() {
 
 Module Emitter::run() {
   M.statusMessages.push_back("ok");
+  // A fused attention's gradient reads its forward's statistics (lse);
+  // cuDNN runs both or neither (its statistics and dropout masks are its
+  // own).
+  withCudnn = options;
+  withCudnn.cudnn = true;
+  for (const auto &[name, fn] : P.functions)
+    for (const rt::Instr &I : fn.body)
+      if (I.op == rt::Opcode::Attention || I.op == rt::Opcode::AttentionGrad) {
+        KernelSpec spec(P, I);
+        if (!whyNotCudnn(spec, rt::checkInstr(P, I), withCudnn).empty())
+          cudnnRefused.insert(lseOf(I));
+      }
   for (const auto &[name, fn] : P.functions)
     emitFunction(fn);
   writeSource();
@@ -748,13 +815,43 @@ Module Emitter::run() {
 } // namespace
 
 bool parseAttentionKernel(const std::string &name, AttentionKernel &kernel) {
-  if (name == "tiles")
-    kernel = AttentionKernel::Tiles;
-  else if (name == "registers")
-    kernel = AttentionKernel::Registers;
-  else
-    return false;
-  return true;
+  for (AttentionKernel k : {AttentionKernel::Tiles, AttentionKernel::Registers,
+                            AttentionKernel::Cudnn})
+    if (name == attentionKernelName(k)) {
+      kernel = k;
+      return true;
+    }
+  return false;
+}
+
+const char *attentionKernelName(AttentionKernel kernel) {
+  switch (kernel) {
+  case AttentionKernel::Tiles:
+    return "tiles";
+  case AttentionKernel::Registers:
+    return "registers";
+  case AttentionKernel::Cudnn:
+    return "cudnn";
+  }
+  return "?";
+}
+
+std::string describeAttention(const CudnnAttention &a) {
+  std::string s = std::string(a.backward ? "backward " : "forward ") +
+                  rt::dtypeName(a.type) + " B" + std::to_string(a.batch) +
+                  " H" + std::to_string(a.heads) + "/" +
+                  std::to_string(a.kvHeads) + " T" + std::to_string(a.seq) +
+                  " D" + std::to_string(a.headDim);
+  if (a.causal)
+    s += " causal";
+  char rate[32];
+  std::snprintf(rate, sizeof rate, " dropout %g", a.rate);
+  return a.rate > 0.0 ? s + rate : s;
+}
+
+std::array<int64_t, 4> attentionStrides(int64_t heads, int64_t seq,
+                                        int64_t headDim) {
+  return {heads * seq * headDim, seq * headDim, headDim, 1};
 }
 
 Module emitCuda(const rt::Program &program, const EmitOptions &options) {

@@ -80,7 +80,8 @@ public:
   const rt::Program &program;
   const rt::Instr &I;
   std::string opName;
-  AttentionKernel attention = AttentionKernel::Tiles; ///< EmitOptions'
+  /// A fused attention's kernels (tiles or registers): chooseAttention's.
+  AttentionKernel attention = AttentionKernel::Tiles;
 
   // The launcher being built.
   Launcher launcher;

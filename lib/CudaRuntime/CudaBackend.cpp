@@ -1,12 +1,14 @@
 //===- CudaBackend.cpp - Running a Program on an NVIDIA GPU ---------------===//
 //
-// Set-up (once per program): emit the CUDA module (lib/Codegen), compile it
-// with NVRTC through the on-disk cache, load it as a CUDA library, allocate
-// the arena, scratch and cuBLASLt workspace, and pick a cuBLASLt algorithm
-// per distinct GEMM. Per function (first call): turn the emitter's Steps
+// Set-up (once per program): emit the CUDA module (lib/Codegen), choosing
+// each fused attention's implementation (libcudnn loaded where cuDNN may
+// run), compile it with NVRTC through the on-disk cache, load it as a CUDA
+// library, allocate the arena, scratch and cuBLASLt workspace, pick a
+// cuBLASLt algorithm per distinct GEMM and build cuDNN's attention graphs. Per function (first call): turn the emitter's Steps
 // into Calls with their kernel arguments resolved to device addresses, and
-// build a CUDA graph of them, one node per kernel launch, GEMM (a child
-// graph captured from cuBLASLt) and copy, in program order. Per call: upload
+// build a CUDA graph of them, one node per kernel launch, GEMM or cuDNN
+// attention (a child graph captured from the library) and copy, in program
+// order. Per call: upload
 // nothing (the driver does), patch the Philox seed and offset into the
 // kernel nodes that draw random numbers, replay, and read `dsc_status`.
 //
@@ -18,6 +20,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Nccl.h"
+#ifdef DSC_HAVE_CUDNN_FRONTEND
+#include "CudnnAttention.h"
+#endif
 
 #include "dsc/Runtime/CudaBackend.h"
 
@@ -36,6 +41,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <tuple>
 
 namespace dsc::rt {
 
@@ -87,6 +93,10 @@ struct Call {
   // bias, if any, run first; each takes three of `slots`: from, to, n).
   int gemm = -1;
   void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
+  // Attention: index into the module's cuDNN attentions and its operands'
+  // addresses, in Step::Kind::Attention's order.
+  int attention = -1;
+  std::vector<void *> operands;
   // Memcpy, AllReduce (NCCL, in place when src == dst), AllGather and
   // AllToAll (NCCL; `bytes` is what this rank contributes).
   const void *src = nullptr;
@@ -171,6 +181,16 @@ private:
   void runGemm(const Call &call, cudaStream_t on);
   /// AllReduce, AllGather or AllToAll on NCCL.
   void runCollective(const Call &call, cudaStream_t on);
+  /// Chooses the fused attentions' implementations (EmitOptions), loading
+  /// libcudnn where cuDNN may run; says so when it cannot.
+  cuda::EmitOptions attentionOptions(const cudaDeviceProp &prop);
+  /// cuDNN's graphs of the module's attentions (a forward and its gradient
+  /// share one), built once, and the workspace and Philox slots they use.
+  void planAttention();
+  void runAttention(const Call &call, cudaStream_t on);
+  /// Writes this call's cuDNN dropout seeds and offsets (one pair per
+  /// attention stream) to the device before the function runs.
+  void uploadAttentionRng(cudaStream_t on);
   void runEager(const FunctionState &state, const Function &fn);
   void checkStatus(const std::string &where);
   std::string describe(const Function &fn, const Call &call) const;
@@ -196,6 +216,18 @@ private:
   // The Philox key and offset of the current call; every launch that draws
   // random numbers points its seed/offset arguments here.
   uint64_t rngSeed = 0, rngOffset = 0;
+#ifdef DSC_HAVE_CUDNN_FRONTEND
+  std::unique_ptr<CudnnHandle> cudnn;
+  std::vector<CudnnSdpa> sdpa;
+#endif
+  std::vector<int> sdpaOf; ///< per module attention: its CudnnSdpa
+  /// Per module attention: its stream's pair in attentionRng (device int64
+  /// seed, offset).
+  std::vector<int> rngSlotOf;
+  std::vector<uint64_t> attentionStreams; ///< by slot
+  int64_t *attentionRng = nullptr;
+  char *attentionWorkspace = nullptr;
+  std::string cudnnMissing; ///< why cuDNN was not loaded, "" if it was
   /// DSC_PROFILE: GPU time per call (CUDA events), by its first
   /// instruction's opcode; the functions then run kernel by kernel.
   std::unique_ptr<OpcodeProfile> profile;
@@ -228,20 +260,22 @@ CudaBackend::CudaBackend(const Program &program, Communicator &comm,
         "creating a stream");
   check(cudaStreamCreateWithFlags(&captureStream, cudaStreamNonBlocking),
         "creating a stream");
-  cuda::EmitOptions emit;
-  if (const char *name = std::getenv("DSC_CUDA_ATTENTION")) {
-    if (!cuda::parseAttentionKernel(name, emit.attention))
-      throw Error(std::string("DSC_CUDA_ATTENTION='") + name +
-                  "' is not tiles or registers");
-    if (emit.attention == cuda::AttentionKernel::Registers && prop.major < 8)
-      throw Error("DSC_CUDA_ATTENTION=registers needs sm_80 or newer; " +
-                  deviceName + " is " + arch);
-  }
-  module = cuda::emitCuda(program, emit);
+  module = cuda::emitCuda(program, attentionOptions(prop));
+  // Once: why attentions cuDNN would run use dsc's kernels.
+  if (module.cudnnCandidates > 0)
+    std::fprintf(stderr,
+                 "dsc: %d attention%s on dsc's kernels, not cuDNN: %s\n",
+                 module.cudnnCandidates,
+                 module.cudnnCandidates == 1 ? " runs" : "s run",
+                 cudnnMissing.c_str());
+  if (options.verbose)
+    for (const std::string &choice : module.attentionChoices)
+      std::fprintf(stderr, "cuda: attention %s\n", choice.c_str());
   compileAndLoad();
   allocate(program);
   checkLt(cublasLtCreate(&lt), "creating the handle");
   planGemms();
+  planAttention();
   if (profileRequested()) {
     check(cudaEventCreate(&callStart), "creating an event");
     check(cudaEventCreate(&callEnd), "creating an event");
@@ -274,6 +308,8 @@ CudaBackend::~CudaBackend() {
   cudaFree(workspace);
   cudaFree(widened);
   cudaFree(convertedBias);
+  cudaFree(attentionRng);
+  cudaFree(attentionWorkspace);
   if (library)
     cudaLibraryUnload(library);
   if (stream)
@@ -481,6 +517,158 @@ void CudaBackend::runGemm(const Call &call, cudaStream_t on) {
           "GEMM " + std::to_string(call.gemm));
 }
 
+cuda::EmitOptions CudaBackend::attentionOptions(const cudaDeviceProp &prop) {
+  cuda::EmitOptions emit;
+  emit.sm = prop.major * 10 + prop.minor;
+  emit.cpuDropoutMasks = options.cpuDropoutMasks;
+  if (const char *name = std::getenv("DSC_CUDA_ATTENTION")) {
+    if (!cuda::parseAttentionKernel(name, emit.attention))
+      throw Error(std::string("DSC_CUDA_ATTENTION='") + name +
+                  "' is not tiles, registers or cudnn");
+    emit.forceAttention = true;
+  }
+  // cuDNN is loaded only where it may run.
+  std::string noCudnn;
+  if (emit.forceAttention && emit.attention != cuda::AttentionKernel::Cudnn)
+    return emit;
+#ifdef DSC_HAVE_CUDNN_FRONTEND
+  try {
+    const CudnnLibraryInfo &lib = loadCudnn();
+    emit.cudnn = true;
+    if (options.verbose)
+      std::fprintf(stderr, "cuda: cuDNN %zu from %s\n", lib.version,
+                   lib.path.c_str());
+  } catch (const Error &e) {
+    noCudnn = e.what();
+  }
+#else
+  noCudnn = "this dsc was built without the cuDNN frontend's headers "
+            "(scripts/setup.sh fetches them)";
+#endif
+  if (emit.forceAttention && !emit.cudnn)
+    throw Error("DSC_CUDA_ATTENTION=cudnn: " + noCudnn);
+  cudnnMissing = noCudnn;
+  return emit;
+}
+
+void CudaBackend::planAttention() {
+  if (module.attentions.empty())
+    return;
+#ifdef DSC_HAVE_CUDNN_FRONTEND
+  cudnn = std::make_unique<CudnnHandle>();
+  // A forward and its gradient (one stream, one problem) share graphs: the
+  // forward's statistics are what the backward reads.
+  std::map<std::tuple<uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                      int, bool, double, double>,
+           int>
+      byProblem;
+  std::map<uint64_t, int> slotOfStream;
+  int64_t workspaceBytes = 0;
+  for (const cuda::CudnnAttention &a : module.attentions) {
+    const auto key = std::make_tuple(a.stream, a.batch, a.heads, a.kvHeads,
+                                     a.seq, a.headDim, int(a.type), a.causal,
+                                     a.scale, a.rate);
+    auto [it, fresh] = byProblem.try_emplace(key, int(sdpa.size()));
+    if (fresh) {
+      SdpaProblem p;
+      p.batch = a.batch;
+      p.qHeads = a.heads;
+      p.kvHeads = a.kvHeads;
+      p.qLen = p.kvLen = a.seq;
+      p.headDim = a.headDim;
+      p.q = p.o = p.dq = p.dO = SdpaStrides::bhsd(a.heads, a.seq, a.headDim);
+      p.k = p.v = p.dk = p.dv = SdpaStrides::bhsd(a.kvHeads, a.seq, a.headDim);
+      p.causal = a.causal;
+      p.scale = float(a.scale);
+      p.dropout = float(a.rate);
+      p.type = a.type == cuda::Storage::F16 ? SdpaType::F16 : SdpaType::BF16;
+      p.backward = true; // the statistics dsc.attention returns
+      sdpa.emplace_back(p, 0);
+      sdpa.back().build(cudnn->get());
+      workspaceBytes = std::max(workspaceBytes, sdpa.back().workspaceBytes());
+    }
+    sdpaOf.push_back(it->second);
+    auto [slot, newStream] =
+        slotOfStream.try_emplace(a.stream, int(attentionStreams.size()));
+    if (newStream)
+      attentionStreams.push_back(a.stream);
+    rngSlotOf.push_back(slot->second);
+  }
+  check(cudaMalloc(reinterpret_cast<void **>(&attentionRng),
+                   attentionStreams.size() * 2 * sizeof(int64_t)),
+        "allocating cuDNN's dropout seeds");
+  if (workspaceBytes > 0)
+    check(cudaMalloc(reinterpret_cast<void **>(&attentionWorkspace),
+                     size_t(workspaceBytes)),
+          "allocating cuDNN's attention workspace (" +
+              std::to_string(workspaceBytes >> 20) + " MiB)");
+  if (options.verbose)
+    std::fprintf(stderr,
+                 "cuda: %zu cuDNN attention graphs, workspace %lld bytes\n",
+                 sdpa.size(), (long long)workspaceBytes);
+#else
+  throw Error("CUDA: internal: cuDNN attention emitted in a build without "
+              "the cuDNN frontend");
+#endif
+}
+
+void CudaBackend::uploadAttentionRng(cudaStream_t on) {
+  if (attentionStreams.empty())
+    return;
+  // Each stream's own Philox key (a stream is one attention's forward and
+  // gradient), this call's offset: masks differ across attentions, layers
+  // and micro-batches, and a gradient redraws its forward's.
+  std::vector<int64_t> values;
+  for (uint64_t s : attentionStreams) {
+    values.push_back(int64_t(rngSeed ^ ((s + 1) * 0x9E3779B97F4A7C15ull)));
+    values.push_back(int64_t(rngOffset));
+  }
+  check(cudaMemcpyAsync(attentionRng, values.data(),
+                        values.size() * sizeof(int64_t),
+                        cudaMemcpyHostToDevice, on),
+        "uploading cuDNN's dropout seeds");
+  check(cudaStreamSynchronize(on), "uploading cuDNN's dropout seeds");
+}
+
+void CudaBackend::runAttention(const Call &call, cudaStream_t on) {
+#ifdef DSC_HAVE_CUDNN_FRONTEND
+  const cuda::CudnnAttention &a = module.attentions[size_t(call.attention)];
+  const CudnnSdpa &plan = sdpa[size_t(sdpaOf[size_t(call.attention)])];
+  const int64_t *seed = attentionRng + 2 * rngSlotOf[size_t(call.attention)];
+  const std::vector<void *> &x = call.operands;
+  if (!a.backward) { // q, k, v, out, lse
+    SdpaForwardArgs f;
+    f.q = x[0];
+    f.k = x[1];
+    f.v = x[2];
+    f.o = x[3];
+    f.stats = static_cast<float *>(x[4]);
+    f.seed = seed;
+    f.offset = seed + 1;
+    f.workspace = attentionWorkspace;
+    plan.forward(f, on);
+    return;
+  }
+  SdpaBackwardArgs g; // dout, q, k, v, out, lse, dq, dk, dv
+  g.dO = x[0];
+  g.q = x[1];
+  g.k = x[2];
+  g.v = x[3];
+  g.o = x[4];
+  g.stats = static_cast<const float *>(x[5]);
+  g.dq = x[6];
+  g.dk = x[7];
+  g.dv = x[8];
+  g.seed = seed;
+  g.offset = seed + 1;
+  g.workspace = attentionWorkspace;
+  plan.backward(g, on);
+#else
+  (void)call;
+  (void)on;
+#endif
+}
+
 void CudaBackend::addConversion(Call &call, const char *name, void *from,
                                 void *to, int64_t n) {
   call.slots.insert(call.slots.end(),
@@ -564,6 +752,11 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
                       buffers[size_t(step.args[3].buffers[0])].numElements());
         call.bias = convertedBias;
       }
+      break;
+    case cuda::Step::Kind::Attention:
+      call.attention = step.index;
+      for (const cuda::Step::Arg &arg : step.args)
+        call.operands.push_back(address(arg.buffers[0]));
       break;
     case cuda::Step::Kind::Memcpy:
     case cuda::Step::Kind::AllReduce:
@@ -683,6 +876,11 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
       node = addCapturedNode(state, prev, what,
                              [&](cudaStream_t on) { runGemm(call, on); });
       break;
+    case cuda::Step::Kind::Attention:
+      // So does cuDNN (its graphs were built, kernels compiled, before).
+      node = addCapturedNode(state, prev, what,
+                             [&](cudaStream_t on) { runAttention(call, on); });
+      break;
     case cuda::Step::Kind::Memcpy:
       check(cudaGraphAddMemcpyNode1D(&node, state.graph, deps(), ndeps(),
                                      call.dst, call.src, call.bytes,
@@ -730,6 +928,9 @@ void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
       break;
     case cuda::Step::Kind::Gemm:
       runGemm(call, stream);
+      break;
+    case cuda::Step::Kind::Attention:
+      runAttention(call, stream);
       break;
     case cuda::Step::Kind::Memcpy:
       check(cudaMemcpyAsync(call.dst, call.src, call.bytes,
@@ -805,6 +1006,7 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
     else if (call.kind == cuda::Step::Kind::AllToAll)
       comm.countSent(CollectiveKind::AllToAll, bytes * (ranks - 1) / ranks);
   }
+  uploadAttentionRng(stream);
   if (!options.graphs || profile) {
     runEager(state, fn);
     return;
@@ -870,6 +1072,22 @@ std::vector<std::string> cudaDevices() {
                     std::to_string(prop.totalGlobalMem >> 20) + " MiB");
   }
   return lines;
+}
+
+std::string cudnnStatus() {
+#ifdef DSC_HAVE_CUDNN_FRONTEND
+  try {
+    const CudnnLibraryInfo &lib = loadCudnn();
+    return "cuDNN " + std::to_string(lib.version / 10000) + "." +
+           std::to_string(lib.version / 100 % 100) + "." +
+           std::to_string(lib.version % 100) + " from " + lib.path;
+  } catch (const Error &e) {
+    return std::string("not loaded: ") + e.what();
+  }
+#else
+  return "not loaded: this dsc was built without the cuDNN frontend's "
+         "headers (scripts/setup.sh fetches them)";
+#endif
 }
 
 std::unique_ptr<Backend> createCudaBackend(const Program &program,

@@ -24,6 +24,7 @@ namespace dsc {
 rt::CudaOptions checkCudaOptions() {
   rt::CudaOptions o;
   o.kernelCacheDir = cuda::defaultKernelCacheDir();
+  o.cpuDropoutMasks = true;
   return o;
 }
 

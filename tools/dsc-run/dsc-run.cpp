@@ -786,12 +786,13 @@ int cmdCheckCuda(int argc, char **argv) {
 int cmdDevices(int argc, char **argv) {
   Args args("devices", argc, argv, {});
   args.noPositional();
-  if (std::string why = rt::cudaUnavailableReason(); !why.empty()) {
+  if (std::string why = rt::cudaUnavailableReason(); !why.empty())
     std::cout << "cuda: unavailable: " << why << "\n";
-    return 0;
-  }
-  for (const std::string &d : rt::cudaDevices())
-    std::cout << "cuda: " << d << "\n";
+  else
+    for (const std::string &d : rt::cudaDevices())
+      std::cout << "cuda: " << d << "\n";
+  if (rt::cudaBackendBuilt())
+    std::cout << "cudnn: " << rt::cudnnStatus() << "\n";
   return 0;
 }
 

@@ -1,7 +1,8 @@
 //===- dsc-translate.cpp - Lowered step -> CUDA C++ -----------------------===//
 //
 //   dsc-translate --emit-cuda STEP.mlir -o K.cu [--nvrtc-check=sm_80,sm_90]
-//                 [--attention-kernel=tiles|registers]
+//                 [--attention-kernel=tiles|registers|cudnn] [--cudnn]
+//                 [--sm=NN]
 //   dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]
 //
 // Lowers a step written by `dsc-run compile` (or dsc-opt) to the runtime
@@ -34,6 +35,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -53,10 +55,16 @@ const char *kUsage =
     "                       kernels into the directory DIR (see its README.md)\n"
     "  --nvrtc-check=ARCHS  compile the kernels with NVRTC for each arch\n"
     "                       (sm_XX or compute_XX); any error or warning fails\n"
-    "  --attention-kernel=tiles|registers\n"
-    "                       the fused attention's kernels (default tiles;\n"
-    "                       registers: mma.sync, sm_80+, not yet run on a\n"
-    "                       GPU)\n";
+    "  --attention-kernel=tiles|registers|cudnn\n"
+    "                       force the implementation of every 16-bit fused\n"
+    "                       attention (default: per attention, cuDNN where\n"
+    "                       it applies and is loaded, else the register\n"
+    "                       kernels where they apply, else the tiles kernels;\n"
+    "                       fp32 attention always runs the tiles kernels)\n"
+    "  --cudnn              emit as for a machine with libcudnn 9: attention\n"
+    "                       cuDNN runs becomes a descriptor in K.h, run by\n"
+    "                       dsc-run's CUDA backend\n"
+    "  --sm=NN              the target's compute capability (default 90)\n";
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -167,7 +175,7 @@ void writeExtension(const std::string &dir,
 int run(int argc, char **argv) {
   bool emit = false, torch = false;
   std::string input, output, check;
-  dsc::cuda::AttentionKernel attention = dsc::cuda::AttentionKernel::Tiles;
+  dsc::cuda::EmitOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--emit-cuda")
@@ -181,9 +189,19 @@ int run(int argc, char **argv) {
     else if (arg == "--nvrtc-check")
       throw Failure("--nvrtc-check needs =ARCHS (e.g. --nvrtc-check=sm_80)");
     else if (arg.rfind("--attention-kernel=", 0) == 0) {
-      if (!dsc::cuda::parseAttentionKernel(arg.substr(19), attention))
+      if (!dsc::cuda::parseAttentionKernel(arg.substr(19), options.attention))
         throw Failure("--attention-kernel: '" + arg.substr(19) +
-                      "' is not tiles or registers");
+                      "' is not tiles, registers or cudnn");
+      options.forceAttention = true;
+    } else if (arg == "--cudnn")
+      options.cudnn = true;
+    else if (arg.rfind("--sm=", 0) == 0) {
+      const std::string v = arg.substr(5);
+      if (v.size() != 2 || !std::isdigit(v[0]) || !std::isdigit(v[1]) ||
+          v < "70")
+        throw Failure("--sm: '" + v + "' is not a compute capability of 70 "
+                      "or more (e.g. --sm=80)");
+      options.sm = std::stoi(v);
     } else if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       return 0;
@@ -214,8 +232,12 @@ int run(int argc, char **argv) {
     throw Failure("--nvrtc-check: this dsc was built without the CUDA "
                   "toolkit (no NVRTC)");
 
-  dsc::cuda::EmitOptions options;
-  options.attention = attention;
+  if (torch && (options.cudnn || (options.forceAttention &&
+                                   options.attention ==
+                                       dsc::cuda::AttentionKernel::Cudnn)))
+    throw Failure("the torch extension binds dsc's own kernels: cuDNN "
+                  "attention (--cudnn, --attention-kernel=cudnn) runs in "
+                  "dsc-run's CUDA backend only");
   std::string header = output;
   if (torch) {
     options.headerName = dsc::cuda::kTorchKernelsHeader;
@@ -304,6 +326,8 @@ int run(int argc, char **argv) {
               << " bytes; headers from " << dsc::cuda::cudaIncludeDir()
               << ")\n";
   }
+  for (const std::string &choice : module.attentionChoices)
+    std::cout << "dsc-translate: attention " << choice << "\n";
   return 0;
 }
 

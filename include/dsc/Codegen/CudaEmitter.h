@@ -20,6 +20,7 @@
 
 #include "dsc/Runtime/Program.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -97,11 +98,38 @@ struct Gemm {
   bool operator==(const Gemm &o) const;
 };
 
+/// A fused attention for cuDNN's SDPA (Step::Kind::Attention). Operands
+/// row-major: q, out and their gradients [batch, heads, seq, headDim]; k, v
+/// and theirs [batch, kvHeads, seq, headDim]; lse f32 [batch, heads, seq],
+/// each row's log-sum-exp of the scaled, masked scores (what cuDNN calls
+/// the softmax stats), written by the forward and read by the backward.
+struct CudnnAttention {
+  bool backward = false;
+  int64_t batch = 0, heads = 0, kvHeads = 0, seq = 0, headDim = 0;
+  Storage type = Storage::BF16; ///< q, k, v, out and the gradients
+  bool causal = false;
+  double scale = 1.0, rate = 0.0; ///< softmax scale, dropout probability
+  /// The instruction's Philox stream: the forward and backward of one
+  /// attention draw the same cuDNN dropout mask (not the CPU's).
+  uint64_t stream = 0;
+};
+
+/// "forward bf16 B8 H12/12 T1024 D64 causal dropout 0.1" (heads/kvHeads).
+std::string describeAttention(const CudnnAttention &attention);
+
+/// Element strides (batch, head, seq, dim) of a row-major [B, heads, seq,
+/// headDim] attention operand.
+std::array<int64_t, 4> attentionStrides(int64_t heads, int64_t seq,
+                                        int64_t headDim);
+
 /// What the runtime does for one or more instructions of a function.
 struct Step {
   enum class Kind {
     Kernel,    ///< call launcher `index` with `args`
     Gemm,      ///< gemm `index` on buffers args: A, B, C[, bias]
+    /// cuDNN attention `index`: forward q, k, v, out, lse; backward dout,
+    /// q, k, v, out, lse, dq, dk, dv
+    Attention,
     Memcpy,    ///< device copy of args[1] <- args[0] (same storage)
     AllReduce, ///< collective on args[0] -> args[1], attr op (sum|mean)
     AllGather, ///< every rank's args[0] bytes, in rank order, into args[1]
@@ -124,32 +152,55 @@ struct Module {
   std::string header; ///< launcher prototypes, GEMM table, status messages
   std::vector<Launcher> launchers;
   std::vector<Gemm> gemms;
+  std::vector<CudnnAttention> attentions;
   std::map<std::string, std::vector<Step>> steps; ///< per function
+  /// Per fused attention instruction, in emission order: "@fn #i:
+  /// <implementation> (<shape>)" (DSC_CUDA_VERBOSE=1 prints them).
+  std::vector<std::string> attentionChoices;
+  /// 16-bit attentions that would run on cuDNN if it were loaded.
+  int cudnnCandidates = 0;
   /// dsc_status codes: index = code, 0 = no error.
   std::vector<std::string> statusMessages;
   int64_t scratchBytes = 0; ///< the most any launcher needs
 };
 
-/// The fused attention's kernels (Attention.cuh).
+/// The implementations of a fused attention (dsc.attention and its
+/// gradient).
 enum class AttentionKernel {
   /// attentionForward, attentionGradKV, attentionGradQ: tiles and scores in
-  /// shared memory, WMMA; any dtype and sm_70 or newer. The default: they
-  /// have run on a GPU.
+  /// shared memory, WMMA; any dtype and sm_70 or newer. Every fp32
+  /// attention runs them.
   Tiles,
-  /// attention{Forward,GradKV,GradQ}Registers where they apply (16-bit
-  /// inputs, head dim a multiple of 16 up to 128, 64 for the backward,
-  /// dense or blocks of a multiple of 64): scores and accumulators in
-  /// registers, mma.sync; needs sm_80. Not yet run on a GPU.
+  /// attention{Forward,GradKV,GradQ}Registers: scores and accumulators in
+  /// registers, mma.sync; 16-bit inputs, head dim a multiple of 16 up to
+  /// 128 (64 for the backward), dense or blocks of a multiple of 64; needs
+  /// sm_80. Their dropout masks are the CPU backend's.
   Registers,
+  /// cuDNN's fused SDPA (Step::Kind::Attention, run by the backend): 16-bit
+  /// q, k, v of one type, head dim a multiple of 8 up to 128, dense, no key
+  /// padding mask; needs libcudnn 9 at run time. Its dropout masks are
+  /// cuDNN's own.
+  Cudnn,
 };
 
-/// "tiles" or "registers" (dsc-translate --attention-kernel,
+/// "tiles", "registers" or "cudnn" (dsc-translate --attention-kernel,
 /// DSC_CUDA_ATTENTION); false for anything else.
 bool parseAttentionKernel(const std::string &name, AttentionKernel &kernel);
+const char *attentionKernelName(AttentionKernel kernel);
 
 struct EmitOptions {
   std::string headerName = "dsc_kernels.h"; ///< #include'd by the source
+  /// The implementation every 16-bit fused attention must use (an error
+  /// where it cannot); unset: chosen per attention, the first that applies
+  /// of cuDNN, the register kernels and the tiles kernels. fp32 attention
+  /// always runs the tiles kernels.
+  bool forceAttention = false;
   AttentionKernel attention = AttentionKernel::Tiles;
+  bool cudnn = false; ///< libcudnn 9 is loaded: cuDNN attention may run
+  int sm = 90;        ///< the device's compute capability (80: sm_80)
+  /// Dropout must draw the CPU backend's masks (check-cuda): no cuDNN for
+  /// an attention with dropout.
+  bool cpuDropoutMasks = false;
 };
 
 /// Emits the module. Throws rt::Error("<opcode>: <why>") for an instruction

@@ -29,8 +29,12 @@ struct CudaOptions {
   /// Replay each function as a CUDA graph (off: launch kernel by kernel,
   /// and synchronise after each to name the one that failed).
   bool graphs = true;
-  /// Print what the backend set up (device, compile or cache hit, arena).
+  /// Print what the backend set up (device, compile or cache hit, arena,
+  /// each fused attention's implementation).
   bool verbose = false;
+  /// Dropout draws the CPU backend's masks (check-cuda's exact comparison):
+  /// no cuDNN attention where it has dropout.
+  bool cpuDropoutMasks = false;
 };
 
 /// Whether this build has the CUDA backend.
@@ -42,6 +46,10 @@ std::string cudaUnavailableReason();
 
 /// One line per visible GPU: "<index>: <name> (sm_XY), <memory> MiB".
 std::vector<std::string> cudaDevices();
+
+/// The libcudnn cuDNN attention would use, loading it: "cuDNN <version>
+/// from <path>", else "not loaded: <why>" (no GPU needed).
+std::string cudnnStatus();
 
 /// Compiles and sets up `program` for the GPU. The backend runs this
 /// program only. Throws Error with one line for any failure: no device,

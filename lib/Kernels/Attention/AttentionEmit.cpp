@@ -119,16 +119,6 @@ int64_t sparseTile(int64_t block, bool grad, int64_t D, int64_t tcBytes) {
                                                                       : 0;
 }
 
-/// Whether the register-resident kernels run (Attention.cuh
-/// attention*Registers): asked for, 16-bit tiles (q, k, v and dout of one
-/// half type), a head dim the fragments cover (the backward keeps two
-/// accumulators: up to 64) and 64-token tiles that fit the layout's blocks.
-bool registersKernels(const KernelSpec &s, bool grad, Storage tc, int64_t D,
-                      const rt::BlockLayout &layout) {
-  return s.attention == AttentionKernel::Registers && tc != Storage::F32 &&
-         D % 16 == 0 && D <= (grad ? 64 : 128) &&
-         (layout.empty() || layout.block % 64 == 0);
-}
 
 /// Attention and AttentionGrad (cpu::attention / attentionGrad): one block
 /// of 4 warps per (batch*head, tile). The tiles are stored as the inputs'
@@ -138,8 +128,8 @@ bool registersKernels(const KernelSpec &s, bool grad, Storage tc, int64_t D,
 /// block layout the tile divides its block (sparseTile; the layout is
 /// refined to the tile) and the layout's compressed rows (and, for the
 /// backward's key tiles, columns) are arrays of the module. With
-/// AttentionKernel::Registers the kernels are attention*Registers where
-/// registersKernels allows (64-token tiles).
+/// AttentionKernel::Registers (chooseAttention checked they apply) the
+/// kernels are attention*Registers, on 64-token tiles.
 void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const bool grad = s.I.op == Opcode::AttentionGrad;
   const size_t qi = grad ? 1 : 0;
@@ -159,7 +149,9 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
   const rt::BlockLayout &layout = s.I.getLayout("layout");
   // The register kernels' tiles are 64 queries and 64 keys; their shared
   // memory holds two 64 x D tiles (18 KiB at D = 64).
-  const bool registers = registersKernels(s, grad, tc, D, layout);
+  const bool registers = s.attention == AttentionKernel::Registers;
+  if (registers && tc == Storage::F32)
+    s.fail("internal: the register kernels need 16-bit tiles");
   int64_t tile = 0;
   if (registers) {
     tile = 64;
@@ -257,7 +249,109 @@ void emitFusedAttention(KernelSpec &s, const rt::InstrDims &d) {
                 {g, q, k, v, lse, rowDot, keyMask, dq, rows, cols, tail}));
 }
 
+/// q, k, v (and, for the gradient, dout, out and the three gradients) of
+/// one 16-bit type: that type; else F32.
+Storage halfTileType(const KernelSpec &s) {
+  const bool grad = s.I.op == Opcode::AttentionGrad;
+  const Storage t = s.inType(grad ? 1 : 0);
+  if (t == Storage::F32)
+    return Storage::F32;
+  std::vector<Storage> types = {s.inType(grad ? 2 : 1),
+                                s.inType(grad ? 3 : 2)};
+  if (grad)
+    for (Storage u : {s.inType(0), s.inType(4), s.outType(0), s.outType(1),
+                      s.outType(2)})
+      types.push_back(u);
+  else
+    types.push_back(s.outType(0));
+  for (Storage u : types)
+    if (u != t)
+      return Storage::F32;
+  return t;
+}
+
 } // namespace
+
+std::string whyNotCudnn(const KernelSpec &s, const rt::InstrDims &d,
+                        const EmitOptions &options) {
+  if (!options.cudnn)
+    return "cuDNN is not loaded";
+  if (options.sm < 80)
+    return "sm_" + std::to_string(options.sm) +
+           " (cuDNN's 16-bit fused attention needs sm_80)";
+  if (halfTileType(s) == Storage::F32)
+    return "its operands are not all of one 16-bit type";
+  if (d.D % 8 != 0 || d.D > 128)
+    return "head dim " + std::to_string(d.D) +
+           " (cuDNN: a multiple of 8 up to 128)";
+  if (!s.I.getLayout("layout").empty())
+    return "it has a block-sparse layout";
+  if (d.keyMaskInput >= 0)
+    return "it has a key padding mask (any pattern; cuDNN masks only "
+           "trailing keys)";
+  if (d.rate > 0.0 && options.cpuDropoutMasks)
+    return "its dropout must draw the CPU backend's masks here";
+  return "";
+}
+
+std::string whyNotRegisters(const KernelSpec &s, const rt::InstrDims &d,
+                            const EmitOptions &options) {
+  const bool grad = s.I.op == Opcode::AttentionGrad;
+  if (halfTileType(s) == Storage::F32)
+    return "its operands are not all of one 16-bit type";
+  if (d.D % 16 != 0 || d.D > (grad ? 64 : 128))
+    return "head dim " + std::to_string(d.D) + " (a multiple of 16 up to " +
+           (grad ? "64 for the backward)" : "128)");
+  const rt::BlockLayout &layout = s.I.getLayout("layout");
+  if (!layout.empty() && layout.block % 64 != 0)
+    return "blocks of " + std::to_string(layout.block) +
+           " tokens (a multiple of 64)";
+  if (options.sm < 80)
+    return "sm_" + std::to_string(options.sm) + " (needs sm_80)";
+  return "";
+}
+
+AttentionKernel chooseAttention(const KernelSpec &s, const rt::InstrDims &d,
+                                const EmitOptions &options, bool cudnnAgreed) {
+  if (halfTileType(s) == Storage::F32)
+    return AttentionKernel::Tiles;
+  std::string noCudnn = whyNotCudnn(s, d, options);
+  if (noCudnn.empty() && !cudnnAgreed)
+    noCudnn = "cuDNN cannot run its forward or gradient";
+  if (options.forceAttention) {
+    std::string why;
+    if (options.attention == AttentionKernel::Cudnn)
+      why = noCudnn;
+    else if (options.attention == AttentionKernel::Registers)
+      why = whyNotRegisters(s, d, options);
+    if (!why.empty())
+      s.fail(std::string("the forced attention implementation '") +
+             attentionKernelName(options.attention) +
+             "' cannot run it: " + why);
+    return options.attention;
+  }
+  if (noCudnn.empty())
+    return AttentionKernel::Cudnn;
+  if (whyNotRegisters(s, d, options).empty())
+    return AttentionKernel::Registers;
+  return AttentionKernel::Tiles;
+}
+
+CudnnAttention cudnnAttentionOf(const KernelSpec &s, const rt::InstrDims &d) {
+  CudnnAttention a;
+  a.backward = s.I.op == Opcode::AttentionGrad;
+  a.batch = d.B;
+  a.heads = d.H;
+  a.kvHeads = d.H / d.groups;
+  a.seq = d.T;
+  a.headDim = d.D;
+  a.type = halfTileType(s);
+  a.causal = s.I.getInt("causal") != 0;
+  a.scale = s.I.getFloat("scale");
+  a.rate = d.rate;
+  a.stream = uint64_t(s.I.getInt("stream"));
+  return a;
+}
 
 void emitAttention(KernelSpec &s, const rt::InstrDims &d) {
   switch (s.I.op) {

@@ -28,6 +28,23 @@ namespace dsc::cuda::detail {
 void emitElementwise(KernelSpec &s, const rt::InstrDims &d);
 void emitNorms(KernelSpec &s, const rt::InstrDims &d);
 void emitAttention(KernelSpec &s, const rt::InstrDims &d);
+/// Why cuDNN's fused attention cannot run the fused attention `s.I`
+/// (Attention or AttentionGrad) under `options`, "" when it can; the same
+/// for the register kernels.
+std::string whyNotCudnn(const KernelSpec &s, const rt::InstrDims &d,
+                        const EmitOptions &options);
+std::string whyNotRegisters(const KernelSpec &s, const rt::InstrDims &d,
+                            const EmitOptions &options);
+/// The implementation of the fused attention `s.I`: fp32 on the tiles
+/// kernels; else the forced one (s.fail when it cannot run it), or the
+/// first that can of cuDNN, the register kernels and the tiles kernels.
+/// `cudnnAgreed`: cuDNN can run both the forward and the gradient of this
+/// attention (they must agree: cuDNN's statistics and dropout masks are its
+/// own).
+AttentionKernel chooseAttention(const KernelSpec &s, const rt::InstrDims &d,
+                                const EmitOptions &options, bool cudnnAgreed);
+/// The cuDNN problem of the fused attention `s.I`.
+CudnnAttention cudnnAttentionOf(const KernelSpec &s, const rt::InstrDims &d);
 void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d);
 void emitGated(KernelSpec &s, const rt::InstrDims &d);
 void emitRotary(KernelSpec &s, const rt::InstrDims &d);
