@@ -5,7 +5,9 @@
 // the one @apply_step updates). A returned value whose state matches an
 // argument is computed straight into that argument's buffer when the argument
 // is dead afterwards, so optimizer updates and gradient accumulation run in
-// place; otherwise a Copy is appended.
+// place; otherwise a Copy is appended. A result an op may write over an
+// operand (InPlaceOpInterface: the fused cross-entropy's dlogits over the
+// logits) shares that operand's buffer when nothing else reads it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -380,12 +382,26 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     instr->backward = op.hasAttr(kGradAttrName);
     for (Value operand : op.getOperands())
       instr->inputs.push_back(buffers.lookup(operand));
-    for (Value result : op.getResults()) {
+    auto overwritable = dyn_cast<InPlaceOpInterface>(&op);
+    for (auto [k, result] : llvm::enumerate(op.getResults())) {
       if (failed(dtypeOf(result.getType(), op.getLoc())))
         return failure();
       auto it = inPlace.find(result);
-      int id = it != inPlace.end() ? it->second
-                                   : newBuffer(result, BufferRole::Temp, "");
+      int id = it != inPlace.end() ? it->second : -1;
+      // A result the op may write over an operand that dies here.
+      if (std::optional<unsigned> m =
+              overwritable ? overwritable.getInPlaceOperand(unsigned(k))
+                           : std::nullopt;
+          id < 0 && m) {
+        Value operand = op.getOperand(*m);
+        const int operandId = buffers.lookup(operand);
+        if (operand.getDefiningOp() && operand.hasOneUse() &&
+            operand.getType() == result.getType() &&
+            program.buffers[size_t(operandId)].role == BufferRole::Temp)
+          id = operandId;
+      }
+      if (id < 0)
+        id = newBuffer(result, BufferRole::Temp, "");
       buffers[result] = id;
       instr->outputs.push_back(id);
     }

@@ -716,6 +716,23 @@ LogicalResult CrossEntropyGradOp::verify() {
                      shapeOf(getLogits()));
 }
 
+LogicalResult CrossEntropyWithGradOp::verify() {
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+    return failure();
+  if (getLogitsGrad().getType() != getLogits().getType())
+    return emitOpError("logits_grad ")
+           << getLogitsGrad().getType() << " must have the logits' type "
+           << getLogits().getType();
+  return success();
+}
+
+std::optional<unsigned>
+CrossEntropyWithGradOp::getInPlaceOperand(unsigned result) {
+  if (result == 1) // dlogits over the logits
+    return 1;
+  return std::nullopt;
+}
+
 //===----------------------------------------------------------------------===//
 // The device mesh and the collectives
 //===----------------------------------------------------------------------===//

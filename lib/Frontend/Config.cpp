@@ -1440,7 +1440,7 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
   c.checkKeys(name, sec,
               {"qkv", "bias_gelu", "swiglu", "bias_dropout_add",
                "softmax_dropout", "residual_layer_norm", "residual_rms_norm",
-               "attention"});
+               "attention", "cross_entropy"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     bool on = c.boolean(name + "." + it.key(), it.value());
     if (it.key() == "qkv")
@@ -1457,6 +1457,8 @@ void parseFusion(const Ctx &c, const json &sec, FusionConfig &f) {
       f.residualRmsNorm = on;
     else if (it.key() == "attention")
       f.attention = on;
+    else if (it.key() == "cross_entropy")
+      f.crossEntropy = on;
     else
       f.biasDropoutAdd = on;
   }

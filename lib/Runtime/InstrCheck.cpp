@@ -553,19 +553,21 @@ void Checker::repeatKv() {
 }
 
 /// CrossEntropy(logits, labels) -> loss; CrossEntropyGrad(dloss, logits,
-/// labels) -> dlogits.
+/// labels) -> dlogits; CrossEntropyWithGrad(dloss, logits, labels) -> loss,
+/// dlogits (dlogits may be the logits' buffer).
 void Checker::crossEntropy() {
-  const bool grad =
-      I.op == Opcode::CrossEntropyGrad || I.op == Opcode::VocabCrossEntropyGrad;
+  const bool both = I.op == Opcode::CrossEntropyWithGrad;
+  const bool grad = both || I.op == Opcode::CrossEntropyGrad ||
+                    I.op == Opcode::VocabCrossEntropyGrad;
   const size_t li = grad ? 1 : 0;
   rowsOf(in(li), "logits");
   count(in(li + 1), d.rows, "labels");
-  if (grad) {
+  if (grad)
     count(in(0), 1, "dloss");
-    count(out(0), d.n, "dlogits");
-  } else {
+  if (!grad || both)
     count(out(0), 1, "loss");
-  }
+  if (grad)
+    count(out(both ? 1 : 0), d.n, "dlogits");
 }
 
 /// MlmMask(ids) -> inputs, labels; PaddingMask(ids) -> mask.

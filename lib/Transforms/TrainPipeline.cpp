@@ -171,6 +171,8 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createDscBucketCollectives(bucket));
   }
   pm.addPass(createDscSplitStageStep());
+  if (o.fuseCrossEntropy)
+    pm.addPass(createDscFuseCrossEntropy());
 }
 
 void mlir::dsc::registerTrainingPipeline() {

@@ -239,6 +239,22 @@ func.func @cross_entropy_labels(%l: tensor<2x8x50xf32>, %y: tensor<2x7xi32>) {
 
 // -----
 
+func.func @cross_entropy_with_grad_labels(%g: tensor<f32>, %l: tensor<2x8x50xf32>, %y: tensor<2x7xi32>) {
+  // expected-error @+1 {{'dsc.cross_entropy_with_grad' op logits [2, 8, 50] do not match labels [2, 7] (expected logits [..., V] over labels [...])}}
+  %0, %1 = dsc.cross_entropy_with_grad %g, %l, %y : (tensor<f32>, tensor<2x8x50xf32>, tensor<2x7xi32>) -> (tensor<f32>, tensor<2x8x50xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_type(%g: tensor<f32>, %l: tensor<2x8x50xbf16>, %y: tensor<2x8xi32>) {
+  // expected-error @+1 {{'dsc.cross_entropy_with_grad' op logits_grad 'tensor<2x8x50xf32>' must have the logits' type 'tensor<2x8x50xbf16>'}}
+  %0, %1 = dsc.cross_entropy_with_grad %g, %l, %y : (tensor<f32>, tensor<2x8x50xbf16>, tensor<2x8xi32>) -> (tensor<f32>, tensor<2x8x50xf32>)
+  return
+}
+
+// -----
+
 func.func @mlm_prob(%ids: tensor<2x8xi32>) {
   // expected-error @+1 {{'dsc.mlm_mask' op expects mask_prob in (0, 1), got 0.000000e+00}}
   %a, %b = dsc.mlm_mask %ids {mask_prob = 0.0 : f64, mask_token_id = 3 : i64, stream = 1 : i64, vocab_size = 50 : i64} : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xi32>)

@@ -120,6 +120,7 @@ void fillPipelineOptions(const dsc::ModelConfig &model,
   p.fuseResidualRmsNorm = fusion.residualRmsNorm;
   p.fuseAttention = fusion.attention;
   p.fuseSoftmaxDropout = fusion.softmaxDropout;
+  p.fuseCrossEntropy = fusion.crossEntropy;
 
   const dsc::OptimizerConfig &o = train.optimizer;
   p.optimizer = optimizerChoice(o.type);

@@ -27,6 +27,23 @@ def Dsc_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def Dsc_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::mlir::dsc";
+  let description = [{
+    An op whose kernels may write a result over one of its operands: the
+    lowering (lib/Codegen/LowerToProgram.cpp) then gives the result that
+    operand's buffer when the operand has no other use, so the memory plan
+    holds one buffer instead of two.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The operand result `result` may overwrite, if any (same type).
+      }],
+      "std::optional<unsigned>", "getInPlaceOperand",
+      (ins "unsigned":$result)>
+  ];
+}
+
 def Dsc_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::mlir::dsc";
   let description = [{

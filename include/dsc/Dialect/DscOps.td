@@ -908,6 +908,30 @@ def Dsc_AttentionGradOp : Dsc_Op<"attention_grad", [Dsc_Stochastic]> {
                       Dsc_FloatTensor:$v_grad);
 }
 
+def Dsc_CrossEntropyWithGradOp
+    : Dsc_Op<"cross_entropy_with_grad",
+        [DeclareOpInterfaceMethods<Dsc_InPlaceOpInterface>]> {
+  let summary = "dsc.cross_entropy and its gradient in one pass over the logits";
+  let description = [{
+    `%loss, %dlogits = dsc.cross_entropy_with_grad %dloss, %logits, %labels`
+    is `%loss = dsc.cross_entropy %logits, %labels` and `%dlogits =
+    dsc.cross_entropy_grad %dloss, %logits, %labels`, both with
+    `ignore_index`, computed from one read of each row's logits: each row's
+    maximum and sum of exponentials serve the loss and its softmax.
+    `%dlogits` has the type of `%logits` and may be written over them
+    (InPlaceOpInterface): with the logits read by nothing else, the step
+    holds one [B, T, V] buffer where it held two. Produced by
+    -dsc-fuse-cross-entropy, which runs when the loss gradient's seed
+    (`%dloss`) is known before the loss is computed, as it is in
+    @micro_step.
+  }];
+  let arguments = (ins Dsc_Scalar:$grad, Dsc_FloatTensor:$logits,
+                       Dsc_IdTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Dsc_Scalar:$loss, Dsc_FloatTensor:$logits_grad);
+  let hasVerifier = 1;
+}
+
 def Dsc_CrossEntropyGradOp : Dsc_Op<"cross_entropy_grad"> {
   let summary = "dlogits = dloss * (softmax(logits) - onehot(labels)) / count";
   let arguments = (ins Dsc_Scalar:$grad, Dsc_FloatTensor:$logits,

@@ -144,6 +144,7 @@ struct FusionConfig {
   /// -dsc-fuse-residual-layer-norm (extends bias_dropout_add's ops)
   bool residualLayerNorm = true;
   bool residualRmsNorm = true; ///< -dsc-fuse-residual-rms-norm
+  bool crossEntropy = true;    ///< -dsc-fuse-cross-entropy
 };
 
 /// DeepSpeed's `transformer_kernel` switches dsc implements.

@@ -147,6 +147,10 @@ struct TrainingPipelineOptions
   Option<bool> fuseAttention{*this, "fuse-attention",
                              llvm::cl::desc("Run -dsc-fuse-attention"),
                              llvm::cl::init(false)};
+  Option<bool> fuseCrossEntropy{
+      *this, "fuse-cross-entropy",
+      llvm::cl::desc("Run -dsc-fuse-cross-entropy (last)"),
+      llvm::cl::init(false)};
   Option<bool> fuseSoftmaxDropout{
       *this, "fuse-softmax-dropout",
       llvm::cl::desc("Run -dsc-fuse-softmax-dropout (after -dsc-fuse-attention, "

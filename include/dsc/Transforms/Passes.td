@@ -240,6 +240,32 @@ def DscFuseSoftmaxDropout : Pass<"dsc-fuse-softmax-dropout", "::mlir::ModuleOp">
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscFuseCrossEntropy : Pass<"dsc-fuse-cross-entropy", "::mlir::ModuleOp"> {
+  let summary = "The loss and its gradient in one pass over the logits, in place";
+  let description = [{
+    In a built step, a `dsc.cross_entropy` and the `dsc.cross_entropy_grad`
+    of the same logits, labels and `ignore_index`, whose seed is computed
+    before the loss (in @micro_step it is the constant 1/A, or the fp16 loss
+    scale), become one `dsc.cross_entropy_with_grad` where the loss was. Its
+    kernels read each row of logits once for both and write the gradient
+    over the logits when nothing else reads them, so the [B, T, V] logits
+    and their gradient share one buffer and one pass of memory traffic. The
+    loss and the gradient are the separate ops' bit for bit. Runs last: a
+    pipeline stage's loss and its gradient in different functions are left
+    as they are.
+
+    ```mlir
+    %seed = dsc.fill {dsc.grad, value = 2.5e-01 : f64} : () -> tensor<f32>
+    %loss = dsc.cross_entropy %logits, %labels
+    ...
+    %dl = dsc.cross_entropy_grad %seed, %logits, %labels {dsc.grad}
+    // =>
+    %loss, %dl = dsc.cross_entropy_with_grad %seed, %logits, %labels
+    ```
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscFuseAttention : Pass<"dsc-fuse-attention", "::mlir::ModuleOp"> {
   let summary = "Dense attention (scores, softmax, dropout, context) in one op";
   let description = [{
@@ -489,15 +515,16 @@ def DscSplitStageStep : Pass<"dsc-split-stage-step", "::mlir::ModuleOp"> {
                 "its backward";
   let description = [{
     For a module that holds a pipeline stage (`dsc.pipeline_stage`; nothing
-    to do otherwise), last in the pipeline: the ops of @micro_step that its
-    forward results (`loss` and `logits` on the last stage, `stage_output`
-    before it) depend on become @stage_forward, which returns those results
-    and, as `#dsc.state<activation, "saved/<k>">`, every other value of
-    theirs the backward reads. @micro_step keeps the rest, the backward: it
-    takes the saved values as arguments of the same states (one buffer
-    each, a forward result's own where the backward reads one, such as the
-    logits; the runtime keeps them per micro-batch in flight) and returns
-    the gradients.
+    to do otherwise), near the end of the pipeline: the ops of @micro_step
+    that its forward results (`loss` on the last stage, and `logits` with
+    return-logits; `stage_output` before it) depend on become
+    @stage_forward, which returns those results and, as
+    `#dsc.state<activation, "saved/<k>">`, every other value of theirs the
+    backward reads (the last stage's logits among them). @micro_step keeps
+    the rest, the backward: it takes the saved values as arguments of the
+    same states (one buffer each, a forward result's own where the backward
+    reads one; the runtime keeps them per micro-batch in flight) and
+    returns the gradients.
     A value the backward reads that is made without effects from the
     function's arguments alone (a parameter's half copy, positions) is
     recomputed there instead of saved. An interleaved stage

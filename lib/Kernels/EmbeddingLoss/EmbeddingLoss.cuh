@@ -191,4 +191,44 @@ __device__ void crossEntropyGradRows(const float *kIn, const TL *logits,
   }
 }
 
+/// CrossEntropyWithGrad's rows: crossEntropyRows' row loss and
+/// crossEntropyGradRows' dlogits from one pass over the row after its
+/// maximum and sum; dlogits may be the logits (each element is read, then
+/// written, by one thread; the label's logit is read by the thread that
+/// overwrites it).
+template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE,
+          int THREADS>
+__device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
+                                         const int *labels, double *rowLoss,
+                                         TO *dlogits, dsc_u32 code) {
+  const dsc_i64 r = rowIndex<THREADS>();
+  const int lane = rowLane<THREADS>();
+  if (r >= ROWS)
+    return;
+  const int label = labels[r];
+  const bool bad = label != IGNORE && (label < 0 || label >= V);
+  if (bad && lane == 0)
+    fail(code);
+  if (label == IGNORE || bad) {
+    if (lane == 0)
+      rowLoss[r] = 0.0;
+    for (dsc_i64 j = lane; j < V; j += THREADS)
+      st(dlogits, r * V + j, 0.0f);
+    return;
+  }
+  const float k = *kIn;
+  float mx, sum;
+  rowLogSumExp<TL, V, THREADS>(logits + r * V, lane, mx, sum);
+  const float f = k / sum;
+  for (dsc_i64 j = lane; j < V; j += THREADS) {
+    const float z = ld(logits, r * V + j);
+    float d = f * expf(z - mx);
+    if (j == label) {
+      rowLoss[r] = double(mx) + log(double(sum)) - double(z);
+      d -= k;
+    }
+    st(dlogits, r * V + j, d);
+  }
+}
+
 } // namespace dsc

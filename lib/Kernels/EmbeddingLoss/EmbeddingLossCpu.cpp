@@ -310,21 +310,24 @@ void runEmbeddingLoss(Exec &e) {
     return;
   }
   case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad: {
-    const bool grad = I.op == Opcode::CrossEntropyGrad;
+  case Opcode::CrossEntropyGrad:
+  case Opcode::CrossEntropyWithGrad: {
+    const bool both = I.op == Opcode::CrossEntropyWithGrad;
+    const bool grad = both || I.op == Opcode::CrossEntropyGrad;
     const size_t li = grad ? 1 : 0;
     const int64_t ignore =
         I.has("ignore_index") ? I.getInt("ignore_index") : -100;
     const float *logits = e.fin(li, "logits");
     const int32_t *labels = e.iin(li + 1, "labels");
-    if (grad) {
-      const float dloss = e.scalarIn(0, "dloss");
-      crossEntropyGrad(dloss, logits, labels, e.fout(0, "dlogits"), d.rows,
-                       d.cols, ignore);
-    } else {
+    // The fused op's loss first: its dlogits may overwrite the logits. The
+    // same two computations as the separate ops, so the same bits.
+    if (!grad || both)
       e.fout(0, "loss")[0] =
           crossEntropy(logits, labels, d.rows, d.cols, ignore);
-    }
+    if (grad)
+      crossEntropyGrad(e.scalarIn(0, "dloss"), logits, labels,
+                       e.fout(both ? 1 : 0, "dlogits"), d.rows, d.cols,
+                       ignore);
     return;
   }
   case Opcode::MlmMask: {

@@ -49,7 +49,8 @@ void emitEmbeddingGrad(KernelSpec &s, const rt::InstrDims &d) {
 }
 
 void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
-  const bool grad = s.I.op == Opcode::CrossEntropyGrad;
+  const bool both = s.I.op == Opcode::CrossEntropyWithGrad;
+  const bool grad = both || s.I.op == Opcode::CrossEntropyGrad;
   const size_t li = grad ? 1 : 0;
   const int64_t V = d.cols, rows = d.rows;
   s.requireType(s.inType(li + 1), Storage::I32, "labels");
@@ -59,9 +60,37 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
   const int block = threads == 32 ? 128 : threads;
   const int64_t grid = std::max<int64_t>(1, threads == 32 ? ceilDiv(rows, 4) : rows);
   const std::string code = s.status(
-      std::string(grad ? "cross_entropy_grad" : "cross_entropy") +
+      std::string(both   ? "cross_entropy_with_grad"
+                  : grad ? "cross_entropy_grad"
+                         : "cross_entropy") +
       ": a label is out of range [0," + std::to_string(V) +
       ") and not ignore_index " + std::to_string(ignore));
+  if (both) {
+    // k = dloss / count, then each row's loss and dlogits in one pass (in
+    // place when the lowering gave dlogits the logits' buffer), then the
+    // mean loss.
+    const std::string dl = s.in(0, "dloss"), logits = s.in(1, "logits"),
+                      labels = s.in(2, "labels"), loss = s.out(0, "loss"),
+                      dx = s.out(1, "dlogits");
+    s.scratch(16 + std::max<int64_t>(rows, 1) * 8);
+    const std::string k = "static_cast<float *>(dsc_scratch)",
+                      part = "reinterpret_cast<double *>(static_cast<char "
+                             "*>(dsc_scratch) + 16)";
+    s.kernel(1, kBlock, {dl, labels, "dsc_scratch"},
+             call("crossEntropyGradScale",
+                  {s.T(dl), n(rows), n(ignore), std::to_string(kBlock)},
+                  {dl, labels, k}));
+    s.kernel(grid, block, {"dsc_scratch", logits, labels, dx},
+             call("crossEntropyWithGradRows",
+                  {s.T(logits), s.T(dx), n(rows), n(V), n(ignore),
+                   std::to_string(threads)},
+                  {k, logits, labels, part, dx, code}));
+    s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
+             call("crossEntropyFinish",
+                  {s.T(loss), n(rows), n(ignore), std::to_string(kBlock)},
+                  {part, labels, loss}));
+    return;
+  }
   if (grad) {
     const std::string dl = s.in(0, "dloss"), logits = s.in(1, "logits"),
                       labels = s.in(2, "labels"), dx = s.out(0, "dlogits");
@@ -130,6 +159,7 @@ void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d) {
     return emitEmbeddingGrad(s, d);
   case Opcode::CrossEntropy:
   case Opcode::CrossEntropyGrad:
+  case Opcode::CrossEntropyWithGrad:
     return emitCrossEntropy(s, d);
   case Opcode::MlmMask:
     return emitMlmMask(s, d);
