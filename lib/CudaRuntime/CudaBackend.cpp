@@ -191,7 +191,8 @@ private:
   /// Writes this call's cuDNN dropout seeds and offsets (one pair per
   /// attention stream) to the device before the function runs.
   void uploadAttentionRng(cudaStream_t on);
-  void runEager(const FunctionState &state, const Function &fn);
+  void runEager(const Program &program, const FunctionState &state,
+                const Function &fn);
   void checkStatus(const std::string &where);
   std::string describe(const Function &fn, const Call &call) const;
 
@@ -910,7 +911,8 @@ std::string CudaBackend::describe(const Function &fn, const Call &call) const {
   return s;
 }
 
-void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
+void CudaBackend::runEager(const Program &program, const FunctionState &state,
+                           const Function &fn) {
   // Kernel by kernel, synchronising after each call so that a failure names
   // its instruction (the debugging mode: DSC_CUDA_GRAPHS=0), and timing it
   // under DSC_PROFILE.
@@ -951,7 +953,10 @@ void CudaBackend::runEager(const FunctionState &state, const Function &fn) {
       float ms = 0;
       check(cudaEventElapsedTime(&ms, callStart, callEnd),
             "timing " + describe(fn, call));
-      profile->add(fn.body[call.instrs[0]].op, ms / 1000.0);
+      std::vector<const Instr *> instrs;
+      for (size_t i : call.instrs)
+        instrs.push_back(&fn.body[i]);
+      profile->addWork(program, instrs, ms / 1000.0);
     }
   }
 }
@@ -1008,7 +1013,7 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
   }
   uploadAttentionRng(stream);
   if (!options.graphs || profile) {
-    runEager(state, fn);
+    runEager(program, state, fn);
     return;
   }
   if (!state.exec) // a function without work

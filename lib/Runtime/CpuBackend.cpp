@@ -82,9 +82,10 @@ public:
       }
       auto start = std::chrono::steady_clock::now();
       execute(program, storage, instr, rng);
-      profile->add(instr.op, std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count());
+      profile->addWork(program, {&instr},
+                       std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count());
     }
   }
 

@@ -2,7 +2,11 @@
 //
 // DSC_PROFILE=1: a backend times every instruction (the CPU backend) or
 // every launch (the CUDA backend, which then launches kernel by kernel) and
-// prints the time per opcode to stderr when it is destroyed.
+// prints to stderr, when it is destroyed, the time per opcode and the work
+// items that took the most time: each distinct GEMM (M x N x K, batch,
+// types) with its achieved FLOP rate, each distinct instruction shape with
+// the bytes it moved per second (its operands read and results written
+// once, the least any implementation moves).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_OPCODEPROFILE_H
@@ -14,6 +18,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace dsc::rt {
 
@@ -28,11 +33,26 @@ public:
   OpcodeProfile &operator=(const OpcodeProfile &) = delete;
   ~OpcodeProfile();
   void add(Opcode op, double seconds);
+  /// Adds `seconds` of running `instrs` (one call of the backend: one
+  /// instruction, or a multi-tensor group) to the opcode of the first and
+  /// to its work item.
+  void addWork(const Program &program, const std::vector<const Instr *> &instrs,
+               double seconds);
 
 private:
+  struct Work {
+    double seconds = 0, flops = 0, bytes = 0;
+    int64_t calls = 0;
+  };
   std::string backend;
   std::map<Opcode, std::pair<double, int64_t>> entries; // seconds, calls
+  std::map<std::string, Work> work;                     // by description
 };
+
+/// The arithmetic of one instruction: 2 M N K per GEMM (batch included),
+/// the fused attention's four (forward) or ten (backward) B H T^2 D halved
+/// when causal, 0 for the rest (memory-bound: their bytes tell).
+double instrFlops(const Program &program, const Instr &instr);
 
 } // namespace dsc::rt
 
