@@ -732,7 +732,7 @@ void Emitter::writeHeader() {
      << "// must be 16-byte aligned; a launcher with a `dsc_scratch`\n"
      << "// parameter needs DSC_SCRATCH_BYTES of device workspace; `seed` and\n"
      << "// `offset` are the Philox key and counter offset of the call (see\n"
-     << "// include/dsc/Runtime/Philox.h). After a step, a non-zero\n"
+     << "// include/dsc/Support/Philox.h). After a step, a non-zero\n"
      << "// `dsc_status` device variable indexes dsc_status_messages.\n"
      << "#ifndef DSC_GENERATED_KERNELS_H\n#define DSC_GENERATED_KERNELS_H\n\n"
      << "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"

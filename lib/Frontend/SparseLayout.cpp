@@ -10,7 +10,7 @@
 
 #include "dsc/Frontend/SparseLayout.h"
 
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 #include "dsc/Support/Files.h"
 
 #include <nlohmann/json.hpp>
@@ -60,9 +60,9 @@ void setRandomBlocks(BlockLayout &l, int64_t h, int64_t row, int64_t n,
   std::vector<int64_t> cols(static_cast<size_t>(n));
   std::iota(cols.begin(), cols.end(), 0);
   for (int64_t i = 0; i < std::min(k, n); ++i) {
-    rt::PhiloxBlock r = rt::philox4x32_10(
+    PhiloxBlock r = philox4x32_10(
         {uint32_t(row), uint32_t(h), kLayoutStream, uint32_t(i)},
-        rt::philoxKey(seed));
+        philoxKey(seed));
     const int64_t j = i + int64_t(r[0] % uint32_t(n - i));
     std::swap(cols[size_t(i)], cols[size_t(j)]);
     l.at(h, row, cols[size_t(i)]) = 1;

@@ -1,6 +1,6 @@
 //===- Storage.cpp - Buffer memory and parameter initialization ----------===//
 
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 #include "dsc/Runtime/Runtime.h"
 #include "dsc/Runtime/TensorSlice.h"
 

@@ -2,16 +2,16 @@
 
 #include "Demo.h"
 
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 
 #include <cstdio>
 
 std::string dsc::makeCountingText(uint64_t seed, int64_t numLines) {
   std::string text;
-  auto key = rt::philoxKey(seed);
+  auto key = philoxKey(seed);
   char number[8];
   for (int64_t i = 0; i < numLines; ++i) {
-    rt::PhiloxBlock r = rt::philox4x32_10({uint32_t(i), 0xc0de, 0, 0}, key);
+    PhiloxBlock r = philox4x32_10({uint32_t(i), 0xc0de, 0, 0}, key);
     // Numbers of varying width on lines of varying length: with fixed-width
     // fields every batch row would start at the same phase of the text, and
     // the position embeddings would learn the phase instead of the task.

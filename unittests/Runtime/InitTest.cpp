@@ -1,7 +1,7 @@
 // initializeParameters: the documented Philox/Box-Muller scheme.
 #include "TestUtil.h"
 
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 #include "dsc/Runtime/TensorSlice.h"
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+using namespace dsc;
 using namespace dsc::rt;
 
 namespace {

@@ -1,8 +1,8 @@
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 
 #include <gtest/gtest.h>
 
-using namespace dsc::rt;
+using namespace dsc;
 
 // Known-answer vectors of Random123 (kat_vectors, philox4x32_10).
 TEST(Philox, KnownAnswerZero) {

@@ -1,12 +1,13 @@
 // Dropout and MlmMask: Philox conventions, determinism, statistics.
 #include "TestUtil.h"
 
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 
 #include <cmath>
 #include <gtest/gtest.h>
 #include <omp.h>
 
+using namespace dsc;
 using namespace dsc::rt;
 using namespace dsc::rt::test;
 

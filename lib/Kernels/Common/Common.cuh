@@ -148,7 +148,7 @@ __device__ __forceinline__ bool nonFinite(float v) {
 }
 
 //===----------------------------------------------------------------------===//
-// Philox4x32-10 (include/dsc/Runtime/Philox.h): key = {seed, seed >> 32};
+// Philox4x32-10 (include/dsc/Support/Philox.h): key = {seed, seed >> 32};
 // dropout element i: counter {i / 4, stream, offset, offset >> 32}, lane
 // i % 4, keep iff uniform(lane) >= rate; MLM element i: counter {i, stream,
 // offset, offset >> 32}.

@@ -11,7 +11,7 @@
 #include "Common/CommonCpu.h"
 
 #include "dsc/Runtime/Half.h"
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 
 #include <cblas.h>
 #ifdef __AVX2__

@@ -8,7 +8,7 @@
 
 #include "Common/CommonCpu.h"
 
-#include "dsc/Runtime/Philox.h"
+#include "dsc/Support/Philox.h"
 
 #include <limits>
 

@@ -13,13 +13,13 @@
 //   uniform(x) = (x >> 8) * 2^-24, in [0, 1)
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_RUNTIME_PHILOX_H
-#define DSC_RUNTIME_PHILOX_H
+#ifndef DSC_SUPPORT_PHILOX_H
+#define DSC_SUPPORT_PHILOX_H
 
 #include <array>
 #include <cstdint>
 
-namespace dsc::rt {
+namespace dsc {
 
 using PhiloxBlock = std::array<uint32_t, 4>;
 
@@ -43,6 +43,6 @@ inline std::array<uint32_t, 2> philoxKey(uint64_t seed) {
 
 inline float philoxUniform(uint32_t x) { return float(x >> 8) * 0x1p-24f; }
 
-} // namespace dsc::rt
+} // namespace dsc
 
-#endif // DSC_RUNTIME_PHILOX_H
+#endif // DSC_SUPPORT_PHILOX_H
