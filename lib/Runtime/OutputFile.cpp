@@ -32,20 +32,6 @@ std::string baseNameOf(const std::string &path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-/// The file a symbolic link points at (the path itself otherwise): outputs
-/// are written there, so the link keeps pointing at the new file.
-std::string resolveLink(const std::string &path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
-    return path;
-  char *real = ::realpath(path.c_str(), nullptr);
-  if (!real)
-    return path;
-  std::string resolved = real;
-  std::free(real);
-  return resolved;
-}
-
 /// The directory must exist and take new files.
 void requireWritableDirectory(const std::string &path,
                               const std::string &option) {
@@ -90,7 +76,8 @@ void checkOutputFile(const std::string &path, const std::string &option) {
   if (path.empty())
     throw Error(option + ": empty output path");
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
+  // A symbolic link is replaced, whatever it names.
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) {
     if (!S_ISREG(st.st_mode))
       throw Error(option + ": " + path + " is " + fileTypeName(st.st_mode) +
                   ", not a regular file: dsc writes a new file and renames "
@@ -100,7 +87,6 @@ void checkOutputFile(const std::string &path, const std::string &option) {
   }
   requireWritableDirectory(path, option);
   removeOrphanTemporaries(path);
-  removeOrphanTemporaries(resolveLink(path));
 }
 
 void checkStreamOutput(const std::string &path, const std::string &option) {
@@ -118,10 +104,12 @@ void checkStreamOutput(const std::string &path, const std::string &option) {
 }
 
 void writeFileAtomic(const std::string &requested, const std::string &bytes) {
-  const std::string path = resolveLink(requested);
+  // The rename replaces a symbolic link at `requested` itself: what it
+  // named is never written.
+  const std::string &path = requested;
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0)
-    if (!S_ISREG(st.st_mode))
+  if (::lstat(path.c_str(), &st) == 0)
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
       throw Error("cannot write " + requested + ": it is " +
                   fileTypeName(st.st_mode) +
                   ", not a regular file");
@@ -171,6 +159,27 @@ void writeFileAtomic(const std::string &requested, const std::string &bytes) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+void replaceLinkToFile(const std::string &path, bool append,
+                       const std::string &option) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
+    return;
+  // A link to a FIFO or a device (/dev/stdout, a pipe) is a stream.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+      !S_ISDIR(st.st_mode))
+    return;
+  if (append)
+    throw Error(option + ": " + path + " is a symbolic link; dsc does not "
+                "append through one (remove it or name the file itself)");
+  writeFileAtomic(path, "");
 }
 
 } // namespace dsc::rt
