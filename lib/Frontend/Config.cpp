@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 
 namespace dsc {
@@ -120,6 +121,73 @@ std::string suggest(const std::string &key,
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
+/// The text of every floating-point number of a JSON document, by key path
+/// ("a.b", "a.b[1]"): messages quote a number as the user wrote it (5.5e0,
+/// not 5.5). A second, SAX pass over a document parseStrictJson accepted.
+class NumberTexts : public nlohmann::json_sax<json> {
+public:
+  explicit NumberTexts(std::map<std::string, std::string> &out) : out(out) {}
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t &s) override {
+    out[here()] = s;
+    return value();
+  }
+  bool string(string_t &) override { return value(); }
+  bool binary(binary_t &) override { return value(); }
+  bool start_object(std::size_t) override {
+    stack.push_back({true, "", 0});
+    return true;
+  }
+  bool key(string_t &k) override {
+    stack.back().key = k;
+    return true;
+  }
+  bool end_object() override { return end(); }
+  bool start_array(std::size_t) override {
+    stack.push_back({false, "", 0});
+    return true;
+  }
+  bool end_array() override { return end(); }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &) override {
+    return false;
+  }
+
+private:
+  struct Level {
+    bool object;
+    std::string key;
+    size_t index;
+  };
+  std::string here() const {
+    std::string p;
+    for (size_t i = 1; i < stack.size(); ++i) {
+      const Level &l = stack[i - 1];
+      if (l.object)
+        p += (p.empty() ? "" : ".") + l.key;
+      else
+        p += "[" + std::to_string(l.index) + "]";
+    }
+    const Level &l = stack.back();
+    return l.object ? (p.empty() ? "" : p + ".") + l.key
+                    : p + "[" + std::to_string(l.index) + "]";
+  }
+  bool value() {
+    if (!stack.empty() && !stack.back().object)
+      ++stack.back().index;
+    return true;
+  }
+  bool end() {
+    stack.pop_back();
+    return value();
+  }
+  std::map<std::string, std::string> &out;
+  std::vector<Level> stack;
+};
+
 /// Error reporting and typed access to JSON values, all naming `origin`.
 class Ctx {
 public:
@@ -129,25 +197,53 @@ public:
     throw ConfigError(oneLine(origin + ": " + msg));
   }
 
+  /// `v` (at key path `p`) as the user wrote it.
+  std::string shown(const std::string &p, const json &v) const {
+    if (v.is_number_float())
+      if (auto it = numberTexts.find(p); it != numberTexts.end())
+        return it->second;
+    return show(v);
+  }
+
   /// "<path>: <value> is not allowed; expected <expected>".
   [[noreturn]] void bad(const std::string &p, const json &v,
                         const std::string &expected) const {
-    std::string msg = p + ": " + show(v) + " is not allowed; expected " +
+    std::string msg = p + ": " + shown(p, v) + " is not allowed; expected " +
                       expected;
     if (v.is_string() && v.get_ref<const std::string &>() == "auto")
-      msg += " (\"auto\" is filled in by the Hugging Face Trainer "
-             "integration; write the value itself)";
+      msg += " (\"auto\" is resolved only where the Hugging Face Trainer "
+             "resolves it; write the value itself)";
     fail(msg);
   }
 
+  /// "ds_config: <text>", once.
+  void note(const std::string &text) const {
+    const std::string line = "ds_config: " + text;
+    if (std::find(notes.begin(), notes.end(), line) == notes.end())
+      notes.push_back(line);
+  }
+
+  /// An integer, also written as a whole-number float (5e8, 1e9: DeepSpeed
+  /// reads its integer keys so).
   int64_t integer(const std::string &p, const json &v, int64_t min,
                   int64_t max, const std::string &expected) const {
-    if (!v.is_number_integer())
-      bad(p, v, expected);
-    if (v.is_number_unsigned() &&
-        v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      bad(p, v, expected);
-    int64_t x = v.get<int64_t>();
+    int64_t x = 0;
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      // 2^63 itself is not an int64; the compare is exact in double.
+      if (!std::isfinite(d) || d != std::floor(d) || d < -9223372036854775808.0 ||
+          d >= 9223372036854775808.0)
+        bad(p, v, expected);
+      x = int64_t(d);
+      wholeFloats.emplace_back(p, x);
+    } else {
+      if (!v.is_number_integer())
+        bad(p, v, expected);
+      if (v.is_number_unsigned() &&
+          v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        bad(p, v, expected);
+      x = v.get<int64_t>();
+    }
     if (x < min || x > max)
       bad(p, v, expected);
     return x;
@@ -228,6 +324,11 @@ public:
   }
 
   std::string origin;
+  std::map<std::string, std::string> numberTexts;
+  /// Integer keys written as floats, by path: written as integers in the
+  /// resolved config.
+  mutable std::vector<std::pair<std::string, int64_t>> wholeFloats;
+  mutable std::vector<std::string> notes;
 };
 
 /// Real configs are a few KiB and nest 3 levels; these bounds keep a hostile
@@ -246,7 +347,7 @@ std::string readFile(const std::string &file) {
 /// Parses strict JSON (no comments, no NaN, at most kMaxConfigDepth levels)
 /// and rejects duplicate keys, which nlohmann::json would otherwise resolve
 /// silently (last one wins).
-json parseJson(const std::string &text, const Ctx &c) {
+json parseJson(const std::string &text, Ctx &c) {
   json j;
   try {
     j = parseStrictJson(text, kMaxConfigDepth);
@@ -256,6 +357,8 @@ json parseJson(const std::string &text, const Ctx &c) {
   if (!j.is_object())
     c.fail(std::string("expected a JSON object at the top level, got ") +
            j.type_name());
+  NumberTexts texts(c.numberTexts);
+  json::sax_parse(text, &texts);
   return j;
 }
 
@@ -281,7 +384,8 @@ const std::vector<IgnoredKey> kCommonIgnored = {
     {"_attn_implementation_autoset", nullptr, nullptr},
     {"architectures", nullptr, nullptr},
     {"transformers_version", nullptr, nullptr},
-    {"torch_dtype", nullptr, nullptr},     // storage dtype of the weights
+    {"torch_dtype", nullptr, nullptr},     // read by readDtype
+    {"dtype", nullptr, nullptr},           // transformers >= 4.56's name
     {"use_bfloat16", nullptr, nullptr},
     {"bos_token_id", nullptr, nullptr},
     {"eos_token_id", nullptr, nullptr},
@@ -763,6 +867,142 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
 // Training config (DeepSpeed ds_config.json subset + dsc section)
 //===----------------------------------------------------------------------===//
 
+const DeepSpeedKey *findDeepSpeedKey(const std::string &p) {
+  for (const DeepSpeedKey &k : deepSpeedKeys())
+    if (p == k.path)
+      return &k;
+  return nullptr;
+}
+
+/// The table's keys directly inside the section `prefix` ("": top level).
+std::vector<std::string> deepSpeedKeysIn(const std::string &prefix) {
+  std::vector<std::string> out;
+  const std::string start = prefix.empty() ? "" : prefix + ".";
+  for (const DeepSpeedKey &k : deepSpeedKeys()) {
+    const std::string p = k.path;
+    if (p.rfind(start, 0) == 0 &&
+        p.find('.', start.size()) == std::string::npos)
+      out.push_back(p.substr(start.size()));
+  }
+  return out;
+}
+
+/// `a` and then the names of `b` that `a` lacks.
+std::vector<std::string> merged(std::vector<std::string> a,
+                                const std::vector<std::string> &b) {
+  for (const std::string &k : b)
+    if (std::find(a.begin(), a.end(), k) == a.end())
+      a.push_back(k);
+  return a;
+}
+
+/// Whether `v` is one of a table entry's accepted values (DeepSpeedKey).
+bool acceptedValue(const std::string &accepts, const json &v) {
+  if (accepts == "{enabled:false}") {
+    if (!v.is_object())
+      return false;
+    auto it = v.find("enabled");
+    return it == v.end() || *it == false;
+  }
+  if (accepts == "{device:none}") {
+    if (v.is_null())
+      return true;
+    if (!v.is_object())
+      return false;
+    auto it = v.find("device");
+    return it == v.end() || it->is_null() || *it == "none";
+  }
+  size_t start = 0;
+  while (start <= accepts.size()) {
+    size_t bar = accepts.find('|', start);
+    if (bar == std::string::npos)
+      bar = accepts.size();
+    if (json::parse(accepts.substr(start, bar - start)) == v)
+      return true;
+    start = bar + 1;
+  }
+  return false;
+}
+
+void checkKeyType(const Ctx &c, const std::string &p, const json &v,
+                  const std::string &type) {
+  if (type == "bool")
+    c.boolean(p, v);
+  else if (type == "int")
+    c.integer(p, v, std::numeric_limits<int64_t>::min(),
+              std::numeric_limits<int64_t>::max(), "an integer");
+  else if (type == "number")
+    c.number(p, v, [](double) { return true; }, "a number");
+  else if (type == "string") {
+    if (!v.is_null())
+      c.string(p, v, "a string");
+  } else if (type == "object") {
+    if (!v.is_null())
+      c.object(p, v);
+  }
+}
+
+/// Handles `key` of the section `prefix` when the table says it has no
+/// effect or is not supported; false when the table implements it (the
+/// caller's to read) or does not know it.
+bool handleTableKey(const Ctx &c, const std::string &prefix,
+                    const std::string &key, const json &v) {
+  const std::string p = path(prefix, key);
+  const DeepSpeedKey *k = findDeepSpeedKey(p);
+  if (!k || k->treatment == KeyTreatment::Implemented)
+    return false;
+  const std::string accepts = k->accepts ? k->accepts : "";
+  if (!accepts.empty() && acceptedValue(accepts, v)) {
+    if (k->treatment == KeyTreatment::NoEffect)
+      c.note(p + ": accepted; no effect in dsc: " + k->why);
+    return true;
+  }
+  if (k->treatment == KeyTreatment::NoEffect && accepts.empty()) {
+    checkKeyType(c, p, v, k->type);
+    c.note(p + ": accepted; no effect in dsc: " + k->why);
+    return true;
+  }
+  // Refused: name the value that asks for what dsc does not do.
+  if (accepts == "{enabled:false}" && v.is_object())
+    c.fail(p + ".enabled: " + c.shown(p + ".enabled", v["enabled"]) +
+           " is not supported by dsc: " + k->why +
+           " (the section is accepted with enabled false)");
+  if (accepts == "{device:none}" && v.is_object() && v.contains("device"))
+    c.fail(p + ".device: " + c.shown(p + ".device", v["device"]) +
+           " is not supported by dsc: " + k->why +
+           " (accepted: device \"none\")");
+  std::string allowed;
+  for (char ch : accepts)
+    allowed += ch == '|' ? std::string(" or ") : std::string(1, ch);
+  if (accepts.empty() && v.is_object())
+    c.fail(p + ": not supported by dsc: " + k->why);
+  c.fail(p + ": " + c.shown(p, v) + " is not supported by dsc: " + k->why +
+         (allowed.empty() || allowed[0] == '{' ? ""
+                                               : " (accepted: " + allowed + ")"));
+}
+
+/// A section every key of which the table describes (data_types).
+void parseTableSection(const Ctx &c, const std::string &name,
+                       const json &sec) {
+  c.object(name, sec);
+  for (auto it = sec.begin(); it != sec.end(); ++it)
+    if (!handleTableKey(c, name, it.key(), it.value()))
+      c.unknownKey(name, it.key(), deepSpeedKeysIn(name));
+}
+
+/// The keys of `sec` outside `implemented`: by the table, else unknown.
+void checkSectionKeys(const Ctx &c, const std::string &name, const json &sec,
+                      const std::vector<std::string> &implemented) {
+  for (auto it = sec.begin(); it != sec.end(); ++it) {
+    const std::string &k = it.key();
+    if (std::find(implemented.begin(), implemented.end(), k) !=
+        implemented.end())
+      continue;
+    if (!handleTableKey(c, name, k, it.value()))
+      c.unknownKey(name, k, merged(implemented, deepSpeedKeysIn(name)));
+  }
+}
+
 void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
   c.object("optimizer", sec);
   c.checkKeys("optimizer", sec, {"type", "params"});
@@ -1044,14 +1284,25 @@ void parseScheduler(const Ctx &c, const json &sec, SchedulerConfig &s) {
   s.warmupNumSteps = std::max<int64_t>(2, warmupSteps);
 }
 
-/// DeepSpeed's fp16 section (deepspeed/runtime/config.py defaults).
+/// The largest float32: a loss scale is a float32 on every backend, and a
+/// larger one would be inf (every step skipped).
+constexpr double kMaxFloat32 = 3.4028234663852886e38;
+
+/// DeepSpeed's fp16 section (deepspeed/runtime/precision_config.py
+/// defaults); its other keys come from the table.
 void parseFp16(const Ctx &c, const std::string &name, const json &sec,
                MixedPrecisionConfig &mp) {
   c.object(name, sec);
-  c.checkKeys(name, sec,
-              {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
-               "loss_scale_window", "hysteresis", "consecutive_hysteresis",
-               "min_loss_scale", "fp16_master_weights_and_grads"});
+  checkSectionKeys(c, name, sec,
+                   {"enabled", "loss_scale", "initial_scale_power",
+                    "loss_scale_window", "hysteresis",
+                    "consecutive_hysteresis", "min_loss_scale"});
+  auto scale = [&](const std::string &p, const json &v, double min,
+                   const char *expected) {
+    return c.number(p, v,
+                    [&](double x) { return x >= min && x <= kMaxFloat32; },
+                    expected);
+  };
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     const std::string &k = it.key();
     const std::string p = name + "." + k;
@@ -1059,39 +1310,44 @@ void parseFp16(const Ctx &c, const std::string &name, const json &sec,
     if (k == "enabled")
       mp.fp16 = c.boolean(p, v); // DeepSpeed: defaults to false
     else if (k == "loss_scale")
-      mp.lossScale = c.nonNegativeNumber(p, v);
+      mp.lossScale = scale(p, v, 0,
+                           "0 (dynamic scaling) or a static scale in (0, "
+                           "3.4e38], the float32 range");
     else if (k == "initial_scale_power")
+      // 2^100 is well inside float32 (2^127 is its largest power of two).
       mp.initialScalePower =
           c.integer(p, v, 0, 100, "an integer in [0, 100]");
     else if (k == "loss_scale_window")
       mp.lossScaleWindow = c.positive(p, v);
     else if (k == "hysteresis")
       mp.hysteresis = c.positive(p, v);
-    else if (k == "min_loss_scale")
-      mp.minLossScale = c.positiveNumber(p, v);
-    else if (k == "consecutive_hysteresis")
+    else if (k == "min_loss_scale") {
+      mp.minLossScale = scale(p, v, 0, "a number in (0, 3.4e38]");
+      if (mp.minLossScale == 0)
+        c.bad(p, v, "a number in (0, 3.4e38]");
+    } else if (k == "consecutive_hysteresis")
       mp.consecutiveHysteresis = c.boolean(p, v);
-    else if (c.boolean(p, v)) // auto_cast, fp16_master_weights_and_grads
-      c.fail(p + ": true is not supported yet (dsc keeps fp32 master "
-                 "weights and gradients and rounds the model itself)");
   }
 }
 
 void parseBf16(const Ctx &c, const std::string &name, const json &sec,
                MixedPrecisionConfig &mp) {
   c.object(name, sec);
-  c.checkKeys(name, sec, {"enabled"});
-  auto it = sec.find("enabled");
-  if (it != sec.end())
-    mp.bf16 = c.boolean(name + ".enabled", *it);
+  // bfloat16 is the old name of the same section: the same keys.
+  for (auto it = sec.begin(); it != sec.end(); ++it) {
+    if (it.key() == "enabled")
+      mp.bf16 = c.boolean(name + ".enabled", it.value());
+    else if (!handleTableKey(c, "bf16", it.key(), it.value()))
+      c.unknownKey(name, it.key(),
+                   merged({"enabled"}, deepSpeedKeysIn("bf16")));
+  }
 }
 
 /// zero_optimization: stage 0 to 3 (-dsc-zero), stage 3's parameter
 /// persistence threshold and the bucket sizes of the gradient reductions
 /// and shard gathers (-dsc-bucket-collectives). Its other keys are
-/// DeepSpeed's tuning knobs: those that only tune bucketing and overlap are
-/// accepted (dsc reduces each gradient in its own collective; see the
-/// README), those that ask for something dsc does not do are errors.
+/// DeepSpeed's tuning knobs, accepted without effect, or requests for what
+/// dsc does not do (offload, ZeRO++), refused: both from the key table.
 void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   // Old DeepSpeed accepted a bare boolean (true meaning stage 1).
   if (sec.is_boolean()) {
@@ -1099,27 +1355,23 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
     return;
   }
   c.object("zero_optimization", sec);
-  c.checkKeys(
-      "zero_optimization", sec,
-      {"stage", "allgather_partitions", "allgather_bucket_size",
-       "overlap_comm", "reduce_scatter", "reduce_bucket_size",
-       "contiguous_gradients", "offload_param", "offload_optimizer",
-       "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
-       "sub_group_size", "stage3_max_live_parameters",
-       "stage3_max_reuse_distance", "stage3_prefetch_bucket_size",
-       "stage3_param_persistence_threshold", "stage3_model_persistence_threshold",
-       "stage3_gather_16bit_weights_on_model_save",
-       "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint",
-       "round_robin_gradients", "ignore_unused_parameters",
-       "load_from_fp32_weights", "legacy_stage1", "memory_efficient_linear",
-       "zero_hpz_partition_size", "zero_quantized_weights",
-       "zero_quantized_gradients", "mics_shard_size",
-       "mics_hierarchical_params_gather"});
-  if (auto it = sec.find("stage3_param_persistence_threshold");
-      it != sec.end())
-    t.zeroPersistenceThreshold =
-        c.integer("zero_optimization.stage3_param_persistence_threshold", *it,
-                  0, std::numeric_limits<int64_t>::max(), "an integer >= 0");
+  const std::string name = "zero_optimization";
+  checkSectionKeys(c, name, sec,
+                   {"stage", "reduce_bucket_size", "allgather_bucket_size",
+                    "stage3_param_persistence_threshold",
+                    "param_persistence_threshold"});
+  // DeepSpeed's field and its stage3_ alias name one setting.
+  if (sec.contains("stage3_param_persistence_threshold") &&
+      sec.contains("param_persistence_threshold"))
+    c.fail("zero_optimization.stage3_param_persistence_threshold and "
+           "param_persistence_threshold are one setting under two names; "
+           "give one");
+  for (const char *key : {"stage3_param_persistence_threshold",
+                          "param_persistence_threshold"})
+    if (auto it = sec.find(key); it != sec.end())
+      t.zeroPersistenceThreshold =
+          c.integer(name + "." + key, *it, 0,
+                    std::numeric_limits<int64_t>::max(), "an integer >= 0");
   if (auto it = sec.find("reduce_bucket_size"); it != sec.end())
     t.reduceBucketSize =
         c.integer("zero_optimization.reduce_bucket_size", *it, 0,
@@ -1128,35 +1380,6 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
     t.allgatherBucketSize =
         c.integer("zero_optimization.allgather_bucket_size", *it, 0,
                   std::numeric_limits<int64_t>::max(), "an integer >= 0");
-  for (const char *key : {"stage3_prefetch_bucket_size",
-                          "stage3_max_live_parameters",
-                          "stage3_max_reuse_distance", "sub_group_size"})
-    if (auto it = sec.find(key); it != sec.end())
-      c.integer(std::string("zero_optimization.") + key, *it, 0,
-                std::numeric_limits<int64_t>::max(), "an integer >= 0");
-  for (const char *key : {"overlap_comm", "contiguous_gradients",
-                          "reduce_scatter", "allgather_partitions",
-                          "round_robin_gradients", "elastic_checkpoint",
-                          "ignore_unused_parameters", "load_from_fp32_weights",
-                          "memory_efficient_linear"})
-    if (auto it = sec.find(key); it != sec.end())
-      c.boolean(std::string("zero_optimization.") + key, *it);
-  // Requests for what dsc does not do (offload, quantized or hierarchical
-  // partitions): refused rather than silently ignored.
-  for (const char *key :
-       {"offload_param", "offload_optimizer", "cpu_offload",
-        "cpu_offload_params", "zero_quantized_weights",
-        "zero_quantized_gradients", "zero_hpz_partition_size",
-        "mics_shard_size"}) {
-    auto it = sec.find(key);
-    if (it == sec.end() || it->is_null() || (it->is_boolean() && !*it) ||
-        (it->is_number_integer() && it->get<int64_t>() <= 1) ||
-        (it->is_object() && it->value("device", "none") == "none"))
-      continue;
-    c.fail(std::string("zero_optimization.") + key +
-           " is not supported (dsc does not offload, quantize or "
-           "hierarchically partition ZeRO state)");
-  }
   auto it = sec.find("stage");
   if (it == sec.end())
     return; // DeepSpeed default: stage 0
@@ -1591,6 +1814,214 @@ void parseLora(const Ctx &c, const std::string &prefix, const json &sec,
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+/// A double as JSON writes it, shortest form ("5e-05", "1", "0.9").
+std::string num(double v) { return json(v).dump(); }
+
+/// The value at key path `p` ("a.b", "a[1]") of `root`, or null.
+json *atPath(json &root, const std::string &p) {
+  json *at = &root;
+  size_t i = 0;
+  while (i < p.size()) {
+    if (p[i] == '[') {
+      size_t close = p.find(']', i);
+      if (close == std::string::npos || !at->is_array())
+        return nullptr;
+      size_t index = std::stoul(p.substr(i + 1, close - i - 1));
+      if (index >= at->size())
+        return nullptr;
+      at = &(*at)[index];
+      i = close + 1;
+      if (i < p.size() && p[i] == '.')
+        ++i;
+      continue;
+    }
+    size_t end = p.find_first_of(".[", i);
+    if (end == std::string::npos)
+      end = p.size();
+    if (!at->is_object())
+      return nullptr;
+    auto it = at->find(p.substr(i, end - i));
+    if (it == at->end())
+      return nullptr;
+    at = &*it;
+    i = end < p.size() && p[end] == '.' ? end + 1 : end;
+  }
+  return at;
+}
+
+/// Resolves "auto" values as the Hugging Face Trainer's DeepSpeed
+/// integration does (transformers' integrations/deepspeed.py,
+/// HfTrainerDeepSpeedConfig.trainer_config_process and _finalize), from
+/// what dsc knows: the defaults of TrainingArguments, the values the file
+/// itself gives (the Trainer requires them to match its arguments), the
+/// world size, the model config's hidden_size and dtype, the run's steps.
+/// Each resolution becomes a note. "auto" anywhere else is left to fail
+/// where the key is read.
+void resolveAuto(json &j, const Ctx &c, const TrainConfigInputs &in) {
+  auto isAuto = [](const json *v) {
+    return v && v->is_string() && v->get_ref<const std::string &>() == "auto";
+  };
+  auto set = [&](const std::string &p, json value, const std::string &why) {
+    json *v = atPath(j, p);
+    if (!isAuto(v))
+      return;
+    c.note(p + " \"auto\" -> " + value.dump() + " (" + why + ")");
+    *v = std::move(value);
+  };
+  // A number the file gives (not "auto"), else `dflt`.
+  auto given = [&](const std::string &p, double dflt) {
+    json *v = atPath(j, p);
+    return v && v->is_number() ? v->get<double>() : dflt;
+  };
+  set("train_micro_batch_size_per_gpu", 8,
+      "Hugging Face Trainer default per_device_train_batch_size");
+  set("gradient_accumulation_steps", 1,
+      "Hugging Face Trainer default gradient_accumulation_steps");
+  if (isAuto(atPath(j, "train_batch_size"))) {
+    // world size x micro x accumulation, over the data-parallel ranks
+    // (the tensor and pipeline ranks hold one replica).
+    const double tp = given("tensor_parallel.autotp_size", 1);
+    json *stages = atPath(j, "pipeline.stages");
+    const double pp = stages && stages->is_number() ? stages->get<double>() : 1;
+    const double mb = given("train_micro_batch_size_per_gpu", 8),
+                 ga = given("gradient_accumulation_steps", 1);
+    const double dp = tp * pp >= 1 ? std::floor(double(in.worldSize) / (tp * pp))
+                                   : double(in.worldSize);
+    const double tb = dp * mb * ga;
+    if (tb >= 1 && tb <= double(kMaxSize) && tb == std::floor(tb))
+      set("train_batch_size", int64_t(tb),
+          (tp * pp > 1 ? "data-parallel size " : "world size ") +
+              num(dp) + " x micro-batch " + num(mb) + " x accumulation " +
+              num(ga) + ", as the Hugging Face Trainer computes it");
+  }
+  set("gradient_clipping", 1.0,
+      "Hugging Face Trainer default max_grad_norm");
+  set("optimizer.params.lr", 5e-5,
+      "Hugging Face Trainer default learning_rate");
+  set("optimizer.params.betas", json::array({0.9, 0.999}),
+      "Hugging Face Trainer defaults adam_beta1, adam_beta2");
+  set("optimizer.params.eps", 1e-8,
+      "Hugging Face Trainer default adam_epsilon");
+  set("optimizer.params.weight_decay", 0.0,
+      "Hugging Face Trainer default weight_decay");
+  set("scheduler.params.warmup_min_lr", 0,
+      "as the Hugging Face Trainer sets it");
+  {
+    json *lr = atPath(j, "optimizer.params.lr");
+    set("scheduler.params.warmup_max_lr",
+        lr && lr->is_number() ? *lr : json(5e-5),
+        lr && lr->is_number()
+            ? "the learning rate, optimizer.params.lr"
+            : "the learning rate, Hugging Face Trainer default learning_rate");
+  }
+  set("scheduler.params.warmup_num_steps", 0,
+      "Hugging Face Trainer defaults warmup_steps 0, warmup_ratio 0");
+  if (isAuto(atPath(j, "scheduler.params.total_num_steps"))) {
+    if (in.steps <= 0)
+      c.fail("scheduler.params.total_num_steps: \"auto\" is the run's "
+             "number of steps, which only dsc-run train --steps N gives; "
+             "give --steps or write the number");
+    set("scheduler.params.total_num_steps", in.steps, "dsc-run --steps");
+  }
+  // Mixed precision: the Trainer's --fp16 / --bf16 flags, which dsc does
+  // not have; the model config's dtype says how the weights were trained.
+  const std::string dtype = in.model ? in.model->dtype : "";
+  const std::string from =
+      dtype.empty() ? (in.model ? "the model config gives no torch_dtype"
+                                : "no model config")
+                    : "the model config's dtype is \"" + dtype + "\"";
+  set("fp16.enabled", dtype == "float16",
+      from + "; the Hugging Face Trainer takes it from --fp16, default off");
+  for (const char *bf : {"bf16.enabled", "bfloat16.enabled"})
+    set(bf, dtype == "bfloat16",
+        from + "; the Hugging Face Trainer takes it from --bf16, default off");
+  set("amp.enabled", false,
+      "Hugging Face Trainer default: no --fp16 with the apex backend");
+  set("amp.opt_level", "O1", "Hugging Face Trainer default fp16_opt_level");
+  // ZeRO sizes from the model's width (trainer_config_finalize).
+  for (const char *key : {"zero_optimization.reduce_bucket_size",
+                          "zero_optimization.stage3_prefetch_bucket_size",
+                          "zero_optimization.stage3_param_persistence_threshold"}) {
+    if (!isAuto(atPath(j, key)))
+      continue;
+    if (!in.model)
+      c.fail(std::string(key) + ": \"auto\" is computed from the model's "
+             "hidden_size, and no model config was given; write the number");
+    const int64_t h = in.model->hidden;
+    const std::string k = key;
+    if (k == "zero_optimization.reduce_bucket_size")
+      set(k, h * h, "hidden_size^2 = " + str(h) + "^2");
+    else if (k == "zero_optimization.stage3_prefetch_bucket_size")
+      set(k, int64_t(0.9 * double(h) * double(h)),
+          "0.9 * hidden_size^2, hidden_size " + str(h));
+    else
+      set(k, 10 * h, "10 * hidden_size, hidden_size " + str(h));
+  }
+}
+
+/// The resolved config (TrainConfig::resolvedJson): integer keys written
+/// as whole floats become integers, the batch sizes are filled in.
+std::string resolvedText(json j, const Ctx &c, const TrainConfig &t) {
+  for (const auto &[p, value] : c.wholeFloats)
+    if (json *v = atPath(j, p))
+      *v = value;
+  j["train_batch_size"] = t.trainBatchSize;
+  j["train_micro_batch_size_per_gpu"] = t.microBatch;
+  j["gradient_accumulation_steps"] = t.gradAccum;
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+/// torch_dtype, or dtype (its name since transformers 4.56): a torch
+/// dtype name, "auto" or null. Both may be given only with one value.
+std::string readDtype(const Ctx &c, const json &j) {
+  std::string dtype;
+  for (const char *key : {"torch_dtype", "dtype"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null())
+      continue;
+    std::string d = c.string(key, *it, "a torch dtype name such as "
+                                       "\"float32\" or \"bfloat16\"");
+    if (d.rfind("torch.", 0) == 0)
+      d = d.substr(6);
+    if (!dtype.empty() && d != dtype)
+      c.fail("torch_dtype (\"" + dtype + "\") and dtype (\"" + d +
+             "\") are one setting under two names and disagree");
+    dtype = d;
+  }
+  return dtype;
+}
+
+/// architectures: the model classes the checkpoint was saved from. dsc
+/// builds the language-model head of each type (a bare backbone trains
+/// with it); any other head (sequence classification, question
+/// answering...) is refused rather than replaced.
+void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
+  auto it = j.find("architectures");
+  if (it == j.end() || it->is_null())
+    return;
+  std::vector<std::string> built;
+  if (type == "gpt2")
+    built = {"GPT2LMHeadModel", "GPT2Model"};
+  else if (type == "bert")
+    built = {"BertForMaskedLM", "BertModel"};
+  else if (type == "llama")
+    built = {"LlamaForCausalLM", "LlamaModel"};
+  else if (type == "mistral")
+    built = {"MistralForCausalLM", "MistralModel"};
+  else
+    built = {"Qwen2ForCausalLM", "Qwen2Model"};
+  const std::string expected = "a list of model class names";
+  if (!it->is_array())
+    c.bad("architectures", *it, expected);
+  for (const json &a : *it) {
+    const std::string &name = c.string("architectures", a, expected);
+    if (std::find(built.begin(), built.end(), name) == built.end())
+      c.fail("architectures: \"" + name + "\" is not supported: for "
+             "model_type \"" + type + "\" dsc builds " + built[0] +
+             " (" + built[1] + " trains with that head)");
+  }
+}
+
 } // namespace
 
 std::vector<std::string> defaultLoraTargets(ModelType type) {
@@ -1631,13 +2062,19 @@ ModelConfig parseModelConfigText(const std::string &text,
   if (it == j.end())
     c.fail(std::string("model_type: missing; expected ") + types);
   const std::string &t = c.string("model_type", *it, types);
+  ModelConfig m;
   if (t == "gpt2")
-    return parseGpt2(c, j);
-  if (t == "bert")
-    return parseBert(c, j);
-  if (t == "llama" || t == "mistral" || t == "qwen2")
-    return parseLlama(c, j, t);
-  c.fail("model_type: " + show(*it) + " is not supported; expected " + types);
+    m = parseGpt2(c, j);
+  else if (t == "bert")
+    m = parseBert(c, j);
+  else if (t == "llama" || t == "mistral" || t == "qwen2")
+    m = parseLlama(c, j, t);
+  else
+    c.fail("model_type: " + show(*it) + " is not supported; expected " +
+           types);
+  m.dtype = readDtype(c, j);
+  checkArchitectures(c, j, t);
+  return m;
 }
 
 ModelConfig parseModelConfig(const std::string &file) {
@@ -1647,10 +2084,20 @@ ModelConfig parseModelConfig(const std::string &file) {
 TrainConfig parseTrainConfigText(const std::string &text,
                                  const std::string &origin,
                                  int64_t worldSize) {
+  TrainConfigInputs in;
+  in.worldSize = worldSize;
+  return parseTrainConfigText(text, origin, in);
+}
+
+TrainConfig parseTrainConfigText(const std::string &text,
+                                 const std::string &origin,
+                                 const TrainConfigInputs &in) {
   Ctx c(origin);
+  const int64_t worldSize = in.worldSize;
   if (worldSize < 1)
     c.fail("world size " + str(worldSize) + " is not allowed; expected >= 1");
   json j = parseJson(text, c);
+  resolveAuto(j, c, in);
   TrainConfig t;
   t.worldSize = worldSize;
   std::optional<int64_t> tb, mb, ga;
@@ -1662,8 +2109,6 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "gradient_accumulation_steps",
       "gradient_clipping",
       "steps_per_print",
-      "wall_clock_breakdown",
-      "memory_breakdown",
       "optimizer",
       "scheduler",
       "fp16",
@@ -1690,8 +2135,6 @@ TrainConfig parseTrainConfigText(const std::string &text,
       t.gradClip = c.nonNegativeNumber(k, v);
     else if (k == "steps_per_print")
       t.stepsPerPrint = c.positive(k, v);
-    else if (k == "wall_clock_breakdown" || k == "memory_breakdown")
-      c.boolean(k, v); // reporting switches; accepted and ignored
     else if (k == "optimizer")
       parseOptimizer(c, v, t.optimizer);
     else if (k == "scheduler")
@@ -1723,8 +2166,10 @@ TrainConfig parseTrainConfigText(const std::string &text,
       parseTensorParallel(c, v, t.parallel);
     else if (k == "pipeline")
       parsePipeline(c, v, t.parallel);
-    else
-      c.unknownKey("", k, topKeys);
+    else if (k == "data_types")
+      parseTableSection(c, k, v);
+    else if (!handleTableKey(c, "", k, v))
+      c.unknownKey("", k, merged(topKeys, deepSpeedKeysIn("")));
   }
   // DeepSpeed's PipelineModule checkpoints every `interval` layers: dsc's
   // per-layer checkpointing over groups of that many layers.
@@ -1862,11 +2307,22 @@ TrainConfig parseTrainConfigText(const std::string &text,
   t.trainBatchSize = *tb;
   t.microBatch = *mb;
   t.gradAccum = *ga;
+  if (!j.contains("optimizer"))
+    c.note("no optimizer section (DeepSpeed leaves the optimizer to the "
+           "training script): dsc trains AdamW with lr 0.001, betas [0.9, "
+           "0.999], eps 1e-8, weight_decay 0");
+  t.resolvedJson = resolvedText(j, c, t);
+  t.notes = std::move(c.notes);
   return t;
 }
 
 TrainConfig parseTrainConfig(const std::string &file, int64_t worldSize) {
   return parseTrainConfigText(readFile(file), file, worldSize);
+}
+
+TrainConfig parseTrainConfig(const std::string &file,
+                             const TrainConfigInputs &inputs) {
+  return parseTrainConfigText(readFile(file), file, inputs);
 }
 
 void validateConfigs(const ModelConfig &model, const TrainConfig &train) {

@@ -8,6 +8,8 @@
 //   dsc-run estimate --model M.json --config C.json [--memory-report F.json]
 //   dsc-run inspect --model M.json --config C.json --data D --out F.safetensors
 //   dsc-run demo [--steps N]
+//   dsc-run config-keys
+//   dsc-run train|estimate|compile|plan ... --print-config
 //
 // Every failure is one line on stderr and exit status 1.
 //
@@ -49,6 +51,8 @@
 
 using namespace dsc;
 
+std::string printableLine(const std::string &message);
+
 namespace {
 
 struct UsageError : std::runtime_error {
@@ -89,7 +93,11 @@ const char *kUsage =
     "          section (heads x blocks x blocks)\n"
     "  plan    --model M.json --config C.json --world-size N\n"
     "          [--gpus-per-node G] [--seq-len T]   a tensor x pipeline x data\n"
-    "          job on paper: mesh, per-rank memory, communication, bubble\n";
+    "          job on paper: mesh, per-rank memory, communication, bubble\n"
+    "  config-keys  DeepSpeed's config keys and what dsc does with each\n"
+    "          (Markdown)\n"
+    "  --print-config (train, estimate, compile, plan): print the training\n"
+    "          config as resolved (\"auto\" filled in) as JSON and exit\n";
 
 /// Flags of one sub-command: `--name value` pairs, `switches` (flags that
 /// take no value) and positional arguments.
@@ -201,10 +209,20 @@ struct Configs {
 
 /// The configs of --model and --config for a job of `worldSize` ranks
 /// (train_batch_size = micro * accumulation * worldSize).
-Configs readConfigs(const Args &args, int64_t worldSize) {
+/// The training config's notes ("auto" resolved, keys without effect) go
+/// to stderr, from the `leader` alone in a job of several ranks.
+Configs readConfigs(const Args &args, int64_t worldSize, bool leader = true) {
   Configs c;
   c.model = parseModelConfig(args.get("--model"));
-  c.train = parseTrainConfig(args.get("--config"), worldSize);
+  TrainConfigInputs inputs;
+  inputs.worldSize = worldSize;
+  inputs.model = &c.model;
+  if (args.has("--steps"))
+    inputs.steps = args.getInt("--steps", 0, 0);
+  c.train = parseTrainConfig(args.get("--config"), inputs);
+  if (leader)
+    for (const std::string &note : c.train.notes)
+      std::cerr << "dsc: " << printableLine(note) << "\n";
   if (args.has("--seq-len")) {
     c.train.seqLen = args.getInt("--seq-len", 0, 1);
     if (c.train.seqLen > c.model.maxPositions)
@@ -217,6 +235,14 @@ Configs readConfigs(const Args &args, int64_t worldSize) {
     c.adapter = readAdapterConfig(args.get("--adapter"), c.train);
   validateConfigs(c.model, c.train);
   return c;
+}
+
+/// --print-config: the training config as read and resolved, on stdout.
+int printConfig(const Configs &c) {
+  std::cout << c.train.resolvedJson << std::flush;
+  if (!std::cout)
+    throw rt::Error("cannot write the config to stdout");
+  return 0;
 }
 
 void printStep(const rt::StepStats &s, std::ostream &os) {
@@ -276,8 +302,9 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
                const PeriodicCheckpoints *periodic = nullptr) {
   std::ofstream log;
   if (!logPath.empty()) {
-    log.open(logPath, trainer.currentStep() == 0 ? std::ios::trunc
-                                                 : std::ios::app);
+    const bool append = trainer.currentStep() != 0;
+    rt::replaceLinkToFile(logPath, append, "--log-json");
+    log.open(logPath, append ? std::ios::app : std::ios::trunc);
     if (!log)
       throw rt::Error("cannot write log file " + logPath);
   }
@@ -363,6 +390,15 @@ void checkDistinctOutputs(const Args &args, bool lora) {
       throw UsageError("dsc-run: " + option + " and " + it->second +
                        " both write " + path + "; give each its own path");
   }
+  // Two names of one existing file (hard links).
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t k = 0; k < i; ++k)
+      if (outputs[i].first != outputs[k].first &&
+          rt::sameFile(outputs[i].second, outputs[k].second))
+        throw UsageError("dsc-run: " + outputs[i].first + " and " +
+                         outputs[k].first + " both write " +
+                         outputs[i].second + " (one file under two names); "
+                         "give each its own path");
   std::vector<std::pair<std::string, std::string>> inputs; // option, path
   for (const char *option :
        {"--model", "--config", "--data", "--init-from", "--resume"})
@@ -374,13 +410,24 @@ void checkDistinctOutputs(const Args &args, bool lora) {
   }
   for (const std::string &step : args.positional)
     inputs.push_back({"the compiled step", step});
-  for (const auto &[input, path] : inputs) {
+  // Compared by path and, for files that exist, by device and inode: a
+  // hard link of an input is that input.
+  auto writer = [&](const std::string &path) -> std::string {
     auto it = claimedBy.find(outputIdentity(path));
-    if (it == claimedBy.end() ||
-        (input == "--resume" && it->second == "--checkpoint") ||
-        (input == "--init-from" && it->second == "--save"))
+    if (it != claimedBy.end())
+      return it->second;
+    for (const auto &[option, out] : outputs)
+      if (rt::sameFile(out, path))
+        return option;
+    return "";
+  };
+  for (const auto &[input, path] : inputs) {
+    const std::string option = writer(path);
+    if (option.empty() ||
+        (input == "--resume" && option == "--checkpoint") ||
+        (input == "--init-from" && option == "--save"))
       continue;
-    throw UsageError("dsc-run: " + it->second + " would overwrite " + path +
+    throw UsageError("dsc-run: " + option + " would overwrite " + path +
                      ", which " + input + " reads; give it another path");
   }
 }
@@ -409,7 +456,11 @@ int cmdCompile(int argc, char **argv) {
   Args args("compile", argc, argv,
             {"--model", "--config", "--seq-len", "--stage", "--world-size",
              "--pipeline-stage", "-o"},
-            {"--print-pipeline"});
+            {"--print-pipeline", "--print-config"});
+  if (args.has("--print-config")) {
+    args.noPositional();
+    return printConfig(readConfigs(args, args.getInt("--world-size", 1, 1)));
+  }
   std::string stage = args.getOr("--stage", "step");
   if (stage != "forward" && stage != "step")
     throw UsageError("dsc-run compile: --stage '" + stage +
@@ -505,7 +556,15 @@ int cmdTrain(int argc, char **argv) {
              "--init-from", "--save", "--checkpoint", "--resume",
              "--log-json", "--backend", "--memory-report",
              "--checkpoint-every", "--checkpoint-keep", "--adapter",
-             "--merge-adapter"});
+             "--merge-adapter"},
+            {"--print-config"});
+  if (args.has("--print-config")) {
+    if (!args.positional.empty() || !args.has("--config"))
+      throw UsageError("dsc-run train: --print-config prints the config "
+                       "of --model and --config");
+    Configs c = readConfigs(args, comm->size(), output.leader());
+    return output.leader() ? printConfig(c) : 0;
+  }
   const std::string backendName = chooseBackend(args);
   if ((args.has("--checkpoint-every") || args.has("--checkpoint-keep")) &&
       !args.has("--checkpoint"))
@@ -533,7 +592,7 @@ int cmdTrain(int argc, char **argv) {
     module = loadStep(ctx, stepPath);
     lora = stepHasLora(*module);
   } else {
-    configs = readConfigs(args, comm->size());
+    configs = readConfigs(args, comm->size(), output.leader());
     lora = configs->train.lora.enabled;
   }
   if (args.has("--merge-adapter") && !lora)
@@ -619,10 +678,13 @@ int cmdTrain(int argc, char **argv) {
 int cmdEstimate(int argc, char **argv) {
   Args args("estimate", argc, argv,
             {"--model", "--config", "--seq-len", "--world-size",
-             "--pipeline-stage", "--memory-report"});
+             "--pipeline-stage", "--memory-report"},
+            {"--print-config"});
   if (!args.positional.empty())
     throw UsageError("dsc-run estimate: unexpected argument '" +
                      args.positional[0] + "'");
+  if (args.has("--print-config"))
+    return printConfig(readConfigs(args, args.getInt("--world-size", 1, 1)));
   checkOutputs(args);
   Configs c = readConfigs(args, args.getInt("--world-size", 1, 1));
   mlir::MLIRContext ctx;
@@ -670,11 +732,14 @@ int64_t gpusPerNode(const Args &args) {
 int cmdPlan(int argc, char **argv) {
   Args args("plan", argc, argv,
             {"--model", "--config", "--seq-len", "--world-size",
-             "--gpus-per-node"});
+             "--gpus-per-node"},
+            {"--print-config"});
   args.noPositional();
   if (!args.has("--world-size"))
     throw UsageError("dsc-run plan: --world-size is required");
   Configs c = readConfigs(args, args.getInt("--world-size", 0, 1));
+  if (args.has("--print-config"))
+    return printConfig(c);
   printParallelPlan(c.model, c.train, gpusPerNode(args), std::cout);
   return 0;
 }
@@ -702,6 +767,14 @@ int cmdLayout(int argc, char **argv) {
       dsc::makeSparseLayout(train.sparseAttention, seqLen, heads, train.seed);
   std::cout << (format == "json" ? dsc::layoutJson(layout)
                                  : dsc::layoutText(layout));
+  return 0;
+}
+
+/// The DeepSpeed key table (DeepSpeedKey) as docs/config.md shows it.
+int cmdConfigKeys(int argc, char **argv) {
+  Args args("config-keys", argc, argv, {});
+  args.noPositional();
+  std::cout << deepSpeedKeysMarkdown();
   return 0;
 }
 
@@ -968,9 +1041,11 @@ int main(int argc, char **argv) {
       return cmdLayout(argc - 2, argv + 2);
     if (command == "plan")
       return cmdPlan(argc - 2, argv + 2);
+    if (command == "config-keys")
+      return cmdConfigKeys(argc - 2, argv + 2);
     throw UsageError("dsc-run: unknown command '" + command +
                      "' (expected train, compile, estimate, inspect, demo, "
-                     "check-cuda, devices, layout or plan)");
+                     "check-cuda, devices, layout, plan or config-keys)");
   } catch (const std::bad_alloc &) {
     std::cerr << errorPrefix() << "error: out of memory\n";
   } catch (const std::exception &e) {

@@ -68,6 +68,10 @@ struct ModelConfig {
   bool outBias = false;       ///< attention_bias (llama): o_proj's bias
   bool mlpBias = false;       ///< mlp_bias
   int64_t slidingWindow = 0;  ///< mistral's sliding_window; 0: none
+  /// torch_dtype, or transformers >= 4.56's dtype (the same key renamed):
+  /// the weights' storage dtype as written ("float32", "bfloat16"...);
+  /// empty when absent or null. "auto" in a ds_config's fp16/bf16 reads it.
+  std::string dtype;
 
   /// Width of the attention heads together (heads * head dim).
   int64_t attentionWidth() const {
@@ -284,15 +288,72 @@ struct TrainConfig {
   MixedPrecisionConfig precision;
   LoraConfig lora;
   SparseAttentionConfig sparseAttention;
+  /// What the reader decided that the user should hear, one line each
+  /// ("ds_config: gradient_clipping \"auto\" -> 1 (...)", "ds_config:
+  /// overlap_comm: accepted; no effect in dsc: ..."), each once, in file
+  /// order. The tools print them on stderr.
+  std::vector<std::string> notes;
+  /// The ds_config as read, with "auto" values resolved, integers written
+  /// as floats (5e8) written as integers and the three batch sizes filled
+  /// in: indented JSON (dsc-run --print-config).
+  std::string resolvedJson;
 };
 
-/// Reads and validates a ds_config.json. `worldSize` is the job's ranks;
-/// divided by the tensor and pipeline sizes it gives the data-parallel
-/// ranks that train_batch_size is checked against.
+/// What a ds_config's "auto" values are resolved from besides the file
+/// (as the Hugging Face Trainer resolves them from its TrainingArguments).
+struct TrainConfigInputs {
+  /// The job's ranks; divided by the tensor and pipeline sizes it gives
+  /// the data-parallel ranks that train_batch_size is checked against.
+  int64_t worldSize = 1;
+  /// hidden_size (ZeRO bucket sizes) and dtype (fp16/bf16 enabled); null:
+  /// those "auto" values are refused.
+  const ModelConfig *model = nullptr;
+  /// The run's optimizer steps (dsc-run train --steps): total_num_steps.
+  /// 0: not known, "auto" there is refused.
+  int64_t steps = 0;
+};
+
+/// Reads and validates a ds_config.json.
+TrainConfig parseTrainConfig(const std::string &path,
+                             const TrainConfigInputs &inputs);
+TrainConfig parseTrainConfigText(const std::string &text,
+                                 const std::string &origin,
+                                 const TrainConfigInputs &inputs);
+/// The same for a job of `worldSize` ranks and no model config.
 TrainConfig parseTrainConfig(const std::string &path, int64_t worldSize = 1);
 TrainConfig parseTrainConfigText(const std::string &text,
                                  const std::string &origin,
                                  int64_t worldSize = 1);
+
+/// How dsc treats a key of DeepSpeed's config schema.
+enum class KeyTreatment {
+  Implemented,  ///< read and acted on
+  NoEffect,     ///< accepted (at `accepts`), named once: cannot change dsc's result
+  NotSupported, ///< refused as "not supported by dsc" (except at `accepts`)
+};
+
+/// One key of DeepSpeed's config schema (deepspeed/runtime/config.py,
+/// constants.py, zero/config.py, precision_config.py, the monitor,
+/// profiling, comm, compile and hybrid-engine configs). The table is the
+/// one source of the no-effect and not-supported treatments and of the
+/// table in docs/config.md (dsc-run config-keys prints it).
+struct DeepSpeedKey {
+  const char *path;      ///< "zero_optimization.overlap_comm"
+  const char *type;      ///< bool, int, number, string, object, list, any
+  const char *dsDefault; ///< DeepSpeed's default, as JSON ("" : none)
+  KeyTreatment treatment;
+  /// The values accepted: nullptr (any of `type`), "{enabled:false}" (a
+  /// section whose `enabled` is false or absent), "{device:none}" (null
+  /// or a section whose `device` is "none" or absent), or JSON literals
+  /// separated by '|'.
+  const char *accepts;
+  const char *why; ///< the effect, or why it has none / is not supported
+};
+
+/// Every key of the table, in documentation order.
+const std::vector<DeepSpeedKey> &deepSpeedKeys();
+/// The table as the Markdown of docs/config.md's "DeepSpeed keys" section.
+std::string deepSpeedKeysMarkdown();
 
 /// Cross-checks that need both files (seq_len <= positions, mask token < vocab).
 void validateConfigs(const ModelConfig &model, const TrainConfig &train);

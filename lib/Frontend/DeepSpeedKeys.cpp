@@ -1,0 +1,346 @@
+//===- DeepSpeedKeys.cpp - DeepSpeed's config schema, as data -------------===//
+//
+// Every key DeepSpeed's config parser knows, with its type, DeepSpeed's
+// default and what dsc does with it. The reader (Config.cpp) takes the
+// no-effect and not-supported treatments from here; the keys it implements
+// are listed so that the documentation (deepSpeedKeysMarkdown, printed by
+// `dsc-run config-keys` into docs/config.md) covers the whole schema.
+// Sources: deepspeed/runtime/config.py and constants.py, zero/config.py,
+// zero/offload_config.py, precision_config.py, activation_checkpointing/
+// config.py, monitor/config.py, profiling/config.py, comm/config.py,
+// compile config, hybrid_engine, data_pipeline, elasticity, autotuning.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Frontend/Config.h"
+
+namespace dsc {
+
+namespace {
+
+constexpr KeyTreatment I = KeyTreatment::Implemented;
+constexpr KeyTreatment N = KeyTreatment::NoEffect;
+constexpr KeyTreatment U = KeyTreatment::NotSupported;
+constexpr const char *kEnabledFalse = "{enabled:false}";
+constexpr const char *kDeviceNone = "{device:none}";
+
+const char *kBf16NoScale =
+    "DeepSpeed's bf16 mode does not scale the loss and ignores it";
+const char *kZeroTuning =
+    "tunes how DeepSpeed buckets, overlaps or schedules ZeRO's "
+    "collectives; dsc plans its own";
+const char *kStage3Tuning =
+    "tunes DeepSpeed's stage-3 parameter fetching; dsc's step gathers each "
+    "shard where the compiled schedule needs it";
+const char *kMonitor =
+    "writing training metrics to this monitor; dsc-run train --log-json "
+    "writes them as JSON lines";
+
+const std::vector<DeepSpeedKey> kKeys = {
+    // Batch, clipping, printing.
+    {"train_batch_size", "int", "null", I, nullptr,
+     "micro-batch * accumulation * data-parallel ranks"},
+    {"train_micro_batch_size_per_gpu", "int", "null", I, nullptr,
+     "sequences per rank per micro-step"},
+    {"gradient_accumulation_steps", "int", "null", I, nullptr,
+     "micro-steps per optimizer step"},
+    {"gradient_clipping", "number", "1.0", I, nullptr,
+     "global-norm clipping; absent: no clipping (dsc's default)"},
+    {"steps_per_print", "int", "null", I, nullptr,
+     "dsc-run train prints every that many steps"},
+    {"optimizer", "object", "null", I, nullptr,
+     "Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam, OneBitLamb"},
+    {"scheduler", "object", "null", I, nullptr,
+     "WarmupLR, WarmupDecayLR, WarmupCosineLR"},
+    {"zero_allow_untested_optimizer", "bool", "false", N, nullptr,
+     "dsc runs ZeRO with its own optimizers only; there is no untested one "
+     "to allow"},
+    {"zero_force_ds_cpu_optimizer", "bool", "true", N, nullptr,
+     "picks DeepSpeed's CPU optimizer for offload; dsc does not offload"},
+    {"prescale_gradients", "bool", "false", N, "false",
+     "the default: gradients are averaged after the reduction (true, "
+     "dividing before it, is not supported)"},
+    {"gradient_predivide_factor", "number", "1.0", N, "1|1.0",
+     "the default: no division before the reduction"},
+    {"gradient_allreduce_op", "string", "\"mean\"", N, "\"mean\"",
+     "the default: gradients are averaged over the data-parallel ranks"},
+    {"communication_data_type", "string", "null", N, "null|\"fp32\"",
+     "dsc reduces gradients in fp32 (16-bit reductions are not supported)"},
+    {"seq_parallel_communication_data_type", "string", "\"fp32\"", N,
+     "\"fp32\"", "dsc has no sequence parallelism"},
+    {"disable_allgather", "bool", "false", N, nullptr,
+     "chose broadcasts over all-gathers in DeepSpeed's legacy ZeRO; dsc "
+     "plans its own collectives"},
+    {"sparse_gradients", "bool", "false", U, "false",
+     "sparse embedding gradients"},
+    {"wall_clock_breakdown", "bool", "false", N, nullptr,
+     "dsc prints no per-phase timers"},
+    {"memory_breakdown", "bool", "false", N, nullptr,
+     "dsc prints no per-step memory breakdown (dsc-run estimate and "
+     "--memory-report give the planned memory)"},
+    {"dump_state", "bool", "false", N, nullptr,
+     "prints DeepSpeed's engine state at start-up"},
+    {"log_level", "string", "null", N, nullptr, "DeepSpeed's logger level"},
+    {"dataloader_drop_last", "bool", "false", N, nullptr,
+     "configures DeepSpeed's data loader; dsc reads --data itself"},
+    {"graph_harvesting", "bool", "false", N, nullptr,
+     "CUDA-graph capture in DeepSpeed's engine; dsc's CUDA backend captures "
+     "its own"},
+    {"managed_gradient_accumulation", "bool", "true", N, nullptr,
+     "engine bookkeeping of DeepSpeed's accumulation boundaries"},
+    {"use_data_before_expert_parallelism", "bool", "false", N, nullptr,
+     "dsc has no mixture-of-experts layers"},
+    {"timers", "object", "{}", N, nullptr,
+     "DeepSpeed's throughput timer (dsc-run train prints tokens/s)"},
+    {"checkpoint", "object", "{}", N, nullptr,
+     "DeepSpeed's checkpoint tag validation and storage options; dsc "
+     "writes the files --checkpoint names"},
+    {"vocabulary_size", "int", "null", N, nullptr,
+     "dsc reads the vocabulary from the model config"},
+
+    // Precision.
+    {"fp16", "object", "{}", I, nullptr,
+     "loss scaling and f16 rounding (-dsc-mixed-precision)"},
+    {"fp16.enabled", "bool", "false", I, nullptr, ""},
+    {"fp16.loss_scale", "number", "0", I, nullptr,
+     "0: dynamic; else a static scale in (0, 3.4e38]"},
+    {"fp16.initial_scale_power", "int", "16", I, nullptr,
+     "dynamic scaling starts at 2^this"},
+    {"fp16.loss_scale_window", "int", "1000", I, nullptr, ""},
+    {"fp16.hysteresis", "int", "2", I, nullptr, ""},
+    {"fp16.consecutive_hysteresis", "bool", "false", I, nullptr, ""},
+    {"fp16.min_loss_scale", "number", "1", I, nullptr, ""},
+    {"fp16.auto_cast", "bool", "false", U, "false",
+     "casting the model's inputs to fp16"},
+    {"fp16.fp16_master_weights_and_grads", "bool", "false", U, "false",
+     "fp16 master weights (dsc keeps fp32 master weights and gradients)"},
+    {"bf16", "object", "{}", I, nullptr, "bf16 rounding (no loss scaling)"},
+    {"bfloat16", "object", "{}", I, nullptr, "the old name of bf16"},
+    {"bf16.enabled", "bool", "false", I, nullptr, ""},
+    {"bf16.immediate_grad_update", "bool", "false", N, nullptr,
+     "when DeepSpeed's bf16 optimizer applies accumulated gradients; the "
+     "step's result is the same"},
+    {"bf16.check_grad_overflow", "bool", "true", N, nullptr,
+     "dsc checks every step's gradients for non-finite values"},
+    {"bf16.bf16_master_weights_and_grads", "bool", "false", U, "false",
+     "bf16 master weights (dsc keeps fp32 master weights and gradients)"},
+    {"bf16.bf16_optimizer_states", "bool", "false", U, "false",
+     "bf16 optimizer states"},
+    {"bf16.loss_scale", "number", "", N, nullptr, kBf16NoScale},
+    {"bf16.initial_scale_power", "int", "", N, nullptr, kBf16NoScale},
+    {"bf16.loss_scale_window", "int", "", N, nullptr, kBf16NoScale},
+    {"bf16.hysteresis", "int", "", N, nullptr, kBf16NoScale},
+    {"bf16.consecutive_hysteresis", "bool", "", N, nullptr, kBf16NoScale},
+    {"bf16.min_loss_scale", "number", "", N, nullptr, kBf16NoScale},
+    {"data_types", "object", "{}", I, nullptr, "see its keys"},
+    {"data_types.grad_accum_dtype", "string", "null", N, "null|\"fp32\"",
+     "dsc accumulates gradients in fp32 (16-bit accumulation is not "
+     "supported)"},
+    {"data_types.param_dtype", "string", "null", U, "null|\"fp32\"",
+     "parameters in 16 bits (use the fp16 or bf16 section)"},
+    {"data_types.buffer_dtype", "string", "null", N, "null|\"fp32\"",
+     "the models dsc builds have no buffers"},
+    {"amp", "object", "{}", U, kEnabledFalse,
+     "NVIDIA Apex AMP (use the fp16 or bf16 section)"},
+    {"torch_autocast", "object", "{}", U, kEnabledFalse,
+     "torch.autocast (use the fp16 or bf16 section)"},
+
+    // ZeRO.
+    {"zero_optimization", "object", "{}", I, nullptr,
+     "stages 0-3 (-dsc-zero); a bare boolean means stage 1 or 0"},
+    {"zero_optimization.stage", "int", "0", I, nullptr, ""},
+    {"zero_optimization.reduce_bucket_size", "int", "500000000", I, nullptr,
+     "elements per gradient reduction bucket (-dsc-bucket-collectives)"},
+    {"zero_optimization.allgather_bucket_size", "int", "500000000", I,
+     nullptr, "elements per gather bucket of updated shards"},
+    {"zero_optimization.stage3_param_persistence_threshold", "int", "100000",
+     I, nullptr, "stage 3 keeps smaller parameters whole"},
+    {"zero_optimization.param_persistence_threshold", "int", "100000", I,
+     nullptr, "the same (DeepSpeed's field name)"},
+    {"zero_optimization.contiguous_gradients", "bool", "true", N, nullptr,
+     "dsc's memory plan places every gradient"},
+    {"zero_optimization.reduce_scatter", "bool", "true", N, nullptr,
+     kZeroTuning},
+    {"zero_optimization.overlap_comm", "bool", "null", N, nullptr,
+     kZeroTuning},
+    {"zero_optimization.allgather_partitions", "bool", "true", N, nullptr,
+     kZeroTuning},
+    {"zero_optimization.use_multi_rank_bucket_allreduce", "bool", "true", N,
+     nullptr, kZeroTuning},
+    {"zero_optimization.round_robin_gradients", "bool", "false", N, nullptr,
+     kZeroTuning},
+    {"zero_optimization.sub_group_size", "int", "1000000000", N, nullptr,
+     "the optimizer's sub-groups for offload; dsc updates each shard whole"},
+    {"zero_optimization.load_from_fp32_weights", "bool", "true", N, nullptr,
+     "dsc's checkpoints always hold fp32 weights"},
+    {"zero_optimization.elastic_checkpoint", "bool", "false", N, nullptr,
+     "dsc's checkpoints hold whole tensors, loadable on any world size"},
+    {"zero_optimization.ignore_unused_parameters", "bool", "true", N,
+     nullptr, "every parameter of a dsc model is used"},
+    {"zero_optimization.legacy_stage1", "bool", "false", N, nullptr,
+     "DeepSpeed's old stage-1 implementation"},
+    {"zero_optimization.memory_efficient_linear", "bool", "true", N,
+     nullptr, "DeepSpeed's stage-3 linear-layer memory saving; dsc plans "
+     "its own memory"},
+    {"zero_optimization.stage3_prefetch_bucket_size", "int", "50000000", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.prefetch_bucket_size", "int", "50000000", N, nullptr,
+     kStage3Tuning},
+    {"zero_optimization.stage3_max_live_parameters", "int", "1000000000", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.max_live_parameters", "int", "1000000000", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.stage3_max_reuse_distance", "int", "1000000000", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.max_reuse_distance", "int", "1000000000", N, nullptr,
+     kStage3Tuning},
+    {"zero_optimization.stage3_model_persistence_threshold", "int",
+     "9223372036854775807", N, nullptr, kStage3Tuning},
+    {"zero_optimization.model_persistence_threshold", "int",
+     "9223372036854775807", N, nullptr, kStage3Tuning},
+    {"zero_optimization.stage3_module_granularity_threshold", "int", "0", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.module_granularity_threshold", "int", "0", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.stage3_use_all_reduce_for_fetch_params", "bool",
+     "false", N, nullptr, kStage3Tuning},
+    {"zero_optimization.use_all_reduce_for_fetch_params", "bool", "false", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.stage3_allgather_sequential", "bool", "false", N,
+     nullptr, kStage3Tuning},
+    {"zero_optimization.allgather_sequential", "bool", "false", N, nullptr,
+     kStage3Tuning},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", "bool",
+     "false", N, nullptr,
+     "dsc-run --save always writes whole fp32 weights"},
+    {"zero_optimization.gather_16bit_weights_on_model_save", "bool",
+     "false", N, nullptr, "dsc-run --save always writes whole fp32 weights"},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", "bool",
+     "false", N, nullptr, "dsc-run --save always writes whole fp32 weights"},
+    {"zero_optimization.mics_hierarchical_params_gather", "bool", "false", N,
+     nullptr, kZeroTuning},
+    {"zero_optimization.pipeline_loading_checkpoint", "bool", "false", N,
+     nullptr, "DeepSpeed's checkpoint loading into pipelines"},
+    {"zero_optimization.override_module_apply", "bool", "true", N, nullptr,
+     "DeepSpeed's hook on torch.nn.Module.apply"},
+    {"zero_optimization.log_trace_cache_warnings", "bool", "false", N,
+     nullptr, "DeepSpeed's stage-3 trace warnings"},
+    {"zero_optimization.enable_sanity_checks", "bool", "false", N, nullptr,
+     "DeepSpeed's stage-3 debugging checks"},
+    {"zero_optimization.cpu_offload_use_pin_memory", "bool", "false", N,
+     nullptr, "dsc does not offload"},
+    {"zero_optimization.offload_param", "object", "null", U, kDeviceNone,
+     "offloading parameters (ZeRO-Offload / ZeRO-Infinity)"},
+    {"zero_optimization.offload_optimizer", "object", "null", U, kDeviceNone,
+     "offloading optimizer state (ZeRO-Offload / ZeRO-Infinity)"},
+    {"zero_optimization.cpu_offload", "bool", "null", U, "null|false",
+     "offloading optimizer state"},
+    {"zero_optimization.cpu_offload_param", "bool", "null", U, "null|false",
+     "offloading parameters"},
+    {"zero_optimization.cpu_offload_params", "bool", "null", U, "null|false",
+     "offloading parameters"},
+    {"zero_optimization.zero_hpz_partition_size", "int", "1", U, "0|1",
+     "ZeRO++ hierarchical partitions"},
+    {"zero_optimization.zero_quantized_weights", "bool", "false", U, "false",
+     "ZeRO++ quantized weights"},
+    {"zero_optimization.zero_quantized_nontrainable_weights", "bool",
+     "false", U, "false", "ZeRO++ quantized weights"},
+    {"zero_optimization.zero_quantized_gradients", "bool", "false", U,
+     "false", "ZeRO++ quantized gradients"},
+    {"zero_optimization.zeropp_loco_param", "object", "null", U, "null",
+     "ZeRO++ LoCo error feedback"},
+    {"zero_optimization.mics_shard_size", "int", "-1", U, "-1|0|1",
+     "MiCS sharding groups"},
+    {"zero_optimization.zenflow", "object", "null", U, "null",
+     "ZenFlow offloaded updates"},
+    {"zero_optimization.leaf_module", "object", "{}", N, nullptr,
+     "marks modules DeepSpeed's stage 3 fetches whole"},
+
+    // Parallelism and layers.
+    {"activation_checkpointing", "object", "null", I, nullptr,
+     "per-layer checkpointing (-dsc-remat)"},
+    {"pipeline", "object", "{}", I, nullptr,
+     "stages, partition, activation_checkpoint_interval"},
+    {"tensor_parallel", "object", "{}", I, nullptr, "autotp_size"},
+    {"sparse_attention", "object", "null", I, nullptr,
+     "block-sparse attention"},
+    {"hybrid_engine", "object", "{}", U, kEnabledFalse,
+     "the RLHF hybrid training/inference engine"},
+    {"compile", "object", "{}", U, kEnabledFalse,
+     "torch.compile of the model (dsc compiles the training step itself)"},
+    {"expert_parallel", "object", "null", U, nullptr,
+     "mixture-of-experts layers"},
+
+    // Features dsc does not have.
+    {"curriculum_learning", "object", "{}", U, kEnabledFalse,
+     "curriculum learning"},
+    {"data_efficiency", "object", "{}", U, kEnabledFalse,
+     "data efficiency (data sampling and routing)"},
+    {"progressive_layer_drop", "object", "{}", U, kEnabledFalse,
+     "progressive layer dropping"},
+    {"eigenvalue", "object", "{}", U, kEnabledFalse,
+     "eigenvalue computation"},
+    {"compression_training", "object", "{}", U, nullptr,
+     "compression training (quantization and pruning)"},
+    {"weight_quantization", "object", "null", U, nullptr,
+     "weight quantization"},
+    {"elasticity", "object", "{}", U, kEnabledFalse, "elastic training"},
+    {"autotuning", "object", "{}", U, kEnabledFalse, "the autotuner"},
+    {"aio", "object", "{}", U, nullptr,
+     "asynchronous NVMe I/O for ZeRO-Infinity offload"},
+    {"nebula", "object", "{}", U, kEnabledFalse, "Nebula checkpointing"},
+
+    // Monitoring and profiling.
+    {"tensorboard", "object", "{}", U, kEnabledFalse, kMonitor},
+    {"csv_monitor", "object", "{}", U, kEnabledFalse, kMonitor},
+    {"wandb", "object", "{}", U, kEnabledFalse, kMonitor},
+    {"comet", "object", "{}", U, kEnabledFalse, kMonitor},
+    {"flops_profiler", "object", "{}", U, kEnabledFalse,
+     "the FLOPs profiler"},
+    {"comms_logger", "object", "{}", U, kEnabledFalse,
+     "the communication logger"},
+};
+
+} // namespace
+
+const std::vector<DeepSpeedKey> &deepSpeedKeys() { return kKeys; }
+
+std::string deepSpeedKeysMarkdown() {
+  std::string out =
+      "| Key | Type | DeepSpeed default | dsc |\n|---|---|---|---|\n";
+  for (const DeepSpeedKey &k : kKeys) {
+    std::string treatment;
+    const std::string accepts = k.accepts ? k.accepts : "";
+    std::string at;
+    if (accepts == "{enabled:false}")
+      at = "enabled: false";
+    else if (accepts == "{device:none}")
+      at = "device \"none\"";
+    else
+      for (size_t i = 0; i < accepts.size(); ++i)
+        at += accepts[i] == '|' ? std::string(" or ") : std::string(1, accepts[i]);
+    switch (k.treatment) {
+    case KeyTreatment::Implemented:
+      treatment = "implemented";
+      break;
+    case KeyTreatment::NoEffect:
+      treatment = "accepted" + (at.empty() ? "" : " at " + at) +
+                  "; no effect";
+      break;
+    case KeyTreatment::NotSupported:
+      treatment = "not supported" +
+                  (at.empty() ? "" : " (accepted at " + at + ")");
+      break;
+    }
+    std::string why = k.why;
+    if (!why.empty())
+      treatment += ": " + why;
+    out += std::string("| `") + k.path + "` | " + k.type + " | " +
+           (*k.dsDefault ? std::string("`") + k.dsDefault + "`"
+                         : std::string("—")) +
+           " | " + treatment + " |\n";
+  }
+  return out;
+}
+
+} // namespace dsc
