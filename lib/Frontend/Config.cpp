@@ -1814,9 +1814,6 @@ void parseLora(const Ctx &c, const std::string &prefix, const json &sec,
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-/// A double as JSON writes it, shortest form ("5e-05", "1", "0.9").
-std::string num(double v) { return json(v).dump(); }
-
 /// The value at key path `p` ("a.b", "a[1]") of `root`, or null.
 json *atPath(json &root, const std::string &p) {
   json *at = &root;
@@ -1891,8 +1888,9 @@ void resolveAuto(json &j, const Ctx &c, const TrainConfigInputs &in) {
     if (tb >= 1 && tb <= double(kMaxSize) && tb == std::floor(tb))
       set("train_batch_size", int64_t(tb),
           (tp * pp > 1 ? "data-parallel size " : "world size ") +
-              num(dp) + " x micro-batch " + num(mb) + " x accumulation " +
-              num(ga) + ", as the Hugging Face Trainer computes it");
+              str(int64_t(dp)) + " x micro-batch " + str(int64_t(mb)) +
+              " x accumulation " + str(int64_t(ga)) +
+              ", as the Hugging Face Trainer computes it");
   }
   set("gradient_clipping", 1.0,
       "Hugging Face Trainer default max_grad_norm");

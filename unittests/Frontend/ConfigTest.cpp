@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 
 using namespace dsc;
@@ -1231,4 +1232,156 @@ TEST(LoraConfig, AdapterConfigFile) {
             }),
             "adapter_config.json: r: \"4\" is not allowed; expected an "
             "integer in [1, 65536]");
+}
+
+//===----------------------------------------------------------------------===//
+// Users' DeepSpeed configs as they are (issue 38)
+//===----------------------------------------------------------------------===//
+
+bool hasNote(const TrainConfig &t, const std::string &part) {
+  for (const std::string &n : t.notes)
+    if (n.find(part) != std::string::npos)
+      return true;
+  return false;
+}
+
+TEST(DeepSpeedCompat, WholeFloatsAreIntegers) {
+  TrainConfig t = train(R"({"train_batch_size": 8e0,
+      "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8,
+                            "allgather_bucket_size": 2e8}})");
+  EXPECT_EQ(t.trainBatchSize, 8);
+  EXPECT_EQ(t.reduceBucketSize, 500000000);
+  EXPECT_EQ(t.allgatherBucketSize, 200000000);
+  EXPECT_NE(t.resolvedJson.find("\"reduce_bucket_size\": 500000000"),
+            std::string::npos);
+  EXPECT_EQ(trainError(R"({"train_batch_size": 8,
+      "zero_optimization": {"reduce_bucket_size": 5.5e0}})"),
+            "ds.json: zero_optimization.reduce_bucket_size: 5.5e0 is not "
+            "allowed; expected an integer >= 0");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 1e400})"), "malformed JSON");
+}
+
+TEST(DeepSpeedCompat, AutoAsTheHfTrainer) {
+  ModelConfig m = parseModelConfigText(
+      R"({"model_type": "gpt2", "n_embd": 64, "n_head": 2, "n_layer": 1,
+          "torch_dtype": "bfloat16"})", "m.json");
+  TrainConfigInputs in;
+  in.worldSize = 4;
+  in.model = &m;
+  in.steps = 100;
+  TrainConfig t = parseTrainConfigText(R"({
+      "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+      "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+      "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": "auto",
+                    "eps": "auto", "weight_decay": "auto"}},
+      "scheduler": {"type": "WarmupDecayLR", "params": {
+          "warmup_min_lr": "auto", "warmup_max_lr": "auto",
+          "warmup_num_steps": "auto", "total_num_steps": "auto"}},
+      "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+      "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+          "stage3_prefetch_bucket_size": "auto",
+          "stage3_param_persistence_threshold": "auto"}})",
+                                       "ds.json", in);
+  EXPECT_EQ(t.microBatch, 8);
+  EXPECT_EQ(t.gradAccum, 1);
+  EXPECT_EQ(t.trainBatchSize, 32);
+  EXPECT_EQ(t.gradClip, 1.0);
+  EXPECT_EQ(t.optimizer.lr, 3e-4);
+  EXPECT_EQ(t.optimizer.eps, 1e-8);
+  EXPECT_EQ(t.scheduler.warmupMaxLr, 3e-4);
+  EXPECT_EQ(t.scheduler.totalNumSteps, 100);
+  EXPECT_TRUE(t.precision.bf16);
+  EXPECT_FALSE(t.precision.fp16);
+  EXPECT_EQ(t.reduceBucketSize, 64 * 64);
+  EXPECT_EQ(t.zeroPersistenceThreshold, 640);
+  EXPECT_TRUE(hasNote(t, "ds_config: train_batch_size \"auto\" -> 32 (world "
+                         "size 4 x micro-batch 8 x accumulation 1"));
+  EXPECT_TRUE(hasNote(t, "stage3_prefetch_bucket_size \"auto\" -> 3686 "));
+  EXPECT_TRUE(hasNote(t, "bf16.enabled \"auto\" -> true (the model config's "
+                         "dtype is \"bfloat16\""));
+  // Without the step count or the model, those keys alone are refused.
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8, "scheduler": {"type":
+      "WarmupDecayLR", "params": {"total_num_steps": "auto"}}})"),
+             "scheduler.params.total_num_steps: \"auto\" is the run's number "
+             "of steps");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8, "zero_optimization":
+      {"reduce_bucket_size": "auto"}})"),
+             "zero_optimization.reduce_bucket_size: \"auto\" is computed from "
+             "the model's hidden_size");
+}
+
+TEST(DeepSpeedCompat, KeyTable) {
+  TrainConfig t = train(R"({"train_batch_size": 8,
+      "zero_allow_untested_optimizer": true, "prescale_gradients": false,
+      "data_types": {"grad_accum_dtype": "fp32"},
+      "bf16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 16},
+      "tensorboard": {"enabled": false, "output_path": "x"},
+      "zero_optimization": {"stage": 3, "max_live_parameters": 1e9,
+          "gather_16bit_weights_on_model_save": true,
+          "offload_optimizer": {"device": "none"}}})");
+  EXPECT_TRUE(hasNote(t, "zero_allow_untested_optimizer: accepted; no effect "
+                         "in dsc:"));
+  EXPECT_TRUE(hasNote(t, "bf16.loss_scale: accepted; no effect in dsc: "
+                         "DeepSpeed's bf16 mode does not scale the loss"));
+  EXPECT_TRUE(hasNote(t, "zero_optimization.max_live_parameters: accepted"));
+  EXPECT_FALSE(hasNote(t, "tensorboard"));
+  EXPECT_EQ(trainError(R"({"train_batch_size": 8, "prescale_gradients": true})"),
+            "ds.json: prescale_gradients: true is not supported by dsc: the "
+            "default: gradients are averaged after the reduction (true, "
+            "dividing before it, is not supported) (accepted: false)");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8,
+      "wandb": {"enabled": true, "project": "p"}})"),
+             "ds.json: wandb.enabled: true is not supported by dsc: writing "
+             "training metrics to this monitor");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8,
+      "compile": {"enabled": true, "backend": "inductor"}})"),
+             "compile.enabled: true is not supported by dsc");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8,
+      "data_types": {"grad_accum_dtype": "bf16"}})"),
+             "data_types.grad_accum_dtype: \"bf16\" is not supported by dsc");
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8, "flops_profilr": {}})"),
+             "flops_profilr: unknown key (did you mean 'flops_profiler'?)");
+  // Every table path is unique, and every refusal says why.
+  std::set<std::string> paths;
+  for (const DeepSpeedKey &k : deepSpeedKeys()) {
+    EXPECT_TRUE(paths.insert(k.path).second) << k.path;
+    if (k.treatment != KeyTreatment::Implemented)
+      EXPECT_STRNE(k.why, "") << k.path;
+  }
+}
+
+TEST(DeepSpeedCompat, LossScaleRange) {
+  // 1.8e308 is beyond a double: the JSON reader refuses it as malformed.
+  EXPECT_HAS(trainError(ds(R"("fp16": {"loss_scale": 1.8e308})")),
+             "number overflow parsing '1.8e308'");
+  for (const char *v : {"1e39", "1.7e308", "-1", "-2.5e0"})
+    EXPECT_HAS(trainError(ds(std::string(R"("fp16": {"enabled": true, "loss_scale": )") +
+                             v + "}")),
+               std::string("fp16.loss_scale: ") + v + " is not allowed");
+  EXPECT_EQ(train(ds(R"("fp16": {"enabled": true, "loss_scale": 3e38})"))
+                .precision.lossScale,
+            3e38);
+  EXPECT_HAS(trainError(ds(R"("fp16": {"enabled": true, "min_loss_scale": 1e39})")),
+             "fp16.min_loss_scale: 1e39 is not allowed");
+}
+
+TEST(DeepSpeedCompat, ModelDtypeAndArchitectures) {
+  EXPECT_EQ(parseModelConfigText(R"({"model_type": "gpt2", "dtype": "float16"})",
+                                 "m.json").dtype, "float16");
+  EXPECT_EQ(parseModelConfigText(
+                R"({"model_type": "gpt2", "torch_dtype": "bfloat16",
+                    "dtype": "bfloat16"})", "m.json").dtype, "bfloat16");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "torch_dtype": "float32",
+                            "dtype": "bfloat16"})"),
+             "torch_dtype (\"float32\") and dtype (\"bfloat16\")");
+  EXPECT_EQ(modelError(R"({"model_type": "bert",
+                           "architectures": ["BertForSequenceClassification"]})"),
+            "m.json: architectures: \"BertForSequenceClassification\" is not "
+            "supported: for model_type \"bert\" dsc builds BertForMaskedLM "
+            "(BertModel trains with that head)");
+  parseModelConfigText(R"({"model_type": "bert", "architectures": ["BertModel"]})",
+                       "m.json");
+  EXPECT_HAS(modelError(R"({"model_type": "llama",
+                            "architectures": ["LlamaForSequenceClassification"]})"),
+             "\"LlamaForSequenceClassification\" is not supported");
 }
