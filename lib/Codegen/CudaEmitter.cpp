@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -71,6 +72,7 @@ bool Gemm::operator==(const Gemm &o) const {
          lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
          strideA == o.strideA && strideB == o.strideB &&
          strideC == o.strideC && alpha == o.alpha && bias == o.bias &&
+         accumulate == o.accumulate &&
          a == o.a && b == o.b && c == o.c && biasType == o.biasType;
 }
 
@@ -350,7 +352,12 @@ public:
 
 private:
   void emitFunction(const rt::Function &fn);
-  Step gemmStep(const rt::Instr &I);
+  /// The Add that only adds weight-gradient GEMM `i`'s result into an f32
+  /// accumulator in place (`acc = acc + dw`), with nothing between them
+  /// touching the accumulator: the GEMM can do it with beta = 1.
+  std::optional<size_t> accumulatingAdd(const rt::Function &fn, size_t i) const;
+  /// `accumulate`: the Add the GEMM performs (C = its accumulator).
+  Step gemmStep(const rt::Instr &I, const rt::Instr *accumulate = nullptr);
   int addLauncher(KernelSpec &spec);
   void writeSource();
   void writeHeader();
@@ -367,7 +374,44 @@ private:
   std::set<int> cudnnRefused;
 };
 
-Step Emitter::gemmStep(const rt::Instr &I) {
+std::optional<size_t> Emitter::accumulatingAdd(const rt::Function &fn,
+                                               size_t i) const {
+  const rt::Instr &I = fn.body[i];
+  if (I.op != rt::Opcode::LinearGradWeight || I.outputs.size() != 1)
+    return std::nullopt;
+  const int dw = I.outputs[0];
+  const rt::Buffer &out = P.buffers[size_t(dw)];
+  if (out.role != rt::BufferRole::Temp || out.dtype != Storage::F32)
+    return std::nullopt;
+  std::optional<size_t> add;
+  for (size_t j = i + 1; j < fn.body.size(); ++j) {
+    const rt::Instr &J = fn.body[j];
+    const bool reads = std::count(J.inputs.begin(), J.inputs.end(), dw) > 0;
+    if (!reads)
+      continue;
+    if (add || J.op != rt::Opcode::Add || J.inputs.size() != 2 ||
+        J.outputs.size() != 1)
+      return std::nullopt;
+    add = j;
+  }
+  if (!add)
+    return std::nullopt;
+  const rt::Instr &A = fn.body[*add];
+  const int acc = A.inputs[0] == dw ? A.inputs[1] : A.inputs[0];
+  const rt::Buffer &accBuf = P.buffers[size_t(acc)];
+  if (acc == dw || A.outputs[0] != acc || accBuf.dtype != Storage::F32 ||
+      accBuf.numElements() != out.numElements())
+    return std::nullopt;
+  for (size_t j = i; j < *add; ++j) {
+    const rt::Instr &J = fn.body[j];
+    for (const std::vector<int> *ids : {&J.inputs, &J.outputs})
+      if (std::count(ids->begin(), ids->end(), acc))
+        return std::nullopt;
+  }
+  return add;
+}
+
+Step Emitter::gemmStep(const rt::Instr &I, const rt::Instr *accumulate) {
   KernelSpec s(P, I); // operand access and messages
   Gemm g;
   g.op = I.op;
@@ -446,7 +490,12 @@ Step Emitter::gemmStep(const rt::Instr &I) {
     }
     g.strideC = g.M * g.N;
   }
-  arg(s.outId(0));
+  if (accumulate) { // C is the accumulator the absorbed Add wrote
+    g.accumulate = true;
+    arg(accumulate->outputs[0]);
+  } else {
+    arg(s.outId(0));
+  }
   if (g.bias)
     arg(s.inId(2));
   g.a = P.buffers[size_t(step.args[0].buffers[0])].dtype;
@@ -517,12 +566,20 @@ int Emitter::addLauncher(KernelSpec &spec) {
 
 void Emitter::emitFunction(const rt::Function &fn) {
   std::vector<Step> &steps = M.steps[fn.name];
+  std::set<size_t> absorbed; ///< Adds a GEMM performs (accumulatingAdd)
   for (size_t i = 0; i < fn.body.size(); ++i) {
     const rt::Instr &I = fn.body[i];
+    if (absorbed.count(i))
+      continue;
     switch (routeOf(I.op)) {
     case Route::Gemm: {
-      Step s = gemmStep(I);
+      const std::optional<size_t> add = accumulatingAdd(fn, i);
+      Step s = gemmStep(I, add ? &fn.body[*add] : nullptr);
       s.instrs.push_back(i);
+      if (add) {
+        s.instrs.push_back(*add);
+        absorbed.insert(*add);
+      }
       steps.push_back(s);
       break;
     }
@@ -760,7 +817,8 @@ void Emitter::writeHeader() {
        << g.ldb << ", " << g.ldc << ", " << g.strideA << ", " << g.strideB
        << ", " << g.strideC << ", " << dbl(g.alpha) << ", " << g.bias << ", "
        << ty(g.a) << ", " << ty(g.b) << ", " << ty(g.c) << ", "
-       << ty(g.biasType) << "}, /* " << rt::opcodeName(g.op) << " */\n";
+       << ty(g.biasType) << "}, /* " << rt::opcodeName(g.op)
+       << (g.accumulate ? ", C += (beta 1)" : "") << " */\n";
   if (M.gemms.empty())
     os << "  {0}\n";
   os << "};\n\n";

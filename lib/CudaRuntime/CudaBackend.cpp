@@ -114,6 +114,7 @@ struct GemmPlan {
   cublasLtMatmulAlgo_t algo{};
   float alpha = 1.0f;
   bool bias = false;
+  float beta = 0.0f; ///< 1: accumulate into C (cuda::Gemm::accumulate)
   /// Operand (0: A, 1: B) widened to f32 before the GEMM, or -1.
   /// cuBLASLt multiplies operands of one type only; a GEMM of a 16-bit
   /// activation by an f32 buffer (mixed precision keeps e.g. some
@@ -438,6 +439,7 @@ void CudaBackend::planGemms() {
                   " from " + dtypeName(ta) + " operands");
     p.alpha = float(g.alpha);
     p.bias = g.bias;
+    p.beta = g.accumulate ? 1.0f : 0.0f;
     checkLt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
             what);
     cublasOperation_t opFirst = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -511,9 +513,8 @@ void CudaBackend::runGemm(const Call &call, cudaStream_t on) {
                                            CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                            &call.bias, sizeof call.bias),
             "setting the bias");
-  const float beta = 0.0f;
   checkLt(cublasLtMatmul(lt, p.desc, &p.alpha, call.b, p.first, call.a,
-                         p.second, &beta, call.c, p.out, call.c, p.out,
+                         p.second, &p.beta, call.c, p.out, call.c, p.out,
                          &p.algo, workspace, kWorkspaceBytes, on),
           "GEMM " + std::to_string(call.gemm));
 }

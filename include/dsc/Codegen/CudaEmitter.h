@@ -93,6 +93,9 @@ struct Gemm {
   int64_t lda = 0, ldb = 0, ldc = 0, strideA = 0, strideB = 0, strideC = 0;
   double alpha = 1.0;
   bool bias = false;
+  /// C += op(A) op(B) (cuBLASLt's beta = 1): a weight gradient added
+  /// straight into its f32 accumulator, the Add that followed absorbed.
+  bool accumulate = false;
   Storage a = Storage::F32, b = Storage::F32, c = Storage::F32,
           biasType = Storage::F32;
   bool operator==(const Gemm &o) const;
