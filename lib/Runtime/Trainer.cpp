@@ -724,6 +724,16 @@ void Trainer::requireFiniteState(const std::string &source) {
       throw Error(source + ": tensor '" + buf.name +
                   "' holds NaN or infinite values");
   }
+  // The fp16 loss scaler's state [scale, hysteresis used, good steps]:
+  // scale 0 means "not set yet" (the initial scale); a negative one would
+  // train with flipped gradients.
+  const int scaler = prog.findBuffer(BufferRole::OptState, "loss_scaler/state");
+  if (scaler >= 0 && prog.buffers[size_t(scaler)].dtype == DType::F32 &&
+      prog.buffers[size_t(scaler)].numElements() >= 1 &&
+      storage.f32(scaler)[0] < 0.0f)
+    throw Error(source + ": tensor 'loss_scaler/state' holds loss scale " +
+                std::to_string(storage.f32(scaler)[0]) +
+                "; a loss scale must be positive (or 0: not set yet)");
 }
 
 RngContext Trainer::loadMicroBatch(const TokenFile &data, int64_t micro) {

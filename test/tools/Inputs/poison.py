@@ -1,5 +1,5 @@
 """Copies a safetensors file with the first element of one F32 tensor set to
-NaN (or +inf): poison.py IN OUT TENSOR [nan|inf]."""
+NaN (or +inf, or any number): poison.py IN OUT TENSOR [nan|inf|VALUE]."""
 import json
 import struct
 import sys
