@@ -160,42 +160,11 @@ __device__ void crossEntropyGradScale(const TS *dloss, const int *labels,
     *k = count > 0.0 ? ld(dloss, 0) / float(count) : 0.0f;
 }
 
-/// dlogits = k * softmax(z), minus k at the label; ignored rows all 0.
-template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE,
-          int THREADS>
-__device__ void crossEntropyGradRows(const float *kIn, const TL *logits,
-                                     const int *labels, TO *dlogits,
-                                     dsc_u32 code) {
-  const dsc_i64 r = rowIndex<THREADS>();
-  const int lane = rowLane<THREADS>();
-  if (r >= ROWS)
-    return;
-  const int label = labels[r];
-  const bool bad = label != IGNORE && (label < 0 || label >= V);
-  if (bad && lane == 0)
-    fail(code);
-  if (label == IGNORE || bad) {
-    for (dsc_i64 j = lane; j < V; j += THREADS)
-      st(dlogits, r * V + j, 0.0f);
-    return;
-  }
-  const float k = *kIn;
-  float mx, sum;
-  rowLogSumExp<TL, V, THREADS>(logits + r * V, lane, mx, sum);
-  const float f = k / sum;
-  for (dsc_i64 j = lane; j < V; j += THREADS) {
-    float d = f * expf(ld(logits, r * V + j) - mx);
-    if (j == label)
-      d -= k;
-    st(dlogits, r * V + j, d);
-  }
-}
-
-/// CrossEntropyWithGrad's rows: crossEntropyRows' row loss and
-/// crossEntropyGradRows' dlogits from one pass over the row after its
-/// maximum and sum; dlogits may be the logits (each element is read, then
-/// written, by one thread; the label's logit is read by the thread that
-/// overwrites it).
+/// dlogits = k * softmax(z), minus k at the label; ignored rows all 0. With
+/// rowLoss (CrossEntropyWithGrad), also crossEntropyRows' row loss from the
+/// same maximum and sum. dlogits may be the logits: each element is read,
+/// then written, by one thread, and the label's logit is read by the thread
+/// that overwrites it.
 template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE,
           int THREADS>
 __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
@@ -210,7 +179,7 @@ __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
   if (bad && lane == 0)
     fail(code);
   if (label == IGNORE || bad) {
-    if (lane == 0)
+    if (rowLoss && lane == 0)
       rowLoss[r] = 0.0;
     for (dsc_i64 j = lane; j < V; j += THREADS)
       st(dlogits, r * V + j, 0.0f);
@@ -224,11 +193,22 @@ __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
     const float z = ld(logits, r * V + j);
     float d = f * expf(z - mx);
     if (j == label) {
-      rowLoss[r] = double(mx) + log(double(sum)) - double(z);
+      if (rowLoss)
+        rowLoss[r] = double(mx) + log(double(sum)) - double(z);
       d -= k;
     }
     st(dlogits, r * V + j, d);
   }
+}
+
+/// CrossEntropyGrad's rows: the above without the loss.
+template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE,
+          int THREADS>
+__device__ void crossEntropyGradRows(const float *kIn, const TL *logits,
+                                     const int *labels, TO *dlogits,
+                                     dsc_u32 code) {
+  crossEntropyWithGradRows<TL, TO, ROWS, V, IGNORE, THREADS>(
+      kIn, logits, labels, nullptr, dlogits, code);
 }
 
 } // namespace dsc

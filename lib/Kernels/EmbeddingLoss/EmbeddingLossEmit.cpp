@@ -65,14 +65,15 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
                          : "cross_entropy") +
       ": a label is out of range [0," + std::to_string(V) +
       ") and not ignore_index " + std::to_string(ignore));
-  if (both) {
-    // k = dloss / count, then each row's loss and dlogits in one pass (in
-    // place when the lowering gave dlogits the logits' buffer), then the
-    // mean loss.
+  if (grad) {
+    // k = dloss / count, then each row's dlogits (fused: and its loss, in
+    // place when the lowering gave dlogits the logits' buffer) in one pass,
+    // then, fused, the mean loss.
     const std::string dl = s.in(0, "dloss"), logits = s.in(1, "logits"),
-                      labels = s.in(2, "labels"), loss = s.out(0, "loss"),
-                      dx = s.out(1, "dlogits");
-    s.scratch(16 + std::max<int64_t>(rows, 1) * 8);
+                      labels = s.in(2, "labels"),
+                      loss = both ? s.out(0, "loss") : "",
+                      dx = s.out(both ? 1 : 0, "dlogits");
+    s.scratch(16 + (both ? std::max<int64_t>(rows, 1) * 8 : 0));
     const std::string k = "static_cast<float *>(dsc_scratch)",
                       part = "reinterpret_cast<double *>(static_cast<char "
                              "*>(dsc_scratch) + 16)";
@@ -80,31 +81,19 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
              call("crossEntropyGradScale",
                   {s.T(dl), n(rows), n(ignore), std::to_string(kBlock)},
                   {dl, labels, k}));
+    const std::vector<std::string> rowArgs =
+        both ? std::vector<std::string>{k, logits, labels, part, dx, code}
+             : std::vector<std::string>{k, logits, labels, dx, code};
     s.kernel(grid, block, {"dsc_scratch", logits, labels, dx},
-             call("crossEntropyWithGradRows",
+             call(both ? "crossEntropyWithGradRows" : "crossEntropyGradRows",
                   {s.T(logits), s.T(dx), n(rows), n(V), n(ignore),
                    std::to_string(threads)},
-                  {k, logits, labels, part, dx, code}));
-    s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
-             call("crossEntropyFinish",
-                  {s.T(loss), n(rows), n(ignore), std::to_string(kBlock)},
-                  {part, labels, loss}));
-    return;
-  }
-  if (grad) {
-    const std::string dl = s.in(0, "dloss"), logits = s.in(1, "logits"),
-                      labels = s.in(2, "labels"), dx = s.out(0, "dlogits");
-    s.scratch(16);
-    const std::string k = "static_cast<float *>(dsc_scratch)";
-    s.kernel(1, kBlock, {dl, labels, "dsc_scratch"},
-             call("crossEntropyGradScale",
-                  {s.T(dl), n(rows), n(ignore), std::to_string(kBlock)},
-                  {dl, labels, k}));
-    s.kernel(grid, block, {"dsc_scratch", logits, labels, dx},
-             call("crossEntropyGradRows",
-                  {s.T(logits), s.T(dx), n(rows), n(V), n(ignore),
-                   std::to_string(threads)},
-                  {k, logits, labels, dx, code}));
+                  rowArgs));
+    if (both)
+      s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
+               call("crossEntropyFinish",
+                    {s.T(loss), n(rows), n(ignore), std::to_string(kBlock)},
+                    {part, labels, loss}));
     return;
   }
   const std::string logits = s.in(0, "logits"), labels = s.in(1, "labels"),
