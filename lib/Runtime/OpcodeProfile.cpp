@@ -58,10 +58,10 @@ std::string describeWork(const Program &P, const Instr &I,
   return s;
 }
 
-} // namespace
-
-double instrFlops(const Program &P, const Instr &I) {
-  const InstrDims d = checkInstr(P, I);
+/// The arithmetic of one instruction: 2 M N K per GEMM (batch included),
+/// the fused attention's four (forward) or ten (backward) B H T^2 D halved
+/// when causal, 0 for the rest (memory-bound: their bytes tell).
+double instrFlops(const Instr &I, const InstrDims &d) {
   if (opInfo(I.op).route == OpRoute::Gemm)
     return 2.0 * double(d.batch) * double(d.M) * double(d.N) * double(d.K);
   if (I.op == Opcode::Attention || I.op == Opcode::AttentionGrad) {
@@ -72,25 +72,32 @@ double instrFlops(const Program &P, const Instr &I) {
   return 0.0;
 }
 
+} // namespace
+
 void OpcodeProfile::addWork(const Program &P,
                             const std::vector<const Instr *> &instrs,
                             double seconds) {
   if (instrs.empty())
     return;
-  const Instr &first = *instrs[0];
-  add(first.op, seconds);
-  std::string name = describeWork(P, first, checkInstr(P, first));
+  add(instrs[0]->op, seconds);
+  std::string name;
+  double flops = 0, bytes = 0;
+  for (const Instr *I : instrs) {
+    const InstrDims d = checkInstr(P, *I);
+    if (name.empty())
+      name = describeWork(P, *I, d);
+    flops += instrFlops(*I, d);
+    for (const std::vector<int> *ids : {&I->inputs, &I->outputs})
+      for (int id : *ids)
+        bytes += double(P.buffers[size_t(id)].bytes());
+  }
   if (instrs.size() > 1)
     name += " (+" + std::to_string(instrs.size() - 1) + " more)";
   Work &w = work[name];
   w.seconds += seconds;
+  w.flops += flops;
+  w.bytes += bytes;
   ++w.calls;
-  for (const Instr *I : instrs) {
-    w.flops += instrFlops(P, *I);
-    for (const std::vector<int> *ids : {&I->inputs, &I->outputs})
-      for (int id : *ids)
-        w.bytes += double(P.buffers[size_t(id)].bytes());
-  }
 }
 
 OpcodeProfile::~OpcodeProfile() {

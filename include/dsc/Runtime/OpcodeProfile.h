@@ -49,10 +49,6 @@ private:
   std::map<std::string, Work> work;                     // by description
 };
 
-/// The arithmetic of one instruction: 2 M N K per GEMM (batch included),
-/// the fused attention's four (forward) or ten (backward) B H T^2 D halved
-/// when causal, 0 for the rest (memory-bound: their bytes tell).
-double instrFlops(const Program &program, const Instr &instr);
 
 } // namespace dsc::rt
 
