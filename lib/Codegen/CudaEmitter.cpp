@@ -368,7 +368,6 @@ private:
   std::map<std::string, int> launcherByKey;
   std::vector<std::string> launcherDevice; ///< device code per launcher
   std::map<rt::Opcode, int> perOpcode;  ///< launcher name counters
-  EmitOptions withCudnn; ///< `options` with cuDNN loaded
   /// The statistics (lse buffers) of fused attentions whose forward or
   /// gradient cuDNN cannot run.
   std::set<int> cudnnRefused;
@@ -696,9 +695,10 @@ void Emitter::emitFunction(const rt::Function &fn) {
       KernelSpec spec(P, I);
       if (I.op == rt::Opcode::Attention || I.op == rt::Opcode::AttentionGrad) {
         const rt::InstrDims d = rt::checkInstr(P, I);
+        // Agreed: cuDNN, were it loaded, could run this attention and its
+        // forward or gradient.
         const bool agreed = !cudnnRefused.count(lseOf(I));
-        if (!options.cudnn && !options.forceAttention && agreed &&
-            whyNotCudnn(spec, d, withCudnn).empty())
+        if (!options.cudnn && !options.forceAttention && agreed)
           ++M.cudnnCandidates;
         spec.attention = chooseAttention(spec, d, options, agreed);
         const CudnnAttention problem = cudnnAttentionOf(spec, d);
@@ -854,7 +854,7 @@ Module Emitter::run() {
   // A fused attention's gradient reads its forward's statistics (lse);
   // cuDNN runs both or neither (its statistics and dropout masks are its
   // own).
-  withCudnn = options;
+  EmitOptions withCudnn = options;
   withCudnn.cudnn = true;
   for (const auto &[name, fn] : P.functions)
     for (const rt::Instr &I : fn.body)
