@@ -34,6 +34,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -617,16 +618,18 @@ CudnnSdpa::CudnnSdpa(const SdpaProblem &problem, int smVersion)
   loadCudnn();
   if (smVersion == 0)
     smVersion = currentSmVersion();
+  // Q, K and V, the same in both graphs.
+  auto qkvOperands = [&](fe::graph::Graph &graph) {
+    return std::make_tuple(
+        operand(graph, "q", kQ, p.batch, p.qHeads, p.qLen, p.headDim, p.q),
+        operand(graph, "k", kK, p.batch, p.kvHeads, p.kvLen, p.headDim, p.k),
+        operand(graph, "v", kV, p.batch, p.kvHeads, p.kvLen, p.headDim, p.v));
+  };
 
   g.guarded("describing the forward", [&] {
     g.forward = newGraph(p, smVersion);
     fe::graph::Graph &graph = *g.forward;
-    TensorPtr q =
-        operand(graph, "q", kQ, p.batch, p.qHeads, p.qLen, p.headDim, p.q);
-    TensorPtr k =
-        operand(graph, "k", kK, p.batch, p.kvHeads, p.kvLen, p.headDim, p.k);
-    TensorPtr v =
-        operand(graph, "v", kV, p.batch, p.kvHeads, p.kvLen, p.headDim, p.v);
+    auto [q, k, v] = qkvOperands(graph);
     auto options =
         fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(
             p.backward);
@@ -643,12 +646,7 @@ CudnnSdpa::CudnnSdpa(const SdpaProblem &problem, int smVersion)
   g.guarded("describing the backward", [&] {
     g.backward = newGraph(p, smVersion);
     fe::graph::Graph &graph = *g.backward;
-    TensorPtr q =
-        operand(graph, "q", kQ, p.batch, p.qHeads, p.qLen, p.headDim, p.q);
-    TensorPtr k =
-        operand(graph, "k", kK, p.batch, p.kvHeads, p.kvLen, p.headDim, p.k);
-    TensorPtr v =
-        operand(graph, "v", kV, p.batch, p.kvHeads, p.kvLen, p.headDim, p.v);
+    auto [q, k, v] = qkvOperands(graph);
     TensorPtr o =
         operand(graph, "o", kO, p.batch, p.qHeads, p.qLen, p.headDim, p.o);
     TensorPtr dO =
