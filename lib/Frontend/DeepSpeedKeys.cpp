@@ -1,9 +1,9 @@
 //===- DeepSpeedKeys.cpp - DeepSpeed's config schema, as data -------------===//
 //
 // Every key DeepSpeed's config parser knows, with its type, DeepSpeed's
-// default and what dsc does with it. The reader (Config.cpp) takes the
-// no-effect and not-supported treatments from here; the keys it implements
-// are listed so that the documentation (deepSpeedKeysMarkdown, printed by
+// default and what dsc does with it. The readers (DeepSpeedKeyChecks.cpp)
+// take the no-effect and not-supported treatments from here; the keys dsc
+// implements are listed so that the documentation (deepSpeedKeysMarkdown, printed by
 // `dsc-run config-keys` into docs/config.md) covers the whole schema.
 // Sources: deepspeed/runtime/config.py and constants.py, zero/config.py,
 // zero/offload_config.py, precision_config.py, activation_checkpointing/

@@ -133,7 +133,7 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
 } // namespace
 
 LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
-  // The ranges the training config (lib/Frontend/Config.cpp) enforces, so
+  // The ranges the training config (lib/Frontend) enforces, so
   // dsc-opt accepts no step that dsc-run would refuse to build.
   struct Range {
     const char *name;
