@@ -1,8 +1,9 @@
 //===- TrainPipeline.cpp - The training pass pipeline ---------------------===//
 //
-// forward graph -> training step, as one function both tools run: dsc-run
-// fills TrainingPipelineOptions from the model and DeepSpeed configs, dsc-opt
-// registers it as --dsc-train-pipeline. Order:
+// forward graph -> training step, as one order both tools run: dsc-run
+// fills a TrainingPipeline (each pass's generated options) from the model
+// and DeepSpeed configs; dsc-opt's --dsc-train-pipeline hands each pass its
+// own option text. Order:
 //
 //   -dsc-tensor-parallel (slices the graph the frontend built, before any
 //     fusion changes its shape; nothing to do on a mesh without a tensor
@@ -39,153 +40,170 @@
 using namespace mlir;
 using namespace mlir::dsc;
 
-// An option that switches a pass on is off only at its documented value
-// (lora-rank 0, a freeze step -1, zero-stage 0, bucket sizes 0); any other
-// value reaches the pass, which refuses what it cannot take (a negative
-// value used to drop the pass silently).
-void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
-                                      const TrainingPipelineOptions &o) {
+namespace {
+
+/// The pipeline's passes that take options, each null when it does not
+/// run, and its switches: what both forms of the options come to.
+struct TrainingPasses {
+  TrainingSwitches switches;
+  std::unique_ptr<Pass> lora, pipelineStage, buildTrainStep, remat,
+      mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
+      bucketCollectives;
+};
+
+/// The order, once for both forms.
+void addInOrder(OpPassManager &pm, TrainingPasses p) {
+  auto addIfRun = [&](std::unique_ptr<Pass> &pass) {
+    if (pass)
+      pm.addPass(std::move(pass));
+  };
+  const TrainingSwitches &on = p.switches;
   pm.addPass(createDscTensorParallel());
-  if (o.loraRank != 0) {
-    DscLoraOptions lora;
-    lora.rank = o.loraRank;
-    lora.alpha = o.loraAlpha;
-    lora.dropout = o.loraDropout;
-    // DscLoraOptions holds an ArrayRef; createDscLora copies what it needs.
-    std::vector<std::string> targets(o.loraTargetModules.begin(),
-                                     o.loraTargetModules.end());
-    lora.targetModules = targets;
-    lora.targetRegex = o.loraTargetRegex;
-    lora.bias = o.loraBias;
-    lora.rslora = o.loraRslora;
-    pm.addPass(createDscLora(lora));
-  }
-  DscPipelineStageOptions stage;
-  stage.stage = o.pipelineStage;
-  stage.partition = o.pipelinePartition;
-  stage.chunks = o.pipelineChunks;
-  pm.addPass(createDscPipelineStage(stage));
-  if (o.fuseQkv)
+  addIfRun(p.lora);
+  pm.addPass(std::move(p.pipelineStage));
+  if (on.fuseQkv)
     pm.addPass(createDscFuseQkv());
-  if (o.fuseBiasGelu)
+  if (on.fuseBiasGelu)
     pm.addPass(createDscFuseBiasGelu());
-  if (o.fuseSwiglu)
+  if (on.fuseSwiglu)
     pm.addPass(createDscFuseSwiglu());
-  if (o.fuseBiasDropoutAdd)
+  if (on.fuseBiasDropoutAdd)
     pm.addPass(createDscFuseBiasDropoutAdd());
-  if (o.fuseResidualLayerNorm)
+  if (on.fuseResidualLayerNorm)
     pm.addPass(createDscFuseResidualLayerNorm());
-  if (o.fuseResidualRmsNorm)
+  if (on.fuseResidualRmsNorm)
     pm.addPass(createDscFuseResidualRmsNorm());
-  if (o.fuseAttention)
+  if (on.fuseAttention)
     pm.addPass(createDscFuseAttention());
-  if (o.fuseSoftmaxDropout)
+  if (on.fuseSoftmaxDropout)
     pm.addPass(createDscFuseSoftmaxDropout());
-
   pm.addPass(createDscAutodiff());
-  DscBuildTrainStepOptions step;
-  step.optimizer = o.optimizer;
-  step.lr = o.lr;
-  step.beta1 = o.beta1;
-  step.beta2 = o.beta2;
-  step.eps = o.eps;
-  step.weightDecay = o.weightDecay;
-  step.biasCorrection = o.biasCorrection;
-  step.maxCoeff = o.maxCoeff;
-  step.minCoeff = o.minCoeff;
-  step.momentum = o.momentum;
-  step.dampening = o.dampening;
-  step.nesterov = o.nesterov;
-  step.gradClip = o.gradClip;
-  step.gradAccum = o.gradAccum;
-  step.schedule = o.schedule;
-  step.warmupMinLr = o.warmupMinLr;
-  step.warmupMaxLr = o.warmupMaxLr;
-  step.warmupNumSteps = o.warmupNumSteps;
-  step.totalNumSteps = o.totalNumSteps;
-  step.warmupType = o.warmupType;
-  step.warmupMinRatio = o.warmupMinRatio;
-  step.cosMinRatio = o.cosMinRatio;
-  step.fp16 = o.fp16;
-  step.lossScale = o.lossScale;
-  step.initialScalePower = o.initialScalePower;
-  step.lossScaleWindow = o.lossScaleWindow;
-  step.hysteresis = o.hysteresis;
-  step.minLossScale = o.minLossScale;
-  step.consecutiveHysteresis = o.consecutiveHysteresis;
-  step.returnLogits = o.returnLogits;
-  pm.addPass(createDscBuildTrainStep(step));
-
-  if (o.invertible)
+  pm.addPass(std::move(p.buildTrainStep));
+  if (on.invertible)
     pm.addPass(createDscInvertible());
-  if (o.remat != RematPolicy::None) {
-    DscRematOptions remat;
-    remat.policy = o.remat;
-    remat.gelu = o.rematGelu;
-    remat.attnDropout = o.rematAttnDropout;
-    remat.perLayer = o.rematPerLayer;
-    remat.layerInterval = o.rematLayerInterval;
-    remat.budgetBytes = o.rematBudgetBytes;
-    remat.recomputeCheap = o.rematRecomputeCheap;
-    pm.addPass(createDscRemat(remat));
-  }
-  if (o.mixedPrecision != TrainingPrecision::None) {
-    DscMixedPrecisionOptions precision;
-    precision.dtype = o.mixedPrecision == TrainingPrecision::F16
-                          ? HalfFormat::f16
-                          : HalfFormat::bf16;
-    pm.addPass(createDscMixedPrecision(precision));
-  }
-  if (o.onebitAdamFreezeStep != -1) {
-    DscOneBitAdamOptions onebit;
-    onebit.freezeStep = o.onebitAdamFreezeStep;
-    pm.addPass(createDscOneBitAdam(onebit));
-  }
-  if (o.onebitLambFreezeStep != -1) {
-    DscOneBitLambOptions onebit;
-    onebit.freezeStep = o.onebitLambFreezeStep;
-    onebit.coeffBeta = o.onebitLambCoeffBeta;
-    onebit.factorMax = o.onebitLambFactorMax;
-    onebit.factorMin = o.onebitLambFactorMin;
-    onebit.factorThreshold = o.onebitLambFactorThreshold;
-    pm.addPass(createDscOneBitLamb(onebit));
-  }
-  if (o.zeroOneAdamVarFreezeStep != -1) {
-    DscZeroOneAdamOptions zeroOne;
-    zeroOne.varFreezeStep = o.zeroOneAdamVarFreezeStep;
-    zeroOne.varUpdateScaler = o.zeroOneAdamVarUpdateScaler;
-    zeroOne.localStepScaler = o.zeroOneAdamLocalStepScaler;
-    zeroOne.localStepClipper = o.zeroOneAdamLocalStepClipper;
-    pm.addPass(createDscZeroOneAdam(zeroOne));
-  }
-  if (o.zeroStage != 0) {
-    DscZeroOptions zero;
-    zero.stage = o.zeroStage;
-    zero.persistenceThreshold = o.zeroPersistenceThreshold;
-    pm.addPass(createDscZero(zero));
-  }
-  if (o.reduceBucketElements != 0 || o.allgatherBucketElements != 0) {
-    DscBucketCollectivesOptions bucket;
-    bucket.reduceBucketElements = o.reduceBucketElements;
-    bucket.allgatherBucketElements = o.allgatherBucketElements;
-    pm.addPass(createDscBucketCollectives(bucket));
-  }
+  addIfRun(p.remat);
+  addIfRun(p.mixedPrecision);
+  addIfRun(p.onebitAdam);
+  addIfRun(p.onebitLamb);
+  addIfRun(p.zeroOneAdam);
+  addIfRun(p.zero);
+  addIfRun(p.bucketCollectives);
   pm.addPass(createDscSplitStageStep());
-  if (o.fuseCrossEntropy)
+  if (on.fuseCrossEntropy)
     pm.addPass(createDscFuseCrossEntropy());
 }
 
+/// `create(*options)` when the pass runs.
+template <typename Options>
+std::unique_ptr<Pass>
+ifRun(const std::optional<Options> &options,
+      std::unique_ptr<Pass> (*create)(const Options &)) {
+  return options ? create(*options) : nullptr;
+}
+
+using ErrorHandler = function_ref<LogicalResult(const Twine &)>;
+
+/// `pass` with `option`'s text as its options; null when the option is not
+/// given (and the pass not `always` run). A text the pass refuses sets
+/// `failed`, through `error`.
+std::unique_ptr<Pass>
+fromText(std::unique_ptr<Pass> pass,
+         const TrainingPipelineOptions::Option<std::string> &option,
+         bool always, ErrorHandler error, bool &failed) {
+  if (!always && !option.hasValue())
+    return nullptr;
+  // The pass's option parser may already have printed why (an enum value
+  // it does not know) and hand over an empty message.
+  auto named = [&](const Twine &msg) {
+    std::string why = msg.str();
+    return error("--dsc-train-pipeline " + option.getArgStr() + "={" +
+                 option.getValue() + "}: " +
+                 (why.empty() ? "not accepted by the pass" : why));
+  };
+  if (mlir::failed(pass->initializeOptions(option.getValue(), named)))
+    failed = true;
+  return pass;
+}
+
+} // namespace
+
+void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
+                                      const TrainingPipeline &t) {
+  TrainingPasses p;
+  p.switches = t.switches;
+  if (t.lora) {
+    DscLoraOptions lora = t.lora->options;
+    lora.targetModules = t.lora->targetModules;
+    p.lora = createDscLora(lora); // copies what it needs
+  }
+  p.pipelineStage = createDscPipelineStage(t.pipelineStage);
+  p.buildTrainStep = createDscBuildTrainStep(t.buildTrainStep);
+  p.remat = ifRun(t.remat, createDscRemat);
+  p.mixedPrecision = ifRun(t.mixedPrecision, createDscMixedPrecision);
+  p.onebitAdam = ifRun(t.onebitAdam, createDscOneBitAdam);
+  p.onebitLamb = ifRun(t.onebitLamb, createDscOneBitLamb);
+  p.zeroOneAdam = ifRun(t.zeroOneAdam, createDscZeroOneAdam);
+  p.zero = ifRun(t.zero, createDscZero);
+  p.bucketCollectives = ifRun(t.bucketCollectives, createDscBucketCollectives);
+  addInOrder(pm, std::move(p));
+}
+
+/// dsc-opt's form: each pass parses its own option text.
+static LogicalResult buildFromText(OpPassManager &pm,
+                                   const TrainingPipelineOptions &o,
+                                   ErrorHandler error) {
+  bool failed = false;
+  TrainingPasses p;
+  TrainingSwitches &on = p.switches;
+  on.fuseQkv = o.fuseQkv;
+  on.fuseBiasGelu = o.fuseBiasGelu;
+  on.fuseSwiglu = o.fuseSwiglu;
+  on.fuseBiasDropoutAdd = o.fuseBiasDropoutAdd;
+  on.fuseResidualLayerNorm = o.fuseResidualLayerNorm;
+  on.fuseResidualRmsNorm = o.fuseResidualRmsNorm;
+  on.fuseAttention = o.fuseAttention;
+  on.fuseSoftmaxDropout = o.fuseSoftmaxDropout;
+  on.invertible = o.invertible;
+  on.fuseCrossEntropy = o.fuseCrossEntropy;
+  p.lora = fromText(createDscLora(), o.lora, false, error, failed);
+  p.pipelineStage =
+      fromText(createDscPipelineStage(), o.pipelineStage, true, error, failed);
+  p.buildTrainStep =
+      fromText(createDscBuildTrainStep(), o.buildTrainStep, true, error, failed);
+  p.remat = fromText(createDscRemat(), o.remat, false, error, failed);
+  p.mixedPrecision =
+      fromText(createDscMixedPrecision(), o.mixedPrecision, false, error, failed);
+  p.onebitAdam = fromText(createDscOneBitAdam(), o.onebitAdam, false, error, failed);
+  p.onebitLamb = fromText(createDscOneBitLamb(), o.onebitLamb, false, error, failed);
+  p.zeroOneAdam =
+      fromText(createDscZeroOneAdam(), o.zeroOneAdam, false, error, failed);
+  p.zero = fromText(createDscZero(), o.zero, false, error, failed);
+  p.bucketCollectives = fromText(createDscBucketCollectives(),
+                                 o.bucketCollectives, false, error, failed);
+  if (failed)
+    return failure();
+  addInOrder(pm, std::move(p));
+  return success();
+}
+
 void mlir::dsc::registerTrainingPipeline() {
-  PassPipelineRegistration<TrainingPipelineOptions>(
+  registerPassPipeline(
       "dsc-train-pipeline",
-      "Build the training step: -dsc-tensor-parallel (for the mesh's "
-      "tensor axis), -dsc-lora as chosen, -dsc-pipeline-stage (its "
-      "pipeline axis), the fusions as chosen, "
-      "-dsc-autodiff, "
+      "Build the training step: -dsc-tensor-parallel, -dsc-lora as given, "
+      "-dsc-pipeline-stage, the fusions as chosen, -dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "
-      "-dsc-zero-one-adam, "
-      "-dsc-zero and "
-      "-dsc-bucket-collectives as chosen, -dsc-split-stage-step",
-      buildTrainingPipeline);
+      "-dsc-zero-one-adam, -dsc-zero and -dsc-bucket-collectives as given, "
+      "-dsc-split-stage-step, -dsc-fuse-cross-entropy as chosen. A pass with "
+      "options runs when its option is given, with that text as its own "
+      "options: zero={stage=2}",
+      [](OpPassManager &pm, StringRef text, ErrorHandler error) {
+        TrainingPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        return buildFromText(pm, options, error);
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> print) {
+        print(TrainingPipelineOptions());
+      });
 }

@@ -1,10 +1,10 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw weight-decay=0.01 grad-accum=4 grad-clip=1.0 schedule=WarmupLR warmup-num-steps=10" | FileCheck %s
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGD
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb weight-decay=0.01" | FileCheck %s --check-prefix=LAMB
-// RUN: dsc-opt %s --dsc-train-pipeline="optimizer=adam grad-accum=2" | FileCheck %s --check-prefix=PIPE
+// RUN: dsc-opt %s --dsc-train-pipeline="build-train-step={optimizer=adam grad-accum=2}" | FileCheck %s --check-prefix=PIPE
 // With return-logits (dsc-run inspect) they are a result after the loss.
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=return-logits=true" | FileCheck %s --check-prefix=LOGITS
-// RUN: dsc-opt %s --dsc-train-pipeline="return-logits=true" | FileCheck %s --check-prefix=LOGITS
+// RUN: dsc-opt %s --dsc-train-pipeline="build-train-step={return-logits=true}" | FileCheck %s --check-prefix=LOGITS
 // LOGITS-LABEL: func.func @micro_step(
 // LOGITS-SAME: -> (tensor<f32> {dsc.state = #dsc.state<output, "loss">}, tensor<2x4x8xf32> {dsc.state = #dsc.state<output, "logits">}, tensor<8x8xf32> {dsc.state = #dsc.state<grad, "w">}
 // LOGITS: %[[LOGITS:.*]] = dsc.linear
@@ -13,7 +13,7 @@
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=schedule=OneCycle" 2>&1 | FileCheck %s --check-prefix=BADSCHED
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=warmup-type=cosine" 2>&1 | FileCheck %s --check-prefix=BADWARMUP
-// RUN: not dsc-opt %s --dsc-train-pipeline="optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// RUN: not dsc-opt %s --dsc-train-pipeline="build-train-step={optimizer=adagrad}" 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: not dsc-opt %s -dsc-build-train-step 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // Values the training config refuses are refused here too.
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=lr=-0.1" 2>&1 | FileCheck %s --check-prefix=BADLR

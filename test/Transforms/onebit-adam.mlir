@@ -1,5 +1,5 @@
 // RUN: dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw bias-correction=false weight-decay=0.01" -dsc-onebit-adam=freeze-step=5 | FileCheck %s
-// RUN: dsc-opt %s -split-input-file --dsc-train-pipeline="fp16=true bias-correction=false onebit-adam-freeze-step=2" | FileCheck %s --check-prefix=FP16
+// RUN: dsc-opt %s -split-input-file --dsc-train-pipeline="build-train-step={fp16=true bias-correction=false} onebit-adam={freeze-step=2}" | FileCheck %s --check-prefix=FP16
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=lamb" -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=LAMB
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=BIAS
 // RUN: not dsc-opt %s -split-input-file -dsc-autodiff "-dsc-build-train-step=optimizer=adamw bias-correction=false" -dsc-zero -dsc-onebit-adam 2>&1 | FileCheck %s --check-prefix=ZERO

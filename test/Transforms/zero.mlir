@@ -1,6 +1,6 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw weight-decay=0.01 grad-clip=1.0" -dsc-zero=stage=1 | FileCheck %s --check-prefix=STAGE1
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd grad-accum=2" -dsc-zero=stage=2 | FileCheck %s --check-prefix=STAGE2
-// RUN: dsc-opt %s --dsc-train-pipeline="fp16=true zero-stage=1" | FileCheck %s --check-prefix=FP16
+// RUN: dsc-opt %s --dsc-train-pipeline="build-train-step={fp16=true} zero={stage=1}" | FileCheck %s --check-prefix=FP16
 // RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb" -dsc-zero 2>&1 | FileCheck %s --check-prefix=LAMB
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=3 | FileCheck %s --check-prefix=STAGE3
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" "-dsc-zero=stage=3 persistence-threshold=10" | FileCheck %s --check-prefix=PERSIST

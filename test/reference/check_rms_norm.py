@@ -46,7 +46,7 @@ def main():
 
     step = path("step.mlir")
     subprocess.run([a.dsc_opt, a.model,
-                    f"--dsc-train-pipeline=optimizer=sgd lr={LR}", "-o", step],
+                    f"--dsc-train-pipeline=build-train-step={{optimizer=sgd lr={LR}}}", "-o", step],
                    check=True)
     tokens = R.random_tokens(50, VOCAB, seed=11)
     R.write_tokens(path("tokens.bin"), tokens)

@@ -59,7 +59,7 @@ mlir::dsc::TrainStepOptimizer optimizerChoice(dsc::OptimizerType type) {
     return mlir::dsc::TrainStepOptimizer::Adam;
   case dsc::OptimizerType::AdamW:
   case dsc::OptimizerType::OneBitAdam:  // its warm-up; see
-  case dsc::OptimizerType::ZeroOneAdam: // fillPipelineOptions
+  case dsc::OptimizerType::ZeroOneAdam: // pipelineFor
     return mlir::dsc::TrainStepOptimizer::AdamW;
   case dsc::OptimizerType::Lamb:
   case dsc::OptimizerType::OneBitLamb: // its warm-up (no bias correction)
@@ -84,111 +84,123 @@ mlir::dsc::LrScheduleKind scheduleChoice(dsc::SchedulerType type) {
   llvm_unreachable("unknown scheduler type");
 }
 
-/// dsc.remat.policy, which the config reader has checked.
-mlir::dsc::RematPolicy rematChoice(const std::string &policy) {
-  if (policy == "deepspeed")
-    return mlir::dsc::RematPolicy::DeepSpeed;
-  if (policy == "budget")
-    return mlir::dsc::RematPolicy::Budget;
-  if (policy == "none")
-    return mlir::dsc::RematPolicy::None;
-  throw dsc::rt::Error("dsc.remat.policy: unknown policy \"" + policy + "\"");
-}
-
 /// The training pipeline `train` asks for.
-void fillPipelineOptions(const dsc::ModelConfig &model,
-                         const dsc::TrainConfig &train,
-                         mlir::dsc::TrainingPipelineOptions &p) {
+mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
+                                        const dsc::TrainConfig &train) {
+  mlir::dsc::TrainingPipeline p;
   if (const dsc::LoraConfig &l = train.lora; l.enabled) {
-    p.loraRank = l.rank;
-    p.loraAlpha = l.alpha;
-    p.loraDropout = l.dropout;
-    std::vector<std::string> targets = l.targetModules;
-    if (targets.empty() && l.targetRegex.empty())
-      targets = dsc::defaultLoraTargets(model.type);
-    p.loraTargetModules = targets;
-    p.loraTargetRegex = l.targetRegex;
-    p.loraBias = l.bias;
-    p.loraRslora = l.useRslora;
+    mlir::dsc::TrainingLora &lora = p.lora.emplace();
+    lora.options.rank = l.rank;
+    lora.options.alpha = l.alpha;
+    lora.options.dropout = l.dropout;
+    lora.targetModules = l.targetModules;
+    if (lora.targetModules.empty() && l.targetRegex.empty())
+      lora.targetModules = dsc::defaultLoraTargets(model.type);
+    lora.options.targetRegex = l.targetRegex;
+    lora.options.bias = l.bias;
+    lora.options.rslora = l.useRslora;
   }
   const dsc::FusionConfig &fusion = train.fusion;
-  p.fuseQkv = fusion.qkv;
-  p.fuseBiasGelu = fusion.biasGelu;
-  p.fuseSwiglu = fusion.swiglu;
-  p.fuseBiasDropoutAdd = fusion.biasDropoutAdd;
-  p.fuseResidualLayerNorm = fusion.biasDropoutAdd && fusion.residualLayerNorm;
-  p.fuseResidualRmsNorm = fusion.residualRmsNorm;
-  p.fuseAttention = fusion.attention;
-  p.fuseSoftmaxDropout = fusion.softmaxDropout;
-  p.fuseCrossEntropy = fusion.crossEntropy;
+  mlir::dsc::TrainingSwitches &on = p.switches;
+  on.fuseQkv = fusion.qkv;
+  on.fuseBiasGelu = fusion.biasGelu;
+  on.fuseSwiglu = fusion.swiglu;
+  on.fuseBiasDropoutAdd = fusion.biasDropoutAdd;
+  on.fuseResidualLayerNorm = fusion.biasDropoutAdd && fusion.residualLayerNorm;
+  on.fuseResidualRmsNorm = fusion.residualRmsNorm;
+  on.fuseAttention = fusion.attention;
+  on.fuseSoftmaxDropout = fusion.softmaxDropout;
+  on.fuseCrossEntropy = fusion.crossEntropy;
+  on.invertible = train.kernel.normalizeInvertible;
 
   const dsc::OptimizerConfig &o = train.optimizer;
-  p.optimizer = optimizerChoice(o.type);
-  p.lr = o.lr;
-  p.beta1 = o.beta1;
-  p.beta2 = o.beta2;
-  p.eps = o.eps;
-  p.weightDecay = o.weightDecay;
-  p.biasCorrection = o.biasCorrection;
-  p.maxCoeff = o.maxCoeff;
-  p.minCoeff = o.minCoeff;
-  p.momentum = o.momentum;
-  p.dampening = o.dampening;
-  p.nesterov = o.nesterov;
-  p.gradClip = train.gradClip;
-  p.gradAccum = train.gradAccum;
+  mlir::dsc::DscBuildTrainStepOptions &step = p.buildTrainStep;
+  step.optimizer = optimizerChoice(o.type);
+  step.lr = o.lr;
+  step.beta1 = o.beta1;
+  step.beta2 = o.beta2;
+  step.eps = o.eps;
+  step.weightDecay = o.weightDecay;
+  step.biasCorrection = o.biasCorrection;
+  step.maxCoeff = o.maxCoeff;
+  step.minCoeff = o.minCoeff;
+  step.momentum = o.momentum;
+  step.dampening = o.dampening;
+  step.nesterov = o.nesterov;
+  step.gradClip = train.gradClip;
+  step.gradAccum = train.gradAccum;
   const dsc::SchedulerConfig &s = train.scheduler;
-  p.schedule = scheduleChoice(s.type);
-  p.warmupMinLr = s.warmupMinLr;
-  p.warmupMaxLr = s.warmupMaxLr;
-  p.warmupNumSteps = s.warmupNumSteps;
-  p.totalNumSteps = s.totalNumSteps;
-  p.warmupType = s.warmupLog ? mlir::dsc::WarmupType::log
-                             : mlir::dsc::WarmupType::linear;
-  p.warmupMinRatio = s.warmupMinRatio;
-  p.cosMinRatio = s.cosMinRatio;
+  step.schedule = scheduleChoice(s.type);
+  step.warmupMinLr = s.warmupMinLr;
+  step.warmupMaxLr = s.warmupMaxLr;
+  step.warmupNumSteps = s.warmupNumSteps;
+  step.totalNumSteps = s.totalNumSteps;
+  step.warmupType = s.warmupLog ? mlir::dsc::WarmupType::log
+                                : mlir::dsc::WarmupType::linear;
+  step.warmupMinRatio = s.warmupMinRatio;
+  step.cosMinRatio = s.cosMinRatio;
   const dsc::MixedPrecisionConfig &mp = train.precision;
-  p.fp16 = mp.fp16;
-  p.lossScale = mp.lossScale;
-  p.initialScalePower = mp.initialScalePower;
-  p.lossScaleWindow = mp.lossScaleWindow;
-  p.hysteresis = mp.hysteresis;
-  p.minLossScale = mp.minLossScale;
-  p.consecutiveHysteresis = mp.consecutiveHysteresis;
+  step.fp16 = mp.fp16;
+  step.lossScale = mp.lossScale;
+  step.initialScalePower = mp.initialScalePower;
+  step.lossScaleWindow = mp.lossScaleWindow;
+  step.hysteresis = mp.hysteresis;
+  step.minLossScale = mp.minLossScale;
+  step.consecutiveHysteresis = mp.consecutiveHysteresis;
 
-  p.invertible = train.kernel.normalizeInvertible;
+  // dsc.remat.policy, which the config reader has checked ("none": no
+  // -dsc-remat).
   const dsc::RematConfig &r = train.remat;
-  p.remat = rematChoice(r.policy);
-  p.rematGelu = r.geluCheckpoint;
-  p.rematAttnDropout = r.attnDropoutCheckpoint;
-  p.rematPerLayer = r.perLayer;
-  p.rematLayerInterval = r.layerInterval;
-  p.rematBudgetBytes = r.memoryBudgetBytes;
-  p.rematRecomputeCheap = r.recomputeCheap;
-  p.mixedPrecision = mp.fp16   ? mlir::dsc::TrainingPrecision::F16
-                     : mp.bf16 ? mlir::dsc::TrainingPrecision::BF16
-                               : mlir::dsc::TrainingPrecision::None;
+  if (r.policy == "deepspeed" || r.policy == "budget") {
+    mlir::dsc::DscRematOptions &remat = p.remat.emplace();
+    remat.policy = r.policy == "deepspeed" ? mlir::dsc::RematPolicy::DeepSpeed
+                                           : mlir::dsc::RematPolicy::Budget;
+    remat.gelu = r.geluCheckpoint;
+    remat.attnDropout = r.attnDropoutCheckpoint;
+    remat.perLayer = r.perLayer;
+    remat.layerInterval = r.layerInterval;
+    remat.budgetBytes = r.memoryBudgetBytes;
+    remat.recomputeCheap = r.recomputeCheap;
+  } else if (r.policy != "none") {
+    throw dsc::rt::Error("dsc.remat.policy: unknown policy \"" + r.policy +
+                         "\"");
+  }
+  if (mp.fp16 || mp.bf16)
+    p.mixedPrecision.emplace().dtype =
+        mp.fp16 ? mlir::dsc::HalfFormat::f16 : mlir::dsc::HalfFormat::bf16;
+  // The compressed optimizers' warm-ups are the plain optimizer without
+  // bias correction (o.biasCorrection is false for them).
   if (o.type == dsc::OptimizerType::OneBitAdam)
-    p.onebitAdamFreezeStep = o.freezeStep; // o.biasCorrection is false
-  if (o.type == dsc::OptimizerType::OneBitLamb) { // likewise
-    p.onebitLambFreezeStep = o.freezeStep;
-    p.onebitLambCoeffBeta = o.coeffBeta;
-    p.onebitLambFactorMax = o.factorMax;
-    p.onebitLambFactorMin = o.factorMin;
-    p.onebitLambFactorThreshold = o.factorThreshold;
+    p.onebitAdam.emplace().freezeStep = o.freezeStep;
+  if (o.type == dsc::OptimizerType::OneBitLamb) {
+    mlir::dsc::DscOneBitLambOptions &onebit = p.onebitLamb.emplace();
+    onebit.freezeStep = o.freezeStep;
+    onebit.coeffBeta = o.coeffBeta;
+    onebit.factorMax = o.factorMax;
+    onebit.factorMin = o.factorMin;
+    onebit.factorThreshold = o.factorThreshold;
   }
-  if (o.type == dsc::OptimizerType::ZeroOneAdam) { // likewise
-    p.zeroOneAdamVarFreezeStep = o.varFreezeStep;
-    p.zeroOneAdamVarUpdateScaler = o.varUpdateScaler;
-    p.zeroOneAdamLocalStepScaler = o.localStepScaler;
-    p.zeroOneAdamLocalStepClipper = o.localStepClipper;
+  if (o.type == dsc::OptimizerType::ZeroOneAdam) {
+    mlir::dsc::DscZeroOneAdamOptions &zeroOne = p.zeroOneAdam.emplace();
+    zeroOne.varFreezeStep = o.varFreezeStep;
+    zeroOne.varUpdateScaler = o.varUpdateScaler;
+    zeroOne.localStepScaler = o.localStepScaler;
+    zeroOne.localStepClipper = o.localStepClipper;
   }
-  p.zeroStage = train.zeroStage;
-  p.zeroPersistenceThreshold = train.zeroPersistenceThreshold;
+  if (train.zeroStage != 0) {
+    mlir::dsc::DscZeroOptions &zero = p.zero.emplace();
+    zero.stage = train.zeroStage;
+    zero.persistenceThreshold = train.zeroPersistenceThreshold;
+  }
   // One rank has nothing to reduce or gather: no bucket copies.
-  const bool ranks = train.dataParallel() > 1;
-  p.reduceBucketElements = ranks ? train.reduceBucketSize : 0;
-  p.allgatherBucketElements = ranks ? train.allgatherBucketSize : 0;
+  if (train.dataParallel() > 1 &&
+      (train.reduceBucketSize != 0 || train.allgatherBucketSize != 0)) {
+    mlir::dsc::DscBucketCollectivesOptions &bucket =
+        p.bucketCollectives.emplace();
+    bucket.reduceBucketElements = train.reduceBucketSize;
+    bucket.allgatherBucketElements = train.allgatherBucketSize;
+  }
+  return p;
 }
 
 } // namespace
@@ -231,14 +243,13 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   if (par.pipeline > 1)
     (*module)->setAttr("dsc.pipeline_schedule",
                        b.getStringAttr(par.schedule));
-  mlir::dsc::TrainingPipelineOptions options;
-  fillPipelineOptions(model, train, options);
-  options.pipelineStage = pipelineStage;
-  options.pipelinePartition = par.partition;
-  options.pipelineChunks = par.pipeline > 1 ? par.virtualStages : 1;
-  options.returnLogits = returnLogits;
+  mlir::dsc::TrainingPipeline steps = pipelineFor(model, train);
+  steps.pipelineStage.stage = pipelineStage;
+  steps.pipelineStage.partition = par.partition;
+  steps.pipelineStage.chunks = par.pipeline > 1 ? par.virtualStages : 1;
+  steps.buildTrainStep.returnLogits = returnLogits;
   auto pm = PassManager::on<ModuleOp>(&ctx);
-  mlir::dsc::buildTrainingPipeline(pm, options);
+  mlir::dsc::buildTrainingPipeline(pm, steps);
   if (pipeline) {
     pipeline->clear();
     llvm::raw_string_ostream os(*pipeline);
