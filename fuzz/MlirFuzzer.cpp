@@ -14,7 +14,7 @@
 
 #include "dsc/Codegen/LowerToProgram.h"
 #include "dsc/Dialect/DscDialect.h"
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/InstrCheck.h"
 #include "dsc/Support/Files.h"
 #include "dsc/Support/IRNesting.h"
 

@@ -14,7 +14,7 @@
 #include "dsc/Codegen/LowerToProgram.h"
 
 #include "dsc/Dialect/DscOps.h"
-#include "dsc/Runtime/TensorSlice.h"
+#include "dsc/Program/TensorSlice.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -172,7 +172,7 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
     const int64_t parts = meshGroupSize(module, MeshAxis::tensor);
     try {
       (void)rt::SliceMap::of(buf, sliceShape.vec(), parts);
-    } catch (const rt::Error &e) {
+    } catch (const dsc::Error &e) {
       return emitError(loc, "state ")
              << state << " of shape [" << sliceShape << "] does not fit "
              << slice << " over the tensor axis's " << parts << " ranks ("

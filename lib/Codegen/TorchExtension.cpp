@@ -52,7 +52,7 @@ const char *atenType(Storage s) {
   case Storage::U8:
     return "at::kByte";
   }
-  throw rt::Error("torch extension: invalid buffer dtype");
+  throw dsc::Error("torch extension: invalid buffer dtype");
 }
 
 const char *torchDtype(Storage s) {
@@ -72,7 +72,7 @@ const char *torchDtype(Storage s) {
   case Storage::U8:
     return "uint8";
   }
-  throw rt::Error("torch extension: invalid buffer dtype");
+  throw dsc::Error("torch extension: invalid buffer dtype");
 }
 
 /// `{2, 32, 128}` (C++ braces) or `[2, 32, 128]` (Python).
@@ -391,7 +391,7 @@ void writeBinding(std::ostream &os, const LauncherInfo &info) {
     }
   }
   if (device.empty())
-    throw rt::Error("torch extension: launcher " + L.name +
+    throw dsc::Error("torch extension: launcher " + L.name +
                     " takes no tensor");
   for (const Param &p : L.params) {
     if (p.kind == Param::Kind::Table) {
@@ -726,7 +726,7 @@ std::vector<ExtensionFile> torchExtensionFiles(const rt::Program &program,
   const std::string include =
       std::string("#include \"") + kTorchKernelsHeader + "\"";
   if (module.source.find(include) == std::string::npos)
-    throw rt::Error(std::string("torch extension: the module must be "
+    throw dsc::Error(std::string("torch extension: the module must be "
                                 "emitted with headerName ") +
                     kTorchKernelsHeader);
   const std::vector<LauncherInfo> infos = collect(program, module);

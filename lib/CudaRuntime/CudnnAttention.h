@@ -14,7 +14,7 @@
 #ifndef DSC_LIB_CUDARUNTIME_CUDNNATTENTION_H
 #define DSC_LIB_CUDARUNTIME_CUDNNATTENTION_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <cudnn_graph.h>
 

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/OutputFile.h"
+#include "dsc/Support/OutputFile.h"
 #include "dsc/Runtime/Trainer.h"
 
 #include <nlohmann/json.hpp>

@@ -2,7 +2,7 @@
 
 #include "dsc/Runtime/BackendCompare.h"
 
-#include "dsc/Runtime/Half.h"
+#include "dsc/Program/Half.h"
 
 #include <algorithm>
 #include <cmath>

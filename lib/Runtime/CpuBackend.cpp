@@ -12,7 +12,7 @@
 
 #include "Common/CommonCpu.h"
 
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/InstrCheck.h"
 #include "dsc/Runtime/OpcodeProfile.h"
 #include "dsc/Runtime/Runtime.h"
 

@@ -1,7 +1,7 @@
 //===- OpcodeProfile.cpp - Time per opcode, printed at the end ------------===//
 
 #include "dsc/Runtime/OpcodeProfile.h"
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/InstrCheck.h"
 #include "dsc/Support/Environment.h"
 
 #include <algorithm>

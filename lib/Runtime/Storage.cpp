@@ -2,7 +2,7 @@
 
 #include "dsc/Support/Philox.h"
 #include "dsc/Runtime/Runtime.h"
-#include "dsc/Runtime/TensorSlice.h"
+#include "dsc/Program/TensorSlice.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,7 +23,7 @@ Storage::Storage(const Program &program) {
     sizes.push_back(b.bytes());
   }
   if (program.arenaBytes >= 0) {
-    // One arena; the plan (lib/Codegen/MemoryPlan.cpp) placed every buffer.
+    // One arena; the plan (lib/Program/MemoryPlan.cpp) placed every buffer.
     arenaSize = size_t(program.arenaBytes);
     for (size_t i = 0; i < program.buffers.size(); ++i) {
       const Buffer &b = program.buffers[i];

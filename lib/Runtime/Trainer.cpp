@@ -1,7 +1,7 @@
 //===- Trainer.cpp - The driver loop around a compiled step --------------===//
 
 #include "dsc/Runtime/Trainer.h"
-#include "dsc/Runtime/PipelineSchedule.h"
+#include "dsc/Program/PipelineSchedule.h"
 
 #include <algorithm>
 #include <cctype>

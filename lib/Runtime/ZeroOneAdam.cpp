@@ -2,7 +2,7 @@
 
 #include "dsc/Runtime/ZeroOneAdam.h"
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <algorithm>
 #include <string>

@@ -2,13 +2,13 @@
 //
 // -dsc-memory-report: the compiler-side view of what `dsc-run estimate`
 // prints. The module is lowered to the runtime Program (the same lowering
-// dsc-run uses, so the numbers agree), planned by lib/Codegen/MemoryPlan.cpp
+// dsc-run uses, so the numbers agree), planned by lib/Program/MemoryPlan.cpp
 // and reported on stdout; the IR is left untouched.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Codegen/LowerToProgram.h"
-#include "dsc/Codegen/MemoryPlan.h"
+#include "dsc/Program/MemoryPlan.h"
 #include "dsc/Transforms/Passes.h"
 
 #include "llvm/Support/raw_ostream.h"

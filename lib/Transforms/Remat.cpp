@@ -24,7 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Codegen/LowerToProgram.h"
-#include "dsc/Codegen/MemoryPlan.h"
+#include "dsc/Program/MemoryPlan.h"
 #include "dsc/Dialect/CostModel.h"
 #include "dsc/Transforms/Passes.h"
 #include "dsc/Transforms/RematSolver.h"

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/OutputFile.h"
+#include "dsc/Support/OutputFile.h"
 #include "dsc/Support/Files.h"
 #include "dsc/Support/IRNesting.h"
 #include "dsc/Transforms/Passes.h"
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     text = input == "-" ? readStdin() : dsc::readRegularFile(input);
     dsc::checkIRNesting(text, name);
     if (!stream)
-      dsc::rt::checkOutputFile(output, "-o");
+      dsc::checkOutputFile(output, "-o");
   } catch (const std::exception &e) {
     llvm::errs() << "dsc-opt: " << e.what() << "\n";
     return 1;
@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   try {
-    dsc::rt::writeFileAtomic(output, result);
+    dsc::writeFileAtomic(output, result);
   } catch (const std::exception &e) {
     llvm::errs() << "dsc-opt: " << e.what() << "\n";
     return 1;

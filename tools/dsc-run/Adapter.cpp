@@ -2,8 +2,8 @@
 
 #include "Adapter.h"
 
-#include "dsc/Runtime/OutputFile.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Support/OutputFile.h"
+#include "dsc/Program/Program.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
@@ -19,13 +19,13 @@ using namespace dsc;
 std::string dsc::adapterConfigPath(const std::string &dir) {
   // An empty --adapter would name the root's files.
   if (dir.empty())
-    throw rt::Error("--adapter: empty path");
+    throw dsc::Error("--adapter: empty path");
   return dir + "/adapter_config.json";
 }
 
 std::string dsc::adapterWeightsPath(const std::string &dir) {
   if (dir.empty())
-    throw rt::Error("--adapter: empty path");
+    throw dsc::Error("--adapter: empty path");
   return dir + "/adapter_model.safetensors";
 }
 
@@ -47,12 +47,12 @@ void dsc::checkAdapterMatchesStep(const LoraConfig &adapter,
                                   mlir::ModuleOp step) {
   const std::string file = adapterConfigPath(dir);
   if (!stepHasLora(step))
-    throw rt::Error("--adapter " + dir + ": the step has no LoRA adapters "
+    throw dsc::Error("--adapter " + dir + ": the step has no LoRA adapters "
                     "(it was compiled without a \"lora\" section)");
   auto attr = [&](const char *key) { return step->getAttr(key); };
   auto differs = [&](const std::string &key, const std::string &inFile,
                      const std::string &inStep) {
-    throw rt::Error(file + ": " + key + " is " + inFile +
+    throw dsc::Error(file + ": " + key + " is " + inFile +
                     " but the training step was built with " + inStep +
                     " (the training config's \"lora\" section)");
   };
@@ -106,11 +106,11 @@ void dsc::checkAdapterMatchesStep(const LoraConfig &adapter,
 void dsc::checkAdapterOutput(const std::string &dir,
                              const std::string &option) {
   if (dir.empty())
-    throw rt::Error(option + ": empty output path");
+    throw dsc::Error(option + ": empty output path");
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode))
-      throw rt::Error(option + ": " + dir + " is not a directory (a LoRA "
+      throw dsc::Error(option + ": " + dir + " is not a directory (a LoRA "
                       "model saves PEFT's adapter directory)");
   } else {
     // saveAdapter creates it; its parent must take the new directory.
@@ -122,10 +122,10 @@ void dsc::checkAdapterOutput(const std::string &dir,
              : slash == 0                ? "/"
                                          : parent.substr(0, slash);
     if (access(parent.c_str(), W_OK | X_OK) != 0)
-      throw rt::Error(option + ": cannot create directory " + dir + " (" +
+      throw dsc::Error(option + ": cannot create directory " + dir + " (" +
                       parent + " is missing or not writable)");
     return;
   }
-  rt::checkOutputFile(adapterWeightsPath(dir), option);
-  rt::checkOutputFile(adapterConfigPath(dir), option);
+  dsc::checkOutputFile(adapterWeightsPath(dir), option);
+  dsc::checkOutputFile(adapterConfigPath(dir), option);
 }

@@ -48,7 +48,7 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
     const int targets = p.findBuffer(rt::BufferRole::Input, "targets");
     const int step = p.findBuffer(rt::BufferRole::Input, "step");
     if (ids < 0 || targets < 0 || step < 0)
-      throw rt::Error("compiled step: no input_ids, targets or step buffer");
+      throw dsc::Error("compiled step: no input_ids, targets or step buffer");
     data.batch(0, 0, A, B, T, cpuMem.i32(ids), cpuMem.i32(targets));
     *cpuMem.i64(step) = 1;
     os << "kernel check (one micro-step and one update, every buffer; the "

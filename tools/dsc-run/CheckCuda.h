@@ -4,7 +4,7 @@
 
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/IO.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 #include "dsc/Runtime/Runtime.h"
 
 #include <iosfwd>

@@ -35,7 +35,7 @@ void PeriodicCheckpoints::afterStep(const rt::Trainer &trainer) const {
   const bool writer = trainer.rank() == 0;
   // Also removes temporaries a killed save of this name left behind.
   if (writer)
-    rt::checkOutputFile(path, "--checkpoint-every");
+    dsc::checkOutputFile(path, "--checkpoint-every");
   trainer.saveCheckpoint(path);
   if (writer)
     removeOlder(steps);

@@ -45,7 +45,7 @@ public:
           return mlir::success();
         }) {}
   [[noreturn]] void fail(const std::string &what) {
-    throw dsc::rt::Error(what + (message.empty() ? "" : ": " + message));
+    throw dsc::Error(what + (message.empty() ? "" : ": " + message));
   }
 
 private:
@@ -162,7 +162,7 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     remat.budgetBytes = r.memoryBudgetBytes;
     remat.recomputeCheap = r.recomputeCheap;
   } else if (r.policy != "none") {
-    throw dsc::rt::Error("dsc.remat.policy: unknown policy \"" + r.policy +
+    throw dsc::Error("dsc.remat.policy: unknown policy \"" + r.policy +
                          "\"");
   }
   if (mp.fp16 || mp.bf16)
@@ -213,7 +213,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                                        bool returnLogits) {
   const ParallelConfig &par = train.parallel;
   if (pipelineStage < 0 || pipelineStage >= par.pipeline)
-    throw rt::Error("pipeline stage " + std::to_string(pipelineStage) +
+    throw dsc::Error("pipeline stage " + std::to_string(pipelineStage) +
                     " is not one of the " + std::to_string(par.pipeline) +
                     " stages");
   DiagnosticCapture diags(ctx);

@@ -1,7 +1,7 @@
 //===- Compile.h - dsc-run's compiler half ---------------------*- C++ -*-===//
 //
 // Config files -> dsc IR -> training-step passes -> rt::Program, and the
-// same from a saved step.mlir. MLIR diagnostics become rt::Error messages so
+// same from a saved step.mlir. MLIR diagnostics become dsc::Error messages so
 // dsc-run reports them on one line.
 //
 //===----------------------------------------------------------------------===//
@@ -9,7 +9,7 @@
 #define DSC_TOOLS_DSCRUN_COMPILE_H
 
 #include "dsc/Frontend/Config.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

@@ -2,8 +2,8 @@
 
 #include "Memory.h"
 
-#include "dsc/Runtime/OutputFile.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Support/OutputFile.h"
+#include "dsc/Program/Program.h"
 #include "dsc/Support/Environment.h"
 
 #include <cstdlib>
@@ -19,7 +19,7 @@ MemoryReport dsc::planStep(rt::Program &program, bool apply) {
   MemoryPlan plan;
   std::string error;
   if (!planMemory(program, plan, error))
-    throw rt::Error("cannot plan the step's memory: " + error);
+    throw dsc::Error("cannot plan the step's memory: " + error);
   if (apply)
     applyMemoryPlan(program, plan);
   return reportMemory(program, plan);
@@ -27,5 +27,5 @@ MemoryReport dsc::planStep(rt::Program &program, bool apply) {
 
 void dsc::writeMemoryReport(const MemoryReport &report,
                             const std::string &path) {
-  rt::writeFileAtomic(path, formatMemoryJson(report));
+  dsc::writeFileAtomic(path, formatMemoryJson(report));
 }

@@ -28,8 +28,8 @@
 #include "dsc/Dialect/CostModel.h"
 #include "dsc/Dialect/DscDialect.h"
 #include "dsc/Frontend/ModelBuilder.h"
-#include "dsc/Runtime/PipelineSchedule.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/PipelineSchedule.h"
+#include "dsc/Program/Program.h"
 #include "dsc/Support/Partition.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -91,7 +91,7 @@ ModelUnits modelUnits(const ModelConfig &model, const TrainConfig &train) {
   auto module = importModel(ctx, model, import);
   auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
   if (!forward)
-    throw rt::Error("plan: the imported model has no @forward");
+    throw dsc::Error("plan: the imported model has no @forward");
 
   const int64_t L = model.numLayers, T = train.parallel.tensor;
   ModelUnits m;
@@ -185,7 +185,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                 D = train.dataParallel(), v = par.virtualStages,
                 m = train.gradAccum;
   if (G < 1)
-    throw rt::Error("plan: --gpus-per-node must be >= 1");
+    throw dsc::Error("plan: --gpus-per-node must be >= 1");
   const rt::Mesh mesh{D, T, P};
   const int64_t nodes = (W + G - 1) / G;
   auto nodeOf = [&](int64_t rank) { return rank / G; };
@@ -208,7 +208,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                                                       : u.cost);
   std::vector<size_t> bounds = partitionBalanced(weights, chunks);
   if (bounds.empty())
-    throw rt::Error("plan: cannot cut " + std::to_string(weights.size()) +
+    throw dsc::Error("plan: cannot cut " + std::to_string(weights.size()) +
                     " units into " + std::to_string(chunks) + " stages");
 
   // What pipeline rank s holds: its chunks' units, with the last stage's

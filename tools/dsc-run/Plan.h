@@ -21,7 +21,7 @@ namespace dsc {
 
 /// Prints the plan of `train` (world size, tensor_parallel, pipeline,
 /// zero_optimization, ...) for `model` on nodes of `gpusPerNode` ranks.
-/// Throws rt::Error on a job that cannot be mapped.
+/// Throws dsc::Error on a job that cannot be mapped.
 void printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                        int64_t gpusPerNode, std::ostream &os);
 

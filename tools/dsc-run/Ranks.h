@@ -39,8 +39,8 @@ std::string errorPrefix();
 
 /// Thrown on every rank when the ranks found the same problem together (a
 /// start-up mismatch): only rank 0 prints it.
-struct AgreedError : rt::Error {
-  using rt::Error::Error;
+struct AgreedError : dsc::Error {
+  using dsc::Error::Error;
 };
 /// Whether this process prints `e`: rank 0 prints everything; other ranks
 /// leave AgreedError and rt::Diverged, which every rank throws alike, to it.

@@ -181,7 +181,7 @@ std::string chooseBackend(const Args &args) {
     return rt::cudaUnavailableReason().empty() ? "cuda" : "cpu";
   if (backend == "cuda")
     if (std::string why = rt::cudaUnavailableReason(); !why.empty())
-      throw rt::Error("--backend cuda: " + why);
+      throw dsc::Error("--backend cuda: " + why);
   return backend;
 }
 
@@ -241,7 +241,7 @@ Configs readConfigs(const Args &args, int64_t worldSize, bool leader = true) {
 int printConfig(const Configs &c) {
   std::cout << c.train.resolvedJson << std::flush;
   if (!std::cout)
-    throw rt::Error("cannot write the config to stdout");
+    throw dsc::Error("cannot write the config to stdout");
   return 0;
 }
 
@@ -291,7 +291,7 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
   log.flush();
   // A full disk must not silently truncate the log.
   if (!log)
-    throw rt::Error("--log-json: cannot write " + logPath + " (" +
+    throw dsc::Error("--log-json: cannot write " + logPath + " (" +
                     std::strerror(errno) + ")");
 }
 
@@ -303,10 +303,10 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
   std::ofstream log;
   if (!logPath.empty()) {
     const bool append = trainer.currentStep() != 0;
-    rt::replaceLinkToFile(logPath, append, "--log-json");
+    dsc::replaceLinkToFile(logPath, append, "--log-json");
     log.open(logPath, append ? std::ios::app : std::ios::trunc);
     if (!log)
-      throw rt::Error("cannot write log file " + logPath);
+      throw dsc::Error("cannot write log file " + logPath);
   }
   // Launchers relay the ranks' output line by line (Open MPI through a
   // pseudo-terminal): a multi-rank job gets plain lines, no progress bar.
@@ -344,12 +344,12 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
 /// `text` to stdout ("-") or atomically to a file.
 void writeText(const std::string &path, const std::string &text) {
   if (path != "-") {
-    rt::writeFileAtomic(path, text);
+    dsc::writeFileAtomic(path, text);
     return;
   }
   std::cout << text << std::flush;
   if (!std::cout)
-    throw rt::Error("cannot write the output to stdout");
+    throw dsc::Error("cannot write the output to stdout");
 }
 
 /// Where `path` will be, for telling two outputs apart: its absolute path
@@ -394,7 +394,7 @@ void checkDistinctOutputs(const Args &args, bool lora) {
   for (size_t i = 0; i < outputs.size(); ++i)
     for (size_t k = 0; k < i; ++k)
       if (outputs[i].first != outputs[k].first &&
-          rt::sameFile(outputs[i].second, outputs[k].second))
+          dsc::sameFile(outputs[i].second, outputs[k].second))
         throw UsageError("dsc-run: " + outputs[i].first + " and " +
                          outputs[k].first + " both write " +
                          outputs[i].second + " (one file under two names); "
@@ -417,7 +417,7 @@ void checkDistinctOutputs(const Args &args, bool lora) {
     if (it != claimedBy.end())
       return it->second;
     for (const auto &[option, out] : outputs)
-      if (rt::sameFile(out, path))
+      if (dsc::sameFile(out, path))
         return option;
     return "";
   };
@@ -443,12 +443,12 @@ void checkOutputs(const Args &args, bool lora = false) {
     if (lora && std::string(option) == "--save")
       checkAdapterOutput(args.get(option), option);
     else
-      rt::checkOutputFile(args.get(option), option);
+      dsc::checkOutputFile(args.get(option), option);
   }
   if (args.has("-o") && args.get("-o") != "-")
-    rt::checkOutputFile(args.get("-o"), "-o");
+    dsc::checkOutputFile(args.get("-o"), "-o");
   if (args.has("--log-json"))
-    rt::checkStreamOutput(args.get("--log-json"), "--log-json");
+    dsc::checkStreamOutput(args.get("--log-json"), "--log-json");
   checkDistinctOutputs(args, lora);
 }
 
@@ -631,7 +631,7 @@ int cmdTrain(int argc, char **argv) {
   rt::Trainer trainer(std::move(program), *backend, *comm, seed);
   int64_t steps = args.getInt("--steps", 100, 0);
   if (data.maxToken() >= trainer.vocabSize())
-    throw rt::Error(args.get("--data") + ": token " +
+    throw dsc::Error(args.get("--data") + ": token " +
                     std::to_string(data.maxToken()) +
                     " is outside the model's vocabulary of " +
                     std::to_string(trainer.vocabSize()));
@@ -819,7 +819,7 @@ int cmdCheckCuda(int argc, char **argv) {
     throw UsageError("dsc-run check-cuda: --compression checks the "
                      "compression kernels alone; it takes no other option");
   if (std::string why = rt::cudaUnavailableReason(); !why.empty())
-    throw rt::Error("check-cuda: " + why);
+    throw dsc::Error("check-cuda: " + why);
   if (args.has("--compression"))
     return checkCompressionKernels(std::cout) ? 0 : 1;
   Configs c = readConfigs(args, 1);

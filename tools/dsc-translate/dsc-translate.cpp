@@ -21,11 +21,11 @@
 
 #include "dsc/Codegen/CudaEmitter.h"
 #include "dsc/Codegen/LowerToProgram.h"
-#include "dsc/Codegen/MemoryPlan.h"
+#include "dsc/Program/MemoryPlan.h"
 #include "dsc/Codegen/Nvrtc.h"
 #include "dsc/Codegen/TorchExtension.h"
 #include "dsc/Dialect/DscDialect.h"
-#include "dsc/Runtime/OutputFile.h"
+#include "dsc/Support/OutputFile.h"
 #include "dsc/Support/Files.h"
 #include "dsc/Support/IRNesting.h"
 
@@ -114,8 +114,8 @@ dsc::rt::Program loadProgram(const std::string &path) {
 /// Atomically: a failed write leaves a good file as it was.
 void writeFile(const std::string &path, const std::string &text) {
   try {
-    dsc::rt::writeFileAtomic(path, text);
-  } catch (const dsc::rt::Error &e) {
+    dsc::writeFileAtomic(path, text);
+  } catch (const dsc::Error &e) {
     throw Failure(e.what());
   }
 }
@@ -134,12 +134,6 @@ std::vector<std::string> splitArchs(const std::string &list) {
   if (archs.empty())
     throw Failure("--nvrtc-check needs at least one architecture");
   return archs;
-}
-
-/// Whether `a` and `b` name one existing file (links and `..` resolved).
-bool sameFile(const std::string &a, const std::string &b) {
-  std::error_code ec;
-  return std::filesystem::equivalent(a, b, ec) && !ec;
 }
 
 /// Creates `dir` (and its parents) and writes the extension's files there.
@@ -250,13 +244,13 @@ int run(int argc, char **argv) {
     // Before any work: both files can be written, and neither is the
     // step being read.
     try {
-      dsc::rt::checkOutputFile(output, "-o");
-      dsc::rt::checkOutputFile(header, "-o (header)");
-    } catch (const dsc::rt::Error &e) {
+      dsc::checkOutputFile(output, "-o");
+      dsc::checkOutputFile(header, "-o (header)");
+    } catch (const dsc::Error &e) {
       throw Failure(e.what());
     }
     for (const std::string &out : {output, header})
-      if (sameFile(out, input))
+      if (dsc::sameFile(out, input))
         throw Failure("-o would overwrite the input " + input +
                       "; give it another path");
   }
@@ -272,14 +266,14 @@ int run(int argc, char **argv) {
   dsc::cuda::Module module;
   try {
     module = dsc::cuda::emitCuda(program, options);
-  } catch (const dsc::rt::Error &e) {
+  } catch (const dsc::Error &e) {
     throw Failure(std::string("cannot emit CUDA: ") + e.what());
   }
   std::vector<dsc::cuda::ExtensionFile> extension;
   if (torch) {
     try {
       extension = dsc::cuda::torchExtensionFiles(program, module);
-    } catch (const dsc::rt::Error &e) {
+    } catch (const dsc::Error &e) {
       throw Failure(e.what());
     }
     writeExtension(output, extension);

@@ -21,7 +21,7 @@
 
 #include "dsc/Codegen/LowerToProgram.h"
 #include "dsc/Dialect/DscDialect.h"
-#include "dsc/Runtime/Half.h"
+#include "dsc/Program/Half.h"
 #include "dsc/Runtime/Runtime.h"
 #include "dsc/Support/Files.h"
 #include "dsc/Support/IRNesting.h"

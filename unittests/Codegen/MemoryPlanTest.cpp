@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Codegen/MemoryPlan.h"
+#include "dsc/Program/MemoryPlan.h"
 #include "dsc/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>

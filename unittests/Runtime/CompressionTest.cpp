@@ -2,7 +2,7 @@
 
 #include "TestUtil.h"
 
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/InstrCheck.h"
 
 #include <gtest/gtest.h>
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 using namespace dsc::rt;
+using dsc::writeFileAtomic;
 using namespace dsc::rt::test;
 
 namespace {

@@ -2,7 +2,7 @@
 #include "TestUtil.h"
 
 #include "dsc/Support/Philox.h"
-#include "dsc/Runtime/TensorSlice.h"
+#include "dsc/Program/TensorSlice.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/InstrCheck.h"
 
 #include <gtest/gtest.h>
 

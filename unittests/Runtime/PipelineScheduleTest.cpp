@@ -1,8 +1,8 @@
 // Pipeline schedules: each stage's order, the activations it holds at
 // most, and the bubble measured by running all stages' orders against
 // their dependencies, each against its closed form.
-#include "dsc/Runtime/PipelineSchedule.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/PipelineSchedule.h"
+#include "dsc/Program/Program.h"
 #include "dsc/Support/Partition.h"
 
 #include <gtest/gtest.h>

@@ -18,7 +18,7 @@
 #ifndef DSC_CODEGEN_CUDAEMITTER_H
 #define DSC_CODEGEN_CUDAEMITTER_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <array>
 #include <cstdint>

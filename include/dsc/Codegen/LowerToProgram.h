@@ -9,7 +9,7 @@
 #ifndef DSC_CODEGEN_LOWERTOPROGRAM_H
 #define DSC_CODEGEN_LOWERTOPROGRAM_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

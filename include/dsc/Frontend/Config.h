@@ -10,6 +10,8 @@
 #ifndef DSC_FRONTEND_CONFIG_H
 #define DSC_FRONTEND_CONFIG_H
 
+#include "dsc/Support/Error.h"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -17,8 +19,8 @@
 
 namespace dsc {
 
-struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct ConfigError : Error {
+  using Error::Error;
 };
 
 /// LLaMA covers the Hugging Face model types llama, mistral and qwen2 (one

@@ -9,8 +9,8 @@
 #ifndef DSC_RUNTIME_IO_H
 #define DSC_RUNTIME_IO_H
 
-#include "dsc/Runtime/OutputFile.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Support/OutputFile.h"
+#include "dsc/Program/Program.h"
 
 #include <cstdint>
 #include <map>

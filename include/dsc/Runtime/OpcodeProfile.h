@@ -12,7 +12,7 @@
 #ifndef DSC_RUNTIME_OPCODEPROFILE_H
 #define DSC_RUNTIME_OPCODEPROFILE_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <cstdint>
 #include <map>

@@ -8,7 +8,7 @@
 #ifndef DSC_RUNTIME_RUNTIME_H
 #define DSC_RUNTIME_RUNTIME_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <memory>
 

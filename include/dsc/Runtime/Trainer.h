@@ -21,9 +21,9 @@
 #define DSC_RUNTIME_TRAINER_H
 
 #include "dsc/Runtime/IO.h"
-#include "dsc/Runtime/PipelineSchedule.h"
+#include "dsc/Program/PipelineSchedule.h"
 #include "dsc/Runtime/Runtime.h"
-#include "dsc/Runtime/TensorSlice.h"
+#include "dsc/Program/TensorSlice.h"
 #include "dsc/Runtime/ZeroOneAdam.h"
 
 #include <functional>

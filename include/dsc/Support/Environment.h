@@ -8,13 +8,13 @@
 #ifndef DSC_SUPPORT_ENVIRONMENT_H
 #define DSC_SUPPORT_ENVIRONMENT_H
 
-#include <stdexcept>
+#include "dsc/Support/Error.h"
 
 namespace dsc {
 
-class EnvironmentError : public std::runtime_error {
+class EnvironmentError : public Error {
 public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 /// The switch `name`: `absent` when unset or empty, false for "0", true

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <limits>
+#include "dsc/Support/Error.h"
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,8 +24,8 @@
 namespace dsc {
 
 /// A user file that cannot be read; what() is one line naming the path.
-struct FileError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct FileError : Error {
+  using Error::Error;
 };
 
 /// What a file of this st_mode is, for messages: "a directory", "a FIFO",
@@ -42,10 +44,10 @@ std::string readRegularFile(
     const std::string &what = "");
 
 /// Thrown by parseStrictJson. `keyPath` is "a.b[].c" (empty at the top).
-struct JsonError : std::runtime_error {
+struct JsonError : Error {
   enum Kind { Malformed, DuplicateKey, TooDeep };
   JsonError(Kind kind, std::string keyPath, const std::string &msg)
-      : std::runtime_error(msg), kind(kind), keyPath(std::move(keyPath)) {}
+      : Error(msg), kind(kind), keyPath(std::move(keyPath)) {}
   Kind kind;
   std::string keyPath;
 };

@@ -21,6 +21,8 @@
 #ifndef DSC_SUPPORT_NAMEREGEX_H
 #define DSC_SUPPORT_NAMEREGEX_H
 
+#include "dsc/Support/Error.h"
+
 #include <bitset>
 #include <stdexcept>
 #include <string>
@@ -30,9 +32,9 @@
 namespace dsc {
 
 /// A pattern NameRegex refuses; what() says where and why.
-class RegexError : public std::runtime_error {
+class RegexError : public Error {
 public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 class NameRegex {

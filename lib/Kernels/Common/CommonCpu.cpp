@@ -10,7 +10,7 @@
 
 #include "Common/CommonCpu.h"
 
-#include "dsc/Runtime/Half.h"
+#include "dsc/Program/Half.h"
 #include "dsc/Support/Philox.h"
 
 #include <cblas.h>

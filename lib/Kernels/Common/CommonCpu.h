@@ -12,8 +12,8 @@
 #ifndef DSC_LIB_KERNELS_COMMON_COMMONCPU_H
 #define DSC_LIB_KERNELS_COMMON_COMMONCPU_H
 
-#include "dsc/Runtime/Half.h"
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/Half.h"
+#include "dsc/Program/InstrCheck.h"
 #include "dsc/Runtime/Runtime.h"
 
 #include <algorithm>

@@ -14,9 +14,9 @@
 #ifndef DSC_LIB_KERNELS_COMMON_COMMONEMIT_H
 #define DSC_LIB_KERNELS_COMMON_COMMONEMIT_H
 
-#include "CudaEmitterImpl.h"
+#include "Common/KernelSpec.h"
 
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/InstrCheck.h"
 
 #include <string>
 #include <vector>

@@ -4,13 +4,13 @@
 // bias epilogues (bias_gelu, bias_dropout_add and their gradients), the
 // head split/merge, concat/split and convert, and runElementwise, their
 // dispatch. Every kernel computes in f32: cpu::Exec widens f16/bf16 inputs
-// and narrows 16-bit outputs (dsc/Runtime/Half.h), so convert is a copy.
+// and narrows 16-bit outputs (dsc/Program/Half.h), so convert is a copy.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common/CommonCpu.h"
 
-#include "dsc/Runtime/Broadcast.h"
+#include "dsc/Program/Broadcast.h"
 
 #include <type_traits>
 

@@ -9,7 +9,7 @@
 
 #include "Common/CommonEmit.h"
 
-#include "dsc/Runtime/Broadcast.h"
+#include "dsc/Program/Broadcast.h"
 
 #include <algorithm>
 

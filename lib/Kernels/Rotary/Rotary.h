@@ -9,7 +9,7 @@
 #ifndef DSC_LIB_KERNELS_ROTARY_ROTARY_H
 #define DSC_LIB_KERNELS_ROTARY_ROTARY_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <cmath>
 #include <vector>

@@ -23,10 +23,10 @@
 // See MemoryPlan.cpp for the packing algorithm and why it is not optimal.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_CODEGEN_MEMORYPLAN_H
-#define DSC_CODEGEN_MEMORYPLAN_H
+#ifndef DSC_PROGRAM_MEMORYPLAN_H
+#define DSC_PROGRAM_MEMORYPLAN_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <cstdint>
 #include <string>
@@ -118,4 +118,4 @@ std::string formatMemoryJson(const MemoryReport &report);
 
 } // namespace dsc
 
-#endif // DSC_CODEGEN_MEMORYPLAN_H
+#endif // DSC_PROGRAM_MEMORYPLAN_H

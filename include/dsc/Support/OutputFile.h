@@ -7,12 +7,12 @@
 // run never computes for an hour and then finds it cannot save.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_RUNTIME_OUTPUTFILE_H
-#define DSC_RUNTIME_OUTPUTFILE_H
+#ifndef DSC_SUPPORT_OUTPUTFILE_H
+#define DSC_SUPPORT_OUTPUTFILE_H
 
 #include <string>
 
-namespace dsc::rt {
+namespace dsc {
 
 /// Checks that writeFileAtomic(path) can work, before any work is done: the
 /// directory exists and is writable, and `path`, if it exists, is a regular
@@ -44,6 +44,6 @@ bool sameFile(const std::string &a, const std::string &b);
 void replaceLinkToFile(const std::string &path, bool append,
                        const std::string &option);
 
-} // namespace dsc::rt
+} // namespace dsc
 
-#endif // DSC_RUNTIME_OUTPUTFILE_H
+#endif // DSC_SUPPORT_OUTPUTFILE_H

@@ -37,8 +37,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Codegen/MemoryPlan.h"
-#include "dsc/Runtime/PipelineSchedule.h"
+#include "dsc/Program/MemoryPlan.h"
+#include "dsc/Program/PipelineSchedule.h"
 
 #include <algorithm>
 #include <cstdio>

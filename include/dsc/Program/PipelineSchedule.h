@@ -22,8 +22,8 @@
 // (P-1)/(m+P-1) for GPipe and 1F1B and (P-1)/(v*m+P-1) interleaved.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_RUNTIME_PIPELINESCHEDULE_H
-#define DSC_RUNTIME_PIPELINESCHEDULE_H
+#ifndef DSC_PROGRAM_PIPELINESCHEDULE_H
+#define DSC_PROGRAM_PIPELINESCHEDULE_H
 
 #include <cstdint>
 #include <string>
@@ -128,4 +128,4 @@ PipelineStash pipelineStashOf(const Program &prog);
 
 } // namespace dsc::rt
 
-#endif // DSC_RUNTIME_PIPELINESCHEDULE_H
+#endif // DSC_PROGRAM_PIPELINESCHEDULE_H

@@ -1,7 +1,7 @@
 //===- OutputFile.cpp - Files dsc writes for the user --------------------===//
 
-#include "dsc/Runtime/OutputFile.h"
-#include "dsc/Runtime/Program.h"
+#include "dsc/Support/OutputFile.h"
+#include "dsc/Support/Error.h"
 #include "dsc/Support/Files.h"
 
 #include <cerrno>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace dsc::rt {
+namespace dsc {
 
 namespace {
 
@@ -182,4 +182,4 @@ void replaceLinkToFile(const std::string &path, bool append,
   writeFileAtomic(path, "");
 }
 
-} // namespace dsc::rt
+} // namespace dsc

@@ -12,8 +12,10 @@
 // ids and labels, i64 for the step.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_RUNTIME_PROGRAM_H
-#define DSC_RUNTIME_PROGRAM_H
+#ifndef DSC_PROGRAM_PROGRAM_H
+#define DSC_PROGRAM_PROGRAM_H
+
+#include "dsc/Support/Error.h"
 
 #include <cstdint>
 #include <limits>
@@ -86,7 +88,7 @@ struct Buffer {
   /// model under LoRA). Trainable parameters are the adapter.
   bool frozen = false;
   /// Byte offset in the program's arena when it has a memory plan
-  /// (Program::arenaBytes >= 0, see include/dsc/Codegen/MemoryPlan.h); -1
+  /// (Program::arenaBytes >= 0, see include/dsc/Program/MemoryPlan.h); -1
   /// when the buffer is allocated on its own.
   int64_t offset = -1;
 
@@ -99,7 +101,7 @@ struct Buffer {
 /// lowers from (include/dsc/Dialect/DscOps.td).
 enum class Opcode {
 #define DSC_OP(Name, ...) Name,
-#include "dsc/Runtime/Ops.def"
+#include "dsc/Program/Ops.def"
 };
 
 /// Operand-count bound of Ops.def meaning "no upper bound".
@@ -298,16 +300,14 @@ struct Program {
   Mesh mesh() const;
 };
 
-/// Every runtime failure (bad file, bad program, bad shapes) is an Error with a
-/// one-line message; the tools print it and exit non-zero.
 /// How a collective reduction combines the ranks' values (the `op` of
 /// all_reduce).
 enum class ReduceOp { Sum, Mean, Max };
 
-struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+/// Every runtime failure (bad file, bad program, bad shapes) is a
+/// dsc::Error with a one-line message.
+using Error = dsc::Error;
 
 } // namespace dsc::rt
 
-#endif // DSC_RUNTIME_PROGRAM_H
+#endif // DSC_PROGRAM_PROGRAM_H

@@ -1,8 +1,8 @@
 //===- PipelineSchedule.cpp - Micro-batch orders of pipeline stages -------===//
 
-#include "dsc/Runtime/PipelineSchedule.h"
+#include "dsc/Program/PipelineSchedule.h"
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-//===- CudaEmitterImpl.h - Internals shared by the CUDA emitter -*- C++ -*-===//
+//===- KernelSpec.h - One instruction's CUDA launcher ------------*- C++ -*-===//
 //
 // KernelSpec builds the launcher of one instruction (or of one group of
 // optimizer instructions): its C-ABI parameters, the `extern "C"
@@ -8,8 +8,8 @@
 // deduplicated the launcher.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H
-#define DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H
+#ifndef DSC_LIB_KERNELS_COMMON_KERNELSPEC_H
+#define DSC_LIB_KERNELS_COMMON_KERNELSPEC_H
 
 #include "dsc/Codegen/CudaEmitter.h"
 
@@ -101,4 +101,4 @@ private:
 
 } // namespace dsc::cuda::detail
 
-#endif // DSC_LIB_CODEGEN_CUDAEMITTERIMPL_H
+#endif // DSC_LIB_KERNELS_COMMON_KERNELSPEC_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DSC_RUNTIME_TENSORSLICE_H
-#define DSC_RUNTIME_TENSORSLICE_H
+#ifndef DSC_PROGRAM_TENSORSLICE_H
+#define DSC_PROGRAM_TENSORSLICE_H
 
 #include <algorithm>
 #include <cstddef>
@@ -68,4 +68,4 @@ private:
 
 } // namespace dsc::rt
 
-#endif // DSC_RUNTIME_TENSORSLICE_H
+#endif // DSC_PROGRAM_TENSORSLICE_H

@@ -9,8 +9,8 @@
 // which round the same way.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_RUNTIME_HALF_H
-#define DSC_RUNTIME_HALF_H
+#ifndef DSC_PROGRAM_HALF_H
+#define DSC_PROGRAM_HALF_H
 
 #include <cmath>
 #include <cstdint>
@@ -77,4 +77,4 @@ inline float floatFromBF16(uint16_t h) {
 
 } // namespace dsc::rt
 
-#endif // DSC_RUNTIME_HALF_H
+#endif // DSC_PROGRAM_HALF_H

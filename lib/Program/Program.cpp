@@ -1,6 +1,6 @@
 //===- Program.cpp - Program, Instr and dtype helpers ---------------------===//
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <set>
 
@@ -60,7 +60,7 @@ std::vector<OpInfo> buildOpTable() {
                    MinOuts, MaxOuts, {}});
 #define DSC_ATTR(Name, Attr, Kind)                                             \
   table.back().attrs.push_back({#Attr, AttrKind::Kind});
-#include "dsc/Runtime/Ops.def"
+#include "dsc/Program/Ops.def"
   return table;
 }
 } // namespace

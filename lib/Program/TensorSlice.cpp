@@ -1,8 +1,8 @@
 //===- TensorSlice.cpp - Where a tensor-parallel slice sits ---------------===//
 
-#include "dsc/Runtime/TensorSlice.h"
+#include "dsc/Program/TensorSlice.h"
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <cstring>
 

@@ -11,10 +11,10 @@
 // Every error is an rt::Error whose message starts with the opcode name.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_RUNTIME_INSTRCHECK_H
-#define DSC_RUNTIME_INSTRCHECK_H
+#ifndef DSC_PROGRAM_INSTRCHECK_H
+#define DSC_PROGRAM_INSTRCHECK_H
 
-#include "dsc/Runtime/Program.h"
+#include "dsc/Program/Program.h"
 
 #include <cstdint>
 #include <vector>
@@ -90,4 +90,4 @@ InstrDims checkInstr(const Program &P, const Instr &I);
 
 } // namespace dsc::rt
 
-#endif // DSC_RUNTIME_INSTRCHECK_H
+#endif // DSC_PROGRAM_INSTRCHECK_H

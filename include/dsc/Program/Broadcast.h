@@ -6,8 +6,8 @@
 // that b has or broadcasts, and how reduce_to walks them.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_RUNTIME_BROADCAST_H
-#define DSC_RUNTIME_BROADCAST_H
+#ifndef DSC_PROGRAM_BROADCAST_H
+#define DSC_PROGRAM_BROADCAST_H
 
 #include <cstddef>
 #include <cstdint>
@@ -54,4 +54,4 @@ ReduceToPlan planReduceTo(const std::vector<int64_t> &xShape,
 
 } // namespace dsc::rt
 
-#endif // DSC_RUNTIME_BROADCAST_H
+#endif // DSC_PROGRAM_BROADCAST_H

@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/InstrCheck.h"
+#include "dsc/Program/InstrCheck.h"
 
-#include "dsc/Runtime/Broadcast.h"
+#include "dsc/Program/Broadcast.h"
 
 #include <algorithm>
 

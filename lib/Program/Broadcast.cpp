@@ -1,10 +1,10 @@
 //===- Broadcast.cpp - numpy broadcasting of dsc.add / dsc.reduce_to -----===//
 //
-// See include/dsc/Runtime/Broadcast.h.
+// See include/dsc/Program/Broadcast.h.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dsc/Runtime/Broadcast.h"
+#include "dsc/Program/Broadcast.h"
 
 namespace dsc::rt {
 
