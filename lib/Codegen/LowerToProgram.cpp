@@ -172,7 +172,7 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
     const int64_t parts = meshGroupSize(module, MeshAxis::tensor);
     try {
       (void)rt::SliceMap::of(buf, sliceShape.vec(), parts);
-    } catch (const dsc::Error &e) {
+    } catch (const ::dsc::Error &e) {
       return emitError(loc, "state ")
              << state << " of shape [" << sliceShape << "] does not fit "
              << slice << " over the tensor axis's " << parts << " ranks ("
