@@ -4,7 +4,8 @@
 // the adapters' (trainable), and records its LoRA settings as module
 // attributes (dsc.lora_*). This file moves adapters in and out in the files
 // PEFT reads and writes: adapter_model.safetensors, whose tensors are named
-// "base_model.model.<parameter>", beside adapter_config.json; and merges
+// "<dsc.lora_file_prefix><parameter>" (the prefix -dsc-lora records, PEFT's),
+// beside adapter_config.json; and merges
 // them into the base weights for export (PEFT's merge_and_unload).
 //
 //===----------------------------------------------------------------------===//
@@ -25,7 +26,6 @@ using namespace dsc::rt;
 
 namespace {
 
-constexpr const char kPeftPrefix[] = "base_model.model.";
 constexpr const char kAdapterWeights[] = "adapter_model.safetensors";
 constexpr const char kAdapterConfig[] = "adapter_config.json";
 
@@ -41,6 +41,8 @@ struct LoraSettings {
   std::vector<std::string> targetModules;
   std::string targetRegex, bias;
   bool rslora = false, fanInFanOut = false;
+  /// What adapter files put before a parameter's name.
+  std::string filePrefix;
 
   double scale() const {
     return alpha / (rslora ? std::sqrt(double(rank)) : double(rank));
@@ -88,6 +90,7 @@ LoraSettings loraSettings(const Program &prog) {
   l.bias = text("bias");
   l.rslora = prog.metaInt("lora_rslora", 0, 0) != 0;
   l.fanInFanOut = prog.metaInt("lora_fan_in_fan_out", 0, 0) != 0;
+  l.filePrefix = prog.metaString("lora_file_prefix", "");
   if (!(l.alpha > 0) || !std::isfinite(l.alpha))
     throw Error("compiled step: dsc.lora_alpha must be a finite number > 0");
   return l;
@@ -182,7 +185,7 @@ void Trainer::loadAdapter(const std::string &path) {
     throw Error(path + ": tensor '" + file.skipped.begin()->first +
                 "' has dtype " + file.skipped.begin()->second +
                 ", which dsc cannot load (F32, F16, BF16)");
-  const std::string prefix = kPeftPrefix;
+  const std::string prefix = loraSettings(prog).filePrefix;
   std::set<std::string> used;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
@@ -224,7 +227,7 @@ void Trainer::saveAdapter(const std::string &dir) const {
     const Buffer &buf = prog.buffers[id];
     if (buf.role == BufferRole::Param && !buf.frozen &&
         (stageWriter() || gatheredOnSave(int(id))))
-      file.tensors[kPeftPrefix + buf.name] = wholeTensorOf(int(id));
+      file.tensors[lora.filePrefix + buf.name] = wholeTensorOf(int(id));
   }
   gatherStages(file);
   if (comm.rank() == 0) {

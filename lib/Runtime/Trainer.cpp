@@ -1,6 +1,8 @@
 //===- Trainer.cpp - The driver loop around a compiled step --------------===//
 
 #include "dsc/Runtime/Trainer.h"
+
+#include "WeightFileNames.h"
 #include "dsc/Program/PipelineSchedule.h"
 
 #include <algorithm>
@@ -23,16 +25,6 @@ std::string spacedShape(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-/// Hugging Face checkpoints name encoder weights with or without the base
-/// model prefix; dsc's names always carry it (cls.* belongs to the head).
-std::vector<std::string> candidateNames(const std::string &name) {
-  std::vector<std::string> names = {name};
-  for (const char *prefix : {"transformer.", "bert."})
-    if (name.rfind(prefix, 0) == 0)
-      names.push_back(name.substr(std::strlen(prefix)));
-  return names;
-}
-
 /// Whether every element of an f32 buffer is finite (other dtypes are).
 bool allFinite(DType dtype, const void *data, size_t bytes) {
   if (dtype != DType::F32)
@@ -42,54 +34,6 @@ bool allFinite(DType dtype, const void *data, size_t bytes) {
     if (!std::isfinite(v[i]))
       return false;
   return true;
-}
-
-/// Tensors of Hugging Face files that dsc ties to another weight: file name,
-/// the dsc parameter it must equal.
-const std::pair<const char *, const char *> kTiedTensors[] = {
-    {"lm_head.weight", "transformer.wte.weight"},
-    {"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
-    {"cls.predictions.decoder.bias", "cls.predictions.bias"},
-};
-
-/// "h.<digits>.<rest>" -> true when rest is one of `tails`.
-bool isLayerTensor(const std::string &name, std::initializer_list<const char *> tails) {
-  if (name.rfind("h.", 0) != 0)
-    return false;
-  size_t i = 2;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])))
-    ++i;
-  if (i == 2 || i >= name.size() || name[i] != '.')
-    return false;
-  std::string rest = name.substr(i + 1);
-  for (const char *t : tails)
-    if (rest == t)
-      return true;
-  return false;
-}
-
-std::string stripPrefix(const std::string &name, const char *prefix) {
-  return name.rfind(prefix, 0) == 0 ? name.substr(std::strlen(prefix)) : name;
-}
-
-/// Buffers of Hugging Face GPT-2 checkpoints that are not weights: the
-/// causal mask `h.N.attn.bias` and `h.N.attn.masked_bias` (dsc's attention
-/// masks by construction). Accepted with or without "transformer.".
-bool isUnneededGpt2Tensor(const std::string &name) {
-  return isLayerTensor(stripPrefix(name, "transformer."),
-                       {"attn.bias", "attn.masked_bias"});
-}
-
-/// Tensors of Hugging Face BERT checkpoints dsc does not model: the
-/// `embeddings.position_ids` buffer (positions are 0..T-1), the pooler
-/// (`pooler.dense.*`, with or without "bert.") and the next-sentence head
-/// `cls.seq_relationship.*` of BertForPreTraining files; dsc trains
-/// BertForMaskedLM.
-bool isUnneededBertTensor(const std::string &name) {
-  std::string n = stripPrefix(name, "bert.");
-  return n == "embeddings.position_ids" || n == "pooler.dense.weight" ||
-         n == "pooler.dense.bias" || name == "cls.seq_relationship.weight" ||
-         name == "cls.seq_relationship.bias";
 }
 
 /// The optimizers `prog` updates with, by their dsc op ("adam", "lamb",
@@ -337,6 +281,7 @@ void Trainer::initializeWeights() {
 
 void Trainer::loadWeights(const std::string &path) {
   Safetensors file = Safetensors::read(path);
+  const WeightFileNames fileNames = WeightFileNames::of(prog);
   auto inFile = [&](const std::string &name) {
     return file.tensors.count(name) || file.skipped.count(name);
   };
@@ -347,7 +292,7 @@ void Trainer::loadWeights(const std::string &path) {
     if (buf.role != BufferRole::Param)
       continue;
     std::vector<std::string> present;
-    for (const std::string &name : candidateNames(buf.name))
+    for (const std::string &name : fileNames.candidates(buf.name))
       if (inFile(name))
         present.push_back(name);
     // Both spellings of one weight: which one is meant is a guess, so the
@@ -386,11 +331,11 @@ void Trainer::loadWeights(const std::string &path) {
   // Hugging Face files may also hold the tied output weights under their own
   // names. dsc ties them, so such a tensor is accepted only if it is exactly
   // the weight it is tied to (same shape, same bytes after widening).
-  for (const auto &[tied, to] : kTiedTensors) {
+  for (const auto &[tied, to] : fileNames.tied) {
     if (!inFile(tied) || prog.findBuffer(BufferRole::Param, to) < 0)
       continue;
     std::string toName;
-    for (const std::string &n : candidateNames(to))
+    for (const std::string &n : fileNames.candidates(to))
       if (used.count(n))
         toName = n;
     if (auto sk = file.skipped.find(tied); sk != file.skipped.end())
@@ -408,9 +353,6 @@ void Trainer::loadWeights(const std::string &path) {
   // Anything else in the file is refused (a checkpoint of a larger or
   // different model would otherwise load in part), except the buffers
   // Hugging Face checkpoints carry that dsc does not need.
-  const bool gpt2 = prog.findBuffer(BufferRole::Param, "transformer.wte.weight") >= 0;
-  const bool bert = prog.findBuffer(BufferRole::Param,
-                                    "bert.embeddings.word_embeddings.weight") >= 0;
   // A pipeline stage's model is a part of the whole: a tensor must be used
   // by some stage.
   std::set<std::string> names;
@@ -419,8 +361,7 @@ void Trainer::loadWeights(const std::string &path) {
   for (const auto &[name, dtype] : file.skipped)
     names.insert(name);
   for (const std::string &name : names)
-    if ((gpt2 && isUnneededGpt2Tensor(name)) ||
-        (bert && isUnneededBertTensor(name)))
+    if (fileNames.isUnused(name))
       used.insert(name);
   requireUsedByAStage(names, used, [&](const std::string &name) {
     return path + ": tensor '" + name +

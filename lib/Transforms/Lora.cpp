@@ -234,6 +234,9 @@ void LoraPass::recordSettings(ModuleOp module, bool fanInFanOut) {
   set("bias", b.getStringAttr(bias));
   set("rslora", b.getI64IntegerAttr(rslora ? 1 : 0));
   set("fan_in_fan_out", b.getI64IntegerAttr(fanInFanOut ? 1 : 0));
+  // PEFT's adapter files name a parameter p "base_model.model.<p>" (its
+  // LoraModel wraps the model as base_model, which holds it as model).
+  set("file_prefix", b.getStringAttr("base_model.model."));
 }
 
 void LoraPass::runOnOperation() {

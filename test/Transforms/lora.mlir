@@ -3,7 +3,7 @@
 // RUN: dsc-opt %s -dsc-lora="rank=2 alpha=6 target-modules=q_proj" -dsc-autodiff -dsc-build-train-step | FileCheck %s --check-prefix=STEP
 
 // q_proj gets y + (alpha / r) * B(A(x)); every other parameter is frozen.
-// CHECK: module attributes {dsc.lora_alpha = 6.000000e+00 : f64, dsc.lora_bias = "none", dsc.lora_dropout = 0.000000e+00 : f64, dsc.lora_fan_in_fan_out = 0 : i64, dsc.lora_rank = 2 : i64, dsc.lora_rslora = 0 : i64, dsc.lora_target_modules = "q_proj"}
+// CHECK: module attributes {dsc.lora_alpha = 6.000000e+00 : f64, dsc.lora_bias = "none", dsc.lora_dropout = 0.000000e+00 : f64, dsc.lora_fan_in_fan_out = 0 : i64, dsc.lora_file_prefix = "base_model.model.", dsc.lora_rank = 2 : i64, dsc.lora_rslora = 0 : i64, dsc.lora_target_modules = "q_proj"}
 // CHECK-LABEL: func.func @forward(
 // CHECK-SAME: %[[WQ:[a-z0-9]+]]: tensor<6x8xf32> {dsc.frozen, dsc.param = #dsc.param<"layers.0.q_proj.weight"
 // CHECK-SAME: %[[BQ:[a-z0-9]+]]: tensor<6xf32> {dsc.frozen, dsc.param = #dsc.param<"layers.0.q_proj.bias"

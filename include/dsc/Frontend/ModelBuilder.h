@@ -44,6 +44,16 @@ inline constexpr const char *kMicroBatchAttr = "dsc.micro_batch";
 inline constexpr const char *kSeqLenAttr = "dsc.seq_len";
 inline constexpr const char *kVocabSizeAttr = "dsc.vocab_size";
 inline constexpr const char *kModelTypeAttr = "dsc.model_type";
+/// How Hugging Face weight files name the model's tensors, for the
+/// runtime's loader (which spells no model's names itself): the base-model
+/// prefix a file may leave out of a parameter's name ("transformer."), the
+/// tensors a file may hold under their own name though dsc ties them to a
+/// parameter ("lm_head.weight=transformer.wte.weight", comma-separated),
+/// and a NameRegex of tensors a file may hold that are not weights dsc
+/// uses (GPT-2's causal-mask buffers, BERT's pooler).
+inline constexpr const char *kHfOptionalPrefixAttr = "dsc.hf_optional_prefix";
+inline constexpr const char *kHfTiedTensorsAttr = "dsc.hf_tied_tensors";
+inline constexpr const char *kHfUnusedTensorsAttr = "dsc.hf_unused_tensors";
 
 } // namespace dsc
 

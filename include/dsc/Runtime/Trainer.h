@@ -96,8 +96,9 @@ public:
   /// Hugging Face initialisation from the seeded Philox stream.
   void initializeWeights();
   /// Loads every parameter (ZeRO-3: this rank's part of each) from a
-  /// safetensors file; names may carry the
-  /// `transformer.`/`bert.` prefix or not. Missing or mis-shaped tensors are
+  /// safetensors file, named as the frontend recorded for the model
+  /// (lib/Runtime/WeightFileNames.h: a base-model prefix a file may leave
+  /// out, tied tensors, tensors that are not weights). Missing or mis-shaped tensors are
   /// errors naming the file and tensor, except LoRA adapters: a base
   /// model's file has none, so they get their initialisation.
   void loadWeights(const std::string &path);
@@ -105,7 +106,7 @@ public:
   /// whether the step has adapters.
   bool hasAdapter() const;
   /// Loads the trainable parameters from a PEFT adapter_model.safetensors
-  /// (`base_model.model.<name>`): every LoRA matrix must be there with its
+  /// (`<dsc.lora_file_prefix><name>`, PEFT's names): every LoRA matrix must be there with its
   /// shape, a trained bias may be (else it keeps its loaded value), and
   /// nothing else may be.
   void loadAdapter(const std::string &path);
