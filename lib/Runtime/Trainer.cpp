@@ -1,8 +1,17 @@
 //===- Trainer.cpp - The driver loop around a compiled step --------------===//
+//
+// The Trainer's step: its construction and checks of the step's buffers,
+// micro-batches, @micro_step / @apply_step (and the compressed optimizers'
+// step functions), inspection and generation. Weights, checkpoints, the
+// pipeline-stage driver and LoRA adapters have files of their own
+// (TrainerWeights.cpp, TrainerCheckpoint.cpp, TrainerPipeline.cpp,
+// Adapters.cpp).
+//
+//===----------------------------------------------------------------------===//
 
 #include "dsc/Runtime/Trainer.h"
 
-#include "WeightFileNames.h"
+#include "TrainerDetail.h"
 #include "dsc/Program/PipelineSchedule.h"
 
 #include <algorithm>
@@ -14,7 +23,7 @@
 
 using namespace dsc::rt;
 
-namespace {
+namespace dsc::rt::detail {
 
 /// "[128, 32]", as messages about weight files print shapes (rt::shapeStr
 /// prints the runtime's "[128,32]").
@@ -36,22 +45,9 @@ bool allFinite(DType dtype, const void *data, size_t bytes) {
   return true;
 }
 
-/// The optimizers `prog` updates with, by their dsc op ("adam", "lamb",
-/// "sgd"; sorted, comma-joined). Checkpoints record it: AdamW's and LAMB's
-/// states have the same tensor names, so only this tells them apart.
-std::string optimizerSignature(const Program &prog) {
-  std::set<std::string> names;
-  for (const auto &[name, fn] : prog.functions)
-    for (const Instr &I : fn.body)
-      if (opInfo(I.op).family == OpFamily::Optimizer)
-        names.insert(opInfo(I.op).mlirOp);
-  std::string joined;
-  for (const std::string &n : names)
-    joined += (joined.empty() ? "" : ",") + n;
-  return joined;
-}
+} // namespace dsc::rt::detail
 
-} // namespace
+using namespace dsc::rt::detail;
 
 void dsc::rt::requireFiniteToSave(const Safetensors &file,
                                   const std::string &path, int64_t step) {
@@ -119,84 +115,6 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   }
 }
 
-Trainer::StageBuffers Trainer::resolveStage(int64_t stage,
-                                            int64_t stages) const {
-  if (prog.metaInt("pipeline_stage", -1, -1) != stage)
-    throw Error("rank " + std::to_string(comm.rank()) + " holds pipeline "
-                "stage " + std::to_string(stage) + " but its step is " +
-                (prog.meta.count("pipeline_stage")
-                     ? "stage " + std::to_string(
-                                      prog.metaInt("pipeline_stage", -1, -1))
-                     : std::string("not cut into stages")) +
-                " (each rank compiles its own stage)");
-  const bool first = stage == 0, last = stage == stages - 1;
-  StageBuffers b;
-  b.shape.kind = pipelineScheduleNamed(prog.metaString("pipeline_schedule"));
-  b.shape.stages = stages;
-  b.shape.microBatches = A;
-  b.shape.chunks = prog.metaInt("pipeline_chunks", 1, 1);
-  checkPipelineShape(b.shape);
-  // The driver's message tags name each virtual-stage boundary and
-  // direction (runPipelineSchedule); MPI promises tags up to 32767.
-  if (2 * b.shape.stages * b.shape.chunks + 1 > 32767)
-    throw Error("pipeline: " + std::to_string(b.shape.stages) + " stages x " +
-                std::to_string(b.shape.chunks) +
-                " model chunks are more virtual stages than the driver's "
-                "message tags can name (at most 16383)");
-  // A stage's activations travel as bytes: what it receives and the
-  // gradient it sends back have one shape, as do what it sends and the
-  // gradient it gets back.
-  auto samePair = [&](int x, int y) {
-    const Buffer &a = prog.buffers[size_t(x)], &c = prog.buffers[size_t(y)];
-    if (a.dtype != DType::F32 || a.dtype != c.dtype || a.shape != c.shape)
-      throw Error("compiled step: pipeline buffers '" + a.name + "' and '" +
-                  c.name + "' must be f32 of one shape");
-  };
-  const int64_t v = b.shape.chunks;
-  for (int64_t k = 0; k < v; ++k) {
-    auto named = [&](const std::string &name) {
-      return pipelineChunkName(name, k);
-    };
-    ChunkBuffers c;
-    c.forward = named("stage_forward");
-    c.backward = named("micro_step");
-    if (!(first && k == 0)) {
-      c.input = buffer(BufferRole::Input, named("stage_input"));
-      c.inputGrad = buffer(BufferRole::Output, named("stage_input_grad"));
-      samePair(c.input, c.inputGrad);
-    }
-    if (!(last && k == v - 1)) {
-      c.output = buffer(BufferRole::Output, named("stage_output"));
-      c.outputGrad = buffer(BufferRole::Input, named("stage_output_grad"));
-      samePair(c.output, c.outputGrad);
-    } else {
-      c.loss = buffer(BufferRole::Output, "loss");
-    }
-    prog.function(c.forward); // throws naming a missing one
-    prog.function(c.backward);
-    c.kept = pipelineStashBuffers(prog, k);
-    b.chunks.push_back(std::move(c));
-  }
-  // The first and the last stage add their gradients of the parameters
-  // both hold (comma-separated names).
-  if (first || last) {
-    const std::string names = prog.metaString("pipeline_tied_params", "");
-    for (size_t at = 0; at < names.size();) {
-      size_t end = names.find(',', at);
-      if (end == std::string::npos)
-        end = names.size();
-      const int id = buffer(BufferRole::GradAcc,
-                            "grad/" + names.substr(at, end - at));
-      if (prog.buffers[size_t(id)].dtype != DType::F32)
-        throw Error("compiled step: tied gradient '" +
-                    prog.buffers[size_t(id)].name + "' must be f32");
-      b.tiedGrads.push_back(id);
-      at = end + 1;
-    }
-  }
-  return b;
-}
-
 void Trainer::expectBuffer(BufferRole role, const std::string &name,
                            DType dtype, int64_t elements) const {
   const int id = buffer(role, name);
@@ -248,194 +166,6 @@ SliceMap Trainer::sliceMapOf(int id) const {
 
 std::vector<int64_t> Trainer::wholeShapeOf(int id) const {
   return isSliced(id) ? sliceMapOf(id).wholeShape() : sliceShapeOf(id);
-}
-
-void Trainer::storeWhole(const std::vector<char> &wholeTensor, int id) {
-  const Buffer &buf = prog.buffers[size_t(id)];
-  // This rank's slice (both arms lvalues: the unsliced tensor is not
-  // copied).
-  std::vector<char> slice;
-  if (isSliced(id))
-    slice = sliceMapOf(id).extract(wholeTensor, tensorGroup().rank(),
-                                   dtypeSize(buf.dtype));
-  const std::vector<char> &whole = isSliced(id) ? slice : wholeTensor;
-  char *dst = static_cast<char *>(storage.data(id));
-  const size_t bytes = buf.bytes();
-  if (!isShard(id)) {
-    std::memcpy(dst, whole.data(), bytes);
-    return;
-  }
-  const size_t first = bytes * size_t(dataGroup().rank());
-  const size_t have =
-      first < whole.size() ? std::min(bytes, whole.size() - first) : 0;
-  std::memcpy(dst, whole.data() + first, have);
-  std::memset(dst + have, 0, bytes - have); // the padding
-}
-
-void Trainer::initializeWeights() {
-  initializeParameters(prog, storage, seed, comm.rank());
-  uploadPersistent();
-  step = 0;
-  skipped = 0;
-}
-
-void Trainer::loadWeights(const std::string &path) {
-  Safetensors file = Safetensors::read(path);
-  const WeightFileNames fileNames = WeightFileNames::of(prog);
-  auto inFile = [&](const std::string &name) {
-    return file.tensors.count(name) || file.skipped.count(name);
-  };
-  std::set<std::string> used;
-  std::vector<int> uninitialized; // LoRA adapters a base file does not have
-  for (size_t id = 0; id < prog.buffers.size(); ++id) {
-    const Buffer &buf = prog.buffers[id];
-    if (buf.role != BufferRole::Param)
-      continue;
-    std::vector<std::string> present;
-    for (const std::string &name : fileNames.candidates(buf.name))
-      if (inFile(name))
-        present.push_back(name);
-    // Both spellings of one weight: which one is meant is a guess, so the
-    // file is refused even when the two are equal.
-    if (present.size() > 1)
-      throw Error(path + ": both '" + present[0] + "' and '" + present[1] +
-                  "' are present for the model's '" + buf.name +
-                  "'; a file must name each weight once");
-    // A base model's file has no LoRA adapters: they get their
-    // initialisation (A uniform, B zero; loadAdapter may replace them).
-    if (present.empty() && !buf.frozen && isLoraAdapterName(buf.name)) {
-      uninitialized.push_back(int(id));
-      continue;
-    }
-    if (present.empty())
-      throw Error(path + ": missing tensor '" + buf.name + "'");
-    const std::string &name = present[0];
-    used.insert(name);
-    auto it = file.tensors.find(name);
-    if (it == file.tensors.end())
-      throw Error(path + ": tensor '" + name + "' has dtype " +
-                  file.skipped.at(name) +
-                  ", which dsc cannot load (F32, F16, BF16)");
-    const Tensor *found = &it->second;
-    const std::vector<int64_t> &want = wholeShapeOf(int(id));
-    if (found->shape != want || found->dtype != buf.dtype)
-      throw Error(path + ": tensor '" + buf.name + "' has shape " +
-                  spacedShape(found->shape) + " " + dtypeName(found->dtype) +
-                  ", the model expects " + spacedShape(want) + " " +
-                  dtypeName(buf.dtype));
-    storeWhole(found->bytes, int(id)); // ZeRO-3: this rank's part
-  }
-  initializeParameters(prog, storage, seed, comm.rank(), &uninitialized);
-  requireFiniteState(path);
-
-  // Hugging Face files may also hold the tied output weights under their own
-  // names. dsc ties them, so such a tensor is accepted only if it is exactly
-  // the weight it is tied to (same shape, same bytes after widening).
-  for (const auto &[tied, to] : fileNames.tied) {
-    if (!inFile(tied) || prog.findBuffer(BufferRole::Param, to) < 0)
-      continue;
-    std::string toName;
-    for (const std::string &n : fileNames.candidates(to))
-      if (used.count(n))
-        toName = n;
-    if (auto sk = file.skipped.find(tied); sk != file.skipped.end())
-      throw Error(path + ": tensor '" + tied + "' has dtype " + sk->second +
-                  ", which dsc cannot compare with '" + toName +
-                  "', to which the model ties it");
-    auto a = file.tensors.find(tied), b = file.tensors.find(toName);
-    if (a == file.tensors.end() || b == file.tensors.end() ||
-        a->second.shape != b->second.shape ||
-        a->second.bytes != b->second.bytes)
-      throw Error(path + ": tensor '" + tied + "' differs from '" + toName +
-                  "', to which the model ties it");
-    used.insert(tied);
-  }
-  // Anything else in the file is refused (a checkpoint of a larger or
-  // different model would otherwise load in part), except the buffers
-  // Hugging Face checkpoints carry that dsc does not need.
-  // A pipeline stage's model is a part of the whole: a tensor must be used
-  // by some stage.
-  std::set<std::string> names;
-  for (const auto &[name, t] : file.tensors)
-    names.insert(name);
-  for (const auto &[name, dtype] : file.skipped)
-    names.insert(name);
-  for (const std::string &name : names)
-    if (fileNames.isUnused(name))
-      used.insert(name);
-  requireUsedByAStage(names, used, [&](const std::string &name) {
-    return path + ": tensor '" + name +
-           "' is not used by the model (weights of a different model or "
-           "size?)";
-  });
-  uploadPersistent();
-}
-
-void Trainer::saveWeights(const std::string &path) const {
-  Safetensors file;
-  file.metadata["format"] = "pt";
-  writeFromAllRanks(file, path, {BufferRole::Param});
-}
-
-void Trainer::writeFromAllRanks(Safetensors &file, const std::string &path,
-                                std::initializer_list<BufferRole> roles) const {
-  // Shards are gathered by every rank; other tensors only each stage's
-  // writer needs (rank 0 without a pipeline).
-  for (size_t id = 0; id < prog.buffers.size(); ++id)
-    if (std::find(roles.begin(), roles.end(), prog.buffers[id].role) !=
-            roles.end() &&
-        (stageWriter() || gatheredOnSave(int(id))))
-      file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
-  gatherStages(file);
-  if (comm.rank() == 0) {
-    requireFiniteToSave(file, path, step);
-    file.write(path);
-  }
-  comm.barrier(); // the ranks go on together once the file is written
-}
-
-void Trainer::gatherStages(Safetensors &file) const {
-  if (!pipelined() || !stageWriter())
-    return;
-  // The writers form the pipeline group of rank 0.
-  Communicator &pipe = pipelineGroup();
-  if (pipe.rank() != 0) {
-    Safetensors part;
-    part.tensors = std::move(file.tensors);
-    const std::string bytes = part.serialize("pipeline stage");
-    int64_t size = int64_t(bytes.size());
-    pipe.send(&size, sizeof size, 0);
-    pipe.send(bytes.data(), size, 0);
-    return;
-  }
-  for (int s = 1; s < pipe.size(); ++s) {
-    int64_t size = 0;
-    pipe.recv(&size, sizeof size, s);
-    std::string bytes(size_t(size), '\0');
-    pipe.recv(bytes.data(), size, s);
-    Safetensors part = Safetensors::parse(
-        bytes, "pipeline stage " + std::to_string(s) + "'s tensors");
-    // A tied parameter is on two stages with equal values: the first
-    // stage's copy is kept (and so is its optimizer state).
-    for (auto &[name, tensor] : part.tensors)
-      file.tensors.emplace(name, std::move(tensor));
-  }
-}
-
-void Trainer::requireUsedByAStage(
-    const std::set<std::string> &names, const std::set<std::string> &used,
-    const std::function<std::string(const std::string &)> &message) const {
-  // Per name, whether this stage used it; the maximum over the stages.
-  std::vector<float> usedHere;
-  for (const std::string &name : names)
-    usedHere.push_back(used.count(name) ? 1.0f : 0.0f);
-  if (pipelined() && !usedHere.empty())
-    pipelineGroup().allReduce(usedHere.data(), int64_t(usedHere.size()),
-                              ReduceOp::Max);
-  size_t i = 0;
-  for (const std::string &name : names)
-    if (usedHere[i++] == 0.0f)
-      throw Error(message(name));
 }
 
 bool Trainer::isShard(int id) const {
@@ -491,172 +221,6 @@ void Trainer::zeroCompressionErrors() {
   backend.upload(storage, errors);
 }
 
-bool Trainer::keepsRankCopies(int id) const {
-  const Buffer &b = prog.buffers[size_t(id)];
-  return zeroOne && !b.perRank &&
-         (b.role == BufferRole::Param ||
-          (b.role == BufferRole::OptState && b.name.rfind("exp_avg/", 0) == 0));
-}
-
-Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
-  Tensor t = tensorOf(id);
-  const Buffer &buf = prog.buffers[size_t(id)];
-  if (buf.perRank || rankCopies) {
-    // One row per rank of the stage (the job without a pipeline).
-    Communicator &ranks = stageRanks();
-    std::vector<char> all(t.bytes.size() * size_t(ranks.size()));
-    ranks.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-    t.shape.insert(t.shape.begin(), ranks.size());
-    t.bytes = std::move(all);
-    return t;
-  }
-  if (isShard(id)) {
-    // ZeRO: data rank i holds elements [i*s, (i+1)*s) of the flattened,
-    // padded tensor; the padding is cut off.
-    Communicator &data = dataGroup();
-    std::vector<char> all(t.bytes.size() * size_t(data.size()));
-    data.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
-    t.shape = buf.wholeShape;
-    all.resize(size_t(elementCount(t.shape)) * dtypeSize(t.dtype));
-    t.bytes = std::move(all);
-  }
-  if (isSliced(id)) {
-    // Tensor slicing: the tensor group's slices, put back in place.
-    Communicator &tensor = tensorGroup();
-    std::vector<char> slices(t.bytes.size() * size_t(tensor.size()));
-    tensor.allGather(t.bytes.data(), slices.data(), int64_t(t.bytes.size()));
-    const SliceMap map = sliceMapOf(id);
-    t.bytes = map.assemble(slices, dtypeSize(t.dtype));
-    t.shape = map.wholeShape();
-  }
-  return t;
-}
-
-void Trainer::saveCheckpoint(const std::string &path) const {
-  Safetensors file;
-  file.metadata["format"] = "dsc-checkpoint";
-  file.metadata["step"] = std::to_string(step);
-  file.metadata["seed"] = std::to_string(seed);
-  file.metadata["skipped_steps"] = std::to_string(skipped);
-  file.metadata["optimizer"] = optimizerSignature(prog);
-  // 0/1 Adam's local steps let the ranks' parameters and momenta drift
-  // apart until the next synchronisation: every rank's copy is kept beside
-  // rank 0's (which a weights reader takes).
-  for (size_t id = 0; id < prog.buffers.size(); ++id)
-    if (keepsRankCopies(int(id))) {
-      Tensor copies = wholeTensorOf(int(id), /*rankCopies=*/true);
-      if (stageWriter())
-        file.tensors[kRankCopiesPrefix + prog.buffers[id].name] =
-            std::move(copies);
-    }
-  // Accumulators are zero between steps, so they are not stored.
-  writeFromAllRanks(file, path, {BufferRole::Param, BufferRole::OptState});
-}
-
-void Trainer::loadCheckpoint(const std::string &path) {
-  Safetensors file = Safetensors::read(path);
-  checkCheckpointFormat(file.metadata, path);
-  // (Checkpoints written before the key existed do not say.)
-  auto optimizer = file.metadata.find("optimizer");
-  if (const std::string ours = optimizerSignature(prog);
-      optimizer != file.metadata.end() && optimizer->second != ours)
-    throw Error(path + ": a checkpoint of optimizer '" + optimizer->second +
-                "', but this step trains with '" + ours + "'");
-  std::set<std::string> stored;
-  for (size_t id = 0; id < prog.buffers.size(); ++id) {
-    const Buffer &buf = prog.buffers[id];
-    if (buf.role != BufferRole::Param && buf.role != BufferRole::OptState)
-      continue;
-    stored.insert(buf.name);
-    auto it = file.tensors.find(buf.name);
-    if (it == file.tensors.end())
-      throw Error(path + ": missing tensor '" + buf.name +
-                  "' (checkpoint of a different model or optimizer?)");
-    char *dst = static_cast<char *>(storage.data(int(id)));
-    // Per-rank state is one row per rank of the stage (of the job without
-    // a pipeline).
-    Communicator &ranks = stageRanks();
-    const std::string perStage = pipelined() ? " per pipeline stage" : "";
-    if (buf.perRank) {
-      // Each rank's own compression errors: only the same world size can
-      // continue them.
-      const Tensor &t = it->second;
-      std::vector<int64_t> want = buf.shape;
-      want.insert(want.begin(), ranks.size());
-      if (!t.shape.empty() && t.shape[0] != ranks.size() &&
-          std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) ==
-              buf.shape)
-        throw Error(path + ": tensor '" + buf.name + "' holds the 1-bit "
-                    "compression errors of " + std::to_string(t.shape[0]) +
-                    " ranks; resume this checkpoint with " +
-                    std::to_string(t.shape[0]) + " ranks" + perStage);
-      if (t.shape != want || t.dtype != buf.dtype)
-        throw Error(path + ": tensor '" + buf.name + "' has shape " +
-                    spacedShape(t.shape) + ", expected " + spacedShape(want));
-      std::memcpy(dst, t.bytes.data() + buf.bytes() * size_t(ranks.rank()),
-                  buf.bytes());
-      continue;
-    }
-    // Checkpoints hold whole tensors whatever the ZeRO stage and world
-    // size; a sharded buffer takes this rank's part.
-    const std::vector<int64_t> &want = wholeShapeOf(int(id));
-    if (it->second.shape != want || it->second.dtype != buf.dtype)
-      throw Error(path + ": tensor '" + buf.name + "' has shape " +
-                  spacedShape(it->second.shape) + ", expected " +
-                  spacedShape(want));
-    storeWhole(it->second.bytes, int(id));
-  }
-  for (size_t id = 0; id < prog.buffers.size(); ++id) {
-    if (!keepsRankCopies(int(id)))
-      continue;
-    const Buffer &buf = prog.buffers[id];
-    const std::string name = kRankCopiesPrefix + buf.name;
-    stored.insert(name);
-    auto it = file.tensors.find(name);
-    Communicator &ranks = stageRanks();
-    std::vector<int64_t> want = buf.shape;
-    want.insert(want.begin(), ranks.size());
-    if (it == file.tensors.end() || it->second.shape != want ||
-        it->second.dtype != buf.dtype)
-      throw Error(path + ": tensor '" + name + "' " +
-                  (it == file.tensors.end()
-                       ? std::string("is missing")
-                       : "has shape " + spacedShape(it->second.shape)) +
-                  ", expected " + spacedShape(want) +
-                  " (0/1 Adam's ranks hold their own parameters and momenta "
-                  "between synchronisations: resume with the world size "
-                  "that wrote the checkpoint)");
-    std::memcpy(storage.data(int(id)),
-                it->second.bytes.data() + buf.bytes() * size_t(ranks.rank()),
-                buf.bytes());
-  }
-  const CheckpointCounters counters =
-      parseCheckpointCounters(file.metadata, path);
-  step = counters.step;
-  seed = counters.seed;
-  skipped = counters.skipped;
-  // A tensor the step does not have (no stage's, in a pipeline): a
-  // checkpoint of a larger model or of another optimizer, which would
-  // otherwise resume in part.
-  std::set<std::string> names;
-  for (const auto &[name, tensor] : file.tensors)
-    names.insert(name);
-  requireUsedByAStage(names, stored, [&](const std::string &name) {
-    return path + ": tensor '" + name +
-           "' is not part of this model and optimizer (checkpoint of a "
-           "different model or optimizer?)";
-  });
-  if (!file.skipped.empty())
-    throw Error(path + ": tensor '" + file.skipped.begin()->first +
-                "' has dtype " + file.skipped.begin()->second +
-                ", which a dsc checkpoint never holds");
-  for (size_t id = 0; id < prog.buffers.size(); ++id)
-    if (prog.buffers[id].role == BufferRole::GradAcc)
-      std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
-  requireFiniteState(path);
-  uploadPersistent();
-}
-
 void Trainer::requireFiniteState(const std::string &source) {
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
@@ -696,113 +260,6 @@ RngContext Trainer::loadMicroBatch(const TokenFile &data, int64_t micro) {
 void Trainer::runMicroStep(const TokenFile &data, int64_t micro) {
   const RngContext rng = loadMicroBatch(data, micro);
   backend.run(prog, prog.function("micro_step"), storage, rng);
-}
-
-Trainer::ScheduleRun Trainer::runPipelineSchedule(const TokenFile &data) {
-  using Clock = std::chrono::steady_clock;
-  ScheduleRun run;
-  auto waited = [&](Clock::time_point since) {
-    run.waitSeconds +=
-        std::chrono::duration<double>(Clock::now() - since).count();
-  };
-  Communicator &pipe = pipelineGroup();
-  const int s = pipe.rank(), P = pipe.size();
-  const StageBuffers &b = *stageBuffers;
-  // Chunk k holds virtual stage s + k*P: its activations come from the
-  // rank before (chunk k - 1 of the last rank, for rank 0) and go to the
-  // rank after. A message's tag names the boundary it crosses and its
-  // direction, so the two that two ranks may exchange (an activation one
-  // way, a gradient the other, or several chunks') never mix; per tag, MPI
-  // keeps the order, which is the micro-batches' on both ends.
-  const int before = (s + P - 1) % P, after = (s + 1) % P;
-  auto tag = [&](int64_t boundary, bool gradient) {
-    return int(2 * boundary + (gradient ? 1 : 0) + 1);
-  };
-  // The kept buffers of the micro-batch chunks whose backward has not run,
-  // and every send of the step until it has completed.
-  std::vector<std::vector<char>> inFlight(
-      static_cast<size_t>(A * b.shape.chunks));
-  std::vector<std::vector<char>> outbox;
-  outbox.reserve(size_t(2 * A * b.shape.chunks));
-  auto sendBuffer = [&](int id, int to, int tag) {
-    backend.download(storage, {id});
-    const char *bytes = static_cast<const char *>(storage.data(id));
-    outbox.emplace_back(bytes, bytes + prog.buffers[size_t(id)].bytes());
-    pipe.startSend(outbox.back().data(), int64_t(outbox.back().size()), to,
-                   tag);
-  };
-  auto receive = [&](int id, int from, int tag) {
-    const auto since = Clock::now();
-    pipe.recv(storage.data(id), int64_t(prog.buffers[size_t(id)].bytes()),
-              from, tag);
-    waited(since);
-    backend.upload(storage, {id});
-  };
-  int64_t stashBytes = 0;
-  for (const PipelineAction &action : pipelineOrder(b.shape, s)) {
-    const int64_t m = action.microBatch;
-    const ChunkBuffers &c = b.chunks[size_t(action.chunk)];
-    const int64_t virtualStage = s + action.chunk * P;
-    std::vector<char> &stash = inFlight[size_t(action.chunk * A + m)];
-    const RngContext rng = loadMicroBatch(data, m);
-    if (action.kind == PipelineAction::Forward) {
-      if (c.input >= 0)
-        receive(c.input, before, tag(virtualStage, false));
-      backend.run(prog, prog.function(c.forward), storage, rng);
-      backend.download(storage, c.kept);
-      for (int id : c.kept) {
-        const char *bytes = static_cast<const char *>(storage.data(id));
-        stash.insert(stash.end(), bytes,
-                     bytes + prog.buffers[size_t(id)].bytes());
-      }
-      stashBytes += int64_t(stash.size());
-      run.stashPeakBytes = std::max(run.stashPeakBytes, stashBytes);
-      if (c.loss >= 0) {
-        backend.download(storage, {c.loss});
-        run.lossSum += storage.f32(c.loss)[0];
-      } else {
-        sendBuffer(c.output, after, tag(virtualStage + 1, false));
-      }
-      continue;
-    }
-    size_t at = 0;
-    for (int id : c.kept) {
-      const size_t bytes = prog.buffers[size_t(id)].bytes();
-      std::memcpy(storage.data(id), stash.data() + at, bytes);
-      at += bytes;
-    }
-    stashBytes -= int64_t(stash.size());
-    stash = {};
-    backend.upload(storage, c.kept);
-    if (c.outputGrad >= 0)
-      receive(c.outputGrad, after, tag(virtualStage + 1, true));
-    backend.run(prog, prog.function(c.backward), storage, rng);
-    if (c.inputGrad >= 0)
-      sendBuffer(c.inputGrad, before, tag(virtualStage, true));
-  }
-  const auto since = Clock::now();
-  pipe.waitSends();
-  waited(since);
-  return run;
-}
-
-void Trainer::sumTiedGradients() {
-  Communicator &pipe = pipelineGroup();
-  const int s = pipe.rank(), P = pipe.size();
-  const int peer = s == 0 ? P - 1 : 0;
-  for (int id : stageBuffers->tiedGrads) {
-    backend.download(storage, {id});
-    float *mine = storage.f32(id);
-    const int64_t n = prog.buffers[size_t(id)].numElements();
-    std::vector<float> sent(mine, mine + n), theirs(static_cast<size_t>(n));
-    pipe.startSend(sent.data(), n * int64_t(sizeof(float)), peer);
-    pipe.recv(theirs.data(), n * int64_t(sizeof(float)), peer);
-    pipe.waitSends();
-    // Both stages add the same two numbers: the copies stay equal.
-    for (int64_t i = 0; i < n; ++i)
-      mine[i] += theirs[size_t(i)];
-    backend.upload(storage, {id});
-  }
 }
 
 StepStats Trainer::trainStep(const TokenFile &data) {

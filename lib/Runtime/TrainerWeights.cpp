@@ -1,0 +1,205 @@
+//===- TrainerWeights.cpp - Trainer: parameters in and out of weight files ===//
+//
+// The parameter store's side of the Trainer: Hugging Face initialisation,
+// whole tensors in and out of this rank's shards and slices, and weight
+// files (named as lib/Runtime/WeightFileNames.h says).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/Trainer.h"
+
+#include "TrainerDetail.h"
+#include "WeightFileNames.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+using namespace dsc::rt;
+using namespace dsc::rt::detail;
+
+void Trainer::storeWhole(const std::vector<char> &wholeTensor, int id) {
+  const Buffer &buf = prog.buffers[size_t(id)];
+  // This rank's slice (both arms lvalues: the unsliced tensor is not
+  // copied).
+  std::vector<char> slice;
+  if (isSliced(id))
+    slice = sliceMapOf(id).extract(wholeTensor, tensorGroup().rank(),
+                                   dtypeSize(buf.dtype));
+  const std::vector<char> &whole = isSliced(id) ? slice : wholeTensor;
+  char *dst = static_cast<char *>(storage.data(id));
+  const size_t bytes = buf.bytes();
+  if (!isShard(id)) {
+    std::memcpy(dst, whole.data(), bytes);
+    return;
+  }
+  const size_t first = bytes * size_t(dataGroup().rank());
+  const size_t have =
+      first < whole.size() ? std::min(bytes, whole.size() - first) : 0;
+  std::memcpy(dst, whole.data() + first, have);
+  std::memset(dst + have, 0, bytes - have); // the padding
+}
+
+void Trainer::initializeWeights() {
+  initializeParameters(prog, storage, seed, comm.rank());
+  uploadPersistent();
+  step = 0;
+  skipped = 0;
+}
+
+void Trainer::loadWeights(const std::string &path) {
+  Safetensors file = Safetensors::read(path);
+  const WeightFileNames fileNames = WeightFileNames::of(prog);
+  auto inFile = [&](const std::string &name) {
+    return file.tensors.count(name) || file.skipped.count(name);
+  };
+  std::set<std::string> used;
+  std::vector<int> uninitialized; // LoRA adapters a base file does not have
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const Buffer &buf = prog.buffers[id];
+    if (buf.role != BufferRole::Param)
+      continue;
+    std::vector<std::string> present;
+    for (const std::string &name : fileNames.candidates(buf.name))
+      if (inFile(name))
+        present.push_back(name);
+    // Both spellings of one weight: which one is meant is a guess, so the
+    // file is refused even when the two are equal.
+    if (present.size() > 1)
+      throw Error(path + ": both '" + present[0] + "' and '" + present[1] +
+                  "' are present for the model's '" + buf.name +
+                  "'; a file must name each weight once");
+    // A base model's file has no LoRA adapters: they get their
+    // initialisation (A uniform, B zero; loadAdapter may replace them).
+    if (present.empty() && !buf.frozen && isLoraAdapterName(buf.name)) {
+      uninitialized.push_back(int(id));
+      continue;
+    }
+    if (present.empty())
+      throw Error(path + ": missing tensor '" + buf.name + "'");
+    const std::string &name = present[0];
+    used.insert(name);
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end())
+      throw Error(path + ": tensor '" + name + "' has dtype " +
+                  file.skipped.at(name) +
+                  ", which dsc cannot load (F32, F16, BF16)");
+    const Tensor *found = &it->second;
+    const std::vector<int64_t> &want = wholeShapeOf(int(id));
+    if (found->shape != want || found->dtype != buf.dtype)
+      throw Error(path + ": tensor '" + buf.name + "' has shape " +
+                  spacedShape(found->shape) + " " + dtypeName(found->dtype) +
+                  ", the model expects " + spacedShape(want) + " " +
+                  dtypeName(buf.dtype));
+    storeWhole(found->bytes, int(id)); // ZeRO-3: this rank's part
+  }
+  initializeParameters(prog, storage, seed, comm.rank(), &uninitialized);
+  requireFiniteState(path);
+
+  // Hugging Face files may also hold the tied output weights under their own
+  // names. dsc ties them, so such a tensor is accepted only if it is exactly
+  // the weight it is tied to (same shape, same bytes after widening).
+  for (const auto &[tied, to] : fileNames.tied) {
+    if (!inFile(tied) || prog.findBuffer(BufferRole::Param, to) < 0)
+      continue;
+    std::string toName;
+    for (const std::string &n : fileNames.candidates(to))
+      if (used.count(n))
+        toName = n;
+    if (auto sk = file.skipped.find(tied); sk != file.skipped.end())
+      throw Error(path + ": tensor '" + tied + "' has dtype " + sk->second +
+                  ", which dsc cannot compare with '" + toName +
+                  "', to which the model ties it");
+    auto a = file.tensors.find(tied), b = file.tensors.find(toName);
+    if (a == file.tensors.end() || b == file.tensors.end() ||
+        a->second.shape != b->second.shape ||
+        a->second.bytes != b->second.bytes)
+      throw Error(path + ": tensor '" + tied + "' differs from '" + toName +
+                  "', to which the model ties it");
+    used.insert(tied);
+  }
+  // Anything else in the file is refused (a checkpoint of a larger or
+  // different model would otherwise load in part), except the buffers
+  // Hugging Face checkpoints carry that dsc does not need.
+  // A pipeline stage's model is a part of the whole: a tensor must be used
+  // by some stage.
+  std::set<std::string> names;
+  for (const auto &[name, t] : file.tensors)
+    names.insert(name);
+  for (const auto &[name, dtype] : file.skipped)
+    names.insert(name);
+  for (const std::string &name : names)
+    if (fileNames.isUnused(name))
+      used.insert(name);
+  requireUsedByAStage(names, used, [&](const std::string &name) {
+    return path + ": tensor '" + name +
+           "' is not used by the model (weights of a different model or "
+           "size?)";
+  });
+  uploadPersistent();
+}
+
+void Trainer::saveWeights(const std::string &path) const {
+  Safetensors file;
+  file.metadata["format"] = "pt";
+  writeFromAllRanks(file, path, {BufferRole::Param});
+}
+
+void Trainer::writeFromAllRanks(Safetensors &file, const std::string &path,
+                                std::initializer_list<BufferRole> roles) const {
+  // Shards are gathered by every rank; other tensors only each stage's
+  // writer needs (rank 0 without a pipeline).
+  for (size_t id = 0; id < prog.buffers.size(); ++id)
+    if (std::find(roles.begin(), roles.end(), prog.buffers[id].role) !=
+            roles.end() &&
+        (stageWriter() || gatheredOnSave(int(id))))
+      file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
+  gatherStages(file);
+  if (comm.rank() == 0) {
+    requireFiniteToSave(file, path, step);
+    file.write(path);
+  }
+  comm.barrier(); // the ranks go on together once the file is written
+}
+
+bool Trainer::keepsRankCopies(int id) const {
+  const Buffer &b = prog.buffers[size_t(id)];
+  return zeroOne && !b.perRank &&
+         (b.role == BufferRole::Param ||
+          (b.role == BufferRole::OptState && b.name.rfind("exp_avg/", 0) == 0));
+}
+
+Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
+  Tensor t = tensorOf(id);
+  const Buffer &buf = prog.buffers[size_t(id)];
+  if (buf.perRank || rankCopies) {
+    // One row per rank of the stage (the job without a pipeline).
+    Communicator &ranks = stageRanks();
+    std::vector<char> all(t.bytes.size() * size_t(ranks.size()));
+    ranks.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
+    t.shape.insert(t.shape.begin(), ranks.size());
+    t.bytes = std::move(all);
+    return t;
+  }
+  if (isShard(id)) {
+    // ZeRO: data rank i holds elements [i*s, (i+1)*s) of the flattened,
+    // padded tensor; the padding is cut off.
+    Communicator &data = dataGroup();
+    std::vector<char> all(t.bytes.size() * size_t(data.size()));
+    data.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
+    t.shape = buf.wholeShape;
+    all.resize(size_t(elementCount(t.shape)) * dtypeSize(t.dtype));
+    t.bytes = std::move(all);
+  }
+  if (isSliced(id)) {
+    // Tensor slicing: the tensor group's slices, put back in place.
+    Communicator &tensor = tensorGroup();
+    std::vector<char> slices(t.bytes.size() * size_t(tensor.size()));
+    tensor.allGather(t.bytes.data(), slices.data(), int64_t(t.bytes.size()));
+    const SliceMap map = sliceMapOf(id);
+    t.bytes = map.assemble(slices, dtypeSize(t.dtype));
+    t.shape = map.wholeShape();
+  }
+  return t;
+}
