@@ -1,7 +1,7 @@
 //===- Communicator.cpp - Picking the communicator; the single rank -------===//
 
 #include "Launcher.h"
-#include "TcpCommunicator.h"
+#include "dsc/Runtime/TcpCommunicator.h"
 
 #include "dsc/Runtime/Runtime.h"
 

@@ -1,6 +1,6 @@
 //===- TcpCommunicator.cpp - Collectives over TCP, torchrun-style ---------===//
 
-#include "TcpCommunicator.h"
+#include "dsc/Runtime/TcpCommunicator.h"
 
 #include "Launcher.h"
 #include "TcpLinks.h"

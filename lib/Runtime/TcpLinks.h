@@ -9,7 +9,7 @@
 #ifndef DSC_LIB_RUNTIME_TCPLINKS_H
 #define DSC_LIB_RUNTIME_TCPLINKS_H
 
-#include "TcpCommunicator.h"
+#include "dsc/Runtime/TcpCommunicator.h"
 
 #include <poll.h>
 #include <sys/socket.h>

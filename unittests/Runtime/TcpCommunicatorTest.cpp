@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../../lib/Runtime/TcpCommunicator.h"
+#include "dsc/Runtime/TcpCommunicator.h"
 
 #include <gtest/gtest.h>
 

@@ -10,8 +10,8 @@
 // own sending thread, so sends never wait for the peer's receive.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSC_LIB_RUNTIME_TCPCOMMUNICATOR_H
-#define DSC_LIB_RUNTIME_TCPCOMMUNICATOR_H
+#ifndef DSC_RUNTIME_TCPCOMMUNICATOR_H
+#define DSC_RUNTIME_TCPCOMMUNICATOR_H
 
 #include "dsc/Runtime/Runtime.h"
 
@@ -46,4 +46,4 @@ std::unique_ptr<Communicator> createTcpCommunicator(const TcpJob &job);
 
 } // namespace dsc::rt
 
-#endif // DSC_LIB_RUNTIME_TCPCOMMUNICATOR_H
+#endif // DSC_RUNTIME_TCPCOMMUNICATOR_H
