@@ -67,7 +67,17 @@ TokenFile TokenFile::parse(std::string_view bytes, const std::string &path) {
   }
   const char *data = bytes.data();
   int64_t first = 0, count = 0;
-  if (size >= 4 && loadLE<int32_t>(data) == kLlmcMagic) {
+  const bool llmc = size >= 4 && loadLE<int32_t>(data) == kLlmcMagic;
+  // A .bin file is llm.c's format: without its magic number it is another
+  // file (or a corrupt one), not raw tokens to be read silently.
+  if (!llmc && endsWith(path, ".bin"))
+    throw Error(path + ": not an llm.c token file: it starts with " +
+                (size >= 4 ? std::to_string(loadLE<int32_t>(data))
+                           : std::to_string(size) + " bytes") +
+                ", not the magic number " + std::to_string(kLlmcMagic) +
+                " (raw uint16 tokens: give the file another extension, "
+                "such as .u16)");
+  if (llmc) {
     if (size < kLlmcHeaderBytes)
       throw Error(path + ": truncated llm.c header (" + std::to_string(size) +
                   " bytes, need " + std::to_string(kLlmcHeaderBytes) + ")");

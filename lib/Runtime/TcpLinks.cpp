@@ -185,7 +185,9 @@ int listenOn(int port, int backlog) {
     const std::string why = errnoText();
     ::close(fd);
     throw Error("cannot listen on port " + std::to_string(port) + ": " + why +
-                (port ? " (MASTER_PORT in use?)" : ""));
+                (port ? " (MASTER_PORT in use: another job, or a second "
+                        "process with RANK=0?)"
+                     : ""));
   }
   return fd;
 }

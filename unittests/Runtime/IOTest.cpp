@@ -63,10 +63,7 @@ TEST(TokenFile, LlmcRoundTrip) {
 TEST(TokenFile, RawUint16AndText) {
   std::string dir = tempDir();
   std::string raw("\x01\x00\x02\x01\xff\xff", 6);
-  writeRaw(dir + "/a.bin", raw);
   writeRaw(dir + "/a.u16", raw);
-  EXPECT_EQ(TokenFile::open(dir + "/a.bin").data(),
-            (std::vector<int32_t>{1, 258, 65535}));
   EXPECT_EQ(TokenFile::open(dir + "/a.u16").data(),
             (std::vector<int32_t>{1, 258, 65535}));
   writeRaw(dir + "/t.txt", "hi\xc3\xa9");
@@ -94,6 +91,15 @@ TEST(TokenFile, Errors) {
   writeRaw(dir + "/hdr.bin", llmcHeader(20240520, 1, 0).substr(0, 100));
   EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/hdr.bin"); }),
                        "truncated llm.c header"));
+  // A .bin file without llm.c's magic number is not read as raw tokens.
+  writeRaw(dir + "/raw.bin", std::string("\x01\x00\x02\x01", 4));
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir + "/raw.bin"); }),
+            dir + "/raw.bin: not an llm.c token file: it starts with 16908289, "
+                  "not the magic number 20240520 (raw uint16 tokens: give "
+                  "the file another extension, such as .u16)");
+  writeRaw(dir + "/short.bin", std::string("\x01\x00", 2));
+  EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/short.bin"); }),
+                       "it starts with 2 bytes"));
   // Raw uint16 with an odd length.
   writeRaw(dir + "/odd.u16", std::string(5, '\0'));
   EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/odd.u16"); }),
