@@ -4,7 +4,7 @@
 // (rt::checkCheckpointFormat, rt::parseCheckpointCounters). Input: a first
 // byte, then either (even) a whole safetensors file whose __metadata__ is
 // checked, or (odd) "key=value" lines taken as the metadata directly.
-// Accepted: rt::Error. Accepted counters satisfy 0 <= skipped <= step and
+// Accepted: rt::Error. Accepted counters satisfy 0 <= skipped <= step <= 2^53 and
 // are the numbers their text spells.
 //
 //===----------------------------------------------------------------------===//
@@ -51,9 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } catch (...) {
     fuzz::unexpectedException();
   }
-  fuzz::require(c.step >= 0, "accepted a negative step " +
-                                 std::to_string(c.step) + " from '" +
-                                 metadata["step"] + "'");
+  fuzz::require(c.step >= 0 && c.step <= (int64_t(1) << 53),
+                "accepted step " + std::to_string(c.step) + " from '" +
+                    metadata["step"] + "'");
   fuzz::require(c.skipped >= 0 && c.skipped <= c.step,
                 "accepted skipped steps outside [0, step]");
   // The value is the decimal number spelled (leading zeros aside).

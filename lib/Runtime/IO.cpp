@@ -433,8 +433,7 @@ CheckpointCounters
 parseCheckpointCounters(const std::map<std::string, std::string> &metadata,
                         const std::string &path) {
   // Counters are plain decimal digits: "2x" or "-1" is a damaged file, not 2.
-  // Step counts are int64 (19 digits can spell up to 10^19 - 1, past
-  // INT64_MAX: such a step would wrap negative); the seed is any uint64.
+  // The seed is any uint64.
   auto counter = [&](const std::string &key, const std::string &text,
                      uint64_t max) {
     const bool digits = !text.empty() && text.size() <= 19 &&
@@ -448,7 +447,10 @@ parseCheckpointCounters(const std::map<std::string, std::string> &metadata,
                   "', more than " + std::to_string(max));
     return v;
   };
-  constexpr uint64_t kMaxSteps = uint64_t(INT64_MAX);
+  // The step counter feeds the optimizer's bias corrections and the LR
+  // schedules as a double, exact up to 2^53; a larger one is a damaged file
+  // (and INT64_MAX would wrap negative at the next step).
+  constexpr uint64_t kMaxSteps = uint64_t(1) << 53;
   CheckpointCounters c;
   c.step = int64_t(
       counter("step", checkpointMeta(metadata, path, "step"), kMaxSteps));

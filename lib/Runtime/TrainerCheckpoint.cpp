@@ -43,6 +43,14 @@ void Trainer::saveCheckpoint(const std::string &path) const {
   file.metadata["seed"] = std::to_string(seed);
   file.metadata["skipped_steps"] = std::to_string(skipped);
   file.metadata["optimizer"] = optimizerSignature(prog);
+  // The ranks whose own state (1-bit compression errors, 0/1 Adam's rank
+  // copies) the file holds: a resume elsewhere is told so by name.
+  for (const Buffer &buf : prog.buffers)
+    if (buf.perRank) {
+      file.metadata["per_rank_state_ranks"] =
+          std::to_string(stageRanks().size());
+      break;
+    }
   // 0/1 Adam's local steps let the ranks' parameters and momenta drift
   // apart until the next synchronisation: every rank's copy is kept beside
   // rank 0's (which a weights reader takes).
@@ -145,7 +153,19 @@ void Trainer::loadCheckpoint(const std::string &path) {
   std::set<std::string> names;
   for (const auto &[name, tensor] : file.tensors)
     names.insert(name);
+  auto perRank = file.metadata.find("per_rank_state_ranks");
+  const std::string perRankRanks =
+      perRank == file.metadata.end() ? "" : perRank->second;
   requireUsedByAStage(names, stored, [&](const std::string &name) {
+    // This world size's step has no per-rank state (one rank compresses
+    // nothing), or other ranks' than the file's.
+    if (!perRankRanks.empty() &&
+        perRankRanks != std::to_string(stageRanks().size()))
+      return path + ": tensor '" + name + "' belongs to the per-rank state "
+             "of the " + perRankRanks + " ranks" +
+             (pipelined() ? " per pipeline stage" : "") +
+             " that wrote the checkpoint; resume it with " + perRankRanks +
+             " ranks";
     return path + ": tensor '" + name +
            "' is not part of this model and optimizer (checkpoint of a "
            "different model or optimizer?)";
