@@ -293,6 +293,19 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   float globalLoss = float(stats.loss);
   comm.allReduce(&globalLoss, 1, ReduceOp::Mean);
   stats.loss = globalLoss;
+  // Without fp16 loss scaling (which skips such steps) a non-finite loss
+  // ends the run: say where it began while the state is still the step's.
+  if (!std::isfinite(stats.loss) &&
+      prog.findBuffer(BufferRole::Output, "loss_scale") < 0) {
+    const std::string where = whereNonFiniteBegins(data);
+    throw Diverged("step " + std::to_string(step) + ": the loss is " +
+                       (std::isnan(stats.loss) ? "NaN" : "infinite") + ": " +
+                       (where.empty() ? "training diverged (learning rate "
+                                        "too high?)"
+                                      : where) +
+                       "; stopped before saving anything",
+                   stats);
+  }
   // DeepSpeed advances neither the optimizer's step nor the LR scheduler on
   // a skipped (overflowed) step: the counter is the applied updates + 1.
   const int stepBuf = buffer(BufferRole::Input, "step");

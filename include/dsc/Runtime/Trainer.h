@@ -202,6 +202,12 @@ private:
   /// Throws naming `source` and the tensor if a parameter or optimizer
   /// state in host storage is NaN or infinite.
   void requireFiniteState(const std::string &source);
+  /// Where this step's non-finite loss began (TrainerDiagnosis.cpp): a
+  /// parameter or optimizer state already NaN or infinite before the step
+  /// (naming what made it), else, on the CPU backend without pipeline
+  /// stages, the first instruction of @micro_step on micro-batch 0 whose
+  /// output is not finite. Empty when it cannot tell. Every rank calls it.
+  std::string whereNonFiniteBegins(const TokenFile &data);
   int buffer(BufferRole role, const std::string &name) const;
   /// ZeRO: whether the buffer holds this rank's shard of a whole tensor
   /// (Buffer::wholeShape).

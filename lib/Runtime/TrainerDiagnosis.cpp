@@ -1,0 +1,93 @@
+//===- TrainerDiagnosis.cpp - Where a non-finite loss began ---------------===//
+//
+// A NaN loss is reported with where it first appears, before any guess:
+// a weight or optimizer state that was already NaN or infinite (the
+// initialisation, the loaded file or the previous update made it), or the
+// first instruction of the forward and backward whose output is not finite
+// (a LoRA scale, an embedding, a norm, ... out of range).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsc/Runtime/Trainer.h"
+
+#include "TrainerDetail.h"
+
+#include <cmath>
+
+using namespace dsc::rt;
+using namespace dsc::rt::detail;
+
+namespace {
+
+const char *nonFiniteKind(DType dtype, const void *data, size_t bytes) {
+  const float *v = static_cast<const float *>(data);
+  bool inf = false;
+  if (dtype == DType::F32)
+    for (size_t i = 0, n = bytes / sizeof(float); i < n; ++i) {
+      if (std::isnan(v[i]))
+        return "NaN";
+      inf |= std::isinf(v[i]);
+    }
+  return inf ? "infinite" : nullptr;
+}
+
+} // namespace
+
+std::string Trainer::whereNonFiniteBegins(const TokenFile &data) {
+  std::vector<int> state;
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const BufferRole role = prog.buffers[id].role;
+    if (role == BufferRole::Param || role == BufferRole::OptState)
+      state.push_back(int(id));
+  }
+  backend.download(storage, state);
+  for (int id : state) {
+    const Buffer &buf = prog.buffers[size_t(id)];
+    const char *kind = nonFiniteKind(buf.dtype, storage.data(id), buf.bytes());
+    if (!kind)
+      continue;
+    const std::string what =
+        (buf.role == BufferRole::Param ? "parameter '" : "optimizer state '") +
+        buf.name + "' holds " +
+        (std::string(kind) == "NaN" ? "NaN" : "infinite values") +
+        " before this step";
+    if (step == 0)
+      return what + ": the initialisation made it (initializer_range, or "
+                    "another init setting, out of range?)";
+    return what + ": the update of step " + std::to_string(step - 1) +
+           " made it (the optimizer's lr, weight_decay, momentum, betas or "
+           "eps out of range?)";
+  }
+  // Replaying one instruction at a time needs a backend that runs any
+  // instruction list (the CPU backend) and a stage-free step, whose
+  // collectives every rank reaches in the same order: each rank replays
+  // the whole function, whatever it finds.
+  if (pipelined() || std::string(backend.name()) != "cpu")
+    return "";
+  const Function &micro = prog.function("micro_step");
+  const RngContext rng = loadMicroBatch(data, 0);
+  std::string first;
+  for (size_t k = 0; k < micro.body.size(); ++k) {
+    const Instr &I = micro.body[k];
+    Function one{micro.name, {I}};
+    backend.run(prog, one, storage, rng);
+    if (!first.empty())
+      continue;
+    for (int out : I.outputs) {
+      const Buffer &buf = prog.buffers[size_t(out)];
+      if (const char *kind =
+              nonFiniteKind(buf.dtype, storage.data(out), buf.bytes())) {
+        first = std::string("the first ") +
+                (std::string(kind) == "NaN" ? "NaN" : "infinity") +
+                " is an output" +
+                (buf.name.empty() ? "" : " ('" + buf.name + "')") + " of " +
+                opInfo(I.op).name +
+                " (instruction " + std::to_string(k) + " of @micro_step" +
+                (I.layer >= 0 ? ", layer " + std::to_string(I.layer) : "") +
+                ") on micro-batch 0";
+        break;
+      }
+    }
+  }
+  return first;
+}
