@@ -41,20 +41,31 @@ std::string Trainer::whereNonFiniteBegins(const TokenFile &data) {
       state.push_back(int(id));
   }
   backend.download(storage, state);
+  std::string mine;
   for (int id : state) {
     const Buffer &buf = prog.buffers[size_t(id)];
     const char *kind = nonFiniteKind(buf.dtype, storage.data(id), buf.bytes());
     if (!kind)
       continue;
-    const std::string what =
-        (buf.role == BufferRole::Param ? "parameter '" : "optimizer state '") +
-        buf.name + "' holds " +
-        (std::string(kind) == "NaN" ? "NaN" : "infinite values") +
-        " before this step";
+    mine = (buf.role == BufferRole::Param ? "parameter '"
+                                          : "optimizer state '") +
+           buf.name + "' holds " +
+           (std::string(kind) == "NaN" ? "NaN" : "infinite values") +
+           " before this step";
+    break;
+  }
+  // Ranks hold different shards: they agree whether any found one, so
+  // that all of them replay, or none.
+  float found = mine.empty() ? 0.0f : 1.0f;
+  comm.allReduce(&found, 1, ReduceOp::Max);
+  if (found > 0) {
+    if (mine.empty())
+      mine = "a parameter or optimizer state of another rank holds NaN or "
+             "infinite values before this step";
     if (step == 0)
-      return what + ": the initialisation made it (initializer_range, or "
+      return mine + ": the initialisation made it (initializer_range, or "
                     "another init setting, out of range?)";
-    return what + ": the update of step " + std::to_string(step - 1) +
+    return mine + ": the update of step " + std::to_string(step - 1) +
            " made it (the optimizer's lr, weight_decay, momentum, betas or "
            "eps out of range?)";
   }
