@@ -280,6 +280,20 @@ void BuildTrainStepPass::runOnOperation() {
                       "there is nothing to train");
     return signalPassFailure();
   }
+  // 8-bit Adam's block scales and Adafactor's factors and RMS span whole
+  // parameters; a tensor-parallel rank holds a slice.
+  if (optimizer == TrainStepOptimizer::Adam8bit ||
+      optimizer == TrainStepOptimizer::AdamW8bit ||
+      optimizer == TrainStepOptimizer::Adafactor)
+    for (const Param &p : trainable)
+      if (tensorSliceOf(module, p.name)) {
+        module.emitError("dsc-build-train-step: ")
+            << (optimizer == TrainStepOptimizer::Adafactor ? "adafactor"
+                                                           : "8-bit Adam")
+            << " needs whole parameters; '" << p.name
+            << "' is sliced over the tensor axis";
+        return signalPassFailure();
+      }
   const bool stage = pipelineStageOf(module) >= 0;
   if (!buildMicroStep(fwdGrad, params, trainable) ||
       !buildApplyStep(module, trainable) ||

@@ -36,7 +36,7 @@ inline constexpr int64_t kMin8bitSize = 4096;
 /// torch.linspace(start, end, steps) in float32 (its CPU kernel: the first
 /// half from start, the second from end).
 inline std::vector<float> linspaceF32(float start, float end, int64_t steps) {
-  std::vector<float> v(size_t(steps));
+  std::vector<float> v(static_cast<size_t>(steps));
   const float step = float((double(end) - double(start)) / double(steps - 1));
   const int64_t halfway = steps / 2;
   for (int64_t i = 0; i < steps; ++i)
