@@ -1283,9 +1283,8 @@ LogicalResult mlir::dsc::verifyOptimizerOp(Operation *op) {
                          param)))
     return failure();
   if (!optimizer.statesHaveParamShape()) {
-    // The op's own verifier checks the states; each comes back in its type.
-    if (failed(expectShape(op, "result #0", shapeOf(op->getResult(0)), param)))
-      return failure();
+    // The op's own verifier checks the states (and ODS that new_param has
+    // the param's type); each state comes back in its type.
     for (auto [i, state] : llvm::enumerate(optimizer.getStateOperands()))
       if (state.getType() != op->getResult(i + 1).getType())
         return op->emitOpError("result #")
