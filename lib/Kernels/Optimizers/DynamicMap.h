@@ -23,7 +23,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 namespace dsc::optim {
 
@@ -33,48 +32,66 @@ inline constexpr int64_t kQuantBlock = 256;
 /// bitsandbytes' min_8bit_size: smaller tensors keep 32-bit state.
 inline constexpr int64_t kMin8bitSize = 4096;
 
-/// torch.linspace(start, end, steps) in float32 (its CPU kernel: the first
-/// half from start, the second from end).
-inline std::vector<float> linspaceF32(float start, float end, int64_t steps) {
-  std::vector<float> v(static_cast<size_t>(steps));
-  const float step = float((double(end) - double(start)) / double(steps - 1));
-  const int64_t halfway = steps / 2;
-  for (int64_t i = 0; i < steps; ++i)
-    v[size_t(i)] =
-        i < halfway
-            ? float(double(start) + double(float(double(step) * double(i))))
-            : float(double(end) -
-                    double(float(double(step) * double(steps - i - 1))));
-  return v;
+/// Point `idx` of torch.linspace(0.1, 1, steps) in float32, as its scalar
+/// CPU kernel computes it: step = (1 - 0.1) / (steps - 1), the first half
+/// from the start, the second from the end. (Its vectorized path rounds a
+/// few points differently, by the CPU's vector width, so bitsandbytes' own
+/// map varies by 1 ulp in some entries between machines.)
+inline float linspacePoint(int64_t idx, int64_t steps) {
+  const float start = 0.1f, end = 1.0f;
+  const float range = float(double(end) - double(start));
+  const float step = float(double(range) / double(steps - 1));
+  return idx < steps / 2
+             ? float(double(start) + double(float(double(step) * double(idx))))
+             : float(double(end) -
+                     double(float(double(step) * double(steps - idx - 1))));
 }
 
-/// bitsandbytes' create_dynamic_map(signed), 256 ascending values in
-/// [-1, 1] (signed) or [0, 1].
-inline std::array<float, 256> dynamicMap(bool isSigned) {
-  std::vector<float> data;
-  for (int i = 0; i < 7; ++i) {
-    const int64_t items = isSigned ? (int64_t(1) << i) + 1
-                                   : (int64_t(1) << (i + 1)) + 1;
-    const std::vector<float> b = linspaceF32(0.1f, 1.0f, items);
-    // 10 ** (i - 6): a Python float (or the int 1), applied to the float32
-    // tensor as a float32 scalar.
-    double scale = 1.0;
-    for (int k = i; k < 6; ++k)
-      scale /= 10.0;
-    const float s = float(scale);
-    for (int64_t k = 0; k + 1 < items; ++k) {
-      const float mean = float((double(b[size_t(k)]) + double(b[size_t(k + 1)])) / 2.0);
-      const float v = float(double(s) * double(mean));
-      data.push_back(v);
-      if (isSigned)
-        data.push_back(float(double(-s) * double(mean)));
-    }
+/// Entry j (0..255) of bitsandbytes' create_dynamic_map(signed) in
+/// ascending order, in closed form: signed, 127 negatives, 0, 127
+/// positives, 1; unsigned, 0, 254 positives, 1. Exponent level i = 0..6
+/// holds 2^i (signed) or 2^(i+1) (unsigned) positives, the midpoints of
+/// linspace(0.1, 1, count + 1) times 10^(i-6); the levels do not overlap.
+/// Optimizers.cuh's dynamicMapValue is the same arithmetic on the device.
+inline float dynamicMapValue(int j, bool isSigned) {
+  if (j == 255)
+    return 1.0f;
+  int k;
+  bool negative = false;
+  if (isSigned) {
+    if (j == 127)
+      return 0.0f;
+    negative = j < 127;
+    k = negative ? 126 - j : j - 128;
+  } else {
+    if (j == 0)
+      return 0.0f;
+    k = j - 1;
   }
-  data.push_back(0.0f);
-  data.push_back(1.0f);
-  std::sort(data.begin(), data.end());
+  int level = 0, first = 0;
+  for (;;) {
+    const int count = isSigned ? 1 << level : 2 << level;
+    if (k < first + count)
+      break;
+    first += count;
+    ++level;
+  }
+  const int64_t points = (isSigned ? 1 << level : 2 << level) + 1;
+  const int m = k - first;
+  const float mean = float((double(linspacePoint(m, points)) +
+                            double(linspacePoint(m + 1, points))) /
+                           2.0);
+  // 10 ** (i - 6), a Python float applied as a float32 scalar.
+  static const double kScale[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
+  const float v = float(double(float(kScale[level])) * double(mean));
+  return negative ? -v : v;
+}
+
+/// The whole map, ascending.
+inline std::array<float, 256> dynamicMap(bool isSigned) {
   std::array<float, 256> code{};
-  std::copy(data.begin(), data.end(), code.begin());
+  for (int j = 0; j < 256; ++j)
+    code[size_t(j)] = dynamicMapValue(j, isSigned);
   return code;
 }
 
