@@ -800,6 +800,8 @@ __device__ void adam8bitBlocks(const float *p, const float *g,
                                unsigned char *q1o, unsigned char *q2o,
                                float *a1o, float *a2o, dsc_u32 code) {
   __shared__ float code1[256], code2[256];
+  if (N == 0) // the one block of an empty launch has no absmax to read
+    return;
   const dsc_i64 blk = blockIdx.x;
   const dsc_i64 i = blk * 256 + threadIdx.x;
   const bool valid = i < N;
