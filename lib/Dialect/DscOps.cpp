@@ -1282,6 +1282,17 @@ LogicalResult mlir::dsc::verifyOptimizerOp(Operation *op) {
   if (failed(expectShape(op, "gradient", shapeOf(optimizer.getGradOperand()),
                          param)))
     return failure();
+  if (!optimizer.statesHaveParamShape()) {
+    // The op's own verifier checks the states (and ODS that new_param has
+    // the param's type); each state comes back in its type.
+    for (auto [i, state] : llvm::enumerate(optimizer.getStateOperands()))
+      if (state.getType() != op->getResult(i + 1).getType())
+        return op->emitOpError("result #")
+               << i + 1 << " is " << op->getResult(i + 1).getType()
+               << ", expected the type of state #" << i << ", "
+               << state.getType();
+    return success();
+  }
   for (auto [i, state] : llvm::enumerate(optimizer.getStateOperands()))
     if (failed(expectShape(op, "state #" + std::to_string(i), shapeOf(state),
                            param)))
@@ -1292,6 +1303,104 @@ LogicalResult mlir::dsc::verifyOptimizerOp(Operation *op) {
       return failure();
   return success();
 }
+
+LogicalResult mlir::dsc::verifyAdam8bitOp(Adam8bitOp op) {
+  ArrayRef<int64_t> param = shapeOf(op.getParam());
+  for (auto [what, value] :
+       {std::pair<StringRef, Value>{"exp_avg", op.getExpAvg()},
+        {"exp_avg_sq", op.getExpAvgSq()}})
+    if (failed(expectShape(op, what, shapeOf(value), param)))
+      return failure();
+  const int64_t n = cast<RankedTensorType>(op.getParam().getType())
+                        .getNumElements(),
+                blocks = (n + Adam8bitOp::kBlockSize - 1) /
+                         Adam8bitOp::kBlockSize;
+  for (auto [what, value] :
+       {std::pair<StringRef, Value>{"exp_avg_absmax", op.getExpAvgAbsmax()},
+        {"exp_avg_sq_absmax", op.getExpAvgSqAbsmax()}})
+    if (shapeOf(value)[0] != blocks)
+      return op.emitOpError()
+             << what << " has " << shapeOf(value)[0]
+             << " scales, expected one per block of "
+             << Adam8bitOp::kBlockSize << " elements: " << blocks;
+  if (!(op.getBeta1().convertToDouble() >= 0 &&
+        op.getBeta1().convertToDouble() < 1 &&
+        op.getBeta2().convertToDouble() >= 0 &&
+        op.getBeta2().convertToDouble() < 1))
+    return op.emitOpError("expects beta1 and beta2 in [0, 1)");
+  return success();
+}
+
+SmallVector<StateKind> Adam8bitOp::getStateKinds() {
+  return {StateKind::exp_avg, StateKind::exp_avg_sq, StateKind::exp_avg_absmax,
+          StateKind::exp_avg_sq_absmax};
+}
+bool Adam8bitOp::statesHaveParamShape() { return false; }
+
+SmallVector<int64_t> mlir::dsc::adafactorRowShape(ArrayRef<int64_t> param) {
+  return SmallVector<int64_t>(param.drop_back());
+}
+
+SmallVector<int64_t> mlir::dsc::adafactorColShape(ArrayRef<int64_t> param) {
+  SmallVector<int64_t> col(param.drop_back(2));
+  col.push_back(param.back());
+  return col;
+}
+
+SmallVector<StateKind> mlir::dsc::adafactorStateKinds(int64_t rank,
+                                                      bool firstMoment) {
+  SmallVector<StateKind> kinds;
+  if (rank >= 2)
+    kinds = {StateKind::exp_avg_sq_row, StateKind::exp_avg_sq_col};
+  else
+    kinds = {StateKind::exp_avg_sq};
+  if (firstMoment)
+    kinds.push_back(StateKind::exp_avg);
+  return kinds;
+}
+
+LogicalResult mlir::dsc::verifyAdafactorOp(AdafactorOp op) {
+  ArrayRef<int64_t> param = shapeOf(op.getParam());
+  const bool factored = param.size() >= 2, first = op.getFirstMoment();
+  const size_t want = (factored ? 2 : 1) + (first ? 1 : 0);
+  if (op.getStates().size() != want)
+    return op.emitOpError("expects ")
+           << want << " state tensors for a rank-" << param.size()
+           << " parameter" << (first ? " with" : " without")
+           << " first_moment, got " << op.getStates().size();
+  if (factored) {
+    if (failed(expectShape(op, "exp_avg_sq_row", shapeOf(op.getStates()[0]),
+                           adafactorRowShape(param))) ||
+        failed(expectShape(op, "exp_avg_sq_col", shapeOf(op.getStates()[1]),
+                           adafactorColShape(param))))
+      return failure();
+  } else if (failed(expectShape(op, "exp_avg_sq", shapeOf(op.getStates()[0]),
+                                param))) {
+    return failure();
+  }
+  if (first &&
+      failed(expectShape(op, "exp_avg", shapeOf(op.getStates().back()), param)))
+    return failure();
+  if (op.getRelativeStep() == false && op.getWarmupInit())
+    return op.emitOpError("warmup_init requires relative_step");
+  if (!(op.getEps1().convertToDouble() >= 0 &&
+        op.getEps2().convertToDouble() >= 0 &&
+        op.getClipThreshold().convertToDouble() > 0 &&
+        op.getDecayRate().convertToDouble() <= 0))
+    return op.emitOpError(
+        "expects eps1, eps2 >= 0, clip_threshold > 0 and decay_rate <= 0");
+  return success();
+}
+
+SmallVector<StateKind> AdafactorOp::getStateKinds() {
+  // The factored case without a first moment (HF's defaults for a
+  // matrix); adafactorStateKinds gives every case.
+  return adafactorStateKinds(2, false);
+}
+bool AdafactorOp::statesHaveParamShape() { return false; }
+
+LogicalResult Adam8bitOp::verify() { return verifyAdam8bitOp(*this); }
+LogicalResult AdafactorOp::verify() { return verifyAdafactorOp(*this); }
 
 SmallVector<StateKind> AdamOp::getStateKinds() {
   return {StateKind::exp_avg, StateKind::exp_avg_sq};

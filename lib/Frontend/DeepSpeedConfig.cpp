@@ -356,10 +356,32 @@ TrainConfig parseTrainConfigText(const std::string &text,
            " with optimizer Lamb: LAMB's trust ratio needs whole "
            "parameters, which ZeRO shards across ranks");
 
+  if (t.zeroStage > 0 && t.optimizer.type == OptimizerType::Adafactor)
+    c.fail("zero_optimization.stage " + str(t.zeroStage) +
+           " with optimizer Adafactor: its factored second moment and update "
+           "RMS need whole parameters, which ZeRO shards across ranks");
+  if (t.optimizer.type == OptimizerType::Adafactor &&
+      t.optimizer.relativeStep && t.scheduler.type != SchedulerType::None)
+    c.fail("scheduler with optimizer Adafactor and relative_step true: "
+           "Adafactor computes its own learning rate; set relative_step "
+           "false and an lr to use a scheduler");
+
   const ParallelConfig &par = t.parallel;
   if (par.tensor > 1) {
     const std::string tp =
         "tensor_parallel.autotp_size " + str(par.tensor) + " with ";
+    if (t.optimizer.type == OptimizerType::Adam8bit ||
+        t.optimizer.type == OptimizerType::AdamW8bit ||
+        t.optimizer.type == OptimizerType::Adafactor)
+      c.fail(tp + "optimizer " +
+             (t.optimizer.type == OptimizerType::Adafactor
+                  ? "Adafactor: its factored second moment spans whole "
+                    "matrices"
+                  : std::string(t.optimizer.type == OptimizerType::Adam8bit
+                                    ? "Adam8bit"
+                                    : "AdamW8bit") +
+                        ": its per-block scales span whole parameters") +
+             ", which tensor slicing splits across ranks");
     if (t.optimizer.type == OptimizerType::Lamb ||
         t.optimizer.type == OptimizerType::OneBitLamb)
       c.fail(tp + "optimizer " +

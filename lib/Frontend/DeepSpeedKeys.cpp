@@ -49,7 +49,8 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"steps_per_print", "int", "null", I, nullptr,
      "dsc-run train prints every that many steps"},
     {"optimizer", "object", "null", I, nullptr,
-     "Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam, OneBitLamb"},
+     "Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam, OneBitLamb, "
+     "Adam8bit, AdamW8bit, Adafactor"},
     {"scheduler", "object", "null", I, nullptr,
      "WarmupLR, WarmupDecayLR, WarmupCosineLR"},
     {"zero_allow_untested_optimizer", "bool", "false", N, nullptr,

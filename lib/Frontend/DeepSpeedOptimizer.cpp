@@ -32,7 +32,8 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
   c.object("optimizer", sec);
   c.checkKeys("optimizer", sec, {"type", "params"});
   const char *types = "one of \"Adam\", \"AdamW\", \"Lamb\", \"SGD\", "
-                      "\"OneBitAdam\", \"ZeroOneAdam\", \"OneBitLamb\" "
+                      "\"OneBitAdam\", \"ZeroOneAdam\", \"OneBitLamb\", "
+                      "\"Adam8bit\", \"AdamW8bit\", \"Adafactor\" "
                       "(case-insensitive)";
   auto typeIt = sec.find("type");
   if (typeIt == sec.end())
@@ -53,8 +54,16 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
     o.type = OptimizerType::Lamb;
   else if (t == "sgd")
     o.type = OptimizerType::SGD;
+  else if (t == "adam8bit")
+    o.type = OptimizerType::Adam8bit;
+  else if (t == "adamw8bit") {
+    o.type = OptimizerType::AdamW8bit;
+    o.weightDecay = 1e-2; // bitsandbytes' AdamW8bit default
+  } else if (t == "adafactor")
+    o.type = OptimizerType::Adafactor;
   else
     c.bad("optimizer.type", *typeIt, types);
+  const bool adafactor = o.type == OptimizerType::Adafactor;
 
   std::vector<std::string> allowed = {"lr", "weight_decay"};
   if (adamLike)
@@ -81,6 +90,14 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
                     "var_freeze_step", "var_update_scaler",
                     "local_step_scaler", "local_step_clipper", "cuda_aware",
                     "comm_backend_name", "eps_inside_sqrt", "max_grad_norm"});
+  else if (o.type == OptimizerType::Adam8bit ||
+           o.type == OptimizerType::AdamW8bit)
+    allowed.insert(allowed.end(),
+                   {"betas", "eps", "amsgrad", "min_8bit_size"});
+  else if (adafactor)
+    allowed.insert(allowed.end(),
+                   {"eps", "clip_threshold", "decay_rate", "beta1",
+                    "scale_parameter", "relative_step", "warmup_init"});
   else
     allowed.insert(allowed.end(), {"momentum", "dampening", "nesterov"});
   static const std::vector<std::string> allKnown = {
@@ -90,7 +107,9 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
       "comm_backend_name", "eps_inside_sqrt", "max_grad_norm",
       "var_freeze_step", "var_update_scaler", "local_step_scaler",
       "local_step_clipper", "coeff_beta", "factor_max", "factor_min",
-      "factor_threshold"};
+      "factor_threshold", "min_8bit_size", "clip_threshold", "decay_rate",
+      "beta1", "scale_parameter", "relative_step", "warmup_init"};
+  bool lrGiven = false;
 
   std::optional<bool> adamWMode;
   auto paramsIt = sec.find("params");
@@ -106,8 +125,38 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
                  "'; allowed: " + join(allowed));
         c.unknownKey("optimizer.params", k, allowed);
       }
-      if (k == "lr")
+      if (k == "lr" && adafactor && v.is_null())
+        ; // transformers' default: no lr (the relative step)
+      else if (k == "lr") {
         o.lr = c.nonNegativeNumber(p, v);
+        lrGiven = true;
+      } else if (k == "eps" && adafactor) {
+        const char *exp = "an array of two numbers >= 0 (eps1 added to the "
+                          "squared gradient, eps2 the smallest parameter "
+                          "scale)";
+        if (!v.is_array() || v.size() != 2)
+          c.bad(p, v, exp);
+        o.adafactorEps1 = c.nonNegativeNumber(p + "[0]", v[0]);
+        o.adafactorEps2 = c.nonNegativeNumber(p + "[1]", v[1]);
+      } else if (k == "clip_threshold")
+        o.clipThreshold = c.positiveNumber(p, v);
+      else if (k == "decay_rate")
+        o.decayRate = c.number(
+            p, v, [](double x) { return x <= 0; },
+            "a number <= 0 (beta2 of step t is 1 - t^decay_rate)");
+      else if (k == "beta1") {
+        o.firstMoment = !v.is_null();
+        if (o.firstMoment)
+          o.beta1 = c.number(p, v, [](double x) { return x >= 0 && x < 1; },
+                             "null or a number in [0, 1)");
+      } else if (k == "scale_parameter")
+        o.scaleParameter = c.boolean(p, v);
+      else if (k == "relative_step")
+        o.relativeStep = c.boolean(p, v);
+      else if (k == "warmup_init")
+        o.warmupInit = c.boolean(p, v);
+      else if (k == "min_8bit_size")
+        o.min8bitSize = c.nonNegative(p, v);
       else if (k == "weight_decay")
         o.weightDecay = c.nonNegativeNumber(p, v);
       else if (k == "betas") {
@@ -204,6 +253,18 @@ void parseOptimizer(const Ctx &c, const json &sec, OptimizerConfig &o) {
       o.minCoeff > o.maxCoeff)
     c.fail("optimizer.params.min_coeff (" + show(json(o.minCoeff)) +
            ") must not exceed max_coeff (" + show(json(o.maxCoeff)) + ")");
+  // transformers' Adafactor refuses these in its constructor (and fails
+  // at its first step without an lr when relative_step is off).
+  if (adafactor && lrGiven && o.relativeStep)
+    c.fail("optimizer.params.lr: cannot combine a manual lr with "
+           "relative_step true (transformers' Adafactor refuses it); set "
+           "relative_step false or drop lr");
+  if (adafactor && o.warmupInit && !o.relativeStep)
+    c.fail("optimizer.params.warmup_init: true requires relative_step true "
+           "(as transformers' Adafactor)");
+  if (adafactor && !lrGiven && !o.relativeStep)
+    c.fail("optimizer.params.relative_step: false needs an explicit lr "
+           "(transformers' Adafactor has no default lr)");
   // torch.optim.SGD's rule.
   if (o.type == OptimizerType::SGD && o.nesterov &&
       (o.momentum <= 0 || o.dampening != 0))

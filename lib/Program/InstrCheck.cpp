@@ -120,6 +120,8 @@ public:
   }
 
   void family(); ///< the checks of I's OpFamily
+  void adam8bit();
+  void adafactor();
   void embedding();
   void add();
   void reduceTo();
@@ -591,6 +593,10 @@ void Checker::tokenMask() {
 /// after the param, then lr, step, gscale[, skip]; outputs param and the
 /// states updated (in place or not).
 void Checker::optimizer() {
+  if (I.op == Opcode::Adam8bit)
+    return adam8bit();
+  if (I.op == Opcode::Adafactor)
+    return adafactor();
   const size_t tensors = size_t(opInfo(I.op).minOuts) + 1;
   d.n = in(0).numElements();
   for (size_t k = 1; k < tensors; ++k)
@@ -602,6 +608,80 @@ void Checker::optimizer() {
   count(in(tensors), 1, "lr");
   count(in(tensors + 1), 1, "step");
   count(in(tensors + 2), 1, "gscale");
+}
+
+/// Adam8bit: the u8 moments like the param, one f32 absmax per block of
+/// 256 elements (d.rows blocks).
+void Checker::adam8bit() {
+  d.n = in(0).numElements();
+  d.rows = (d.n + 255) / 256;
+  const char *roles[] = {"grad", "exp_avg", "exp_avg_sq", "exp_avg_absmax",
+                         "exp_avg_sq_absmax"};
+  for (size_t k = 1; k < 6; ++k) {
+    count(in(k), k < 4 ? d.n : d.rows, roles[k - 1]);
+    count(out(k - 1), k - 1 == 0 ? d.n : k - 1 < 3 ? d.n : d.rows,
+          k - 1 == 0 ? "param" : roles[k - 1]);
+  }
+  for (size_t k : {size_t(2), size_t(3)})
+    if (in(k).dtype != DType::U8 || out(k - 1).dtype != DType::U8)
+      fail(std::string(roles[k - 1]) + " must be u8");
+  for (size_t k : {size_t(4), size_t(5)})
+    if (in(k).dtype != DType::F32 || out(k - 1).dtype != DType::F32)
+      fail(std::string(roles[k - 1]) + " must be f32");
+  count(in(6), 1, "lr");
+  count(in(7), 1, "step");
+  count(in(8), 1, "gscale");
+  if (I.inputs.size() == 10)
+    count(in(9), 1, "skip");
+}
+
+/// Adafactor: a param of rank >= 2 as [batch, rows, cols] (d.batch, d.M,
+/// d.N) with its row ([batch, rows]) and column ([batch, cols]) factors,
+/// else the whole second moment; then exp_avg with first_moment.
+void Checker::adafactor() {
+  const Buffer &p = in(0);
+  d.n = p.numElements();
+  const bool factored = p.shape.size() >= 2,
+             first = I.getInt("first_moment") != 0;
+  const size_t states = (factored ? 2 : 1) + (first ? 1 : 0);
+  if (I.outputs.size() != states + 1)
+    fail("expects " + std::to_string(states + 1) + " outputs for a rank-" +
+         std::to_string(p.shape.size()) + " parameter" +
+         (first ? " with" : " without") + " first_moment, got " +
+         std::to_string(I.outputs.size()));
+  counts("inputs", I.inputs.size(), int(states + 5), int(states + 6));
+  if (factored) {
+    d.N = p.shape.back();
+    d.M = p.shape[p.shape.size() - 2];
+    d.batch = d.M * d.N ? d.n / (d.M * d.N) : 0;
+  } else {
+    d.batch = 1;
+    d.M = 1;
+    d.N = d.n;
+  }
+  count(in(1), d.n, "grad");
+  count(out(0), d.n, "param");
+  std::vector<std::pair<int64_t, const char *>> want;
+  if (factored)
+    want = {{d.batch * d.M, "exp_avg_sq_row"}, {d.batch * d.N, "exp_avg_sq_col"}};
+  else
+    want = {{d.n, "exp_avg_sq"}};
+  if (first)
+    want.push_back({d.n, "exp_avg"});
+  for (size_t k = 0; k < states; ++k) {
+    count(in(2 + k), want[k].first, want[k].second);
+    count(out(1 + k), want[k].first, want[k].second);
+  }
+  for (size_t k = 0; k < 2 + states; ++k)
+    if (in(k).dtype != DType::F32)
+      fail("tensors must be f32");
+  count(in(2 + states), 1, "lr");
+  count(in(3 + states), 1, "step");
+  count(in(4 + states), 1, "gscale");
+  if (I.inputs.size() == states + 6)
+    count(in(5 + states), 1, "skip");
+  if (!(I.getFloat("clip_threshold") > 0))
+    fail("clip_threshold must be > 0");
 }
 
 void Checker::lrSchedule() {

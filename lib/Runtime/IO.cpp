@@ -243,12 +243,12 @@ struct Span {
 };
 } // namespace
 
-Safetensors Safetensors::read(const std::string &path) {
-  return parse(readWholeFile(path), path);
+Safetensors Safetensors::read(const std::string &path, bool withU8) {
+  return parse(readWholeFile(path), path, withU8);
 }
 
 Safetensors Safetensors::parse(std::string_view bytes,
-                               const std::string &path) {
+                               const std::string &path, bool withU8) {
   const uint64_t size = bytes.size();
   if (size < 8)
     throw Error(path + ": truncated safetensors file (" +
@@ -385,6 +385,8 @@ Safetensors Safetensors::parse(std::string_view bytes,
       t.dtype = DType::I32;
     else if (dts == "I64")
       t.dtype = DType::I64;
+    else if (dts == "U8" && withU8)
+      t.dtype = DType::U8;
     else {
       // Left out; a caller that needs it reports the dtype (see `skipped`).
       st.skipped[name] = dts;

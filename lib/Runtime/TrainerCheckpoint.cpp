@@ -66,7 +66,8 @@ void Trainer::saveCheckpoint(const std::string &path) const {
 }
 
 void Trainer::loadCheckpoint(const std::string &path) {
-  Safetensors file = Safetensors::read(path);
+  // 8-bit Adam keeps its moments as U8 codes.
+  Safetensors file = Safetensors::read(path, /*withU8=*/true);
   checkCheckpointFormat(file.metadata, path);
   // (Checkpoints written before the key existed do not say.)
   auto optimizer = file.metadata.find("optimizer");

@@ -110,24 +110,72 @@ struct BuildTrainStepPass : mlir::dsc::impl::DscBuildTrainStepBase<BuildTrainSte
   RankedTensorType scalerType() {
     return RankedTensorType::get({3}, Float32Type::get(&getContext()));
   }
-  SmallVector<StateKind> stateKinds() const {
+  /// 8-bit Adam quantizes this parameter's state (else bitsandbytes keeps
+  /// it in 32 bits).
+  bool quantized(const Param &p) const {
+    return (optimizer == TrainStepOptimizer::Adam8bit ||
+            optimizer == TrainStepOptimizer::AdamW8bit) &&
+           p.type.getNumElements() >= min8bitSize;
+  }
+  /// The kinds and types of one parameter's optimizer state, in the order
+  /// its update op takes them.
+  SmallVector<std::pair<StateKind, RankedTensorType>>
+  stateOf(const Param &p) const {
+    MLIRContext *ctx = p.type.getContext();
+    auto f32 = [&](ArrayRef<int64_t> shape) {
+      return RankedTensorType::get(shape, Float32Type::get(ctx));
+    };
+    SmallVector<std::pair<StateKind, RankedTensorType>> states;
+    auto like = [&](ArrayRef<StateKind> kinds) {
+      for (StateKind k : kinds)
+        states.push_back({k, p.type});
+    };
     switch (optimizer) {
     case TrainStepOptimizer::Sgd:
-      return SgdOp::getStateKinds();
+      like(SgdOp::getStateKinds());
+      break;
     case TrainStepOptimizer::Lamb:
-      return LambOp::getStateKinds();
+      like(LambOp::getStateKinds());
+      break;
     case TrainStepOptimizer::Adam:
     case TrainStepOptimizer::AdamW:
-      return AdamOp::getStateKinds();
+      like(AdamOp::getStateKinds());
+      break;
+    case TrainStepOptimizer::Adam8bit:
+    case TrainStepOptimizer::AdamW8bit: {
+      if (!quantized(p)) {
+        like(AdamOp::getStateKinds());
+        break;
+      }
+      auto u8 = RankedTensorType::get(
+          p.type.getShape(), IntegerType::get(ctx, 8, IntegerType::Unsigned));
+      const int64_t blocks =
+          (p.type.getNumElements() + Adam8bitOp::kBlockSize - 1) /
+          Adam8bitOp::kBlockSize;
+      SmallVector<StateKind> kinds = Adam8bitOp::getStateKinds();
+      states = {{kinds[0], u8}, {kinds[1], u8}, {kinds[2], f32({blocks})},
+                {kinds[3], f32({blocks})}};
+      break;
     }
-    llvm_unreachable("unknown optimizer");
+    case TrainStepOptimizer::Adafactor:
+      for (StateKind k : adafactorStateKinds(p.type.getRank(), firstMoment))
+        states.push_back(
+            {k, k == StateKind::exp_avg_sq_row
+                    ? f32(adafactorRowShape(p.type.getShape()))
+                : k == StateKind::exp_avg_sq_col
+                    ? f32(adafactorColShape(p.type.getShape()))
+                    : p.type});
+      break;
+    }
+    return states;
   }
   /// The optimizer op of the `optimizer` option for one parameter.
   OptimizerOpInterface createOptimizerUpdate(OpBuilder &b, Location loc,
                                              Value param, Value grad,
                                              ValueRange state, Value lr,
                                              Value step, Value gradScale,
-                                             double weightDecay, Value skip);
+                                             double weightDecay, Value skip,
+                                             const Param &p);
 };
 
 } // namespace
@@ -161,6 +209,9 @@ LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
       {"grad-clip", gradClip, 0, true, inf},
       {"loss-scale", lossScale, 0, true, inf},
       {"min-loss-scale", minLossScale, 0, false, inf},
+      {"adafactor-eps1", adafactorEps1, 0, true, inf},
+      {"adafactor-eps2", adafactorEps2, 0, true, inf},
+      {"clip-threshold", clipThreshold, 0, false, inf},
   };
   for (const Range &r : ranges) {
     const bool aboveMin = r.minIncluded ? r.value >= r.min : r.value > r.min;
@@ -175,6 +226,20 @@ LogicalResult BuildTrainStepPass::checkOptions(Operation *anchor) {
              << r.name << " is " << value << "; it must be finite, " << bound;
     }
   }
+  if (!(double(decayRate) <= 0) || !std::isfinite(double(decayRate))) {
+    std::string value;
+    llvm::raw_string_ostream(value) << ExactDouble(decayRate);
+    return anchor->emitError("dsc-build-train-step: decay-rate is ")
+           << value << "; it must be finite and <= 0";
+  }
+  if (min8bitSize < 0)
+    return anchor->emitError("dsc-build-train-step: min-8bit-size must be "
+                             ">= 0, got ")
+           << int64_t(min8bitSize);
+  if (optimizer == TrainStepOptimizer::Adafactor && warmupInit &&
+      !relativeStep)
+    return anchor->emitError("dsc-build-train-step: warmup-init requires "
+                             "relative-step (as transformers' Adafactor)");
   if (warmupNumSteps < 0 || totalNumSteps < 0)
     return anchor->emitError("dsc-build-train-step: warmup-num-steps and "
                              "total-num-steps must be >= 0");
@@ -215,6 +280,20 @@ void BuildTrainStepPass::runOnOperation() {
                       "there is nothing to train");
     return signalPassFailure();
   }
+  // 8-bit Adam's block scales and Adafactor's factors and RMS span whole
+  // parameters; a tensor-parallel rank holds a slice.
+  if (optimizer == TrainStepOptimizer::Adam8bit ||
+      optimizer == TrainStepOptimizer::AdamW8bit ||
+      optimizer == TrainStepOptimizer::Adafactor)
+    for (const Param &p : trainable)
+      if (tensorSliceOf(module, p.name)) {
+        module.emitError("dsc-build-train-step: ")
+            << (optimizer == TrainStepOptimizer::Adafactor ? "adafactor"
+                                                           : "8-bit Adam")
+            << " needs whole parameters; '" << p.name
+            << "' is sliced over the tensor axis";
+        return signalPassFailure();
+      }
   const bool stage = pipelineStageOf(module) >= 0;
   if (!buildMicroStep(fwdGrad, params, trainable) ||
       !buildApplyStep(module, trainable) ||
@@ -380,26 +459,46 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   MLIRContext *ctx = &getContext();
   auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
   auto stepType = RankedTensorType::get({}, IntegerType::get(ctx, 64));
-  SmallVector<StateKind> kinds = stateKinds();
   unsigned n = params.size();
+  // Each parameter's state; the step takes them grouped by kind (in the
+  // order the kinds first appear), each group in parameter order.
+  SmallVector<SmallVector<std::pair<StateKind, RankedTensorType>>> stateTypes;
+  SmallVector<StateKind> kinds;
+  for (const Param &p : params) {
+    stateTypes.push_back(stateOf(p));
+    for (auto [kind, type] : stateTypes.back())
+      if (!llvm::is_contained(kinds, kind))
+        kinds.push_back(kind);
+  }
+  // stateArg[i][k]: the argument index of state k of parameter i.
+  SmallVector<SmallVector<unsigned>> stateArg(n);
+  for (unsigned i = 0; i < n; ++i)
+    stateArg[i].resize(stateTypes[i].size());
 
   Signature args, results;
   for (const Param &p : params)
     args.addParam(ctx, p);
   for (const Param &p : params)
     args.add(ctx, p.type, StateKind::grad, p.name);
-  for (StateKind kind : kinds)
-    for (const Param &p : params)
-      args.add(ctx, p.type, kind, p.name);
+  auto addStates = [&](Signature &sig, bool recordArgs) {
+    for (StateKind kind : kinds)
+      for (unsigned i = 0; i < n; ++i)
+        for (auto [k, state] : llvm::enumerate(stateTypes[i]))
+          if (state.first == kind) {
+            if (recordArgs)
+              stateArg[i][k] = sig.types.size();
+            sig.add(ctx, state.second, kind, params[i].name);
+          }
+  };
+  addStates(args, true);
+  const unsigned stepArg = args.types.size();
   args.add(ctx, stepType, StateKind::step, "step");
   if (fp16)
     args.add(ctx, scalerType(), StateKind::loss_scaler, "state");
 
   for (const Param &p : params)
     results.addParam(ctx, p);
-  for (StateKind kind : kinds)
-    for (const Param &p : params)
-      results.add(ctx, p.type, kind, p.name);
+  addStates(results, false);
   for (const Param &p : params)
     results.add(ctx, p.type, StateKind::grad, p.name);
   results.add(ctx, f32Scalar, StateKind::output, "grad_norm");
@@ -421,7 +520,7 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   auto arg = [&](unsigned group, unsigned i) {
     return body->getArgument(group * n + i);
   };
-  Value step = body->getArgument(n * (2 + kinds.size()));
+  Value step = body->getArgument(stepArg);
 
   // Average over data-parallel ranks, then clip by the global norm.
   SmallVector<Value> grads;
@@ -497,23 +596,27 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
       f(cosMinRatio));
 
   SmallVector<Value> newParams;
-  SmallVector<SmallVector<Value>> newState(kinds.size());
+  SmallVector<SmallVector<Value>> newState(n);
   for (unsigned i = 0; i < n; ++i) {
     // Biases and norm weights are not decayed.
     double wd = params[i].type.getRank() >= 2 ? double(weightDecay) : 0.0;
     SmallVector<Value> state;
-    for (unsigned k = 0; k < kinds.size(); ++k)
-      state.push_back(arg(2 + k, i));
-    OptimizerOpInterface update = createOptimizerUpdate(
-        b, loc, arg(0, i), grads[i], state, lrValue, step, scale, wd, skip);
+    for (unsigned a : stateArg[i])
+      state.push_back(body->getArgument(a));
+    OptimizerOpInterface update =
+        createOptimizerUpdate(b, loc, arg(0, i), grads[i], state, lrValue,
+                              step, scale, wd, skip, params[i]);
     newParams.push_back(update.getNewParamResult());
-    for (auto [k, s] : llvm::enumerate(update.getNewStateResults()))
-      newState[k].push_back(s);
+    newState[i].append(update.getNewStateResults().begin(),
+                       update.getNewStateResults().end());
   }
 
   SmallVector<Value> outs(newParams);
-  for (auto &group : newState)
-    outs.append(group);
+  for (StateKind kind : kinds) // as the arguments
+    for (unsigned i = 0; i < n; ++i)
+      for (auto [k, state] : llvm::enumerate(stateTypes[i]))
+        if (state.first == kind)
+          outs.push_back(newState[i][k]);
   for (const Param &p : params) // Accumulators restart at zero.
     outs.push_back(b.create<FillOp>(loc, p.type, b.getF64FloatAttr(0.0)));
   outs.append({norm, lrValue});
@@ -532,10 +635,33 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
 
 OptimizerOpInterface BuildTrainStepPass::createOptimizerUpdate(
     OpBuilder &b, Location loc, Value param, Value grad, ValueRange state,
-    Value lr, Value step, Value gradScale, double weightDecay, Value skip) {
+    Value lr, Value step, Value gradScale, double weightDecay, Value skip,
+    const Param &p) {
   auto f = [&](double v) { return b.getF64FloatAttr(v); };
   SmallVector<Type> types(1 + state.size(), param.getType());
+  for (auto [k, s] : llvm::enumerate(state))
+    types[k + 1] = s.getType();
   switch (optimizer) {
+  case TrainStepOptimizer::Adam8bit:
+  case TrainStepOptimizer::AdamW8bit:
+    // bitsandbytes' two classes differ only in their default weight decay,
+    // which is decoupled in both. Small tensors keep 32-bit state: AdamW.
+    if (quantized(p))
+      return b.create<Adam8bitOp>(loc, types, param, grad, state[0], state[1],
+                                  state[2], state[3], lr, step, gradScale,
+                                  f(beta1), f(beta2), f(eps), f(weightDecay),
+                                  skip);
+    return b.create<AdamOp>(loc, types, param, grad, state[0], state[1], lr,
+                            step, gradScale, f(beta1), f(beta2), f(eps),
+                            f(weightDecay), b.getBoolAttr(true),
+                            b.getBoolAttr(true), skip);
+  case TrainStepOptimizer::Adafactor:
+    return b.create<AdafactorOp>(
+        loc, param.getType(), ArrayRef<Type>(types).drop_front(), param, grad,
+        state, lr, step, gradScale, f(adafactorEps1), f(adafactorEps2),
+        f(clipThreshold), f(decayRate), b.getBoolAttr(firstMoment), f(beta1),
+        f(weightDecay), b.getBoolAttr(scaleParameter),
+        b.getBoolAttr(relativeStep), b.getBoolAttr(warmupInit), skip);
   case TrainStepOptimizer::Sgd:
     return b.create<SgdOp>(loc, types, param, grad, state[0], lr, step,
                            gradScale, f(momentum), f(dampening), f(weightDecay),

@@ -24,14 +24,19 @@ namespace {
 constexpr llvm::StringLiteral kZeroStageAttr = "dsc.zero_stage";
 
 /// A parameter of type `t` over G ranks: flattened and padded to G*s
-/// elements (`padded`), of which each rank owns s (`shard`).
+/// elements (`padded`), of which each rank owns s (`shard`). With 8-bit
+/// Adam s is a multiple of its quantization block (`align`), so every
+/// rank's blocks are blocks of the whole tensor and its per-block scales
+/// (sharded unaligned: ceil(ceil(n/256)/G) = s/256) are the whole tensor's.
 struct Sharding {
   int64_t groupSize;
-  RankedTensorType shard(Type t) const {
+  int64_t align = 1;
+  RankedTensorType shard(Type t, bool aligned = true) const {
     auto tensor = cast<RankedTensorType>(t);
     const int64_t n = tensor.getNumElements();
-    return RankedTensorType::get({(n + groupSize - 1) / groupSize},
-                                 tensor.getElementType());
+    const int64_t a = aligned ? align : 1;
+    const int64_t s = (n + groupSize * a - 1) / (groupSize * a) * a;
+    return RankedTensorType::get({s}, tensor.getElementType());
   }
   RankedTensorType padded(Type t) const {
     RankedTensorType s = shard(t);
@@ -54,7 +59,14 @@ std::optional<StateKind> resultKind(func::FuncOp fn, unsigned i) {
 
 bool isOptimizerState(StateKind kind) {
   return kind == StateKind::exp_avg || kind == StateKind::exp_avg_sq ||
-         kind == StateKind::momentum;
+         kind == StateKind::momentum || kind == StateKind::exp_avg_absmax ||
+         kind == StateKind::exp_avg_sq_absmax;
+}
+
+/// Per-block scales: one element per block of the parameter's elements.
+bool isBlockScale(std::optional<StateKind> kind) {
+  return kind == StateKind::exp_avg_absmax ||
+         kind == StateKind::exp_avg_sq_absmax;
 }
 
 /// Marks argument `arg` of `fn` as the rank's shard of a tensor of type
@@ -64,7 +76,7 @@ void shardArgument(func::FuncOp fn, BlockArgument arg, const Sharding &sh) {
   auto whole = cast<RankedTensorType>(arg.getType());
   fn.setArgAttr(arg.getArgNumber(), kShardOfAttrName,
                 DenseI64ArrayAttr::get(fn.getContext(), whole.getShape()));
-  arg.setType(sh.shard(whole));
+  arg.setType(sh.shard(whole, !isBlockScale(argKind(fn, arg.getArgNumber()))));
 }
 
 /// The whole tensor of type `whole` from every rank's shard.
@@ -126,6 +138,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         kZeroStageAttr,
         IntegerAttr::get(IntegerType::get(&getContext(), 64), int64_t(stage)));
     Sharding sharding{meshGroupSize(module, MeshAxis::data)};
+    apply.walk([&](Adam8bitOp) { sharding.align = Adam8bitOp::kBlockSize; });
     if (stage == 3) {
       gatherParameters(micro, sharding);
       if (auto eval = module.lookupSymbol<func::FuncOp>("eval_step"))
@@ -265,6 +278,16 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         if (isa<LambOp>(op))
           return op->emitOpError("dsc-zero: LAMB's trust ratio needs whole "
                                  "parameters, which ZeRO shards");
+        if (isa<AdafactorOp>(op))
+          return op->emitOpError(
+              "dsc-zero: Adafactor's factored second moment and update RMS "
+              "need whole parameters, which ZeRO shards");
+        // The updated states have their (sharded) states' types.
+        auto retypeStates = [&] {
+          for (auto [state, result] :
+               llvm::zip(update.getStateOperands(), update.getNewStateResults()))
+            result.setType(state.getType());
+        };
         // Stage 3: the parameter argument is the shard already, and the
         // updated shard is the result (persistent parameters are whole and
         // updated as in stage 2).
@@ -273,8 +296,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         if (stage == 3 &&
             (!paramArg ||
              apply.getArgAttr(paramArg.getArgNumber(), kShardOfAttrName))) {
-          for (Value result : op->getResults())
-            result.setType(param.getType());
+          update.getNewParamResult().setType(param.getType());
+          retypeStates();
           continue;
         }
         Type full = param.getType();
@@ -282,8 +305,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         Value padded = b.create<FlatResizeOp>(loc, sh.padded(full), param);
         Value mine = b.create<ShardOp>(loc, sh.shard(full), padded, data);
         op->setOperand(0, mine);
-        for (Value result : op->getResults())
-          result.setType(sh.shard(full));
+        update.getNewParamResult().setType(sh.shard(full));
+        retypeStates();
         b.setInsertionPointAfter(op);
         Value newParam = update.getNewParamResult();
         SmallVector<OpOperand *> uses;

@@ -191,3 +191,28 @@ func.func @optimizer_ops(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %m: tensor<4x
   %s:2 = dsc.sgd %p, %g1, %m, %lr, %step, %c {momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   return
 }
+
+// CHECK-LABEL: func @adam_8bit
+func.func @adam_8bit(%p: tensor<20x16xf32>, %g: tensor<20x16xf32>, %m: tensor<20x16xui8>,
+                     %v: tensor<20x16xui8>, %ma: tensor<2xf32>, %va: tensor<2xf32>,
+                     %lr: tensor<f32>, %step: tensor<i64>, %skip: tensor<f32>) {
+  // CHECK: dsc.adam_8bit %{{.*}} {beta1 = 9.000000e-01 : f64, {{.*}}weight_decay = 0.000000e+00 : f64} : ({{.*}}tensor<20x16xui8>, tensor<20x16xui8>, tensor<2xf32>, tensor<2xf32>
+  %a:5 = dsc.adam_8bit %p, %g, %m, %v, %ma, %va, %lr, %step, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<20x16xf32>, tensor<20x16xf32>, tensor<20x16xui8>, tensor<20x16xui8>, tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<20x16xf32>, tensor<20x16xui8>, tensor<20x16xui8>, tensor<2xf32>, tensor<2xf32>)
+  // With the fp16 skip flag.
+  // CHECK: dsc.adam_8bit {{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {
+  %b:5 = dsc.adam_8bit %p, %g, %m, %v, %ma, %va, %lr, %step, %lr, %skip {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : (tensor<20x16xf32>, tensor<20x16xf32>, tensor<20x16xui8>, tensor<20x16xui8>, tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<i64>, tensor<f32>, tensor<f32>) -> (tensor<20x16xf32>, tensor<20x16xui8>, tensor<20x16xui8>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// CHECK-LABEL: func @adafactor
+func.func @adafactor(%w: tensor<8x4xf32>, %row: tensor<8xf32>, %col: tensor<4xf32>,
+                     %b: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i64>,
+                     %skip: tensor<f32>) {
+  // A matrix: row and column factors.
+  // CHECK: dsc.adafactor %{{.*}}, %{{.*}}, [%{{.*}}, %{{.*}}], %{{.*}}, %{{.*}}, %{{.*}} {{{.*}}first_moment = false{{.*}}} : tensor<8x4xf32>, tensor<8x4xf32>, [tensor<8xf32>, tensor<4xf32>], tensor<f32>, tensor<i64>, tensor<f32> -> tensor<8x4xf32>, [tensor<8xf32>, tensor<4xf32>]
+  %p1, %s1:2 = dsc.adafactor %w, %w, [%row, %col], %lr, %step, %lr {eps1 = 1.0e-30 : f64, eps2 = 1.0e-3 : f64, clip_threshold = 1.0 : f64, decay_rate = -0.8 : f64, first_moment = false, beta1 = 0.0 : f64, weight_decay = 0.0 : f64, scale_parameter = true, relative_step = true, warmup_init = false} : tensor<8x4xf32>, tensor<8x4xf32>, [tensor<8xf32>, tensor<4xf32>], tensor<f32>, tensor<i64>, tensor<f32> -> tensor<8x4xf32>, [tensor<8xf32>, tensor<4xf32>]
+  // A vector with a first moment and the skip flag.
+  // CHECK: dsc.adafactor %{{.*}}, %{{.*}}, [%{{.*}}, %{{.*}}], %{{.*}}, %{{.*}}, %{{.*}} skip %{{.*}} {{{.*}}first_moment = true{{.*}}} : tensor<4xf32>, tensor<4xf32>, [tensor<4xf32>, tensor<4xf32>], tensor<f32>, tensor<i64>, tensor<f32>, tensor<f32> -> tensor<4xf32>, [tensor<4xf32>, tensor<4xf32>]
+  %p2, %s2:2 = dsc.adafactor %b, %b, [%b, %b], %lr, %step, %lr skip %skip {eps1 = 1.0e-30 : f64, eps2 = 1.0e-3 : f64, clip_threshold = 1.0 : f64, decay_rate = -0.8 : f64, first_moment = true, beta1 = 0.9 : f64, weight_decay = 0.01 : f64, scale_parameter = false, relative_step = false, warmup_init = false} : tensor<4xf32>, tensor<4xf32>, [tensor<4xf32>, tensor<4xf32>], tensor<f32>, tensor<i64>, tensor<f32>, tensor<f32> -> tensor<4xf32>, [tensor<4xf32>, tensor<4xf32>]
+  return
+}

@@ -2,6 +2,52 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGD
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=lamb weight-decay=0.01" | FileCheck %s --check-prefix=LAMB
 // RUN: dsc-opt %s --dsc-train-pipeline="build-train-step={optimizer=adam grad-accum=2}" | FileCheck %s --check-prefix=PIPE
+// 8-bit Adam: w (64 elements, at least min-8bit-size) gets dsc.adam_8bit
+// with u8 moments and one f32 scale per 256 elements; b (8) keeps f32
+// state and dsc.adam. Adafactor: w's factored second moment, b's whole one.
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw8bit min-8bit-size=64 weight-decay=0.01" | FileCheck %s --check-prefix=ADAM8
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adam8bit" | FileCheck %s --check-prefix=SMALL
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adafactor" | FileCheck %s --check-prefix=ADAFACTOR
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adafactor first-moment=true beta1=0.8 relative-step=false" | FileCheck %s --check-prefix=FIRST
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adafactor relative-step=false warmup-init=true" 2>&1 | FileCheck %s --check-prefix=WARMUPINIT
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adafactor decay-rate=0.5" 2>&1 | FileCheck %s --check-prefix=DECAY
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adafactor clip-threshold=0" 2>&1 | FileCheck %s --check-prefix=CLIPT
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adam8bit min-8bit-size=-1" 2>&1 | FileCheck %s --check-prefix=MIN8
+// WARMUPINIT: error: dsc-build-train-step: warmup-init requires relative-step (as transformers' Adafactor)
+// DECAY: error: dsc-build-train-step: decay-rate is 0.5; it must be finite and <= 0
+// CLIPT: error: dsc-build-train-step: clip-threshold is 0; it must be finite, > 0
+// MIN8: error: dsc-build-train-step: min-8bit-size must be >= 0, got -1
+// ADAM8-LABEL: func.func @apply_step(
+// ADAM8-SAME: %[[W:[a-z0-9]+]]: tensor<8x8xf32> {{{[^}]*}}#dsc.state<param, "w">}
+// ADAM8-SAME: %[[B:[a-z0-9]+]]: tensor<8xf32> {{{[^}]*}}#dsc.state<param, "b">}
+// ADAM8-SAME: %[[MW:[a-z0-9]+]]: tensor<8x8xui8> {dsc.state = #dsc.state<exp_avg, "w">}
+// ADAM8-SAME: %[[MB:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<exp_avg, "b">}
+// ADAM8-SAME: %[[VW:[a-z0-9]+]]: tensor<8x8xui8> {dsc.state = #dsc.state<exp_avg_sq, "w">}
+// ADAM8-SAME: %[[VB:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<exp_avg_sq, "b">}
+// ADAM8-SAME: %[[AM:[a-z0-9]+]]: tensor<1xf32> {dsc.state = #dsc.state<exp_avg_absmax, "w">}
+// ADAM8-SAME: %[[AV:[a-z0-9]+]]: tensor<1xf32> {dsc.state = #dsc.state<exp_avg_sq_absmax, "w">}
+// ADAM8-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {dsc.state = #dsc.state<step, "step">}
+// ADAM8: %[[PW:[a-z_0-9]+]], %[[NMW:[a-z_0-9]+]], %[[NVW:[a-z_0-9]+]], %[[NAM:[a-z_0-9]+]], %[[NAV:[a-z_0-9]+]] = dsc.adam_8bit %[[W]], %{{.*}}, %[[MW]], %[[VW]], %[[AM]], %[[AV]], %{{.*}}, %[[STEP]], %{{.*}} {beta1 = 9.000000e-01 : f64, beta2 = {{.*}}, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-02 : f64}
+// Decoupled decay (bitsandbytes' AdamW8bit), none on the bias.
+// ADAM8-NEXT: %[[PB:[a-z_0-9]+]], %[[NMB:[a-z_0-9]+]], %[[NVB:[a-z_0-9]+]] = dsc.adam %[[B]], %{{.*}}, %[[MB]], %[[VB]], {{.*}}adamw = true, {{.*}}bias_correction = true, {{.*}}weight_decay = 0.000000e+00
+// ADAM8: return %[[PW]], %[[PB]], %[[NMW]], %[[NMB]], %[[NVW]], %[[NVB]], %[[NAM]], %[[NAV]],
+// SMALL-NOT: dsc.adam_8bit
+// SMALL-NOT: ui8
+// ADAFACTOR-LABEL: func.func @apply_step(
+// ADAFACTOR-SAME: %[[ROW:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<exp_avg_sq_row, "w">}
+// ADAFACTOR-SAME: %[[COL:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<exp_avg_sq_col, "w">}
+// ADAFACTOR-SAME: %[[VB:[a-z0-9]+]]: tensor<8xf32> {dsc.state = #dsc.state<exp_avg_sq, "b">}
+// ADAFACTOR-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {dsc.state = #dsc.state<step, "step">}
+// ADAFACTOR: dsc.adafactor %{{.*}}, %{{.*}}, [%[[ROW]], %[[COL]]], %{{.*}}, %[[STEP]], %{{.*}} {{{.*}}first_moment = false, relative_step = true, scale_parameter = true, warmup_init = false{{.*}}} : tensor<8x8xf32>, tensor<8x8xf32>, [tensor<8xf32>, tensor<8xf32>]
+// ADAFACTOR-NEXT: dsc.adafactor %{{.*}}, %{{.*}}, [%[[VB]]], {{.*}} : tensor<8xf32>, tensor<8xf32>, [tensor<8xf32>]
+// ADAFACTOR-NOT: exp_avg"
+// FIRST-LABEL: func.func @apply_step(
+// FIRST-SAME: #dsc.state<exp_avg_sq_row, "w">
+// FIRST-SAME: #dsc.state<exp_avg_sq_col, "w">
+// FIRST-SAME: #dsc.state<exp_avg_sq, "b">
+// FIRST-SAME: tensor<8x8xf32> {dsc.state = #dsc.state<exp_avg, "w">}
+// FIRST-SAME: tensor<8xf32> {dsc.state = #dsc.state<exp_avg, "b">}
+// FIRST: dsc.adafactor {{.*}}beta1 = 8.000000e-01 : f64{{.*}}first_moment = true, relative_step = false{{.*}}[tensor<8xf32>, tensor<8xf32>, tensor<8x8xf32>]
 // With return-logits (dsc-run inspect) they are a result after the loss.
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=return-logits=true" | FileCheck %s --check-prefix=LOGITS
 // RUN: dsc-opt %s --dsc-train-pipeline="build-train-step={return-logits=true}" | FileCheck %s --check-prefix=LOGITS

@@ -19,9 +19,9 @@
 // NEGBUCKET: error: dsc-bucket-collectives: bucket sizes must be >= 0, got -5 and 0
 
 // PLAIN: Pass Manager with 5 passes:
-// PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw return-logits=false schedule=constant {{.*}}},dsc-split-stage-step)
+// PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw relative-step=true return-logits=false scale-parameter=true schedule=constant {{.*}}},dsc-split-stage-step)
 
-// ALL: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb return-logits=false schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true layer-interval=1 per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
+// ALL: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb relative-step=true return-logits=false scale-parameter=true schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true layer-interval=1 per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
 
 // BUDGET: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}}},dsc-remat{attn-dropout=false budget-bytes=4096 function=micro_step gelu=false layer-interval=1 per-layer=false policy=budget recompute-cheap=false},dsc-mixed-precision{dtype=bf16},dsc-split-stage-step)
 

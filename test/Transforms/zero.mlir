@@ -14,6 +14,25 @@
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=2 -dsc-zero=stage=2 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: dsc-zero: the step is sharded already (stage 2); run -dsc-zero once
 // NOSTEP: error: dsc-zero: no @micro_step and @apply_step; run -dsc-build-train-step first
+// 8-bit Adam: every shard is a whole number of its 256-element blocks (w:
+// 64 elements over 3 ranks, 256 each, the last two shards all padding),
+// so each rank's one block scale per moment is the whole tensor's block.
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw8bit min-8bit-size=64" -dsc-zero=stage=2 | FileCheck %s --check-prefix=ADAM8
+// ADAM8-LABEL: func.func @micro_step(
+// ADAM8: dsc.flat_resize %{{.*}} : (tensor<8x8xf32>) -> tensor<768xf32>
+// ADAM8-NEXT: dsc.reduce_scatter %{{.*}} : (tensor<768xf32>) -> tensor<256xf32>
+// ADAM8-LABEL: func.func @apply_step(
+// ADAM8-SAME: %[[MW:[a-z0-9]+]]: tensor<256xui8> {dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<exp_avg, "w">}
+// ADAM8-SAME: %[[VW:[a-z0-9]+]]: tensor<256xui8> {dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<exp_avg_sq, "w">}
+// ADAM8-SAME: %[[AM:[a-z0-9]+]]: tensor<1xf32> {dsc.shard_of = array<i64: 1>, dsc.state = #dsc.state<exp_avg_absmax, "w">}
+// ADAM8-SAME: %[[AV:[a-z0-9]+]]: tensor<1xf32> {dsc.shard_of = array<i64: 1>, dsc.state = #dsc.state<exp_avg_sq_absmax, "w">}
+// ADAM8: %[[MINE:.*]] = dsc.shard %{{.*}} : (tensor<768xf32>) -> tensor<256xf32>
+// ADAM8-NEXT: %[[P:[a-z_0-9]+]], %{{.*}} = dsc.adam_8bit %[[MINE]], %{{.*}}, %[[MW]], %[[VW]], %[[AM]], %[[AV]], {{.*}} -> (tensor<256xf32>, tensor<256xui8>, tensor<256xui8>, tensor<1xf32>, tensor<1xf32>)
+// ADAM8-NEXT: dsc.all_gather %[[P]] : (tensor<256xf32>) -> tensor<768xf32>
+// b (8 elements) keeps 32-bit state: dsc.adam on a shard of the same size.
+// ADAM8: dsc.adam %{{.*}} : (tensor<256xf32>, tensor<256xf32>, tensor<256xf32>, tensor<256xf32>,
+// RUN: not dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adafactor" -dsc-zero 2>&1 | FileCheck %s --check-prefix=ADAFACTOR
+// ADAFACTOR: error: 'dsc.adafactor' op dsc-zero: Adafactor's factored second moment and update RMS need whole parameters, which ZeRO shards
 
 // Over 3 data-parallel ranks, w (64 elements) is padded to 66 and each rank
 // owns 22; b (8) is padded to 9, 3 per rank.

@@ -10,6 +10,14 @@ Cases are ds_configs in configs/<model>_<case>.json. The reference
 Adam / SGD, an independent FusedLamb, DeepSpeed's LR schedules and
 DeepSpeed's clipping; BERT's per-step masks come from our own Philox.
 
+--peer transformers|bitsandbytes swaps the reference optimizer for the
+peer's own class (transformers.optimization.Adafactor in float64;
+bitsandbytes.optim.Adam8bit/AdamW8bit on CPU tensors, float32, its only
+precision) for the cases of that optimizer, from <repo>/.pydeps (see
+scripts/install-transformers.sh) or <repo>/.pydeps-bitsandbytes
+(scripts/install-bitsandbytes.sh); where the peer cannot be imported or run,
+the check prints "check_optimizers <peer>: SKIP (<reason>)" and passes.
+
 Tolerance: max|dsc - ref| / max|ref| <= --tol per tensor. Elements whose
 gradient is zero in exact arithmetic (the attention key bias: softmax is
 invariant to the per-query constant q.b_k) get an update from rounding noise
@@ -41,6 +49,59 @@ def cases_for(model):
     return out
 
 
+PYDEPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                      ".pydeps")
+
+
+def skip(peer, reason):
+    print(f"check_optimizers {peer}: SKIP ({reason})")
+    sys.exit(0)
+
+
+def peer_optimizer(peer):
+    """make_optimizer(tc, named_params) with the peer's own class, or SKIP."""
+    base = R.make_optimizer  # the parameter groups (decay on rank >= 2 only)
+    deps = PYDEPS + ("-bitsandbytes" if peer == "bitsandbytes" else "")
+    if os.path.isdir(deps):
+        sys.path.insert(0, os.path.abspath(deps))
+    if peer == "transformers":
+        try:
+            from transformers.optimization import Adafactor
+        except Exception as e:  # noqa: BLE001 - any import failure skips
+            skip(peer, f"cannot import transformers: {str(e).splitlines()[0]}")
+
+        def make(tc, named):
+            p = tc.opt.get("params", {})
+            groups = base(tc, named).param_groups
+            return Adafactor(groups, lr=p.get("lr"),
+                             eps=tuple(p.get("eps", (1e-30, 1e-3))),
+                             clip_threshold=p.get("clip_threshold", 1.0),
+                             decay_rate=p.get("decay_rate", -0.8),
+                             beta1=p.get("beta1"),
+                             scale_parameter=p.get("scale_parameter", True),
+                             relative_step=p.get("relative_step", True),
+                             warmup_init=p.get("warmup_init", False))
+        return make, ("adafactor",), torch.float64
+    if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 4):
+        skip(peer, "bitsandbytes' 8-bit optimizers run on CPU tensors only "
+             f"from 0.47 on, which needs torch >= 2.4; this is torch {torch.__version__}")
+    try:
+        import bitsandbytes as bnb
+    except Exception as e:  # noqa: BLE001
+        skip(peer, f"cannot import bitsandbytes: {str(e).splitlines()[0]}")
+
+    def make(tc, named):
+        p = tc.opt.get("params", {})
+        t = tc.opt["type"].lower()
+        cls = bnb.optim.AdamW8bit if t == "adamw8bit" else bnb.optim.Adam8bit
+        groups = base(tc, named).param_groups
+        return cls(groups, lr=p.get("lr", 1e-3),
+                   betas=tuple(p.get("betas", (0.9, 0.999))),
+                   eps=p.get("eps", 1e-8),
+                   min_8bit_size=p.get("min_8bit_size", 4096))
+    return make, ("adam8bit", "adamw8bit"), torch.float32
+
+
 def run_case(args, model, case, ck):
     model_json = os.path.join(R.CONFIGS, model + ".json")
     ds_json = os.path.join(R.CONFIGS, f"{model}_{case}.json")
@@ -59,7 +120,23 @@ def run_case(args, model, case, ck):
 
     got, log = dsc.train(model_json, ds_json, data, STEPS, init,
                          dsc.path("w5.safetensors"), dsc.path("log.jsonl"))
-    ref, rlog, gmax = R.reference_train(w0, mcfg, tc, tokens, STEPS)
+    if args.peer:
+        make, types, dtype = args.peer_optimizer
+        if tc.opt["type"].lower() not in types:
+            return None
+        saved = R.make_optimizer
+        R.make_optimizer = make
+        try:
+            ref, rlog, gmax = R.reference_train(w0, mcfg, tc, tokens, STEPS,
+                                                dtype=dtype)
+        except Exception as e:  # noqa: BLE001 - e.g. no CPU kernel
+            skip(args.peer, f"{args.peer} cannot run {tc.opt['type']}: "
+                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        finally:
+            R.make_optimizer = saved
+        ref = {k: v.double() for k, v in ref.items()}
+    else:
+        ref, rlog, gmax = R.reference_train(w0, mcfg, tc, tokens, STEPS)
 
     tag = f"{model}/{case}"
     print(f"--- {tag}: {tc.opt['type']} {tc.opt.get('params', {})}, "
@@ -104,6 +181,8 @@ def run_case(args, model, case, ck):
                 print(f"     {name}: {int(dead.sum())} zero-gradient elements moved "
                       f"{moved:.2e} <= {bound:.2e} (noise-driven, bound only)")
             ck.check(name, a[live], b[live], tiny=b.abs().max().item())
+        elif t in ("adam8bit", "adamw8bit"):
+            check_quantized(ck, name, a, b, args.tol)
         else:
             ck.check(name, a, b)
         if args.delta_tol:
@@ -114,6 +193,30 @@ def run_case(args, model, case, ck):
     return log, rlog
 
 
+# 8-bit Adam stores each moment as the code nearest to its value; where
+# float32 and float64 arithmetic put a value on either side of the midpoint
+# between two codes the two runs store neighbouring codes, and that element
+# moves differently from then on. FLIP_SHARE of a tensor's elements may
+# exceed the tolerance, each by at most FLIP_TOL (a neighbouring code moves a
+# step by a few percent of lr); the rest must meet the tolerance.
+FLIP_SHARE, FLIP_TOL = 0.005, 1e-2
+
+
+def check_quantized(ck, name, a, b, tol):
+    denom = max(b.abs().max().item(), 1e-30)
+    err = (a - b).abs() / denom
+    over = int((err > tol).sum())
+    share = over / max(1, err.numel())
+    if over and share <= FLIP_SHARE and err.max().item() <= FLIP_TOL:
+        ok = err <= tol
+        ck.check(name + f" ({over} code-flip elements left out)", a[ok], b[ok],
+                 tiny=denom)
+        ck.check(name + " (code-flip elements)", a[~ok], b[~ok], tol=FLIP_TOL,
+                 tiny=denom)
+    else:
+        ck.check(name, a, b, tol=tol)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     R.common_args(ap)
@@ -121,7 +224,11 @@ def main():
                     help="configs/<model>_<case>.json; repeatable; default all")
     ap.add_argument("--delta-tol", type=float, default=0.0,
                     help="also compare W5 - W0 per tensor with this tolerance")
+    ap.add_argument("--peer", choices=("transformers", "bitsandbytes"),
+                    help="compare with the peer's own optimizer class")
     args = ap.parse_args()
+    if args.peer:
+        args.peer_optimizer = peer_optimizer(args.peer)
     R.setup_threads()
     R.philox_selftest()
     cases = args.case or cases_for(args.model)
@@ -131,10 +238,11 @@ def main():
         out = run_case(args, args.model, c, ck)
         if out:
             clipped |= any(r["clip"] < 1.0 for r in out[1])
-    if not args.case and not clipped:
+    if not args.case and not args.peer and not clipped:
         print("FAIL: no case exercised gradient clipping (adjust the configs)")
         ck.failed.append("clipping coverage")
-    ck.finish(f"check_optimizers {args.model} [{', '.join(cases)}]")
+    what = f" against {args.peer}" if args.peer else ""
+    ck.finish(f"check_optimizers {args.model}{what} [{', '.join(cases)}]")
 
 
 if __name__ == "__main__":

@@ -766,6 +766,194 @@ def lamb_trust_ratio(p, update, max_coeff, min_coeff):
     return coeff
 
 
+def bnb_dynamic_map(signed):
+    """bitsandbytes' create_dynamic_map(signed, max_exponent_bits=7,
+    total_bits=8), written out from its published construction: for each
+    exponent i = 0..6 the midpoints of torch.linspace(0.1, 1, F) in float32
+    (F = 2^i + 1 signed, 2^(i+1) + 1 unsigned) times 10^(i-6), their
+    negatives when signed, then 0 and 1, sorted. float32 values, returned as
+    float64."""
+    data = []
+    for i in range(7):
+        items = 2 ** i + 1 if signed else 2 ** (i + 1) + 1
+        b = torch.linspace(0.1, 1, items, dtype=torch.float32)
+        means = (b[:-1] + b[1:]) / 2.0
+        data += (10.0 ** (i - 6) * means).tolist()
+        if signed:
+            data += (-(10.0 ** (i - 6)) * means).tolist()
+    data += [0.0, 1.0]
+    assert len(data) == 256
+    return np.array(sorted(data), dtype=np.float64)
+
+
+def quantize_nearest(code, x, keep_sign):
+    """Codes of the values of `code` nearest to x (ties: the lower); with
+    keep_sign a code whose sign bit differs from x's moves one towards x
+    (bitsandbytes keeps the momentum's sign)."""
+    idx = np.clip(np.searchsorted(code, x, side="left"), 0, 255)
+    lower = np.maximum(idx - 1, 0)
+    take_lower = (idx > 0) & (x - code[lower] <= code[idx] - x)
+    idx = np.where(take_lower, lower, idx)
+    if keep_sign:
+        flip = np.signbit(code[idx]) != np.signbit(x)
+        idx = np.where(flip, idx + np.where(x > 0, 1, -1), idx)
+    return idx
+
+
+class Adam8bitRef:
+    """bitsandbytes' Adam8bit / AdamW8bit (block-wise, blocksize 256) in
+    float64, from its published algorithm (Dettmers et al., 8-bit
+    Optimizers via Block-wise Quantization, and the update of
+    kOptimizerStatic8bit2StateBlockwise): per block of 256 elements of the
+    flattened parameter the moments are code * absmax; then
+        g' = g ;  m = b1 m + (1-b1) g' ;  v = b2 v + (1-b2) g'^2
+        c1 = 1 - b1^t ;  c2 = sqrt(1 - b2^t)
+        p += -(lr c2 / c1) m / (sqrt(v) + c2 eps) ;  p *= 1 - lr wd
+    and each moment is stored as the code nearest to m / max|m| of its
+    block (signed map, sign kept) and v / max|v| (unsigned map). Tensors
+    with fewer than min_8bit_size elements keep float state; dsc updates
+    them with AdamW (decay before the step, eps outside sqrt(v)/sqrt(1-b2^t)),
+    as here."""
+
+    BLOCK = 256
+
+    def __init__(self, groups, betas=(0.9, 0.999), eps=1e-8,
+                 min_8bit_size=4096):
+        self.param_groups = groups
+        self.b1, self.b2 = betas
+        self.eps, self.min_8bit_size = eps, min_8bit_size
+        self.code1, self.code2 = bnb_dynamic_map(True), bnb_dynamic_map(False)
+        self.state = {}
+
+    def _init(self, p):
+        n = p.numel()
+        if n < self.min_8bit_size:
+            return {"t": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)}
+        nb = (n + self.BLOCK - 1) // self.BLOCK
+        # bitsandbytes starts from code 0 with absmax 0: the value 0.
+        return {"t": 0, "q1": np.zeros(n, np.int64), "q2": np.zeros(n, np.int64),
+                "a1": np.zeros(nb), "a2": np.zeros(nb)}
+
+    @torch.no_grad()
+    def step(self):
+        for g in self.param_groups:
+            lr, wd = g["lr"], g["weight_decay"]
+            for p in g["params"]:
+                st = self.state.setdefault(id(p), self._init(p))
+                st["t"] += 1
+                t = st["t"]
+                if "m" in st:  # 32-bit state: AdamW
+                    m, v, grad = st["m"], st["v"], p.grad
+                    p.mul_(1 - lr * wd)
+                    m.mul_(self.b1).add_((1 - self.b1) * grad)
+                    v.mul_(self.b2).add_((1 - self.b2) * grad * grad)
+                    denom = v.sqrt() / math.sqrt(1 - self.b2 ** t) + self.eps
+                    p.sub_(lr / (1 - self.b1 ** t) * m / denom)
+                    continue
+                self._step8bit(p, st, lr, wd, t)
+
+    def _step8bit(self, p, st, lr, wd, t):
+        n, B = p.numel(), self.BLOCK
+        blk = np.arange(n) // B
+        g = p.grad.detach().reshape(-1).cpu().numpy().astype(np.float64)
+        w = p.detach().reshape(-1).cpu().numpy().astype(np.float64)
+        m = self.code1[st["q1"]] * st["a1"][blk]
+        v = self.code2[st["q2"]] * st["a2"][blk]
+        v = v * self.b2 + (1 - self.b2) * g * g
+        m = m * self.b1 + (1 - self.b1) * g
+        c1 = 1 - self.b1 ** t
+        c2 = math.sqrt(1 - self.b2 ** t)
+        w = w + (-lr * c2 / c1) * (m / (np.sqrt(v) + c2 * self.eps))
+        if wd > 0:
+            w = w * (1 - lr * wd)
+        a1 = np.zeros_like(st["a1"])
+        a2 = np.zeros_like(st["a2"])
+        np.maximum.at(a1, blk, np.abs(m))
+        np.maximum.at(a2, blk, np.abs(v))
+        x1 = np.divide(m, a1[blk], out=np.zeros(n), where=a1[blk] > 0)
+        x2 = np.divide(v, a2[blk], out=np.zeros(n), where=a2[blk] > 0)
+        st["q1"] = np.where(a1[blk] > 0, quantize_nearest(self.code1, x1, True), 127)
+        st["q2"] = np.where(a2[blk] > 0, quantize_nearest(self.code2, x2, False), 0)
+        st["a1"], st["a2"] = a1, a2
+        p.copy_(torch.from_numpy(w.reshape(tuple(p.shape))).to(p.dtype))
+
+
+class AdafactorRef:
+    """transformers.optimization.Adafactor, re-implemented in torch (float64)
+    from its published algorithm (Shazeer and Stern, 2018, as Hugging Face
+    implements it): per parameter, at step t
+        beta2t = 1 - t^decay_rate ;  u = g^2 + eps1
+        matrix: row = beta2t row + (1-beta2t) mean_last(u),
+                col = beta2t col + (1-beta2t) mean_second_last(u),
+                approx = rsqrt(row / mean(row)) outer rsqrt(col)
+        vector: v = beta2t v + (1-beta2t) u,  approx = rsqrt(v)
+        update = approx g / max(1, RMS(approx g) / clip_threshold)
+        lr_t = (relative_step ? min(warmup_init ? 1e-6 t : 1e-2, 1/sqrt(t))
+                : lr) * (scale_parameter ? max(eps2, RMS(p)) : 1)
+        update *= lr_t ; with beta1: m = beta1 m + (1-beta1) update, update = m
+        p -= weight_decay lr_t p ;  p -= update
+    RMS(x) = ||x|| / sqrt(numel)."""
+
+    def __init__(self, groups, eps=(1e-30, 1e-3), clip_threshold=1.0,
+                 decay_rate=-0.8, beta1=None, scale_parameter=True,
+                 relative_step=True, warmup_init=False):
+        self.param_groups = groups
+        self.eps1, self.eps2 = eps
+        self.clip, self.decay, self.beta1 = clip_threshold, decay_rate, beta1
+        self.scale_parameter, self.relative_step = scale_parameter, relative_step
+        self.warmup_init = warmup_init
+        self.state = {}
+
+    @staticmethod
+    def _rms(x):
+        return x.norm() / math.sqrt(x.numel())
+
+    @torch.no_grad()
+    def step(self):
+        for g in self.param_groups:
+            lr, wd = g["lr"], g["weight_decay"]
+            for p in g["params"]:
+                grad = p.grad
+                factored = p.dim() >= 2
+                st = self.state.get(id(p))
+                if st is None:
+                    st = {"t": 0}
+                    if factored:
+                        st["row"] = torch.zeros(p.shape[:-1], dtype=p.dtype)
+                        st["col"] = torch.zeros(p.shape[:-2] + p.shape[-1:], dtype=p.dtype)
+                    else:
+                        st["v"] = torch.zeros_like(p)
+                    if self.beta1 is not None:
+                        st["m"] = torch.zeros_like(p)
+                    self.state[id(p)] = st
+                st["t"] += 1
+                t = st["t"]
+                rel = lr
+                if self.relative_step:
+                    rel = min(1e-6 * t if self.warmup_init else 1e-2, 1.0 / math.sqrt(t))
+                scale = max(self.eps2, self._rms(p).item()) if self.scale_parameter else 1.0
+                lr_t = scale * rel
+                beta2t = 1.0 - t ** self.decay
+                u = grad * grad + self.eps1
+                if factored:
+                    st["row"] = beta2t * st["row"] + (1 - beta2t) * u.mean(dim=-1)
+                    st["col"] = beta2t * st["col"] + (1 - beta2t) * u.mean(dim=-2)
+                    r = (st["row"] / st["row"].mean(dim=-1, keepdim=True)).rsqrt()
+                    c = st["col"].rsqrt()
+                    upd = r.unsqueeze(-1) * c.unsqueeze(-2) * grad
+                else:
+                    st["v"] = beta2t * st["v"] + (1 - beta2t) * u
+                    upd = st["v"].rsqrt() * grad
+                upd = upd / max(1.0, (self._rms(upd) / self.clip).item())
+                upd = upd * lr_t
+                if self.beta1 is not None:
+                    st["m"] = self.beta1 * st["m"] + (1 - self.beta1) * upd
+                    upd = st["m"]
+                if wd != 0:
+                    p.add_(p, alpha=-wd * lr_t)
+                p.sub_(upd)
+
+
 class FusedLambRef:
     """DeepSpeed FusedLamb, one tensor at a time:
         m = b1 m + (1-b1) g ;  v = b2 v + (1-b2) g^2     (no bias correction
@@ -1064,6 +1252,21 @@ def make_optimizer(tc, named_params):
         return torch.optim.SGD(groups, lr=lr, momentum=p.get("momentum", 0.0),
                                dampening=p.get("dampening", 0.0),
                                nesterov=p.get("nesterov", False))
+    if t in ("adam8bit", "adamw8bit"):
+        # bitsandbytes' classes differ in their default weight decay only.
+        wd = p.get("weight_decay", 1e-2 if t == "adamw8bit" else 0.0)
+        groups[0]["weight_decay"] = wd
+        return Adam8bitRef(groups, betas=betas, eps=eps,
+                           min_8bit_size=p.get("min_8bit_size", 4096))
+    if t == "adafactor":
+        ae = p.get("eps", [1e-30, 1e-3])
+        return AdafactorRef(groups, eps=tuple(ae),
+                            clip_threshold=p.get("clip_threshold", 1.0),
+                            decay_rate=p.get("decay_rate", -0.8),
+                            beta1=p.get("beta1"),
+                            scale_parameter=p.get("scale_parameter", True),
+                            relative_step=p.get("relative_step", True),
+                            warmup_init=p.get("warmup_init", False))
     if t == "lamb":
         return FusedLambRef(groups, betas=betas, eps=eps,
                             max_coeff=p.get("max_coeff", 10.0),

@@ -66,6 +66,12 @@ mlir::dsc::TrainStepOptimizer optimizerChoice(dsc::OptimizerType type) {
     return mlir::dsc::TrainStepOptimizer::Lamb;
   case dsc::OptimizerType::SGD:
     return mlir::dsc::TrainStepOptimizer::Sgd;
+  case dsc::OptimizerType::Adam8bit:
+    return mlir::dsc::TrainStepOptimizer::Adam8bit;
+  case dsc::OptimizerType::AdamW8bit:
+    return mlir::dsc::TrainStepOptimizer::AdamW8bit;
+  case dsc::OptimizerType::Adafactor:
+    return mlir::dsc::TrainStepOptimizer::Adafactor;
   }
   llvm_unreachable("unknown optimizer type");
 }
@@ -127,6 +133,15 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
   step.momentum = o.momentum;
   step.dampening = o.dampening;
   step.nesterov = o.nesterov;
+  step.min8bitSize = o.min8bitSize;
+  step.adafactorEps1 = o.adafactorEps1;
+  step.adafactorEps2 = o.adafactorEps2;
+  step.clipThreshold = o.clipThreshold;
+  step.decayRate = o.decayRate;
+  step.firstMoment = o.firstMoment;
+  step.scaleParameter = o.scaleParameter;
+  step.relativeStep = o.relativeStep;
+  step.warmupInit = o.warmupInit;
   step.gradClip = train.gradClip;
   step.gradAccum = train.gradAccum;
   const dsc::SchedulerConfig &s = train.scheduler;

@@ -297,6 +297,15 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   double optimizerBytesPerParam = 8; // Adam/AdamW/LAMB/1-bit Adam: 2 moments
   if (train.optimizer.type == OptimizerType::SGD)
     optimizerBytesPerParam = train.optimizer.momentum > 0 ? 4 : 0;
+  // 8-bit Adam: two u8 moments and two f32 scales per 256 elements
+  // (tensors under min_8bit_size keep 8 bytes; few parameters).
+  if (train.optimizer.type == OptimizerType::Adam8bit ||
+      train.optimizer.type == OptimizerType::AdamW8bit)
+    optimizerBytesPerParam = 2 + 8.0 / 256;
+  // Adafactor: the first moment if any; the factors are rows + columns of
+  // each matrix (a fraction of a percent of its elements here).
+  if (train.optimizer.type == OptimizerType::Adafactor)
+    optimizerBytesPerParam = train.optimizer.firstMoment ? 4 : 0;
   const int zero = int(train.zeroStage);
   auto shardBytes = [&](double elements, double bytesPer, bool sharded) {
     return bytesPer * (sharded ? std::ceil(elements / double(D)) : elements);

@@ -96,7 +96,13 @@ def Dsc_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"last_factor", 15>,
       I32EnumAttrCase<"scaling_coeff", 16>,
       I32EnumAttrCase<"exp_avg_sq_fresh", 17>,
-      I32EnumAttrCase<"activation", 18>
+      I32EnumAttrCase<"activation", 18>,
+      // 8-bit Adam: the per-block scales of the quantized moments.
+      I32EnumAttrCase<"exp_avg_absmax", 19>,
+      I32EnumAttrCase<"exp_avg_sq_absmax", 20>,
+      // Adafactor: the factored second moment of a matrix.
+      I32EnumAttrCase<"exp_avg_sq_row", 21>,
+      I32EnumAttrCase<"exp_avg_sq_col", 22>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

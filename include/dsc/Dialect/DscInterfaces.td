@@ -126,7 +126,11 @@ def Dsc_OptimizerOpInterface : OpInterface<"OptimizerOpInterface"> {
     One optimizer update of one parameter. Operands: param, grad, the state
     tensors (one per result after new_param, in the same order), then lr,
     step, grad_scale and the optional skip flag; results: new_param, then
-    each state updated. Every tensor has the param's shape (verified here).
+    each state updated. The gradient and new_param have the param's shape
+    and each updated state its state's type (verified here); the states
+    have the param's shape too unless the op says otherwise
+    (`statesHaveParamShape`: 8-bit Adam's per-block scales, Adafactor's
+    factors), and then its own verifier checks them.
     The runtime's op table (Ops.def, family Optimizer) states the same
     layout. -dsc-build-train-step asks the op class for the kinds of its
     state; passes that move optimizer work (sharding) use the accessors.
@@ -134,6 +138,11 @@ def Dsc_OptimizerOpInterface : OpInterface<"OptimizerOpInterface"> {
   let methods = [
     StaticInterfaceMethod<"The kind of each state tensor, in operand order.",
       "::llvm::SmallVector<::mlir::dsc::StateKind>", "getStateKinds", (ins)>,
+    StaticInterfaceMethod<[{
+        Whether every state tensor has the param's shape (checked by the
+        interface); false: the op's verifier checks its states.
+      }],
+      "bool", "statesHaveParamShape", (ins), [{}], [{ return true; }]>,
     InterfaceMethod<"The parameter before the update.",
       "::mlir::Value", "getParamOperand", (ins), [{
         return $_op->getOperand(0);

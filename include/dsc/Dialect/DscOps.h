@@ -31,6 +31,18 @@ LogicalResult verifyOptimizerOp(Operation *op);
 #include "dsc/Dialect/DscOps.h.inc"
 
 namespace mlir::dsc {
+/// The verifiers of the optimizers whose states are not param-shaped.
+LogicalResult verifyAdam8bitOp(Adam8bitOp op);
+LogicalResult verifyAdafactorOp(AdafactorOp op);
+/// Adafactor's factored second moment of a parameter of rank >= 2: the row
+/// factor (shape[:-1]) and the column factor (shape[:-2] + shape[-1:]).
+SmallVector<int64_t> adafactorRowShape(ArrayRef<int64_t> param);
+SmallVector<int64_t> adafactorColShape(ArrayRef<int64_t> param);
+/// The kinds of an Adafactor update's states, in operand order.
+SmallVector<StateKind> adafactorStateKinds(int64_t rank, bool firstMoment);
+} // namespace mlir::dsc
+
+namespace mlir::dsc {
 
 /// Names of the argument/result attributes the frontend and passes use.
 inline constexpr llvm::StringLiteral kParamAttrName = "dsc.param";

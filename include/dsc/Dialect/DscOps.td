@@ -1460,6 +1460,113 @@ def Dsc_SgdOp : Dsc_Op<"sgd", [Dsc_Optimizer,
                       Dsc_FloatTensor:$new_momentum_buffer);
 }
 
+/// An optimizer whose state is not all shaped like the parameter.
+def Dsc_OptimizerOwnStates
+    : DeclareOpInterfaceMethods<Dsc_OptimizerOpInterface,
+                                ["statesHaveParamShape"]>;
+
+/// 8-bit optimizer state: one byte per element, a code of a dynamic map.
+def Dsc_QuantizedState : RankedTensorOf<[UI8]>;
+
+def Dsc_Adam8bitOp : Dsc_Op<"adam_8bit", [Dsc_OptimizerOwnStates,
+                                          AllTypesMatch<["param", "new_param"]>,
+                                          AllTypesMatch<["exp_avg", "new_exp_avg"]>,
+                                          AllTypesMatch<["exp_avg_sq", "new_exp_avg_sq"]>]> {
+  let summary = "8-bit Adam: bitsandbytes' block-wise quantized Adam update";
+  let description = [{
+    bitsandbytes' `Adam8bit` / `AdamW8bit` update of one parameter
+    (`kOptimizerStatic8bit2StateBlockwise`): the moments are stored as one
+    byte per element, a code of bitsandbytes' dynamic map (signed for
+    `exp_avg`, unsigned for `exp_avg_sq`), scaled per block of 256
+    consecutive elements of the flattened parameter by the block's largest
+    magnitude (`exp_avg_absmax`, `exp_avg_sq_absmax`: ceil(n / 256) f32
+    each). Per block: dequantize, g' = g * grad_scale,
+    m = beta1 m + (1 - beta1) g', v = beta2 v + (1 - beta2) g'^2,
+    p += -(lr sqrt(1 - beta2^t) / (1 - beta1^t)) m / (sqrt(v) +
+    sqrt(1 - beta2^t) eps), then p *= 1 - lr weight_decay (decoupled, after
+    the step, as bitsandbytes), the new absmax of each moment and each
+    element quantized to the nearest code (a momentum whose nearest code has
+    the other sign takes the neighbouring code of its own sign). An element
+    whose gradient is inf or NaN gets zero moments and keeps its parameter.
+    With `skip` non-zero, param and state pass through unchanged.
+
+    ```mlir
+    %p2, %m2, %v2, %ma2, %va2 = dsc.adam_8bit %p, %g, %m, %v, %ma, %va, %lr, %step, %gs
+        {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64}
+        : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xui8>, tensor<64x64xui8>,
+           tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<i64>, tensor<f32>)
+        -> (tensor<64x64xf32>, tensor<64x64xui8>, tensor<64x64xui8>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
+                       Dsc_QuantizedState:$exp_avg,
+                       Dsc_QuantizedState:$exp_avg_sq,
+                       1DTensorOf<[F32]>:$exp_avg_absmax,
+                       1DTensorOf<[F32]>:$exp_avg_sq_absmax,
+                       Dsc_Scalar:$lr, Dsc_StepScalar:$step,
+                       Dsc_Scalar:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, Optional<Dsc_Scalar>:$skip);
+  let results = (outs Dsc_FloatTensor:$new_param,
+                      Dsc_QuantizedState:$new_exp_avg,
+                      Dsc_QuantizedState:$new_exp_avg_sq,
+                      1DTensorOf<[F32]>:$new_exp_avg_absmax,
+                      1DTensorOf<[F32]>:$new_exp_avg_sq_absmax);
+  let extraClassDeclaration = [{
+    /// bitsandbytes' block of the optimizer state (elements per absmax).
+    static constexpr int64_t kBlockSize = 256;
+  }];
+}
+
+def Dsc_AdafactorOp : Dsc_Op<"adafactor", [Dsc_OptimizerOwnStates,
+                                           AttrSizedOperandSegments,
+                                           AllTypesMatch<["param", "new_param"]>]> {
+  let summary = "Adafactor update as Hugging Face transformers' Adafactor";
+  let description = [{
+    `transformers.optimization.Adafactor`'s step for one parameter. The
+    states are the second moment, then `exp_avg` when `first_moment` (HF's
+    `beta1` is not None): a parameter of rank >= 2 keeps it factored, as
+    `exp_avg_sq_row` (shape[:-1]) and `exp_avg_sq_col` (shape[:-2] +
+    shape[-1:]); a vector keeps `exp_avg_sq` (its shape). At step t:
+    beta2t = 1 - t^decay_rate; u = g'^2 + eps1 (g' = g * grad_scale);
+    row = beta2t row + (1 - beta2t) mean_last(u), col likewise over the
+    second-last dimension, approx = rsqrt(row / mean(row)) rsqrt(col)
+    (unfactored: v = beta2t v + (1 - beta2t) u, approx = rsqrt(v));
+    update = approx g', divided by max(1, RMS(update) / clip_threshold);
+    lr_t = (relative_step ? min(warmup_init ? 1e-6 t : 1e-2, 1/sqrt(t)) :
+    lr) * (scale_parameter ? max(eps2, RMS(p)) : 1); update *= lr_t;
+    with `first_moment` m = beta1 m + (1 - beta1) update, update = m;
+    p -= weight_decay lr_t p; p -= update. RMS(x) = ||x|| / sqrt(numel).
+    With `skip` non-zero, param and state pass through unchanged.
+
+    ```mlir
+    %p2, %r2, %c2 = dsc.adafactor %p, %g, [%r, %c], %lr, %step, %gs
+        {clip_threshold = 1.0 : f64, decay_rate = -8.0e-01 : f64, ...}
+        : tensor<8x4xf32>, tensor<8x4xf32>, [tensor<8xf32>, tensor<4xf32>],
+          tensor<f32>, tensor<i64>, tensor<f32>
+        -> tensor<8x4xf32>, [tensor<8xf32>, tensor<4xf32>]
+    ```
+  }];
+  let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
+                       Variadic<RankedTensorOf<[F32]>>:$states,
+                       Dsc_Scalar:$lr, Dsc_StepScalar:$step,
+                       Dsc_Scalar:$grad_scale,
+                       F64Attr:$eps1, F64Attr:$eps2, F64Attr:$clip_threshold,
+                       F64Attr:$decay_rate, BoolAttr:$first_moment,
+                       F64Attr:$beta1, F64Attr:$weight_decay,
+                       BoolAttr:$scale_parameter, BoolAttr:$relative_step,
+                       BoolAttr:$warmup_init, Optional<Dsc_Scalar>:$skip);
+  let results = (outs Dsc_FloatTensor:$new_param,
+                      Variadic<RankedTensorOf<[F32]>>:$new_states);
+  let assemblyFormat = [{
+    $param `,` $grad `,` `[` $states `]` `,` $lr `,` $step `,` $grad_scale
+    (`skip` $skip^)? attr-dict `:` type($param) `,` type($grad) `,`
+    `[` type($states) `]` `,` type($lr) `,` type($step) `,`
+    type($grad_scale) (`,` type($skip)^)? `->` type($new_param) `,`
+    `[` type($new_states) `]`
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Mixed precision (lib/Dialect/MixedPrecisionOps.cpp)
 //===----------------------------------------------------------------------===//

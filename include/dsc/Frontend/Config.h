@@ -94,8 +94,13 @@ ModelConfig parseModelConfigText(const std::string &text,
 /// OneBitLamb: DeepSpeed's 1-bit LAMB (LAMB without bias correction until
 /// freeze_step, then a compressed momentum, frozen variance and the frozen
 /// trust ratio scaled by a factor from a fresh variance estimate).
+/// Adam8bit, AdamW8bit: bitsandbytes' block-wise 8-bit Adam (moments as
+/// u8 codes with per-256-element scales; tensors below min_8bit_size keep
+/// 32-bit state); the two differ in their default weight_decay only.
+/// Adafactor: Hugging Face transformers' Adafactor.
 enum class OptimizerType {
-  Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam, OneBitLamb
+  Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam, OneBitLamb, Adam8bit,
+  AdamW8bit, Adafactor
 };
 
 struct OptimizerConfig {
@@ -123,6 +128,15 @@ struct OptimizerConfig {
   /// The 1-bit optimizers' comm_backend_name: "nccl" or "mpi". dsc's transport
   /// follows the backend (CPU ranks: MPI, CUDA ranks: NCCL).
   std::string commBackend = "nccl";
+  /// Adam8bit/AdamW8bit: bitsandbytes' min_8bit_size.
+  int64_t min8bitSize = 4096;
+  /// Adafactor (transformers' names and defaults): eps = (eps1, eps2),
+  /// clip_threshold, decay_rate, beta1 (firstMoment: not None),
+  /// scale_parameter, relative_step, warmup_init.
+  double adafactorEps1 = 1e-30, adafactorEps2 = 1e-3;
+  double clipThreshold = 1.0, decayRate = -0.8;
+  bool firstMoment = false, scaleParameter = true, relativeStep = true,
+       warmupInit = false;
 };
 
 enum class SchedulerType { None, WarmupLR, WarmupDecayLR, WarmupCosineLR };

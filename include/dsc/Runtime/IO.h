@@ -63,10 +63,13 @@ struct Safetensors {
   /// Tensors left out by read() because dsc has no such dtype (U8, F64, ...),
   /// name -> dtype. F16 and BF16 tensors are read and widened to F32.
   std::map<std::string, std::string> skipped;
-  static Safetensors read(const std::string &path);
+  /// With `withU8` (checkpoints: 8-bit Adam's moments) U8 tensors are
+  /// loaded as they are; otherwise they are left out like other dtypes.
+  static Safetensors read(const std::string &path, bool withU8 = false);
   /// What read() checks and returns, on the file's bytes already in memory;
   /// `name` (the path) prefixes every error.
-  static Safetensors parse(std::string_view bytes, const std::string &name);
+  static Safetensors parse(std::string_view bytes, const std::string &name,
+                           bool withU8 = false);
   void write(const std::string &path) const; ///< atomic
   /// The file's bytes, as write() writes them (`name` prefixes errors).
   std::string serialize(const std::string &name) const;

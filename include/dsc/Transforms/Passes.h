@@ -29,7 +29,7 @@ namespace mlir::dsc {
 //===----------------------------------------------------------------------===//
 
 /// -dsc-build-train-step `optimizer`.
-enum class TrainStepOptimizer { Adam, AdamW, Lamb, Sgd };
+enum class TrainStepOptimizer { Adam, AdamW, Lamb, Sgd, Adam8bit, AdamW8bit, Adafactor };
 /// -dsc-remat `policy`.
 enum class RematPolicy { None, DeepSpeed, Budget };
 /// -dsc-memory-report `format`.

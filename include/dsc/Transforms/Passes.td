@@ -347,6 +347,23 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
     schedule and applies the optimizer. Weight decay is applied to tensors of
     rank >= 2 only. Every argument and result carries `dsc.state`, which tells
     the runtime which buffers persist and which results overwrite them.
+
+    The optimizer state is per parameter, in the kinds and types its update
+    op takes: `adam8bit`/`adamw8bit` give a tensor of at least
+    `min-8bit-size` elements `dsc.adam_8bit` with u8 `exp_avg`/`exp_avg_sq`
+    and f32 `exp_avg_absmax`/`exp_avg_sq_absmax` (one per 256 elements), a
+    smaller one `dsc.adam` (AdamW, bias-corrected, f32 state), as
+    bitsandbytes keeps those in 32 bits; `adafactor` gives a matrix
+    `exp_avg_sq_row` and `exp_avg_sq_col`, a vector `exp_avg_sq`, and both
+    `exp_avg` with `first-moment`:
+
+    ```mlir
+    // -dsc-build-train-step=optimizer=adafactor, a [8, 4] weight:
+    func.func @apply_step(%w: tensor<8x4xf32> {dsc.state = #dsc.state<param, "w">}, ...,
+        %row: tensor<8xf32> {dsc.state = #dsc.state<exp_avg_sq_row, "w">},
+        %col: tensor<4xf32> {dsc.state = #dsc.state<exp_avg_sq_col, "w">}, ...)
+      %w2, %f:2 = dsc.adafactor %w, %g, [%row, %col], %lr, %step, %gs ...
+    ```
   }];
   let dependentDialects = ["::mlir::dsc::DscDialect", "::mlir::func::FuncDialect"];
   let options = [
@@ -360,7 +377,32 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
              clEnumValN(::mlir::dsc::TrainStepOptimizer::Lamb, "lamb",
                         "LAMB (layer-wise trust ratio)"),
              clEnumValN(::mlir::dsc::TrainStepOptimizer::Sgd, "sgd",
-                        "SGD with optional momentum and Nesterov"))}]>,
+                        "SGD with optional momentum and Nesterov"),
+             clEnumValN(::mlir::dsc::TrainStepOptimizer::Adam8bit, "adam8bit",
+                        "bitsandbytes' Adam8bit (dsc.adam_8bit)"),
+             clEnumValN(::mlir::dsc::TrainStepOptimizer::AdamW8bit, "adamw8bit",
+                        "bitsandbytes' AdamW8bit (dsc.adam_8bit)"),
+             clEnumValN(::mlir::dsc::TrainStepOptimizer::Adafactor, "adafactor",
+                        "Hugging Face's Adafactor (dsc.adafactor)"))}]>,
+    Option<"min8bitSize", "min-8bit-size", "int64_t", "4096",
+           "8-bit Adam: tensors with fewer elements keep 32-bit state "
+           "(dsc.adam with bitsandbytes' defaults)">,
+    Option<"adafactorEps1", "adafactor-eps1", "::mlir::dsc::ExactDouble",
+           "1e-30", "Adafactor eps[0], added to the squared gradient">,
+    Option<"adafactorEps2", "adafactor-eps2", "::mlir::dsc::ExactDouble",
+           "1e-3", "Adafactor eps[1], the smallest parameter scale">,
+    Option<"clipThreshold", "clip-threshold", "::mlir::dsc::ExactDouble", "1.0",
+           "Adafactor: the update's RMS is clipped to this">,
+    Option<"decayRate", "decay-rate", "::mlir::dsc::ExactDouble", "-0.8",
+           "Adafactor: beta2 of step t is 1 - t^decay_rate">,
+    Option<"firstMoment", "first-moment", "bool", "false",
+           "Adafactor keeps a first moment with beta1 (HF beta1 not None)">,
+    Option<"scaleParameter", "scale-parameter", "bool", "true",
+           "Adafactor scales the lr by max(eps[1], RMS(param))">,
+    Option<"relativeStep", "relative-step", "bool", "true",
+           "Adafactor's lr is min(1e-2, 1/sqrt(t)); lr is ignored">,
+    Option<"warmupInit", "warmup-init", "bool", "false",
+           "Adafactor's relative step is min(1e-6 t, 1/sqrt(t))">,
     Option<"lr", "lr", "::mlir::dsc::ExactDouble", "1e-3", "Base learning rate">,
     Option<"beta1", "beta1", "::mlir::dsc::ExactDouble", "0.9", "Adam/LAMB beta1">,
     Option<"beta2", "beta2", "::mlir::dsc::ExactDouble", "0.999", "Adam/LAMB beta2">,
@@ -544,7 +586,13 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
   let description = [{
     Over the G ranks of the data axis of the module's `dsc.mesh`, each
     parameter of n elements is flattened and zero-padded to G*s elements
-    (s = ceil(n / G)) and rank i owns elements [i*s, (i+1)*s).
+    (s = ceil(n / G)) and rank i owns elements [i*s, (i+1)*s). With
+    `dsc.adam_8bit` in @apply_step, s is rounded up to a multiple of its
+    256-element quantization block for every parameter, so each rank's
+    blocks are blocks of the whole tensor: the per-block scales
+    (`exp_avg_absmax`, `exp_avg_sq_absmax`) shard as ceil(ceil(n/256)/G) =
+    s/256 elements and the sharded update is the whole update. Adafactor
+    (factored moments, whole-tensor RMS) and LAMB are refused.
 
     Stage 1 (DeepSpeed's ZeRO-1): the optimizer state arguments and results
     of @apply_step become the rank's shards; each accumulated gradient is

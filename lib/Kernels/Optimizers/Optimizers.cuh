@@ -717,4 +717,373 @@ __device__ void onebitLambApply(const float *p, const float *newM,
   }
 }
 
+
+//===----------------------------------------------------------------------===//
+// 8-bit Adam (cpu: adam8bit, DynamicMap.h)
+//===----------------------------------------------------------------------===//
+
+/// torch.linspace(0.1, 1, steps)[idx] in float32 (optim::linspacePoint).
+__device__ __forceinline__ float linspacePoint(int idx, int steps) {
+  const float step = __fdiv_rn(__fsub_rn(1.0f, 0.1f), float(steps - 1));
+  return idx < steps / 2
+             ? __fadd_rn(0.1f, __fmul_rn(step, float(idx)))
+             : __fsub_rn(1.0f, __fmul_rn(step, float(steps - idx - 1)));
+}
+
+/// Entry j of bitsandbytes' dynamic map, ascending (optim::dynamicMapValue,
+/// the same arithmetic).
+__device__ float dynamicMapValue(int j, bool isSigned) {
+  if (j == 255)
+    return 1.0f;
+  int k;
+  bool negative = false;
+  if (isSigned) {
+    if (j == 127)
+      return 0.0f;
+    negative = j < 127;
+    k = negative ? 126 - j : j - 128;
+  } else {
+    if (j == 0)
+      return 0.0f;
+    k = j - 1;
+  }
+  int level = 0, first = 0;
+  for (;;) {
+    const int count = isSigned ? 1 << level : 2 << level;
+    if (k < first + count)
+      break;
+    first += count;
+    ++level;
+  }
+  const int points = (isSigned ? 1 << level : 2 << level) + 1;
+  const int m = k - first;
+  const float mean = __fdiv_rn(
+      __fadd_rn(linspacePoint(m, points), linspacePoint(m + 1, points)), 2.0f);
+  const double scales[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
+  const float v = __fmul_rn(float(scales[level]), mean);
+  return negative ? -v : v;
+}
+
+/// The code nearest to x in an ascending 256-entry map (ties: the lower),
+/// moved one towards x where its sign bit differs and KEEP_SIGN
+/// (optim::quantizeNearest).
+template <bool KEEP_SIGN>
+__device__ __forceinline__ unsigned char quantizeNearest(const float *code,
+                                                         float x) {
+  int lo = 0, hi = 255;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (code[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  int c = lo;
+  if (c > 0 && __fsub_rn(x, code[c - 1]) <= __fsub_rn(code[c], x))
+    c = c - 1;
+  if (KEEP_SIGN && signbit(code[c]) != signbit(x))
+    c += x > 0.0f ? 1 : -1;
+  return (unsigned char)c;
+}
+
+/// dsc.adam_8bit: one block of 256 threads per quantization block of 256
+/// elements (cpu::adam8bit, the same order of operations): dequantize,
+/// update the moments and the parameter, the block's new absmax, quantize.
+template <dsc_i64 N, bool SKIP, typename TS>
+__device__ void adam8bitBlocks(const float *p, const float *g,
+                               const unsigned char *q1,
+                               const unsigned char *q2, const float *a1,
+                               const float *a2, const float *lrIn,
+                               const TS *stepIn, const float *gscaleIn,
+                               const float *skipIn, float b1, float b2,
+                               float eps, float wd, float *po,
+                               unsigned char *q1o, unsigned char *q2o,
+                               float *a1o, float *a2o, dsc_u32 code) {
+  __shared__ float code1[256], code2[256];
+  if (N == 0) // the one block of an empty launch has no absmax to read
+    return;
+  const dsc_i64 blk = blockIdx.x;
+  const dsc_i64 i = blk * 256 + threadIdx.x;
+  const bool valid = i < N;
+  const StepScalars st = readStep(lrIn, stepIn, gscaleIn, SKIP ? skipIn : nullptr);
+  if (st.skip) {
+    if (valid) {
+      passThrough(p, po, i);
+      if (q1 != q1o)
+        q1o[i] = q1[i];
+      if (q2 != q2o)
+        q2o[i] = q2[i];
+    }
+    if (threadIdx.x == 0) {
+      passThrough(a1, a1o, blk);
+      passThrough(a2, a2o, blk);
+    }
+    return;
+  }
+  if (st.step < 1) {
+    if (blk == 0 && threadIdx.x == 0)
+      fail(code);
+    return;
+  }
+  code1[threadIdx.x] = dynamicMapValue(threadIdx.x, true);
+  code2[threadIdx.x] = dynamicMapValue(threadIdx.x, false);
+  const float absmax1 = a1[blk], absmax2 = a2[blk];
+  __syncthreads();
+  const float c1 = __fsub_rn(1.0f, powf(b1, float(st.step)));
+  const float c2 = __fsqrt_rn(__fsub_rn(1.0f, powf(b2, float(st.step))));
+  const float stepSize = __fdiv_rn(__fmul_rn(-st.lr, c2), c1);
+  float s1 = 0.0f, s2 = 0.0f;
+  bool finite = false;
+  if (valid) {
+    const float gi = g[i];
+    finite = !nonFinite(gi);
+    if (finite) {
+      const float gv = __fmul_rn(gi, st.gscale);
+      s2 = __fmul_rn(code2[q2[i]], absmax2);
+      s2 = __fadd_rn(__fmul_rn(s2, b2),
+                     __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gv), gv));
+      s1 = __fmul_rn(code1[q1[i]], absmax1);
+      s1 = __fadd_rn(__fmul_rn(s1, b1), __fmul_rn(__fsub_rn(1.0f, b1), gv));
+    }
+  }
+  const float max1 = blockMaxFloat<256>(fabsf(s1));
+  const float max2 = blockMaxFloat<256>(fabsf(s2));
+  if (threadIdx.x == 0) {
+    a1o[blk] = max1;
+    a2o[blk] = max2;
+  }
+  if (!valid)
+    return;
+  if (finite) {
+    float pi = __fadd_rn(
+        p[i], __fmul_rn(stepSize,
+                        __fdiv_rn(s1, __fadd_rn(__fsqrt_rn(s2),
+                                                __fmul_rn(c2, eps)))));
+    if (wd > 0.0f)
+      pi = __fmul_rn(pi, __fsub_rn(1.0f, __fmul_rn(st.lr, wd)));
+    po[i] = pi;
+  } else {
+    passThrough(p, po, i);
+  }
+  q1o[i] = max1 > 0.0f ? quantizeNearest<true>(code1, __fdiv_rn(s1, max1))
+                       : (unsigned char)127;
+  q2o[i] = max2 > 0.0f ? quantizeNearest<false>(code2, __fdiv_rn(s2, max2))
+                       : (unsigned char)0;
+}
+
+//===----------------------------------------------------------------------===//
+// Adafactor (cpu: adafactor)
+//===----------------------------------------------------------------------===//
+
+/// The scalars of an Adafactor step: beta2t and its complement.
+struct AdafactorStep {
+  float keep, take;
+};
+__device__ __forceinline__ AdafactorStep adafactorStep(dsc_i64 t,
+                                                       double decayRate) {
+  const float keep = float(1.0 - pow(double(t), decayRate));
+  return {keep, float(1.0 - double(keep))};
+}
+
+/// Phase 1, factored: block b < ROWS updates row factor b from the mean of
+/// g'^2 + eps1 over its C elements, block ROWS + c column factor c (of
+/// batch c / C) over its R elements. Sums in double, as the CPU.
+template <dsc_i64 BATCH, dsc_i64 R, dsc_i64 C, int BLOCK, bool SKIP,
+          typename TS>
+__device__ void adafactorFactors(const float *g, const float *row,
+                                 const float *col, const TS *stepIn,
+                                 const float *gscaleIn, const float *skipIn,
+                                 double decayRate, float eps1, float *rowOut,
+                                 float *colOut) {
+  const dsc_i64 b = blockIdx.x;
+  const bool isRow = b < BATCH * R;
+  const dsc_i64 idx = isRow ? b : b - BATCH * R;
+  if (SKIP && *skipIn != 0.0f) {
+    if (threadIdx.x == 0)
+      isRow ? passThrough(row, rowOut, idx) : passThrough(col, colOut, idx);
+    return;
+  }
+  const dsc_i64 t = dsc_i64(*stepIn);
+  if (t < 1)
+    return; // adafactorApply reports it
+  const float gs = *gscaleIn;
+  double sum = 0.0;
+  if (isRow) {
+    for (dsc_i64 c = threadIdx.x; c < C; c += BLOCK) {
+      const float gv = __fmul_rn(g[idx * C + c], gs);
+      sum += double(__fadd_rn(__fmul_rn(gv, gv), eps1));
+    }
+  } else {
+    const dsc_i64 batch = idx / C, c = idx % C;
+    for (dsc_i64 r = threadIdx.x; r < R; r += BLOCK) {
+      const float gv = __fmul_rn(g[(batch * R + r) * C + c], gs);
+      sum += double(__fadd_rn(__fmul_rn(gv, gv), eps1));
+    }
+  }
+  sum = blockSumDouble<BLOCK>(sum);
+  if (threadIdx.x == 0) {
+    const AdafactorStep s = adafactorStep(t, decayRate);
+    const float mean = float(sum / double(isRow ? C : R));
+    if (isRow)
+      rowOut[idx] = __fadd_rn(__fmul_rn(row[idx], s.keep), __fmul_rn(s.take, mean));
+    else
+      colOut[idx] = __fadd_rn(__fmul_rn(col[idx], s.keep), __fmul_rn(s.take, mean));
+  }
+}
+
+/// Phase 1, a vector: v = beta2t v + (1 - beta2t)(g'^2 + eps1).
+template <dsc_i64 N, bool SKIP, typename TS>
+__device__ void adafactorVector(const float *g, const float *v,
+                                const TS *stepIn, const float *gscaleIn,
+                                const float *skipIn, double decayRate,
+                                float eps1, float *vOut) {
+  const bool skipped = SKIP && *skipIn != 0.0f;
+  const dsc_i64 t = dsc_i64(*stepIn);
+  const float gs = *gscaleIn;
+  const AdafactorStep s = adafactorStep(t < 1 ? 1 : t, decayRate);
+  DSC_GRID_LOOP(i, N) {
+    if (skipped || t < 1) {
+      passThrough(v, vOut, i);
+      continue;
+    }
+    const float gv = __fmul_rn(g[i], gs);
+    vOut[i] = __fadd_rn(__fmul_rn(v[i], s.keep),
+                        __fmul_rn(s.take, __fadd_rn(__fmul_rn(gv, gv), eps1)));
+  }
+}
+
+/// The unclipped update of element i: rsqrt(row / rowMean) rsqrt(col) g'
+/// (factored) or rsqrt(v) g'.
+template <dsc_i64 R, dsc_i64 C, bool FACTORED>
+__device__ __forceinline__ float adafactorUpdate(dsc_i64 i, const float *g,
+                                                 float gs, const float *rowV,
+                                                 const float *col,
+                                                 const double *rowMean) {
+  const float gv = __fmul_rn(g[i], gs);
+  if (!FACTORED)
+    return __fmul_rn(__frcp_rn(__fsqrt_rn(rowV[i])), gv);
+  const dsc_i64 b = i / (R * C), r = (i / C) % R, c = i % C;
+  const float rf = __frcp_rn(
+      __fsqrt_rn(__fdiv_rn(rowV[b * R + r], float(rowMean[b]))));
+  const float cf = __frcp_rn(__fsqrt_rn(col[b * C + c]));
+  return __fmul_rn(__fmul_rn(rf, cf), gv);
+}
+
+/// Phase 2 (one block): the mean of each batch's row factor (factored).
+template <dsc_i64 BATCH, dsc_i64 R, int BLOCK>
+__device__ void adafactorRowMeans(const float *row, const float *skipIn,
+                                  double *rowMean) {
+  if (skipIn && *skipIn != 0.0f)
+    return;
+  for (dsc_i64 b = 0; b < BATCH; ++b) {
+    double s = 0.0;
+    for (dsc_i64 r = threadIdx.x; r < R; r += BLOCK)
+      s += double(row[b * R + r]);
+    s = blockSumDouble<BLOCK>(s);
+    if (threadIdx.x == 0)
+      rowMean[b] = double(float(s / double(R)));
+  }
+}
+
+/// Phase 3: per chunk of CHUNK elements, the sums of p^2 and of the
+/// update's squares (double).
+template <dsc_i64 N, dsc_i64 R, dsc_i64 C, dsc_i64 CHUNK, int BLOCK,
+          bool FACTORED>
+__device__ void adafactorSums(const float *p, const float *g,
+                              const float *gscaleIn, const float *skipIn,
+                              const float *rowV, const float *col,
+                              const double *rowMean, double *partP,
+                              double *partU) {
+  if (skipIn && *skipIn != 0.0f)
+    return;
+  const float gs = *gscaleIn;
+  const dsc_i64 i0 = dsc_i64(blockIdx.x) * CHUNK;
+  const dsc_i64 i1 = i0 + CHUNK < N ? i0 + CHUNK : N;
+  double sp = 0.0, su = 0.0;
+  for (dsc_i64 i = i0 + threadIdx.x; i < i1; i += BLOCK) {
+    const double pv = p[i];
+    sp += pv * pv;
+    const double u = adafactorUpdate<R, C, FACTORED>(i, g, gs, rowV, col, rowMean);
+    su += u * u;
+  }
+  sp = blockSumDouble<BLOCK>(sp);
+  su = blockSumDouble<BLOCK>(su);
+  if (threadIdx.x == 0) {
+    partP[blockIdx.x] = sp;
+    partU[blockIdx.x] = su;
+  }
+}
+
+/// Phase 4 (one block): lr_t and the clipping divisor (cpu::adafactorLr).
+template <dsc_i64 N, dsc_i64 CHUNKS, int BLOCK, typename TS>
+__device__ void adafactorScalars(const double *partP, const double *partU,
+                                 const float *lrIn, const TS *stepIn,
+                                 const float *skipIn, double eps2,
+                                 double clipThreshold, bool scaleParameter,
+                                 bool relativeStep, bool warmupInit,
+                                 float *scalars) {
+  if (skipIn && *skipIn != 0.0f)
+    return;
+  const double p2 = sumOfParts<CHUNKS, BLOCK>(partP);
+  const double u2 = sumOfParts<CHUNKS, BLOCK>(partU);
+  if (threadIdx.x != 0)
+    return;
+  const dsc_i64 t = dsc_i64(*stepIn);
+  const double rmsP = float(sqrt(p2) / sqrt(double(N)));
+  double rel = *lrIn;
+  if (relativeStep) {
+    const double minStep = warmupInit ? 1e-6 * double(t) : 1e-2;
+    const double inv = 1.0 / sqrt(double(t));
+    rel = minStep < inv ? minStep : inv;
+  }
+  const double scale = scaleParameter ? (eps2 > rmsP ? eps2 : rmsP) : 1.0;
+  const float rmsU = float(sqrt(u2) / sqrt(double(N)));
+  const float ratio = __fdiv_rn(rmsU, float(clipThreshold));
+  scalars[0] = float(scale * rel);
+  scalars[1] = ratio > 1.0f ? ratio : 1.0f;
+}
+
+/// Phase 5: the update, the first moment, weight decay; p and exp_avg.
+template <dsc_i64 N, dsc_i64 R, dsc_i64 C, bool FACTORED, bool FIRST,
+          bool SKIP, typename TS>
+__device__ void adafactorApply(const float *p, const float *g, const float *m,
+                               const float *gscaleIn, const TS *stepIn,
+                               const float *skipIn, const float *rowV,
+                               const float *col, const double *rowMean,
+                               const float *scalars, float beta1, double wd,
+                               float *po, float *mo, dsc_u32 code) {
+  const bool skipped = SKIP && *skipIn != 0.0f;
+  const dsc_i64 t = dsc_i64(*stepIn);
+  if (!skipped && t < 1) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      fail(code);
+    return;
+  }
+  const float gs = *gscaleIn;
+  const float lrT = skipped ? 0.0f : scalars[0],
+              divisor = skipped ? 1.0f : scalars[1];
+  const float decay = float(-wd * double(lrT));
+  const float oneMinusB1 = float(1.0 - double(beta1));
+  DSC_GRID_LOOP(i, N) {
+    if (skipped) {
+      passThrough(p, po, i);
+      if (FIRST)
+        passThrough(m, mo, i);
+      continue;
+    }
+    float u = __fmul_rn(
+        __fdiv_rn(adafactorUpdate<R, C, FACTORED>(i, g, gs, rowV, col, rowMean),
+                  divisor),
+        lrT);
+    if (FIRST) {
+      u = __fadd_rn(__fmul_rn(m[i], beta1), __fmul_rn(oneMinusB1, u));
+      mo[i] = u;
+    }
+    float pi = p[i];
+    if (wd != 0.0)
+      pi = __fadd_rn(pi, __fmul_rn(pi, decay));
+    po[i] = __fsub_rn(pi, u);
+  }
+}
+
 } // namespace dsc

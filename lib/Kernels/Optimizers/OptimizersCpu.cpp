@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common/CommonCpu.h"
+#include "Optimizers/DynamicMap.h"
 
 namespace dsc::rt::cpu {
 
@@ -174,6 +175,177 @@ void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
       gi = nesterov ? gi + mom * b : b;
     }
     p[i] = p[i] - lr * gi;
+  }
+}
+
+struct Adam8bitParams {
+  double beta1, beta2, eps, weightDecay;
+};
+
+// bitsandbytes' Adam8bit / AdamW8bit (kOptimizerStatic8bit2StateBlockwise,
+// read from bitsandbytes csrc/kernels.cu): per block of 256 elements the
+// moments are dequantized (code * absmax), updated in float as the kernel
+// writes it, the parameter stepped with the unquantized moments, then the
+// block's new absmax found and every moment quantized to its nearest code.
+// Blocks are independent, so the result does not depend on the threads.
+void adam8bit(float *p, const float *g, uint8_t *q1, uint8_t *q2,
+              float *absmax1, float *absmax2, int64_t n, float lr,
+              int64_t step, float gscale, const Adam8bitParams &hp) {
+  using namespace dsc::optim;
+  const float b1 = float(hp.beta1), b2 = float(hp.beta2), eps = float(hp.eps),
+              wd = float(hp.weightDecay);
+  // As the kernel: corrections in float (powf), the step size negative.
+  const float c1 = 1.0f - std::pow(b1, float(step));
+  const float c2 = std::sqrt(1.0f - std::pow(b2, float(step)));
+  const float stepSize = (-lr * c2) / c1;
+  const float decay = 1.0f - lr * wd;
+  const float c2eps = c2 * eps;
+  const float *code1 = signedMap().data(), *code2 = unsignedMap().data();
+  const int64_t blocks = ceilDiv(n, kQuantBlock);
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * kQuantBlock,
+                  i1 = std::min(n, i0 + kQuantBlock);
+    float s1[kQuantBlock], s2[kQuantBlock];
+    bool finite[kQuantBlock];
+    float max1 = 0.0f, max2 = 0.0f;
+    const float a1 = absmax1[blk], a2 = absmax2[blk];
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t j = i - i0;
+      finite[j] = std::isfinite(g[i]);
+      if (finite[j]) {
+        const float gv = g[i] * gscale;
+        float v = code2[q2[i]] * a2;
+        v = (v * b2) + (((1.0f - b2) * gv) * gv);
+        float m = code1[q1[i]] * a1;
+        m = (m * b1) + ((1.0f - b1) * gv);
+        s1[j] = m;
+        s2[j] = v;
+      } else { // bitsandbytes zeroes the moments of a non-finite gradient
+        s1[j] = 0.0f;
+        s2[j] = 0.0f;
+      }
+      max1 = std::max(max1, std::fabs(s1[j]));
+      max2 = std::max(max2, std::fabs(s2[j]));
+    }
+    absmax1[blk] = max1;
+    absmax2[blk] = max2;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t j = i - i0;
+      if (finite[j]) {
+        float pi = p[i] + (stepSize * (s1[j] / (std::sqrt(s2[j]) + c2eps)));
+        if (wd > 0.0f)
+          pi = pi * decay;
+        p[i] = pi;
+      }
+      // An all-zero block (absmax 0) stores the code of 0.
+      q1[i] = max1 > 0.0f ? quantizeNearest(code1, s1[j] / max1, true) : 127;
+      q2[i] = max2 > 0.0f ? quantizeNearest(code2, s2[j] / max2, false) : 0;
+    }
+  }
+}
+
+struct AdafactorParams {
+  double eps1, eps2, clipThreshold, decayRate, beta1, weightDecay;
+  bool firstMoment, scaleParameter, relativeStep, warmupInit;
+};
+
+/// Adafactor's learning rate of step t (transformers' _get_lr) for a
+/// parameter of RMS `rms`.
+double adafactorLr(const AdafactorParams &hp, double lr, int64_t t,
+                   double rms) {
+  double rel = lr;
+  if (hp.relativeStep)
+    rel = std::min(hp.warmupInit ? 1e-6 * double(t) : 1e-2,
+                   1.0 / std::sqrt(double(t)));
+  const double scale = hp.scaleParameter ? std::max(hp.eps2, rms) : 1.0;
+  return scale * rel;
+}
+
+// transformers.optimization.Adafactor.step for one parameter, float32 as
+// torch computes it, the means and norms accumulated in double over a fixed
+// order. `row`/`col` are the factors of a [batch, R, C] parameter (null for
+// a vector, which uses `v`); `m` the first moment or null.
+void adafactor(float *p, const float *g, float *row, float *col, float *v,
+               float *m, int64_t batch, int64_t R, int64_t C, float lr,
+               int64_t t, float gscale, const AdafactorParams &hp) {
+  const int64_t n = batch * R * C;
+  const double rmsP = n ? std::sqrt(sumSquares(p, n)) / std::sqrt(double(n)) : 0.0;
+  const float lrT = float(adafactorLr(hp, lr, t, double(float(rmsP))));
+  const float beta2t = float(1.0 - std::pow(double(t), hp.decayRate));
+  const float keep = beta2t, take = float(1.0 - double(beta2t));
+  const float eps1 = float(hp.eps1);
+  std::vector<float> rowFactor, colFactor;
+  if (row) {
+    // Means of g'^2 + eps1 over the last dimension (rows) and the one
+    // before it (columns); then rsqrt(row / mean(row)) and rsqrt(col).
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+    for (int64_t r = 0; r < batch * R; ++r) {
+      double sum = 0.0;
+      for (int64_t c = 0; c < C; ++c) {
+        const float gv = g[r * C + c] * gscale;
+        sum += double(gv * gv + eps1);
+      }
+      row[r] = row[r] * keep + take * float(sum / double(C));
+    }
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+    for (int64_t bc = 0; bc < batch * C; ++bc) {
+      const int64_t b = bc / C, c = bc % C;
+      double sum = 0.0;
+      for (int64_t r = 0; r < R; ++r) {
+        const float gv = g[(b * R + r) * C + c] * gscale;
+        sum += double(gv * gv + eps1);
+      }
+      col[bc] = col[bc] * keep + take * float(sum / double(R));
+    }
+    rowFactor.resize(size_t(batch * R));
+    colFactor.resize(size_t(batch * C));
+    for (int64_t b = 0; b < batch; ++b) {
+      double sum = 0.0;
+      for (int64_t r = 0; r < R; ++r)
+        sum += double(row[b * R + r]);
+      const float mean = float(sum / double(R));
+      for (int64_t r = 0; r < R; ++r)
+        rowFactor[size_t(b * R + r)] = 1.0f / std::sqrt(row[b * R + r] / mean);
+    }
+    for (int64_t bc = 0; bc < batch * C; ++bc)
+      colFactor[size_t(bc)] = 1.0f / std::sqrt(col[bc]);
+  } else {
+#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) {
+      const float gv = g[i] * gscale;
+      v[i] = v[i] * keep + take * (gv * gv + eps1);
+    }
+  }
+  auto update = [&](int64_t i) {
+    const float gv = g[i] * gscale;
+    if (!row)
+      return (1.0f / std::sqrt(v[i])) * gv;
+    const int64_t b = i / (R * C), r = (i / C) % R, c = i % C;
+    return rowFactor[size_t(b * R + r)] * colFactor[size_t(b * C + c)] * gv;
+  };
+  const double u2 = chunkedSums(n, [&](int64_t i) {
+                      const float u = update(i);
+                      return std::pair<double, double>(double(u) * double(u),
+                                                       0.0);
+                    }).first;
+  const double rmsU = n ? std::sqrt(u2) / std::sqrt(double(n)) : 0.0;
+  const float divisor =
+      std::max(float(rmsU) / float(hp.clipThreshold), 1.0f);
+  const float b1 = float(hp.beta1), oneMinusB1 = float(1.0 - hp.beta1);
+  const float decay = float(-hp.weightDecay * double(lrT));
+  const bool decayed = hp.weightDecay != 0.0;
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float u = (update(i) / divisor) * lrT;
+    if (m) {
+      m[i] = m[i] * b1 + oneMinusB1 * u;
+      u = m[i];
+    }
+    float pi = p[i];
+    if (decayed)
+      pi = pi + pi * decay;
+    p[i] = pi - u;
   }
 }
 
@@ -407,6 +579,56 @@ void runOptimizers(Exec &e) {
     SgdParams hp{I.getFloat("momentum"), I.getFloat("dampening"),
                  I.getFloat("weight_decay"), I.getInt("nesterov") != 0};
     sgd(p, g, buf, d.n, lr, step, gscale, hp);
+    return;
+  }
+  case Opcode::Adam8bit: {
+    float *p = e.inPlace(0, 0, "param");
+    const float *g = e.fin(1, "grad");
+    uint8_t *q[2];
+    for (size_t k = 0; k < 2; ++k) {
+      const uint8_t *src = e.u8in(2 + k, k ? "exp_avg_sq" : "exp_avg");
+      q[k] = e.u8out(1 + k, k ? "exp_avg_sq" : "exp_avg");
+      if (q[k] != src)
+        copyBytes(q[k], src, size_t(d.n));
+    }
+    float *absmax1 = e.inPlace(4, 3, "exp_avg_absmax");
+    float *absmax2 = e.inPlace(5, 4, "exp_avg_sq_absmax");
+    UpdateScalars u;
+    if (!updateScalars(e, u))
+      return; // fp16 overflow: param and state pass through
+    Adam8bitParams hp{I.getFloat("beta1"), I.getFloat("beta2"),
+                      I.getFloat("eps"), I.getFloat("weight_decay")};
+    adam8bit(p, g, q[0], q[1], absmax1, absmax2, d.n, u.lr, u.step, u.gscale,
+             hp);
+    return;
+  }
+  case Opcode::Adafactor: {
+    const size_t states = I.outputs.size() - 1;
+    const bool factored = e.in(0).shape.size() >= 2,
+               first = I.getInt("first_moment") != 0;
+    float *p = e.inPlace(0, 0, "param");
+    const float *g = e.fin(1, "grad");
+    float *st[3] = {nullptr, nullptr, nullptr};
+    for (size_t k = 0; k < states; ++k)
+      st[k] = e.inPlace(2 + k, 1 + k, "state");
+    const size_t at = 2 + states;
+    if (e.I.inputs.size() == at + 4 && e.scalarIn(at + 3, "skip") != 0.0f)
+      return; // fp16 overflow: param and state pass through
+    const float lr = e.scalarIn(at, "lr"), gscale = e.scalarIn(at + 2, "gscale");
+    const int64_t step = e.stepIn(at + 1);
+    if (step < 1)
+      e.fail("step counter must be >= 1, got " + std::to_string(step));
+    AdafactorParams hp{I.getFloat("eps1"),         I.getFloat("eps2"),
+                       I.getFloat("clip_threshold"), I.getFloat("decay_rate"),
+                       I.getFloat("beta1"),        I.getFloat("weight_decay"),
+                       first,
+                       I.getInt("scale_parameter") != 0,
+                       I.getInt("relative_step") != 0,
+                       I.getInt("warmup_init") != 0};
+    float *row = factored ? st[0] : nullptr, *col = factored ? st[1] : nullptr,
+          *v = factored ? nullptr : st[0];
+    float *m = first ? st[states - 1] : nullptr;
+    adafactor(p, g, row, col, v, m, d.batch, d.M, d.N, lr, step, gscale, hp);
     return;
   }
   case Opcode::EmaUpdate: {

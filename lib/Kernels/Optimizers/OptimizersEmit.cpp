@@ -309,6 +309,130 @@ void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
   }
 }
 
+/// dsc.adam_8bit: one block per 256-element quantization block.
+void emitAdam8bit(KernelSpec &s, const rt::InstrDims &d) {
+  const std::string p = s.in(0, "p"), g = s.in(1, "g"), q1 = s.in(2, "q1"),
+                    q2 = s.in(3, "q2"), a1 = s.in(4, "a1"), a2 = s.in(5, "a2"),
+                    lr = s.in(6, "lr"), step = s.in(7, "step"),
+                    gs = s.in(8, "gscale");
+  const bool skip = s.I.inputs.size() == 10;
+  const std::string sk = skip ? s.in(9, "skip") : "(const float *)nullptr";
+  const std::string po = s.out(0, "p_out"), q1o = s.out(1, "q1_out"),
+                    q2o = s.out(2, "q2_out"), a1o = s.out(3, "a1_out"),
+                    a2o = s.out(4, "a2_out");
+  for (size_t k : {0, 1, 4, 5, 6, 8})
+    s.requireType(s.inType(k), Storage::F32, "operand");
+  for (size_t k : {2, 3})
+    s.requireType(s.inType(k), Storage::U8, "moment");
+  const Storage stepT = s.inType(7);
+  if (stepT != Storage::I64 && stepT != Storage::I32)
+    s.fail("step must be i64, got " + std::string(rt::dtypeName(stepT)));
+  std::vector<std::string> args = {p,  g,  q1,  q2,  a1,  a2,  lr,
+                                   step, gs, po, q1o, q2o, a1o, a2o};
+  if (skip)
+    args.push_back(sk);
+  const auto &I = s.I;
+  const std::string code = s.status("optimizer step counter must be >= 1");
+  s.kernel(std::max<int64_t>(1, d.rows), 256, args,
+           call("adam8bitBlocks", {n(d.n), b(skip), s.T(step)},
+                {p, g, q1, q2, a1, a2, lr, step, gs, sk,
+                 flt(float(I.getFloat("beta1"))),
+                 flt(float(I.getFloat("beta2"))),
+                 flt(float(I.getFloat("eps"))),
+                 flt(float(I.getFloat("weight_decay"))), po, q1o, q2o, a1o,
+                 a2o, code}));
+}
+
+/// dsc.adafactor: the second-moment factors (or the whole second moment),
+/// the row means, chunked sums of p^2 and of the update's squares, lr_t and
+/// the clipping divisor, then the update.
+void emitAdafactor(KernelSpec &s, const rt::InstrDims &d) {
+  const auto &I = s.I;
+  const size_t states = I.outputs.size() - 1;
+  const bool factored = s.inBuf(0).shape.size() >= 2,
+             first = I.getInt("first_moment") != 0;
+  const size_t at = 2 + states;
+  for (size_t k = 0; k < at; ++k)
+    s.requireType(s.inType(k), Storage::F32, "operand");
+  const std::string p = s.in(0, "p"), g = s.in(1, "g");
+  const std::string v0 = s.in(2, "v0"), v0o = s.out(1, "v0_out");
+  const std::string v1 = factored ? s.in(3, "v1") : "(const float *)nullptr";
+  const std::string v1o = factored ? s.out(2, "v1_out") : "(float *)nullptr";
+  const std::string m = first ? s.in(at - 1, "m") : "(const float *)nullptr";
+  const std::string mo = first ? s.out(states, "m_out") : "(float *)nullptr";
+  const std::string lr = s.in(at, "lr"), step = s.in(at + 1, "step"),
+                    gs = s.in(at + 2, "gscale");
+  const bool skip = I.inputs.size() == at + 4;
+  const std::string sk = skip ? s.in(at + 3, "skip") : "(const float *)nullptr";
+  const std::string po = s.out(0, "p_out");
+  const Storage stepT = s.inType(at + 1);
+  if (stepT != Storage::I64 && stepT != Storage::I32)
+    s.fail("step must be i64, got " + std::string(rt::dtypeName(stepT)));
+  const std::string blk = std::to_string(kBlock);
+  const std::string T = s.T(step);
+  auto with = [&](std::vector<std::string> a) {
+    if (skip)
+      a.push_back(sk);
+    return a;
+  };
+  const std::string decay = dbl(I.getFloat("decay_rate")),
+                    eps1 = flt(float(I.getFloat("eps1")));
+  const int64_t chunks = std::max<int64_t>(1, ceilDiv(d.n, kChunk));
+  // Scratch: per-chunk sums of p^2 and of the update's squares, the row
+  // means (double), then lr_t and the divisor (float).
+  const int64_t means = factored ? d.batch : 0;
+  s.scratch((2 * chunks + means) * 8 + 8);
+  const std::string base = "static_cast<double *>(dsc_scratch)";
+  const std::string partP = base, partU = "(" + base + " + " + n(chunks) + ")",
+                    rowMean = factored ? "(" + base + " + " + n(2 * chunks) + ")"
+                                       : "(const double *)nullptr",
+                    scalars = "reinterpret_cast<float *>(" + base + " + " +
+                              n(2 * chunks + means) + ")";
+  if (factored) {
+    s.kernel(std::max<int64_t>(1, d.batch * (d.M + d.N)), kBlock,
+             with({g, v0, v1, step, gs, v0o, v1o}),
+             call("adafactorFactors",
+                  {n(d.batch), n(d.M), n(d.N), blk, b(skip), T},
+                  {g, v0, v1, step, gs, sk, decay, eps1, v0o, v1o}));
+    s.kernel(1, kBlock, with({v0o, "dsc_scratch"}),
+             call("adafactorRowMeans", {n(d.batch), n(d.M), blk},
+                  {v0o, sk, rowMean}));
+  } else {
+    elementwise(s, d.n, with({g, v0, step, gs, v0o}),
+                call("adafactorVector", {n(d.n), b(skip), T},
+                     {g, v0, step, gs, sk, decay, eps1, v0o}));
+  }
+  const std::string fact = b(factored);
+  std::vector<std::string> sumArgs = {p, g, gs, v0o, "dsc_scratch"};
+  if (factored)
+    sumArgs.push_back(v1o);
+  s.kernel(chunks, kBlock, with(sumArgs),
+           call("adafactorSums",
+                {n(d.n), n(d.M), n(d.N), n(kChunk), blk, fact},
+                {p, g, gs, sk, v0o, v1o, rowMean, partP, partU}));
+  s.kernel(1, kBlock, with({lr, step, "dsc_scratch"}),
+           call("adafactorScalars", {n(d.n), n(chunks), blk, T},
+                {partP, partU, lr, step, sk, dbl(I.getFloat("eps2")),
+                 dbl(I.getFloat("clip_threshold")),
+                 b(I.getInt("scale_parameter") != 0),
+                 b(I.getInt("relative_step") != 0),
+                 b(I.getInt("warmup_init") != 0), scalars}));
+  std::vector<std::string> applyArgs = {p, g, gs, step, v0o, "dsc_scratch", po};
+  if (factored)
+    applyArgs.push_back(v1o);
+  if (first) {
+    applyArgs.push_back(m);
+    applyArgs.push_back(mo);
+  }
+  const std::string code = s.status("optimizer step counter must be >= 1");
+  elementwise(s, d.n, with(applyArgs),
+              call("adafactorApply",
+                   {n(d.n), n(d.M), n(d.N), fact, b(first), b(skip), T},
+                   {p, g, m, gs, step, sk, v0o, v1o, rowMean, scalars,
+                    flt(float(I.getFloat("beta1"))),
+                    dbl(I.getFloat("weight_decay")), po, mo, code}));
+}
+
 } // namespace
 
 void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
@@ -334,6 +458,10 @@ void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::ScaleBy:
   case Opcode::OnebitLambUpdate:
     return emitOnebitLamb(s, d);
+  case Opcode::Adam8bit:
+    return emitAdam8bit(s, d);
+  case Opcode::Adafactor:
+    return emitAdafactor(s, d);
   default:
     break;
   }
