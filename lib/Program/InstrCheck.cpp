@@ -653,7 +653,7 @@ void Checker::adafactor() {
   if (factored) {
     d.N = p.shape.back();
     d.M = p.shape[p.shape.size() - 2];
-    d.batch = d.M * d.N ? d.n / (d.M * d.N) : 0;
+    d.batch = d.M * d.N != 0 ? d.n / (d.M * d.N) : 0;
   } else {
     d.batch = 1;
     d.M = 1;

@@ -1345,8 +1345,9 @@ TEST(DeepSpeedCompat, KeyTable) {
   std::set<std::string> paths;
   for (const DeepSpeedKey &k : deepSpeedKeys()) {
     EXPECT_TRUE(paths.insert(k.path).second) << k.path;
-    if (k.treatment != KeyTreatment::Implemented)
+    if (k.treatment != KeyTreatment::Implemented) {
       EXPECT_STRNE(k.why, "") << k.path;
+    }
   }
 }
 

@@ -333,10 +333,11 @@ void checkAdafactor(std::vector<int64_t> shape, bool first, bool relative,
     scaleP = std::max(scaleP, std::fabs(ref.p[size_t(i)]));
   }
   EXPECT_LE(worst / scaleP, 2e-6) << "rank " << shape.size();
-  if (factored)
+  if (factored) {
     for (int64_t r = 0; r < B * R; ++r)
       EXPECT_NEAR(h.f(states[0])[r], ref.row[size_t(r)],
                   1e-6 * ref.row[size_t(r)]);
+  }
 }
 } // namespace
 
