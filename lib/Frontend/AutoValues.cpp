@@ -117,12 +117,27 @@ void resolveAuto(json &j, const Ctx &c, const TrainConfigInputs &in) {
   }
   set("scheduler.params.warmup_num_steps", 0,
       "Hugging Face Trainer defaults warmup_steps 0, warmup_ratio 0");
+  // The Trainer sets it to the run's number of steps (max_steps).
   if (isAuto(atPath(j, "scheduler.params.total_num_steps"))) {
-    if (in.steps <= 0)
+    if (in.steps > 0)
+      set("scheduler.params.total_num_steps", in.steps,
+          in.command + " " + in.stepsOption);
+    else if (!in.scheduleUsed)
+      c.note("scheduler.params.total_num_steps \"auto\" left unresolved: "
+             "it is the run's number of steps, and " +
+             in.command +
+             " runs none (its plan does not depend on the schedule's "
+             "length)");
+    else if (!in.stepsOption.empty())
       c.fail("scheduler.params.total_num_steps: \"auto\" is the run's "
-             "number of steps, which only dsc-run train --steps N gives; "
-             "give --steps or write the number");
-    set("scheduler.params.total_num_steps", in.steps, "dsc-run --steps");
+             "number of steps; give " +
+             in.command + " " + in.stepsOption + " N or write the number");
+    else
+      c.fail("scheduler.params.total_num_steps: \"auto\" is the run's "
+             "number of steps, which " +
+             in.command +
+             " does not know (the step it builds carries the schedule); "
+             "write the number");
   }
   // Mixed precision: the Trainer's --fp16 / --bf16 flags, which dsc does
   // not have; the model config's dtype says how the weights were trained.
@@ -139,6 +154,10 @@ void resolveAuto(json &j, const Ctx &c, const TrainConfigInputs &in) {
   set("amp.enabled", false,
       "Hugging Face Trainer default: no --fp16 with the apex backend");
   set("amp.opt_level", "O1", "Hugging Face Trainer default fp16_opt_level");
+  // accelerate fills it from its DeepSpeedPlugin's zero3_save_16bit_model
+  // (ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL, default false).
+  set("zero_optimization.stage3_gather_16bit_weights_on_model_save", false,
+      "accelerate default zero3_save_16bit_model");
   // ZeRO sizes from the model's width (trainer_config_finalize).
   for (const char *key : {"zero_optimization.reduce_bucket_size",
                           "zero_optimization.stage3_prefetch_bucket_size",

@@ -76,9 +76,9 @@ public:
     fail(msg);
   }
 
-  /// "ds_config: <text>", once.
+  /// "<notePrefix><text>" ("ds_config: ..."), once.
   void note(const std::string &text) const {
-    const std::string line = "ds_config: " + text;
+    const std::string line = notePrefix + text;
     if (std::find(notes.begin(), notes.end(), line) == notes.end())
       notes.push_back(line);
   }
@@ -184,11 +184,15 @@ public:
   }
 
   std::string origin;
+  std::string notePrefix = "ds_config: ";
   std::map<std::string, std::string> numberTexts;
   /// Integer keys written as floats, by path: written as integers in the
   /// resolved config.
   mutable std::vector<std::pair<std::string, int64_t>> wholeFloats;
   mutable std::vector<std::string> notes;
+  /// Keys a reader ignored because the library it follows ignores them,
+  /// for one note at the end.
+  mutable std::vector<std::string> ignoredKeys;
 };
 
 

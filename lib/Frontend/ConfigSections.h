@@ -24,6 +24,17 @@ std::vector<std::string> merged(std::vector<std::string> a,
 /// caller's to read) or does not know it.
 bool handleTableKey(const Ctx &c, const std::string &prefix,
                     const std::string &key, const json &v);
+/// `key` of `prefix` is in neither the table nor `allowed`: unknown
+/// where DeepSpeed refuses such keys (`ignores` false); where it ignores
+/// them, added to `ignored` for noteIgnored, unless it is within edit
+/// distance 2 of an allowed key (then refused as a misspelling).
+void unknownOrIgnored(const Ctx &c, const std::string &prefix,
+                      const std::string &key,
+                      const std::vector<std::string> &allowed, bool ignores,
+                      std::vector<std::string> &ignored);
+/// One note naming the keys of `prefix` that are ignored, if any.
+void noteIgnored(const Ctx &c, const std::string &prefix,
+                 const std::vector<std::string> &ignored);
 /// A section every key of which the table describes (data_types).
 void parseTableSection(const Ctx &c, const std::string &name,
                        const json &sec);

@@ -101,7 +101,7 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   checkSectionKeys(c, name, sec,
                    {"stage", "reduce_bucket_size", "allgather_bucket_size",
                     "stage3_param_persistence_threshold",
-                    "param_persistence_threshold"});
+                    "param_persistence_threshold", "offload_param"});
   // DeepSpeed's field and its stage3_ alias name one setting.
   if (sec.contains("stage3_param_persistence_threshold") &&
       sec.contains("param_persistence_threshold"))
@@ -122,11 +122,23 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
     t.allgatherBucketSize =
         c.integer("zero_optimization.allgather_bucket_size", *it, 0,
                   std::numeric_limits<int64_t>::max(), "an integer >= 0");
-  auto it = sec.find("stage");
-  if (it == sec.end())
-    return; // DeepSpeed default: stage 0
-  t.zeroStage = c.integer("zero_optimization.stage", *it, 0, 3,
-                          "an integer in [0, 3]");
+  if (auto it = sec.find("stage"); it != sec.end()) // default: stage 0
+    t.zeroStage =
+        c.integer("zero_optimization.stage", *it, 0, 3, "an integer in [0, 3]");
+  // DeepSpeed hands offload_param to the stage-3 optimizer alone ("valid
+  // only with stage 3") and ignores it below.
+  if (auto it = sec.find("offload_param"); it != sec.end()) {
+    const std::string p = name + ".offload_param";
+    const json device =
+        it->is_object() && it->contains("device") ? (*it)["device"] : json();
+    if (t.zeroStage < 3 && !device.is_null() && device != "none")
+      c.note(p + ".device: " + c.shown(p + ".device", (*it)["device"]) +
+             " ignored at zero_optimization.stage " + str(t.zeroStage) +
+             ", as DeepSpeed ignores it (it offloads parameters only at "
+             "stage 3)");
+    else
+      handleTableKey(c, name, "offload_param", *it);
+  }
 }
 
 /// tensor_parallel: DeepSpeed's AutoTP training section.
@@ -251,6 +263,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "tensor_parallel",
       "pipeline",
       "dsc"};
+  std::vector<std::string> ignoredTop; // keys DeepSpeed does not know
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -298,8 +311,11 @@ TrainConfig parseTrainConfigText(const std::string &text,
     else if (k == "data_types")
       parseTableSection(c, k, v);
     else if (!handleTableKey(c, "", k, v))
-      c.unknownKey("", k, merged(topKeys, deepSpeedKeysIn("")));
+      // DeepSpeedConfig reads the top-level keys it knows one by one.
+      unknownOrIgnored(c, "", k, merged(topKeys, deepSpeedKeysIn("")),
+                       /*ignores=*/true, ignoredTop);
   }
+  noteIgnored(c, "", ignoredTop);
   // DeepSpeed's PipelineModule checkpoints every `interval` layers: dsc's
   // per-layer checkpointing over groups of that many layers.
   if (t.parallel.activationCheckpointInterval >= 1) {
@@ -307,6 +323,39 @@ TrainConfig parseTrainConfigText(const std::string &text,
     t.remat.layerInterval = t.parallel.activationCheckpointInterval;
   }
   resolveRemat(c, rematPolicy, t.remat);
+  // prescale_gradients and gradient_predivide_factor only move where the
+  // mean's division happens (noted as without effect by the table);
+  // DeepSpeed's ZeRO-2 and ZeRO-3 optimizers assert that they are off
+  // when they reduce-scatter (stage_1_and_2.py, stage3.py).
+  {
+    const bool prescale =
+        j.contains("prescale_gradients") && j["prescale_gradients"] == true;
+    double predivide = 1.0;
+    if (auto it = j.find("gradient_predivide_factor");
+        it != j.end() && it->is_number()) {
+      predivide = it->get<double>();
+      if (!(predivide > 0))
+        c.bad("gradient_predivide_factor", *it, "a number > 0");
+    }
+    bool reduceScatter = true;
+    if (auto z = j.find("zero_optimization"); z != j.end() && z->is_object())
+      if (auto it = z->find("reduce_scatter");
+          it != z->end() && it->is_boolean())
+        reduceScatter = it->get<bool>();
+    if (t.zeroStage >= 2 && reduceScatter && (prescale || predivide != 1.0))
+      c.fail((prescale ? std::string("prescale_gradients: true")
+                       : "gradient_predivide_factor: " +
+                             c.shown("gradient_predivide_factor",
+                                     j["gradient_predivide_factor"])) +
+             " with zero_optimization.stage " + str(t.zeroStage) +
+             " and reduce_scatter true is refused by DeepSpeed (\"" +
+             (prescale ? "pre-scale gradients"
+                       : "gradient_predivide_factor "
+                         "!= 1.0") +
+             " is not yet supported with ZeRO-" + str(t.zeroStage) +
+             " with reduce scatter enabled\"); set reduce_scatter false "
+             "or drop it");
+  }
   // DeepSpeed asserts the same.
   if (t.precision.fp16 && t.precision.bf16)
     c.fail("fp16.enabled and bf16.enabled cannot both be true");

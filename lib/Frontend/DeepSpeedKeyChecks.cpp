@@ -78,7 +78,10 @@ bool acceptedValue(const std::string &accepts, const json &v) {
 
 void checkKeyType(const Ctx &c, const std::string &p, const json &v,
                   const std::string &type) {
-  if (type == "bool")
+  if (type == "list") {
+    if (!v.is_null() && !v.is_array())
+      c.bad(p, v, "a list");
+  } else if (type == "bool")
     c.boolean(p, v);
   else if (type == "int")
     c.integer(p, v, std::numeric_limits<int64_t>::min(),
@@ -94,6 +97,71 @@ void checkKeyType(const Ctx &c, const std::string &p, const json &v,
   }
 }
 
+namespace {
+
+/// The keys of the section `name` (an object) against the table's keys
+/// inside it. `off`: the section is accepted only switched off, so each
+/// key's type is checked and nothing else; otherwise each key gets its
+/// own treatment. A key the table does not know is unknown, or, where
+/// DeepSpeed ignores such keys, noted (unless it misspells a known one).
+void checkTableSection(const Ctx &c, const std::string &name, const json &sec,
+                       bool off) {
+  const DeepSpeedKey *section = findDeepSpeedKey(name);
+  const std::vector<std::string> known = deepSpeedKeysIn(name);
+  std::vector<std::string> ignored;
+  for (auto it = sec.begin(); it != sec.end(); ++it) {
+    const std::string p = path(name, it.key());
+    const DeepSpeedKey *k = findDeepSpeedKey(p);
+    if (!k) {
+      unknownOrIgnored(c, name, it.key(), known,
+                       section && section->ignoresUnknownKeys, ignored);
+      continue;
+    }
+    if (off || !handleTableKey(c, name, it.key(), it.value())) {
+      // DeepSpeed's default null: the key may be null whatever its type.
+      if (!(it.value().is_null() && std::string(k->dsDefault) == "null"))
+        checkKeyType(c, p, it.value(), k->type);
+    }
+  }
+  noteIgnored(c, name, ignored);
+}
+
+bool hasTableKeysIn(const std::string &name) {
+  return !deepSpeedKeysIn(name).empty();
+}
+
+} // namespace
+
+void unknownOrIgnored(const Ctx &c, const std::string &prefix,
+                      const std::string &key,
+                      const std::vector<std::string> &allowed, bool ignores,
+                      std::vector<std::string> &ignored) {
+  if (!ignores)
+    c.unknownKey(prefix, key, allowed);
+  const std::string near = suggest(key, allowed);
+  if (!near.empty())
+    c.fail(path(prefix, key) + ": unknown key" + near +
+           "; DeepSpeed would ignore it (it ignores keys it does not know "
+           "here); allowed here: " +
+           join(allowed));
+  ignored.push_back(key);
+}
+
+void noteIgnored(const Ctx &c, const std::string &prefix,
+                 const std::vector<std::string> &ignored) {
+  if (ignored.empty())
+    return;
+  std::vector<std::string> paths;
+  for (const std::string &k : ignored)
+    paths.push_back(path(prefix, k));
+  c.note(join(paths) + ": " + (ignored.size() == 1 ? "not a key" : "not keys") +
+         " of " +
+         (prefix.empty() ? std::string("DeepSpeed's config")
+                         : "DeepSpeed's " + prefix + " section") +
+         "; ignored, as DeepSpeed ignores " +
+         (ignored.size() == 1 ? "it" : "them"));
+}
+
 /// Handles `key` of the section `prefix` when the table says it has no
 /// effect or is not supported; false when the table implements it (the
 /// caller's to read) or does not know it.
@@ -104,6 +172,13 @@ bool handleTableKey(const Ctx &c, const std::string &prefix,
   if (!k || k->treatment == KeyTreatment::Implemented)
     return false;
   const std::string accepts = k->accepts ? k->accepts : "";
+  // A section whose keys the table lists: each key checked.
+  if (v.is_object() && hasTableKeysIn(p) &&
+      (accepts.empty() || accepts == "{enabled:false}")) {
+    checkTableSection(c, p, v, /*off=*/!accepts.empty());
+    if (accepts.empty() || acceptedValue(accepts, v))
+      return true;
+  }
   if (!accepts.empty() && acceptedValue(accepts, v)) {
     if (k->treatment == KeyTreatment::NoEffect)
       c.note(p + ": accepted; no effect in dsc: " + k->why);

@@ -326,7 +326,10 @@ void parseScheduler(const Ctx &c, const json &sec, SchedulerConfig &s) {
       else if (k == "warmup_num_steps")
         warmupSteps = c.nonNegative(p, v);
       else if (k == "total_num_steps") {
-        s.totalNumSteps = c.positive(p, v);
+        // "auto" reaches here only where the command runs no schedule
+        // (resolveAuto refuses it elsewhere): its length stays unknown.
+        if (!(v.is_string() && v.get_ref<const std::string &>() == "auto"))
+          s.totalNumSteps = c.positive(p, v);
         haveTotal = true;
       } else if (k == "warmup_type") {
         const char *exp = "\"log\" or \"linear\"";
@@ -348,7 +351,9 @@ void parseScheduler(const Ctx &c, const json &sec, SchedulerConfig &s) {
        s.type == SchedulerType::WarmupCosineLR) &&
       !haveTotal)
     c.fail("scheduler.params.total_num_steps: missing; required by " + t);
-  if (haveTotal && s.totalNumSteps < warmupSteps)
+  if (haveTotal && s.totalNumSteps == 0) // unknown: nothing to check
+    haveTotal = false;
+  else if (haveTotal && s.totalNumSteps < warmupSteps)
     c.fail("scheduler.params.total_num_steps (" +
            std::to_string(s.totalNumSteps) +
            ") must be at least warmup_num_steps (" +

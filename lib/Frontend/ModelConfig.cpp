@@ -35,21 +35,22 @@ struct IgnoredKey {
 /// pre-training architecture dsc builds (embeddings, blocks, LM/MLM head).
 const std::vector<IgnoredKey> kCommonIgnored = {
     {"_name_or_path", nullptr, nullptr},
+    {"name_or_path", nullptr, nullptr}, // PretrainedConfig's older spelling
     {"_commit_hash", nullptr, nullptr},
     {"_attn_implementation", nullptr, nullptr},
     {"_attn_implementation_autoset", nullptr, nullptr},
     {"architectures", nullptr, nullptr},
     {"transformers_version", nullptr, nullptr},
-    {"torch_dtype", nullptr, nullptr},     // read by readDtype
-    {"dtype", nullptr, nullptr},           // transformers >= 4.56's name
+    {"torch_dtype", nullptr, nullptr}, // read by readDtype
+    {"dtype", nullptr, nullptr},       // transformers >= 4.56's name
     {"use_bfloat16", nullptr, nullptr},
     {"bos_token_id", nullptr, nullptr},
     {"eos_token_id", nullptr, nullptr},
     {"pad_token_id", nullptr, nullptr},
     {"sep_token_id", nullptr, nullptr},
     {"decoder_start_token_id", nullptr, nullptr},
-    {"use_cache", nullptr, nullptr},       // inference KV cache
-    {"output_past", nullptr, nullptr},     // old name of use_cache
+    {"use_cache", nullptr, nullptr},   // inference KV cache
+    {"output_past", nullptr, nullptr}, // old name of use_cache
     {"task_specific_params", nullptr, nullptr},
     {"id2label", nullptr, nullptr},
     {"label2id", nullptr, nullptr},
@@ -157,9 +158,134 @@ GeluApprox parseGelu(const Ctx &c, const std::string &key, const json &v) {
   c.bad(key, v, expected);
 }
 
-[[noreturn]] void unknownModelKey(const Ctx &c, const std::string &key,
-                                  const std::vector<std::string> &archKeys) {
-  c.fail("unknown key '" + key + "' in model config" + suggest(key, archKeys));
+/// Keys transformers' configuration classes read (for some model types)
+/// that would change the model dsc builds; dsc does not implement them.
+const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
+    {"quantization_config", "quantized weights are not supported"},
+    {"auto_map", "the model is defined by its own code (trust_remote_code), "
+                 "which dsc cannot read"},
+    {"rope_parameters", "transformers 5's rope settings are not supported "
+                        "yet (write rope_theta and rope_scaling)"},
+    {"layer_types", "per-layer attention types (sliding or full) are not "
+                    "supported"},
+    {"attn_logit_softcapping", "attention logit soft-capping is not "
+                               "supported"},
+    {"final_logit_softcapping", "final logit soft-capping is not supported"},
+    {"query_pre_attn_scalar", "a query scale other than 1/sqrt(head_dim) is "
+                              "not supported"},
+    {"partial_rotary_factor", "rotary embeddings on part of each head are "
+                              "not supported"},
+    {"qk_layernorm", "normalised queries and keys are not supported"},
+    {"use_qk_norm", "normalised queries and keys are not supported"},
+    {"num_experts", "mixture-of-experts layers are not supported"},
+    {"num_local_experts", "mixture-of-experts layers are not supported"},
+    {"num_experts_per_tok", "mixture-of-experts layers are not supported"},
+};
+
+/// The keys dsc reads for each model type (its transformers configuration
+/// class's architecture keys).
+const std::vector<std::string> kGpt2Keys = {"model_type",
+                                            "vocab_size",
+                                            "n_positions",
+                                            "n_ctx",
+                                            "n_embd",
+                                            "n_layer",
+                                            "n_head",
+                                            "n_inner",
+                                            "activation_function",
+                                            "resid_pdrop",
+                                            "embd_pdrop",
+                                            "attn_pdrop",
+                                            "layer_norm_epsilon",
+                                            "initializer_range",
+                                            "tie_word_embeddings"};
+const std::vector<std::string> kBertKeys = {"model_type",
+                                            "vocab_size",
+                                            "hidden_size",
+                                            "num_hidden_layers",
+                                            "num_attention_heads",
+                                            "intermediate_size",
+                                            "hidden_act",
+                                            "hidden_dropout_prob",
+                                            "attention_probs_dropout_prob",
+                                            "max_position_embeddings",
+                                            "type_vocab_size",
+                                            "initializer_range",
+                                            "layer_norm_eps",
+                                            "position_embedding_type",
+                                            "tie_word_embeddings"};
+const std::vector<std::string> kLlamaKeys = {
+    "model_type",          "vocab_size",
+    "hidden_size",         "intermediate_size",
+    "num_hidden_layers",   "num_attention_heads",
+    "num_key_value_heads", "head_dim",
+    "hidden_act",          "max_position_embeddings",
+    "rms_norm_eps",        "rope_theta",
+    "rope_scaling",        "tie_word_embeddings",
+    "attention_dropout",   "initializer_range",
+    "pretraining_tp"};
+const std::vector<std::string> kLlamaOnlyKeys = {"attention_bias", "mlp_bias"};
+const std::vector<std::string> kQwen2OnlyKeys = {
+    "sliding_window", "use_sliding_window", "max_window_layers"};
+
+/// GPT2Config's attribute_map: transformers stores these under the GPT-2
+/// names, overriding them.
+const std::pair<const char *, const char *> kGpt2Aliases[] = {
+    {"hidden_size", "n_embd"},
+    {"max_position_embeddings", "n_positions"},
+    {"num_attention_heads", "n_head"},
+    {"num_hidden_layers", "n_layer"}};
+
+/// The model type among those dsc reads whose architecture keys include
+/// `key` (other than `type`'s own), or nullptr.
+const char *otherTypeWithKey(const std::string &key, const std::string &type) {
+  auto in = [&](const std::vector<std::string> &keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  if (type != "gpt2" && in(kGpt2Keys))
+    return "gpt2";
+  if (type != "bert" && in(kBertKeys))
+    return "bert";
+  if (type != "llama" && in(kLlamaOnlyKeys))
+    return "llama";
+  if (type != "qwen2" && in(kQwen2OnlyKeys))
+    return "qwen2";
+  if ((type == "gpt2" || type == "bert") && in(kLlamaKeys))
+    return "llama";
+  return nullptr;
+}
+
+/// A key the model type's transformers configuration class does not read.
+/// transformers keeps it as an attribute that no model code reads, so it
+/// cannot change the model: noted once at the end (Ctx::ignoredKeys).
+/// Refused when it is within edit distance 2 of a key dsc reads (a
+/// misspelling transformers would ignore silently) or when it is an
+/// architecture key of another model type dsc does not implement.
+void unknownModelKey(const Ctx &c, const std::string &key,
+                     const std::vector<std::string> &archKeys,
+                     const std::string &type) {
+  for (const auto &[name, why] : kArchitectureKeys)
+    if (key == name)
+      c.fail(key + ": not supported: " + why);
+  if (type == "gpt2")
+    for (const auto &[alias, name] : kGpt2Aliases)
+      if (key == alias)
+        c.fail("unknown key '" + key +
+               "' in model config: GPT2Config "
+               "stores it as " +
+               name + " (its attribute_map), overriding " + name + "; write " +
+               name);
+  // Another model's architecture key signals a mixed-up file; a note could
+  // go unseen while the model trains at its default size.
+  if (const char *other = otherTypeWithKey(key, type))
+    c.fail("unknown key '" + key + "' in model config: a key of " + other +
+           " configs, which transformers' " + type +
+           " configuration does not read");
+  const std::string near = suggest(key, archKeys);
+  if (!near.empty())
+    c.fail("unknown key '" + key + "' in model config" + near +
+           "; transformers would keep it unread and build the default");
+  c.ignoredKeys.push_back(key);
 }
 
 /// dsc ties the output head to the word embeddings; an untied head is not
@@ -195,12 +321,7 @@ ModelConfig parseGpt2(const Ctx &c, const json &j) {
   m.gelu = GeluApprox::Tanh; // activation_function "gelu_new"
   std::optional<int64_t> nCtx;
 
-  static const std::vector<std::string> archKeys = {
-      "model_type",        "vocab_size",        "n_positions",
-      "n_ctx",             "n_embd",            "n_layer",
-      "n_head",            "n_inner",           "activation_function",
-      "resid_pdrop",       "embd_pdrop",        "attn_pdrop",
-      "layer_norm_epsilon", "initializer_range", "tie_word_embeddings"};
+  const std::vector<std::string> &archKeys = kGpt2Keys;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -240,7 +361,7 @@ ModelConfig parseGpt2(const Ctx &c, const json &j) {
       requireTiedEmbeddings(c, k, v);
     else if (!handleIgnored(c, k, v, kCommonIgnored) &&
              !handleIgnored(c, k, v, kGpt2Ignored))
-      unknownModelKey(c, k, archKeys);
+      unknownModelKey(c, k, archKeys, m.typeName);
   }
   if (m.intermediate == 0)
     m.intermediate = 4 * m.hidden;
@@ -271,22 +392,7 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
   m.embdDropout = m.residDropout = m.attnDropout = 0.1;
   m.gelu = GeluApprox::Erf; // hidden_act "gelu"
 
-  static const std::vector<std::string> archKeys = {
-      "model_type",
-      "vocab_size",
-      "hidden_size",
-      "num_hidden_layers",
-      "num_attention_heads",
-      "intermediate_size",
-      "hidden_act",
-      "hidden_dropout_prob",
-      "attention_probs_dropout_prob",
-      "max_position_embeddings",
-      "type_vocab_size",
-      "initializer_range",
-      "layer_norm_eps",
-      "position_embedding_type",
-      "tie_word_embeddings"};
+  const std::vector<std::string> &archKeys = kBertKeys;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -324,7 +430,7 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
       requireTiedEmbeddings(c, k, v);
     else if (!handleIgnored(c, k, v, kCommonIgnored) &&
              !handleIgnored(c, k, v, kBertIgnored))
-      unknownModelKey(c, k, archKeys);
+      unknownModelKey(c, k, archKeys, m.typeName);
   }
   checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
                  m.numHeads);
@@ -416,21 +522,15 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   m.slidingWindow = mistral ? 4096 : 0;
   bool qwenSlidingWindow = false;
 
-  std::vector<std::string> archKeys = {
-      "model_type",        "vocab_size",          "hidden_size",
-      "intermediate_size", "num_hidden_layers",   "num_attention_heads",
-      "num_key_value_heads", "head_dim",          "hidden_act",
-      "max_position_embeddings", "rms_norm_eps",  "rope_theta",
-      "rope_scaling",      "tie_word_embeddings", "attention_dropout",
-      "initializer_range", "pretraining_tp"};
+  std::vector<std::string> archKeys = kLlamaKeys;
   if (mistral)
     archKeys.push_back("sliding_window");
   else if (qwen2)
-    archKeys.insert(archKeys.end(),
-                    {"sliding_window", "use_sliding_window",
-                     "max_window_layers"});
+    archKeys.insert(archKeys.end(), kQwen2OnlyKeys.begin(),
+                    kQwen2OnlyKeys.end());
   else
-    archKeys.insert(archKeys.end(), {"attention_bias", "mlp_bias"});
+    archKeys.insert(archKeys.end(), kLlamaOnlyKeys.begin(),
+                    kLlamaOnlyKeys.end());
   auto known = [&](const std::string &k) {
     return std::find(archKeys.begin(), archKeys.end(), k) != archKeys.end();
   };
@@ -442,7 +542,7 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       continue;
     if (!known(k)) {
       if (!handleIgnored(c, k, v, kCommonIgnored))
-        unknownModelKey(c, k, archKeys);
+        unknownModelKey(c, k, archKeys, m.typeName);
       continue;
     }
     if (k == "vocab_size")
@@ -539,6 +639,34 @@ std::string readDtype(const Ctx &c, const json &j) {
   return dtype;
 }
 
+/// The model_type of the model classes `architectures` names, when they
+/// are classes dsc builds or their backbones ("GPT2LMHeadModel" ->
+/// "gpt2"); empty otherwise.
+std::string modelTypeFromArchitectures(const json &j) {
+  auto it = j.find("architectures");
+  if (it == j.end() || !it->is_array() || it->empty())
+    return "";
+  static const std::pair<const char *, const char *> kClasses[] = {
+      {"GPT2LMHeadModel", "gpt2"},       {"GPT2Model", "gpt2"},
+      {"BertForMaskedLM", "bert"},       {"BertModel", "bert"},
+      {"LlamaForCausalLM", "llama"},     {"LlamaModel", "llama"},
+      {"MistralForCausalLM", "mistral"}, {"MistralModel", "mistral"},
+      {"Qwen2ForCausalLM", "qwen2"},     {"Qwen2Model", "qwen2"}};
+  std::string type;
+  for (const json &a : *it) {
+    if (!a.is_string())
+      return "";
+    std::string found;
+    for (const auto &[cls, t] : kClasses)
+      if (a.get_ref<const std::string &>() == cls)
+        found = t;
+    if (found.empty() || (!type.empty() && found != type))
+      return "";
+    type = found;
+  }
+  return type;
+}
+
 /// architectures: the model classes the checkpoint was saved from. dsc
 /// builds the language-model head of each type (a bare backbone trains
 /// with it); any other head (sequence classification, question
@@ -579,12 +707,26 @@ using namespace config_reader;
 ModelConfig parseModelConfigText(const std::string &text,
                                  const std::string &origin) {
   Ctx c(origin);
+  c.notePrefix = "model config: ";
   json j = parseJson(text, c);
   const char *types =
       "\"gpt2\", \"bert\", \"llama\", \"mistral\" or \"qwen2\"";
   auto it = j.find("model_type");
-  if (it == j.end())
-    c.fail(std::string("model_type: missing; expected ") + types);
+  if (it == j.end()) {
+    // transformers 2.x wrote no model_type; the model class named in
+    // architectures says which configuration class reads the file.
+    const std::string inferred = modelTypeFromArchitectures(j);
+    if (inferred.empty())
+      c.fail(std::string("model_type: missing (and architectures names no "
+                         "model class dsc builds); expected ") +
+             types);
+    c.note("model_type: missing; \"" + inferred +
+           "\" taken from "
+           "architectures " +
+           show(j["architectures"]) +
+           " (configs written before transformers 3 have no model_type)");
+    it = j.emplace("model_type", inferred).first;
+  }
   const std::string &t = c.string("model_type", *it, types);
   ModelConfig m;
   if (t == "gpt2")
@@ -598,6 +740,14 @@ ModelConfig parseModelConfigText(const std::string &text,
            types);
   m.dtype = readDtype(c, j);
   checkArchitectures(c, j, t);
+  if (!c.ignoredKeys.empty())
+    c.note(join(c.ignoredKeys) + ": not " +
+           (c.ignoredKeys.size() == 1 ? "a key" : "keys") +
+           " of transformers' " + t +
+           " configuration; accepted and ignored (transformers keeps " +
+           (c.ignoredKeys.size() == 1 ? "it" : "them") +
+           " as attributes no model code reads)");
+  m.notes = std::move(c.notes);
   return m;
 }
 

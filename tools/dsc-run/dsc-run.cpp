@@ -219,10 +219,18 @@ Configs readConfigs(const Args &args, int64_t worldSize, bool leader = true) {
   inputs.model = &c.model;
   if (args.has("--steps"))
     inputs.steps = args.getInt("--steps", 0, 0);
+  // estimate and plan run no step: the schedule's length changes nothing.
+  inputs.scheduleUsed = args.command != "estimate" && args.command != "plan";
+  inputs.command = "dsc-run " + args.command;
+  if (args.command == "train" || args.command == "check-cuda")
+    inputs.stepsOption = "--steps";
   c.train = parseTrainConfig(args.get("--config"), inputs);
-  if (leader)
+  if (leader) {
+    for (const std::string &note : c.model.notes)
+      std::cerr << "dsc: " << printableLine(note) << "\n";
     for (const std::string &note : c.train.notes)
       std::cerr << "dsc: " << printableLine(note) << "\n";
+  }
   if (args.has("--seq-len")) {
     c.train.seqLen = args.getInt("--seq-len", 0, 1);
     if (c.train.seqLen > c.model.maxPositions)

@@ -177,14 +177,19 @@ TEST(ModelConfig, DuplicateKey) {
 
 TEST(ModelConfig, NestingIsBounded) {
   // 64 levels (top level included) are accepted by the reader (the key is
-  // then unknown); the 65th is refused as soon as the parser reaches it, so
-  // a million levels cost no more than 65.
+  // then one transformers keeps unread: noted); the 65th is refused as soon
+  // as the parser reaches it, so a million levels cost no more than 65.
   auto nested = [](int levels) {
     return "{\"model_type\": \"gpt2\", \"x\": " +
            std::string(size_t(levels - 1), '[') +
            std::string(size_t(levels - 1), ']') + "}";
   };
-  EXPECT_HAS(modelError(nested(64)), "m.json: unknown key 'x'");
+  ModelConfig deep = parseModelConfigText(nested(64), "m.json");
+  ASSERT_EQ(deep.notes.size(), 1u);
+  EXPECT_EQ(deep.notes[0].rfind("model config: x: not a key of "
+                                "transformers' gpt2 configuration",
+                                0),
+            0u);
   std::string brackets;
   for (int i = 0; i < 63; ++i)
     brackets += "[]";
@@ -222,11 +227,30 @@ TEST(ModelConfig, UnknownKey) {
   EXPECT_HAS(modelError(R"({"model_type": "gpt2", "n_embdd": 64})"),
              "m.json: unknown key 'n_embdd' in model config (did you mean "
              "'n_embd'?)");
-  // A BERT key in a GPT-2 config is unknown there.
+  // GPT2Config stores hidden_size as n_embd (attribute_map): refused
+  // naming the key to write instead.
   EXPECT_HAS(modelError(R"({"model_type": "gpt2", "hidden_size": 64})"),
-             "unknown key 'hidden_size' in model config");
+             "unknown key 'hidden_size' in model config: GPT2Config stores "
+             "it as n_embd (its attribute_map), overriding n_embd; write "
+             "n_embd");
+  // Another model type's architecture key: a mixed-up file.
   EXPECT_HAS(modelError(R"({"model_type": "bert", "n_layer": 2})"),
-             "unknown key 'n_layer' in model config");
+             "unknown key 'n_layer' in model config: a key of gpt2 configs, "
+             "which transformers' bert configuration does not read");
+  EXPECT_HAS(modelError(R"({"model_type": "gpt2", "rms_norm_eps": 1e-5})"),
+             "unknown key 'rms_norm_eps' in model config: a key of llama");
+  // Any other key transformers keeps as an unread attribute: one note.
+  ModelConfig m = parseModelConfigText(
+      R"({"model_type": "bert", "my_tag": "a", "_private": 1})", "m.json");
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_EQ(m.notes[0],
+            "model config: _private, my_tag: not keys of transformers' bert "
+            "configuration; accepted and ignored (transformers keeps them as "
+            "attributes no model code reads)");
+  // Architecture keys of models dsc does not build are refused.
+  EXPECT_EQ(modelError(R"({"model_type": "llama", "layer_types": []})"),
+            "m.json: layer_types: not supported: per-layer attention types "
+            "(sliding or full) are not supported");
 }
 
 TEST(ModelConfig, IgnoredKeys) {
@@ -1325,17 +1349,46 @@ TEST(DeepSpeedCompat, KeyTable) {
                          "DeepSpeed's bf16 mode does not scale the loss"));
   EXPECT_TRUE(hasNote(t, "zero_optimization.max_live_parameters: accepted"));
   EXPECT_FALSE(hasNote(t, "tensorboard"));
-  EXPECT_EQ(trainError(R"({"train_batch_size": 8, "prescale_gradients": true})"),
-            "ds.json: prescale_gradients: true is not supported by dsc: the "
-            "default: gradients are averaged after the reduction (true, "
-            "dividing before it, is not supported) (accepted: false)");
+  // prescale_gradients moves the mean's division; refused where DeepSpeed
+  // refuses it (ZeRO-2/3 with reduce_scatter).
+  EXPECT_TRUE(hasNote(train(R"({"train_batch_size": 8,
+      "prescale_gradients": true, "gradient_predivide_factor": 4})",
+                            2),
+                      "prescale_gradients: accepted; no effect in dsc"));
+  EXPECT_EQ(trainError(R"({"train_batch_size": 8, "gradient_predivide_factor":
+      2.0, "zero_optimization": {"stage": 3}})",
+                       2),
+            "ds.json: gradient_predivide_factor: 2.0 with "
+            "zero_optimization.stage 3 and reduce_scatter true is refused by "
+            "DeepSpeed (\"gradient_predivide_factor != 1.0 is not yet "
+            "supported with ZeRO-3 with reduce scatter enabled\"); set "
+            "reduce_scatter false or drop it");
   EXPECT_HAS(trainError(R"({"train_batch_size": 8,
       "wandb": {"enabled": true, "project": "p"}})"),
              "ds.json: wandb.enabled: true is not supported by dsc: writing "
              "training metrics to this monitor");
-  EXPECT_HAS(trainError(R"({"train_batch_size": 8,
+  // torch.compile settings: dsc compiles the step itself.
+  EXPECT_TRUE(hasNote(train(R"({"train_batch_size": 8,
       "compile": {"enabled": true, "backend": "inductor"}})"),
-             "compile.enabled: true is not supported by dsc");
+                      "compile.enabled: accepted; no effect in dsc: "
+                      "torch.compile of the model"));
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8,
+      "compile": {"offload_opt_states": true}})"),
+             "compile.offload_opt_states: true is not supported by dsc");
+  // Switched-off sections: keys checked; ignored ones noted where
+  // DeepSpeed ignores them, unknown where it refuses them.
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8,
+      "eigenvalue": {"enabled": false, "max_iter": "many"}})"),
+             "eigenvalue.max_iter: \"many\" is not allowed; expected an "
+             "integer");
+  EXPECT_TRUE(hasNote(train(R"({"train_batch_size": 8,
+      "elasticity": {"enabled": false, "note": 1}})"),
+                      "elasticity.note: not a key of DeepSpeed's elasticity "
+                      "section; ignored"));
+  EXPECT_HAS(trainError(R"({"train_batch_size": 8,
+      "wandb": {"enabled": false, "entity": "me"}})"),
+             "wandb.entity: unknown key; allowed here: enabled, group, team, "
+             "project");
   EXPECT_HAS(trainError(R"({"train_batch_size": 8,
       "data_types": {"grad_accum_dtype": "bf16"}})"),
              "data_types.grad_accum_dtype: \"bf16\" is not supported by dsc");

@@ -74,6 +74,10 @@ struct ModelConfig {
   /// the weights' storage dtype as written ("float32", "bfloat16"...);
   /// empty when absent or null. "auto" in a ds_config's fp16/bf16 reads it.
   std::string dtype;
+  /// What the reader decided that the user should hear ("model config:
+  /// model_type missing; ...", keys transformers keeps but no model code
+  /// reads), each once. The tools print them on stderr.
+  std::vector<std::string> notes;
 
   /// Width of the attention heads together (heads * head dim).
   int64_t attentionWidth() const {
@@ -325,8 +329,18 @@ struct TrainConfigInputs {
   /// those "auto" values are refused.
   const ModelConfig *model = nullptr;
   /// The run's optimizer steps (dsc-run train --steps): total_num_steps.
-  /// 0: not known, "auto" there is refused.
+  /// 0: not known.
   int64_t steps = 0;
+  /// Whether the command runs the LR schedule (train, compile, inspect):
+  /// false for estimate and plan, whose memory and job plans do not depend
+  /// on its length; there an "auto" total_num_steps with `steps` unknown
+  /// stays "auto" (noted), elsewhere it is refused.
+  bool scheduleUsed = true;
+  /// The command and its option that gives `steps` ("dsc-run train",
+  /// "--steps"), named when an "auto" total_num_steps is refused; an empty
+  /// option: the command has none.
+  std::string command = "dsc-run";
+  std::string stepsOption;
 };
 
 /// Reads and validates a ds_config.json.
@@ -364,6 +378,11 @@ struct DeepSpeedKey {
   /// separated by '|'.
   const char *accepts;
   const char *why; ///< the effect, or why it has none / is not supported
+  /// For a section: DeepSpeed reads the keys it knows one by one and
+  /// ignores the others (get_scalar_param), where its pydantic sections
+  /// refuse them. dsc names an ignored key once on stderr and refuses one
+  /// within edit distance 2 of a known key as a misspelling.
+  bool ignoresUnknownKeys = false;
 };
 
 /// Every key of the table, in documentation order.
