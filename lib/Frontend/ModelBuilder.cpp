@@ -95,9 +95,16 @@ public:
     Value w = normalParam(prefix + ".weight", {out, in}, std);
     return linear(x, w, Value(), /*transposeW=*/true);
   }
-  Value rmsNorm(Value x, const std::string &prefix, double eps) {
+  /// RMSNorm with parameter `<prefix>.weight`; `plusOne` (Gemma): the
+  /// scale is 1 + weight, the weight starting at 0.
+  Value rmsNorm(Value x, const std::string &prefix, double eps,
+                bool plusOne = false) {
     int64_t c = typeOf(x).getShape().back();
-    Value weight = param(prefix + ".weight", {c}, InitKind::ones);
+    Value weight = param(prefix + ".weight", {c},
+                         plusOne ? InitKind::zeros : InitKind::ones);
+    if (plusOne)
+      weight = add(weight, b.create<FillOp>(loc, weight.getType(),
+                                            b.getF64FloatAttr(1.0)));
     return b.create<RmsNormOp>(loc, x.getType(), x, weight,
                                b.getF64FloatAttr(eps));
   }
@@ -319,9 +326,11 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
   return g.crossEntropy(logits, mask.getLabels(), /*ignoreIndex=*/-100);
 }
 
-/// LlamaForCausalLM (also Mistral and Qwen2): pre-RMSNorm blocks, rotary
-/// embeddings on q and k, grouped-query attention, SwiGLU MLP, a head of its
-/// own unless tie_word_embeddings.
+/// LlamaForCausalLM (also Mistral, Qwen2 and Gemma): pre-RMSNorm blocks,
+/// rotary embeddings on q and k, grouped-query attention, SwiGLU MLP, a head
+/// of its own unless tie_word_embeddings. Gemma scales the embeddings by
+/// sqrt(hidden_size), its RMSNorms by 1 + weight, and gates its MLP through
+/// GELU.
 Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                  Value targets, Value &logits) {
   int64_t c = m.hidden, hd = m.headDim, heads = m.numHeads,
@@ -330,10 +339,14 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   Value embed = g.normalParam("model.embed_tokens.weight", {m.vocabSize, c},
                               std);
   Value h = g.embedding(embed, ids);
+  if (m.embedScale) // Gemma: the embeddings times sqrt(hidden_size)
+    h = g.b.create<ScaleOp>(g.loc, h.getType(), h,
+                            g.b.getF64FloatAttr(std::sqrt(double(c))));
+  const bool plusOne = m.normPlusOne;
   for (int64_t l = 0; l < m.numLayers; ++l) {
     Operation *before = g.lastOp();
     std::string lp = "model.layers." + std::to_string(l) + ".";
-    Value a = g.rmsNorm(h, lp + "input_layernorm", eps);
+    Value a = g.rmsNorm(h, lp + "input_layernorm", eps, plusOne);
     std::string sp = lp + "self_attn.";
     Value q = g.dense(a, sp + "q_proj", c, heads * hd, std, m.qkvBias);
     Value k = g.dense(a, sp + "k_proj", c, kv * hd, std, m.qkvBias);
@@ -344,18 +357,20 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
     a = g.attendHeads(q, g.repeatKv(k, heads / kv), g.repeatKv(v, heads / kv),
                       /*causal=*/true, m.attnDropout);
     h = g.add(h, g.dense(a, sp + "o_proj", heads * hd, c, std, m.outBias));
-    Value f = g.rmsNorm(h, lp + "post_attention_layernorm", eps);
+    Value f = g.rmsNorm(h, lp + "post_attention_layernorm", eps, plusOne);
     std::string mp = lp + "mlp.";
     Value gate = g.dense(f, mp + "gate_proj", c, m.intermediate, std,
                          m.mlpBias);
     Value up = g.dense(f, mp + "up_proj", c, m.intermediate, std, m.mlpBias);
-    Value act = g.b.create<SiluOp>(g.loc, gate.getType(), gate);
+    Value act = m.geluMlp
+                    ? g.gelu(gate, m.gelu)
+                    : Value(g.b.create<SiluOp>(g.loc, gate.getType(), gate));
     f = g.b.create<MulOp>(g.loc, up.getType(), act, up);
     h = g.add(h, g.dense(f, mp + "down_proj", m.intermediate, c, std,
                          m.mlpBias));
     g.tagLayer(before, l);
   }
-  h = g.rmsNorm(h, "model.norm", eps);
+  h = g.rmsNorm(h, "model.norm", eps, plusOne);
   Value head = m.tieEmbeddings
                    ? embed
                    : g.normalParam("lm_head.weight", {m.vocabSize, c}, std);

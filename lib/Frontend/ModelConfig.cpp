@@ -497,27 +497,36 @@ RopeConfig parseRopeScaling(const Ctx &c, const json &v, RopeConfig rope) {
 }
 
 /// LlamaForCausalLM and the model types whose keys map onto its graph:
-/// MistralForCausalLM (no sliding window shorter than the sequence) and
-/// Qwen2ForCausalLM (biases on q, k and v; no sliding window).
+/// MistralForCausalLM (no sliding window shorter than the sequence),
+/// Qwen2ForCausalLM (biases on q, k and v; no sliding window) and
+/// GemmaForCausalLM (embeddings scaled by sqrt(hidden_size), RMSNorm by
+/// 1 + weight, GELU-gated MLP, head_dim 256 and a tied head by default).
 ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
-  const bool mistral = type == "mistral", qwen2 = type == "qwen2";
-  // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config.
+  const bool mistral = type == "mistral", qwen2 = type == "qwen2",
+             gemma = type == "gemma";
+  // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config /
+  // GemmaConfig.
   ModelConfig m;
   m.type = ModelType::LLaMA;
   m.typeName = type;
-  m.vocabSize = qwen2 ? 151936 : 32000;
-  m.hidden = 4096;
-  m.intermediate = mistral ? 14336 : qwen2 ? 22016 : 11008;
-  m.numLayers = 32;
-  m.numHeads = 32;
+  m.vocabSize = qwen2 ? 151936 : gemma ? 256000 : 32000;
+  m.hidden = gemma ? 3072 : 4096;
+  m.intermediate = mistral ? 14336 : qwen2 ? 22016 : gemma ? 24576 : 11008;
+  m.numLayers = gemma ? 28 : 32;
+  m.numHeads = gemma ? 16 : 32;
+  m.headDim = gemma ? 256 : 0;
   std::optional<int64_t> kvHeads;
   if (mistral)
     kvHeads = 8;
-  m.maxPositions = mistral ? 4096 * 32 : qwen2 ? 32768 : 2048;
+  m.maxPositions = mistral ? 4096 * 32 : qwen2 ? 32768 : gemma ? 8192 : 2048;
+  m.embedScale = m.normPlusOne = m.geluMlp = gemma;
+  m.gelu = GeluApprox::Tanh; // Gemma's hidden_activation null
+  std::optional<std::string> gemmaHiddenAct;
+  bool gemmaActivationGiven = false;
   m.layerNormEps = 1e-6;
   m.initializerRange = 0.02;
   m.embdDropout = m.residDropout = m.attnDropout = 0.0;
-  m.tieEmbeddings = false;
+  m.tieEmbeddings = gemma;
   m.qkvBias = qwen2;
   m.slidingWindow = mistral ? 4096 : 0;
   bool qwenSlidingWindow = false;
@@ -528,6 +537,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   else if (qwen2)
     archKeys.insert(archKeys.end(), kQwen2OnlyKeys.begin(),
                     kQwen2OnlyKeys.end());
+  else if (gemma)
+    archKeys.insert(archKeys.end(), {"attention_bias", "hidden_activation"});
   else
     archKeys.insert(archKeys.end(), kLlamaOnlyKeys.begin(),
                     kLlamaOnlyKeys.end());
@@ -560,7 +571,15 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
                             : std::optional<int64_t>(c.dimension(k, v));
     else if (k == "head_dim")
       m.headDim = v.is_null() ? 0 : c.dimension(k, v);
-    else if (k == "hidden_act") {
+    else if (k == "hidden_act" && gemma)
+      // transformers' Gemma reads hidden_activation instead.
+      gemmaHiddenAct = c.string(k, v, "an activation name");
+    else if (k == "hidden_activation") {
+      if (!v.is_null()) {
+        m.gelu = parseGelu(c, k, v);
+        gemmaActivationGiven = true;
+      }
+    } else if (k == "hidden_act") {
       // transformers' ACT2FN: "silu" and "swish" are both SiLU.
       const std::string &act = c.string(k, v, "\"silu\"");
       if (act != "silu" && act != "swish")
@@ -595,7 +614,17 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
     else if (k == "max_window_layers")
       c.integer(k, v, 0, kMaxLayers, "an integer >= 0");
   }
+  // transformers' (4.46) Gemma rotates with rope_theta alone.
+  if (gemma && !ropeScaling.is_null())
+    c.fail("rope_scaling: " + show(ropeScaling) +
+           " is not supported for model_type \"gemma\" (its rotary "
+           "embedding uses rope_theta alone); expected null");
   m.rope = parseRopeScaling(c, ropeScaling, m.rope);
+  if (gemma && gemmaHiddenAct && !gemmaActivationGiven &&
+      *gemmaHiddenAct != "gelu_pytorch_tanh")
+    c.note("hidden_act \"" + *gemmaHiddenAct +
+           "\" is not read: transformers' Gemma takes its activation from "
+           "hidden_activation, null here, which means gelu_pytorch_tanh");
   // Qwen2 slides its window only when use_sliding_window is true.
   if (qwen2) {
     if (qwenSlidingWindow)
@@ -651,7 +680,8 @@ std::string modelTypeFromArchitectures(const json &j) {
       {"BertForMaskedLM", "bert"},       {"BertModel", "bert"},
       {"LlamaForCausalLM", "llama"},     {"LlamaModel", "llama"},
       {"MistralForCausalLM", "mistral"}, {"MistralModel", "mistral"},
-      {"Qwen2ForCausalLM", "qwen2"},     {"Qwen2Model", "qwen2"}};
+      {"Qwen2ForCausalLM", "qwen2"},     {"Qwen2Model", "qwen2"},
+      {"GemmaForCausalLM", "gemma"},     {"GemmaModel", "gemma"}};
   std::string type;
   for (const json &a : *it) {
     if (!a.is_string())
@@ -684,6 +714,8 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
     built = {"LlamaForCausalLM", "LlamaModel"};
   else if (type == "mistral")
     built = {"MistralForCausalLM", "MistralModel"};
+  else if (type == "gemma")
+    built = {"GemmaForCausalLM", "GemmaModel"};
   else
     built = {"Qwen2ForCausalLM", "Qwen2Model"};
   const std::string expected = "a list of model class names";
@@ -710,7 +742,7 @@ ModelConfig parseModelConfigText(const std::string &text,
   c.notePrefix = "model config: ";
   json j = parseJson(text, c);
   const char *types =
-      "\"gpt2\", \"bert\", \"llama\", \"mistral\" or \"qwen2\"";
+      "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\" or \"gemma\"";
   auto it = j.find("model_type");
   if (it == j.end()) {
     // transformers 2.x wrote no model_type; the model class named in
@@ -733,7 +765,7 @@ ModelConfig parseModelConfigText(const std::string &text,
     m = parseGpt2(c, j);
   else if (t == "bert")
     m = parseBert(c, j);
-  else if (t == "llama" || t == "mistral" || t == "qwen2")
+  else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "gemma")
     m = parseLlama(c, j, t);
   else
     c.fail("model_type: " + show(*it) + " is not supported; expected " +

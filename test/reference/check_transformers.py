@@ -5,8 +5,9 @@ dsc's numerical tests compare dsc with dsc_reference.py (gpt2_forward,
 bert_forward, llama_forward), which is written from the models' public
 descriptions. This script checks those references themselves against
 transformers' GPT2LMHeadModel, BertForMaskedLM, LlamaForCausalLM,
-Qwen2ForCausalLM and MistralForCausalLM: the same float64 weights (the model
-class's own initialisation, then dsc_reference.perturb), the batch each
+Qwen2ForCausalLM, MistralForCausalLM and GemmaForCausalLM: the same float64
+weights (the model class's own initialisation, then dsc_reference.perturb),
+the batch each
 configs/<model>_fwd.json gives, and then logits, loss and the gradient of
 every parameter. It also checks that the parameter names and shapes are
 transformers' own, and that the llama3 rope frequencies are.
@@ -19,7 +20,9 @@ models compute the RMSNorm and the attention softmax in float32 whatever
 the model's dtype ("upcast to fp32"), their rotary cos/sin in float32, and
 their labels= loss in float32. For the exact comparison those upcasts are
 made float64 (the modeling module sees a torch whose float32 is float64;
-nothing else of its code changes), the reference computes cos/sin in
+nothing else of its code changes; GemmaRMSNorm, which upcasts with the
+.float() method instead, runs its own formula with float64 for float32, see
+gemma_norm_in_float64), the reference computes cos/sin in
 float32 as transformers does (llama_forward's rope_dtype), and the loss is
 cross-entropy of transformers' float64 logits. A second, "as shipped"
 comparison runs transformers unmodified against the float64 reference at
@@ -58,6 +61,7 @@ CASES = [
     ("qwen2", "qwen2", "qwen2_fwd", {}),
     ("mistral", "llama", "llama_fwd",  # llama.json run as MistralForCausalLM
      {"model_type": "mistral", "sliding_window": None}),
+    ("gemma", "gemma", "gemma_fwd", {}),
 ]
 
 
@@ -109,6 +113,25 @@ def float32_is_float64(module):
         yield
     finally:
         module.torch = real
+
+
+@contextlib.contextmanager
+def gemma_norm_in_float64(module):
+    """GemmaRMSNorm upcasts with .float() (a method, which
+    float32_is_float64 leaves alone): within the block its forward is the
+    same computation, _norm(x) * (1 + weight), with those two upcasts made
+    float64."""
+    cls = module.GemmaRMSNorm
+    real = cls.forward
+
+    def forward(self, x):
+        return (self._norm(x.double()) * (1.0 + self.weight.double())).type_as(x)
+
+    cls.forward = forward
+    try:
+        yield
+    finally:
+        cls.forward = real
 
 
 def build(tf, cfg):
@@ -186,7 +209,11 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
         # transformers
         model.zero_grad(set_to_none=True)
         kw = {} if mt == "bert" else {"use_cache": False}
-        ctx = float32_is_float64(module) if (llama and exact) else contextlib.nullcontext()
+        ctx = contextlib.ExitStack()
+        if llama and exact:
+            ctx.enter_context(float32_is_float64(module))
+            if mt == "gemma":
+                ctx.enter_context(gemma_norm_in_float64(module))
         with ctx:
             logits = model(input_ids=ids, **kw).logits
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),

@@ -290,7 +290,7 @@ def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
 # builds it for MistralForCausalLM and Qwen2ForCausalLM
 # ---------------------------------------------------------------------------
 
-LLAMA_FAMILY = ("llama", "mistral", "qwen2")
+LLAMA_FAMILY = ("llama", "mistral", "qwen2", "gemma")
 
 
 def llama_dims(cfg):
@@ -303,6 +303,8 @@ def llama_dims(cfg):
     H = cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or H
     D = cfg.get("head_dim") or C // H
+    if model_type(cfg) == "gemma":  # GemmaConfig: head_dim 256 by default
+        D = cfg.get("head_dim", 256)
     if H % KV:
         raise ValueError(f"num_attention_heads {H} is not a multiple of "
                          f"num_key_value_heads {KV}")
@@ -320,13 +322,15 @@ def llama_biases(cfg):
     if mt == "mistral":
         return False, False, False
     ab = bool(cfg.get("attention_bias", False))
+    if mt == "gemma":  # attention_bias on all four projections, no MLP bias
+        return ab, ab, False
     return ab, ab, bool(cfg.get("mlp_bias", False))
 
 
 def llama_tied(cfg):
     """LlamaConfig, MistralConfig and Qwen2Config all default
-    tie_word_embeddings to false (GPT-2 and BERT default to true)."""
-    return bool(cfg.get("tie_word_embeddings", False))
+    tie_word_embeddings to false (GPT-2, BERT and Gemma default to true)."""
+    return bool(cfg.get("tie_word_embeddings", model_type(cfg) == "gemma"))
 
 
 def llama_param_shapes(cfg):
@@ -426,6 +430,12 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+def gemma_mlp_act(cfg):
+    """GemmaMLP's activation: hidden_activation; null (the default) means
+    gelu_pytorch_tanh, and hidden_act is not read."""
+    return _act(cfg.get("hidden_activation") or "gelu_pytorch_tanh")
+
+
 def llama_init(cfg, seed=0):
     """{name: float32 numpy array} initialised like HF's _init_weights:
     matrices normal(0, initializer_range), biases zero, RMSNorm gammas one
@@ -436,8 +446,9 @@ def llama_init(cfg, seed=0):
     for k, shape in llama_param_shapes(cfg).items():
         if len(shape) == 2:
             out[k] = (std * rs.randn(*shape)).astype(np.float32)
-        elif k.endswith("norm.weight"):
-            out[k] = np.ones(shape, dtype=np.float32)
+        elif k.endswith("norm.weight"):  # Gemma's scale is 1 + weight
+            out[k] = (np.zeros if model_type(cfg) == "gemma" else np.ones)(
+                shape, dtype=np.float32)
         else:
             out[k] = np.zeros(shape, dtype=np.float32)
     return out
@@ -459,8 +470,11 @@ def _check_llama_params(P, cfg):
 
 def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
                   attn_mask=None):
-    """LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM) with no
-    cache, no padding, positions 0..T-1. Returns (logits [B,T,V], loss).
+    """LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM,
+    GemmaForCausalLM) with no cache, no padding, positions 0..T-1. Returns
+    (logits [B,T,V], loss). Gemma multiplies the embeddings by
+    sqrt(hidden_size), scales its RMSNorms by (1 + weight) and gates its
+    MLP through GELU (hidden_activation; null: the tanh approximation).
 
     Per layer: h += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)),
     v_proj(n))) with n = RMSNorm(h); h += down_proj(silu(gate_proj(m)) *
@@ -476,9 +490,19 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     transformers exactly, see rope_inv_freq)."""
     if cfg.get("attention_dropout", 0.0):
         raise ValueError("attention_dropout must be 0 for the reference")
-    act = cfg.get("hidden_act", "silu")
-    if act not in ("silu", "swish"):
-        raise NotImplementedError(f"hidden_act {act!r}")
+    gemma = model_type(cfg) == "gemma"
+    if gemma:
+        # GemmaForCausalLM: embeddings times sqrt(hidden_size), RMSNorm
+        # scaled by (1 + weight), MLP gate through GELU.
+        act_fn = gemma_mlp_act(cfg)
+        norm = lambda x, w, e: rms_norm(x, 1.0 + w, e)  # noqa: E731
+        if cfg.get("rope_scaling"):
+            raise NotImplementedError("rope_scaling for gemma")
+    else:
+        act = cfg.get("hidden_act", "silu")
+        if act not in ("silu", "swish"):
+            raise NotImplementedError(f"hidden_act {act!r}")
+        act_fn, norm = F.silu, rms_norm
     _check_llama_params(P, cfg)
     C, H, KV, D, _ = llama_dims(cfg)
     V = cfg["vocab_size"]
@@ -491,6 +515,8 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
         raise NotImplementedError(f"sliding_window {window} < seq_len {T}")
 
     h = P["model.embed_tokens.weight"][ids]
+    if gemma:
+        h = h * math.sqrt(C)
     cos, sin = (t.to(h.dtype) for t in rope_cos_sin(cfg, T, rope_dtype))
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
     if attn_mask is not None:
@@ -498,7 +524,7 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     lin = lambda x, n: F.linear(x, P[n + ".weight"], P.get(n + ".bias"))  # noqa: E731
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        n = rms_norm(h, P[p + "input_layernorm.weight"], eps)
+        n = norm(h, P[p + "input_layernorm.weight"], eps)
         q = lin(n, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
         k = lin(n, p + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2)
         v = lin(n, p + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
@@ -508,10 +534,10 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
         s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
         o = (masked_softmax(s, causal) @ v).transpose(1, 2).reshape(B, T, H * D)
         h = h + lin(o, p + "self_attn.o_proj")
-        m = rms_norm(h, P[p + "post_attention_layernorm.weight"], eps)
-        m = F.silu(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
+        m = norm(h, P[p + "post_attention_layernorm.weight"], eps)
+        m = act_fn(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
         h = h + lin(m, p + "mlp.down_proj")
-    h = rms_norm(h, P["model.norm.weight"], eps)
+    h = norm(h, P["model.norm.weight"], eps)
     head = P["model.embed_tokens.weight"] if llama_tied(cfg) else P["lm_head.weight"]
     logits = F.linear(h, head)
     loss = None
@@ -1482,7 +1508,7 @@ def write_json(path, obj):
 
 
 # Model configs the checks know: configs/<name>.json.
-MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2"]
+MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "gemma"]
 
 
 def common_args(ap):

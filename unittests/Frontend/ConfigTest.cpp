@@ -1120,6 +1120,42 @@ TEST(ModelConfig, Qwen2AndMistral) {
   EXPECT_FALSE(m.qkvBias);
 }
 
+TEST(ModelConfig, Gemma) {
+  // GemmaConfig's defaults: head_dim 256, a tied head, the LLaMA graph
+  // with scaled embeddings, (1 + weight) RMSNorms and a GELU gate.
+  ModelConfig m = parseModelConfigText(
+      R"({"model_type": "gemma", "hidden_size": 64, "num_attention_heads": 2,
+          "hidden_act": "gelu"})",
+      "m.json");
+  EXPECT_EQ(m.type, ModelType::LLaMA);
+  EXPECT_EQ(m.headDim, 256);
+  EXPECT_EQ(m.numKvHeads, 2);
+  EXPECT_TRUE(m.tieEmbeddings);
+  EXPECT_TRUE(m.embedScale && m.normPlusOne && m.geluMlp);
+  EXPECT_EQ(m.gelu, GeluApprox::Tanh); // hidden_act is not read
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_EQ(m.notes[0].rfind("model config: hidden_act \"gelu\" is not "
+                             "read",
+                             0),
+            0u);
+  m = parseModelConfigText(
+      R"({"model_type": "gemma", "hidden_activation": "gelu"})", "m.json");
+  EXPECT_EQ(m.gelu, GeluApprox::Erf);
+  EXPECT_TRUE(m.notes.empty());
+  EXPECT_HAS(modelError(R"({"model_type": "gemma", "rope_scaling":
+                            {"rope_type": "linear", "factor": 2.0}})"),
+             "rope_scaling: {\"factor\":2.0,\"rope_type\":\"linear\"} is not "
+             "supported for model_type \"gemma\"");
+  EXPECT_HAS(modelError(R"({"model_type": "gemma", "mlp_bias": true})"),
+             "unknown key 'mlp_bias' in model config: a key of llama");
+  EXPECT_HAS(modelError(R"({"model_type": "gemma", "architectures":
+                            ["LlamaForCausalLM"]})"),
+             "for model_type \"gemma\" dsc builds GemmaForCausalLM");
+  // Other model types keep the LLaMA graph.
+  m = parseModelConfigText(R"({"model_type": "llama"})", "m.json");
+  EXPECT_FALSE(m.embedScale || m.normPlusOne || m.geluMlp);
+}
+
 TEST(ModelConfig, LlamaErrorsNameTheKey) {
   EXPECT_HAS(modelError(R"({"model_type": "llama", "hidden_act": "gelu"})"),
              "hidden_act: \"gelu\" is not supported; expected \"silu\"");

@@ -23,8 +23,9 @@ struct ConfigError : Error {
   using Error::Error;
 };
 
-/// LLaMA covers the Hugging Face model types llama, mistral and qwen2 (one
-/// graph: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU).
+/// LLaMA covers the Hugging Face model types llama, mistral, qwen2 and gemma
+/// (one graph: RMSNorm, rotary embeddings, grouped-query attention, gated
+/// MLP).
 enum class ModelType { GPT2, BERT, LLaMA };
 enum class GeluApprox { Tanh, Erf };
 
@@ -70,6 +71,10 @@ struct ModelConfig {
   bool outBias = false;       ///< attention_bias (llama): o_proj's bias
   bool mlpBias = false;       ///< mlp_bias
   int64_t slidingWindow = 0;  ///< mistral's sliding_window; 0: none
+  // Gemma: the LLaMA graph with three changes.
+  bool embedScale = false;  ///< embeddings times sqrt(hidden_size)
+  bool normPlusOne = false; ///< RMSNorm scales by 1 + weight (weights from 0)
+  bool geluMlp = false;     ///< MLP gate through GELU (`gelu`) instead of SiLU
   /// torch_dtype, or transformers >= 4.56's dtype (the same key renamed):
   /// the weights' storage dtype as written ("float32", "bfloat16"...);
   /// empty when absent or null. "auto" in a ds_config's fp16/bf16 reads it.
