@@ -166,8 +166,8 @@ const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
                  "which dsc cannot read"},
     {"rope_parameters", "transformers 5's rope settings are not supported "
                         "yet (write rope_theta and rope_scaling)"},
-    {"layer_types", "per-layer attention types (sliding or full) are not "
-                    "supported"},
+    {"layer_types", "per-layer attention types other than "
+                    "\"full_attention\" (sliding windows) are not supported"},
     {"attn_logit_softcapping", "attention logit soft-capping is not "
                                "supported"},
     {"final_logit_softcapping", "final logit soft-capping is not supported"},
@@ -261,9 +261,15 @@ const char *otherTypeWithKey(const std::string &key, const std::string &type) {
 /// Refused when it is within edit distance 2 of a key dsc reads (a
 /// misspelling transformers would ignore silently) or when it is an
 /// architecture key of another model type dsc does not implement.
-void unknownModelKey(const Ctx &c, const std::string &key,
+void unknownModelKey(const Ctx &c, const std::string &key, const json &v,
                      const std::vector<std::string> &archKeys,
                      const std::string &type) {
+  // Newer configs list every layer's attention: all full attention is
+  // the model dsc builds.
+  if (key == "layer_types" && v.is_array() &&
+      std::all_of(v.begin(), v.end(),
+                  [](const json &t) { return t == "full_attention"; }))
+    return;
   for (const auto &[name, why] : kArchitectureKeys)
     if (key == name)
       c.fail(key + ": not supported: " + why);
@@ -361,7 +367,7 @@ ModelConfig parseGpt2(const Ctx &c, const json &j) {
       requireTiedEmbeddings(c, k, v);
     else if (!handleIgnored(c, k, v, kCommonIgnored) &&
              !handleIgnored(c, k, v, kGpt2Ignored))
-      unknownModelKey(c, k, archKeys, m.typeName);
+      unknownModelKey(c, k, v, archKeys, m.typeName);
   }
   if (m.intermediate == 0)
     m.intermediate = 4 * m.hidden;
@@ -430,7 +436,7 @@ ModelConfig parseBert(const Ctx &c, const json &j) {
       requireTiedEmbeddings(c, k, v);
     else if (!handleIgnored(c, k, v, kCommonIgnored) &&
              !handleIgnored(c, k, v, kBertIgnored))
-      unknownModelKey(c, k, archKeys, m.typeName);
+      unknownModelKey(c, k, v, archKeys, m.typeName);
   }
   checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
                  m.numHeads);
@@ -553,7 +559,7 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       continue;
     if (!known(k)) {
       if (!handleIgnored(c, k, v, kCommonIgnored))
-        unknownModelKey(c, k, archKeys, m.typeName);
+        unknownModelKey(c, k, v, archKeys, m.typeName);
       continue;
     }
     if (k == "vocab_size")

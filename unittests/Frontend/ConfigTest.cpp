@@ -248,9 +248,17 @@ TEST(ModelConfig, UnknownKey) {
             "configuration; accepted and ignored (transformers keeps them as "
             "attributes no model code reads)");
   // Architecture keys of models dsc does not build are refused.
-  EXPECT_EQ(modelError(R"({"model_type": "llama", "layer_types": []})"),
+  EXPECT_EQ(modelError(R"({"model_type": "qwen2", "num_hidden_layers": 2,
+      "layer_types": ["full_attention", "sliding_attention"]})"),
             "m.json: layer_types: not supported: per-layer attention types "
-            "(sliding or full) are not supported");
+            "other than \"full_attention\" (sliding windows) are not "
+            "supported");
+  // Every layer full attention: the model dsc builds.
+  EXPECT_TRUE(parseModelConfigText(R"({"model_type": "qwen2",
+      "num_hidden_layers": 2, "layer_types": ["full_attention",
+      "full_attention"]})",
+                                   "m.json")
+                  .notes.empty());
 }
 
 TEST(ModelConfig, IgnoredKeys) {
