@@ -936,7 +936,7 @@ def DscRemat : Pass<"dsc-remat", "::mlir::ModuleOp"> {
     Algorithm of `budget`. Cost of recomputing a candidate = FLOPs + bytes
     moved (CostOpInterface) of the op and its unsaved chain. Memory model:
     peak(R) = P0 - sum of the saved bytes of the recomputed set R, where P0
-    is the planned peak (lib/Codegen/MemoryPlan: the real planner on the
+    is the planned peak (lib/Program/MemoryPlan: the real planner on the
     lowered step) after the cheap recomputations. Minimising the cost subject
     to peak(R) <= budget is a 0/1 knapsack (store the candidates of largest
     total cost whose bytes fit budget - (P0 - all candidate bytes)), solved
