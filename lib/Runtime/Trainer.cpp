@@ -34,15 +34,18 @@ std::string spacedShape(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-/// Whether every element of an f32 buffer is finite (other dtypes are).
-bool allFinite(DType dtype, const void *data, size_t bytes) {
+NonFinite nonFiniteIn(DType dtype, const void *data, size_t bytes) {
   if (dtype != DType::F32)
-    return true;
+    return NonFinite::None;
   const float *v = static_cast<const float *>(data);
-  for (size_t i = 0, n = bytes / sizeof(float); i < n; ++i)
-    if (!std::isfinite(v[i]))
-      return false;
-  return true;
+  NonFinite found = NonFinite::None;
+  for (size_t i = 0, n = bytes / sizeof(float); i < n; ++i) {
+    if (std::isnan(v[i]))
+      return NonFinite::NaN;
+    if (std::isinf(v[i]))
+      found = NonFinite::Inf;
+  }
+  return found;
 }
 
 } // namespace dsc::rt::detail

@@ -19,8 +19,14 @@ namespace dsc::rt::detail {
 /// "[128, 32]", as messages about weight files print shapes (rt::shapeStr
 /// prints the runtime's "[128,32]").
 std::string spacedShape(const std::vector<int64_t> &shape);
-/// Whether every element of an f32 buffer is finite (other dtypes are).
-bool allFinite(DType dtype, const void *data, size_t bytes);
+/// What non-finite values an f32 buffer holds (other dtypes hold none):
+/// NaN if any, else Inf if any.
+enum class NonFinite { None, Inf, NaN };
+NonFinite nonFiniteIn(DType dtype, const void *data, size_t bytes);
+/// Whether every element of a buffer is finite.
+inline bool allFinite(DType dtype, const void *data, size_t bytes) {
+  return nonFiniteIn(dtype, data, bytes) == NonFinite::None;
+}
 
 } // namespace dsc::rt::detail
 

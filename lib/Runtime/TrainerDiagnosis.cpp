@@ -12,26 +12,9 @@
 
 #include "TrainerDetail.h"
 
-#include <cmath>
 
 using namespace dsc::rt;
 using namespace dsc::rt::detail;
-
-namespace {
-
-const char *nonFiniteKind(DType dtype, const void *data, size_t bytes) {
-  const float *v = static_cast<const float *>(data);
-  bool inf = false;
-  if (dtype == DType::F32)
-    for (size_t i = 0, n = bytes / sizeof(float); i < n; ++i) {
-      if (std::isnan(v[i]))
-        return "NaN";
-      inf |= std::isinf(v[i]);
-    }
-  return inf ? "infinite" : nullptr;
-}
-
-} // namespace
 
 std::string Trainer::whereNonFiniteBegins(const TokenFile &data) {
   std::vector<int> state;
@@ -44,13 +27,13 @@ std::string Trainer::whereNonFiniteBegins(const TokenFile &data) {
   std::string mine;
   for (int id : state) {
     const Buffer &buf = prog.buffers[size_t(id)];
-    const char *kind = nonFiniteKind(buf.dtype, storage.data(id), buf.bytes());
-    if (!kind)
+    const NonFinite kind = nonFiniteIn(buf.dtype, storage.data(id), buf.bytes());
+    if (kind == NonFinite::None)
       continue;
     mine = (buf.role == BufferRole::Param ? "parameter '"
                                           : "optimizer state '") +
            buf.name + "' holds " +
-           (std::string(kind) == "NaN" ? "NaN" : "infinite values") +
+           (kind == NonFinite::NaN ? "NaN" : "infinite values") +
            " before this step";
     break;
   }
@@ -86,10 +69,11 @@ std::string Trainer::whereNonFiniteBegins(const TokenFile &data) {
       continue;
     for (int out : I.outputs) {
       const Buffer &buf = prog.buffers[size_t(out)];
-      if (const char *kind =
-              nonFiniteKind(buf.dtype, storage.data(out), buf.bytes())) {
+      const NonFinite kind =
+          nonFiniteIn(buf.dtype, storage.data(out), buf.bytes());
+      if (kind != NonFinite::None) {
         first = std::string("the first ") +
-                (std::string(kind) == "NaN" ? "NaN" : "infinity") +
+                (kind == NonFinite::NaN ? "NaN" : "infinity") +
                 " is an output" +
                 (buf.name.empty() ? "" : " ('" + buf.name + "')") + " of " +
                 opInfo(I.op).name +
