@@ -107,9 +107,31 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   }
   BufferRole role = BufferRole::OptState;
   std::string name = state.getName().str();
+  std::optional<rt::FourBitStorage> fourBit;
   switch (state.getKind()) {
   case StateKind::param:
     role = BufferRole::Param;
+    if (FourBitAttr q = fourBitOf(module, state.getName())) {
+      rt::FourBitStorage s;
+      if (!::dsc::quant::parseFourBitFormat(q.getFormat().str(), s.format))
+        return emitError(loc, "parameter '")
+               << state.getName() << "' has 4-bit format '" << q.getFormat()
+               << "'; dsc knows nf4 and fp4";
+      s.rows = q.getRows();
+      s.cols = q.getCols();
+      s.block = q.getBlock();
+      s.doubleQuant = q.getDoubleQuant();
+      // Under ZeRO-3 the argument is a shard of the bytes.
+      ArrayRef<int64_t> whole =
+          shardOf ? shardOf.asArrayRef() : tensor.getShape();
+      if (s.rows <= 0 || s.cols <= 0 || s.block <= 0 || s.block % 2 ||
+          *dtype != rt::DType::U8 || whole.size() != 1 ||
+          whole[0] != s.layout().bytes)
+        return emitError(loc, "parameter '")
+               << state.getName() << "' of type " << type
+               << " does not hold its " << q;
+      fourBit = s;
+    }
     break;
   case StateKind::grad:
     role = BufferRole::GradAcc;
@@ -131,6 +153,7 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
   rt::Buffer buf;
   buf.name = name;
   buf.role = role;
+  buf.fourBit = fourBit;
   buf.dtype = *dtype;
   buf.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
   if (param) {

@@ -31,6 +31,12 @@ int64_t linearFlops(LinearOp op) {
   return 2 * out * k + (op.getBias() ? out : 0);
 }
 
+/// The GEMM's; dequantizing the weight's tiles is not counted.
+int64_t linear4bitFlops(Linear4bitOp op) {
+  int64_t k = op.getTransposeW() ? op.getCols() : op.getRows();
+  return 2 * staticElementCount(op.getResult()) * k;
+}
+
 int64_t batchMatmulFlops(BatchMatmulOp op) {
   auto a = cast<ShapedType>(op.getLhs().getType());
   int64_t r = a.getRank();
@@ -64,6 +70,7 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
             .hasInterface<CostOpInterface>())
       return;
     LinearOp::attachInterface<Model<LinearOp, linearFlops>>(*ctx);
+    Linear4bitOp::attachInterface<Model<Linear4bitOp, linear4bitFlops>>(*ctx);
     BatchMatmulOp::attachInterface<Model<BatchMatmulOp, batchMatmulFlops>>(
         *ctx);
     AttentionOp::attachInterface<Model<AttentionOp, attentionFlops>>(*ctx);

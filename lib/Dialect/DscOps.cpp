@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Dialect/DscOps.h"
+#include "dsc/Program/FourBitLayout.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
@@ -179,6 +180,57 @@ LogicalResult LinearOp::verify() {
       return failure();
   }
   return expectShape(*this, "result", shapeOf(getResult()), *shape);
+}
+
+/// The 4-bit weight of dsc.linear_4bit and its input gradient: a known
+/// format, a rows x cols weight whose blob has the bytes FourBitLayout
+/// gives, and `x` [..., K] -> [..., N] (`grad`: [..., N] -> [..., K]).
+static LogicalResult verifyFourBitLinear(Operation *op, Value x,
+                                         TypedValue<RankedTensorType> weight,
+                                         StringRef format, int64_t rows,
+                                         int64_t cols, int64_t blockSize,
+                                         bool doubleQuant, bool transW,
+                                         Value result, bool grad) {
+  ::dsc::quant::FourBitFormat f;
+  if (!::dsc::quant::parseFourBitFormat(format.str(), f))
+    return op->emitOpError("expects format \"nf4\" or \"fp4\", got \"")
+           << format << "\"";
+  if (rows <= 0 || cols <= 0 || blockSize <= 0 || blockSize % 2 != 0)
+    return op->emitOpError("expects positive rows and cols and an even "
+                           "positive block_size, got ")
+           << rows << " x " << cols << " in blocks of " << blockSize;
+  const int64_t bytes =
+      ::dsc::quant::FourBitLayout::of(rows * cols, blockSize, doubleQuant).bytes;
+  if (weight.getType().getDimSize(0) != bytes)
+    return op->emitOpError("weight of ")
+           << weight.getType().getDimSize(0) << " bytes does not hold a "
+           << rows << " x " << cols << " " << format << " weight in blocks of "
+           << blockSize << (doubleQuant ? " with" : " without")
+           << " double quantization (" << bytes << " bytes)";
+  const int64_t k = transW ? cols : rows, n = transW ? rows : cols;
+  const int64_t in = grad ? n : k, out = grad ? k : n;
+  ArrayRef<int64_t> xs = shapeOf(x);
+  if (xs.empty() || xs.back() != in)
+    return op->emitOpError(grad ? "gradient " : "input ")
+           << shapeStr(xs) << " does not match the " << rows << " x " << cols
+           << " weight" << (transW ? " (transposed)" : "");
+  SmallVector<int64_t> want(xs.begin(), xs.end());
+  want.back() = out;
+  return expectShape(op, "result", shapeOf(result), want);
+}
+
+LogicalResult Linear4bitOp::verify() {
+  return verifyFourBitLinear(*this, getInput(), getWeight(), getFormat(),
+                             getRows(), getCols(), getBlockSize(),
+                             getDoubleQuant(), getTransposeW(), getResult(),
+                             /*grad=*/false);
+}
+
+LogicalResult Linear4bitGradInputOp::verify() {
+  return verifyFourBitLinear(*this, getGrad(), getWeight(), getFormat(),
+                             getRows(), getCols(), getBlockSize(),
+                             getDoubleQuant(), getTransposeW(), getResult(),
+                             /*grad=*/true);
 }
 
 /// A bias [N] for an input [..., N].
@@ -934,6 +986,16 @@ TensorSliceAttr mlir::dsc::tensorSliceOf(Operation *op, StringRef param) {
       module ? module->getAttrOfType<DictionaryAttr>(kTensorSlicesAttrName)
              : DictionaryAttr();
   return slices ? slices.getAs<TensorSliceAttr>(param) : TensorSliceAttr();
+}
+
+FourBitAttr mlir::dsc::fourBitOf(Operation *op, StringRef param) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  auto params =
+      module ? module->getAttrOfType<DictionaryAttr>(kFourBitParamsAttrName)
+             : DictionaryAttr();
+  return params ? params.getAs<FourBitAttr>(param) : FourBitAttr();
 }
 
 namespace {

@@ -81,6 +81,15 @@ static Value zeroKeyBiasSlices(OpBuilder &b, Location loc, Value biasGrad,
   return b.create<ConcatOp>(loc, type, pieces, b.getI64IntegerAttr(0));
 }
 
+/// The weight is frozen (4-bit storage has no gradient): only the input's.
+void Linear4bitOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<Linear4bitGradInputOp>(
+      getLoc(), getInput().getType(), resultGrads[0], getWeight(),
+      getFormatAttr(), getRowsAttr(), getColsAttr(), getBlockSizeAttr(),
+      getDoubleQuantAttr(), getTransposeWAttr());
+}
+
 void LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                              SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();

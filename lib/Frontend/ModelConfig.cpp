@@ -414,6 +414,12 @@ ModelConfig parseModelConfigText(const std::string &text,
     it = j.emplace("model_type", inferred).first;
   }
   const std::string &t = c.string("model_type", *it, types);
+  // Read apart: it is the same for every model type.
+  json quantization;
+  if (auto q = j.find("quantization_config"); q != j.end()) {
+    quantization = *q;
+    j.erase(q);
+  }
   ModelConfig m;
   if (t == "gpt2")
     m = parseGpt2(c, j);
@@ -425,6 +431,7 @@ ModelConfig parseModelConfigText(const std::string &text,
     c.fail("model_type: " + show(*it) + " is not supported; expected " +
            types);
   m.dtype = readDtype(c, j);
+  m.fourBit = parseQuantizationConfig(c, quantization);
   checkArchitectures(c, j, t);
   if (!c.ignoredKeys.empty())
     c.note(join(c.ignoredKeys) + ": not " +

@@ -147,7 +147,6 @@ GeluApprox parseGelu(const Ctx &c, const std::string &key, const json &v) {
 /// Keys transformers' configuration classes read (for some model types)
 /// that would change the model dsc builds; dsc does not implement them.
 const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
-    {"quantization_config", "quantized weights are not supported"},
     {"auto_map", "the model is defined by its own code (trust_remote_code), "
                  "which dsc cannot read"},
     {"rope_parameters", "transformers 5's rope settings are not supported "

@@ -45,6 +45,9 @@ void unknownModelKey(const Ctx &c, const std::string &key, const json &v,
                      const std::string &type);
 /// torch_dtype, or dtype (its name since transformers 4.56).
 std::string readDtype(const Ctx &c, const json &j);
+/// quantization_config (QuantizationConfig.cpp): transformers'
+/// BitsAndBytesConfig; null or absent: none.
+FourBitConfig parseQuantizationConfig(const Ctx &c, const json &v);
 /// The model_type a config without one implies by its architectures
 /// (GPT2LMHeadModel: gpt2), or "".
 std::string modelTypeFromArchitectures(const json &j);

@@ -28,6 +28,20 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
           (causal ? "this causal language model needs \"unidirectional\""
                   : "BERT attends both ways: it needs \"bidirectional\""));
   }
+  if (model.fourBit.enabled) {
+    if (!train.lora.enabled)
+      throw ConfigError(
+          "model config: quantization_config.load_in_4bit: 4-bit weights are "
+          "frozen, so nothing would train; add a lora section (QLoRA) or "
+          "--adapter");
+    if (train.parallel.tensor > 1)
+      throw ConfigError(
+          "model config: quantization_config.load_in_4bit: 4-bit weights "
+          "cannot be sliced over tensor_parallel.autotp_size " +
+          std::to_string(train.parallel.tensor) +
+          " ranks (their blocks of scales span whole rows); use ZeRO or "
+          "pipeline stages");
+  }
   bool gpt2 = model.type == ModelType::GPT2;
   const char *posKey = gpt2 ? "n_positions" : "max_position_embeddings";
   if (model.vocabSize <= 0 || model.maxPositions <= 0)

@@ -126,6 +126,7 @@ public:
   void add();
   void reduceTo();
   void linear();
+  void fourBitLinear();
   void batchMatmul();
   void norm();
   void normGrad(bool fromOutput);
@@ -221,6 +222,38 @@ void Checker::linear() {
     d.M = K ? x.numElements() / K : 0;
     count(dy, d.M * N, "dy");
   }
+}
+
+void Checker::fourBitLinear() {
+  const bool fwd = I.op == Opcode::Linear4bit;
+  if (!quant::parseFourBitFormat(I.getString("format"), d.fourBitFormat))
+    fail("format must be \"nf4\" or \"fp4\", got \"" +
+         I.getString("format") + "\"");
+  const int64_t rows = I.getInt("rows"), cols = I.getInt("cols"),
+                block = I.getInt("block_size");
+  if (rows <= 0 || cols <= 0 || block <= 0 || block % 2 != 0)
+    fail("rows, cols and an even block_size must be positive, got " +
+         std::to_string(rows) + " x " + std::to_string(cols) +
+         " in blocks of " + std::to_string(block));
+  d.fourBit = quant::FourBitLayout::of(rows * cols, block,
+                                       flag("double_quant"));
+  d.transW = flag("transpose_w");
+  d.K = d.transW ? cols : rows;
+  d.N = d.transW ? rows : cols;
+  const Buffer &w = in(1);
+  if (w.dtype != DType::U8 || w.numElements() != d.fourBit.bytes)
+    fail("weight '" + w.name + "' must be " +
+         std::to_string(d.fourBit.bytes) + " u8 bytes, got " +
+         shapeStr(w.shape) + " " + dtypeName(w.dtype));
+  const Buffer &x = in(0);
+  const int64_t width = fwd ? d.K : d.N;
+  if (lastDim(x, fwd ? "x" : "dy") != width)
+    fail(std::string(fwd ? "x '" : "dy '") + x.name + "' " +
+         shapeStr(x.shape) + " does not match the " + std::to_string(rows) +
+         " x " + std::to_string(cols) + " weight" +
+         (d.transW ? " (transposed)" : ""));
+  d.M = x.numElements() / width;
+  count(out(0), d.M * (fwd ? d.N : d.K), fwd ? "output" : "dx");
 }
 
 void Checker::batchMatmul() {
@@ -1026,6 +1059,9 @@ void Checker::family() {
     return;
   case OpFamily::Linear:
     linear();
+    return;
+  case OpFamily::FourBitLinear:
+    fourBitLinear();
     return;
   case OpFamily::BatchMatmul:
     batchMatmul();

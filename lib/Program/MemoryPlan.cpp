@@ -374,7 +374,12 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
       continue;
     case BufferRole::Param:
       r.parameters += bytes;
-      r.parameterCount += b.numElements();
+      // A 4-bit weight's bytes hold rows * cols parameters (a ZeRO-3
+      // shard its share of them).
+      r.parameterCount +=
+          b.fourBit ? b.fourBit->rows * b.fourBit->cols * b.numElements() /
+                          b.fourBit->layout().bytes
+                    : b.numElements();
       break;
     case BufferRole::GradAcc:
       r.gradients += bytes;

@@ -13,6 +13,8 @@
 #include "dsc/Support/OutputFile.h"
 #include "dsc/Runtime/Trainer.h"
 
+#include "FourBitWeights.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -261,6 +263,20 @@ void Trainer::saveMergedWeights(const std::string &path) const {
       } else {
         ++it;
       }
+    // QLoRA: 4-bit weights are exported dequantized (f32), as PEFT's
+    // merge_and_unload computes with them.
+    for (auto &[name, w] : file.tensors) {
+      const int id = prog.findBuffer(BufferRole::Param, name);
+      if (id < 0 || !prog.buffers[size_t(id)].fourBit)
+        continue;
+      const FourBitStorage &q = *prog.buffers[size_t(id)].fourBit;
+      const std::vector<float> values = dequantizeWeight(q, w.bytes.data());
+      w.dtype = DType::F32;
+      w.shape = {q.rows, q.cols};
+      w.bytes.assign(reinterpret_cast<const char *>(values.data()),
+                     reinterpret_cast<const char *>(values.data() +
+                                                    values.size()));
+    }
     const std::string suffix = ".weight";
     for (auto &[name, w] : file.tensors) {
       if (!endsWith(name, suffix))

@@ -4,6 +4,8 @@
 #include "dsc/Runtime/Runtime.h"
 #include "dsc/Program/TensorSlice.h"
 
+#include "FourBitWeights.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -148,6 +150,21 @@ void initializeParameters(const Program &program, Storage &storage,
     if (b.role != BufferRole::Param || b.init == InitKind::None ||
         b.init == InitKind::Zeros) {
       std::memset(raw, 0, b.bytes());
+      continue;
+    }
+    if (b.fourBit) {
+      // QLoRA: the whole weight drawn in f32, then quantized; this rank
+      // keeps its part of the bytes (ZeRO-3: a shard, zero-padded).
+      const int64_t elements = b.fourBit->rows * b.fourBit->cols;
+      std::vector<float> w(static_cast<size_t>(elements));
+      fillWholeRange(b, key, w.data(), 0, elements);
+      const std::vector<char> blob = quantizeWeight(*b.fourBit, w.data());
+      const int64_t first =
+          b.wholeShape.empty() ? 0 : mesh.coordinate(rank, MeshAxis::Data) * n;
+      std::memset(raw, 0, b.bytes());
+      if (first < int64_t(blob.size()))
+        std::memcpy(raw, blob.data() + first,
+                    size_t(std::min<int64_t>(n, int64_t(blob.size()) - first)));
       continue;
     }
     if (b.dtype != DType::F32)

@@ -9,6 +9,7 @@
 #include "dsc/Runtime/Trainer.h"
 
 #include "TrainerDetail.h"
+#include "FourBitWeights.h"
 #include "WeightFileNames.h"
 
 #include <algorithm>
@@ -48,8 +49,39 @@ void Trainer::initializeWeights() {
   skipped = 0;
 }
 
+namespace {
+
+/// A 4-bit parameter's bytes from a file's tensor: its full-precision
+/// weight quantized (QLoRA loads a Hugging Face checkpoint so), or the bytes
+/// themselves (a dsc checkpoint of the same storage).
+std::vector<char> fourBitBytes(const Buffer &buf, const std::string &name,
+                               const Tensor &t, const std::string &path) {
+  const FourBitStorage &q = *buf.fourBit;
+  const int64_t bytes = q.layout().bytes;
+  if (t.dtype == DType::U8 && t.shape == std::vector<int64_t>{bytes})
+    return t.bytes;
+  if (t.dtype == DType::F32 &&
+      t.shape == std::vector<int64_t>{q.rows, q.cols}) {
+    if (!allFinite(t.dtype, t.bytes.data(), t.bytes.size()))
+      throw Error(path + ": tensor '" + name +
+                  "' holds NaN or infinite values");
+    return quantizeWeight(q, reinterpret_cast<const float *>(t.bytes.data()));
+  }
+  throw Error(path + ": tensor '" + name + "' has shape " +
+              spacedShape(t.shape) + " " + dtypeName(t.dtype) +
+              ", the model expects " + spacedShape({q.rows, q.cols}) +
+              " (F32, F16 or BF16, quantized to 4 bits as it loads) or its " +
+              std::to_string(bytes) + " bytes in 4 bits (U8 [" +
+              std::to_string(bytes) + "])");
+}
+
+} // namespace
+
 void Trainer::loadWeights(const std::string &path) {
-  Safetensors file = Safetensors::read(path);
+  const bool fourBit =
+      std::any_of(prog.buffers.begin(), prog.buffers.end(),
+                  [](const Buffer &b) { return b.fourBit.has_value(); });
+  Safetensors file = Safetensors::read(path, /*withU8=*/fourBit);
   const WeightFileNames fileNames = WeightFileNames::of(prog);
   auto inFile = [&](const std::string &name) {
     return file.tensors.count(name) || file.skipped.count(name);
@@ -86,6 +118,10 @@ void Trainer::loadWeights(const std::string &path) {
                   file.skipped.at(name) +
                   ", which dsc cannot load (F32, F16, BF16)");
     const Tensor *found = &it->second;
+    if (buf.fourBit) {
+      storeWhole(fourBitBytes(buf, name, *found, path), int(id));
+      continue;
+    }
     const std::vector<int64_t> &want = wholeShapeOf(int(id));
     if (found->shape != want || found->dtype != buf.dtype)
       throw Error(path + ": tensor '" + buf.name + "' has shape " +

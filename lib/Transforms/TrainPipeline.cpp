@@ -10,6 +10,8 @@
 //     axis)
 //   -dsc-lora (freezes the model and adds adapters: the fusions see them;
 //     on the whole model, where a tied head is recognised by its embedding)
+//   -dsc-quantize-frozen (QLoRA: the frozen linear weights in 4 bits; the
+//     fusions leave its GEMMs alone)
 //   -dsc-pipeline-stage (keeps this rank's stage of a pipelined mesh;
 //     after the slicing, which sees the whole model's embeddings and head)
 //   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
@@ -46,7 +48,7 @@ namespace {
 /// run, and its switches: what both forms of the options come to.
 struct TrainingPasses {
   TrainingSwitches switches;
-  std::unique_ptr<Pass> lora, pipelineStage, buildTrainStep, remat,
+  std::unique_ptr<Pass> lora, quantizeFrozen, pipelineStage, buildTrainStep, remat,
       mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
       bucketCollectives;
 };
@@ -60,6 +62,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   const TrainingSwitches &on = p.switches;
   pm.addPass(createDscTensorParallel());
   addIfRun(p.lora);
+  addIfRun(p.quantizeFrozen);
   pm.addPass(std::move(p.pipelineStage));
   if (on.fuseQkv)
     pm.addPass(createDscFuseQkv());
@@ -136,6 +139,11 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     lora.targetModules = t.lora->targetModules;
     p.lora = createDscLora(lora); // copies what it needs
   }
+  if (t.quantizeFrozen) {
+    DscQuantizeFrozenOptions quantize = t.quantizeFrozen->options;
+    quantize.skipModules = t.quantizeFrozen->skipModules;
+    p.quantizeFrozen = createDscQuantizeFrozen(quantize);
+  }
   p.pipelineStage = createDscPipelineStage(t.pipelineStage);
   p.buildTrainStep = createDscBuildTrainStep(t.buildTrainStep);
   p.remat = ifRun(t.remat, createDscRemat);
@@ -166,6 +174,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
   on.invertible = o.invertible;
   on.fuseCrossEntropy = o.fuseCrossEntropy;
   p.lora = fromText(createDscLora(), o.lora, false, error, failed);
+  p.quantizeFrozen = fromText(createDscQuantizeFrozen(), o.quantizeFrozen,
+                              false, error, failed);
   p.pipelineStage =
       fromText(createDscPipelineStage(), o.pipelineStage, true, error, failed);
   p.buildTrainStep =
@@ -189,7 +199,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
 void mlir::dsc::registerTrainingPipeline() {
   registerPassPipeline(
       "dsc-train-pipeline",
-      "Build the training step: -dsc-tensor-parallel, -dsc-lora as given, "
+      "Build the training step: -dsc-tensor-parallel, -dsc-lora and "
+      "-dsc-quantize-frozen as given, "
       "-dsc-pipeline-stage, the fusions as chosen, -dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "

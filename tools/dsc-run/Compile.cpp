@@ -106,6 +106,12 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     lora.options.bias = l.bias;
     lora.options.rslora = l.useRslora;
   }
+  if (const dsc::FourBitConfig &q = model.fourBit; q.enabled) {
+    mlir::dsc::TrainingQuantizeFrozen &quantize = p.quantizeFrozen.emplace();
+    quantize.options.format = q.format;
+    quantize.options.doubleQuant = q.doubleQuant;
+    quantize.skipModules = q.skipModules;
+  }
   const dsc::FusionConfig &fusion = train.fusion;
   mlir::dsc::TrainingSwitches &on = p.switches;
   on.fuseQkv = fusion.qkv;

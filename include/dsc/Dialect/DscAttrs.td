@@ -150,6 +150,29 @@ def Dsc_MeshAttr : AttrDef<Dsc_Dialect, "Mesh"> {
   }];
 }
 
+def Dsc_FourBitAttr : AttrDef<Dsc_Dialect, "FourBit"> {
+  let mnemonic = "four_bit";
+  let summary = "How a frozen parameter is stored in 4 bits (QLoRA)";
+  let description = [{
+    -dsc-quantize-frozen stores a frozen weight of `rows` x `cols` elements
+    as 4-bit codes of `format` ("nf4" or "fp4", bitsandbytes' code books)
+    with one absmax per `block` elements, quantized to 8 bits in blocks of
+    256 with `double_quant`, and records it in the module's
+    `dsc.four_bit_params` dictionary (parameter name -> `#dsc.four_bit<"nf4",
+    rows = 64, cols = 32, block = 64, double_quant = true>`). The step's
+    argument is then the weight's bytes (`tensor<Nxui8>`, the layout of
+    include/dsc/Program/FourBitLayout.h); the runtime quantizes the
+    full-precision weight it loads or initialises.
+  }];
+  let parameters = (ins StringRefParameter<>:$format, "int64_t":$rows,
+                        "int64_t":$cols, "int64_t":$block,
+                        "bool":$doubleQuant);
+  let assemblyFormat = [{
+    `<` $format `,` `rows` `=` $rows `,` `cols` `=` $cols `,` `block` `=`
+    $block `,` `double_quant` `=` $doubleQuant `>`
+  }];
+}
+
 def Dsc_TensorSliceAttr : AttrDef<Dsc_Dialect, "TensorSlice"> {
   let mnemonic = "tensor_slice";
   let summary = "Which part of a parameter a tensor-parallel rank holds";

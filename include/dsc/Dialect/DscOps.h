@@ -61,6 +61,11 @@ inline constexpr llvm::StringLiteral kPerRankAttrName = "dsc.per_rank";
 /// The module attribute holding the device mesh (#dsc.mesh<...>).
 inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
 
+/// The module attribute -dsc-quantize-frozen writes: parameter name ->
+/// #dsc.four_bit (a dictionary).
+inline constexpr llvm::StringLiteral kFourBitParamsAttrName =
+    "dsc.four_bit_params";
+
 /// The module attribute -dsc-tensor-parallel writes: parameter name ->
 /// #dsc.tensor_slice (a dictionary). Its optimizer state and gradient
 /// accumulators are sliced the same way.
@@ -74,6 +79,9 @@ inline constexpr llvm::StringLiteral kTensorParallelStreamsAttrName =
 /// The slice of parameter `param` in the dsc.tensor_slices of `op` (a
 /// module) or of its enclosing module; null for a whole (replicated) one.
 TensorSliceAttr tensorSliceOf(Operation *op, StringRef param);
+/// The #dsc.four_bit of `param` in the module of `op` (null when it is not
+/// stored in 4 bits).
+FourBitAttr fourBitOf(Operation *op, StringRef param);
 
 /// The number of ranks a collective of `op` spans along `axis`: from the
 /// dsc.mesh of `op` (a module) or of its enclosing module, 1 without one.

@@ -183,6 +183,31 @@ def Dsc_LinearOp : Dsc_DiffOp<"linear"> {
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+/// A weight stored in 4 bits: the bytes of FourBitLayout
+/// (include/dsc/Program/FourBitLayout.h).
+def Dsc_FourBitWeight : 1DTensorOf<[UI8]>;
+
+def Dsc_Linear4bitOp : Dsc_DiffOp<"linear_4bit"> {
+  let summary = "x @ W with W stored in 4 bits (QLoRA's frozen weights)";
+  let description = [{
+    `dsc.linear` without a bias over a weight of `rows` x `cols` elements
+    stored as 4-bit codes (`format` `"nf4"` or `"fp4"`, bitsandbytes' code
+    books) with one absmax per `block_size` elements of the row-major
+    weight, the absmaxes themselves quantized to 8 bits in blocks of 256
+    with `double_quant`: one `ui8` tensor whose bytes are laid out as
+    `include/dsc/Program/FourBitLayout.h` says. `transpose_w` as for
+    `dsc.linear` (`[N, K]`, `nn.Linear`'s layout). The kernels dequantize
+    tiles of the weight as they load them: no full-precision copy of the
+    weight is ever made. The weight is frozen: only `input` has a gradient
+    (`dsc.linear_4bit_grad_input`).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FourBitWeight:$weight,
+                       StrAttr:$format, I64Attr:$rows, I64Attr:$cols,
+                       I64Attr:$block_size, BoolAttr:$double_quant,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_LayerNormOp
     : Dsc_DiffOp<"layer_norm",
         [Dsc_ElementwiseCost<kLayerNormFlops, "FirstOperand", 0>,
@@ -662,6 +687,15 @@ def Dsc_EmbeddingGradOp : Dsc_Op<"embedding_grad"> {
 def Dsc_LinearGradInputOp : Dsc_Op<"linear_grad_input"> {
   let summary = "dx = dy @ W^T for dsc.linear";
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$weight,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_Linear4bitGradInputOp : Dsc_Op<"linear_4bit_grad_input"> {
+  let summary = "dx = dy @ W^T for dsc.linear_4bit";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FourBitWeight:$weight,
+                       StrAttr:$format, I64Attr:$rows, I64Attr:$cols,
+                       I64Attr:$block_size, BoolAttr:$double_quant,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
   let results = (outs Dsc_FloatTensor:$result);
 }

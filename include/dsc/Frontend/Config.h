@@ -45,6 +45,17 @@ struct RopeConfig {
 
 /// Architecture hyper-parameters, normalised across GPT-2, BERT and LLaMA
 /// key names.
+/// A model config's quantization_config (transformers' BitsAndBytesConfig)
+/// with load_in_4bit: the frozen linear weights stored in 4 bits (QLoRA).
+struct FourBitConfig {
+  bool enabled = false;
+  std::string format = "fp4";     ///< bnb_4bit_quant_type (nf4 | fp4)
+  bool doubleQuant = false;       ///< bnb_4bit_use_double_quant
+  std::string computeDtype;       ///< bnb_4bit_compute_dtype as written
+  /// llm_int8_skip_modules; empty: transformers' default (the output head).
+  std::vector<std::string> skipModules;
+};
+
 struct ModelConfig {
   ModelType type = ModelType::GPT2;
   std::string typeName = "gpt2"; ///< model_type as written (llama, qwen2...)
@@ -79,6 +90,8 @@ struct ModelConfig {
   /// the weights' storage dtype as written ("float32", "bfloat16"...);
   /// empty when absent or null. "auto" in a ds_config's fp16/bf16 reads it.
   std::string dtype;
+  /// quantization_config (bitsandbytes' 4-bit weights).
+  FourBitConfig fourBit;
   /// What the reader decided that the user should hear ("model config:
   /// model_type missing; ...", keys transformers keeps but no model code
   /// reads), each once. The tools print them on stderr.

@@ -14,6 +14,7 @@
 #ifndef DSC_PROGRAM_INSTRCHECK_H
 #define DSC_PROGRAM_INSTRCHECK_H
 
+#include "dsc/Program/FourBitLayout.h"
 #include "dsc/Program/Program.h"
 
 #include <cstdint>
@@ -49,6 +50,10 @@ struct InstrDims {
   /// x [M, K], weight [K, N] ([N, K] when transposed), y [M, N].
   int64_t batch = 1, M = 0, K = 0, N = 0;
   bool transA = false, transB = false, transW = false;
+  /// FourBitLinear: the weight's code book and the layout of its bytes
+  /// (its elements are [K, N], or [N, K] when transW).
+  quant::FourBitFormat fourBitFormat = quant::FourBitFormat::NF4;
+  quant::FourBitLayout fourBit;
   /// SplitHeads / BiasSplitHeads / MergeHeads: [B, T, parts*H*D] and
   /// `parts` head tensors [B, H, T, D]. Attention: q [B, H, T, D], BH = B*H.
   int64_t B = 0, T = 0, H = 0, D = 0, BH = 0, parts = 0;

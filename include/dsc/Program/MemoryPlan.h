@@ -90,7 +90,8 @@ struct MemoryReport {
   /// i.e. forward values not kept for the backward, gradients in flight,
   /// optimizer temporaries and packing fragmentation.
   int64_t workspace = 0;
-  int64_t parameterCount = 0; ///< elements of the Param buffers
+  int64_t parameterCount = 0; ///< elements of the Param buffers (of the
+                              ///< weight, for 4-bit ones)
   int64_t persistentBytes = 0;
   int64_t tempBytes = 0;      ///< the temp arena: peakBytes - persistent
   /// Saved activations by Instr::layer of the forward instruction that wrote

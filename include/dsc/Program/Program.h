@@ -15,6 +15,7 @@
 #ifndef DSC_PROGRAM_PROGRAM_H
 #define DSC_PROGRAM_PROGRAM_H
 
+#include "dsc/Program/FourBitLayout.h"
 #include "dsc/Support/Error.h"
 
 #include <cstdint>
@@ -62,6 +63,18 @@ inline int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
+/// A frozen weight stored in 4 bits (#dsc.four_bit): the buffer holds
+/// FourBitLayout's bytes for a rows x cols weight.
+struct FourBitStorage {
+  quant::FourBitFormat format = quant::FourBitFormat::NF4;
+  int64_t rows = 0, cols = 0, block = 64;
+  bool doubleQuant = false;
+
+  quant::FourBitLayout layout() const {
+    return quant::FourBitLayout::of(rows * cols, block, doubleQuant);
+  }
+};
+
 struct Buffer {
   std::string name; ///< e.g. "transformer.h.0.ln_1.weight", "exp_avg/<param>"
   BufferRole role = BufferRole::Temp;
@@ -87,6 +100,9 @@ struct Buffer {
   /// A parameter the step reads but never updates (dsc.frozen: the base
   /// model under LoRA). Trainable parameters are the adapter.
   bool frozen = false;
+  /// A parameter stored in 4 bits (QLoRA); the runtime quantizes the
+  /// [rows, cols] f32 weight it loads or initialises into it.
+  std::optional<FourBitStorage> fourBit;
   /// Byte offset in the program's arena when it has a memory plan
   /// (Program::arenaBytes >= 0, see include/dsc/Program/MemoryPlan.h); -1
   /// when the buffer is allocated on its own.
@@ -113,14 +129,14 @@ enum class OpFamily {
   ReduceTo, Linear, BatchMatmul, Norm, NormGrad, NormGradFromOutput,
   ResidualNorm, Gelu, Dropout, Bias, Heads, ConcatSplit, Softmax, Attention,
   CrossEntropy, TokenMask, Optimizer, Scalar, Compression, Pointwise, Rotary,
-  RepeatKv,
+  RepeatKv, FourBitLinear,
 };
 
 /// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
 /// CPU, cuBLASLt on CUDA; Collective: the communicator).
 enum class KernelFamily {
   Elementwise, Norms, Attention, EmbeddingLoss, Optimizers, Gemm, Collective,
-  Compression, Gated, Rotary,
+  Compression, Gated, Rotary, Quantized,
 };
 
 /// How the CUDA backend runs an opcode.

@@ -101,6 +101,13 @@ struct TrainingLora {
   std::vector<std::string> targetModules;
 };
 
+/// -dsc-quantize-frozen's options with the storage of their skip-modules
+/// list.
+struct TrainingQuantizeFrozen {
+  DscQuantizeFrozenOptions options;
+  std::vector<std::string> skipModules;
+};
+
 /// The training pipeline as dsc-run fills it from the configs: every pass
 /// with its own generated options (Passes.td documents them); an absent
 /// optional pass does not run. -dsc-tensor-parallel, -dsc-pipeline-stage,
@@ -109,6 +116,7 @@ struct TrainingLora {
 struct TrainingPipeline {
   TrainingSwitches switches;
   std::optional<TrainingLora> lora;
+  std::optional<TrainingQuantizeFrozen> quantizeFrozen;
   DscPipelineStageOptions pipelineStage;
   DscBuildTrainStepOptions buildTrainStep;
   std::optional<DscRematOptions> remat;
@@ -121,7 +129,8 @@ struct TrainingPipeline {
 };
 
 /// Adds the training pipeline to `pm` (anchored on builtin.module):
-/// -dsc-tensor-parallel, -dsc-lora, -dsc-pipeline-stage, the fusions,
+/// -dsc-tensor-parallel, -dsc-lora, -dsc-quantize-frozen,
+/// -dsc-pipeline-stage, the fusions,
 /// -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible, -dsc-remat,
 /// -dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb,
 /// -dsc-zero-one-adam, -dsc-zero, -dsc-bucket-collectives,
@@ -136,6 +145,9 @@ struct TrainingPipelineOptions
     : public PassPipelineOptions<TrainingPipelineOptions> {
   Option<std::string> lora{*this, "lora",
                            llvm::cl::desc("Run -dsc-lora with these options")};
+  Option<std::string> quantizeFrozen{
+      *this, "quantize-frozen",
+      llvm::cl::desc("Run -dsc-quantize-frozen with these options")};
   Option<std::string> pipelineStage{
       *this, "pipeline-stage",
       llvm::cl::desc("-dsc-pipeline-stage's options")};

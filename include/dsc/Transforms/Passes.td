@@ -96,6 +96,46 @@ def DscLora : Pass<"dsc-lora", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscQuantizeFrozen : Pass<"dsc-quantize-frozen", "::mlir::ModuleOp"> {
+  let summary = "QLoRA: frozen linear weights stored in 4 bits";
+  let description = [{
+    bitsandbytes' `load_in_4bit` as a rewrite of the forward graph (after
+    -dsc-lora, before the fusions and -dsc-autodiff). Every frozen rank-2
+    f32 parameter `<module>.weight` that only `dsc.linear` ops read as
+    their weight, whose module is not in `skip-modules`, becomes a
+    `tensor<Bxui8>` argument holding the 4-bit codes and block scales
+    (`include/dsc/Program/FourBitLayout.h`), and each of its GEMMs a
+    `dsc.linear_4bit` (a bias becomes a `dsc.add` after it):
+
+    ```mlir
+    %y = dsc.linear %x, %w, %b {transpose_w = true}
+    // becomes
+    %g = dsc.linear_4bit %x, %wq {format = "nf4", rows = 64, cols = 32,
+           block_size = 64, double_quant = true, transpose_w = true}
+    %y = dsc.add %g, %b
+    ```
+
+    The module's `dsc.four_bit_params` records each quantized parameter's
+    `#dsc.four_bit` (the runtime quantizes the weight it loads or
+    initialises). A module is skipped when its name equals an entry or ends
+    in "." + the entry (bitsandbytes' `llm_int8_skip_modules`; the default
+    keeps the output head, `lm_head`, as transformers does). Weights an
+    embedding also reads (a tied head) stay as they are.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", "\"nf4\"",
+           "bnb_4bit_quant_type: nf4 or fp4">,
+    Option<"blockSize", "block-size", "int64_t", "64",
+           "Elements per absmax (bitsandbytes' blocksize for 4-bit weights)">,
+    Option<"doubleQuant", "double-quant", "bool", "false",
+           "bnb_4bit_use_double_quant: the absmaxes in 8 bits, blocks of 256">,
+    ListOption<"skipModules", "skip-modules", "std::string",
+               "llm_int8_skip_modules: modules kept in full precision "
+               "(default: lm_head)">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscFuseQkv : Pass<"dsc-fuse-qkv", "::mlir::ModuleOp"> {
   let summary = "One GEMM for Q, K and V, then a fused bias + split-heads";
   let description = [{

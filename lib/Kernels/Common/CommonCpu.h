@@ -260,6 +260,7 @@ void runCompression(Exec &e);
 void runGated(Exec &e);
 void runRotary(Exec &e);
 void runGemm(Exec &e);
+void runQuantized(Exec &e);
 
 } // namespace dsc::rt::cpu
 
