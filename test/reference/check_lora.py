@@ -21,6 +21,15 @@ config configs/lora-<model>.json (PEFT's keys in its "lora" section).
 4. The saved adapter loaded back with the base reproduces the reference's
    logits, and the merged weights alone (no LoRA) give the same logits.
 
+With --four-bit nf4|fp4 (QLoRA) the model config gains a
+quantization_config (load_in_4bit, that bnb_4bit_quant_type,
+--double-quant's bnb_4bit_use_double_quant): dsc stores every frozen linear
+weight but the output head in 4 bits, and the reference's base holds those
+weights as bitsandbytes' quantize/dequantize round trip gives them
+(dsc_reference.dequantized_4bit, written from its published algorithm);
+the merged export holds them dequantized, and the merged weights' logits
+are computed with the unquantized model config.
+
 The reference is independent of dsc's two-GEMM form: it merges the adapter
 into an effective weight W + scale * B A (transposed for GPT-2's Conv1D) and
 lets autograd carry the gradient to A and B; dsc_reference.reference_train
@@ -79,6 +88,20 @@ def effective_weights(P, L, modules, scale, model):
     return W
 
 
+def four_bit_weights(base, model):
+    """The weights -dsc-quantize-frozen stores in 4 bits: every 2-D linear
+    weight; not the embeddings, not the output head (bitsandbytes' default
+    llm_int8_skip_modules)."""
+    out = []
+    for k, v in sorted(base.items()):
+        m = k[: -len(".weight")]
+        if not k.endswith(".weight") or v.ndim != 2 or m.endswith("lm_head") \
+                or m.endswith(("wte", "wpe", "embed_tokens")):
+            continue
+        out.append(k)
+    return out
+
+
 def trainable_biases(base, modules, bias):
     if bias == "all":
         return [k for k in base if "bias" in k]
@@ -126,6 +149,10 @@ def check_trained(ck, name, got, ref, start, gmax, lr_sum):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     R.common_args(ap)
+    ap.add_argument("--four-bit", choices=["nf4", "fp4"],
+                    help="QLoRA: the frozen linear weights in 4 bits")
+    ap.add_argument("--double-quant", action="store_true",
+                    help="with --four-bit: bnb_4bit_use_double_quant")
     args = ap.parse_args()
     R.setup_threads()
     model = args.model
@@ -146,6 +173,23 @@ def main():
                                          dsc.path("w0.safetensors")), seed=6)
     base_path = dsc.path("base.safetensors")
     R.save_safetensors(base_path, base)
+    # What the frozen base is to the step: the file's weights, or with
+    # --four-bit their 4-bit round trip.
+    ref_base, quantized, full_model_json = dict(base), [], model_json
+    if args.four_bit:
+        model_json = R.write_json(dsc.path("model-4bit.json"), dict(
+            mcfg, quantization_config={
+                "quant_method": "bitsandbytes", "load_in_4bit": True,
+                "bnb_4bit_quant_type": args.four_bit,
+                "bnb_4bit_use_double_quant": args.double_quant,
+                "bnb_4bit_compute_dtype": "float32"}))
+        quantized = four_bit_weights(base, model)
+        for k in quantized:
+            ref_base[k] = R.dequantized_4bit(base[k], args.four_bit, 64,
+                                             args.double_quant)
+        print(f"--- {args.four_bit}{' double-quant' if args.double_quant else ''}: "
+              f"{len(quantized)} weights in 4 bits, worst round-trip error "
+              f"{max(np.abs(ref_base[k] - base[k]).max() for k in quantized):.3e}")
     modules = adapted_modules(base, lora["target_modules"], model)
     rs = np.random.RandomState(8)
     start = {}
@@ -168,7 +212,7 @@ def main():
             "--init-from", base_path, "--adapter", adapter0, "--out", dump_path)
     dump = R.load_safetensors(dump_path)
     x, y = R.batch_at(tokens, 0, 0, tc.B, tc.T, tc.A)
-    P = {k: torch.tensor(v, dtype=torch.float64) for k, v in base.items()}
+    P = {k: torch.tensor(v, dtype=torch.float64) for k, v in ref_base.items()}
     T = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in start.items()}
     logits, loss = R.forward(effective_weights({**P, **T}, T, modules, scale, model), mcfg, x, y)
     (loss / tc.A).backward()
@@ -192,7 +236,7 @@ def main():
     with open(log_path) as f:
         log = [json.loads(line) for line in f if line.strip()]
     ref, rlog, gmax = R.reference_train(
-        start, mcfg, tc, tokens, STEPS, frozen=base,
+        start, mcfg, tc, tokens, STEPS, frozen=ref_base,
         weights=lambda W: effective_weights(W, W, modules, scale, model))
     lr_sum = sum(e["lr"] for e in rlog)
     for s, (d, e) in enumerate(zip(log, rlog)):
@@ -225,13 +269,16 @@ def main():
     untouched = [k for k in base if k[: -len(".weight")] not in modules
                  and k not in trained_biases]
     for k in untouched:
-        ck.check_equal("frozen " + k, merged[k], base[k])
+        if k in quantized:  # exported dequantized
+            ck.check("frozen 4-bit " + k, merged[k], ref_base[k], tol=1e-6)
+        else:
+            ck.check_equal("frozen " + k, merged[k], base[k])
     dsc_adapters = {k[len(PEFT):]: torch.tensor(v, dtype=torch.float64) for k, v in got.items()}
     want_dsc = effective_weights(
-        {k: torch.tensor(v, dtype=torch.float64) for k, v in base.items()},
+        {k: torch.tensor(v, dtype=torch.float64) for k, v in ref_base.items()},
         dsc_adapters, modules, scale, model)
     want_ref = effective_weights(
-        {k: torch.tensor(v, dtype=torch.float64) for k, v in base.items()},
+        {k: torch.tensor(v, dtype=torch.float64) for k, v in ref_base.items()},
         ref, modules, scale, model)
     for m in modules:
         k = m + ".weight"
@@ -242,7 +289,7 @@ def main():
 
     # 4. Reload: the saved adapter with the base, and the merged weights alone.
     x, y = R.batch_at(tokens, 0, 0, tc.B, tc.T, tc.A)
-    Pm = {k: torch.tensor(v, dtype=torch.float64) for k, v in base.items()}
+    Pm = {k: torch.tensor(v, dtype=torch.float64) for k, v in ref_base.items()}
     ref_logits, _ = R.forward(effective_weights({**Pm, **ref}, ref, modules, scale, model),
                               mcfg, x, y)
     reload_path = dsc.path("reload.safetensors")
@@ -253,7 +300,7 @@ def main():
     # The base config with the LoRA config's batch shape, no lora section.
     plain = {k: v for k, v in ds.items() if k != "lora"}
     plain_json = R.write_json(dsc.path("plain.json"), plain)
-    merged_dump = dsc.inspect(model_json, plain_json, data, merged_path,
+    merged_dump = dsc.inspect(full_model_json, plain_json, data, merged_path,
                               dsc.path("merged-dump.safetensors"))
     ck.check("merged weights logits", merged_dump["logits"], ref_logits.detach())
 
@@ -273,7 +320,7 @@ def main():
             ck.failed.append("fresh " + m)
             print(f"FAIL fresh adapter {m}: max|A| {np.abs(a).max():.4f} (bound {bound:.4f}), "
                   f"max|B| {np.abs(b).max():.2e} after one step from the base")
-    ck.finish(f"check_lora {model}")
+    ck.finish(f"check_lora {model}" + (f" {args.four_bit}" if args.four_bit else ""))
 
 
 if __name__ == "__main__":

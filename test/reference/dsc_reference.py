@@ -826,6 +826,56 @@ def quantize_nearest(code, x, keep_sign):
     return idx
 
 
+# bitsandbytes' 4-bit code books: NF4 (the QLoRA paper's NormalFloat
+# quantiles, as bitsandbytes lists them) and FP4 (1 sign, 2 exponent, 1
+# mantissa bits; code 8 + c is -value(c)).
+NF4_CODE = np.array([
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+    0.07958029955625534, 0.16093020141124725, 0.24611230194568634,
+    0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+    0.7229568362236023, 1.0])
+_FP4_POS = [0.0, 0.0625 / 12, 8 / 12, 1.0, 4 / 12, 6 / 12, 2 / 12, 3 / 12]
+FP4_CODE = np.array(_FP4_POS + [-v for v in _FP4_POS])
+
+
+def dequantized_4bit(w, fmt, block=64, double_quant=False):
+    """The float32 values bitsandbytes' quantize_4bit + dequantize_4bit
+    give `w` (flattened row-major): per block of `block` elements the
+    absmax, each element the nearest code value to w / absmax (computed as
+    w * (1 / absmax) in float32, as its kernel does) times the absmax;
+    with double quantization the absmaxes less their mean are themselves
+    stored as the nearest signed dynamic-map codes of blocks of 256, and
+    decode to code * scale + mean."""
+    code = (NF4_CODE if fmt == "nf4" else FP4_CODE).astype(np.float32)
+    flat = np.asarray(w, dtype=np.float32).reshape(-1)
+    n = flat.size
+    blocks = -(-n // block)
+    padded = np.zeros(blocks * block, dtype=np.float32)
+    padded[:n] = flat
+    rows = padded.reshape(blocks, block)
+    absmax = np.abs(rows).max(axis=1).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = (np.float32(1) / absmax).astype(np.float32)
+        x = np.where(absmax[:, None] > 0, rows * inv[:, None], np.float32(0))
+    nearest = np.abs(x[..., None].astype(np.float64) -
+                     code.astype(np.float64)).argmin(axis=-1)
+    if double_quant:
+        offset = np.float32(absmax.astype(np.float64).mean())
+        a = (absmax - offset).astype(np.float32)
+        dyn = bnb_dynamic_map(True).astype(np.float32)
+        decoded = np.empty_like(a)
+        for s in range(0, blocks, 256):
+            part = a[s:s + 256]
+            m = np.float32(np.abs(part).max())
+            xs = part * (np.float32(1) / m) if m > 0 else np.zeros_like(part)
+            q = quantize_nearest(dyn.astype(np.float64), xs.astype(np.float64), False)
+            decoded[s:s + 256] = dyn[q] * m + offset
+        absmax = decoded.astype(np.float32)
+    values = (code[nearest] * absmax[:, None]).astype(np.float32)
+    return values.reshape(-1)[:n].reshape(np.shape(w))
+
+
 class Adam8bitRef:
     """bitsandbytes' Adam8bit / AdamW8bit (block-wise, blocksize 256) in
     float64, from its published algorithm (Dettmers et al., 8-bit
