@@ -70,8 +70,8 @@ std::vector<char> fourBitBytes(const Buffer &buf, const std::string &name,
   throw Error(path + ": tensor '" + name + "' has shape " +
               spacedShape(t.shape) + " " + dtypeName(t.dtype) +
               ", the model expects " + spacedShape({q.rows, q.cols}) +
-              " (F32, F16 or BF16, quantized to 4 bits as it loads) or its " +
-              std::to_string(bytes) + " bytes in 4 bits (U8 [" +
+              " (f32, f16 or bf16, quantized to 4 bits as it loads) or its " +
+              std::to_string(bytes) + " bytes in 4 bits (u8 [" +
               std::to_string(bytes) + "])");
 }
 

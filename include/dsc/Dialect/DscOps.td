@@ -1203,10 +1203,11 @@ def Dsc_FlatResizeOp : Dsc_Op<"flat_resize"> {
   let description = [{
     `result` holds the first min(n, m) elements of `input` (n elements) in
     row-major order, then zeros up to its own m elements. ZeRO flattens a
-    parameter into G equal shards with it, and back.
+    parameter into G equal shards with it, and back (a 4-bit weight's
+    bytes, `ui8`, too).
   }];
-  let arguments = (ins Dsc_FloatTensor:$input);
-  let results = (outs Dsc_FloatTensor:$result);
+  let arguments = (ins RankedTensorOf<[F32, F16, BF16, UI8]>:$input);
+  let results = (outs RankedTensorOf<[F32, F16, BF16, UI8]>:$result);
 }
 
 //===----------------------------------------------------------------------===//

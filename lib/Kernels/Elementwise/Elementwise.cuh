@@ -28,10 +28,11 @@ template <dsc_i64 N> __device__ void fillI64(dsc_i64 *out, dsc_i64 v) {
   DSC_GRID_LOOP(i, N) { out[i] = v; }
 }
 
-/// dsc.flat_resize: the first min(FROM, TO) elements, zeros after them.
-template <dsc_i64 FROM, dsc_i64 TO>
-__device__ void flatResize(const float *x, float *y) {
-  DSC_GRID_LOOP(i, TO) { y[i] = i < FROM ? x[i] : 0.0f; }
+/// dsc.flat_resize: the first min(FROM, TO) elements, zeros after them
+/// (f32, or the bytes of 4-bit weights).
+template <dsc_i64 FROM, dsc_i64 TO, typename T>
+__device__ void flatResize(const T *x, T *y) {
+  DSC_GRID_LOOP(i, TO) { y[i] = i < FROM ? x[i] : T(0); }
 }
 
 /// cpu::iota.

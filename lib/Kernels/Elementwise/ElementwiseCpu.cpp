@@ -468,6 +468,13 @@ void runElementwise(Exec &e) {
   }
   case Opcode::FlatResize: {
     const int64_t n = e.in(0).numElements(), m = e.out(0).numElements();
+    if (e.in(0).dtype == DType::U8) { // 4-bit weights' bytes under ZeRO-3
+      auto *out = static_cast<uint8_t *>(S.data(e.outId(0)));
+      copyBytes(out, S.data(e.inId(0)), size_t(std::min(n, m)));
+      if (m > n)
+        std::memset(out + n, 0, size_t(m - n));
+      return;
+    }
     float *out = e.fout(0, "result");
     copyBytes(out, e.fin(0, "input"), size_t(std::min(n, m)) * sizeof(float));
     if (m > n)

@@ -328,9 +328,11 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
   case Opcode::Convert:
     return emitConvert(s, d);
   case Opcode::FlatResize: {
-    // ZeRO's padding to whole shards, 1-bit compression's to whole bytes.
-    s.requireType(s.inType(0), Storage::F32, "input");
-    s.requireType(s.outType(0), Storage::F32, "result");
+    // ZeRO's padding to whole shards (f32, or 4-bit weights' bytes),
+    // 1-bit compression's to whole bytes.
+    if (s.inType(0) != Storage::U8)
+      s.requireType(s.inType(0), Storage::F32, "input");
+    s.requireType(s.outType(0), s.inType(0), "result");
     const int64_t from = s.inBuf(0).numElements(),
                   to = s.outBuf(0).numElements();
     const std::string x = s.in(0, "x"), y = s.out(0, "y");
