@@ -10,7 +10,10 @@
 #define DSC_LIB_RUNTIME_FOURBITWEIGHTS_H
 
 #include "dsc/Program/Program.h"
+#include "dsc/Runtime/IO.h"
 
+#include <set>
+#include <string>
 #include <vector>
 
 namespace dsc::rt {
@@ -20,6 +23,23 @@ std::vector<char> quantizeWeight(const FourBitStorage &q, const float *w);
 
 /// The rows * cols f32 values of the bytes `blob` (q.layout().bytes).
 std::vector<float> dequantizeWeight(const FourBitStorage &q, const char *blob);
+
+/// Whether `file` holds the weight `name` as bitsandbytes saves a 4-bit
+/// weight (its packed codes beside <name>.quant_state.bitsandbytes__nf4 or
+/// __fp4, as transformers' save_pretrained writes a model loaded with
+/// load_in_4bit).
+bool isBitsandbytesWeight(const Safetensors &file, const std::string &name);
+
+/// The bytes of the 4-bit weight `name` that bitsandbytes saved in `file`
+/// (its codes, absmaxes and quant state), refused with an error naming
+/// `path` where they are not what `q` stores (format, block size, double
+/// quantization, shape, code books); adds the names of the tensors it read
+/// to `used`.
+std::vector<char> fromBitsandbytes(const FourBitStorage &q,
+                                   const Safetensors &file,
+                                   const std::string &name,
+                                   const std::string &path,
+                                   std::set<std::string> &used);
 
 } // namespace dsc::rt
 

@@ -119,7 +119,10 @@ void Trainer::loadWeights(const std::string &path) {
                   ", which dsc cannot load (F32, F16, BF16)");
     const Tensor *found = &it->second;
     if (buf.fourBit) {
-      storeWhole(fourBitBytes(buf, name, *found, path), int(id));
+      storeWhole(isBitsandbytesWeight(file, name)
+                     ? fromBitsandbytes(*buf.fourBit, file, name, path, used)
+                     : fourBitBytes(buf, name, *found, path),
+                 int(id));
       continue;
     }
     const std::vector<int64_t> &want = wholeShapeOf(int(id));

@@ -21,7 +21,8 @@ config configs/lora-<model>.json (PEFT's keys in its "lora" section).
 4. The saved adapter loaded back with the base reproduces the reference's
    logits, and the merged weights alone (no LoRA) give the same logits.
 
-With --four-bit nf4|fp4 (QLoRA) the model config gains a
+With --four-bit nf4|fp4 (QLoRA; --bnb-file: the base file holds those
+weights as bitsandbytes saves them, codes and quant state) the model config gains a
 quantization_config (load_in_4bit, that bnb_4bit_quant_type,
 --double-quant's bnb_4bit_use_double_quant): dsc stores every frozen linear
 weight but the output head in 4 bits, and the reference's base holds those
@@ -153,6 +154,9 @@ def main():
                     help="QLoRA: the frozen linear weights in 4 bits")
     ap.add_argument("--double-quant", action="store_true",
                     help="with --four-bit: bnb_4bit_use_double_quant")
+    ap.add_argument("--bnb-file", action="store_true",
+                    help="with --four-bit: the base file holds the 4-bit "
+                         "weights as bitsandbytes saves them")
     args = ap.parse_args()
     R.setup_threads()
     model = args.model
@@ -187,7 +191,14 @@ def main():
         for k in quantized:
             ref_base[k] = R.dequantized_4bit(base[k], args.four_bit, 64,
                                              args.double_quant)
-        print(f"--- {args.four_bit}{' double-quant' if args.double_quant else ''}: "
+        if args.bnb_file:
+            saved = {k: v for k, v in base.items() if k not in quantized}
+            for k in quantized:
+                saved.update(R.bnb_4bit_tensors(k, base[k], args.four_bit, 64,
+                                                args.double_quant))
+            R.save_safetensors(base_path, saved)
+        print(f"--- {args.four_bit}{' double-quant' if args.double_quant else ''}"
+              f"{' (bitsandbytes file)' if args.bnb_file else ''}: "
               f"{len(quantized)} weights in 4 bits, worst round-trip error "
               f"{max(np.abs(ref_base[k] - base[k]).max() for k in quantized):.3e}")
     modules = adapted_modules(base, lora["target_modules"], model)

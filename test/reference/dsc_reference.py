@@ -839,14 +839,16 @@ _FP4_POS = [0.0, 0.0625 / 12, 8 / 12, 1.0, 4 / 12, 6 / 12, 2 / 12, 3 / 12]
 FP4_CODE = np.array(_FP4_POS + [-v for v in _FP4_POS])
 
 
-def dequantized_4bit(w, fmt, block=64, double_quant=False):
-    """The float32 values bitsandbytes' quantize_4bit + dequantize_4bit
-    give `w` (flattened row-major): per block of `block` elements the
-    absmax, each element the nearest code value to w / absmax (computed as
-    w * (1 / absmax) in float32, as its kernel does) times the absmax;
-    with double quantization the absmaxes less their mean are themselves
-    stored as the nearest signed dynamic-map codes of blocks of 256, and
-    decode to code * scale + mean."""
+def bnb_4bit_quantize(w, fmt, block=64, double_quant=False):
+    """bitsandbytes' quantize_4bit of `w` (flattened row-major), from its
+    published algorithm: per block of `block` elements the absmax, each
+    element the code of the value nearest to w / absmax (computed as
+    w * (1 / absmax) in float32, as its kernel does); with double
+    quantization the absmaxes less their mean are stored as the nearest
+    signed dynamic-map codes of blocks of 256, each block with its own
+    absmax. Returns the codes (one per element), the stored absmaxes
+    (float32, or uint8 codes with `nested_absmax` and `offset`) and the
+    float32 values dequantize_4bit gives back (`values`, shaped like w)."""
     code = (NF4_CODE if fmt == "nf4" else FP4_CODE).astype(np.float32)
     flat = np.asarray(w, dtype=np.float32).reshape(-1)
     n = flat.size
@@ -858,22 +860,63 @@ def dequantized_4bit(w, fmt, block=64, double_quant=False):
     with np.errstate(divide="ignore", invalid="ignore"):
         inv = (np.float32(1) / absmax).astype(np.float32)
         x = np.where(absmax[:, None] > 0, rows * inv[:, None], np.float32(0))
-    nearest = np.abs(x[..., None].astype(np.float64) -
-                     code.astype(np.float64)).argmin(axis=-1)
+    codes = np.abs(x[..., None].astype(np.float64) -
+                   code.astype(np.float64)).argmin(axis=-1).reshape(-1)[:n]
+    out = {"codes": codes, "absmax": absmax}
+    decoded = absmax
     if double_quant:
         offset = np.float32(absmax.astype(np.float64).mean())
         a = (absmax - offset).astype(np.float32)
         dyn = bnb_dynamic_map(True).astype(np.float32)
+        q = np.zeros(blocks, dtype=np.uint8)
+        nested = np.zeros(-(-blocks // 256), dtype=np.float32)
         decoded = np.empty_like(a)
-        for s in range(0, blocks, 256):
+        for i, s in enumerate(range(0, blocks, 256)):
             part = a[s:s + 256]
             m = np.float32(np.abs(part).max())
             xs = part * (np.float32(1) / m) if m > 0 else np.zeros_like(part)
-            q = quantize_nearest(dyn.astype(np.float64), xs.astype(np.float64), False)
-            decoded[s:s + 256] = dyn[q] * m + offset
-        absmax = decoded.astype(np.float32)
-    values = (code[nearest] * absmax[:, None]).astype(np.float32)
-    return values.reshape(-1)[:n].reshape(np.shape(w))
+            q[s:s + 256] = quantize_nearest(dyn.astype(np.float64),
+                                            xs.astype(np.float64), False)
+            nested[i] = m
+            decoded[s:s + 256] = dyn[q[s:s + 256]] * m + offset
+        out.update(absmax=q, nested_absmax=nested, offset=offset)
+    values = code[codes] * np.repeat(decoded.astype(np.float32), block)[:n]
+    out["values"] = values.astype(np.float32).reshape(np.shape(w))
+    return out
+
+
+def dequantized_4bit(w, fmt, block=64, double_quant=False):
+    """The float32 values bitsandbytes' quantize_4bit + dequantize_4bit
+    give `w` (bnb_4bit_quantize)."""
+    return bnb_4bit_quantize(w, fmt, block, double_quant)["values"]
+
+
+def bnb_4bit_tensors(name, w, fmt, block=64, double_quant=False):
+    """The tensors a Hugging Face checkpoint saved with bitsandbytes' 4-bit
+    weights holds for the weight `name` (Params4bit and QuantState.as_dict(
+    packed=True)): the codes two per byte, high nibble first, as uint8
+    [ceil(n / 2), 1]; <name>.absmax, .quant_map and, with double
+    quantization, .nested_absmax and .nested_quant_map; and
+    <name>.quant_state.bitsandbytes__<fmt>, the rest of the state as JSON
+    bytes."""
+    q = bnb_4bit_quantize(w, fmt, block, double_quant)
+    codes = q["codes"].astype(np.uint8)
+    if codes.size % 2:
+        codes = np.append(codes, np.uint8(0))
+    packed = ((codes[0::2] << 4) | codes[1::2]).astype(np.uint8)
+    state = {"quant_type": fmt, "blocksize": block, "dtype": "float32",
+             "shape": list(np.shape(w))}
+    out = {name: packed.reshape(-1, 1),
+           name + ".absmax": q["absmax"],
+           name + ".quant_map": (NF4_CODE if fmt == "nf4" else FP4_CODE).astype(np.float32)}
+    if double_quant:
+        state.update(nested_blocksize=256, nested_dtype="float32",
+                     nested_offset=float(q["offset"]))
+        out[name + ".nested_absmax"] = q["nested_absmax"]
+        out[name + ".nested_quant_map"] = bnb_dynamic_map(True).astype(np.float32)
+    out[name + ".quant_state.bitsandbytes__" + fmt] = np.frombuffer(
+        json.dumps(state).encode(), dtype=np.uint8).copy()
+    return out
 
 
 class Adam8bitRef:
