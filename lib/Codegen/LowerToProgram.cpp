@@ -121,6 +121,7 @@ FailureOr<int> Lowering::stateBuffer(StateAttr state, Type type,
       s.cols = q.getCols();
       s.block = q.getBlock();
       s.doubleQuant = q.getDoubleQuant();
+      s.transposed = q.getTransposed();
       // Under ZeRO-3 the argument is a shard of the bytes.
       ArrayRef<int64_t> whole =
           shardOf ? shardOf.asArrayRef() : tensor.getShape();

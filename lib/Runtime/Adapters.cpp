@@ -272,7 +272,7 @@ void Trainer::saveMergedWeights(const std::string &path) const {
       const FourBitStorage &q = *prog.buffers[size_t(id)].fourBit;
       const std::vector<float> values = dequantizeWeight(q, w.bytes.data());
       w.dtype = DType::F32;
-      w.shape = {q.rows, q.cols};
+      w.shape = q.fileShape();
       w.bytes.assign(reinterpret_cast<const char *>(values.data()),
                      reinterpret_cast<const char *>(values.data() +
                                                     values.size()));

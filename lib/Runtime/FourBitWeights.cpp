@@ -11,10 +11,27 @@
 
 namespace dsc::rt {
 
+namespace {
+
+/// [r, c] row-major -> [c, r].
+std::vector<float> transposed(const float *w, int64_t r, int64_t c) {
+  std::vector<float> t(size_t(r * c));
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      t[size_t(j * r + i)] = w[i * c + j];
+  return t;
+}
+
+} // namespace
+
 std::vector<char> quantizeWeight(const FourBitStorage &q, const float *w) {
   const quant::FourBitLayout l = q.layout();
   std::vector<char> blob(size_t(l.bytes));
-  quant::quantizeFourBit(q.format, l, w,
+  // Quantized as [out, in]: a Conv1D weight [in, out] is transposed first.
+  std::vector<float> outIn;
+  if (q.transposed)
+    outIn = transposed(w, q.cols, q.rows);
+  quant::quantizeFourBit(q.format, l, q.transposed ? outIn.data() : w,
                          reinterpret_cast<uint8_t *>(blob.data()));
   return blob;
 }
@@ -30,7 +47,7 @@ std::vector<float> dequantizeWeight(const FourBitStorage &q,
   for (int64_t i = 0; i < l.n; ++i)
     w[size_t(i)] = code[quant::codeAt(bytes + l.codesAt, i)] *
                    absmax[size_t(i / l.block)];
-  return w;
+  return q.transposed ? transposed(w.data(), q.rows, q.cols) : w;
 }
 
 

@@ -18,10 +18,12 @@
 
 namespace dsc::rt {
 
-/// The bytes of `w` (rows * cols f32) stored as `q` says.
+/// The bytes of `w` (rows * cols f32, in the parameter's layout:
+/// q.fileShape()) stored as `q` says.
 std::vector<char> quantizeWeight(const FourBitStorage &q, const float *w);
 
-/// The rows * cols f32 values of the bytes `blob` (q.layout().bytes).
+/// The rows * cols f32 values of the bytes `blob` (q.layout().bytes), in
+/// the parameter's layout (q.fileShape()).
 std::vector<float> dequantizeWeight(const FourBitStorage &q, const char *blob);
 
 /// Whether `file` holds the weight `name` as bitsandbytes saves a 4-bit

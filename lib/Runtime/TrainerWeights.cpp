@@ -60,8 +60,7 @@ std::vector<char> fourBitBytes(const Buffer &buf, const std::string &name,
   const int64_t bytes = q.layout().bytes;
   if (t.dtype == DType::U8 && t.shape == std::vector<int64_t>{bytes})
     return t.bytes;
-  if (t.dtype == DType::F32 &&
-      t.shape == std::vector<int64_t>{q.rows, q.cols}) {
+  if (t.dtype == DType::F32 && t.shape == q.fileShape()) {
     if (!allFinite(t.dtype, t.bytes.data(), t.bytes.size()))
       throw Error(path + ": tensor '" + name +
                   "' holds NaN or infinite values");
@@ -69,7 +68,7 @@ std::vector<char> fourBitBytes(const Buffer &buf, const std::string &name,
   }
   throw Error(path + ": tensor '" + name + "' has shape " +
               spacedShape(t.shape) + " " + dtypeName(t.dtype) +
-              ", the model expects " + spacedShape({q.rows, q.cols}) +
+              ", the model expects " + spacedShape(q.fileShape()) +
               " (f32, f16 or bf16, quantized to 4 bits as it loads) or its " +
               std::to_string(bytes) + " bytes in 4 bits (u8 [" +
               std::to_string(bytes) + "])");

@@ -88,15 +88,25 @@ struct QuantizeFrozenPass
         skipped(param.getName().drop_back(strlen(".weight"))) ||
         arg.use_empty())
       return {};
+    // One layout for all uses: nn.Linear's [out, in] (transpose_w) or
+    // GPT-2 Conv1D's [in, out].
+    bool conv1d = false;
     for (OpOperand &use : arg.getUses()) {
       auto linear = dyn_cast<LinearOp>(use.getOwner());
       if (!linear || use.getOperandNumber() != 1)
         return {};
+      if (&use == &*arg.getUses().begin())
+        conv1d = !linear.getTransposeW();
+      else if (conv1d == linear.getTransposeW())
+        return {};
     }
+    // Stored [out, in] as bitsandbytes stores it, whatever the parameter's
+    // layout: rows = out features, cols = in features.
     MLIRContext *ctx = &getContext();
-    const int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+    const int64_t rows = type.getDimSize(conv1d ? 1 : 0),
+                  cols = type.getDimSize(conv1d ? 0 : 1);
     auto attr = FourBitAttr::get(ctx, format, rows, cols, blockSize,
-                                 doubleQuant);
+                                 doubleQuant, conv1d);
     const int64_t bytes =
         ::dsc::quant::FourBitLayout::of(rows * cols, blockSize, doubleQuant)
             .bytes;
@@ -110,7 +120,7 @@ struct QuantizeFrozenPass
           linear.getLoc(), type, linear.getInput(), arg,
           b.getStringAttr(format), b.getI64IntegerAttr(rows),
           b.getI64IntegerAttr(cols), b.getI64IntegerAttr(blockSize),
-          b.getBoolAttr(doubleQuant), b.getBoolAttr(linear.getTransposeW()))};
+          b.getBoolAttr(doubleQuant), b.getBoolAttr(true))};
       if (Value bias = linear.getBias())
         made.push_back(b.create<AddOp>(linear.getLoc(), type,
                                        made.back()->getResult(0), bias));

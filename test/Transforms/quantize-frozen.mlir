@@ -7,7 +7,7 @@
 // double quantization are 1064 bytes. The trainable adapter, the frozen
 // embedding (also read by the tied head) and the frozen lm_head (skipped by
 // default) stay f32.
-// CHECK-LABEL: module attributes {dsc.four_bit_params = {layers.0.down.weight = #dsc.four_bit<"nf4", rows = 32, cols = 64, block = 64, double_quant = true>, layers.0.up.weight = #dsc.four_bit<"nf4", rows = 64, cols = 32, block = 64, double_quant = true>}}
+// CHECK-LABEL: module attributes {dsc.four_bit_params = {layers.0.down.weight = #dsc.four_bit<"nf4", rows = 32, cols = 64, block = 64, double_quant = true, transposed = false>, layers.0.up.weight = #dsc.four_bit<"nf4", rows = 64, cols = 32, block = 64, double_quant = true, transposed = false>}}
 // CHECK: func.func @forward(%{{.*}}: tensor<16x32xf32> {dsc.frozen, dsc.param = #dsc.param<"embed.weight"
 // CHECK-SAME: tensor<32x32xf32> {dsc.param = #dsc.param<"layers.0.adapter.weight"
 // CHECK-SAME: %[[UP:.*]]: tensor<1064xui8> {dsc.frozen, dsc.param = #dsc.param<"layers.0.up.weight"
@@ -28,7 +28,7 @@
 // GRAD-SAME: tensor<32x32xf32>
 
 // skip-modules replaces the default: up stays, lm_head goes to 4 bits.
-// SKIP: dsc.four_bit_params = {layers.0.down.weight = #dsc.four_bit<"fp4", rows = 32, cols = 64, block = 64, double_quant = false>, lm_head.weight = #dsc.four_bit<"fp4", rows = 16, cols = 32, block = 64, double_quant = false>}
+// SKIP: dsc.four_bit_params = {layers.0.down.weight = #dsc.four_bit<"fp4", rows = 32, cols = 64, block = 64, double_quant = false, transposed = false>, lm_head.weight = #dsc.four_bit<"fp4", rows = 16, cols = 32, block = 64, double_quant = false, transposed = false>}
 module {
 func.func @forward(%emb: tensor<16x32xf32> {dsc.param = #dsc.param<"embed.weight", normal, 0.02 : f64>, dsc.frozen},
                    %a: tensor<32x32xf32> {dsc.param = #dsc.param<"layers.0.adapter.weight", normal, 0.02 : f64>},
@@ -58,5 +58,23 @@ func.func @forward(%w: tensor<4x8xf32> {dsc.param = #dsc.param<"w", normal, 0.02
                    %x: tensor<2x8xf32>) -> tensor<2x4xf32> {
   %h = dsc.linear %x, %w {transpose_w = true} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
   return %h : tensor<2x4xf32>
+}
+}
+
+// -----
+
+// A GPT-2 Conv1D weight ([in, out], read without transpose_w) is stored as
+// bitsandbytes stores it, [out, in]: rows = 64 out features, cols = 32 in,
+// `transposed`; its GEMM reads it with transpose_w.
+// CHECK-LABEL: module attributes {dsc.four_bit_params = {h.0.mlp.c_fc.weight = #dsc.four_bit<"nf4", rows = 64, cols = 32, block = 64, double_quant = true, transposed = true>}}
+// CHECK: dsc.linear_4bit %{{.*}}, %{{.*}} {block_size = 64 : i64, cols = 32 : i64, double_quant = true, format = "nf4", rows = 64 : i64, transpose_w = true} : (tensor<2x3x32xf32>, tensor<1064xui8>) -> tensor<2x3x64xf32>
+module {
+func.func @forward(%a: tensor<32x32xf32> {dsc.param = #dsc.param<"h.0.adapter.weight", normal, 0.02 : f64>},
+                   %w: tensor<32x64xf32> {dsc.param = #dsc.param<"h.0.mlp.c_fc.weight", normal, 0.02 : f64>, dsc.frozen},
+                   %x: tensor<2x3x32xf32>, %y: tensor<2x3xi32>) -> (tensor<f32>, tensor<2x3x64xf32>) {
+  %g = dsc.linear %x, %a : (tensor<2x3x32xf32>, tensor<32x32xf32>) -> tensor<2x3x32xf32>
+  %h = dsc.linear %g, %w : (tensor<2x3x32xf32>, tensor<32x64xf32>) -> tensor<2x3x64xf32>
+  %loss = dsc.cross_entropy %h, %y : (tensor<2x3x64xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %loss, %h : tensor<f32>, tensor<2x3x64xf32>
 }
 }

@@ -188,14 +188,17 @@ def main():
                 "bnb_4bit_use_double_quant": args.double_quant,
                 "bnb_4bit_compute_dtype": "float32"}))
         quantized = four_bit_weights(base, model)
+        # Quantized as [out, in], bitsandbytes' Linear4bit layout: GPT-2's
+        # Conv1D weights [in, out] transposed.
+        out_in = (lambda w: w.T) if conv1d(model) else (lambda w: w)
         for k in quantized:
-            ref_base[k] = R.dequantized_4bit(base[k], args.four_bit, 64,
-                                             args.double_quant)
+            ref_base[k] = out_in(R.dequantized_4bit(out_in(base[k]), args.four_bit,
+                                                    64, args.double_quant))
         if args.bnb_file:
             saved = {k: v for k, v in base.items() if k not in quantized}
             for k in quantized:
-                saved.update(R.bnb_4bit_tensors(k, base[k], args.four_bit, 64,
-                                                args.double_quant))
+                saved.update(R.bnb_4bit_tensors(k, out_in(base[k]), args.four_bit,
+                                                64, args.double_quant))
             R.save_safetensors(base_path, saved)
         print(f"--- {args.four_bit}{' double-quant' if args.double_quant else ''}"
               f"{' (bitsandbytes file)' if args.bnb_file else ''}: "

@@ -159,17 +159,22 @@ def Dsc_FourBitAttr : AttrDef<Dsc_Dialect, "FourBit"> {
     with one absmax per `block` elements, quantized to 8 bits in blocks of
     256 with `double_quant`, and records it in the module's
     `dsc.four_bit_params` dictionary (parameter name -> `#dsc.four_bit<"nf4",
-    rows = 64, cols = 32, block = 64, double_quant = true>`). The step's
-    argument is then the weight's bytes (`tensor<Nxui8>`, the layout of
-    include/dsc/Program/FourBitLayout.h); the runtime quantizes the
-    full-precision weight it loads or initialises.
+    rows = 64, cols = 32, block = 64, double_quant = true, transposed =
+    false>`). The step's argument is then the weight's bytes
+    (`tensor<Nxui8>`, the layout of include/dsc/Program/FourBitLayout.h);
+    the runtime quantizes the full-precision weight it loads or
+    initialises. The quantized weight is always `[out, in]` (`nn.Linear`'s
+    layout, as bitsandbytes stores it); `transposed` says the parameter's
+    own layout is `[in, out]` (GPT-2's Conv1D, `[cols, rows]`), which the
+    runtime transposes as it quantizes and exports.
   }];
   let parameters = (ins StringRefParameter<>:$format, "int64_t":$rows,
                         "int64_t":$cols, "int64_t":$block,
-                        "bool":$doubleQuant);
+                        "bool":$doubleQuant, "bool":$transposed);
   let assemblyFormat = [{
     `<` $format `,` `rows` `=` $rows `,` `cols` `=` $cols `,` `block` `=`
-    $block `,` `double_quant` `=` $doubleQuant `>`
+    $block `,` `double_quant` `=` $doubleQuant `,` `transposed` `=`
+    $transposed `>`
   }];
 }
 

@@ -64,12 +64,19 @@ inline int64_t elementCount(const std::vector<int64_t> &shape) {
 }
 
 /// A frozen weight stored in 4 bits (#dsc.four_bit): the buffer holds
-/// FourBitLayout's bytes for a rows x cols weight.
+/// FourBitLayout's bytes for a rows x cols ([out, in]) weight; the
+/// parameter itself is [cols, rows] when `transposed` (GPT-2's Conv1D).
 struct FourBitStorage {
   quant::FourBitFormat format = quant::FourBitFormat::NF4;
   int64_t rows = 0, cols = 0, block = 64;
   bool doubleQuant = false;
+  bool transposed = false;
 
+  /// The parameter's shape as weight files hold it.
+  std::vector<int64_t> fileShape() const {
+    return transposed ? std::vector<int64_t>{cols, rows}
+                      : std::vector<int64_t>{rows, cols};
+  }
   quant::FourBitLayout layout() const {
     return quant::FourBitLayout::of(rows * cols, block, doubleQuant);
   }

@@ -102,10 +102,13 @@ def DscQuantizeFrozen : Pass<"dsc-quantize-frozen", "::mlir::ModuleOp"> {
     bitsandbytes' `load_in_4bit` as a rewrite of the forward graph (after
     -dsc-lora, before the fusions and -dsc-autodiff). Every frozen rank-2
     f32 parameter `<module>.weight` that only `dsc.linear` ops read as
-    their weight, whose module is not in `skip-modules`, becomes a
-    `tensor<Bxui8>` argument holding the 4-bit codes and block scales
-    (`include/dsc/Program/FourBitLayout.h`), and each of its GEMMs a
-    `dsc.linear_4bit` (a bias becomes a `dsc.add` after it):
+    their weight (all in one layout), whose module is not in
+    `skip-modules`, becomes a `tensor<Bxui8>` argument holding the 4-bit
+    codes and block scales (`include/dsc/Program/FourBitLayout.h`) of the
+    weight in `[out, in]` layout, as bitsandbytes' Linear4bit stores it
+    (a GPT-2 Conv1D weight is quantized transposed), and each of its GEMMs
+    a `dsc.linear_4bit` with `transpose_w` (a bias becomes a `dsc.add`
+    after it):
 
     ```mlir
     %y = dsc.linear %x, %w, %b {transpose_w = true}

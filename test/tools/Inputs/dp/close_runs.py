@@ -1,5 +1,5 @@
 """close_runs.py REF.jsonl REF.safetensors RUN.jsonl RUN.safetensors
-                [RTOL [--losses-only]]
+                [RTOL [--losses-only | --weights-within=TOL]]
 
 Exit 0 iff a data-parallel run matches the one-rank reference: the same
 steps, every logged loss and gradient norm within RTOL (relative, default
@@ -7,7 +7,9 @@ steps, every logged loss and gradient norm within RTOL (relative, default
 (|a - b| <= 1e-5 * (1 + |b|)). Prints the largest differences.
 --losses-only: the weights are not compared (16-bit runs, where Adam's
 normalised update turns a rounding difference in a near-zero gradient into
-a whole step)."""
+a whole step). --weights-within=TOL: weights within TOL * (1 + |b|) instead
+(a few 32-bit steps at a large learning rate amplify the summation order's
+rounding the same way, less than any real difference would)."""
 import json
 import sys
 
@@ -25,6 +27,9 @@ def records(path):
 ref_log, ref_w, run_log, run_w = sys.argv[1:5]
 rtol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
 losses_only = sys.argv[6:] == ["--losses-only"]
+weight_tol = 1e-5
+if sys.argv[6:] and sys.argv[6].startswith("--weights-within="):
+    weight_tol = float(sys.argv[6].split("=", 1)[1])
 a, b = records(ref_log), records(run_log)
 if not a or [s for s, _, _ in a] != [s for s, _, _ in b]:
     sys.exit(f"steps differ: {a} vs {b}")
@@ -39,6 +44,6 @@ worst_weight = max(
     for k in wa)
 print(f"max relative loss/grad-norm difference {worst_loss:.2e}, "
       f"max weight difference {worst_weight:.2e}")
-if worst_loss > rtol or (worst_weight > 1e-5 and not losses_only):
+if worst_loss > rtol or (worst_weight > weight_tol and not losses_only):
     sys.exit(f"data-parallel run differs from the one-rank run "
              f"(rtol {rtol:g})")
