@@ -14,6 +14,7 @@
 #include "dsc/Runtime/Trainer.h"
 
 #include "FourBitWeights.h"
+#include "dsc/Program/Half.h"
 
 #include <nlohmann/json.hpp>
 
@@ -263,9 +264,21 @@ void Trainer::saveMergedWeights(const std::string &path) const {
       } else {
         ++it;
       }
-    // QLoRA: 4-bit weights are exported dequantized (f32), as PEFT's
-    // merge_and_unload computes with them.
+    // Exported in f32: 16-bit frozen weights (mixed precision) widened,
+    // 4-bit ones (QLoRA) dequantized, as PEFT's merge_and_unload computes
+    // with them.
     for (auto &[name, w] : file.tensors) {
+      if (w.dtype == DType::F16 || w.dtype == DType::BF16) {
+        std::vector<char> wide(w.bytes.size() * 2);
+        float *f = reinterpret_cast<float *>(wide.data());
+        const uint16_t *h = reinterpret_cast<const uint16_t *>(w.bytes.data());
+        for (size_t i = 0; i < w.bytes.size() / 2; ++i)
+          f[i] = w.dtype == DType::BF16 ? floatFromBF16(h[i])
+                                        : floatFromF16(h[i]);
+        w.bytes = std::move(wide);
+        w.dtype = DType::F32;
+        continue;
+      }
       const int id = prog.findBuffer(BufferRole::Param, name);
       if (id < 0 || !prog.buffers[size_t(id)].fourBit)
         continue;

@@ -2,6 +2,7 @@
 
 #include "dsc/Support/Philox.h"
 #include "dsc/Runtime/Runtime.h"
+#include "dsc/Program/Half.h"
 #include "dsc/Program/TensorSlice.h"
 
 #include "FourBitWeights.h"
@@ -167,9 +168,16 @@ void initializeParameters(const Program &program, Storage &storage,
                     size_t(std::min<int64_t>(n, int64_t(blob.size()) - first)));
       continue;
     }
-    if (b.dtype != DType::F32)
-      throw Error("parameter '" + b.name + "' must be f32 to be initialized");
-    float *x = static_cast<float *>(raw);
+    // A 16-bit parameter (a frozen weight under mixed precision) is drawn
+    // in f32 and rounded to nearest even.
+    const bool half = b.dtype == DType::F16 || b.dtype == DType::BF16;
+    if (b.dtype != DType::F32 && !half)
+      throw Error("parameter '" + b.name + "' must be f32, f16 or bf16 to be "
+                  "initialized");
+    std::vector<float> wide;
+    if (half)
+      wide.resize(size_t(n));
+    float *x = half ? wide.data() : static_cast<float *>(raw);
     std::fill(x, x + n, 0.0f);
     // This buffer holds elements [first, first + n) of a tensor of `total`
     // elements (ZeRO's shard of it; past `total` is the zero padding): the
@@ -182,19 +190,25 @@ void initializeParameters(const Program &program, Storage &storage,
     const int64_t end = std::min(first + n, total);
     if (b.sliceDim < 0) {
       fillWholeRange(b, key, x, first, end);
-      continue;
+    } else {
+      const SliceMap map = SliceMap::of(
+          b, b.wholeShape.empty() ? b.shape : b.wholeShape, mesh.tensor);
+      map.forEachRun(mesh.coordinate(rank, MeshAxis::Tensor),
+                     [&](int64_t slice, int64_t whole, int64_t count) {
+                       int64_t lo = std::max(slice, first),
+                               hi = std::min(slice + count, end);
+                       if (lo < hi)
+                         fillWholeRange(b, key, x + (lo - first),
+                                        whole + (lo - slice),
+                                        whole + (hi - slice));
+                     });
     }
-    const SliceMap map = SliceMap::of(
-        b, b.wholeShape.empty() ? b.shape : b.wholeShape, mesh.tensor);
-    map.forEachRun(mesh.coordinate(rank, MeshAxis::Tensor),
-                   [&](int64_t slice, int64_t whole, int64_t count) {
-                     int64_t lo = std::max(slice, first),
-                             hi = std::min(slice + count, end);
-                     if (lo < hi)
-                       fillWholeRange(b, key, x + (lo - first),
-                                      whole + (lo - slice),
-                                      whole + (hi - slice));
-                   });
+    if (half) {
+      auto *h = static_cast<uint16_t *>(raw);
+      for (int64_t i = 0; i < n; ++i)
+        h[i] = b.dtype == DType::BF16 ? bf16FromFloat(wide[size_t(i)])
+                                      : f16FromFloat(wide[size_t(i)]);
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "dsc/Runtime/Trainer.h"
 
 #include "TrainerDetail.h"
+#include "dsc/Program/Half.h"
 #include "dsc/Program/PipelineSchedule.h"
 
 #include <algorithm>
@@ -35,6 +36,20 @@ std::string spacedShape(const std::vector<int64_t> &shape) {
 }
 
 NonFinite nonFiniteIn(DType dtype, const void *data, size_t bytes) {
+  if (dtype == DType::F16 || dtype == DType::BF16) {
+    // Exponent all ones: Inf when the mantissa is 0, else NaN.
+    const uint16_t *h = static_cast<const uint16_t *>(data);
+    const uint16_t exponent = dtype == DType::F16 ? 0x7C00 : 0x7F80;
+    NonFinite found = NonFinite::None;
+    for (size_t i = 0, n = bytes / 2; i < n; ++i) {
+      if ((h[i] & exponent) != exponent)
+        continue;
+      if (h[i] & uint16_t(~exponent & 0x7FFF))
+        return NonFinite::NaN;
+      found = NonFinite::Inf;
+    }
+    return found;
+  }
   if (dtype != DType::F32)
     return NonFinite::None;
   const float *v = static_cast<const float *>(data);
@@ -46,6 +61,19 @@ NonFinite nonFiniteIn(DType dtype, const void *data, size_t bytes) {
       found = NonFinite::Inf;
   }
   return found;
+}
+
+std::vector<char> bytesAs(DType have, const std::vector<char> &bytes,
+                          DType want) {
+  if (have == want)
+    return bytes;
+  const float *f = reinterpret_cast<const float *>(bytes.data());
+  const size_t n = bytes.size() / 4;
+  std::vector<char> out(n * 2);
+  uint16_t *h = reinterpret_cast<uint16_t *>(out.data());
+  for (size_t i = 0; i < n; ++i)
+    h[i] = want == DType::BF16 ? bf16FromFloat(f[i]) : f16FromFloat(f[i]);
+  return out;
 }
 
 } // namespace dsc::rt::detail

@@ -113,11 +113,13 @@ void Trainer::loadCheckpoint(const std::string &path) {
     // Checkpoints hold whole tensors whatever the ZeRO stage and world
     // size; a sharded buffer takes this rank's part.
     const std::vector<int64_t> &want = wholeShapeOf(int(id));
-    if (it->second.shape != want || it->second.dtype != buf.dtype)
+    if (it->second.shape != want ||
+        !storableAs(it->second.dtype, buf.dtype))
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(it->second.shape) + ", expected " +
                   spacedShape(want));
-    storeWhole(it->second.bytes, int(id));
+    storeWhole(bytesAs(it->second.dtype, it->second.bytes, buf.dtype),
+               int(id));
   }
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     if (!keepsRankCopies(int(id)))

@@ -19,7 +19,8 @@ namespace dsc::rt::detail {
 /// "[128, 32]", as messages about weight files print shapes (rt::shapeStr
 /// prints the runtime's "[128,32]").
 std::string spacedShape(const std::vector<int64_t> &shape);
-/// What non-finite values an f32 buffer holds (other dtypes hold none):
+/// What non-finite values a float buffer (f32, f16, bf16) holds (other
+/// dtypes hold none):
 /// NaN if any, else Inf if any.
 enum class NonFinite { None, Inf, NaN };
 NonFinite nonFiniteIn(DType dtype, const void *data, size_t bytes);
@@ -27,6 +28,19 @@ NonFinite nonFiniteIn(DType dtype, const void *data, size_t bytes);
 inline bool allFinite(DType dtype, const void *data, size_t bytes) {
   return nonFiniteIn(dtype, data, bytes) == NonFinite::None;
 }
+
+/// Whether a file tensor can fill a buffer of dtype `want`: the same dtype,
+/// or an F32 tensor for a 16-bit buffer (the reader widens F16 and BF16
+/// tensors to F32; LoRA's frozen weights under mixed precision are 16-bit
+/// buffers).
+inline bool storableAs(DType have, DType want) {
+  return have == want || (have == DType::F32 &&
+                          (want == DType::F16 || want == DType::BF16));
+}
+/// The bytes of a tensor of dtype `have` in dtype `want` (storableAs):
+/// narrowed to nearest even, exact for values read from a 16-bit file.
+std::vector<char> bytesAs(DType have, const std::vector<char> &bytes,
+                          DType want);
 
 } // namespace dsc::rt::detail
 

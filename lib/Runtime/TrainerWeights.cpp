@@ -125,12 +125,13 @@ void Trainer::loadWeights(const std::string &path) {
       continue;
     }
     const std::vector<int64_t> &want = wholeShapeOf(int(id));
-    if (found->shape != want || found->dtype != buf.dtype)
+    if (found->shape != want || !storableAs(found->dtype, buf.dtype))
       throw Error(path + ": tensor '" + buf.name + "' has shape " +
                   spacedShape(found->shape) + " " + dtypeName(found->dtype) +
                   ", the model expects " + spacedShape(want) + " " +
                   dtypeName(buf.dtype));
-    storeWhole(found->bytes, int(id)); // ZeRO-3: this rank's part
+    // ZeRO-3: this rank's part.
+    storeWhole(bytesAs(found->dtype, found->bytes, buf.dtype), int(id));
   }
   initializeParameters(prog, storage, seed, comm.rank(), &uninitialized);
   requireFiniteState(path);

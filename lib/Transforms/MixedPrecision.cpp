@@ -13,9 +13,15 @@
 // the function returns (the logits) is converted back to its f32 result
 // type. Both backends store the half tensors in 2 bytes per element.
 //
+// Frozen matrices (LoRA's base weights and embeddings) have no master copy
+// to keep: they are stored in the half format themselves, in every step
+// function that reads them, and the GEMMs read them without a copy.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dsc/Transforms/Passes.h"
+
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCMIXEDPRECISION
@@ -68,6 +74,56 @@ struct MixedPrecisionPass
             collectParamGradients(operand, keepF32);
     }
     storeInHalf(micro, keepF32);
+    storeFrozenInHalf(module, micro);
+  }
+
+  /// Frozen parameters of rank >= 2 become half arguments of every
+  /// function that takes them; @micro_step's copies of them go.
+  void storeFrozenInHalf(ModuleOp module, func::FuncOp micro) {
+    Type half = halfType();
+    llvm::StringSet<> frozen;
+    for (BlockArgument arg : micro.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      auto state = micro.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
+                                                     kStateAttrName);
+      if (state && state.getKind() == StateKind::param && type &&
+          type.getRank() >= 2 && type.getElementType().isF32() &&
+          micro.getArgAttr(arg.getArgNumber(), kFrozenAttrName))
+        frozen.insert(state.getName());
+    }
+    if (frozen.empty())
+      return;
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      bool changed = false;
+      for (BlockArgument arg : fn.getArguments()) {
+        auto state = fn.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
+                                                    kStateAttrName);
+        if (!state || state.getKind() != StateKind::param ||
+            !frozen.contains(state.getName()))
+          continue;
+        arg.setType(cast<RankedTensorType>(arg.getType()).clone(half));
+        changed = true;
+        // The GEMMs' half copy of it is now the argument itself.
+        for (Operation *user : llvm::to_vector(arg.getUsers()))
+          if (auto convert = dyn_cast<ConvertOp>(user);
+              convert && convert->getResult(0).getType() == arg.getType()) {
+            convert.replaceAllUsesWith(arg);
+            convert.erase();
+          }
+      }
+      if (changed)
+        fn.setType(FunctionType::get(&getContext(),
+                                     fn.getBody().getArgumentTypes(),
+                                     fn.getResultTypes()));
+    }
+  }
+
+  Type halfType() {
+    HalfFormat format = dtype;
+    return format == HalfFormat::bf16 ? Type(BFloat16Type::get(&getContext()))
+                                      : Type(Float16Type::get(&getContext()));
   }
 
   /// Rounds every f32 activation of `fn` but `keepF32` to the half format
