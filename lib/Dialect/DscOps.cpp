@@ -1168,6 +1168,40 @@ LogicalResult FlatResizeOp::verify() {
 // 1-bit compression
 //===----------------------------------------------------------------------===//
 
+/// `codes` and `scales` of n elements in blocks of `block`.
+static LogicalResult verifyInt8Blocks(Operation *op, int64_t n,
+                                      int64_t scales, int64_t block) {
+  if (block <= 0 || n % block != 0)
+    return op->emitOpError("expects a positive block_size dividing the ")
+           << n << " elements, got " << block;
+  if (scales != n / block)
+    return op->emitOpError("expects ")
+           << n / block << " scales (one per block of " << block << "), got "
+           << scales;
+  return success();
+}
+
+LogicalResult QuantizeInt8Op::verify() {
+  const int64_t n = getInput().getType().getNumElements();
+  if (getInput().getType().getRank() != 1 ||
+      getCodes().getType().getNumElements() != n)
+    return emitOpError("expects a flat input and as many codes, got ")
+           << shapeStr(shapeOf(getInput())) << " and "
+           << shapeStr(shapeOf(getCodes()));
+  return verifyInt8Blocks(*this, n, getScales().getType().getNumElements(),
+                          getBlockSize());
+}
+
+LogicalResult DequantizeInt8Op::verify() {
+  const int64_t n = getCodes().getType().getNumElements();
+  if (getResult().getType().getRank() != 1 ||
+      getResult().getType().getNumElements() != n)
+    return emitOpError("expects a flat result of the ")
+           << n << " codes' elements, got " << shapeStr(shapeOf(getResult()));
+  return verifyInt8Blocks(*this, n, getScales().getType().getNumElements(),
+                          getBlockSize());
+}
+
 LogicalResult OnebitCompressOp::verify() {
   const int64_t n = getInput().getType().getNumElements();
   const int64_t p = getError().getType().getNumElements();

@@ -101,7 +101,8 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   checkSectionKeys(c, name, sec,
                    {"stage", "reduce_bucket_size", "allgather_bucket_size",
                     "stage3_param_persistence_threshold",
-                    "param_persistence_threshold", "offload_param"});
+                    "param_persistence_threshold", "offload_param",
+                    "zero_quantized_weights"});
   // DeepSpeed's field and its stage3_ alias name one setting.
   if (sec.contains("stage3_param_persistence_threshold") &&
       sec.contains("param_persistence_threshold"))
@@ -125,6 +126,16 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   if (auto it = sec.find("stage"); it != sec.end()) // default: stage 0
     t.zeroStage =
         c.integer("zero_optimization.stage", *it, 0, 3, "an integer in [0, 3]");
+  // ZeRO++'s qwZ quantizes stage 3's parameter gathers; DeepSpeed's other
+  // stages gather no parameters and do not read it.
+  if (auto it = sec.find("zero_quantized_weights"); it != sec.end()) {
+    t.zeroQuantizedWeights =
+        c.boolean(name + ".zero_quantized_weights", *it) && t.zeroStage == 3;
+    if (it->get<bool>() && t.zeroStage != 3)
+      c.note(name + ".zero_quantized_weights: stage " +
+             std::to_string(t.zeroStage) +
+             " gathers no parameters; it applies to stage 3 only");
+  }
   // DeepSpeed hands offload_param to the stage-3 optimizer alone ("valid
   // only with stage 3") and ignores it below.
   if (auto it = sec.find("offload_param"); it != sec.end()) {

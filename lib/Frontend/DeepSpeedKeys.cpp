@@ -277,8 +277,9 @@ const std::vector<DeepSpeedKey> kKeys = {
      "offloading parameters"},
     {"zero_optimization.zero_hpz_partition_size", "int", "1", U, "0|1",
      "ZeRO++ hierarchical partitions"},
-    {"zero_optimization.zero_quantized_weights", "bool", "false", U, "false",
-     "ZeRO++ quantized weights"},
+    {"zero_optimization.zero_quantized_weights", "bool", "false", I, nullptr,
+     "ZeRO++ qwZ: stage 3's parameter all-gathers in int8 "
+     "(-dsc-zero quantized-weights)"},
     {"zero_optimization.zero_quantized_nontrainable_weights", "bool", "false",
      U, "false", "ZeRO++ quantized weights"},
     {"zero_optimization.zero_quantized_gradients", "bool", "false", U, "false",

@@ -908,7 +908,25 @@ void Checker::compression() {
            dtypeName(b.dtype));
     count(b, elements, role);
   };
+  auto int8Blocks = [&](const Buffer &codes, const Buffer &scales,
+                        const Buffer &values) {
+    d.n = values.numElements();
+    d.cols = I.getInt("block_size");
+    if (d.cols <= 0 || d.n % d.cols != 0)
+      fail("block_size " + std::to_string(d.cols) + " does not divide the " +
+           std::to_string(d.n) + " elements");
+    d.rows = d.n / d.cols;
+    if (codes.dtype != DType::I8)
+      fail("codes '" + codes.name + "' must be i8, got " +
+           dtypeName(codes.dtype));
+    count(codes, d.n, "codes");
+    f32(scales, d.rows, "scales");
+  };
   switch (I.op) {
+  case Opcode::QuantizeInt8:
+    return int8Blocks(out(0), out(1), in(0));
+  case Opcode::DequantizeInt8:
+    return int8Blocks(in(0), in(1), out(0));
   case Opcode::OnebitCompress:
     d.n = in(0).numElements();
     d.rows = 1;

@@ -187,7 +187,9 @@ void initializeParameters(const Program &program, Storage &storage,
       first = mesh.coordinate(rank, MeshAxis::Data) * n;
       total = elementCount(b.wholeShape);
     }
-    const int64_t end = std::min(first + n, total);
+    // A shard wholly in the padding (block-aligned shards of a small
+    // tensor) holds no elements of it.
+    const int64_t end = std::max(first, std::min(first + n, total));
     if (b.sliceDim < 0) {
       fillWholeRange(b, key, x, first, end);
     } else {

@@ -79,11 +79,34 @@ void shardArgument(func::FuncOp fn, BlockArgument arg, const Sharding &sh) {
   arg.setType(sh.shard(whole, !isBlockScale(argKind(fn, arg.getArgNumber()))));
 }
 
-/// The whole tensor of type `whole` from every rank's shard.
+/// Elements per scale of qwZ's int8 codes.
+constexpr int64_t kQuantizedWeightBlock = 256;
+
+/// The whole tensor of type `whole` from every rank's shard; with
+/// `quantized` (qwZ) the shards travel as int8 codes and block scales.
 Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
-                  const Sharding &sh) {
+                  const Sharding &sh, bool quantized = false) {
   auto data = MeshAxisAttr::get(b.getContext(), MeshAxis::data);
-  Value all = b.create<AllGatherOp>(loc, sh.padded(whole), shard, data);
+  if (!quantized) {
+    Value all = b.create<AllGatherOp>(loc, sh.padded(whole), shard, data);
+    return b.create<FlatResizeOp>(loc, whole, all);
+  }
+  MLIRContext *ctx = b.getContext();
+  auto shardType = cast<RankedTensorType>(shard.getType());
+  const int64_t n = shardType.getNumElements(), g = sh.groupSize;
+  const int64_t blocks = n / kQuantizedWeightBlock;
+  auto i8 = IntegerType::get(ctx, 8);
+  auto f32 = Float32Type::get(ctx);
+  auto block = b.getI64IntegerAttr(kQuantizedWeightBlock);
+  auto q = b.create<QuantizeInt8Op>(
+      loc, RankedTensorType::get({n}, i8), RankedTensorType::get({blocks}, f32),
+      shard, block);
+  Value codes = b.create<AllGatherOp>(loc, RankedTensorType::get({g * n}, i8),
+                                      q.getCodes(), data);
+  Value scales = b.create<AllGatherOp>(
+      loc, RankedTensorType::get({g * blocks}, f32), q.getScales(), data);
+  Value all = b.create<DequantizeInt8Op>(loc, sh.padded(whole), codes, scales,
+                                         block);
   return b.create<FlatResizeOp>(loc, whole, all);
 }
 
@@ -137,8 +160,18 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     module->setAttr(
         kZeroStageAttr,
         IntegerAttr::get(IntegerType::get(&getContext(), 64), int64_t(stage)));
+    if (quantizedWeights && stage != 3) {
+      module.emitError("dsc-zero: quantized-weights (ZeRO++ qwZ) quantizes "
+                       "stage 3's parameter gathers; stage is ")
+          << int64_t(stage);
+      return signalPassFailure();
+    }
     Sharding sharding{meshGroupSize(module, MeshAxis::data)};
     apply.walk([&](Adam8bitOp) { sharding.align = Adam8bitOp::kBlockSize; });
+    // qwZ: every shard is whole blocks of the int8 codes' scales (8-bit
+    // Adam's block is the same 256).
+    if (quantizedWeights)
+      sharding.align = kQuantizedWeightBlock;
     if (stage == 3) {
       gatherParameters(micro, sharding);
       if (auto eval = module.lookupSymbol<func::FuncOp>("eval_step"))
@@ -187,7 +220,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         if (!first[phase])
           continue;
         b.setInsertionPoint(first[phase]);
-        Value gathered = gatherWhole(b, arg.getLoc(), arg, whole, sh);
+        Value gathered =
+            gatherWhole(b, arg.getLoc(), arg, whole, sh, quantizedWeights);
         for (OpOperand *use : uses[phase])
           use->set(gathered);
       }

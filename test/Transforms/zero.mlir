@@ -13,6 +13,17 @@
 // Run twice it sharded the shards, and the step trained wrong numbers.
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=2 -dsc-zero=stage=2 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: dsc-zero: the step is sharded already (stage 2); run -dsc-zero once
+// ZeRO++ qwZ: each shard is quantized (256-element blocks: shards are
+// whole blocks), codes and scales gathered, the parameter dequantized.
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" "-dsc-zero=stage=3 quantized-weights=true" | FileCheck %s --check-prefix=QWZ
+// QWZ-LABEL: func.func @micro_step(%arg0: tensor<256xf32> {{{.*}}dsc.shard_of = array<i64: 8, 8>
+// QWZ: %[[CODES:.*]], %[[SCALES:.*]] = dsc.quantize_int8 %arg0 {block_size = 256 : i64} : (tensor<256xf32>) -> (tensor<256xi8>, tensor<1xf32>)
+// QWZ-NEXT: %[[C:.*]] = dsc.all_gather %[[CODES]] : (tensor<256xi8>) -> tensor<768xi8>
+// QWZ-NEXT: %[[S:.*]] = dsc.all_gather %[[SCALES]] : (tensor<1xf32>) -> tensor<3xf32>
+// QWZ-NEXT: %[[W:.*]] = dsc.dequantize_int8 %[[C]], %[[S]] {block_size = 256 : i64} : (tensor<768xi8>, tensor<3xf32>) -> tensor<768xf32>
+// QWZ-NEXT: dsc.flat_resize %[[W]] : (tensor<768xf32>) -> tensor<8x8xf32>
+// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step "-dsc-zero=stage=2 quantized-weights=true" 2>&1 | FileCheck %s --check-prefix=QWZ2
+// QWZ2: error: dsc-zero: quantized-weights (ZeRO++ qwZ) quantizes stage 3's parameter gathers; stage is 2
 // NOSTEP: error: dsc-zero: no @micro_step and @apply_step; run -dsc-build-train-step first
 // 8-bit Adam: every shard is a whole number of its 256-element blocks (w:
 // 64 elements over 3 ranks, 256 each, the last two shards all padding),

@@ -212,6 +212,7 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     mlir::dsc::DscZeroOptions &zero = p.zero.emplace();
     zero.stage = train.zeroStage;
     zero.persistenceThreshold = train.zeroPersistenceThreshold;
+    zero.quantizedWeights = train.zeroQuantizedWeights;
   }
   // One rank has nothing to reduce or gather: no bucket copies.
   if (train.dataParallel() > 1 &&

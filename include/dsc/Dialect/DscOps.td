@@ -1240,6 +1240,36 @@ def Dsc_OnebitCompressOp : Dsc_Op<"onebit_compress"> {
                       Dsc_F32Vector:$new_error);
 }
 
+/// Block-wise int8 codes (ZeRO++'s quantized weight all-gather).
+def Dsc_Int8Codes : 1DTensorOf<[I8]>;
+
+def Dsc_QuantizeInt8Op : Dsc_Op<"quantize_int8"> {
+  let summary = "Block-wise symmetric int8 codes of a flat tensor (qwZ)";
+  let description = [{
+    `input` [n] (n a multiple of `block_size`) as int8 codes with one f32
+    scale per block: scale = max|x| / 127 over the block, code =
+    round-half-even(x / scale) in [-127, 127] (0 in an all-zero block,
+    whose scale is 0). ZeRO++'s qwZ quantizes each rank's parameter shard
+    so, all-gathers codes and scales, and `dsc.dequantize_int8` rebuilds
+    the parameter.
+  }];
+  let arguments = (ins RankedTensorOf<[F32, F16, BF16]>:$input,
+                       I64Attr:$block_size);
+  let results = (outs Dsc_Int8Codes:$codes, Dsc_F32Vector:$scales);
+}
+
+def Dsc_DequantizeInt8Op : Dsc_Op<"dequantize_int8"> {
+  let summary = "code * scale per block of int8 codes";
+  let description = [{
+    `codes` [n] and `scales` [n / block_size] as `dsc.quantize_int8` makes
+    them; the result [n] is each code times its block's scale, in f32
+    (stored in the result's float type).
+  }];
+  let arguments = (ins Dsc_Int8Codes:$codes, Dsc_F32Vector:$scales,
+                       I64Attr:$block_size);
+  let results = (outs RankedTensorOf<[F32, F16, BF16]>:$result);
+}
+
 def Dsc_OnebitDecodeOp : Dsc_Op<"onebit_decode"> {
   let summary = "G compressed chunks back to f32 values";
   let description = [{

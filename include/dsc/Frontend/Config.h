@@ -301,6 +301,8 @@ struct TrainConfig {
   /// zero_optimization.stage3_param_persistence_threshold (DeepSpeed's
   /// default 10^5): stage 3 keeps parameters of fewer elements whole.
   int64_t zeroPersistenceThreshold = 100000;
+  /// zero_optimization.zero_quantized_weights at stage 3 (ZeRO++ qwZ).
+  bool zeroQuantizedWeights = false;
   /// zero_optimization.reduce_bucket_size / allgather_bucket_size:
   /// elements per bucket of the gradient all-reduces and reduce-scatters,
   /// and of the gathers of updated shards (DeepSpeed's 5e8 each; 0: one

@@ -663,6 +663,15 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
     optimizer updates the rank's shard, `dsc.all_gather` rebuilds them);
     their optimizer state and gradients are sharded all the same.
 
+    With `quantized-weights` (ZeRO++'s qwZ, stage 3 only) each gather of a
+    partitioned parameter in @micro_step and @eval_step moves int8 codes:
+    the rank's shard is `dsc.quantize_int8`'d in blocks of 256 (shards are
+    multiples of 256), codes and scales are all-gathered, and
+    `dsc.dequantize_int8` rebuilds the parameter, so the step computes
+    with the parameter rounded to 8 bits per block and the all-gathers
+    move 1 + 4/256 bytes per element instead of 4 (2 for a 16-bit frozen
+    weight). The optimizer still updates the full-precision shards.
+
     Every sharded argument carries `dsc.shard_of = array<i64: whole shape>`,
     from which the runtime gathers and scatters shards in checkpoints and
     weight files. The padding elements stay zero (zero gradient, zero state,
@@ -672,7 +681,10 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
     Option<"stage", "stage", "int64_t", "1", "ZeRO stage: 1, 2 or 3">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t", "0",
            "Stage 3: parameters of fewer elements stay whole (0: every "
-           "parameter is sharded)">
+           "parameter is sharded)">,
+    Option<"quantizedWeights", "quantized-weights", "bool", "false",
+           "Stage 3 (ZeRO++ qwZ): the parameter all-gathers move int8 codes "
+           "with one f32 scale per 256 elements">
   ];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }

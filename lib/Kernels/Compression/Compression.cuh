@@ -101,4 +101,30 @@ __device__ void onebitDecodeMean(const unsigned char *signs,
   }
 }
 
+/// dsc.quantize_int8 (cpu::runCompression): one thread per block of B
+/// elements: scale = max|x| / 127, code = rint(x / scale).
+template <dsc_i64 BLOCKS, dsc_i64 B, typename T>
+__device__ void quantizeInt8(const T *x, signed char *codes, float *scales) {
+  DSC_GRID_LOOP(b, BLOCKS) {
+    float m = 0.0f;
+    for (dsc_i64 i = b * B; i < (b + 1) * B; ++i)
+      m = fmaxf(m, fabsf(ld(x, i)));
+    const float scale = __fdiv_rn(m, 127.0f);
+    scales[b] = scale;
+    for (dsc_i64 i = b * B; i < (b + 1) * B; ++i)
+      codes[i] = scale > 0.0f
+                     ? static_cast<signed char>(rintf(__fdiv_rn(ld(x, i), scale)))
+                     : static_cast<signed char>(0);
+  }
+}
+
+/// dsc.dequantize_int8: code * its block's scale.
+template <dsc_i64 N, dsc_i64 B, typename T>
+__device__ void dequantizeInt8(const signed char *codes, const float *scales,
+                               T *out) {
+  DSC_GRID_LOOP(i, N) {
+    st(out, i, __fmul_rn(float(codes[i]), scales[i / B]));
+  }
+}
+
 } // namespace dsc

@@ -71,6 +71,35 @@ void runCompression(Exec &e) {
     compress(x, d.n, error, d.cols, signs, scale, newError);
     return;
   }
+  case Opcode::QuantizeInt8: {
+    // Per block: scale = max|x| / 127, code = rint(x / scale) (the CUDA
+    // template's arithmetic: one division, round half to even).
+    const float *x = e.fin(0, "input");
+    auto *codes = static_cast<int8_t *>(e.S.data(e.outId(0)));
+    float *scales = e.fout(1, "scales");
+    const int64_t B = d.cols;
+#pragma omp parallel for schedule(static) if (d.n > (1 << 15))
+    for (int64_t b = 0; b < d.rows; ++b) {
+      float m = 0.0f;
+      for (int64_t i = b * B; i < (b + 1) * B; ++i)
+        m = std::max(m, std::fabs(x[i]));
+      const float scale = m / 127.0f;
+      scales[b] = scale;
+      for (int64_t i = b * B; i < (b + 1) * B; ++i)
+        codes[i] = scale > 0.0f ? int8_t(std::rint(x[i] / scale)) : 0;
+    }
+    return;
+  }
+  case Opcode::DequantizeInt8: {
+    const auto *codes = static_cast<const int8_t *>(e.S.data(e.inId(0)));
+    const float *scales = e.fin(1, "scales");
+    float *out = e.fout(0, "result");
+    const int64_t B = d.cols;
+#pragma omp parallel for schedule(static) if (d.n > (1 << 15))
+    for (int64_t i = 0; i < d.n; ++i)
+      out[i] = float(codes[i]) * scales[i / B];
+    return;
+  }
   case Opcode::OnebitDecode: {
     const uint8_t *signs = e.u8in(0, "signs");
     const float *scales = e.fin(1, "scales");
