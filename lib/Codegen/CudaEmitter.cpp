@@ -77,6 +77,8 @@ void emitKernel(KernelSpec &s) {
     return emitGated(s, d);
   case rt::KernelFamily::Rotary:
     return emitRotary(s, d);
+  case rt::KernelFamily::Moe:
+    return emitMoe(s, d);
   // GEMMs are cuBLASLt descriptors, collectives go to the communicator.
   case rt::KernelFamily::Gemm:
   case rt::KernelFamily::Collective:

@@ -129,6 +129,8 @@ void CpuBackend::dispatch(cpu::Exec &e) {
     return cpu::runGated(e);
   case KernelFamily::Rotary:
     return cpu::runRotary(e);
+  case KernelFamily::Moe:
+    return cpu::runMoe(e);
   }
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
 }

@@ -113,14 +113,14 @@ enum class OpFamily {
   ReduceTo, Linear, BatchMatmul, Norm, NormGrad, NormGradFromOutput,
   ResidualNorm, Gelu, Dropout, Bias, Heads, ConcatSplit, Softmax, Attention,
   CrossEntropy, TokenMask, Optimizer, Scalar, Compression, Pointwise, Rotary,
-  RepeatKv,
+  RepeatKv, Moe,
 };
 
 /// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
 /// CPU, cuBLASLt on CUDA; Collective: the communicator).
 enum class KernelFamily {
   Elementwise, Norms, Attention, EmbeddingLoss, Optimizers, Gemm, Collective,
-  Compression, Gated, Rotary,
+  Compression, Gated, Rotary, Moe,
 };
 
 /// How the CUDA backend runs an opcode.
