@@ -452,6 +452,10 @@ ModelConfig parseModelConfigText(const std::string &text,
   else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "gemma" ||
            t == "mixtral")
     m = parseLlama(c, j, t);
+  else if (t == "qwen2_moe")
+    c.fail("model_type: \"qwen2_moe\" is not supported: its shared expert "
+           "and sparse-step layers are not built (dsc builds Mixtral's "
+           "mixture of experts, model_type \"mixtral\")");
   else
     c.fail("model_type: " + show(*it) + " is not supported; expected " +
            types);
