@@ -1,8 +1,8 @@
 //===- CostModel.cpp - FLOP costs of the contractions ----------------------===//
 //
 // CostOpInterface for the ops whose FLOPs are not a constant per element
-// (linear, batch_matmul, attention, grouped_linear), as external models. Elementwise ops
-// declare their cost in DscOps.td (Dsc_ElementwiseCost). FLOPs count a
+// (linear, batch_matmul, attention, grouped_linear), as external models.
+// Elementwise ops declare their cost in DscOps.td (Dsc_ElementwiseCost). FLOPs count a
 // multiply-add as 2; bytes default to one read of every operand and one
 // write of every result (the interface's default methods).
 //

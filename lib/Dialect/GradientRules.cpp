@@ -412,9 +412,9 @@ void MoeTopkOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   // The expert choices are integers: only the weights carry a gradient.
   if (!resultGrads[0])
     return;
-  operandGrads[0] = b.create<MoeTopkGradOp>(getLoc(), getLogits().getType(),
-                                            resultGrads[0], getWeights(),
-                                            getExperts());
+  operandGrads[0] =
+      b.create<MoeTopkGradOp>(getLoc(), getLogits().getType(), resultGrads[0],
+                              getWeights(), getExperts());
 }
 
 void MoeDispatchOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
@@ -423,8 +423,8 @@ void MoeDispatchOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[0] = b.create<MoeCombineOp>(getLoc(), getInput().getType(),
                                            dRows, getSlots(), getWeights());
   if (getWeights())
-    operandGrads[2] = b.create<MoeSlotDotOp>(
-        getLoc(), getWeights().getType(), getInput(), dRows, getSlots());
+    operandGrads[2] = b.create<MoeSlotDotOp>(getLoc(), getWeights().getType(),
+                                             getInput(), dRows, getSlots());
 }
 
 void MoeCombineOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
@@ -433,17 +433,17 @@ void MoeCombineOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[0] = b.create<MoeDispatchOp>(getLoc(), getRows().getType(), dy,
                                             getSlots(), getWeights());
   if (getWeights())
-    operandGrads[2] = b.create<MoeSlotDotOp>(
-        getLoc(), getWeights().getType(), dy, getRows(), getSlots());
+    operandGrads[2] = b.create<MoeSlotDotOp>(getLoc(), getWeights().getType(),
+                                             dy, getRows(), getSlots());
 }
 
 void GroupedLinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   Value dy = resultGrads[0];
   // dx_e = dy_e @ W_e^T: the same stacked weight read the other way round.
-  operandGrads[0] = b.create<GroupedLinearOp>(
-      getLoc(), getInput().getType(), dy, getWeight(), getCounts(),
-      b.getBoolAttr(!getTransposeW()));
+  operandGrads[0] =
+      b.create<GroupedLinearOp>(getLoc(), getInput().getType(), dy, getWeight(),
+                                getCounts(), b.getBoolAttr(!getTransposeW()));
   operandGrads[1] = b.create<GroupedLinearGradWeightOp>(
       getLoc(), getWeight().getType(), getInput(), dy, getCounts(),
       getTransposeWAttr());

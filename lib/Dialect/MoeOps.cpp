@@ -62,8 +62,8 @@ LogicalResult expectPerToken(Operation *op, StringRef what, Value v,
 }
 
 /// `v` is [tokens..., width] with the token dimensions of `like`.
-LogicalResult expectTokensOf(Operation *op, StringRef what, Value v,
-                             Value like, int64_t width) {
+LogicalResult expectTokensOf(Operation *op, StringRef what, Value v, Value like,
+                             int64_t width) {
   SmallVector<int64_t> want(shapeOf(like).drop_back());
   want.push_back(width);
   return expectShape(op, what, v, want);
@@ -132,8 +132,8 @@ LogicalResult verifyCounts(Operation *op, Value counts, int64_t &experts) {
 
 LogicalResult MoeTopkOp::verify() {
   int64_t tokens;
-  if (failed(expectPerToken(*this, "router logits [..., E]", getLogits(),
-                            tokens)))
+  if (failed(
+          expectPerToken(*this, "router logits [..., E]", getLogits(), tokens)))
     return failure();
   const int64_t k = getKAttr().getInt(), experts = widthOf(getLogits());
   if (k < 1 || k > experts)
@@ -146,16 +146,15 @@ LogicalResult MoeTopkOp::verify() {
 
 LogicalResult MoeTopkGradOp::verify() {
   int64_t tokens;
-  if (failed(expectPerToken(*this, "weights [..., K]", getWeights(),
-                            tokens)) ||
+  if (failed(expectPerToken(*this, "weights [..., K]", getWeights(), tokens)) ||
       failed(expectShape(*this, "grad", getGrad(), shapeOf(getWeights()))) ||
-      failed(expectShape(*this, "experts", getExperts(),
-                         shapeOf(getWeights()))))
+      failed(
+          expectShape(*this, "experts", getExperts(), shapeOf(getWeights()))))
     return failure();
   if (widthOf(getResult()) < widthOf(getWeights()))
-    return emitOpError("result ") << shapeStr(shapeOf(getResult()))
-                                  << " has fewer experts than the "
-                                  << widthOf(getWeights()) << " chosen";
+    return emitOpError("result ")
+           << shapeStr(shapeOf(getResult())) << " has fewer experts than the "
+           << widthOf(getWeights()) << " chosen";
   return expectTokensOf(*this, "result", getResult(), getWeights(),
                         widthOf(getResult()));
 }
@@ -181,10 +180,9 @@ LogicalResult MoeDispatchOp::verify() {
       failed(verifyWeights(*this, getWeights(), getSlots())))
     return failure();
   if (widthOf(getRows()) != widthOf(getInput()))
-    return emitOpError("rows ") << shapeStr(shapeOf(getRows()))
-                                << " and input "
-                                << shapeStr(shapeOf(getInput()))
-                                << " differ in width";
+    return emitOpError("rows ")
+           << shapeStr(shapeOf(getRows())) << " and input "
+           << shapeStr(shapeOf(getInput())) << " differ in width";
   return success();
 }
 
@@ -204,10 +202,9 @@ LogicalResult MoeSlotDotOp::verify() {
       failed(verifySlots(*this, getSlots(), getRows())))
     return failure();
   if (widthOf(getRows()) != widthOf(getInput()))
-    return emitOpError("rows ") << shapeStr(shapeOf(getRows()))
-                                << " and input "
-                                << shapeStr(shapeOf(getInput()))
-                                << " differ in width";
+    return emitOpError("rows ")
+           << shapeStr(shapeOf(getRows())) << " and input "
+           << shapeStr(shapeOf(getInput())) << " differ in width";
   return expectShape(*this, "result", getResult(), shapeOf(getSlots()));
 }
 
@@ -237,11 +234,10 @@ LogicalResult GroupedLinearGradWeightOp::verify() {
                                  getTransposeW(), k, n)))
     return failure();
   if (x[0] != dy[0] || x[1] != k || dy[1] != n)
-    return emitOpError("input ")
-           << shapeStr(x) << " and grad " << shapeStr(dy)
-           << " do not match the weight gradient "
-           << shapeStr(shapeOf(getResult()))
-           << (getTransposeW() ? " (transpose_w)" : "");
+    return emitOpError("input ") << shapeStr(x) << " and grad " << shapeStr(dy)
+                                 << " do not match the weight gradient "
+                                 << shapeStr(shapeOf(getResult()))
+                                 << (getTransposeW() ? " (transpose_w)" : "");
   return success();
 }
 
@@ -261,8 +257,7 @@ LogicalResult MoeLoadGradOp::verify() {
   int64_t tokens;
   if (failed(expectPerToken(*this, "router logits [..., E]", getLogits(),
                             tokens)) ||
-      failed(expectShape(*this, "grad", getGrad(),
-                         {2, widthOf(getLogits())})))
+      failed(expectShape(*this, "grad", getGrad(), {2, widthOf(getLogits())})))
     return failure();
   return expectShape(*this, "result", getResult(), shapeOf(getLogits()));
 }
@@ -274,6 +269,5 @@ LogicalResult MoeBalanceLossOp::verify() {
 LogicalResult MoeBalanceLossGradOp::verify() {
   if (failed(verifyLoads(*this, getLoads())))
     return failure();
-  return expectShape(*this, "result", getResult(),
-                     shapeOf(getLoads().front()));
+  return expectShape(*this, "result", getResult(), shapeOf(getLoads().front()));
 }

@@ -242,21 +242,21 @@ public:
     auto topk = b.create<MoeTopkOp>(
         loc, TypeRange{f32Type(perToken), RankedTensorType::get(perToken, i32)},
         logits, b.getI64IntegerAttr(k));
-    auto route = b.create<MoeRouteOp>(
-        loc,
-        TypeRange{RankedTensorType::get(perToken, i32),
-                  RankedTensorType::get({e}, i32)},
-        topk.getExperts(), b.getI64IntegerAttr(e));
+    auto route =
+        b.create<MoeRouteOp>(loc,
+                             TypeRange{RankedTensorType::get(perToken, i32),
+                                       RankedTensorType::get({e}, i32)},
+                             topk.getExperts(), b.getI64IntegerAttr(e));
     Value rows = b.create<MoeDispatchOp>(loc, f32Type({tokens * k, c}), x,
                                          route.getSlots(), Value());
     auto experts = [&](Value in, ArrayRef<Value> weights, int64_t out) {
       auto wShape = typeOf(weights[0]).getShape();
-      Value stacked = b.create<ConcatOp>(
-          loc, f32Type({e * wShape[0], wShape[1]}), weights,
-          b.getI64IntegerAttr(0));
-      return b.create<GroupedLinearOp>(loc, f32Type({tokens * k, out}), in,
-                                       stacked, route.getCounts(),
-                                       b.getBoolAttr(true))
+      Value stacked =
+          b.create<ConcatOp>(loc, f32Type({e * wShape[0], wShape[1]}), weights,
+                             b.getI64IntegerAttr(0));
+      return b
+          .create<GroupedLinearOp>(loc, f32Type({tokens * k, out}), in, stacked,
+                                   route.getCounts(), b.getBoolAttr(true))
           .getResult();
     };
     Value gate = experts(rows, w1, f), up = experts(rows, w3, f);
@@ -264,8 +264,8 @@ public:
         loc, up.getType(), b.create<SiluOp>(loc, gate.getType(), gate), up);
     Value out = experts(act, w2, c);
     if (loads)
-      loads->push_back(b.create<MoeLoadOp>(loc, f32Type({2, e}), logits,
-                                           topk.getExperts()));
+      loads->push_back(
+          b.create<MoeLoadOp>(loc, f32Type({2, e}), logits, topk.getExperts()));
     return b.create<MoeCombineOp>(loc, x.getType(), out, route.getSlots(),
                                   topk.getWeights());
   }
@@ -448,9 +448,8 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   // transformers' load_balancing_loss_func: E * sum_e (the fraction of all
   // layers' assignments to e) * (e's router probability averaged over all
   // layers' tokens), times router_aux_loss_coef.
-  const double tokens = double(cast<RankedTensorType>(ids.getType())
-                                   .getNumElements()),
-               all = tokens * double(m.numLayers);
+  const auto idsType = cast<RankedTensorType>(ids.getType());
+  const double all = double(idsType.getNumElements()) * double(m.numLayers);
   Value aux = g.b.create<MoeBalanceLossOp>(
       g.loc, g.f32Type({}), routerLoads,
       g.b.getF64FloatAttr(m.routerAuxLossCoef * double(m.numExperts) /

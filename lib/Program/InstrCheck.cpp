@@ -1051,8 +1051,7 @@ void Checker::moe() {
              d.topK);
     if (grad)
       perToken(in(1), "weights", d.rows, d.topK);
-    if (d.topK < 1 || d.topK > d.experts ||
-        (!grad && I.getInt("k") != d.topK))
+    if (d.topK < 1 || d.topK > d.experts || (!grad && I.getInt("k") != d.topK))
       fail("top-k " + std::to_string(d.topK) + " of " +
            std::to_string(d.experts) + " experts");
     return;

@@ -119,7 +119,9 @@ TEST(MoeRows, DispatchCombineAndSlotDotMatchNaive) {
   EXPECT_NEAR(dot(h.f(rows), h.f(r), N * K * C), dot(h.f(x), h.f(y), N * C),
               1e-4);
   h.seti(slots, {3, 7, 0, 10, 5, 1, 8, 2, 6, 4});
-  EXPECT_EQ(errorOf([&] { h.run(Opcode::MoeCombine, {r, slots}, {y}); }),
+  EXPECT_EQ(errorOf([&] {
+              h.run(Opcode::MoeCombine, {r, slots}, {y});
+            }),
             "MoeCombine: slot 10 out of range [0,10)");
 }
 
@@ -132,7 +134,8 @@ TEST_P(GroupedLinearTest, MatchesNaiveWithAnEmptyExpert) {
   int x = h.buf({S, K}), counts = h.buf({E}, DType::I32),
       w = h.buf(tw ? std::vector<int64_t>{E * N, K}
                    : std::vector<int64_t>{E * K, N}),
-      y = h.buf({S, N}), dy = h.buf({S, N}), dw = h.buf(h.prog.buffers[2].shape);
+      y = h.buf({S, N}), dy = h.buf({S, N}),
+      dw = h.buf(h.prog.buffers[2].shape);
   h.alloc();
   h.set(x, uniform(size_t(S * K), 8));
   h.set(w, uniform(size_t(E * K * N), 9));
@@ -160,8 +163,7 @@ TEST_P(GroupedLinearTest, MatchesNaiveWithAnEmptyExpert) {
         for (int64_t s = 0; s < S; ++s)
           if (expertOf[s] == e)
             v += double(h.f(x)[s * K + k]) * h.f(dy)[s * N + n];
-        EXPECT_NEAR(h.f(dw)[e * K * N + (tw ? n * K + k : k * N + n)], v,
-                    1e-5);
+        EXPECT_NEAR(h.f(dw)[e * K * N + (tw ? n * K + k : k * N + n)], v, 1e-5);
       }
   h.seti(counts, {3, 1, 2});
   EXPECT_EQ(errorOf([&] {

@@ -43,7 +43,8 @@ void topk(const float *logits, float *weights, int32_t *experts, int64_t N,
     for (int64_t k = 0; k < K; ++k) {
       int64_t best = -1;
       for (int64_t e = 0; e < E; ++e)
-        if (p[size_t(e)] >= 0.0f && (best < 0 || p[size_t(e)] > p[size_t(best)]))
+        if (p[size_t(e)] >= 0.0f &&
+            (best < 0 || p[size_t(e)] > p[size_t(best)]))
           best = e;
       chosen[k] = int32_t(best);
       sum += (w[k] = p[size_t(best)]);
@@ -109,8 +110,8 @@ void checkSlots(Exec &e, const int32_t *slots, int64_t NK) {
 }
 
 /// rows[slots[n, k]] = x[n] (* w[n, k]).
-void dispatch(const float *x, const int32_t *slots, const float *w,
-              float *rows, int64_t N, int64_t K, int64_t C) {
+void dispatch(const float *x, const int32_t *slots, const float *w, float *rows,
+              int64_t N, int64_t K, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * K * C > (1 << 15))
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
@@ -124,8 +125,8 @@ void dispatch(const float *x, const int32_t *slots, const float *w,
 }
 
 /// y[n] = sum_k w[n, k] rows[slots[n, k]], k in order.
-void combine(const float *rows, const int32_t *slots, const float *w,
-             float *y, int64_t N, int64_t K, int64_t C) {
+void combine(const float *rows, const int32_t *slots, const float *w, float *y,
+             int64_t N, int64_t K, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * K * C > (1 << 15))
   for (int64_t n = 0; n < N; ++n) {
     float *out = y + n * C;
@@ -141,8 +142,8 @@ void combine(const float *rows, const int32_t *slots, const float *w,
 }
 
 /// dw[n, k] = dot(x[n], rows[slots[n, k]]).
-void slotDot(const float *x, const float *rows, const int32_t *slots,
-             float *dw, int64_t N, int64_t K, int64_t C) {
+void slotDot(const float *x, const float *rows, const int32_t *slots, float *dw,
+             int64_t N, int64_t K, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * K * C > (1 << 15))
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
@@ -165,10 +166,10 @@ void groupedLinear(const float *x, const float *w, float *y,
     const int64_t rows = off[size_t(e) + 1] - off[size_t(e)];
     if (rows == 0)
       continue;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                transW ? CblasTrans : CblasNoTrans, int(rows), int(N), int(K),
-                1.0f, x + off[size_t(e)] * K, int(K), w + e * K * N,
-                int(transW ? K : N), 0.0f, y + off[size_t(e)] * N, int(N));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transW ? CblasTrans : CblasNoTrans,
+                int(rows), int(N), int(K), 1.0f, x + off[size_t(e)] * K, int(K),
+                w + e * K * N, int(transW ? K : N), 0.0f,
+                y + off[size_t(e)] * N, int(N));
   }
 }
 
@@ -282,16 +283,16 @@ void runMoe(Exec &e) {
   case Opcode::MoeSlotDot: {
     const int32_t *slots = e.iin(2, "slots");
     checkSlots(e, slots, N * K);
-    slotDot(e.fin(0, "x"), e.fin(1, "rows"), slots, e.fout(0, "dweights"), N,
-            K, C);
+    slotDot(e.fin(0, "x"), e.fin(1, "rows"), slots, e.fout(0, "dweights"), N, K,
+            C);
     return;
   }
   case Opcode::GroupedLinear:
   case Opcode::GroupedLinearGradWeight: {
     std::vector<int64_t> off = offsetsOf(e, e.iin(2, "counts"), E, d.M);
     if (e.I.op == Opcode::GroupedLinear)
-      groupedLinear(e.fin(0, "x"), e.fin(1, "weight"), e.fout(0, "y"), off,
-                    d.K, d.N, d.transW);
+      groupedLinear(e.fin(0, "x"), e.fin(1, "weight"), e.fout(0, "y"), off, d.K,
+                    d.N, d.transW);
     else
       groupedLinearGradWeight(e.fin(0, "x"), e.fin(1, "dy"), e.fout(0, "dw"),
                               off, d.K, d.N, d.transW);
@@ -302,8 +303,7 @@ void runMoe(Exec &e) {
          K);
     return;
   case Opcode::MoeLoadGrad:
-    loadGrad(e.fin(0, "dload"), e.fin(1, "logits"), e.fout(0, "dlogits"), N,
-             E);
+    loadGrad(e.fin(0, "dload"), e.fin(1, "logits"), e.fout(0, "dlogits"), N, E);
     return;
   case Opcode::MoeBalanceLoss: {
     std::vector<double> t = totalLoad(e, 0, E);

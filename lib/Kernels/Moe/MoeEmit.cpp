@@ -57,7 +57,8 @@ void emitGroupedLinear(KernelSpec &s, const rt::InstrDims &d) {
   s.requireType(s.inType(2), Storage::I32, "counts");
   const bool fwd = s.I.op == Opcode::GroupedLinear;
   const std::string x = s.in(0, "x"), other = s.in(1, fwd ? "w" : "dy"),
-                    counts = s.in(2, "counts"), out = s.out(0, fwd ? "y" : "dw");
+                    counts = s.in(2, "counts"),
+                    out = s.out(0, fwd ? "y" : "dw");
   const std::string code =
       s.status("the experts' row counts do not add up to the " +
                std::to_string(d.M) + " rows");
@@ -115,11 +116,11 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
     s.requireType(s.inType(0), Storage::I32, "experts");
     const std::string experts = s.in(0, "experts"), slots = s.out(0, "slots"),
                       counts = s.out(1, "counts");
-    const std::string code = s.status("expert choice out of range [0," +
-                                      std::to_string(E) + ")");
-    s.kernel(1, expertBlock(s, E), {experts, slots, counts},
-             call("moeRoute", {n(N * K), n(E)},
-                  {experts, slots, counts, code}));
+    const std::string code =
+        s.status("expert choice out of range [0," + std::to_string(E) + ")");
+    s.kernel(
+        1, expertBlock(s, E), {experts, slots, counts},
+        call("moeRoute", {n(N * K), n(E)}, {experts, slots, counts, code}));
     return;
   }
   case Opcode::MoeDispatch:
