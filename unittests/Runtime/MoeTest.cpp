@@ -227,3 +227,28 @@ TEST(MoeLoad, BalanceLossAndGradients) {
   for (int64_t i = 0; i < N * E; ++i)
     EXPECT_NEAR(analytic[size_t(i)], numeric[size_t(i)], 2e-3) << i;
 }
+
+TEST(MoeInstrCheck, RejectsMismatchedOperands) {
+  Harness h;
+  int x = h.buf({5, 4}), w = h.buf({10, 4}), counts = h.buf({3}, DType::I32),
+      y = h.buf({5, 3}), logits = h.buf({5, 4}), wk = h.buf({5, 3}),
+      ek = h.buf({5, 2}, DType::I32), fcounts = h.buf({3});
+  h.alloc();
+  EXPECT_EQ(errorOf([&] {
+              h.run(Opcode::GroupedLinear, {x, w, counts}, {y},
+                    {{"transpose_w", int64_t(1)}});
+            }),
+            "GroupedLinear: weight '" + h.prog.buffers[size_t(w)].name +
+                "' [10,4] does not stack 3 experts");
+  EXPECT_EQ(errorOf([&] {
+              h.run(Opcode::MoeTopk, {logits}, {wk, ek}, {{"k", int64_t(2)}});
+            }),
+            "MoeTopk: weights '" + h.prog.buffers[size_t(wk)].name +
+                "' [5,3] must be [tokens..., 2] over 5 tokens");
+  EXPECT_EQ(errorOf([&] {
+              h.run(Opcode::GroupedLinear, {x, w, fcounts}, {y},
+                    {{"transpose_w", int64_t(1)}});
+            }),
+            "GroupedLinear: counts '" + h.prog.buffers[size_t(fcounts)].name +
+                "' must be i32, got f32");
+}
