@@ -155,13 +155,19 @@ void slotDot(const float *x, const float *rows, const int32_t *slots, float *dw,
     }
 }
 
+/// Whether the experts' GEMMs (rows x K x N in all) are worth the OpenMP
+/// threads; below GemmCpu.cpp's threshold a team costs more than it saves.
+bool worthThreads(const std::vector<int64_t> &off, int64_t K, int64_t N) {
+  return 2.0 * double(off.back()) * double(K) * double(N) >= 4e6;
+}
+
 /// y_e = x_e @ W_e (W_e^T when transW) for each expert's rows.
 void groupedLinear(const float *x, const float *w, float *y,
                    const std::vector<int64_t> &off, int64_t K, int64_t N,
                    bool transW) {
   configureBlasThreads();
   const int64_t E = int64_t(off.size()) - 1;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (worthThreads(off, K, N))
   for (int64_t e = 0; e < E; ++e) {
     const int64_t rows = off[size_t(e) + 1] - off[size_t(e)];
     if (rows == 0)
@@ -180,7 +186,7 @@ void groupedLinearGradWeight(const float *x, const float *dy, float *dw,
                              int64_t N, bool transW) {
   configureBlasThreads();
   const int64_t E = int64_t(off.size()) - 1;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (worthThreads(off, K, N))
   for (int64_t e = 0; e < E; ++e) {
     const int64_t rows = off[size_t(e) + 1] - off[size_t(e)];
     float *out = dw + e * K * N;
