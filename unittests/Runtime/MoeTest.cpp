@@ -252,3 +252,17 @@ TEST(MoeInstrCheck, RejectsMismatchedOperands) {
             "GroupedLinear: counts '" + h.prog.buffers[size_t(fcounts)].name +
                 "' must be i32, got f32");
 }
+
+TEST(MoeTopk, NaNRowStillChoosesDistinctExperts) {
+  Harness h;
+  int logits = h.buf({1, 3}), w = h.buf({1, 2}),
+      experts = h.buf({1, 2}, DType::I32);
+  h.alloc();
+  h.set(logits, {0.5f, NAN, 1.0f});
+  h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(2)}});
+  std::vector<int32_t> e = h.geti(experts);
+  EXPECT_NE(e[0], e[1]);
+  for (int32_t x : e)
+    EXPECT_TRUE(x >= 0 && x < 3) << x;
+  EXPECT_TRUE(std::isnan(h.f(w)[0]));
+}

@@ -31,7 +31,8 @@ __device__ __forceinline__ float moeRowSum(const TL *row, float mx) {
   return sum;
 }
 
-/// dsc.moe_topk (cpu::topk): one thread per token.
+/// dsc.moe_topk (cpu::topk): one thread per token; a row with a NaN still
+/// chooses K distinct experts.
 template <typename TL, typename TW, dsc_i64 N, dsc_i64 E, dsc_i64 K>
 __device__ void moeTopk(const TL *logits, TW *weights, int *experts) {
   DSC_GRID_LOOP(n, N) {
@@ -41,13 +42,13 @@ __device__ void moeTopk(const TL *logits, TW *weights, int *experts) {
     float total = 0.0f;
     for (dsc_i64 k = 0; k < K; ++k) {
       int best = -1;
-      float bestP = -1.0f;
+      float bestP = 0.0f;
       for (dsc_i64 e = 0; e < E; ++e) {
         bool taken = false;
         for (dsc_i64 j = 0; j < k; ++j)
           taken = taken || experts[n * K + j] == int(e);
         const float p = expf(ld(row, e) - mx) / sum;
-        if (!taken && p > bestP) {
+        if (!taken && (best < 0 || p > bestP)) {
           best = int(e);
           bestP = p;
         }

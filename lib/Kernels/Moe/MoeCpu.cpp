@@ -30,12 +30,15 @@ void softmaxRow(const float *row, int64_t E, float *p) {
 }
 
 /// Per token: the K most probable experts (descending; ties to the lower
-/// expert) and their probabilities renormalised to sum to 1.
+/// expert) and their probabilities renormalised to sum to 1. A row with a
+/// NaN still chooses K distinct experts (its weights are NaN, which the
+/// step's non-finite check reports).
 void topk(const float *logits, float *weights, int32_t *experts, int64_t N,
           int64_t E, int64_t K) {
 #pragma omp parallel for schedule(static) if (N * E > (1 << 14))
   for (int64_t n = 0; n < N; ++n) {
     std::vector<float> p(static_cast<size_t>(E));
+    std::vector<bool> taken(static_cast<size_t>(E), false);
     softmaxRow(logits + n * E, E, p.data());
     float *w = weights + n * K;
     int32_t *chosen = experts + n * K;
@@ -43,12 +46,12 @@ void topk(const float *logits, float *weights, int32_t *experts, int64_t N,
     for (int64_t k = 0; k < K; ++k) {
       int64_t best = -1;
       for (int64_t e = 0; e < E; ++e)
-        if (p[size_t(e)] >= 0.0f &&
+        if (!taken[size_t(e)] &&
             (best < 0 || p[size_t(e)] > p[size_t(best)]))
           best = e;
+      taken[size_t(best)] = true;
       chosen[k] = int32_t(best);
       sum += (w[k] = p[size_t(best)]);
-      p[size_t(best)] = -1.0f; // taken
     }
     for (int64_t k = 0; k < K; ++k)
       w[k] /= sum;
