@@ -647,7 +647,8 @@ def Dsc_BiasDropoutAddLayerNormOp
 // Mixture of experts (Mixtral)
 //===----------------------------------------------------------------------===//
 //
-// A sparse MoE block on N tokens of width C with E experts, K per token:
+// A sparse MoE block on N tokens of width C with E experts, K per token
+// (per-token tensors may keep leading dimensions, [B, T, C] for [N, C]):
 //
 //   %w, %e = dsc.moe_topk %router_logits {k = K}     [N, E] -> [N, K], [N, K]
 //   %slots, %counts = dsc.moe_route %e {num_experts = E}
