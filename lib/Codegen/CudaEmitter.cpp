@@ -79,6 +79,8 @@ void emitKernel(KernelSpec &s) {
     return emitRotary(s, d);
   case rt::KernelFamily::Quantized:
     return emitQuantized(s, d);
+  case rt::KernelFamily::Moe:
+    return emitMoe(s, d);
   // GEMMs are cuBLASLt descriptors, collectives go to the communicator.
   case rt::KernelFamily::Gemm:
   case rt::KernelFamily::Collective:

@@ -1,8 +1,8 @@
 //===- CostModel.cpp - FLOP costs of the contractions ----------------------===//
 //
 // CostOpInterface for the ops whose FLOPs are not a constant per element
-// (linear, batch_matmul, attention), as external models. Elementwise ops
-// declare their cost in DscOps.td (Dsc_ElementwiseCost). FLOPs count a
+// (linear, batch_matmul, attention, grouped_linear), as external models.
+// Elementwise ops declare their cost in DscOps.td (Dsc_ElementwiseCost). FLOPs count a
 // multiply-add as 2; bytes default to one read of every operand and one
 // write of every result (the interface's default methods).
 //
@@ -61,6 +61,12 @@ int64_t attentionFlops(AttentionOp op) {
   return 4 * scores * d + SoftmaxDropoutOp::kFlopsPerElement * scores;
 }
 
+/// One GEMM per expert over its rows: every row meets one expert's matrix.
+int64_t groupedLinearFlops(GroupedLinearOp op) {
+  auto x = cast<ShapedType>(op.getInput().getType());
+  return 2 * staticElementCount(op.getResult()) * x.getDimSize(1);
+}
+
 } // namespace
 
 void mlir::dsc::registerCostModel(DialectRegistry &registry) {
@@ -74,6 +80,8 @@ void mlir::dsc::registerCostModel(DialectRegistry &registry) {
     BatchMatmulOp::attachInterface<Model<BatchMatmulOp, batchMatmulFlops>>(
         *ctx);
     AttentionOp::attachInterface<Model<AttentionOp, attentionFlops>>(*ctx);
+    GroupedLinearOp::attachInterface<
+        Model<GroupedLinearOp, groupedLinearFlops>>(*ctx);
   });
 }
 

@@ -411,3 +411,64 @@ void VocabCrossEntropyOp::buildGradient(OpBuilder &b,
       getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
       getLabels(), getVocabAttr(), getIgnoreIndexAttr(), getAxisAttr());
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+void MoeTopkOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // The expert choices are integers: only the weights carry a gradient.
+  if (!resultGrads[0])
+    return;
+  operandGrads[0] =
+      b.create<MoeTopkGradOp>(getLoc(), getLogits().getType(), resultGrads[0],
+                              getWeights(), getExperts());
+}
+
+void MoeDispatchOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  Value dRows = resultGrads[0];
+  operandGrads[0] = b.create<MoeCombineOp>(getLoc(), getInput().getType(),
+                                           dRows, getSlots(), getWeights());
+  if (getWeights())
+    operandGrads[2] = b.create<MoeSlotDotOp>(getLoc(), getWeights().getType(),
+                                             getInput(), dRows, getSlots());
+}
+
+void MoeCombineOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  operandGrads[0] = b.create<MoeDispatchOp>(getLoc(), getRows().getType(), dy,
+                                            getSlots(), getWeights());
+  if (getWeights())
+    operandGrads[2] = b.create<MoeSlotDotOp>(getLoc(), getWeights().getType(),
+                                             dy, getRows(), getSlots());
+}
+
+void GroupedLinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  // dx_e = dy_e @ W_e^T: the same stacked weight read the other way round.
+  operandGrads[0] =
+      b.create<GroupedLinearOp>(getLoc(), getInput().getType(), dy, getWeight(),
+                                getCounts(), b.getBoolAttr(!getTransposeW()));
+  operandGrads[1] = b.create<GroupedLinearGradWeightOp>(
+      getLoc(), getWeight().getType(), getInput(), dy, getCounts(),
+      getTransposeWAttr());
+}
+
+void MoeLoadOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<MoeLoadGradOp>(getLoc(), getLogits().getType(),
+                                            resultGrads[0], getLogits());
+}
+
+void MoeBalanceLossOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Value dLoad = b.create<MoeBalanceLossGradOp>(
+      getLoc(), getLoads().front().getType(), resultGrads[0], getLoads(),
+      getScaleAttr());
+  for (Value &g : operandGrads)
+    g = dLoad;
+}

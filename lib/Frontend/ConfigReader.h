@@ -34,6 +34,8 @@ constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;
 // memory runs out).
 constexpr int64_t kMaxDimension = int64_t(1) << 24;
 constexpr int64_t kMaxLayers = 4096;
+/// Experts of a mixture-of-experts layer (one CUDA block routes them).
+constexpr int64_t kMaxExperts = 1024;
 // What one training step may plan, all buffers together (4 PiB).
 constexpr double kMaxStepBytes = double(int64_t(1) << 52);
 

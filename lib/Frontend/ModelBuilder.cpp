@@ -213,6 +213,63 @@ public:
         loc, f32Type({headShape[0], t, heads * d}), ValueRange{context});
   }
 
+  /// Mixtral's sparse MoE block on `x` [B, T, C] (parameters under
+  /// `prefix`, Hugging Face's order: the router `gate`, then each expert's
+  /// w1, w2, w3): route each token to its top-k experts, run the experts'
+  /// SwiGLU MLPs on their rows (the experts' weights concatenated, one
+  /// grouped GEMM per projection) and sum the outputs weighted by the
+  /// router. Appends the layer's load to `loads` when the objective has the
+  /// load-balancing loss.
+  Value moeBlock(Value x, const std::string &prefix,
+                 const ::dsc::ModelConfig &m, SmallVectorImpl<Value> *loads) {
+    auto xShape = typeOf(x).getShape();
+    const int64_t c = xShape.back(), f = m.intermediate, e = m.numExperts,
+                  k = m.expertsPerToken;
+    const int64_t tokens = typeOf(x).getNumElements() / c;
+    const double std = m.initializerRange;
+    Value router = normalParam(prefix + "gate.weight", {e, c}, std);
+    SmallVector<Value> w1, w2, w3;
+    for (int64_t i = 0; i < e; ++i) {
+      std::string ep = prefix + "experts." + std::to_string(i) + ".";
+      w1.push_back(normalParam(ep + "w1.weight", {f, c}, std));
+      w2.push_back(normalParam(ep + "w2.weight", {c, f}, std));
+      w3.push_back(normalParam(ep + "w3.weight", {f, c}, std));
+    }
+    Value logits = linear(x, router, Value(), /*transposeW=*/true);
+    SmallVector<int64_t> perToken(xShape.drop_back());
+    perToken.push_back(k);
+    auto i32 = b.getIntegerType(32);
+    auto topk = b.create<MoeTopkOp>(
+        loc, TypeRange{f32Type(perToken), RankedTensorType::get(perToken, i32)},
+        logits, b.getI64IntegerAttr(k));
+    auto route =
+        b.create<MoeRouteOp>(loc,
+                             TypeRange{RankedTensorType::get(perToken, i32),
+                                       RankedTensorType::get({e}, i32)},
+                             topk.getExperts(), b.getI64IntegerAttr(e));
+    Value rows = b.create<MoeDispatchOp>(loc, f32Type({tokens * k, c}), x,
+                                         route.getSlots(), Value());
+    auto experts = [&](Value in, ArrayRef<Value> weights, int64_t out) {
+      auto wShape = typeOf(weights[0]).getShape();
+      Value stacked =
+          b.create<ConcatOp>(loc, f32Type({e * wShape[0], wShape[1]}), weights,
+                             b.getI64IntegerAttr(0));
+      return b
+          .create<GroupedLinearOp>(loc, f32Type({tokens * k, out}), in, stacked,
+                                   route.getCounts(), b.getBoolAttr(true))
+          .getResult();
+    };
+    Value gate = experts(rows, w1, f), up = experts(rows, w3, f);
+    Value act = b.create<MulOp>(
+        loc, up.getType(), b.create<SiluOp>(loc, gate.getType(), gate), up);
+    Value out = experts(act, w2, c);
+    if (loads)
+      loads->push_back(
+          b.create<MoeLoadOp>(loc, f32Type({2, e}), logits, topk.getExperts()));
+    return b.create<MoeCombineOp>(loc, x.getType(), out, route.getSlots(),
+                                  topk.getWeights());
+  }
+
   /// The mean loss over the labels other than `ignoreIndex`.
   Value crossEntropy(Value logits, Value labels, int64_t ignoreIndex) {
     return b.create<CrossEntropyOp>(loc, f32Type({}), logits, labels,
@@ -326,11 +383,13 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
   return g.crossEntropy(logits, mask.getLabels(), /*ignoreIndex=*/-100);
 }
 
-/// LlamaForCausalLM (also Mistral, Qwen2 and Gemma): pre-RMSNorm blocks,
-/// rotary embeddings on q and k, grouped-query attention, SwiGLU MLP, a head
-/// of its own unless tie_word_embeddings. Gemma scales the embeddings by
-/// sqrt(hidden_size), its RMSNorms by 1 + weight, and gates its MLP through
-/// GELU.
+/// LlamaForCausalLM (also Mistral, Qwen2, Gemma and Mixtral): pre-RMSNorm
+/// blocks, rotary embeddings on q and k, grouped-query attention, SwiGLU
+/// MLP, a head of its own unless tie_word_embeddings. Gemma scales the
+/// embeddings by sqrt(hidden_size), its RMSNorms by 1 + weight, and gates
+/// its MLP through GELU. Mixtral replaces the MLP by a sparse MoE block
+/// and, with output_router_logits, adds router_aux_loss_coef times the
+/// load-balancing loss over all layers to the cross-entropy.
 Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                  Value targets, Value &logits) {
   int64_t c = m.hidden, hd = m.headDim, heads = m.numHeads,
@@ -343,6 +402,8 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
     h = g.b.create<ScaleOp>(g.loc, h.getType(), h,
                             g.b.getF64FloatAttr(std::sqrt(double(c))));
   const bool plusOne = m.normPlusOne;
+  SmallVector<Value> routerLoads;
+  const bool auxLoss = m.numExperts && m.routerAuxLoss;
   for (int64_t l = 0; l < m.numLayers; ++l) {
     Operation *before = g.lastOp();
     std::string lp = "model.layers." + std::to_string(l) + ".";
@@ -358,6 +419,12 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                       /*causal=*/true, m.attnDropout);
     h = g.add(h, g.dense(a, sp + "o_proj", heads * hd, c, std, m.outBias));
     Value f = g.rmsNorm(h, lp + "post_attention_layernorm", eps, plusOne);
+    if (m.numExperts) {
+      h = g.add(h, g.moeBlock(f, lp + "block_sparse_moe.", m,
+                              auxLoss ? &routerLoads : nullptr));
+      g.tagLayer(before, l);
+      continue;
+    }
     std::string mp = lp + "mlp.";
     Value gate = g.dense(f, mp + "gate_proj", c, m.intermediate, std,
                          m.mlpBias);
@@ -375,7 +442,19 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                    ? embed
                    : g.normalParam("lm_head.weight", {m.vocabSize, c}, std);
   logits = g.linear(h, head, Value(), /*transposeW=*/true);
-  return g.crossEntropy(logits, targets, g.nextTokenIgnoreIndex());
+  Value loss = g.crossEntropy(logits, targets, g.nextTokenIgnoreIndex());
+  if (!auxLoss)
+    return loss;
+  // transformers' load_balancing_loss_func: E * sum_e (the fraction of all
+  // layers' assignments to e) * (e's router probability averaged over all
+  // layers' tokens), times router_aux_loss_coef.
+  const auto idsType = cast<RankedTensorType>(ids.getType());
+  const double all = double(idsType.getNumElements()) * double(m.numLayers);
+  Value aux = g.b.create<MoeBalanceLossOp>(
+      g.loc, g.f32Type({}), routerLoads,
+      g.b.getF64FloatAttr(m.routerAuxLossCoef * double(m.numExperts) /
+                          (all * all)));
+  return g.add(loss, aux);
 }
 
 /// The #dsc.block_layout of a config's layout; one layout head when every

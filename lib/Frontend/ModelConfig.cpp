@@ -235,9 +235,12 @@ RopeConfig parseRopeScaling(const Ctx &c, const json &v, RopeConfig rope) {
 /// MistralForCausalLM (no sliding window shorter than the sequence),
 /// Qwen2ForCausalLM (biases on q, k and v; no sliding window) and
 /// GemmaForCausalLM (embeddings scaled by sqrt(hidden_size), RMSNorm by
-/// 1 + weight, GELU-gated MLP, head_dim 256 and a tied head by default).
+/// 1 + weight, GELU-gated MLP, head_dim 256 and a tied head by default) and
+/// MixtralForCausalLM (Mistral with a sparse mixture-of-experts block in
+/// place of each MLP).
 ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
-  const bool mistral = type == "mistral", qwen2 = type == "qwen2",
+  const bool mixtral = type == "mixtral";
+  const bool mistral = type == "mistral" || mixtral, qwen2 = type == "qwen2",
              gemma = type == "gemma";
   // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config /
   // GemmaConfig.
@@ -254,20 +257,29 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   if (mistral)
     kvHeads = 8;
   m.maxPositions = mistral ? 4096 * 32 : qwen2 ? 32768 : gemma ? 8192 : 2048;
+  if (mixtral) {
+    m.layerNormEps = 1e-5;
+    m.rope.theta = 1e6;
+    m.numExperts = 8;
+    m.expertsPerToken = 2;
+  }
   m.embedScale = m.normPlusOne = m.geluMlp = gemma;
   m.gelu = GeluApprox::Tanh; // Gemma's hidden_activation null
   std::optional<std::string> gemmaHiddenAct;
   bool gemmaActivationGiven = false;
-  m.layerNormEps = 1e-6;
+  if (!mixtral)
+    m.layerNormEps = 1e-6;
   m.initializerRange = 0.02;
   m.embdDropout = m.residDropout = m.attnDropout = 0.0;
   m.tieEmbeddings = gemma;
   m.qkvBias = qwen2;
-  m.slidingWindow = mistral ? 4096 : 0;
+  m.slidingWindow = mistral && !mixtral ? 4096 : 0;
   bool qwenSlidingWindow = false;
 
-  std::vector<std::string> archKeys = kLlamaKeys;
-  if (mistral)
+  std::vector<std::string> archKeys = mixtral ? kMixtralKeys : kLlamaKeys;
+  if (mixtral)
+    ;
+  else if (mistral)
     archKeys.push_back("sliding_window");
   else if (qwen2)
     archKeys.insert(archKeys.end(), kQwen2OnlyKeys.begin(),
@@ -348,7 +360,24 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       qwenSlidingWindow = c.boolean(k, v);
     else if (k == "max_window_layers")
       c.integer(k, v, 0, kMaxLayers, "an integer >= 0");
+    else if (k == "num_local_experts")
+      m.numExperts = c.integer(k, v, 1, kMaxExperts, "an integer >= 1");
+    else if (k == "num_experts_per_tok")
+      m.expertsPerToken = c.integer(k, v, 1, kMaxExperts, "an integer >= 1");
+    else if (k == "output_router_logits")
+      m.routerAuxLoss = c.boolean(k, v);
+    else if (k == "router_aux_loss_coef")
+      m.routerAuxLossCoef = c.nonNegativeNumber(k, v);
+    else if (k == "router_jitter_noise") {
+      if (c.nonNegativeNumber(k, v) != 0.0)
+        c.fail(k + ": " + show(v) + " is not supported; expected 0 (dsc "
+               "routes the tokens as they are)");
+    }
   }
+  if (m.expertsPerToken > m.numExperts)
+    c.fail("num_experts_per_tok (" + std::to_string(m.expertsPerToken) +
+           ") exceeds num_local_experts (" + std::to_string(m.numExperts) +
+           "): each token picks that many distinct experts");
   // transformers' (4.46) Gemma rotates with rope_theta alone.
   if (gemma && !ropeScaling.is_null())
     c.fail("rope_scaling: " + show(ropeScaling) +
@@ -396,7 +425,8 @@ ModelConfig parseModelConfigText(const std::string &text,
   c.notePrefix = "model config: ";
   json j = parseJson(text, c);
   const char *types =
-      "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\" or \"gemma\"";
+      "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\", \"gemma\" or "
+      "\"mixtral\"";
   auto it = j.find("model_type");
   if (it == j.end()) {
     // transformers 2.x wrote no model_type; the model class named in
@@ -425,8 +455,13 @@ ModelConfig parseModelConfigText(const std::string &text,
     m = parseGpt2(c, j);
   else if (t == "bert")
     m = parseBert(c, j);
-  else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "gemma")
+  else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "gemma" ||
+           t == "mixtral")
     m = parseLlama(c, j, t);
+  else if (t == "qwen2_moe")
+    c.fail("model_type: \"qwen2_moe\" is not supported: its shared expert "
+           "and sparse-step layers are not built (dsc builds Mixtral's "
+           "mixture of experts, model_type \"mixtral\")");
   else
     c.fail("model_type: " + show(*it) + " is not supported; expected " +
            types);

@@ -162,9 +162,13 @@ const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
                               "not supported"},
     {"qk_layernorm", "normalised queries and keys are not supported"},
     {"use_qk_norm", "normalised queries and keys are not supported"},
-    {"num_experts", "mixture-of-experts layers are not supported"},
-    {"num_local_experts", "mixture-of-experts layers are not supported"},
-    {"num_experts_per_tok", "mixture-of-experts layers are not supported"},
+    {"num_experts", "this model's mixture-of-experts layers are not "
+                    "supported (dsc builds Mixtral's, model_type "
+                    "\"mixtral\")"},
+    {"num_local_experts", "mixture-of-experts layers are built for "
+                          "model_type \"mixtral\" only"},
+    {"num_experts_per_tok", "mixture-of-experts layers are built for "
+                            "model_type \"mixtral\" only"},
 };
 
 /// The keys dsc reads for each model type (its transformers configuration
@@ -210,6 +214,20 @@ const std::vector<std::string> kLlamaKeys = {
     "attention_dropout",   "initializer_range",
     "pretraining_tp"};
 const std::vector<std::string> kLlamaOnlyKeys = {"attention_bias", "mlp_bias"};
+/// MixtralConfig (4.46): LlamaConfig's keys without head_dim, rope_scaling
+/// and pretraining_tp (its attention and rotary embedding do not read
+/// them), plus the sliding window and the sparse MoE block's keys.
+const std::vector<std::string> kMixtralKeys = {
+    "model_type",          "vocab_size",
+    "hidden_size",         "intermediate_size",
+    "num_hidden_layers",   "num_attention_heads",
+    "num_key_value_heads", "hidden_act",
+    "max_position_embeddings", "rms_norm_eps",
+    "rope_theta",          "tie_word_embeddings",
+    "attention_dropout",   "initializer_range",
+    "sliding_window",      "num_local_experts",
+    "num_experts_per_tok", "output_router_logits",
+    "router_aux_loss_coef", "router_jitter_noise"};
 const std::vector<std::string> kQwen2OnlyKeys = {
     "sliding_window", "use_sliding_window", "max_window_layers"};
 
@@ -313,7 +331,8 @@ std::string modelTypeFromArchitectures(const json &j) {
       {"LlamaForCausalLM", "llama"},     {"LlamaModel", "llama"},
       {"MistralForCausalLM", "mistral"}, {"MistralModel", "mistral"},
       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen2Model", "qwen2"},
-      {"GemmaForCausalLM", "gemma"},     {"GemmaModel", "gemma"}};
+      {"GemmaForCausalLM", "gemma"},     {"GemmaModel", "gemma"},
+      {"MixtralForCausalLM", "mixtral"}, {"MixtralModel", "mixtral"}};
   std::string type;
   for (const json &a : *it) {
     if (!a.is_string())
@@ -348,6 +367,8 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
     built = {"MistralForCausalLM", "MistralModel"};
   else if (type == "gemma")
     built = {"GemmaForCausalLM", "GemmaModel"};
+  else if (type == "mixtral")
+    built = {"MixtralForCausalLM", "MixtralModel"};
   else
     built = {"Qwen2ForCausalLM", "Qwen2Model"};
   const std::string expected = "a list of model class names";

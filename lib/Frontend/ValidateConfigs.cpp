@@ -63,12 +63,18 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
   const double attnWidth = double(model.attentionWidth());
   const double kvWidth =
       llama ? double(model.numKvHeads * model.headDim) : attnWidth;
+  // A mixture-of-experts layer holds E MLPs and a router, and runs K of
+  // them per token.
+  const double experts = double(std::max<int64_t>(1, model.numExperts)),
+               perToken = double(std::max<int64_t>(1, model.expertsPerToken));
   const double params =
       (V * (model.tieEmbeddings ? 1 : 2) +
        (llama ? 0.0 : double(model.maxPositions))) * d +
-      L * (2 * d * attnWidth + 2 * d * kvWidth + (llama ? 3 : 2) * d * ffn);
+      L * (2 * d * attnWidth + 2 * d * kvWidth +
+           (llama ? 3 : 2) * d * ffn * experts +
+           (model.numExperts ? d * experts : 0.0));
   const double activations =
-      L * B * T * (16 * d + (llama ? 4 : 2) * ffn + 3 * H * T);
+      L * B * T * (16 * d + (llama ? 4 : 2) * ffn * perToken + 3 * H * T);
   const double bytes = 4 * (4 * params + activations + 2 * B * T * V);
   if (bytes > kMaxStepBytes) {
     char text[64];
@@ -92,6 +98,14 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
     throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
                       ") must divide the MLP width (" + str(int64_t(ffn)) +
                       "): its GEMMs are split by columns and rows");
+  if (model.numExperts && par.tensor > 1)
+    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
+                      ") > 1 is not supported for mixture-of-experts "
+                      "models: the experts are not sliced");
+  if (model.numExperts && par.pipeline > 1)
+    throw ConfigError("pipeline.stages (" + str(par.pipeline) +
+                      ") > 1 is not supported for mixture-of-experts "
+                      "models: the load-balancing loss spans every layer");
   if (par.pipeline * par.virtualStages > model.numLayers)
     throw ConfigError("pipeline.stages (" + str(par.pipeline) + ") * " +
                       "dsc.pipeline_virtual_stages (" +

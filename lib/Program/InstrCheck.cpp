@@ -152,6 +152,12 @@ public:
   void transfer();
   void shard();
   void compression();
+  void moe();
+  void matrix(const Buffer &b, const char *role, int64_t rows,
+              int64_t cols) const;
+  void ids(const Buffer &b, const char *role) const;
+  void perToken(const Buffer &b, const char *role, int64_t rows,
+                int64_t cols) const;
   ReduceOp reduceOp() const;
 
   const Program &P;
@@ -1037,6 +1043,157 @@ void Checker::compression() {
   }
 }
 
+void Checker::matrix(const Buffer &b, const char *role, int64_t rows,
+                     int64_t cols) const {
+  if (b.shape != std::vector<int64_t>{rows, cols})
+    fail(std::string(role) + " '" + b.name + "' " + shapeStr(b.shape) +
+         " must be " + shapeStr({rows, cols}));
+}
+
+void Checker::ids(const Buffer &b, const char *role) const {
+  if (b.dtype != DType::I32)
+    fail(std::string(role) + " '" + b.name + "' must be i32, got " +
+         dtypeName(b.dtype));
+}
+
+/// `b` is [tokens..., cols] with `rows` tokens.
+void Checker::perToken(const Buffer &b, const char *role, int64_t rows,
+                       int64_t cols) const {
+  if (b.shape.empty() || b.shape.back() != cols ||
+      b.numElements() != rows * cols)
+    fail(std::string(role) + " '" + b.name + "' " + shapeStr(b.shape) +
+         " must be [tokens..., " + std::to_string(cols) + "] over " +
+         std::to_string(rows) + " tokens");
+}
+
+/// The mixture-of-experts ops: router logits [tokens..., E], expert
+/// choices and slots [tokens..., K] (i32), token rows [tokens..., C],
+/// expert rows [N*K, C] (N tokens), counts [E] (i32), loads [2, E] (f32).
+void Checker::moe() {
+  auto rank2 = [&](const Buffer &b, const char *role) {
+    if (b.shape.size() != 2)
+      fail(std::string(role) + " '" + b.name + "' must be rank 2, got " +
+           shapeStr(b.shape));
+  };
+  // Sets the token count and K from expert choices or slots.
+  auto choices = [&](const Buffer &b, const char *role) {
+    ids(b, role);
+    d.topK = lastDim(b, role);
+    d.rows = d.topK ? b.numElements() / d.topK : 0;
+  };
+  auto load = [&](const Buffer &b) {
+    rank2(b, "load");
+    if (b.shape[0] != 2 || b.dtype != DType::F32)
+      fail("load '" + b.name + "' must be [2, E] f32, got " +
+           shapeStr(b.shape) + " " + dtypeName(b.dtype));
+    if (d.experts && b.shape[1] != d.experts)
+      fail("loads differ in experts: '" + b.name + "' " + shapeStr(b.shape));
+    d.experts = b.shape[1];
+  };
+  switch (I.op) {
+  case Opcode::MoeTopk:
+  case Opcode::MoeTopkGrad: {
+    const bool grad = I.op == Opcode::MoeTopkGrad;
+    const Buffer &logits = grad ? out(0) : in(0);
+    choices(grad ? in(2) : out(1), "experts");
+    d.experts = lastDim(logits, "logits");
+    perToken(logits, "logits", d.rows, d.experts);
+    perToken(grad ? in(0) : out(0), grad ? "dweights" : "weights", d.rows,
+             d.topK);
+    if (grad)
+      perToken(in(1), "weights", d.rows, d.topK);
+    if (d.topK < 1 || d.topK > d.experts || (!grad && I.getInt("k") != d.topK))
+      fail("top-k " + std::to_string(d.topK) + " of " +
+           std::to_string(d.experts) + " experts");
+    return;
+  }
+  case Opcode::MoeRoute:
+    choices(in(0), "experts");
+    ids(out(0), "slots");
+    perToken(out(0), "slots", d.rows, d.topK);
+    d.experts = I.getInt("num_experts");
+    ids(out(1), "counts");
+    count(out(1), d.experts, "counts");
+    return;
+  case Opcode::MoeDispatch:
+  case Opcode::MoeCombine:
+  case Opcode::MoeSlotDot: {
+    const bool dispatch = I.op == Opcode::MoeDispatch,
+               dot = I.op == Opcode::MoeSlotDot;
+    const Buffer &tokens = dispatch || dot ? in(0) : out(0);
+    const Buffer &rows = dispatch ? out(0) : in(dot ? 1 : 0);
+    const Buffer &slots = in(dot ? 2 : 1);
+    choices(slots, "slots");
+    rank2(rows, "expert rows");
+    d.cols = rows.shape[1];
+    perToken(tokens, "tokens", d.rows, d.cols);
+    matrix(rows, "expert rows", d.rows * d.topK, d.cols);
+    if (dot)
+      perToken(out(0), "dweights", d.rows, d.topK);
+    else if (I.inputs.size() == 3)
+      perToken(in(2), "weights", d.rows, d.topK);
+    return;
+  }
+  case Opcode::GroupedLinear:
+  case Opcode::GroupedLinearGradWeight: {
+    const bool fwd = I.op == Opcode::GroupedLinear;
+    const Buffer &x = in(0), &w = fwd ? in(1) : out(0),
+                 &dy = fwd ? out(0) : in(1), &counts = in(2);
+    ids(counts, "counts");
+    if (counts.shape.size() != 1 || counts.shape[0] < 1)
+      fail("counts '" + counts.name + "' must be [E], got " +
+           shapeStr(counts.shape));
+    d.experts = counts.shape[0];
+    rank2(x, "x");
+    rank2(w, "weight");
+    d.transW = flag("transpose_w");
+    if (w.shape[0] % d.experts != 0)
+      fail("weight '" + w.name + "' " + shapeStr(w.shape) + " does not stack " +
+           std::to_string(d.experts) + " experts");
+    d.M = x.shape[0];
+    d.K = d.transW ? w.shape[1] : w.shape[0] / d.experts;
+    d.N = d.transW ? w.shape[0] / d.experts : w.shape[1];
+    matrix(x, "x", d.M, d.K);
+    matrix(dy, fwd ? "y" : "dy", d.M, d.N);
+    return;
+  }
+  case Opcode::MoeLoad:
+  case Opcode::MoeLoadGrad: {
+    const bool grad = I.op == Opcode::MoeLoadGrad;
+    const Buffer &logits = in(grad ? 1 : 0);
+    load(grad ? in(0) : out(0));
+    d.rows = d.experts ? logits.numElements() / d.experts : 0;
+    perToken(logits, "logits", d.rows, d.experts);
+    if (grad) {
+      perToken(out(0), "dlogits", d.rows, d.experts);
+    } else {
+      const int64_t tokens = d.rows;
+      choices(in(1), "experts");
+      if (d.rows != tokens)
+        fail("experts '" + in(1).name + "' " + shapeStr(in(1).shape) +
+             " do not cover the " + std::to_string(tokens) + " tokens");
+    }
+    return;
+  }
+  case Opcode::MoeBalanceLoss:
+  case Opcode::MoeBalanceLossGrad: {
+    const bool grad = I.op == Opcode::MoeBalanceLossGrad;
+    for (size_t k = grad ? 1 : 0; k < I.inputs.size(); ++k)
+      load(in(k));
+    d.parts = int64_t(I.inputs.size()) - (grad ? 1 : 0);
+    if (grad) {
+      count(in(0), 1, "dloss");
+      load(out(0));
+    } else {
+      count(out(0), 1, "loss");
+    }
+    return;
+  }
+  default:
+    fail("internal: not a mixture-of-experts opcode");
+  }
+}
+
 void Checker::family() {
   switch (opInfo(I.op).family) {
   case OpFamily::Init:
@@ -1128,6 +1285,9 @@ void Checker::family() {
     return;
   case OpFamily::Scalar:
     scalarOp();
+    return;
+  case OpFamily::Moe:
+    moe();
     return;
   }
 }

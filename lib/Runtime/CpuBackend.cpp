@@ -131,6 +131,8 @@ void CpuBackend::dispatch(cpu::Exec &e) {
     return cpu::runRotary(e);
   case KernelFamily::Quantized:
     return cpu::runQuantized(e);
+  case KernelFamily::Moe:
+    return cpu::runMoe(e);
   }
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
 }

@@ -58,11 +58,14 @@ std::string describeWork(const Program &P, const Instr &I,
   return s;
 }
 
-/// The arithmetic of one instruction: 2 M N K per GEMM (batch included),
-/// the fused attention's four (forward) or ten (backward) B H T^2 D halved
-/// when causal, 0 for the rest (memory-bound: their bytes tell).
+/// The arithmetic of one instruction: 2 M N K per GEMM (batch included;
+/// the experts' grouped GEMMs meet each of their M rows with one expert's
+/// K x N matrix), the fused attention's four (forward) or ten (backward)
+/// B H T^2 D halved when causal, 0 for the rest (memory-bound: their bytes
+/// tell).
 double instrFlops(const Instr &I, const InstrDims &d) {
-  if (opInfo(I.op).route == OpRoute::Gemm)
+  if (opInfo(I.op).route == OpRoute::Gemm || I.op == Opcode::GroupedLinear ||
+      I.op == Opcode::GroupedLinearGradWeight)
     return 2.0 * double(d.batch) * double(d.M) * double(d.N) * double(d.K);
   if (I.op == Opcode::Attention || I.op == Opcode::AttentionGrad) {
     const double scores = double(d.BH) * double(d.T) * double(d.T) *

@@ -6,10 +6,12 @@
 // in f32 and round as they store). Every parameter a GEMM reads gets one
 // half copy (dsc.convert) at the top of the function. The parameter
 // gradients that feed the accumulation (the batch reductions:
-// dsc.linear_grad_weight, dsc.embedding_grad, dsc.reduce_to, dgamma/dbeta,
-// and the adds that combine them) and the accumulation itself stay f32, as
-// do scalars (the loss and its seed), everything in @apply_step (master
-// weights, optimizer state) and dsc.attention's log-sum-exp. A half value
+// dsc.linear_grad_weight, dsc.grouped_linear_grad_weight,
+// dsc.embedding_grad, dsc.reduce_to, dgamma/dbeta, and the adds and splits
+// that combine or cut them) and the accumulation itself stay f32, as do
+// scalars (the loss and its seed), everything in @apply_step (master
+// weights, optimizer state), dsc.attention's log-sum-exp and the
+// mixture-of-experts loads. A half value
 // the function returns (the logits) is converted back to its f32 result
 // type. Both backends store the half tensors in 2 bytes per element.
 //
@@ -39,13 +41,17 @@ bool isF32Tensor(Value v, bool allowScalar) {
 }
 
 /// Values that only carry parameter gradients into the accumulation: the
-/// operand of each accumulating dsc.add and, through dsc.add, what it sums.
+/// operand of each accumulating dsc.add and, through dsc.add, what it sums;
+/// through dsc.split, the gradient of the parameters' concatenation that it
+/// cuts (fused QKV weights, Mixtral's stacked expert weights).
 void collectParamGradients(Value g, DenseSet<Value> &out) {
   if (!out.insert(g).second)
     return;
   if (auto add = g.getDefiningOp<AddOp>())
     for (Value operand : add->getOperands())
       collectParamGradients(operand, out);
+  if (auto split = g.getDefiningOp<SplitOp>())
+    collectParamGradients(split.getInput(), out);
 }
 
 struct MixedPrecisionPass
@@ -169,6 +175,10 @@ struct MixedPrecisionPass
       else if (isa<InvertibleLayerNormOp, BiasDropoutAddLayerNormOp,
                    InvertibleRmsNormOp, AddRmsNormOp>(op))
         keepF32.insert(op->getResults().back());
+      // A mixture-of-experts layer's load (token counts, exact in f32) and
+      // its gradient are [2, E] statistics of the load-balancing loss.
+      else if (isa<MoeLoadOp, MoeBalanceLossGradOp>(op))
+        keepF32.insert(op->getResult(0));
     }
 
     // Activations: every f32 tensor result is stored in half.

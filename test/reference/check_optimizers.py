@@ -18,6 +18,10 @@ scripts/install-transformers.sh) or <repo>/.pydeps-bitsandbytes
 (scripts/install-bitsandbytes.sh); where the peer cannot be imported or run,
 the check prints "check_optimizers <peer>: SKIP (<reason>)" and passes.
 
+--model-peer transformers trains the reference with transformers' own model
+class (from .pydeps, as shipped, in float64) instead of dsc_reference's
+forward: dsc trained for 5 steps against, say, MixtralForCausalLM itself.
+
 Tolerance: max|dsc - ref| / max|ref| <= --tol per tensor. Elements whose
 gradient is zero in exact arithmetic (the attention key bias: softmax is
 invariant to the per-query constant q.b_k) get an update from rounding noise
@@ -102,6 +106,47 @@ def peer_optimizer(peer):
     return make, ("adam8bit", "adamw8bit"), torch.float32
 
 
+def transformers_model_forward(mcfg):
+    """A drop-in for dsc_reference.forward that runs transformers' own model
+    class (AutoModelForCausalLM.from_config, float64, eager attention) on
+    the reference's parameter tensors (torch's stateless functional_call, so
+    the gradients reach them): the objective is the cross-entropy of its
+    logits against dsc's next-token targets, plus router_aux_loss_coef times
+    the model's aux_loss where it returns one (Mixtral with
+    output_router_logits). transformers as shipped: its float32 islands
+    (RMSNorm, softmaxes) stay float32. SKIPs where it cannot be imported."""
+    if os.path.isdir(PYDEPS):
+        sys.path.insert(0, os.path.abspath(PYDEPS))
+    for k, v in (("TRANSFORMERS_VERBOSITY", "error"), ("HF_HUB_OFFLINE", "1"),
+                 ("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")):
+        os.environ.setdefault(k, v)
+    try:
+        import transformers
+        from torch.nn.utils import stateless
+        transformers.AutoModelForCausalLM  # the lazy module imports it here
+    except Exception as e:  # noqa: BLE001 - any import failure skips
+        skip("transformers", f"cannot import transformers: {str(e).splitlines()[0]}")
+    conf = transformers.AutoConfig.for_model(
+        mcfg["model_type"], **{k: v for k, v in mcfg.items() if k != "model_type"})
+    model = transformers.AutoModelForCausalLM.from_config(
+        conf, attn_implementation="eager").double().train()
+    names = [k for k, _ in model.named_parameters()]
+
+    def forward(P, cfg, ids, targets, attn_mask=None, key_mask=None):
+        if attn_mask is not None or key_mask is not None:
+            raise NotImplementedError("masks with --model-peer")
+        out = stateless.functional_call(model, {k: P[k] for k in names}, (ids,),
+                                        {"use_cache": False})
+        logits = out.logits
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+            ignore_index=-100)
+        if getattr(out, "aux_loss", None) is not None:
+            loss = loss + model.config.router_aux_loss_coef * out.aux_loss
+        return logits, loss
+    return forward
+
+
 def run_case(args, model, case, ck):
     model_json = os.path.join(R.CONFIGS, model + ".json")
     ds_json = os.path.join(R.CONFIGS, f"{model}_{case}.json")
@@ -135,6 +180,13 @@ def run_case(args, model, case, ck):
         finally:
             R.make_optimizer = saved
         ref = {k: v.double() for k, v in ref.items()}
+    elif args.model_peer:
+        saved = R.forward
+        R.forward = transformers_model_forward(mcfg)
+        try:
+            ref, rlog, gmax = R.reference_train(w0, mcfg, tc, tokens, STEPS)
+        finally:
+            R.forward = saved
     else:
         ref, rlog, gmax = R.reference_train(w0, mcfg, tc, tokens, STEPS)
 
@@ -226,6 +278,9 @@ def main():
                     help="also compare W5 - W0 per tensor with this tolerance")
     ap.add_argument("--peer", choices=("transformers", "bitsandbytes"),
                     help="compare with the peer's own optimizer class")
+    ap.add_argument("--model-peer", choices=("transformers",),
+                    help="train the reference with transformers' own model "
+                         "class instead of dsc_reference's forward")
     args = ap.parse_args()
     if args.peer:
         args.peer_optimizer = peer_optimizer(args.peer)
@@ -238,10 +293,11 @@ def main():
         out = run_case(args, args.model, c, ck)
         if out:
             clipped |= any(r["clip"] < 1.0 for r in out[1])
-    if not args.case and not args.peer and not clipped:
+    if not args.case and not args.peer and not args.model_peer and not clipped:
         print("FAIL: no case exercised gradient clipping (adjust the configs)")
         ck.failed.append("clipping coverage")
-    what = f" against {args.peer}" if args.peer else ""
+    what = (f" against {args.peer}" if args.peer else
+            " against transformers' model" if args.model_peer else "")
     ck.finish(f"check_optimizers {args.model}{what} [{', '.join(cases)}]")
 
 

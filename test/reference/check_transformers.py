@@ -5,7 +5,8 @@ dsc's numerical tests compare dsc with dsc_reference.py (gpt2_forward,
 bert_forward, llama_forward), which is written from the models' public
 descriptions. This script checks those references themselves against
 transformers' GPT2LMHeadModel, BertForMaskedLM, LlamaForCausalLM,
-Qwen2ForCausalLM, MistralForCausalLM and GemmaForCausalLM: the same float64
+Qwen2ForCausalLM, MistralForCausalLM, GemmaForCausalLM and
+MixtralForCausalLM (with its load-balancing loss): the same float64
 weights (the model class's own initialisation, then dsc_reference.perturb),
 the batch each
 configs/<model>_fwd.json gives, and then logits, loss and the gradient of
@@ -22,7 +23,9 @@ their labels= loss in float32. For the exact comparison those upcasts are
 made float64 (the modeling module sees a torch whose float32 is float64;
 nothing else of its code changes; GemmaRMSNorm, which upcasts with the
 .float() method instead, runs its own formula with float64 for float32, see
-gemma_norm_in_float64), the reference computes cos/sin in
+gemma_norm_in_float64; Mixtral's load-balancing loss takes the mean of
+its expert mask with .float(), see mixtral_balance_in_float64), the
+reference computes cos/sin in
 float32 as transformers does (llama_forward's rope_dtype), and the loss is
 cross-entropy of transformers' float64 logits. A second, "as shipped"
 comparison runs transformers unmodified against the float64 reference at
@@ -62,6 +65,7 @@ CASES = [
     ("mistral", "llama", "llama_fwd",  # llama.json run as MistralForCausalLM
      {"model_type": "mistral", "sliding_window": None}),
     ("gemma", "gemma", "gemma_fwd", {}),
+    ("mixtral", "mixtral", "mixtral_fwd", {}),
 ]
 
 
@@ -97,13 +101,15 @@ def import_transformers(pydeps):
 
 @contextlib.contextmanager
 def float32_is_float64(module):
-    """Within the block, `torch.float32` inside `module` (a transformers
-    modeling file) means float64, so its "upcast to fp32" steps keep the
-    float64 model in float64. Method calls such as .float() are unchanged."""
+    """Within the block, `torch.float32` (and its alias `torch.float`, which
+    Mixtral's router softmax names) inside `module` (a transformers modeling
+    file) means float64, so its "upcast to fp32" steps keep the float64
+    model in float64. Method calls such as .float() are unchanged."""
     real = module.torch
 
     class _Torch(types.ModuleType):
         float32 = torch.float64
+        float = torch.float64
 
         def __getattr__(self, name):
             return getattr(real, name)
@@ -132,6 +138,29 @@ def gemma_norm_in_float64(module):
         yield
     finally:
         cls.forward = real
+
+
+@contextlib.contextmanager
+def mixtral_balance_in_float64(module):
+    """load_balancing_loss_func takes the mean of its one-hot expert mask
+    with .float() (a method): within the block, without an attention mask,
+    it is the same formula with that mean in float64."""
+    real = module.load_balancing_loss_func
+
+    def balance(gate_logits, num_experts=None, top_k=2, attention_mask=None):
+        if attention_mask is not None:
+            return real(gate_logits, num_experts, top_k, attention_mask)
+        logits = torch.cat(list(gate_logits), dim=0)
+        probs = F.softmax(logits, dim=-1)
+        chosen = torch.topk(probs, top_k, dim=-1).indices
+        tokens_per_expert = F.one_hot(chosen, num_experts).double().mean(0)
+        return (tokens_per_expert * probs.mean(0)[None]).sum() * num_experts
+
+    module.load_balancing_loss_func = balance
+    try:
+        yield
+    finally:
+        module.load_balancing_loss_func = real
 
 
 def build(tf, cfg):
@@ -214,10 +243,17 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
             ctx.enter_context(float32_is_float64(module))
             if mt == "gemma":
                 ctx.enter_context(gemma_norm_in_float64(module))
+            if mt == "mixtral":
+                ctx.enter_context(mixtral_balance_in_float64(module))
         with ctx:
-            logits = model(input_ids=ids, **kw).logits
+            out = model(input_ids=ids, **kw)
+            logits = out.logits
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
                                    ignore_index=-100)
+            # MixtralForCausalLM with output_router_logits: the objective
+            # its labels= loss returns adds the load-balancing loss.
+            if getattr(out, "aux_loss", None) is not None:
+                loss = loss + model.config.router_aux_loss_coef * out.aux_loss
             loss.backward()
             with torch.no_grad():
                 labels = targets if mt == "bert" else ids

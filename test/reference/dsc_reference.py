@@ -290,7 +290,7 @@ def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
 # builds it for MistralForCausalLM and Qwen2ForCausalLM
 # ---------------------------------------------------------------------------
 
-LLAMA_FAMILY = ("llama", "mistral", "qwen2", "gemma")
+LLAMA_FAMILY = ("llama", "mistral", "qwen2", "gemma", "mixtral")
 
 
 def llama_dims(cfg):
@@ -319,7 +319,7 @@ def llama_biases(cfg):
     mt = model_type(cfg)
     if mt == "qwen2":
         return True, False, False
-    if mt == "mistral":
+    if mt in ("mistral", "mixtral"):
         return False, False, False
     ab = bool(cfg.get("attention_bias", False))
     if mt == "gemma":  # attention_bias on all four projections, no MLP bias
@@ -347,19 +347,76 @@ def llama_param_shapes(cfg):
         for n, out, inp, b in (("self_attn.q_proj", H * D, C, qkv_b),
                                ("self_attn.k_proj", KV * D, C, qkv_b),
                                ("self_attn.v_proj", KV * D, C, qkv_b),
-                               ("self_attn.o_proj", C, H * D, o_b),
-                               ("mlp.gate_proj", I, C, mlp_b),
-                               ("mlp.up_proj", I, C, mlp_b),
-                               ("mlp.down_proj", C, I, mlp_b)):
+                               ("self_attn.o_proj", C, H * D, o_b)) + \
+                (() if moe_experts(cfg) else (
+                    ("mlp.gate_proj", I, C, mlp_b),
+                    ("mlp.up_proj", I, C, mlp_b),
+                    ("mlp.down_proj", C, I, mlp_b))):
             s[p + n + ".weight"] = (out, inp)
             if b:
                 s[p + n + ".bias"] = (out,)
+        if moe_experts(cfg):  # MixtralSparseMoeBlock: router, then experts
+            E = moe_experts(cfg)
+            s[p + "block_sparse_moe.gate.weight"] = (E, C)
+            for e in range(E):
+                q = f"{p}block_sparse_moe.experts.{e}."
+                s[q + "w1.weight"] = (I, C)
+                s[q + "w2.weight"] = (C, I)
+                s[q + "w3.weight"] = (I, C)
         s[p + "input_layernorm.weight"] = (C,)
         s[p + "post_attention_layernorm.weight"] = (C,)
     s["model.norm.weight"] = (C,)
     if not llama_tied(cfg):
         s["lm_head.weight"] = (V, C)
     return s
+
+
+def moe_experts(cfg):
+    """Experts per layer of a Mixtral config (MixtralConfig's default 8), or
+    0 for the dense models."""
+    return cfg.get("num_local_experts", 8) if model_type(cfg) == "mixtral" else 0
+
+
+def moe_block(P, cfg, p, x):
+    """MixtralSparseMoeBlock on x [B, T, C] (parameters under prefix p):
+    router logits, softmax (float64 here), the top num_experts_per_tok
+    experts renormalised to sum to 1, and the weighted sum of those
+    experts' SwiGLU MLPs w2(silu(w1 x) * w3 x). Written per token and
+    expert choice, not as transformers' index_add. Returns (y, router logits
+    [B*T, E])."""
+    if cfg.get("router_jitter_noise", 0.0):
+        raise NotImplementedError("router_jitter_noise")
+    B, T, C = x.shape
+    K = cfg.get("num_experts_per_tok", 2)
+    xs = x.reshape(B * T, C)
+    logits = F.linear(xs, P[p + "gate.weight"])
+    probs = torch.softmax(logits, dim=-1)
+    top, chosen = torch.topk(probs, K, dim=-1)
+    weights = top / top.sum(-1, keepdim=True)
+    y = torch.zeros_like(xs)
+    for e in range(moe_experts(cfg)):
+        q = f"{p}experts.{e}."
+        tok, slot = torch.nonzero(chosen == e, as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        h = F.silu(F.linear(xs[tok], P[q + "w1.weight"])) * \
+            F.linear(xs[tok], P[q + "w3.weight"])
+        out = F.linear(h, P[q + "w2.weight"]) * weights[tok, slot, None]
+        y = y.index_put((tok,), out, accumulate=True)
+    return y.reshape(B, T, C), logits
+
+
+def load_balancing_loss(router_logits, cfg):
+    """transformers' load_balancing_loss_func without an attention mask,
+    over the router logits [N, E] of every layer: E * sum over experts of
+    (the fraction of all top-k assignments that chose it) * (its softmax
+    probability averaged over all layers' tokens)."""
+    E, K = moe_experts(cfg), cfg.get("num_experts_per_tok", 2)
+    logits = torch.cat(router_logits, dim=0)
+    probs = torch.softmax(logits, dim=-1)
+    chosen = torch.topk(probs, K, dim=-1).indices
+    per_choice = F.one_hot(chosen, E).to(probs.dtype).mean(0)  # [K, E]
+    return E * (per_choice * probs.mean(0)[None, :]).sum()
 
 
 def rope_type(cfg):
@@ -385,7 +442,8 @@ def rope_inv_freq(cfg, dtype=torch.float64):
     D = llama_dims(cfg)[3]
     if cfg.get("partial_rotary_factor", 1.0) != 1.0:
         raise NotImplementedError("partial_rotary_factor")
-    theta = float(cfg.get("rope_theta", 10000.0))
+    theta = float(cfg.get("rope_theta",
+                          1e6 if model_type(cfg) == "mixtral" else 10000.0))
     inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=dtype) / D))
     kind = rope_type(cfg)
     rs = cfg.get("rope_scaling") or {}
@@ -471,10 +529,13 @@ def _check_llama_params(P, cfg):
 def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
                   attn_mask=None):
     """LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM,
-    GemmaForCausalLM) with no cache, no padding, positions 0..T-1. Returns
-    (logits [B,T,V], loss). Gemma multiplies the embeddings by
-    sqrt(hidden_size), scales its RMSNorms by (1 + weight) and gates its
-    MLP through GELU (hidden_activation; null: the tanh approximation).
+    GemmaForCausalLM, MixtralForCausalLM) with no cache, no padding,
+    positions 0..T-1. Returns (logits [B,T,V], loss). Gemma multiplies the
+    embeddings by sqrt(hidden_size), scales its RMSNorms by (1 + weight) and
+    gates its MLP through GELU (hidden_activation; null: the tanh
+    approximation). Mixtral replaces each MLP by a sparse MoE block
+    (moe_block); with output_router_logits its loss adds
+    router_aux_loss_coef * load_balancing_loss.
 
     Per layer: h += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)),
     v_proj(n))) with n = RMSNorm(h); h += down_proj(silu(gate_proj(m)) *
@@ -506,7 +567,7 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     _check_llama_params(P, cfg)
     C, H, KV, D, _ = llama_dims(cfg)
     V = cfg["vocab_size"]
-    eps = cfg.get("rms_norm_eps", 1e-6)
+    eps = cfg.get("rms_norm_eps", 1e-5 if model_type(cfg) == "mixtral" else 1e-6)
     B, T = ids.shape
     window = cfg.get("sliding_window")
     if model_type(cfg) == "qwen2" and not cfg.get("use_sliding_window", False):
@@ -522,6 +583,7 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     if attn_mask is not None:
         causal = causal & attn_mask
     lin = lambda x, n: F.linear(x, P[n + ".weight"], P.get(n + ".bias"))  # noqa: E731
+    router_logits = []
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         n = norm(h, P[p + "input_layernorm.weight"], eps)
@@ -535,6 +597,11 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
         o = (masked_softmax(s, causal) @ v).transpose(1, 2).reshape(B, T, H * D)
         h = h + lin(o, p + "self_attn.o_proj")
         m = norm(h, P[p + "post_attention_layernorm.weight"], eps)
+        if moe_experts(cfg):
+            m, router = moe_block(P, cfg, p + "block_sparse_moe.", m)
+            router_logits.append(router)
+            h = h + m
+            continue
         m = act_fn(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
         h = h + lin(m, p + "mlp.down_proj")
     h = norm(h, P["model.norm.weight"], eps)
@@ -544,6 +611,11 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     if targets is not None:
         loss = F.cross_entropy(logits.view(-1, V), targets.reshape(-1),
                                ignore_index=-100)
+        # MixtralForCausalLM with output_router_logits: the training
+        # objective adds the load-balancing loss.
+        if router_logits and cfg.get("output_router_logits", False):
+            loss = loss + cfg.get("router_aux_loss_coef", 0.001) * \
+                load_balancing_loss(router_logits, cfg)
     return logits, loss
 
 
@@ -1601,7 +1673,7 @@ def write_json(path, obj):
 
 
 # Model configs the checks know: configs/<name>.json.
-MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "gemma"]
+MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "gemma", "mixtral"]
 
 
 def common_args(ap):

@@ -276,8 +276,10 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                h = double(model.hidden), heads = double(model.numHeads);
   const bool half = train.precision.fp16 || train.precision.bf16;
   const double act = half ? 2 : 4; // bytes of an activation element
+  // A mixture-of-experts layer runs num_experts_per_tok MLPs per token.
   const double ffnWidth =
-      double(model.intermediate ? model.intermediate : 4 * model.hidden);
+      double(model.intermediate ? model.intermediate : 4 * model.hidden) *
+      double(std::max<int64_t>(1, model.expertsPerToken));
   const bool checkpointed =
       train.remat.perLayer || par.activationCheckpointInterval > 0;
   const int64_t interval =

@@ -24,12 +24,16 @@ namespace {
 constexpr const char *kModule = R"mlir(
 func.func @f(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>,
              %lw: tensor<16x32xf32>, %lb: tensor<32xf32>,
-             %q: tensor<2x4x8x4xf32>) {
+             %q: tensor<2x4x8x4xf32>, %rows: tensor<12x16xf32>,
+             %ew: tensor<24x16xf32>, %counts: tensor<4xi32>,
+             %logits: tensor<6x4xf32>) {
   %gelu = dsc.gelu tanh %x : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
   %rms = dsc.rms_norm %x, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   %ln = dsc.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   %lin = dsc.linear %x, %lw, %lb : (tensor<2x8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
   %att, %lse = dsc.attention %q, %q, %q {scale = 0.5 : f64, rate = 0.0 : f64, stream = 0 : i64} : (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) -> (tensor<2x4x8x4xf32>, tensor<2x4x8xf32>)
+  %gl = dsc.grouped_linear %rows, %ew, %counts {transpose_w = true} : (tensor<12x16xf32>, tensor<24x16xf32>, tensor<4xi32>) -> tensor<12x6xf32>
+  %tw, %te = dsc.moe_topk %logits {k = 2 : i64} : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi32>)
   return
 }
 )mlir";
@@ -69,6 +73,12 @@ TEST(CostModel, DeclaredAndModelledFlops) {
   // 4 * scores * D + (softmax 5 + dropout 2) * scores; scores = B*H*T*T.
   const int64_t scores = 2 * 4 * 8 * 8;
   EXPECT_EQ(c["dsc.attention"].flops, 4 * scores * 4 + 7 * scores);
+  // One expert's matrix per row: 2 * rows * N * K = 2 * 12 * 6 * 16.
+  EXPECT_EQ(c["dsc.grouped_linear"].flops, 2 * 12 * 6 * 16);
+  EXPECT_FALSE(c["dsc.grouped_linear"].cheap);
+  // The router: 8 per logit (softmax, selection, renormalisation), cheap.
+  EXPECT_EQ(c["dsc.moe_topk"].flops, 8 * 6 * 4);
+  EXPECT_TRUE(c["dsc.moe_topk"].cheap);
   // Bytes: every f32 operand read once, every result written once.
   dsc::GeluOp gelu;
   m->walk([&](dsc::GeluOp op) { gelu = op; });

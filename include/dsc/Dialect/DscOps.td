@@ -669,6 +669,143 @@ def Dsc_BiasDropoutAddLayerNormOp
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts (Mixtral)
+//===----------------------------------------------------------------------===//
+//
+// A sparse MoE block on N tokens of width C with E experts, K per token
+// (per-token tensors may keep leading dimensions, [B, T, C] for [N, C]):
+//
+//   %w, %e = dsc.moe_topk %router_logits {k = K}     [N, E] -> [N, K], [N, K]
+//   %slots, %counts = dsc.moe_route %e {num_experts = E}
+//   %rows = dsc.moe_dispatch %x, %slots               [N, C] -> [N*K, C]
+//   %g = dsc.grouped_linear %rows, %w1, %counts {transpose_w = true}
+//   ... the experts' MLPs on %rows, grouped by %counts ...
+//   %y = dsc.moe_combine %out, %slots, %w             [N*K, C] -> [N, C]
+//
+// %rows holds expert 0's rows first, then expert 1's, ... (`counts[e]` rows
+// each): the layout an all-to-all between the dispatch and the experts'
+// GEMMs would exchange. No token is dropped: every one of the N*K
+// assignments gets a row.
+
+defvar kMoeTopkFlops = 8;   // softmax (5) plus the selection and renormalisation
+defvar kMoeMoveFlops = 0;   // a row copy
+defvar kMoeCombineFlops = 2; // a multiply-add per element and chosen expert
+
+def Dsc_MoeTopkOp
+    : Dsc_DiffOp<"moe_topk",
+        [Dsc_ElementwiseCost<kMoeTopkFlops, "FirstOperand", 1>]> {
+  let summary = "Router: the top-k experts of each token and their weights";
+  let description = [{
+    `%weights, %experts = dsc.moe_topk %logits {k = K}` on router logits
+    `[..., E]` (one row per token): the softmax of each row (in f32), its K
+    largest probabilities (`%experts`, i32, in descending order; of equal
+    ones the lower expert first) and those probabilities divided by their
+    sum (`%weights` `[..., K]`), as Mixtral's sparse MoE block routes. The
+    renormalised weights are the softmax of the chosen logits alone, so the
+    gradient (`dsc.moe_topk_grad`) reaches only the chosen logits.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$logits, I64Attr:$k);
+  let results = (outs Dsc_FloatTensor:$weights, Dsc_IdTensor:$experts);
+}
+
+def Dsc_MoeRouteOp
+    : Dsc_Op<"moe_route", [Dsc_ElementwiseCost<1, "FirstOperand", 1>]> {
+  let summary = "Expert-major row layout of the tokens' expert choices";
+  let description = [{
+    `%slots, %counts = dsc.moe_route %experts {num_experts = E}` on the
+    `[..., K]` expert choices of N tokens: `%counts[e]` (`[E]`, i32) is the number of
+    assignments to expert e, and `%slots[n, k]` the row that assignment
+    (n, k) takes in an `[N*K, C]` expert-major layout: expert e's rows
+    start at `counts[0] + ... + counts[e-1]`, ordered by n then k (a
+    stable counting sort). Every choice must be in [0, E).
+  }];
+  let arguments = (ins Dsc_IdTensor:$experts, I64Attr:$num_experts);
+  let results = (outs Dsc_IdTensor:$slots, Dsc_IdTensor:$counts);
+}
+
+def Dsc_MoeDispatchOp
+    : Dsc_DiffOp<"moe_dispatch",
+        [Dsc_ElementwiseCost<kMoeMoveFlops, "Results", 1>]> {
+  let summary = "Token rows copied to their experts' rows";
+  let description = [{
+    `%rows = dsc.moe_dispatch %x, %slots[, %weights]`: `rows[slots[n, k]] =
+    x[n]` (times `weights[n, k]` when given) for the N tokens `%x` `[...,
+    C]` and `%slots` `[..., K]` from `dsc.moe_route`; `%rows` is `[N*K,
+    C]`. The adjoint of
+    `dsc.moe_combine`: each is the other's gradient.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_IdTensor:$slots,
+                       Optional<Dsc_FloatTensor>:$weights);
+  let results = (outs Dsc_FloatTensor:$rows);
+}
+
+def Dsc_MoeCombineOp
+    : Dsc_DiffOp<"moe_combine",
+        [Dsc_ElementwiseCost<kMoeCombineFlops, "FirstOperand", 1>]> {
+  let summary = "Each token's sum of its experts' rows, weighted";
+  let description = [{
+    `%y = dsc.moe_combine %rows, %slots[, %weights]`: `y[n] = sum_k
+    weights[n, k] * rows[slots[n, k]]` (weight 1 when absent) for `%rows`
+    `[N*K, C]` and `%slots` `[..., K]` (N tokens); `%y` is `[..., C]`. The sum over k runs
+    in order k = 0, 1, ....
+  }];
+  let arguments = (ins Dsc_FloatTensor:$rows, Dsc_IdTensor:$slots,
+                       Optional<Dsc_FloatTensor>:$weights);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_GroupedLinearOp : Dsc_DiffOp<"grouped_linear"> {
+  let summary = "Expert-major rows times their experts' weights";
+  let description = [{
+    `%y = dsc.grouped_linear %rows, %weight, %counts {transpose_w}`: the
+    first `counts[0]` rows of `%rows` `[S, K]` times expert 0's matrix, the
+    next `counts[1]` times expert 1's, .... `%weight` stacks the E experts'
+    matrices along dimension 0: `[E*K, N]`, or `[E*N, K]` with
+    `transpose_w` (nn.Linear's `[out, in]` per expert, as Mixtral's
+    `experts.{e}.w1.weight` concatenated). The result is `[S, N]`; the
+    counts must add up to S. Expert e's rows are one GEMM.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$weight,
+                       Dsc_IdTensor:$counts,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_MoeLoadOp
+    : Dsc_DiffOp<"moe_load",
+        [Dsc_ElementwiseCost<kSoftmaxFlops, "FirstOperand", 1>]> {
+  let summary = "One layer's expert load: choices and router probability sums";
+  let description = [{
+    `%load = dsc.moe_load %logits, %experts` for router logits `[..., E]`
+    and the chosen experts `[..., K]` of N tokens: `%load` is `[2, E]` f32, row 0 the
+    number of tokens that chose each expert (among their K), row 1 the sum
+    over tokens of the softmax of the logits. Only row 1 has a gradient.
+    `dsc.moe_balance_loss` turns the layers' loads into the auxiliary loss.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IdTensor:$experts);
+  let results = (outs Dsc_FloatTensor:$load);
+}
+
+def Dsc_MoeBalanceLossOp
+    : Dsc_DiffOp<"moe_balance_loss",
+        [Dsc_ElementwiseCost<2, "FirstOperand", 1>]> {
+  let summary = "Switch-Transformer load-balancing loss over every MoE layer";
+  let description = [{
+    `%aux = dsc.moe_balance_loss %load_0, ..., %load_{L-1} {scale = s}`:
+    with T the sum of the layers' `[2, E]` loads (`dsc.moe_load`), `%aux =
+    s * sum_e T[0, e] * T[1, e]`. For L layers of N tokens, s = E /
+    (L*N)^2 is transformers' `load_balancing_loss_func` (the fraction of
+    assignments to each expert times its mean router probability, both over
+    all layers' tokens, summed and times E); Mixtral adds it to the
+    cross-entropy times `router_aux_loss_coef`, which the frontend folds
+    into s. The gradient of every load is the same `[2, E]` tensor
+    (`dsc.moe_balance_loss_grad`).
+  }];
+  let arguments = (ins Variadic<Dsc_FloatTensor>:$loads, F64Attr:$scale);
+  let results = (outs Dsc_Scalar:$loss);
+}
+
+//===----------------------------------------------------------------------===//
 // Gradient ops
 //===----------------------------------------------------------------------===//
 
@@ -971,6 +1108,64 @@ def Dsc_CrossEntropyGradOp : Dsc_Op<"cross_entropy_grad"> {
   let arguments = (ins Dsc_Scalar:$grad, Dsc_FloatTensor:$logits,
                        Dsc_IdTensor:$labels,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_MoeTopkGradOp : Dsc_Op<"moe_topk_grad"> {
+  let summary = "Gradient of dsc.moe_topk's weights w.r.t. the router logits";
+  let description = [{
+    `%dlogits = dsc.moe_topk_grad %dweights, %weights, %experts`:
+    `dlogits[n, experts[n, k]] = w[n, k] * (dw[n, k] - sum_j w[n, j] dw[n,
+    j])`, zero for the experts a token did not choose; `[..., E]`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$weights,
+                       Dsc_IdTensor:$experts);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_MoeSlotDotOp : Dsc_Op<"moe_slot_dot"> {
+  let summary = "Per assignment: a token's row dotted with its expert row";
+  let description = [{
+    `%dw = dsc.moe_slot_dot %x, %rows, %slots`: `dw[n, k] = dot(x[n],
+    rows[slots[n, k]])` for `%x` `[..., C]`, `%rows` `[N*K, C]`; shaped
+    like `%slots` `[..., K]`.
+    The gradient of the weights of `dsc.moe_combine` (x: the output
+    gradient, rows: the experts' rows) and of `dsc.moe_dispatch` (x: the
+    tokens, rows: the rows' gradient).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$rows,
+                       Dsc_IdTensor:$slots);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_GroupedLinearGradWeightOp : Dsc_Op<"grouped_linear_grad_weight"> {
+  let summary = "dW_e = x_e^T @ dy_e for dsc.grouped_linear, stacked";
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$grad,
+                       Dsc_IdTensor:$counts,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_w);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_MoeLoadGradOp : Dsc_Op<"moe_load_grad"> {
+  let summary = "Gradient of dsc.moe_load w.r.t. the router logits";
+  let description = [{
+    `%dlogits = dsc.moe_load_grad %dload, %logits`: the softmax backward of
+    each row of `%logits` `[..., E]` for the output gradient `dload[1]`
+    (the same for every token); row 0 (the counts) has none.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$logits);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_MoeBalanceLossGradOp : Dsc_Op<"moe_balance_loss_grad"> {
+  let summary = "Gradient of dsc.moe_balance_loss w.r.t. each layer's load";
+  let description = [{
+    `%dload = dsc.moe_balance_loss_grad %dloss, %load_0, ... {scale}`:
+    with T the loads' sum, `dload[0, e] = dloss * scale * T[1, e]` and
+    `dload[1, e] = dloss * scale * T[0, e]` (`[2, E]`).
+  }];
+  let arguments = (ins Dsc_Scalar:$grad, Variadic<Dsc_FloatTensor>:$loads,
+                       F64Attr:$scale);
   let results = (outs Dsc_FloatTensor:$result);
 }
 

@@ -86,6 +86,13 @@ struct ModelConfig {
   bool embedScale = false;  ///< embeddings times sqrt(hidden_size)
   bool normPlusOne = false; ///< RMSNorm scales by 1 + weight (weights from 0)
   bool geluMlp = false;     ///< MLP gate through GELU (`gelu`) instead of SiLU
+  // Mixtral: a sparse mixture-of-experts block instead of the MLP.
+  int64_t numExperts = 0;      ///< num_local_experts; 0: a dense MLP
+  int64_t expertsPerToken = 0; ///< num_experts_per_tok
+  /// output_router_logits: the objective adds router_aux_loss_coef times
+  /// the load-balancing loss (MixtralForCausalLM's loss with labels).
+  bool routerAuxLoss = false;
+  double routerAuxLossCoef = 0.001; ///< router_aux_loss_coef
   /// torch_dtype, or transformers >= 4.56's dtype (the same key renamed):
   /// the weights' storage dtype as written ("float32", "bfloat16"...);
   /// empty when absent or null. "auto" in a ds_config's fp16/bf16 reads it.

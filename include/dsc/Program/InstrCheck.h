@@ -84,6 +84,11 @@ struct InstrDims {
   MeshAxis axis = MeshAxis::Data;
   int64_t group = 1;
   int64_t peer = 0;
+  /// Moe family: N tokens (`rows`) of width `cols`, `experts` experts and
+  /// `topK` chosen per token; GroupedLinear(GradWeight) also sets the
+  /// linear family's M (rows), K, N and transW (one expert's matrix).
+  /// MoeBalanceLoss(Grad): `parts` layer loads.
+  int64_t experts = 0, topK = 0;
   /// LrSchedule: its attributes, checked (kind, warmup type, and a cosine
   /// decay that has steps to run).
   LrScheduleAttrs schedule;

@@ -136,14 +136,14 @@ enum class OpFamily {
   ReduceTo, Linear, BatchMatmul, Norm, NormGrad, NormGradFromOutput,
   ResidualNorm, Gelu, Dropout, Bias, Heads, ConcatSplit, Softmax, Attention,
   CrossEntropy, TokenMask, Optimizer, Scalar, Compression, Pointwise, Rotary,
-  RepeatKv, FourBitLinear,
+  RepeatKv, FourBitLinear, Moe,
 };
 
 /// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
 /// CPU, cuBLASLt on CUDA; Collective: the communicator).
 enum class KernelFamily {
   Elementwise, Norms, Attention, EmbeddingLoss, Optimizers, Gemm, Collective,
-  Compression, Gated, Rotary, Quantized,
+  Compression, Gated, Rotary, Quantized, Moe,
 };
 
 /// How the CUDA backend runs an opcode.

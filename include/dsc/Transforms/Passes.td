@@ -907,9 +907,11 @@ def DscMixedPrecision : Pass<"dsc-mixed-precision", "::mlir::ModuleOp"> {
     dsc.convert at the top of the function. What stays f32: master weights
     and optimizer state (all of @apply_step), the loss and the gradient
     accumulation (the parameter gradients, i.e. the batch reductions,
-    feeding the accumulating dsc.add, and that add), dsc.attention's
-    log-sum-exp, LayerNorm gamma/beta and embedding tables as read outside
-    GEMMs. A half value the function returns (the logits) is converted back
+    feeding the accumulating dsc.add, and that add, also through the
+    dsc.split that cuts the gradient of a concatenation of parameters),
+    dsc.attention's log-sum-exp, the norms' per-row 1/std, the
+    mixture-of-experts loads (dsc.moe_load) and their gradient, LayerNorm
+    gamma/beta and embedding tables as read outside GEMMs. A half value the function returns (the logits) is converted back
     to its f32 result type. Run last (after -dsc-remat):
 
     ```mlir

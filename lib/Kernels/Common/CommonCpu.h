@@ -259,6 +259,7 @@ void runOptimizers(Exec &e);
 void runCompression(Exec &e);
 void runGated(Exec &e);
 void runRotary(Exec &e);
+void runMoe(Exec &e);
 void runGemm(Exec &e);
 void runQuantized(Exec &e);
 

@@ -49,6 +49,7 @@ void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d);
 void emitGated(KernelSpec &s, const rt::InstrDims &d);
 void emitRotary(KernelSpec &s, const rt::InstrDims &d);
 void emitQuantized(KernelSpec &s, const rt::InstrDims &d);
+void emitMoe(KernelSpec &s, const rt::InstrDims &d);
 void emitCompression(KernelSpec &s, const rt::InstrDims &d);
 /// The scalar and multi-tensor reductions of the step (global norm,
 /// inf/NaN check, clip, schedule, loss scaler); the optimizers themselves
