@@ -20,6 +20,7 @@
 #include "Checkpoints.h"
 #include "Compile.h"
 #include "Demo.h"
+#include "Fit.h"
 #include "Memory.h"
 #include "Plan.h"
 #include "Ranks.h"
@@ -72,6 +73,8 @@ const char *kUsage =
     "          LoRA (a \"lora\" config section or --adapter): --save DIR\n"
     "          writes PEFT's adapter directory\n"
     "  estimate --model M.json --config C.json [--seq-len T] [--world-size N]\n"
+    "          [--device-memory SIZE]   what fits SIZE (24GiB): a ready\n"
+    "          ds_config from the compiler's own plans\n"
     "          [--memory-report F.json]   plan the step's memory, run nothing\n"
     "  compile --model M.json --config C.json [--seq-len T] [--world-size N]\n"
     "          [--stage forward|step] [--print-pipeline] -o STEP.mlir\n"
@@ -686,7 +689,7 @@ int cmdTrain(int argc, char **argv) {
 int cmdEstimate(int argc, char **argv) {
   Args args("estimate", argc, argv,
             {"--model", "--config", "--seq-len", "--world-size",
-             "--pipeline-stage", "--memory-report"},
+             "--pipeline-stage", "--memory-report", "--device-memory"},
             {"--print-config"});
   if (!args.positional.empty())
     throw UsageError("dsc-run estimate: unexpected argument '" +
@@ -695,6 +698,24 @@ int cmdEstimate(int argc, char **argv) {
     return printConfig(readConfigs(args, args.getInt("--world-size", 1, 1)));
   checkOutputs(args);
   Configs c = readConfigs(args, args.getInt("--world-size", 1, 1));
+  if (args.has("--device-memory")) {
+    if (c.train.parallel.pipeline > 1 || args.has("--seq-len") ||
+        args.has("--memory-report"))
+      throw UsageError("dsc-run estimate --device-memory: plans whole-model "
+                       "ranks from the config as written (no pipeline "
+                       "stages, --seq-len or --memory-report)");
+    TrainConfigInputs inputs;
+    inputs.worldSize = args.getInt("--world-size", 1, 1);
+    inputs.model = &c.model;
+    inputs.scheduleUsed = false;
+    inputs.command = "dsc-run estimate";
+    const int64_t budget =
+        parseByteSize(args.get("--device-memory"), "--device-memory");
+    return fitDeviceMemory(c.model, args.get("--config"), inputs, budget,
+                           std::cout)
+               ? 0
+               : 1;
+  }
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train, true, nullptr,
                             args.getInt("--pipeline-stage", 0, 0));

@@ -1,0 +1,250 @@
+//===- Fit.cpp - What fits a device: `estimate --device-memory` -----------===//
+//
+// The candidates, cheapest first (what they cost: nothing, recomputation,
+// then a different optimizer with less state):
+//   the optimizer as configured, then (Adam/AdamW only) its 8-bit form
+//   (bitsandbytes' AdamW8bit / Adam8bit, same params), then Adafactor with
+//   the same lr and weight decay (relative_step, scale_parameter and
+//   warmup_init off: the fine-tuning setting);
+//   for each: the remat as configured, then dsc's budget policy at the
+//   device budget (-dsc-remat recomputes only what the budget needs), then
+//   per-layer checkpointing (activation_checkpointing).
+// Each candidate is the user's config with those keys edited, re-read by
+// the config reader (so the printed ds_config is exactly what was planned)
+// and planned for every micro-batch that divides the user's samples per
+// rank and step (micro-batch x accumulation, which stays as configured).
+// The first candidate whose largest fitting micro-batch is at least the
+// user's wins; else the first that fits at all.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fit.h"
+
+#include "Compile.h"
+#include "Memory.h"
+
+#include "dsc/Support/Error.h"
+#include "dsc/Support/Files.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace dsc {
+
+int64_t parseByteSize(const std::string &text, const std::string &option) {
+  static const struct {
+    const char *suffix;
+    double factor;
+  } units[] = {{"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
+               {"GB", 1e9},           {"MB", 1e6},        {"KB", 1e3},
+               {"G", 1073741824.0},   {"M", 1048576.0},   {"K", 1024.0},
+               {"B", 1.0},            {"", 1.0}};
+  for (const auto &u : units) {
+    const std::string suffix = u.suffix;
+    if (text.size() <= suffix.size() ||
+        text.compare(text.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string number = text.substr(0, text.size() - suffix.size());
+    char *end = nullptr;
+    const double value = std::strtod(number.c_str(), &end);
+    if (end && *end == '\0' && std::isfinite(value) && value > 0 &&
+        value * u.factor < 9.0e18)
+      return int64_t(value * u.factor);
+    break;
+  }
+  throw Error(option + " " + text +
+              ": expected a positive size such as 24GiB, 16GB, 512MiB or a "
+              "byte count");
+}
+
+namespace {
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / 1048576.0);
+  return text;
+}
+
+/// One candidate: a name for the table and the edit of the user's config.
+struct Candidate {
+  std::string optimizer; ///< "as configured", "AdamW8bit", "Adafactor"
+  std::string remat;     ///< "as configured", "budget", "per-layer"
+  nlohmann::json config;
+};
+
+/// The optimizer alternatives to the user's `optimizer` section.
+std::vector<std::pair<std::string, nlohmann::json>>
+optimizerAlternatives(const nlohmann::json &config) {
+  std::vector<std::pair<std::string, nlohmann::json>> out = {
+      {"as configured", config.value("optimizer", nlohmann::json())}};
+  const nlohmann::json optimizer = config.value("optimizer", nlohmann::json());
+  const std::string type =
+      optimizer.is_object() && optimizer.contains("type") &&
+              optimizer["type"].is_string()
+          ? optimizer["type"].get<std::string>()
+          : "";
+  std::string lower;
+  for (char ch : type)
+    lower += char(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower != "adam" && lower != "adamw")
+    return out;
+  nlohmann::json eight = optimizer;
+  eight["type"] = lower == "adam" ? "Adam8bit" : "AdamW8bit";
+  // DeepSpeed's Adam takes adam_w_mode/torch_adam; bitsandbytes' does not.
+  if (eight.contains("params") && eight["params"].is_object())
+    for (const char *key : {"adam_w_mode", "torch_adam", "fused"})
+      eight["params"].erase(key);
+  out.push_back({eight["type"].get<std::string>(), eight});
+  nlohmann::json factored = {{"type", "Adafactor"}};
+  nlohmann::json params = {{"relative_step", false},
+                           {"scale_parameter", false},
+                           {"warmup_init", false}};
+  if (optimizer.contains("params") && optimizer["params"].is_object()) {
+    for (const char *key : {"lr", "weight_decay"})
+      if (optimizer["params"].contains(key))
+        params[key] = optimizer["params"][key];
+  }
+  if (!params.contains("lr"))
+    params["lr"] = 1e-3; // dsc's Adam default, which the user's run had
+  factored["params"] = params;
+  out.push_back({"Adafactor", factored});
+  return out;
+}
+
+std::vector<Candidate> candidates(const nlohmann::json &user,
+                                  int64_t budget) {
+  std::vector<Candidate> out;
+  for (const auto &[name, optimizer] : optimizerAlternatives(user)) {
+    nlohmann::json base = user;
+    if (!optimizer.is_null())
+      base["optimizer"] = optimizer;
+    out.push_back({name, "as configured", base});
+    nlohmann::json budgeted = base;
+    budgeted["dsc"]["remat"] = {{"policy", "budget"},
+                                {"memory_budget_bytes", budget}};
+    budgeted.erase("activation_checkpointing");
+    out.push_back({name, "budget", budgeted});
+    nlohmann::json perLayer = base;
+    perLayer["activation_checkpointing"] = nlohmann::json::object();
+    if (perLayer.contains("dsc") && perLayer["dsc"].is_object())
+      perLayer["dsc"].erase("remat");
+    out.push_back({name, "per-layer", perLayer});
+  }
+  return out;
+}
+
+/// The planned peak of `config` (with micro-batch `micro` and
+/// accumulation `accum`), or the reader's or compiler's refusal.
+struct Planned {
+  std::optional<int64_t> peak;
+  std::string refusal;
+};
+
+Planned plan(const ModelConfig &model, nlohmann::json config, int64_t micro,
+             int64_t accum, const TrainConfigInputs &inputs) {
+  config["train_micro_batch_size_per_gpu"] = micro;
+  config["gradient_accumulation_steps"] = accum;
+  config.erase("train_batch_size");
+  try {
+    TrainConfig train = parseTrainConfigText(config.dump(), "candidate",
+                                             inputs);
+    validateConfigs(model, train);
+    mlir::MLIRContext ctx;
+    auto module = compileStep(ctx, model, train);
+    rt::Program program = lowerStep(*module);
+    return {planStep(program, /*apply=*/false).peakBytes, ""};
+  } catch (const std::exception &e) {
+    // -dsc-remat's budget policy refuses a budget it cannot meet: that
+    // candidate is over budget, not inapplicable.
+    if (std::string(e.what()).find("cannot be met") != std::string::npos)
+      return {std::numeric_limits<int64_t>::max(), ""};
+    return {std::nullopt, e.what()};
+  }
+}
+
+} // namespace
+
+bool fitDeviceMemory(const ModelConfig &model, const std::string &configPath,
+                     const TrainConfigInputs &inputs, int64_t budget,
+                     std::ostream &out) {
+  const nlohmann::json user = parseStrictJson(
+      readRegularFile(configPath, 1 << 24, "a training config"), 64);
+  TrainConfigInputs quiet = inputs;
+  const TrainConfig given = parseTrainConfigText(user.dump(), configPath,
+                                                 quiet);
+  // Samples per rank and step: kept, so the training is the same.
+  const int64_t perRank = given.microBatch * given.gradAccum;
+  std::vector<int64_t> micros;
+  for (int64_t m = 1; m <= perRank; ++m)
+    if (perRank % m == 0)
+      micros.push_back(m);
+
+  out << "device budget " << mib(budget) << "; " << perRank
+      << " samples per rank and step (micro-batch x accumulation) kept\n";
+  out << "  optimizer        remat          largest micro-batch   planned "
+         "peak\n";
+  std::optional<size_t> chosen, fallback;
+  std::vector<std::pair<int64_t, int64_t>> best; // micro, peak per candidate
+  const std::vector<Candidate> all = candidates(user, budget);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Candidate &c = all[i];
+    int64_t fitMicro = 0, fitPeak = 0;
+    std::string refusal;
+    // Peaks grow with the micro-batch: stop at the first that does not fit.
+    for (int64_t m : micros) {
+      Planned p = plan(model, c.config, m, perRank / m, inputs);
+      if (!p.peak) {
+        refusal = p.refusal;
+        break;
+      }
+      if (*p.peak > budget)
+        break;
+      fitMicro = m;
+      fitPeak = *p.peak;
+    }
+    best.push_back({fitMicro, fitPeak});
+    const std::string status =
+        fitMicro ? mib(fitPeak)
+                 : refusal.empty() ? "over budget at 1" : "not applicable";
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-16s %-14s %-21s %s\n",
+                  c.optimizer.c_str(), c.remat.c_str(),
+                  fitMicro ? std::to_string(fitMicro).c_str() : "none",
+                  status.c_str());
+    out << line;
+    if (!refusal.empty() && !fitMicro)
+      out << "    (" << refusal << ")\n";
+    if (!chosen && fitMicro >= given.microBatch)
+      chosen = i;
+    if (!fallback && fitMicro > 0)
+      fallback = i;
+    if (chosen)
+      break; // the cheapest that keeps the micro-batch: stop searching
+  }
+  const std::optional<size_t> pick = chosen ? chosen : fallback;
+  if (!pick) {
+    out << "nothing fits " << mib(budget)
+        << ": not even micro-batch 1 with 8-bit or factored optimizer state "
+           "and per-layer checkpointing\n";
+    return false;
+  }
+  nlohmann::json result = all[*pick].config;
+  const int64_t micro = best[*pick].first;
+  result["train_micro_batch_size_per_gpu"] = micro;
+  result["gradient_accumulation_steps"] = perRank / micro;
+  result.erase("train_batch_size");
+  out << "fits: " << all[*pick].optimizer << " optimizer, remat "
+      << all[*pick].remat << ", micro-batch " << micro << " ("
+      << mib(best[*pick].second) << " planned); ds_config:\n"
+      << result.dump(2) << "\n";
+  return true;
+}
+
+} // namespace dsc
