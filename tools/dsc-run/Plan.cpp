@@ -467,14 +467,18 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     }
     // Data: f32 gradients (ZeRO 1-2: reduce-scatter + all-gather, the same
     // volume; stage 2 reduce-scatters each micro-batch; stage 3 also
-    // gathers the parameters for each micro-batch's forward and backward).
+    // gathers the parameters for each micro-batch's forward and backward,
+    // in int8 with qwZ).
     const double grads = 4 * params;
     double dataBytes = ring(grads, D);
     if (zero == 2)
       dataBytes = ring(grads, D) / 2 * double(m + 1);
+    // ZeRO++ qwZ gathers int8 codes and an f32 scale per 256 elements.
+    const double gathered =
+        train.zeroQuantizedWeights ? (1.0 + 4.0 / 256.0) / 4.0 : 1.0;
     if (zero == 3)
       dataBytes = ring(grads, D) / 2 * double(m + 1) +
-                  ring(grads, D) * double(m);
+                  ring(grads, D) * double(m) * gathered;
     const double tiedBytes = tied && P > 1 && (s == 0 || s == P - 1)
                                  ? ring(4 * mu.wordEmbedding, 2)
                                  : 0;
