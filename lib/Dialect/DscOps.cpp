@@ -1103,6 +1103,24 @@ LogicalResult FlatResizeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// ZeRO-Offload copies
+//===----------------------------------------------------------------------===//
+
+/// dsc.to_host and dsc.to_device: the same tensor in the other memory.
+template <typename CopyOp> LogicalResult verifyMemoryCopy(CopyOp op) {
+  if (op.getInput().getType() != op.getResult().getType())
+    return op.emitOpError("copies between memories keep the type, got ")
+           << op.getInput().getType() << " -> " << op.getResult().getType();
+  if (op.getGroup() < 0)
+    return op.emitOpError("transfer group must be >= 0, got ")
+           << op.getGroup();
+  return success();
+}
+
+LogicalResult ToHostOp::verify() { return verifyMemoryCopy(*this); }
+LogicalResult ToDeviceOp::verify() { return verifyMemoryCopy(*this); }
+
+//===----------------------------------------------------------------------===//
 // 1-bit compression
 //===----------------------------------------------------------------------===//
 

@@ -63,6 +63,15 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
 void parseLora(const Ctx &c, const std::string &prefix, const json &sec,
                LoraConfig &l);
 
+// OffloadConfig.cpp
+/// zero_optimization.offload_optimizer (the section, or null).
+void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t);
+/// zero_optimization.cpu_offload, DeepSpeed's deprecated switch for it.
+void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t);
+/// Refuses offload with what it does not combine with, once the whole file
+/// is read.
+void checkOffloadCombination(const Ctx &c, const TrainConfig &t);
+
 // AutoValues.cpp
 /// Resolves "auto" values as the Hugging Face Trainer's DeepSpeed
 /// integration does; each resolution becomes a note of `c`.

@@ -89,7 +89,8 @@ void parseBf16(const Ctx &c, const std::string &name, const json &sec,
 /// persistence threshold and the bucket sizes of the gradient reductions
 /// and shard gathers (-dsc-bucket-collectives). Its other keys are
 /// DeepSpeed's tuning knobs, accepted without effect, or requests for what
-/// dsc does not do (offload, ZeRO++), refused: both from the key table.
+/// dsc does not do (parameter offload, ZeRO++), refused: both from the key
+/// table. Optimizer offload is OffloadConfig.cpp's.
 void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   // Old DeepSpeed accepted a bare boolean (true meaning stage 1).
   if (sec.is_boolean()) {
@@ -101,7 +102,8 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   checkSectionKeys(c, name, sec,
                    {"stage", "reduce_bucket_size", "allgather_bucket_size",
                     "stage3_param_persistence_threshold",
-                    "param_persistence_threshold", "offload_param"});
+                    "param_persistence_threshold", "offload_param",
+                    "offload_optimizer", "cpu_offload"});
   // DeepSpeed's field and its stage3_ alias name one setting.
   if (sec.contains("stage3_param_persistence_threshold") &&
       sec.contains("param_persistence_threshold"))
@@ -125,6 +127,10 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   if (auto it = sec.find("stage"); it != sec.end()) // default: stage 0
     t.zeroStage =
         c.integer("zero_optimization.stage", *it, 0, 3, "an integer in [0, 3]");
+  if (auto it = sec.find("offload_optimizer"); it != sec.end())
+    parseOffloadOptimizer(c, *it, t);
+  if (auto it = sec.find("cpu_offload"); it != sec.end())
+    parseCpuOffload(c, *it, t);
   // DeepSpeed hands offload_param to the stage-3 optimizer alone ("valid
   // only with stage 3") and ignores it below.
   if (auto it = sec.find("offload_param"); it != sec.end()) {
@@ -409,6 +415,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
     c.fail("zero_optimization.stage " + str(t.zeroStage) +
            " with optimizer Adafactor: its factored second moment and update "
            "RMS need whole parameters, which ZeRO shards across ranks");
+  checkOffloadCombination(c, t);
   if (t.optimizer.type == OptimizerType::Adafactor &&
       t.optimizer.relativeStep && t.scheduler.type != SchedulerType::None)
     c.fail("scheduler with optimizer Adafactor and relative_step true: "

@@ -21,6 +21,7 @@
 //   -dsc-onebit-lamb (adds 1-bit LAMB's freeze and compression stage)
 //   -dsc-zero-one-adam (adds 0/1 Adam's 1-bit, local and sync steps)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
+//   -dsc-offload-optimizer (ZeRO-Offload: the sharded update on the host)
 //   -dsc-bucket-collectives (gradient reductions and gathers of updated
 //     shards, in buckets)
 //   -dsc-split-stage-step (a pipeline stage's forward and backward, which
@@ -87,6 +88,8 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   addIfRun(p.onebitLamb);
   addIfRun(p.zeroOneAdam);
   addIfRun(p.zero);
+  if (on.offloadOptimizer)
+    pm.addPass(createDscOffloadOptimizer());
   addIfRun(p.bucketCollectives);
   pm.addPass(createDscSplitStageStep());
   if (on.fuseCrossEntropy)
@@ -165,6 +168,7 @@ static LogicalResult buildFromText(OpPassManager &pm,
   on.fuseSoftmaxDropout = o.fuseSoftmaxDropout;
   on.invertible = o.invertible;
   on.fuseCrossEntropy = o.fuseCrossEntropy;
+  on.offloadOptimizer = o.offloadOptimizer;
   p.lora = fromText(createDscLora(), o.lora, false, error, failed);
   p.pipelineStage =
       fromText(createDscPipelineStage(), o.pipelineStage, true, error, failed);
@@ -193,7 +197,8 @@ void mlir::dsc::registerTrainingPipeline() {
       "-dsc-pipeline-stage, the fusions as chosen, -dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "
-      "-dsc-zero-one-adam, -dsc-zero and -dsc-bucket-collectives as given, "
+      "-dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer and "
+      "-dsc-bucket-collectives as given, "
       "-dsc-split-stage-step, -dsc-fuse-cross-entropy as chosen. A pass with "
       "options runs when its option is given, with that text as its own "
       "options: zero={stage=2}",

@@ -90,6 +90,8 @@ struct TrainingSwitches {
   bool fuseSoftmaxDropout = false;
   /// -dsc-invertible (normalize_invertible), after the step is built.
   bool invertible = false;
+  /// -dsc-offload-optimizer (ZeRO-Offload), right after -dsc-zero.
+  bool offloadOptimizer = false;
   /// -dsc-fuse-cross-entropy, last.
   bool fuseCrossEntropy = false;
 };
@@ -124,8 +126,8 @@ struct TrainingPipeline {
 /// -dsc-tensor-parallel, -dsc-lora, -dsc-pipeline-stage, the fusions,
 /// -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible, -dsc-remat,
 /// -dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb,
-/// -dsc-zero-one-adam, -dsc-zero, -dsc-bucket-collectives,
-/// -dsc-split-stage-step and -dsc-fuse-cross-entropy, as `pipeline` asks.
+/// -dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer,
+/// -dsc-bucket-collectives, -dsc-split-stage-step and -dsc-fuse-cross-entropy, as `pipeline` asks.
 void buildTrainingPipeline(OpPassManager &pm, const TrainingPipeline &pipeline);
 
 /// `--dsc-train-pipeline`'s options (dsc-opt): a pass with options runs
@@ -187,6 +189,10 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Run -dsc-zero-one-adam with these options")};
   Option<std::string> zero{*this, "zero",
                            llvm::cl::desc("Run -dsc-zero with these options")};
+  Option<bool> offloadOptimizer{
+      *this, "offload-optimizer",
+      llvm::cl::desc("Run -dsc-offload-optimizer (after -dsc-zero)"),
+      llvm::cl::init(false)};
   Option<std::string> bucketCollectives{
       *this, "bucket-collectives",
       llvm::cl::desc("Run -dsc-bucket-collectives with these options")};

@@ -1,0 +1,92 @@
+//===- OffloadConfig.cpp - zero_optimization's offload keys ---------------===//
+//
+// ZeRO-Offload (DeepSpeed's zero/offload_config.py): `offload_optimizer`
+// with device "cpu" keeps the optimizer state and the fp32 master weights
+// in host memory and runs the update there (-dsc-offload-optimizer); the
+// deprecated `cpu_offload: true` means the same. NVMe (ZeRO-Infinity) and
+// parameter offload are refused in one line each.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ConfigSections.h"
+
+namespace dsc {
+namespace config_reader {
+
+namespace {
+
+/// The `device` of an offload section: "none", "cpu" or "nvme".
+std::string offloadDevice(const Ctx &c, const std::string &p, const json &sec) {
+  auto it = sec.find("device");
+  if (it == sec.end() || it->is_null())
+    return "none";
+  const std::string expected = "\"none\", \"cpu\" or \"nvme\"";
+  std::string device = lower(c.string(p + ".device", *it, expected));
+  if (device != "none" && device != "cpu" && device != "nvme")
+    c.bad(p + ".device", *it, expected);
+  return device;
+}
+
+} // namespace
+
+void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
+  const std::string p = "zero_optimization.offload_optimizer";
+  if (sec.is_null())
+    return;
+  c.object(p, sec);
+  c.checkKeys(p, sec,
+              {"device", "nvme_path", "buffer_count", "pin_memory",
+               "pipeline_read", "pipeline_write", "fast_init", "ratio"});
+  const std::string device = offloadDevice(c, p, sec);
+  if (device == "none")
+    return;
+  if (device == "nvme")
+    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
+           "NVMe offload); use \"cpu\"");
+  for (const char *key : {"pin_memory", "pipeline_read", "pipeline_write",
+                          "fast_init"})
+    if (auto it = sec.find(key); it != sec.end()) {
+      const bool on = c.boolean(p + "." + key, *it);
+      if (std::string(key) == "pin_memory")
+        t.offload.pinMemory = on;
+    }
+  if (auto it = sec.find("buffer_count"); it != sec.end())
+    c.positive(p + ".buffer_count", *it);
+  if (auto it = sec.find("nvme_path"); it != sec.end() && !it->is_null())
+    c.string(p + ".nvme_path", *it, "a path");
+  if (auto it = sec.find("ratio"); it != sec.end() &&
+      c.number(p + ".ratio", *it, [](double r) { return r > 0 && r <= 1; },
+               "a number in (0, 1]") != 1.0)
+    c.fail(p + ".ratio: " + c.shown(p + ".ratio", *it) +
+           " is not supported (a partial optimizer offload, ZenFlow's); "
+           "dsc offloads the whole optimizer: use 1");
+  t.offload.optimizer = true;
+}
+
+void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t) {
+  if (v.is_null())
+    return;
+  if (c.boolean("zero_optimization.cpu_offload", v))
+    t.offload.optimizer = true;
+}
+
+void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
+  if (!t.offload.optimizer)
+    return;
+  const std::string what = "zero_optimization.offload_optimizer (device cpu)";
+  if (t.zeroStage == 0)
+    c.fail(what + " needs zero_optimization.stage 1, 2 or 3, as in "
+           "DeepSpeed");
+  switch (t.optimizer.type) {
+  case OptimizerType::OneBitAdam:
+  case OptimizerType::ZeroOneAdam:
+  case OptimizerType::OneBitLamb:
+    c.fail(what + " with a compressed optimizer is not supported (their "
+           "updates exchange compressed momenta between ranks)");
+  default:
+    break;
+  }
+}
+
+} // namespace config_reader
+} // namespace dsc
