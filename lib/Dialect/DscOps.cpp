@@ -1111,9 +1111,9 @@ template <typename CopyOp> LogicalResult verifyMemoryCopy(CopyOp op) {
   if (op.getInput().getType() != op.getResult().getType())
     return op.emitOpError("copies between memories keep the type, got ")
            << op.getInput().getType() << " -> " << op.getResult().getType();
-  if (op.getGroup() < 0)
-    return op.emitOpError("transfer group must be >= 0, got ")
-           << op.getGroup();
+  // (ODS hands I64Attr out as uint64_t.)
+  if (const int64_t group = int64_t(op.getGroup()); group < 0)
+    return op.emitOpError("transfer group must be >= 0, got ") << group;
   return success();
 }
 

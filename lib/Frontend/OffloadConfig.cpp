@@ -75,8 +75,8 @@ void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
     return;
   const std::string what = "zero_optimization.offload_optimizer (device cpu)";
   if (t.zeroStage == 0)
-    c.fail(what + " needs zero_optimization.stage 1, 2 or 3, as in "
-           "DeepSpeed");
+    c.fail(what + " needs zero_optimization.stage 1, 2 or 3 (DeepSpeed: "
+           "\"valid for ZeRO stage 1, 2, 3\"); set a stage");
   switch (t.optimizer.type) {
   case OptimizerType::OneBitAdam:
   case OptimizerType::ZeroOneAdam:
