@@ -68,8 +68,7 @@ void parseLora(const Ctx &c, const std::string &prefix, const json &sec,
 void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t);
 /// zero_optimization.cpu_offload, DeepSpeed's deprecated switch for it.
 void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t);
-/// Refuses offload with what it does not combine with, once the whole file
-/// is read.
+/// Refuses offload without a ZeRO stage, once the whole file is read.
 void checkOffloadCombination(const Ctx &c, const TrainConfig &t);
 
 // AutoValues.cpp

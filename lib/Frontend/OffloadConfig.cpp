@@ -4,7 +4,9 @@
 // with device "cpu" keeps the optimizer state and the fp32 master weights
 // in host memory and runs the update there (-dsc-offload-optimizer); the
 // deprecated `cpu_offload: true` means the same. NVMe (ZeRO-Infinity) and
-// parameter offload are refused in one line each.
+// parameter offload are refused in one line each; the compressed
+// optimizers are refused with any ZeRO stage (DeepSpeedConfig.cpp), so
+// never reach offload.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,15 +79,6 @@ void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
   if (t.zeroStage == 0)
     c.fail(what + " needs zero_optimization.stage 1, 2 or 3 (DeepSpeed: "
            "\"valid for ZeRO stage 1, 2, 3\"); set a stage");
-  switch (t.optimizer.type) {
-  case OptimizerType::OneBitAdam:
-  case OptimizerType::ZeroOneAdam:
-  case OptimizerType::OneBitLamb:
-    c.fail(what + " with a compressed optimizer is not supported (their "
-           "updates exchange compressed momenta between ranks)");
-  default:
-    break;
-  }
 }
 
 } // namespace config_reader

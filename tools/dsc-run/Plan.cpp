@@ -345,9 +345,11 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                 bytesText(16 * mu.totalParams).c_str());
   os << line;
 
-  // ZeRO-Offload: the optimizer state and the fp32 master weights (4 bytes
-  // per parameter) are this rank's shards in host memory, not on the
-  // device; "total" is the device's.
+  // ZeRO-Offload: the optimizer state, the fp32 master weights and the
+  // host copies of the gradients (4 bytes per parameter each) are this
+  // rank's shards in host memory, not on the device (16 bytes per
+  // parameter over the data ranks with Adam, DeepSpeed's cpu_mem); "total"
+  // is the device's.
   const bool offload = train.offload.optimizer;
   std::snprintf(line, sizeof line,
                 "%-6s %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
@@ -366,7 +368,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
         shardBytes(params, optimizerBytesPerParam, zero >= 1);
     const double optBytes = offload ? 0 : stateBytes;
     const double hostBytes =
-        offload ? stateBytes + shardBytes(params, 4, true) : 0;
+        offload ? stateBytes + shardBytes(params, 4 + 4, true) : 0;
     const double inFlight = double(timeline.peakInFlight[size_t(s)]) / double(v);
     double actBytes;
     if (checkpointed)
