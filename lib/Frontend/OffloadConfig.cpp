@@ -45,13 +45,12 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
   if (device == "nvme")
     c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
            "NVMe offload); use \"cpu\"");
+  // Checked, no effect: the CPU backend's host store is ordinary memory
+  // (and the CUDA backend does not offload yet); the others tune NVMe.
   for (const char *key : {"pin_memory", "pipeline_read", "pipeline_write",
                           "fast_init"})
-    if (auto it = sec.find(key); it != sec.end()) {
-      const bool on = c.boolean(p + "." + key, *it);
-      if (std::string(key) == "pin_memory")
-        t.offload.pinMemory = on;
-    }
+    if (auto it = sec.find(key); it != sec.end())
+      c.boolean(p + "." + key, *it);
   if (auto it = sec.find("buffer_count"); it != sec.end())
     c.positive(p + ".buffer_count", *it);
   if (auto it = sec.find("nvme_path"); it != sec.end() && !it->is_null())
@@ -62,18 +61,18 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
     c.fail(p + ".ratio: " + c.shown(p + ".ratio", *it) +
            " is not supported (a partial optimizer offload, ZenFlow's); "
            "dsc offloads the whole optimizer: use 1");
-  t.offload.optimizer = true;
+  t.offloadOptimizer = true;
 }
 
 void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t) {
   if (v.is_null())
     return;
   if (c.boolean("zero_optimization.cpu_offload", v))
-    t.offload.optimizer = true;
+    t.offloadOptimizer = true;
 }
 
 void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
-  if (!t.offload.optimizer)
+  if (!t.offloadOptimizer)
     return;
   const std::string what = "zero_optimization.offload_optimizer (device cpu)";
   if (t.zeroStage == 0)

@@ -208,7 +208,7 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     zero.persistenceThreshold = train.zeroPersistenceThreshold;
   }
   // ZeRO-Offload (the config reader allows it only with a ZeRO stage).
-  p.switches.offloadOptimizer = train.offload.optimizer;
+  p.switches.offloadOptimizer = train.offloadOptimizer;
   // One rank has nothing to reduce or gather: no bucket copies.
   if (train.dataParallel() > 1 &&
       (train.reduceBucketSize != 0 || train.allgatherBucketSize != 0)) {

@@ -350,7 +350,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   // rank's shards in host memory, not on the device (16 bytes per
   // parameter over the data ranks with Adam, DeepSpeed's cpu_mem); "total"
   // is the device's.
-  const bool offload = train.offload.optimizer;
+  const bool offload = train.offloadOptimizer;
   std::snprintf(line, sizeof line,
                 "%-6s %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
                 "stage", ("units (" + par.partition + ")").c_str(), "ranks",

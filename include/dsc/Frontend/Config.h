@@ -277,15 +277,6 @@ struct ParallelConfig {
   bool partitionActivations = false;
 };
 
-/// zero_optimization.offload_optimizer / cpu_offload (ZeRO-Offload).
-struct OffloadConfig {
-  /// Optimizer state and fp32 master weights in host memory, the update
-  /// on the host (-dsc-offload-optimizer).
-  bool optimizer = false;
-  /// offload_optimizer.pin_memory: page-locked host buffers (CUDA).
-  bool pinMemory = false;
-};
-
 struct TrainConfig {
   /// The job's ranks: data-parallel ranks times tensor times pipeline.
   int64_t worldSize = 1;
@@ -294,7 +285,10 @@ struct TrainConfig {
     return worldSize / (parallel.tensor * parallel.pipeline);
   }
   int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
-  OffloadConfig offload;
+  /// zero_optimization.offload_optimizer device "cpu" (or cpu_offload):
+  /// ZeRO-Offload, the optimizer state and fp32 master weights in host
+  /// memory and the update on the host (-dsc-offload-optimizer).
+  bool offloadOptimizer = false;
   /// zero_optimization.stage3_param_persistence_threshold (DeepSpeed's
   /// default 10^5): stage 3 keeps parameters of fewer elements whole.
   int64_t zeroPersistenceThreshold = 100000;
