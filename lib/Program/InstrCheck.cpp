@@ -1101,9 +1101,10 @@ std::string memorySpaceError(const Program &P, const Instr &I) {
       return "";
     return std::string(role) + " '" + b.name + "' is in " + where(b.host) +
            " memory, but " +
-           (toHost || toDevice ? std::string("the copy expects ") + where(host)
-                               : std::string("the instruction runs on the ") +
-                                     where(I.host));
+           (toHost || toDevice
+                ? std::string("the copy expects ") + where(host) + " memory"
+                : std::string("the instruction runs on the ") +
+                      where(I.host));
   };
   for (int id : I.inputs)
     if (std::string why = wrong(id, toDevice || (!toHost && I.host), "input");

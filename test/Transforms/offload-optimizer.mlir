@@ -5,6 +5,10 @@
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-offload-optimizer 2>&1 | FileCheck %s --check-prefix=NOZERO
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero -dsc-offload-optimizer -dsc-offload-optimizer 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not dsc-opt %s -dsc-offload-optimizer 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// The lowering checks every op's memory: the update without dsc.host
+// would read the host master weights on the device.
+// RUN: dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=1 -dsc-offload-optimizer | sed '0,/bias_correction = true, dsc.host, /s//bias_correction = true, /' | not dsc-opt -dsc-memory-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLACEMENT
+// PLACEMENT: error: 'dsc.adam' op input 'master/h.1.w' is in host memory, but the instruction runs on the device
 // NOZERO: error: dsc-offload-optimizer: the step is not sharded; ZeRO-Offload needs -dsc-zero (stage 1, 2 or 3) first
 // TWICE: error: dsc-offload-optimizer: the step is offloaded already; run -dsc-offload-optimizer once
 // NOSTEP: error: dsc-offload-optimizer: no @apply_step; run -dsc-build-train-step and -dsc-zero first
