@@ -81,6 +81,7 @@ struct OffloadOptimizerPass
         return signalPassFailure();
       }
     module->setAttr(kOffloadAttr, UnitAttr::get(&getContext()));
+    hostCopies.clear();
     SmallVector<OptimizerOpInterface> updates;
     apply.walk([&](OptimizerOpInterface u) { updates.push_back(u); });
     for (OptimizerOpInterface update : updates)
@@ -97,7 +98,8 @@ struct OffloadOptimizerPass
   }
 
   /// `value` copied to the host right after it is computed (one copy per
-  /// value, shared by every update that reads it).
+  /// value, shared by every update that reads it: a scalar travels in the
+  /// group of the first).
   Value onHost(Value value, int64_t group) {
     if (Value copy = hostCopies.lookup(value))
       return copy;
