@@ -114,8 +114,8 @@ struct OffloadOptimizerPass
     return copy;
   }
 
+  /// Rewrites `update` to run on the host (see Passes.td).
   LogicalResult offload(func::FuncOp apply, OptimizerOpInterface update) {
-    MLIRContext *ctx = &getContext();
     Operation *op = update.getOperation();
     BlockArgument paramArg = parameterArgument(update.getParamOperand());
     auto paramState =
@@ -125,69 +125,76 @@ struct OffloadOptimizerPass
     if (!paramState || paramState.getKind() != StateKind::param)
       return op->emitOpError("dsc-offload-optimizer: the parameter it updates "
                              "is not a step argument or its ZeRO shard");
-    const int64_t group = transferGroupOf(paramState.getName());
-    auto hostAttr = UnitAttr::get(ctx);
     for (Value state : update.getStateOperands()) {
       auto arg = dyn_cast<BlockArgument>(state);
       if (!arg || arg.getOwner()->getParentOp() != apply)
         return op->emitOpError("dsc-offload-optimizer: its optimizer state "
                                "is not a step argument");
-      apply.setArgAttr(arg.getArgNumber(), kHostAttrName, hostAttr);
+      apply.setArgAttr(arg.getArgNumber(), kHostAttrName, hostAttr());
     }
-
-    // The master weights: a new host argument in the parameter operand's
-    // (shard) type.
-    Value param = update.getParamOperand();
-    NamedAttrList masterAttrs;
-    auto masterState =
-        StateAttr::get(ctx, StateKind::master, paramState.getName());
-    masterAttrs.set(kStateAttrName, masterState);
-    masterAttrs.set(kHostAttrName, hostAttr);
-    if (param != paramArg) // stages 1-2: the shard of the whole parameter
-      masterAttrs.set(kShardOfAttrName,
-                      DenseI64ArrayAttr::get(
-                          ctx, cast<RankedTensorType>(paramArg.getType())
-                                   .getShape()));
-    else if (Attribute shardOf =
-                 apply.getArgAttr(paramArg.getArgNumber(), kShardOfAttrName))
-      masterAttrs.set(kShardOfAttrName, shardOf);
+    const int64_t group = transferGroupOf(paramState.getName());
+    DictionaryAttr masterAttrs = masterAttributes(apply, update, paramArg,
+                                                  paramState.getName());
     const unsigned masterIndex = apply.getNumArguments();
-    apply.insertArgument(masterIndex, param.getType(),
-                         masterAttrs.getDictionary(ctx), param.getLoc());
+    Value param = update.getParamOperand();
+    apply.insertArgument(masterIndex, param.getType(), masterAttrs,
+                         param.getLoc());
     // The parameter operand comes first (OptimizerOpInterface).
     op->setOperand(0, apply.getArgument(masterIndex));
-
     // Everything else the update reads comes over from the device.
-    for (OpOperand &operand : op->getOpOperands()) {
-      Value v = operand.get();
-      if (operand.getOperandNumber() == 0 ||
-          llvm::is_contained(update.getStateOperands(), v))
-        continue;
-      operand.set(onHost(v, group));
-    }
-    op->setAttr(kHostAttrName, hostAttr);
+    for (OpOperand &operand : op->getOpOperands())
+      if (operand.getOperandNumber() != 0 &&
+          !llvm::is_contained(update.getStateOperands(), operand.get()))
+        operand.set(onHost(operand.get(), group));
+    op->setAttr(kHostAttrName, hostAttr());
+    streamBack(apply, update, masterAttrs, group);
+    return success();
+  }
 
-    // The new master shard goes back to the device, which uses it where it
-    // used the updated parameter.
+  UnitAttr hostAttr() { return UnitAttr::get(&getContext()); }
+
+  /// The attributes of the master weights argument and result of `update`,
+  /// whose parameter is `paramArg` (or its shard).
+  DictionaryAttr masterAttributes(func::FuncOp apply,
+                                  OptimizerOpInterface update,
+                                  BlockArgument paramArg, StringRef name) {
+    MLIRContext *ctx = &getContext();
+    NamedAttrList attrs;
+    attrs.set(kStateAttrName, StateAttr::get(ctx, StateKind::master, name));
+    attrs.set(kHostAttrName, hostAttr());
+    if (update.getParamOperand() != paramArg) // stages 1-2: a shard of it
+      attrs.set(kShardOfAttrName,
+                DenseI64ArrayAttr::get(
+                    ctx, cast<RankedTensorType>(paramArg.getType()).getShape()));
+    else if (Attribute shardOf =
+                 apply.getArgAttr(paramArg.getArgNumber(), kShardOfAttrName))
+      attrs.set(kShardOfAttrName, shardOf); // stage 3: the parameter shard
+    return attrs.getDictionary(ctx);
+  }
+
+  /// The new master shard goes back to the device, which uses it where it
+  /// used the updated parameter; the new state and master weights are host
+  /// results of the step.
+  void streamBack(func::FuncOp apply, OptimizerOpInterface update,
+                  DictionaryAttr masterAttrs, int64_t group) {
+    Operation *op = update.getOperation();
     Value newMaster = update.getNewParamResult();
-    OpBuilder b(ctx);
+    OpBuilder b(&getContext());
     b.setInsertionPointAfter(op);
     auto toDevice = b.create<ToDeviceOp>(op->getLoc(), newMaster.getType(),
                                          newMaster,
                                          b.getI64IntegerAttr(group));
     newMaster.replaceAllUsesExcept(toDevice, toDevice);
-
-    // Results: the new state is host memory, and the new master a result.
     auto ret = cast<func::ReturnOp>(apply.getBody().front().getTerminator());
     for (auto [i, v] : llvm::enumerate(ret.getOperands()))
       if (v.getDefiningOp() == op)
-        apply.setResultAttr(unsigned(i), kHostAttrName, hostAttr);
+        apply.setResultAttr(unsigned(i), kHostAttrName, hostAttr());
     const unsigned masterResult = ret.getNumOperands();
     ret->insertOperands(masterResult, newMaster);
-    apply.insertResult(masterResult, newMaster.getType(),
-                       masterAttrs.getDictionary(ctx));
-    apply.removeResultAttr(masterResult, StringAttr::get(ctx, kShardOfAttrName));
-    return success();
+    apply.insertResult(masterResult, newMaster.getType(), masterAttrs);
+    // (Results carry no shard shape: the argument's describes the buffer.)
+    apply.removeResultAttr(masterResult,
+                           StringAttr::get(&getContext(), kShardOfAttrName));
   }
 
   DenseMap<Value, Value> hostCopies;
