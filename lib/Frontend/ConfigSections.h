@@ -68,7 +68,14 @@ void parseLora(const Ctx &c, const std::string &prefix, const json &sec,
 void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t);
 /// zero_optimization.cpu_offload, DeepSpeed's deprecated switch for it.
 void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t);
-/// Refuses offload without a ZeRO stage, once the whole file is read.
+/// zero_optimization.offload_param at stage 3 (the section, or null).
+void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t);
+/// zero_optimization.cpu_offload_param / cpu_offload_params (`key`),
+/// DeepSpeed's deprecated switches for it.
+void parseCpuOffloadParam(const Ctx &c, const std::string &key,
+                          const json &v, TrainConfig &t);
+/// Refuses offload without a ZeRO stage and parameter offload without
+/// optimizer offload, once the whole file is read.
 void checkOffloadCombination(const Ctx &c, const TrainConfig &t);
 
 // AutoValues.cpp

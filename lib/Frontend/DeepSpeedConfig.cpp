@@ -89,8 +89,7 @@ void parseBf16(const Ctx &c, const std::string &name, const json &sec,
 /// persistence threshold and the bucket sizes of the gradient reductions
 /// and shard gathers (-dsc-bucket-collectives). Its other keys are
 /// DeepSpeed's tuning knobs, accepted without effect, or requests for what
-/// dsc does not do (parameter offload, ZeRO++), refused: both from the key
-/// table. Optimizer offload is OffloadConfig.cpp's.
+/// dsc does not do (ZeRO++), refused: both from the key table. Offload is OffloadConfig.cpp's.
 void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   // Old DeepSpeed accepted a bare boolean (true meaning stage 1).
   if (sec.is_boolean()) {
@@ -103,7 +102,8 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
                    {"stage", "reduce_bucket_size", "allgather_bucket_size",
                     "stage3_param_persistence_threshold",
                     "param_persistence_threshold", "offload_param",
-                    "offload_optimizer", "cpu_offload"});
+                    "offload_optimizer", "cpu_offload", "cpu_offload_param",
+                    "cpu_offload_params"});
   // DeepSpeed's field and its stage3_ alias name one setting.
   if (sec.contains("stage3_param_persistence_threshold") &&
       sec.contains("param_persistence_threshold"))
@@ -143,8 +143,18 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
              ", as DeepSpeed ignores it (it offloads parameters only at "
              "stage 3)");
     else
-      handleTableKey(c, name, "offload_param", *it);
+      parseOffloadParam(c, *it, t);
   }
+  // Its deprecated switches, the same way.
+  for (const char *key : {"cpu_offload_param", "cpu_offload_params"})
+    if (auto it = sec.find(key); it != sec.end()) {
+      if (t.zeroStage < 3 && it->is_boolean() && it->get<bool>())
+        c.note(name + "." + key + ": true ignored at zero_optimization.stage " +
+               str(t.zeroStage) + ", as DeepSpeed ignores it (it offloads "
+               "parameters only at stage 3)");
+      else
+        parseCpuOffloadParam(c, key, *it, t);
+    }
 }
 
 /// tensor_parallel: DeepSpeed's AutoTP training section.

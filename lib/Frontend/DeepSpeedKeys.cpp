@@ -22,7 +22,6 @@ constexpr KeyTreatment I = KeyTreatment::Implemented;
 constexpr KeyTreatment N = KeyTreatment::NoEffect;
 constexpr KeyTreatment U = KeyTreatment::NotSupported;
 constexpr const char *kEnabledFalse = "{enabled:false}";
-constexpr const char *kDeviceNone = "{device:none}";
 
 const char *kBf16NoScale =
     "DeepSpeed's bf16 mode does not scale the loss and ignores it";
@@ -266,19 +265,20 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"zero_optimization.cpu_offload_use_pin_memory", "bool", "false", N,
      nullptr, "the deprecated cpu_offload's pinning; offload_optimizer."
      "pin_memory sets it"},
-    {"zero_optimization.offload_param", "object", "null", U, kDeviceNone,
-     "offloading parameters (ZeRO-Infinity); below stage 3 the section is "
-     "accepted and noted, as DeepSpeed ignores it there"},
+    {"zero_optimization.offload_param", "object", "null", I, nullptr,
+     "stage 3: device \"cpu\" keeps the parameter shards in host memory "
+     "(with offload_optimizer; \"nvme\" is refused); below stage 3 it is "
+     "noted as ignored, as DeepSpeed ignores it there"},
     {"zero_optimization.offload_optimizer", "object", "null", I, nullptr,
      "ZeRO-Offload: device \"cpu\" keeps optimizer state and fp32 master "
      "weights in host memory and updates there (stages 1-3; \"nvme\" is "
      "refused)"},
     {"zero_optimization.cpu_offload", "bool", "null", I, nullptr,
      "deprecated: true means offload_optimizer.device \"cpu\""},
-    {"zero_optimization.cpu_offload_param", "bool", "null", U, "null|false",
-     "offloading parameters"},
-    {"zero_optimization.cpu_offload_params", "bool", "null", U, "null|false",
-     "offloading parameters"},
+    {"zero_optimization.cpu_offload_param", "bool", "null", I, nullptr,
+     "deprecated: true means offload_param.device \"cpu\""},
+    {"zero_optimization.cpu_offload_params", "bool", "null", I, nullptr,
+     "deprecated: true means offload_param.device \"cpu\""},
     {"zero_optimization.zero_hpz_partition_size", "int", "1", U, "0|1",
      "ZeRO++ hierarchical partitions"},
     {"zero_optimization.zero_quantized_weights", "bool", "false", U, "false",

@@ -64,6 +64,38 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
   t.offloadOptimizer = true;
 }
 
+void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
+  const std::string p = "zero_optimization.offload_param";
+  if (sec.is_null())
+    return;
+  c.object(p, sec);
+  c.checkKeys(p, sec,
+              {"device", "nvme_path", "buffer_count", "buffer_size",
+               "max_in_cpu", "pin_memory"});
+  const std::string device = offloadDevice(c, p, sec);
+  if (device == "none")
+    return;
+  if (device == "nvme")
+    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
+           "NVMe offload); use \"cpu\"");
+  // Checked, no effect: pinning (see offload_optimizer) and NVMe's buffers.
+  if (auto it = sec.find("pin_memory"); it != sec.end())
+    c.boolean(p + ".pin_memory", *it);
+  for (const char *key : {"buffer_count", "buffer_size", "max_in_cpu"})
+    if (auto it = sec.find(key); it != sec.end())
+      c.integer(p + "." + key, *it, 0, std::numeric_limits<int64_t>::max(),
+                "an integer >= 0");
+  if (auto it = sec.find("nvme_path"); it != sec.end() && !it->is_null())
+    c.string(p + ".nvme_path", *it, "a path");
+  t.offloadParams = true;
+}
+
+void parseCpuOffloadParam(const Ctx &c, const std::string &key,
+                          const json &v, TrainConfig &t) {
+  if (!v.is_null() && c.boolean("zero_optimization." + key, v))
+    t.offloadParams = true;
+}
+
 void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t) {
   if (v.is_null())
     return;
@@ -72,6 +104,11 @@ void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t) {
 }
 
 void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
+  if (t.offloadParams && !t.offloadOptimizer)
+    c.fail("zero_optimization.offload_param (device cpu) without "
+           "offload_optimizer is not supported: the offloaded parameter "
+           "shards are the host update's master weights; set "
+           "offload_optimizer.device \"cpu\" too");
   if (!t.offloadOptimizer)
     return;
   const std::string what = "zero_optimization.offload_optimizer (device cpu)";

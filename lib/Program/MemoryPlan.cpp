@@ -408,9 +408,13 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
     const Buffer &b = program.buffers[id];
     int64_t bytes = bytesOf(b);
     if (b.host) { // the host arena, reported on its own
-      if (b.role == BufferRole::OptState)
+      if (b.role == BufferRole::Param) {
+        r.hostParameters += bytes;
+        r.parameterCount += b.numElements();
+      } else if (b.role == BufferRole::OptState) {
         (rt::isMasterWeights(b) ? r.hostMasterWeights
-                                         : r.hostOptimizerState) += bytes;
+                                : r.hostOptimizerState) += bytes;
+      }
       continue;
     }
     if (temp[id]) // counted in the temp arena (workspace)
@@ -472,8 +476,8 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   r.workspace = r.tempBytes - r.activations;
   r.functions = plan.functions;
   r.hostPeakBytes = plan.host.arenaBytes;
-  r.hostWorkspace =
-      r.hostPeakBytes - r.hostMasterWeights - r.hostOptimizerState;
+  r.hostWorkspace = r.hostPeakBytes - r.hostParameters -
+                    r.hostMasterWeights - r.hostOptimizerState;
   const rt::PipelineStash stash = rt::pipelineStashOf(program);
   if (stash.stage >= 0) {
     r.pipelineInFlight = rt::pipelinePeakInFlight(stash.shape, stash.stage);
@@ -519,6 +523,8 @@ std::string formatMemoryTable(const MemoryReport &r) {
   }
   if (r.hostPeakBytes > 0) {
     out += "host arena (ZeRO-Offload, outside the peak above):\n";
+    if (r.hostParameters > 0)
+      row("parameter shards", r.hostParameters);
     row("master weights (fp32)", r.hostMasterWeights);
     row("optimizer state", r.hostOptimizerState);
     row("workspace", r.hostWorkspace);
@@ -560,6 +566,7 @@ std::string formatMemoryJson(const MemoryReport &r) {
     field("measured_peak_bytes", r.measuredPeakBytes);
   if (r.hostPeakBytes > 0) {
     field("host_peak_bytes", r.hostPeakBytes);
+    field("host_parameters", r.hostParameters);
     field("host_master_weights", r.hostMasterWeights);
     field("host_optimizer_state", r.hostOptimizerState);
     field("host_workspace", r.hostWorkspace);

@@ -54,6 +54,8 @@ BlockArgument parameterArgument(Value param) {
 
 struct OffloadOptimizerPass
     : mlir::dsc::impl::DscOffloadOptimizerBase<OffloadOptimizerPass> {
+  using DscOffloadOptimizerBase::DscOffloadOptimizerBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
@@ -80,6 +82,17 @@ struct OffloadOptimizerPass
             << "compressed optimizers are not offloaded";
         return signalPassFailure();
       }
+    if (params) {
+      auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttr);
+      if (stage.getInt() != 3) {
+        module.emitError("dsc-offload-optimizer: params (parameter offload) "
+                         "needs ZeRO stage 3; the step is sharded at stage ")
+            << stage.getInt();
+        return signalPassFailure();
+      }
+      for (auto fn : module.getOps<func::FuncOp>())
+        offloadParameterShards(fn, fn == apply);
+    }
     module->setAttr(kOffloadAttr, UnitAttr::get(&getContext()));
     hostCopies.clear();
     SmallVector<OptimizerOpInterface> updates;
@@ -95,6 +108,36 @@ struct OffloadOptimizerPass
     for (Operation *op : llvm::reverse(ops))
       if (isa<ShardOp, FlatResizeOp>(op) && op->use_empty())
         op->erase();
+  }
+
+  /// With `params`: the partitioned parameter shards of `fn` live in host
+  /// memory; outside @apply_step every use reads a device copy made right
+  /// before it.
+  void offloadParameterShards(func::FuncOp fn, bool isApply) {
+    if (fn.isExternal())
+      return;
+    for (BlockArgument arg : fn.getArguments()) {
+      auto state =
+          fn.getArgAttrOfType<StateAttr>(arg.getArgNumber(), kStateAttrName);
+      if (!state || state.getKind() != StateKind::param ||
+          !fn.getArgAttr(arg.getArgNumber(), kShardOfAttrName))
+        continue;
+      fn.setArgAttr(arg.getArgNumber(), kHostAttrName, hostAttr());
+      if (isApply)
+        continue; // the update reads and writes the host shard itself
+      const int64_t group = transferGroupOf(state.getName());
+      for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
+        Operation *user = use.getOwner();
+        OpBuilder b(user);
+        auto copy = b.create<ToDeviceOp>(arg.getLoc(), arg.getType(), arg,
+                                         b.getI64IntegerAttr(group));
+        // The copy belongs to its user's pass and layer (memory reports).
+        for (StringRef name : {kGradAttrName, kLayerAttrName})
+          if (Attribute a = user->getAttr(name))
+            copy->setAttr(name, a);
+        use.set(copy);
+      }
+    }
   }
 
   /// `value` copied to the host right after it is computed (one copy per
@@ -133,6 +176,12 @@ struct OffloadOptimizerPass
       apply.setArgAttr(arg.getArgNumber(), kHostAttrName, hostAttr());
     }
     const int64_t group = transferGroupOf(paramState.getName());
+    if (apply.getArgAttr(paramArg.getArgNumber(), kHostAttrName)) {
+      // An offloaded parameter shard: the master weights themselves.
+      hostOperands(update, group);
+      markHostResults(apply, op);
+      return success();
+    }
     DictionaryAttr masterAttrs = masterAttributes(apply, update, paramArg,
                                                   paramState.getName());
     const unsigned masterIndex = apply.getNumArguments();
@@ -141,14 +190,28 @@ struct OffloadOptimizerPass
                          param.getLoc());
     // The parameter operand comes first (OptimizerOpInterface).
     op->setOperand(0, apply.getArgument(masterIndex));
-    // Everything else the update reads comes over from the device.
+    hostOperands(update, group);
+    streamBack(apply, update, masterAttrs, group);
+    return success();
+  }
+
+  /// Places `update` on the host; everything it reads but its parameter
+  /// and state comes over from the device.
+  void hostOperands(OptimizerOpInterface update, int64_t group) {
+    Operation *op = update.getOperation();
     for (OpOperand &operand : op->getOpOperands())
       if (operand.getOperandNumber() != 0 &&
           !llvm::is_contained(update.getStateOperands(), operand.get()))
         operand.set(onHost(operand.get(), group));
     op->setAttr(kHostAttrName, hostAttr());
-    streamBack(apply, update, masterAttrs, group);
-    return success();
+  }
+
+  /// The results of @apply_step that `op` computes are host memory.
+  void markHostResults(func::FuncOp apply, Operation *op) {
+    auto ret = cast<func::ReturnOp>(apply.getBody().front().getTerminator());
+    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+      if (v.getDefiningOp() == op)
+        apply.setResultAttr(unsigned(i), kHostAttrName, hostAttr());
   }
 
   UnitAttr hostAttr() { return UnitAttr::get(&getContext()); }
@@ -185,10 +248,8 @@ struct OffloadOptimizerPass
                                          newMaster,
                                          b.getI64IntegerAttr(group));
     newMaster.replaceAllUsesExcept(toDevice, toDevice);
+    markHostResults(apply, op);
     auto ret = cast<func::ReturnOp>(apply.getBody().front().getTerminator());
-    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-      if (v.getDefiningOp() == op)
-        apply.setResultAttr(unsigned(i), kHostAttrName, hostAttr());
     const unsigned masterResult = ret.getNumOperands();
     ret->insertOperands(masterResult, newMaster);
     apply.insertResult(masterResult, newMaster.getType(), masterAttrs);

@@ -49,7 +49,7 @@ struct TrainingPasses {
   TrainingSwitches switches;
   std::unique_ptr<Pass> lora, pipelineStage, buildTrainStep, remat,
       mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
-      bucketCollectives;
+      offloadOptimizer, bucketCollectives;
 };
 
 /// The order, once for both forms.
@@ -88,8 +88,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   addIfRun(p.onebitLamb);
   addIfRun(p.zeroOneAdam);
   addIfRun(p.zero);
-  if (on.offloadOptimizer)
-    pm.addPass(createDscOffloadOptimizer());
+  addIfRun(p.offloadOptimizer);
   addIfRun(p.bucketCollectives);
   pm.addPass(createDscSplitStageStep());
   if (on.fuseCrossEntropy)
@@ -147,6 +146,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   p.onebitLamb = ifRun(t.onebitLamb, createDscOneBitLamb);
   p.zeroOneAdam = ifRun(t.zeroOneAdam, createDscZeroOneAdam);
   p.zero = ifRun(t.zero, createDscZero);
+  p.offloadOptimizer = ifRun(t.offloadOptimizer, createDscOffloadOptimizer);
   p.bucketCollectives = ifRun(t.bucketCollectives, createDscBucketCollectives);
   addInOrder(pm, std::move(p));
 }
@@ -168,7 +168,6 @@ static LogicalResult buildFromText(OpPassManager &pm,
   on.fuseSoftmaxDropout = o.fuseSoftmaxDropout;
   on.invertible = o.invertible;
   on.fuseCrossEntropy = o.fuseCrossEntropy;
-  on.offloadOptimizer = o.offloadOptimizer;
   p.lora = fromText(createDscLora(), o.lora, false, error, failed);
   p.pipelineStage =
       fromText(createDscPipelineStage(), o.pipelineStage, true, error, failed);
@@ -182,6 +181,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
   p.zeroOneAdam =
       fromText(createDscZeroOneAdam(), o.zeroOneAdam, false, error, failed);
   p.zero = fromText(createDscZero(), o.zero, false, error, failed);
+  p.offloadOptimizer = fromText(createDscOffloadOptimizer(),
+                                o.offloadOptimizer, false, error, failed);
   p.bucketCollectives = fromText(createDscBucketCollectives(),
                                  o.bucketCollectives, false, error, failed);
   if (failed)

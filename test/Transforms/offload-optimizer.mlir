@@ -1,7 +1,10 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw weight-decay=0.01 grad-clip=1.0" -dsc-zero=stage=1 -dsc-offload-optimizer | FileCheck %s --check-prefix=STAGE1
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=3 -dsc-offload-optimizer | FileCheck %s --check-prefix=STAGE3
-// RUN: dsc-opt %s --dsc-train-pipeline="build-train-step={fp16=true} zero={stage=2} offload-optimizer=true" | FileCheck %s --check-prefix=FP16
+// RUN: dsc-opt %s --dsc-train-pipeline="build-train-step={fp16=true} zero={stage=2} offload-optimizer={params=false}" | FileCheck %s --check-prefix=FP16
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw weight-decay=0.01 grad-clip=1.0" -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-memory-report -o /dev/null | FileCheck %s --check-prefix=MEMORY
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=3 "-dsc-offload-optimizer=params=true" | FileCheck %s --check-prefix=PARAMS
+// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=2 "-dsc-offload-optimizer=params=true" 2>&1 | FileCheck %s --check-prefix=PARAMS2
+// PARAMS2: error: dsc-offload-optimizer: params (parameter offload) needs ZeRO stage 3; the step is sharded at stage 2
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-offload-optimizer 2>&1 | FileCheck %s --check-prefix=NOZERO
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero -dsc-offload-optimizer -dsc-offload-optimizer 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not dsc-opt %s -dsc-offload-optimizer 2>&1 | FileCheck %s --check-prefix=NOSTEP
@@ -62,6 +65,27 @@
 // STAGE3-NEXT: %[[BACK:.*]] = dsc.to_device %[[NEW]] {group = 2 : i64} : (tensor<22xf32>) -> tensor<22xf32>
 // STAGE3-NOT: dsc.all_gather
 // STAGE3: return %[[BACK]], {{.*}}, %[[NEW]], %{{.*}} :
+
+// params (ZeRO-3's offload_param): the parameter shards are host
+// arguments of every step function; each device use reads a copy made
+// right before it (the forward's and the backward's gathers each read
+// their own), and the update writes the host
+// shard itself: no master weights, nothing streams back.
+// PARAMS-LABEL: func.func @micro_step(
+// PARAMS-SAME: %[[W:[a-z0-9]+]]: tensor<22xf32> {dsc.host, {{[^}]*}}dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<param, "h.1.w">}
+// PARAMS: %[[FW:.*]] = dsc.to_device %[[W]] {group = 2 : i64} : (tensor<22xf32>) -> tensor<22xf32>
+// PARAMS-NEXT: dsc.all_gather %[[FW]]
+// PARAMS: %[[BW:.*]] = dsc.to_device %[[W]] {group = 2 : i64}
+// PARAMS-NEXT: dsc.all_gather %[[BW]]
+// PARAMS-LABEL: func.func @apply_step(
+// PARAMS-SAME: %[[AW:[a-z0-9]+]]: tensor<22xf32> {dsc.host, {{[^}]*}}#dsc.state<param, "h.1.w">}
+// PARAMS-NOT: #dsc.state<master
+// PARAMS-SAME: -> (tensor<22xf32> {dsc.host, {{[^}]*}}#dsc.state<param, "h.1.w">}
+// PARAMS: %[[NEW:[a-z_0-9]+]], %{{.*}}, %{{.*}} = dsc.adam %[[AW]], {{.*}}dsc.host
+// PARAMS-NOT: dsc.to_device
+// PARAMS: return %[[NEW]],
+// PARAMS-LABEL: func.func @eval_step(
+// PARAMS: dsc.to_device
 
 // fp16 through the pipeline: the overflow flag (all-reduced max of the
 // shards' flags) reaches the host update as its skip operand; the loss

@@ -207,8 +207,10 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     zero.stage = train.zeroStage;
     zero.persistenceThreshold = train.zeroPersistenceThreshold;
   }
-  // ZeRO-Offload (the config reader allows it only with a ZeRO stage).
-  p.switches.offloadOptimizer = train.offloadOptimizer;
+  // ZeRO-Offload (the config reader allows it only with a ZeRO stage, and
+  // parameter offload only at stage 3 with the optimizer's).
+  if (train.offloadOptimizer)
+    p.offloadOptimizer.emplace().params = train.offloadParams;
   // One rank has nothing to reduce or gather: no bucket copies.
   if (train.dataParallel() > 1 &&
       (train.reduceBucketSize != 0 || train.allgatherBucketSize != 0)) {

@@ -362,7 +362,9 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   for (int64_t s = 0; s < P; ++s) {
     const StageUnits st = stageUnits(s);
     const double params = st.params, layers = st.layers;
-    const double weightsBytes = shardBytes(params, 4, zero >= 3);
+    // With offload_param the shards are the host's master weights.
+    const double weightsBytes =
+        train.offloadParams ? 0 : shardBytes(params, 4, zero >= 3);
     const double gradBytes = shardBytes(params, 4, zero >= 2);
     const double stateBytes =
         shardBytes(params, optimizerBytesPerParam, zero >= 1);

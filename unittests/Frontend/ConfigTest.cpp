@@ -761,6 +761,21 @@ TEST(TrainConfig, UnimplementedSections) {
                               "cpu_offload": true})")),
              "ds.json: zero_optimization.offload_optimizer (device cpu) needs "
              "zero_optimization.stage 1, 2 or 3");
+  // Parameter offload: stage 3, with the optimizer's; noted below.
+  const TrainConfig params = train(ds(R"("zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "cpu"},
+      "offload_param": {"device": "cpu", "pin_memory": true}})"));
+  EXPECT_TRUE(params.offloadParams && params.offloadOptimizer);
+  EXPECT_TRUE(train(ds(R"("zero_optimization": {"stage": 3,
+                          "cpu_offload": true, "cpu_offload_param": true})"))
+                  .offloadParams);
+  EXPECT_FALSE(train(ds(R"("zero_optimization": {"stage": 2,
+                           "cpu_offload": true, "cpu_offload_params": true})"))
+                   .offloadParams);
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 3,
+                              "offload_param": {"device": "cpu"}})")),
+             "zero_optimization.offload_param (device cpu) without "
+             "offload_optimizer is not supported");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2,
                               "offload_optimizer": {"device": "cpu",
                               "pin_memory": "yes"}})")),

@@ -123,9 +123,12 @@ struct MemoryReport {
   int64_t pipelineInFlight = 0;
   int64_t pipelineChunks = 1;
   /// ZeRO-Offload: the host arena (Buffer::host), outside peakBytes and
-  /// every category above: the fp32 master weights, the optimizer state
-  /// and the rest (the gradients and scalars copied over, padding).
+  /// every category above: offloaded parameter shards (ZeRO-3's
+  /// offload_param; parameterCount counts them too), the fp32 master
+  /// weights, the optimizer state and the rest (the gradients and scalars
+  /// copied over, padding).
   int64_t hostPeakBytes = 0;
+  int64_t hostParameters = 0;
   int64_t hostMasterWeights = 0;
   int64_t hostOptimizerState = 0;
   int64_t hostWorkspace = 0;

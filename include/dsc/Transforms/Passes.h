@@ -90,8 +90,6 @@ struct TrainingSwitches {
   bool fuseSoftmaxDropout = false;
   /// -dsc-invertible (normalize_invertible), after the step is built.
   bool invertible = false;
-  /// -dsc-offload-optimizer (ZeRO-Offload), right after -dsc-zero.
-  bool offloadOptimizer = false;
   /// -dsc-fuse-cross-entropy, last.
   bool fuseCrossEntropy = false;
 };
@@ -119,6 +117,8 @@ struct TrainingPipeline {
   std::optional<DscOneBitLambOptions> onebitLamb;
   std::optional<DscZeroOneAdamOptions> zeroOneAdam;
   std::optional<DscZeroOptions> zero;
+  /// ZeRO-Offload, right after -dsc-zero.
+  std::optional<DscOffloadOptimizerOptions> offloadOptimizer;
   std::optional<DscBucketCollectivesOptions> bucketCollectives;
 };
 
@@ -189,10 +189,10 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Run -dsc-zero-one-adam with these options")};
   Option<std::string> zero{*this, "zero",
                            llvm::cl::desc("Run -dsc-zero with these options")};
-  Option<bool> offloadOptimizer{
+  Option<std::string> offloadOptimizer{
       *this, "offload-optimizer",
-      llvm::cl::desc("Run -dsc-offload-optimizer (after -dsc-zero)"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("Run -dsc-offload-optimizer (after -dsc-zero) with these "
+                     "options")};
   Option<std::string> bucketCollectives{
       *this, "bucket-collectives",
       llvm::cl::desc("Run -dsc-bucket-collectives with these options")};

@@ -662,11 +662,23 @@ def DscOffloadOptimizer : Pass<"dsc-offload-optimizer", "::mlir::ModuleOp"> {
     computes with, so after every step it equals the master weights bit for
     bit and checkpoints keep only the parameter.
 
+    With `params` (ZeRO-3's `offload_param`) the partitioned parameter
+    shards (arguments with `dsc.shard_of`) live in host memory too, in
+    every step function: each use of one on the device (the all-gathers
+    before its forward and backward uses) reads a `dsc.to_device` copy made
+    right before it, and the update reads and writes the host shard itself,
+    which then is the master weights (no `master` state, nothing streams
+    back). Parameters under the persistence threshold stay on the device.
+
     Refused: a step that `-dsc-zero` did not shard, a step offloaded
     already, compressed optimizers' extra step functions, an update whose
     parameter is not a step argument (or its ZeRO shard) or whose state is
-    not a step argument.
+    not a step argument, `params` below stage 3.
   }];
+  let options = [
+    Option<"params", "params", "bool", "false",
+           "ZeRO-3: the partitioned parameter shards live in host memory too">
+  ];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
