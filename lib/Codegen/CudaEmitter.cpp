@@ -666,6 +666,13 @@ std::array<int64_t, 4> attentionStrides(int64_t heads, int64_t seq,
 }
 
 Module emitCuda(const rt::Program &program, const EmitOptions &options) {
+  // ZeRO-Offload's host buffers and host-placed updates need pinned host
+  // memory, copy streams and host threads, which this backend lacks.
+  for (const rt::Buffer &b : program.buffers)
+    if (b.host)
+      throw Error("CUDA: ZeRO-Offload (zero_optimization.offload_optimizer) "
+                  "is not supported by the CUDA backend yet (host buffer '" +
+                  b.name + "'); run it on the CPU backend");
   return Emitter(program, options).run();
 }
 

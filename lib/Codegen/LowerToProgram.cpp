@@ -14,6 +14,7 @@
 #include "dsc/Codegen/LowerToProgram.h"
 
 #include "dsc/Dialect/DscOps.h"
+#include "dsc/Program/InstrCheck.h"
 #include "dsc/Program/TensorSlice.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -363,6 +364,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
       program.buffers[size_t(*id)].perRank = true;
     if (fn.getArgAttr(arg.getArgNumber(), kFrozenAttrName))
       program.buffers[size_t(*id)].frozen = true;
+    if (fn.getArgAttr(arg.getArgNumber(), kHostAttrName))
+      program.buffers[size_t(*id)].host = true;
   }
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -384,6 +387,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     if (failed(targetId))
       return failure();
     int target = *targetId;
+    if (fn.getResultAttr(unsigned(i), kHostAttrName))
+      program.buffers[size_t(target)].host = true;
     Operation *def = v.getDefiningOp();
     // The argument that currently holds `target` must be dead after `def`.
     bool safe = def && !inPlace.count(v);
@@ -404,6 +409,10 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     if (auto layer = op.getAttrOfType<IntegerAttr>(kLayerAttrName))
       instr->layer = int(layer.getInt());
     instr->backward = op.hasAttr(kGradAttrName);
+    instr->host = op.hasAttr(kHostAttrName);
+    // ZeRO-Offload: what a host op or a copy to the host makes is in host
+    // memory.
+    const bool hostResults = instr->host || isa<ToHostOp>(op);
     for (Value operand : op.getOperands())
       instr->inputs.push_back(buffers.lookup(operand));
     auto overwritable = dyn_cast<InPlaceOpInterface>(&op);
@@ -424,15 +433,25 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
             program.buffers[size_t(operandId)].role == BufferRole::Temp)
           id = operandId;
       }
-      if (id < 0)
+      if (id < 0) {
         id = newBuffer(result, BufferRole::Temp, "");
+        program.buffers[size_t(id)].host = hostResults;
+      }
       buffers[result] = id;
       instr->outputs.push_back(id);
     }
+    if (std::string why = rt::memorySpaceError(program, *instr); !why.empty())
+      return op.emitOpError(why);
     out.body.push_back(std::move(*instr));
   }
-  for (auto [v, target] : copies)
-    out.body.push_back({Opcode::Copy, {buffers.lookup(v)}, {target}, {}});
+  for (auto [v, target] : copies) {
+    rt::Instr copy{Opcode::Copy, {buffers.lookup(v)}, {target}, {}};
+    copy.host = program.buffers[size_t(target)].host;
+    if (std::string why = rt::memorySpaceError(program, copy); !why.empty())
+      return fn.emitError("@") << fn.getName() << ": copying a result into "
+                               << "its state: " << why;
+    out.body.push_back(std::move(copy));
+  }
   return success();
 }
 

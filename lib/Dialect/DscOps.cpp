@@ -1165,6 +1165,24 @@ LogicalResult FlatResizeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// ZeRO-Offload copies
+//===----------------------------------------------------------------------===//
+
+/// dsc.to_host and dsc.to_device: the same tensor in the other memory.
+template <typename CopyOp> LogicalResult verifyMemoryCopy(CopyOp op) {
+  if (op.getInput().getType() != op.getResult().getType())
+    return op.emitOpError("copies between memories keep the type, got ")
+           << op.getInput().getType() << " -> " << op.getResult().getType();
+  // (ODS hands I64Attr out as uint64_t.)
+  if (const int64_t group = int64_t(op.getGroup()); group < 0)
+    return op.emitOpError("transfer group must be >= 0, got ") << group;
+  return success();
+}
+
+LogicalResult ToHostOp::verify() { return verifyMemoryCopy(*this); }
+LogicalResult ToDeviceOp::verify() { return verifyMemoryCopy(*this); }
+
+//===----------------------------------------------------------------------===//
 // 1-bit compression
 //===----------------------------------------------------------------------===//
 

@@ -63,6 +63,21 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
 void parseLora(const Ctx &c, const std::string &prefix, const json &sec,
                LoraConfig &l);
 
+// OffloadConfig.cpp
+/// zero_optimization.offload_optimizer (the section, or null).
+void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t);
+/// zero_optimization.cpu_offload, DeepSpeed's deprecated switch for it.
+void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t);
+/// zero_optimization.offload_param at stage 3 (the section, or null).
+void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t);
+/// zero_optimization.cpu_offload_param / cpu_offload_params (`key`),
+/// DeepSpeed's deprecated switches for it.
+void parseCpuOffloadParam(const Ctx &c, const std::string &key,
+                          const json &v, TrainConfig &t);
+/// Refuses offload without a ZeRO stage and parameter offload without
+/// optimizer offload, once the whole file is read.
+void checkOffloadCombination(const Ctx &c, const TrainConfig &t);
+
 // AutoValues.cpp
 /// Resolves "auto" values as the Hugging Face Trainer's DeepSpeed
 /// integration does; each resolution becomes a note of `c`.

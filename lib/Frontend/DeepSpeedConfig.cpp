@@ -89,7 +89,7 @@ void parseBf16(const Ctx &c, const std::string &name, const json &sec,
 /// persistence threshold and the bucket sizes of the gradient reductions
 /// and shard gathers (-dsc-bucket-collectives). Its other keys are
 /// DeepSpeed's tuning knobs, accepted without effect, or requests for what
-/// dsc does not do (offload, ZeRO++), refused: both from the key table.
+/// dsc does not do (ZeRO++), refused: both from the key table. Offload is OffloadConfig.cpp's.
 void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   // Old DeepSpeed accepted a bare boolean (true meaning stage 1).
   if (sec.is_boolean()) {
@@ -102,7 +102,8 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
                    {"stage", "reduce_bucket_size", "allgather_bucket_size",
                     "stage3_param_persistence_threshold",
                     "param_persistence_threshold", "offload_param",
-                    "zero_quantized_weights"});
+                    "zero_quantized_weights", "offload_optimizer",
+                    "cpu_offload", "cpu_offload_param", "cpu_offload_params"});
   // DeepSpeed's field and its stage3_ alias name one setting.
   if (sec.contains("stage3_param_persistence_threshold") &&
       sec.contains("param_persistence_threshold"))
@@ -136,6 +137,10 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
              std::to_string(t.zeroStage) +
              " gathers no parameters; it applies to stage 3 only");
   }
+  if (auto it = sec.find("offload_optimizer"); it != sec.end())
+    parseOffloadOptimizer(c, *it, t);
+  if (auto it = sec.find("cpu_offload"); it != sec.end())
+    parseCpuOffload(c, *it, t);
   // DeepSpeed hands offload_param to the stage-3 optimizer alone ("valid
   // only with stage 3") and ignores it below.
   if (auto it = sec.find("offload_param"); it != sec.end()) {
@@ -148,8 +153,18 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
              ", as DeepSpeed ignores it (it offloads parameters only at "
              "stage 3)");
     else
-      handleTableKey(c, name, "offload_param", *it);
+      parseOffloadParam(c, *it, t);
   }
+  // Its deprecated switches, the same way.
+  for (const char *key : {"cpu_offload_param", "cpu_offload_params"})
+    if (auto it = sec.find(key); it != sec.end()) {
+      if (t.zeroStage < 3 && it->is_boolean() && it->get<bool>())
+        c.note(name + "." + key + ": true ignored at zero_optimization.stage " +
+               str(t.zeroStage) + ", as DeepSpeed ignores it (it offloads "
+               "parameters only at stage 3)");
+      else
+        parseCpuOffloadParam(c, key, *it, t);
+    }
 }
 
 /// tensor_parallel: DeepSpeed's AutoTP training section.
@@ -420,6 +435,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
     c.fail("zero_optimization.stage " + str(t.zeroStage) +
            " with optimizer Adafactor: its factored second moment and update "
            "RMS need whole parameters, which ZeRO shards across ranks");
+  checkOffloadCombination(c, t);
   if (t.optimizer.type == OptimizerType::Adafactor &&
       t.optimizer.relativeStep && t.scheduler.type != SchedulerType::None)
     c.fail("scheduler with optimizer Adafactor and relative_step true: "

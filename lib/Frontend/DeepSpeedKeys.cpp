@@ -22,7 +22,6 @@ constexpr KeyTreatment I = KeyTreatment::Implemented;
 constexpr KeyTreatment N = KeyTreatment::NoEffect;
 constexpr KeyTreatment U = KeyTreatment::NotSupported;
 constexpr const char *kEnabledFalse = "{enabled:false}";
-constexpr const char *kDeviceNone = "{device:none}";
 
 const char *kBf16NoScale =
     "DeepSpeed's bf16 mode does not scale the loss and ignores it";
@@ -69,7 +68,8 @@ const std::vector<DeepSpeedKey> kKeys = {
      "dsc runs ZeRO with its own optimizers only; there is no untested one "
      "to allow"},
     {"zero_force_ds_cpu_optimizer", "bool", "true", N, nullptr,
-     "picks DeepSpeed's CPU optimizer for offload; dsc does not offload"},
+     "picks DeepSpeed's CPU optimizer for offload; dsc's offloaded update "
+     "always runs on the host"},
     {"prescale_gradients", "bool", "false", N, nullptr,
      "DeepSpeed divides the gradients by the data-parallel size before the "
      "reduction (true) or after it (false); both give the mean, which dsc "
@@ -263,18 +263,22 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"zero_optimization.enable_sanity_checks", "bool", "false", N, nullptr,
      "DeepSpeed's stage-3 debugging checks"},
     {"zero_optimization.cpu_offload_use_pin_memory", "bool", "false", N,
-     nullptr, "dsc does not offload"},
-    {"zero_optimization.offload_param", "object", "null", U, kDeviceNone,
-     "offloading parameters (ZeRO-Infinity); below stage 3 the section is "
-     "accepted and noted, as DeepSpeed ignores it there"},
-    {"zero_optimization.offload_optimizer", "object", "null", U, kDeviceNone,
-     "offloading optimizer state (ZeRO-Offload / ZeRO-Infinity)"},
-    {"zero_optimization.cpu_offload", "bool", "null", U, "null|false",
-     "offloading optimizer state"},
-    {"zero_optimization.cpu_offload_param", "bool", "null", U, "null|false",
-     "offloading parameters"},
-    {"zero_optimization.cpu_offload_params", "bool", "null", U, "null|false",
-     "offloading parameters"},
+     nullptr, "the deprecated cpu_offload's pinning; offload_optimizer."
+     "pin_memory sets it"},
+    {"zero_optimization.offload_param", "object", "null", I, nullptr,
+     "stage 3: device \"cpu\" keeps the parameter shards in host memory "
+     "(with offload_optimizer; \"nvme\" is refused); below stage 3 it is "
+     "noted as ignored, as DeepSpeed ignores it there"},
+    {"zero_optimization.offload_optimizer", "object", "null", I, nullptr,
+     "ZeRO-Offload: device \"cpu\" keeps optimizer state and fp32 master "
+     "weights in host memory and updates there (stages 1-3; \"nvme\" is "
+     "refused)"},
+    {"zero_optimization.cpu_offload", "bool", "null", I, nullptr,
+     "deprecated: true means offload_optimizer.device \"cpu\""},
+    {"zero_optimization.cpu_offload_param", "bool", "null", I, nullptr,
+     "deprecated: true means offload_param.device \"cpu\""},
+    {"zero_optimization.cpu_offload_params", "bool", "null", I, nullptr,
+     "deprecated: true means offload_param.device \"cpu\""},
     {"zero_optimization.zero_hpz_partition_size", "int", "1", U, "0|1",
      "ZeRO++ hierarchical partitions"},
     {"zero_optimization.zero_quantized_weights", "bool", "false", I, nullptr,

@@ -120,6 +120,7 @@ public:
   }
 
   void family(); ///< the checks of I's OpFamily
+  void memorySpaces() const;
   void adam8bit();
   void adafactor();
   void embedding();
@@ -1292,7 +1293,43 @@ void Checker::family() {
   }
 }
 
+void Checker::memorySpaces() const {
+  const std::string why = memorySpaceError(P, I);
+  if (!why.empty())
+    fail(why);
+}
+
 } // namespace
+
+std::string memorySpaceError(const Program &P, const Instr &I) {
+  auto where = [](bool host) { return host ? "host" : "device"; };
+  const bool toHost = I.op == Opcode::ToHost,
+             toDevice = I.op == Opcode::ToDevice;
+  if ((toHost || toDevice) && I.host)
+    return "a copy between memories is not placed on the host itself";
+  auto wrong = [&](int id, bool host, const char *role) -> std::string {
+    if (id < 0 || size_t(id) >= P.buffers.size())
+      return "";
+    const Buffer &b = P.buffers[size_t(id)];
+    if (b.host == host)
+      return "";
+    return std::string(role) + " '" + b.name + "' is in " + where(b.host) +
+           " memory, but " +
+           (toHost || toDevice
+                ? std::string("the copy expects ") + where(host) + " memory"
+                : std::string("the instruction runs on the ") +
+                      where(I.host));
+  };
+  for (int id : I.inputs)
+    if (std::string why = wrong(id, toDevice || (!toHost && I.host), "input");
+        !why.empty())
+      return why;
+  for (int id : I.outputs)
+    if (std::string why = wrong(id, toHost || (!toDevice && I.host), "output");
+        !why.empty())
+      return why;
+  return "";
+}
 
 InstrDims checkInstr(const Program &P, const Instr &I) {
   Checker c(P, I);
@@ -1305,6 +1342,7 @@ InstrDims checkInstr(const Program &P, const Instr &I) {
     c.buffer(id);
   for (int id : I.outputs)
     c.buffer(id);
+  c.memorySpaces();
   return c.d;
 }
 

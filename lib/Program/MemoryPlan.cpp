@@ -211,18 +211,24 @@ std::vector<bool> transientOutputs(const Program &program) {
   return transient;
 }
 
-bool planMemory(const Program &program, MemoryPlan &plan, std::string &error) {
-  plan = MemoryPlan();
-  plan.offsets.assign(program.buffers.size(), -1);
-  const std::vector<bool> temp = placedAsTemp(program);
+namespace {
+
+/// Plans the buffers of one memory (`host`: Buffer::host) into `arena`,
+/// offsets relative to that memory's arena, as planMemory describes.
+bool planArena(const Program &program, bool host, std::vector<int64_t> &offsets,
+               ArenaPlan &arena, std::string &error) {
+  std::vector<bool> temp = placedAsTemp(program);
+  auto mine = [&](size_t id) { return program.buffers[id].host == host; };
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    temp[id] = temp[id] && mine(id);
 
   int64_t cursor = 0;
   for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (!temp[id]) {
-      plan.offsets[id] = cursor;
+    if (mine(id) && !temp[id]) {
+      offsets[id] = cursor;
       cursor += alignUp(bytesOf(program.buffers[id]));
     }
-  plan.persistentBytes = cursor;
+  arena.persistentBytes = cursor;
 
   std::vector<std::string> owner(program.buffers.size());
   int64_t tempExtent = 0;
@@ -243,25 +249,41 @@ bool planMemory(const Program &program, MemoryPlan &plan, std::string &error) {
     fm.liveBytes = maxLive(ranges, fn.body.size());
     pack(ranges);
     for (const Interval &r : ranges) {
-      plan.offsets[size_t(r.id)] = plan.persistentBytes + r.offset;
+      offsets[size_t(r.id)] = arena.persistentBytes + r.offset;
       fm.tempBytes = std::max(
           fm.tempBytes, r.offset + bytesOf(program.buffers[size_t(r.id)]));
     }
     tempExtent = std::max(tempExtent, fm.tempBytes);
-    plan.functions.push_back(fm);
+    arena.functions.push_back(fm);
   }
   // Temps no instruction names: slots of their own above every function's.
-  int64_t unnamed = plan.persistentBytes + alignUp(tempExtent);
+  int64_t unnamed = arena.persistentBytes + alignUp(tempExtent);
   for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (plan.offsets[id] < 0) {
-      plan.offsets[id] = unnamed;
+    if (mine(id) && offsets[id] < 0) {
+      offsets[id] = unnamed;
       unnamed += alignUp(bytesOf(program.buffers[id]));
     }
 
-  plan.arenaBytes = 0;
+  arena.arenaBytes = 0;
   for (size_t id = 0; id < program.buffers.size(); ++id)
-    plan.arenaBytes = std::max(plan.arenaBytes,
-                               plan.offsets[id] + bytesOf(program.buffers[id]));
+    if (mine(id))
+      arena.arenaBytes = std::max(arena.arenaBytes,
+                                  offsets[id] + bytesOf(program.buffers[id]));
+  return true;
+}
+
+} // namespace
+
+bool planMemory(const Program &program, MemoryPlan &plan, std::string &error) {
+  plan = MemoryPlan();
+  plan.offsets.assign(program.buffers.size(), -1);
+  ArenaPlan device;
+  if (!planArena(program, /*host=*/false, plan.offsets, device, error) ||
+      !planArena(program, /*host=*/true, plan.offsets, plan.host, error))
+    return false;
+  plan.persistentBytes = device.persistentBytes;
+  plan.arenaBytes = device.arenaBytes;
+  plan.functions = std::move(device.functions);
 
   // Cheap (n log n in the Temps of one function) and the last line of
   // defence against a planner bug corrupting a training run.
@@ -278,25 +300,32 @@ void applyMemoryPlan(Program &program, const MemoryPlan &plan) {
   for (size_t id = 0; id < program.buffers.size(); ++id)
     program.buffers[id].offset = plan.offsets[id];
   program.arenaBytes = plan.arenaBytes;
+  program.hostArenaBytes = plan.host.arenaBytes;
 }
 
-bool verifyMemoryPlan(const Program &program, std::string &error) {
-  if (program.arenaBytes < 0) {
-    error = "the program has no memory plan";
-    return false;
-  }
+namespace {
+
+/// verifyMemoryPlan's checks over the buffers of one memory (`host`).
+bool verifyArena(const Program &program, bool host, std::string &error) {
+  const int64_t arenaBytes = host ? program.hostArenaBytes : program.arenaBytes;
+  const char *arenaName = host ? "host arena" : "arena";
+  auto mine = [&](size_t id) { return program.buffers[id].host == host; };
   auto name = [&](int id) {
     return "buffer #" + std::to_string(id) + " '" +
            program.buffers[size_t(id)].name + "'";
   };
-  const std::vector<bool> temp = placedAsTemp(program);
-  int64_t persistentEnd = 0, tempBegin = program.arenaBytes;
+  std::vector<bool> temp = placedAsTemp(program);
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    temp[id] = temp[id] && mine(id);
+  int64_t persistentEnd = 0, tempBegin = arenaBytes;
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     const Buffer &b = program.buffers[id];
+    if (!mine(id))
+      continue;
     if (b.offset < 0 || b.offset % kArenaAlignment != 0 ||
-        b.offset + bytesOf(b) > program.arenaBytes) {
+        b.offset + bytesOf(b) > arenaBytes) {
       error = name(int(id)) + " at offset " + std::to_string(b.offset) +
-              " is misaligned or outside the arena";
+              " is misaligned or outside the " + arenaName;
       return false;
     }
     if (temp[id])
@@ -305,7 +334,7 @@ bool verifyMemoryPlan(const Program &program, std::string &error) {
   // Persistent buffers: pairwise disjoint and below every Temp.
   std::vector<std::pair<int64_t, int>> persistent;
   for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (!temp[id])
+    if (mine(id) && !temp[id])
       persistent.push_back({program.buffers[id].offset, int(id)});
   std::sort(persistent.begin(), persistent.end());
   for (auto [offset, id] : persistent) {
@@ -359,6 +388,17 @@ bool verifyMemoryPlan(const Program &program, std::string &error) {
   return true;
 }
 
+} // namespace
+
+bool verifyMemoryPlan(const Program &program, std::string &error) {
+  if (program.arenaBytes < 0) {
+    error = "the program has no memory plan";
+    return false;
+  }
+  return verifyArena(program, /*host=*/false, error) &&
+         verifyArena(program, /*host=*/true, error);
+}
+
 MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   MemoryReport r;
   r.peakBytes = plan.arenaBytes;
@@ -367,6 +407,16 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     const Buffer &b = program.buffers[id];
     int64_t bytes = bytesOf(b);
+    if (b.host) { // the host arena, reported on its own
+      if (b.role == BufferRole::Param) {
+        r.hostParameters += bytes;
+        r.parameterCount += b.numElements();
+      } else if (b.role == BufferRole::OptState) {
+        (rt::isMasterWeights(b) ? r.hostMasterWeights
+                                : r.hostOptimizerState) += bytes;
+      }
+      continue;
+    }
     if (temp[id]) // counted in the temp arena (workspace)
       continue;
     switch (b.role) {
@@ -430,6 +480,9 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   }
   r.workspace = r.tempBytes - r.activations;
   r.functions = plan.functions;
+  r.hostPeakBytes = plan.host.arenaBytes;
+  r.hostWorkspace = r.hostPeakBytes - r.hostParameters -
+                    r.hostMasterWeights - r.hostOptimizerState;
   const rt::PipelineStash stash = rt::pipelineStashOf(program);
   if (stash.stage >= 0) {
     r.pipelineInFlight = rt::pipelinePeakInFlight(stash.shape, stash.stage);
@@ -473,6 +526,15 @@ std::string formatMemoryTable(const MemoryReport &r) {
             ")",
         r.pipelineStashBytes);
   }
+  if (r.hostPeakBytes > 0) {
+    out += "host arena (ZeRO-Offload, outside the peak above):\n";
+    if (r.hostParameters > 0)
+      row("parameter shards", r.hostParameters);
+    row("master weights (fp32)", r.hostMasterWeights);
+    row("optimizer state", r.hostOptimizerState);
+    row("workspace", r.hostWorkspace);
+    row("host peak", r.hostPeakBytes);
+  }
   out += "saved activations per layer:\n";
   for (size_t l = 0; l < r.layers.size(); ++l)
     row("layer " + std::to_string(l), r.layers[l]);
@@ -507,6 +569,13 @@ std::string formatMemoryJson(const MemoryReport &r) {
   field("temp_bytes", r.tempBytes);
   if (r.measuredPeakBytes >= 0)
     field("measured_peak_bytes", r.measuredPeakBytes);
+  if (r.hostPeakBytes > 0) {
+    field("host_peak_bytes", r.hostPeakBytes);
+    field("host_parameters", r.hostParameters);
+    field("host_master_weights", r.hostMasterWeights);
+    field("host_optimizer_state", r.hostOptimizerState);
+    field("host_workspace", r.hostWorkspace);
+  }
   if (r.pipelineInFlight > 0) {
     field("pipeline_stash_bytes", r.pipelineStashBytes);
     field("pipeline_in_flight", r.pipelineInFlight);

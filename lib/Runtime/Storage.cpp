@@ -24,30 +24,41 @@ Storage::Storage(const Program &program) {
       if (d < 0)
         throw Error("buffer '" + b.name + "' has a negative dimension");
     sizes.push_back(b.bytes());
+    host.push_back(b.host);
   }
   if (program.arenaBytes >= 0) {
-    // One arena; the plan (lib/Program/MemoryPlan.cpp) placed every buffer.
+    // One arena per memory; the plan (lib/Program/MemoryPlan.cpp) placed
+    // every buffer.
     arenaSize = size_t(program.arenaBytes);
+    hostArenaSize = size_t(std::max<int64_t>(0, program.hostArenaBytes));
     for (size_t i = 0; i < program.buffers.size(); ++i) {
       const Buffer &b = program.buffers[i];
+      const size_t limit = b.host ? hostArenaSize : arenaSize;
       if (b.offset < 0 || b.offset % 64 != 0 ||
-          size_t(b.offset) + sizes[i] > arenaSize)
+          size_t(b.offset) + sizes[i] > limit)
         throw Error("memory plan places buffer '" + b.name + "' (" +
                     std::to_string(sizes[i]) + " bytes) at offset " +
                     std::to_string(b.offset) + ", outside the " +
-                    std::to_string(arenaSize) +
-                    "-byte arena or not 64-byte aligned");
+                    std::to_string(limit) + "-byte " +
+                    (b.host ? "host arena" : "arena") +
+                    " or not 64-byte aligned");
     }
-    size_t padded = std::max<size_t>(64, (arenaSize + 63) / 64 * 64);
-    arena = static_cast<char *>(std::aligned_alloc(64, padded));
-    if (!arena)
-      throw Error("out of memory allocating the " + std::to_string(arenaSize) +
-                  "-byte arena");
-    std::memset(arena, 0, padded);
-    owned.emplace_back(arena, &freeAligned);
+    auto allocateArena = [&](size_t bytes, const char *what) {
+      size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+      char *p = static_cast<char *>(std::aligned_alloc(64, padded));
+      if (!p)
+        throw Error("out of memory allocating the " + std::to_string(bytes) +
+                    "-byte " + what);
+      std::memset(p, 0, padded);
+      owned.emplace_back(p, &freeAligned);
+      return p;
+    };
+    arena = allocateArena(arenaSize, "arena");
+    char *hostArena =
+        hostArenaSize ? allocateArena(hostArenaSize, "host arena") : nullptr;
     for (const Buffer &b : program.buffers)
-      ptrs.push_back(arena + b.offset);
-    total = arenaSize;
+      ptrs.push_back((b.host ? hostArena : arena) + b.offset);
+    total = arenaSize + hostArenaSize;
     return;
   }
   owned.reserve(program.buffers.size());

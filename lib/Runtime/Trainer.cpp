@@ -182,7 +182,41 @@ Tensor Trainer::tensorOf(int id) const {
 }
 
 void Trainer::uploadPersistent() {
+  deriveMasterWeights();
   backend.upload(storage, prog.persistentBuffers());
+}
+
+void Trainer::deriveMasterWeights() {
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const Buffer &master = prog.buffers[id];
+    if (!isMasterWeights(master))
+      continue;
+    const std::string name = master.name.substr(std::string("master/").size());
+    const int param = prog.findBuffer(BufferRole::Param, name);
+    if (param < 0)
+      throw Error("master weights '" + master.name + "' have no parameter '" +
+                  name + "'");
+    const Buffer &p = prog.buffers[size_t(param)];
+    if (p.dtype != master.dtype)
+      throw Error("master weights '" + master.name + "' are " +
+                  dtypeName(master.dtype) + " but the parameter is " +
+                  dtypeName(p.dtype));
+    // The master is the parameter itself (a ZeRO-3 shard, or the whole)
+    // or, when only the master is a shard (ZeRO-1/2), this data rank's
+    // part of the flattened, zero-padded parameter.
+    const bool part = isShard(int(id)) && !isShard(param);
+    const size_t bytes = master.bytes(), have = p.bytes();
+    if (!part && bytes != have)
+      throw Error("master weights '" + master.name + "' " +
+                  shapeStr(master.shape) + " are neither the parameter " +
+                  shapeStr(p.shape) + " nor a shard of it");
+    const size_t first = part ? bytes * size_t(dataGroup().rank()) : 0;
+    const char *src = static_cast<const char *>(storage.data(param));
+    char *dst = static_cast<char *>(storage.data(int(id)));
+    const size_t copied = first < have ? std::min(bytes, have - first) : 0;
+    std::memcpy(dst, src + first, copied);
+    std::memset(dst + copied, 0, bytes - copied); // the shard's padding
+  }
 }
 
 const std::vector<int64_t> &Trainer::sliceShapeOf(int id) const {

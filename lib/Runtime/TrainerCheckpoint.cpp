@@ -80,6 +80,8 @@ void Trainer::loadCheckpoint(const std::string &path) {
     const Buffer &buf = prog.buffers[id];
     if (buf.role != BufferRole::Param && buf.role != BufferRole::OptState)
       continue;
+    if (isMasterWeights(buf)) // derived from the parameter (uploadPersistent)
+      continue;
     stored.insert(buf.name);
     auto it = file.tensors.find(buf.name);
     if (it == file.tensors.end())

@@ -192,6 +192,7 @@ void Trainer::writeFromAllRanks(Safetensors &file, const std::string &path,
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (std::find(roles.begin(), roles.end(), prog.buffers[id].role) !=
             roles.end() &&
+        !isMasterWeights(prog.buffers[id]) && // the parameter's copy
         (stageWriter() || gatheredOnSave(int(id))))
       file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
   gatherStages(file);

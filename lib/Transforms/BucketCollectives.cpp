@@ -100,6 +100,9 @@ struct BucketCollectivesPass
                        scatter.getAxis(), element};
     if (auto gather = dyn_cast<AllGatherOp>(op)) {
       Operation *def = gather.getInput().getDefiningOp();
+      // ZeRO-Offload: the update ran on the host and its result came back.
+      if (auto back = dyn_cast_or_null<ToDeviceOp>(def))
+        def = back.getInput().getDefiningOp();
       if (!apply || !def || !isa<OptimizerOpInterface>(def))
         return std::nullopt;
       return BucketKey{op->getName().getStringRef(), std::nullopt,

@@ -23,6 +23,7 @@
 //   -dsc-onebit-lamb (adds 1-bit LAMB's freeze and compression stage)
 //   -dsc-zero-one-adam (adds 0/1 Adam's 1-bit, local and sync steps)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
+//   -dsc-offload-optimizer (ZeRO-Offload: the sharded update on the host)
 //   -dsc-bucket-collectives (gradient reductions and gathers of updated
 //     shards, in buckets)
 //   -dsc-split-stage-step (a pipeline stage's forward and backward, which
@@ -50,7 +51,7 @@ struct TrainingPasses {
   TrainingSwitches switches;
   std::unique_ptr<Pass> lora, quantizeFrozen, pipelineStage, buildTrainStep, remat,
       mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
-      bucketCollectives;
+      offloadOptimizer, bucketCollectives;
 };
 
 /// The order, once for both forms.
@@ -90,6 +91,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   addIfRun(p.onebitLamb);
   addIfRun(p.zeroOneAdam);
   addIfRun(p.zero);
+  addIfRun(p.offloadOptimizer);
   addIfRun(p.bucketCollectives);
   pm.addPass(createDscSplitStageStep());
   if (on.fuseCrossEntropy)
@@ -152,6 +154,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   p.onebitLamb = ifRun(t.onebitLamb, createDscOneBitLamb);
   p.zeroOneAdam = ifRun(t.zeroOneAdam, createDscZeroOneAdam);
   p.zero = ifRun(t.zero, createDscZero);
+  p.offloadOptimizer = ifRun(t.offloadOptimizer, createDscOffloadOptimizer);
   p.bucketCollectives = ifRun(t.bucketCollectives, createDscBucketCollectives);
   addInOrder(pm, std::move(p));
 }
@@ -188,6 +191,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
   p.zeroOneAdam =
       fromText(createDscZeroOneAdam(), o.zeroOneAdam, false, error, failed);
   p.zero = fromText(createDscZero(), o.zero, false, error, failed);
+  p.offloadOptimizer = fromText(createDscOffloadOptimizer(),
+                                o.offloadOptimizer, false, error, failed);
   p.bucketCollectives = fromText(createDscBucketCollectives(),
                                  o.bucketCollectives, false, error, failed);
   if (failed)
@@ -204,7 +209,8 @@ void mlir::dsc::registerTrainingPipeline() {
       "-dsc-pipeline-stage, the fusions as chosen, -dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "
-      "-dsc-zero-one-adam, -dsc-zero and -dsc-bucket-collectives as given, "
+      "-dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer and "
+      "-dsc-bucket-collectives as given, "
       "-dsc-split-stage-step, -dsc-fuse-cross-entropy as chosen. A pass with "
       "options runs when its option is given, with that text as its own "
       "options: zero={stage=2}",

@@ -214,6 +214,10 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     zero.persistenceThreshold = train.zeroPersistenceThreshold;
     zero.quantizedWeights = train.zeroQuantizedWeights;
   }
+  // ZeRO-Offload (the config reader allows it only with a ZeRO stage, and
+  // parameter offload only at stage 3 with the optimizer's).
+  if (train.offloadOptimizer)
+    p.offloadOptimizer.emplace().params = train.offloadParams;
   // One rank has nothing to reduce or gather: no bucket copies.
   if (train.dataParallel() > 1 &&
       (train.reduceBucketSize != 0 || train.allgatherBucketSize != 0)) {

@@ -45,6 +45,14 @@ using namespace dsc;
 
 namespace {
 
+/// `text` padded with spaces to `width` characters.
+std::string padded(std::string text, size_t width) {
+  if (text.size() < width)
+    text.append(width - text.size(), ' ');
+  return text;
+}
+
+
 /// One pipeline unit: the embedding, a transformer block, or the head.
 struct Unit {
   std::string name;
@@ -339,19 +347,32 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                 bytesText(16 * mu.totalParams).c_str());
   os << line;
 
+  // ZeRO-Offload: the optimizer state, the fp32 master weights and the
+  // host copies of the gradients (4 bytes per parameter each) are this
+  // rank's shards in host memory, not on the device (16 bytes per
+  // parameter over the data ranks with Adam, DeepSpeed's cpu_mem); "total"
+  // is the device's.
+  const bool offload = train.offloadOptimizer;
   std::snprintf(line, sizeof line,
                 "%-6s %-22s %-15s %-12s %-10s %-10s %-10s %-12s %s\n",
                 "stage", ("units (" + par.partition + ")").c_str(), "ranks",
                 "params/rank", "weights", "grads", "optimizer",
-                "activations", "total");
+                "activations",
+                offload ? "total      host (offload)" : "total");
   os << line;
   double worstTotal = 0;
   for (int64_t s = 0; s < P; ++s) {
     const StageUnits st = stageUnits(s);
     const double params = st.params, layers = st.layers;
-    const double weightsBytes = shardBytes(params, 4, zero >= 3);
+    // With offload_param the shards are the host's master weights.
+    const double weightsBytes =
+        train.offloadParams ? 0 : shardBytes(params, 4, zero >= 3);
     const double gradBytes = shardBytes(params, 4, zero >= 2);
-    const double optBytes = shardBytes(params, optimizerBytesPerParam, zero >= 1);
+    const double stateBytes =
+        shardBytes(params, optimizerBytesPerParam, zero >= 1);
+    const double optBytes = offload ? 0 : stateBytes;
+    const double hostBytes =
+        offload ? stateBytes + shardBytes(params, 4 + 4, true) : 0;
     const double inFlight = double(timeline.peakInFlight[size_t(s)]) / double(v);
     double actBytes;
     if (checkpointed)
@@ -374,7 +395,11 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                   (long long)s, st.names.c_str(), ranks.c_str(),
                   count(params).c_str(), bytesText(weightsBytes).c_str(),
                   bytesText(gradBytes).c_str(), bytesText(optBytes).c_str(),
-                  bytesText(actBytes).c_str(), bytesText(total).c_str());
+                  bytesText(actBytes).c_str(),
+                  offload ? (padded(bytesText(total), 10) + " " +
+                             bytesText(hostBytes))
+                                .c_str()
+                          : bytesText(total).c_str());
     os << line;
   }
   std::snprintf(line, sizeof line,

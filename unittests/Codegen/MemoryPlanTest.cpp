@@ -199,6 +199,67 @@ TEST(MemoryPlan, VerifierCatchesOverlappingLiveTemps) {
   EXPECT_NE(error.find("live at the same time"), std::string::npos) << error;
 }
 
+TEST(MemoryPlan, HostBuffersHaveAnArenaOfTheirOwn) {
+  // ZeRO-Offload: g (device) -> to_host -> h, updated on the host into the
+  // host state s, and back to the device as y. Each memory's buffers are
+  // planned on their own: offsets restart at 0, the device arena holds no
+  // host byte, and a host temp never shares memory with a live host temp.
+  Program p;
+  int g = addBuffer(p, {16}, BufferRole::GradAcc);
+  int s = addBuffer(p, {16}, BufferRole::OptState);
+  int h = addBuffer(p, {16}), u = addBuffer(p, {16});
+  int y = addBuffer(p, {16}, BufferRole::Param);
+  p.buffers[s].host = p.buffers[h].host = p.buffers[u].host = true;
+  Instr toHost = instr(Opcode::ToHost, {g}, {h});
+  Instr update = instr(Opcode::Add, {h, s}, {u});
+  update.host = true;
+  Instr back = instr(Opcode::Add, {u, s}, {s});
+  back.host = true;
+  Instr toDevice = instr(Opcode::ToDevice, {u}, {y});
+  p.functions["apply"].body = {toHost, update, back, toDevice};
+  MemoryPlan mp = plan(p);
+  EXPECT_EQ(p.buffers[g].offset, 0);
+  EXPECT_EQ(p.buffers[y].offset, 64);
+  EXPECT_EQ(p.arenaBytes, 128); // g and y alone
+  EXPECT_EQ(p.buffers[s].offset, 0);
+  EXPECT_EQ(mp.host.persistentBytes, 64);
+  EXPECT_NE(p.buffers[h].offset, p.buffers[u].offset);
+  EXPECT_EQ(p.hostArenaBytes, 64 + 2 * 64);
+  MemoryReport r = reportMemory(p, mp);
+  EXPECT_EQ(r.peakBytes, 128);
+  EXPECT_EQ(r.optimizerState, 0);
+  EXPECT_EQ(r.hostOptimizerState, 64);
+  EXPECT_EQ(r.hostPeakBytes, 192);
+  EXPECT_EQ(r.hostWorkspace, 128);
+  // The verifier checks each arena against its own size.
+  std::string error;
+  ASSERT_TRUE(verifyMemoryPlan(p, error)) << error;
+  p.buffers[u].offset = p.buffers[h].offset;
+  EXPECT_FALSE(verifyMemoryPlan(p, error));
+  EXPECT_NE(error.find("live at the same time"), std::string::npos) << error;
+  p.buffers[u].offset = p.hostArenaBytes;
+  EXPECT_FALSE(verifyMemoryPlan(p, error));
+  EXPECT_NE(error.find("outside the host arena"), std::string::npos) << error;
+}
+
+TEST(MemoryPlan, HostBuffersLiveInTheHostArena) {
+  // Storage places a host buffer in its own allocation: writing all of
+  // the device arena leaves it untouched.
+  Program p;
+  int d = addBuffer(p, {16}, BufferRole::Param);
+  int h = addBuffer(p, {16}, BufferRole::OptState);
+  p.buffers[h].host = true;
+  p.functions["f"].name = "f";
+  plan(p);
+  Storage storage(p);
+  EXPECT_EQ(storage.arenaBytes(), 64u);
+  EXPECT_EQ(storage.hostArenaBytes(), 64u);
+  std::memset(storage.data(d), 0xff, 64);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(storage.f32(h)[i], 0.0f);
+  EXPECT_EQ(storage.totalBytes(), 128u);
+}
+
 TEST(MemoryPlan, RandomProgramsAreValidAndWithinBounds) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 200; ++trial) {

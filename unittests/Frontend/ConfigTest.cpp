@@ -743,10 +743,44 @@ TEST(TrainConfig, UnimplementedSections) {
   EXPECT_EQ(train(ds(R"("zero_optimization": {"stage": 2})")).zeroStage, 2);
   EXPECT_EQ(train(ds(R"("zero_optimization": true)")).zeroStage, 1);
   EXPECT_EQ(train(ds(R"("zero_optimization": {"stage": 3})")).zeroStage, 3);
-  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 1,
+  // ZeRO-Offload: offload_optimizer device cpu, or the deprecated
+  // cpu_offload; NVMe and stage 0 are refused.
+  EXPECT_TRUE(train(ds(R"("zero_optimization": {"stage": 1,
+                          "cpu_offload": true})")).offloadOptimizer);
+  EXPECT_TRUE(train(ds(R"("zero_optimization": {"stage": 3,
+                          "offload_optimizer": {"device": "cpu",
+                          "pin_memory": true}})")).offloadOptimizer);
+  EXPECT_FALSE(train(ds(R"("zero_optimization": {"stage": 2,
+                           "offload_optimizer": {"device": "none"}})"))
+                   .offloadOptimizer);
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2,
+                              "offload_optimizer": {"device": "nvme"}})")),
+             "ds.json: zero_optimization.offload_optimizer.device: \"nvme\" "
+             "is not supported yet");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 0,
                               "cpu_offload": true})")),
-             "ds.json: zero_optimization.cpu_offload: true is not supported "
-             "by dsc: offloading optimizer state (accepted: null or false)");
+             "ds.json: zero_optimization.offload_optimizer (device cpu) needs "
+             "zero_optimization.stage 1, 2 or 3");
+  // Parameter offload: stage 3, with the optimizer's; noted below.
+  const TrainConfig params = train(ds(R"("zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "cpu"},
+      "offload_param": {"device": "cpu", "pin_memory": true}})"));
+  EXPECT_TRUE(params.offloadParams && params.offloadOptimizer);
+  EXPECT_TRUE(train(ds(R"("zero_optimization": {"stage": 3,
+                          "cpu_offload": true, "cpu_offload_param": true})"))
+                  .offloadParams);
+  EXPECT_FALSE(train(ds(R"("zero_optimization": {"stage": 2,
+                           "cpu_offload": true, "cpu_offload_params": true})"))
+                   .offloadParams);
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 3,
+                              "offload_param": {"device": "cpu"}})")),
+             "zero_optimization.offload_param (device cpu) without "
+             "offload_optimizer is not supported");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2,
+                              "offload_optimizer": {"device": "cpu",
+                              "pin_memory": "yes"}})")),
+             "zero_optimization.offload_optimizer.pin_memory: \"yes\" is not "
+             "allowed; expected true or false");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 1,
                               "overlap_comm": 1})")),
              "zero_optimization.overlap_comm");

@@ -205,3 +205,33 @@ TEST(InstrCheck, MeshThatIsNotTheWorld) {
             "compiled step: its mesh (data 2 x tensor 3 x pipeline 2) does "
             "not have world_size 8 ranks");
 }
+
+TEST(InstrCheck, MemorySpaces) {
+  // ZeRO-Offload: an instruction works in the memory it runs in; ToHost
+  // and ToDevice cross from the device to the host and back.
+  Check c;
+  int d = c.buf({4}), h = c.buf({4}), d2 = c.buf({4});
+  c.prog.buffers[size_t(h)].host = true;
+  auto copy = [](Opcode op, int in, int out) {
+    Instr I = instr(op, {in}, {out});
+    I.attrs["group"] = int64_t(1);
+    return I;
+  };
+  EXPECT_EQ(c.error(copy(Opcode::ToHost, d, h)), "");
+  EXPECT_EQ(c.error(copy(Opcode::ToDevice, h, d2)), "");
+  EXPECT_EQ(c.error(copy(Opcode::ToHost, h, d)),
+            "ToHost: input 'b1' is in host memory, but the copy expects "
+            "device memory");
+  EXPECT_EQ(c.error(instr(Opcode::Copy, {h}, {d})),
+            "Copy: input 'b1' is in host memory, but the instruction runs "
+            "on the device");
+  Instr onHost = instr(Opcode::Copy, {h}, {d});
+  onHost.host = true;
+  EXPECT_EQ(c.error(onHost), "Copy: output 'b0' is in device memory, but "
+                             "the instruction runs on the host");
+  Instr copyOnHost = copy(Opcode::ToDevice, h, d);
+  copyOnHost.host = true;
+  EXPECT_EQ(c.error(copyOnHost),
+            "ToDevice: a copy between memories is not placed on the host "
+            "itself");
+}

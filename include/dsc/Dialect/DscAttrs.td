@@ -102,7 +102,10 @@ def Dsc_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"exp_avg_sq_absmax", 20>,
       // Adafactor: the factored second moment of a matrix.
       I32EnumAttrCase<"exp_avg_sq_row", 21>,
-      I32EnumAttrCase<"exp_avg_sq_col", 22>
+      I32EnumAttrCase<"exp_avg_sq_col", 22>,
+      // ZeRO-Offload: the fp32 master weights (this rank's shard) that the
+      // host updates; the device keeps the parameter for the step.
+      I32EnumAttrCase<"master", 23>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;

@@ -55,6 +55,10 @@ inline constexpr llvm::StringLiteral kFrozenAttrName = "dsc.frozen";
 /// ZeRO (-dsc-zero): on a step argument that holds this rank's shard of a
 /// flattened, zero-padded tensor, the whole tensor's shape (array<i64>).
 inline constexpr llvm::StringLiteral kShardOfAttrName = "dsc.shard_of";
+/// ZeRO-Offload: on a step function's argument or result, a state that
+/// lives in host memory; on an op, an op that runs on the host over host
+/// values (dsc.to_host and dsc.to_device cross between the two).
+inline constexpr llvm::StringLiteral kHostAttrName = "dsc.host";
 /// On a step argument whose value differs between ranks (1-bit Adam's
 /// compression errors): checkpoints keep every rank's copy (unit attribute).
 inline constexpr llvm::StringLiteral kPerRankAttrName = "dsc.per_rank";

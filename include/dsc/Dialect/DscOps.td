@@ -1406,6 +1406,39 @@ def Dsc_FlatResizeOp : Dsc_Op<"flat_resize"> {
 }
 
 //===----------------------------------------------------------------------===//
+// ZeRO-Offload: copies between device and host memory (-dsc-offload-optimizer,
+// lib/Transforms/OffloadOptimizer.cpp). Ops marked `dsc.host` run on the host
+// over host values; these two are the only ops that cross.
+//===----------------------------------------------------------------------===//
+
+def Dsc_ToHostOp : Dsc_Op<"to_host"> {
+  let summary = "Copies a device tensor into host memory";
+  let description = [{
+    `%h = dsc.to_host %g {group = 3} : (tensor<1024xf32>) -> tensor<1024xf32>`:
+    the same values, now in host memory, for an update that runs on the
+    host. `group` is the transfer group (one per transformer layer, in the
+    order the backward finishes them) the copy travels in: the CUDA
+    backend's copy stream would move one group while the host updates the
+    previous one; the CPU backend copies with memcpy.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedAttr<I64Attr, "0">:$group);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Dsc_ToDeviceOp : Dsc_Op<"to_device"> {
+  let summary = "Copies a host tensor into device memory";
+  let description = [{
+    `%p = dsc.to_device %h {group = 3} : (tensor<1024xf32>) -> tensor<1024xf32>`:
+    the reverse of `dsc.to_host`: a parameter updated on the host streams
+    back to the device in its transfer group.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedAttr<I64Attr, "0">:$group);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
 // 1-bit compression: DeepSpeed's compressed_allreduce, taken apart into
 // kernels and plain collectives by -dsc-onebit-adam (lib/Transforms/
 // OneBitAdam.cpp). A tensor of P elements (P a multiple of 8) travels as P

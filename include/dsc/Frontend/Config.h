@@ -305,6 +305,14 @@ struct TrainConfig {
     return worldSize / (parallel.tensor * parallel.pipeline);
   }
   int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
+  /// zero_optimization.offload_optimizer device "cpu" (or cpu_offload):
+  /// ZeRO-Offload, the optimizer state and fp32 master weights in host
+  /// memory and the update on the host (-dsc-offload-optimizer).
+  bool offloadOptimizer = false;
+  /// zero_optimization.offload_param device "cpu" (or cpu_offload_param)
+  /// at stage 3, with offloadOptimizer: the parameter shards in host memory
+  /// too (-dsc-offload-optimizer params).
+  bool offloadParams = false;
   /// zero_optimization.stage3_param_persistence_threshold (DeepSpeed's
   /// default 10^5): stage 3 keeps parameters of fewer elements whole.
   int64_t zeroPersistenceThreshold = 100000;

@@ -98,6 +98,12 @@ struct InstrDims {
 /// ...") on the first problem.
 InstrDims checkInstr(const Program &P, const Instr &I);
 
+/// ZeRO-Offload: why `I` reads or writes a buffer in the wrong memory (an
+/// instruction works in the memory it runs in, Instr::host; ToHost and
+/// ToDevice copy from the device to the host and back); empty when it
+/// does not. checkInstr throws it.
+std::string memorySpaceError(const Program &P, const Instr &I);
+
 } // namespace dsc::rt
 
 #endif // DSC_PROGRAM_INSTRCHECK_H

@@ -9,6 +9,9 @@
 //
 // Layout of the arena (all offsets multiples of 64 bytes):
 //
+// ZeRO-Offload's host buffers (Buffer::host) have an arena of their own,
+// laid out the same way.
+//
 //   [0, persistentBytes)   every Param, GradAcc, OptState, Input and Output
 //                          buffer, one after the other in buffer-id order,
 //                          but the transient outputs
@@ -46,11 +49,22 @@ struct FunctionMemory {
   int numTemps = 0;
 };
 
+/// One memory's arena, laid out as above.
+struct ArenaPlan {
+  int64_t persistentBytes = 0;   ///< aligned end of the persistent region
+  int64_t arenaBytes = 0;        ///< max over its buffers of offset + bytes
+  std::vector<FunctionMemory> functions; ///< in Program::functions order
+};
+
+/// The device arena, and (ZeRO-Offload) the host arena that holds the host
+/// buffers (Buffer::host), planned the same way on their own; every other
+/// field is the device arena's.
 struct MemoryPlan {
-  std::vector<int64_t> offsets;  ///< per buffer id, absolute in the arena
+  std::vector<int64_t> offsets;  ///< per buffer id, absolute in its arena
   int64_t persistentBytes = 0;   ///< aligned end of the persistent region
   int64_t arenaBytes = 0;        ///< max over buffers of offset + bytes
   std::vector<FunctionMemory> functions; ///< in Program::functions order
+  ArenaPlan host;                ///< empty without host buffers
 };
 
 /// Per buffer id: an Output that exactly one function writes and no other
@@ -63,8 +77,9 @@ std::vector<bool> transientOutputs(const rt::Program &program);
 bool planMemory(const rt::Program &program, MemoryPlan &plan,
                 std::string &error);
 
-/// Writes the plan into the program (Buffer::offset, Program::arenaBytes);
-/// rt::Storage then allocates one arena.
+/// Writes the plan into the program (Buffer::offset, Program::arenaBytes,
+/// Program::hostArenaBytes); rt::Storage then allocates one arena per
+/// memory.
 void applyMemoryPlan(rt::Program &program, const MemoryPlan &plan);
 
 /// Checks a planned program: every offset aligned and inside the arena,
@@ -108,6 +123,16 @@ struct MemoryReport {
   int64_t pipelineStashBytes = 0;
   int64_t pipelineInFlight = 0;
   int64_t pipelineChunks = 1;
+  /// ZeRO-Offload: the host arena (Buffer::host), outside peakBytes and
+  /// every category above: offloaded parameter shards (ZeRO-3's
+  /// offload_param; parameterCount counts them too), the fp32 master
+  /// weights, the optimizer state and the rest (the gradients and scalars
+  /// copied over, padding).
+  int64_t hostPeakBytes = 0;
+  int64_t hostParameters = 0;
+  int64_t hostMasterWeights = 0;
+  int64_t hostOptimizerState = 0;
+  int64_t hostWorkspace = 0;
 };
 
 MemoryReport reportMemory(const rt::Program &program, const MemoryPlan &plan);

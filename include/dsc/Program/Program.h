@@ -110,7 +110,12 @@ struct Buffer {
   /// A parameter stored in 4 bits (QLoRA); the runtime quantizes the
   /// [rows, cols] f32 weight it loads or initialises into it.
   std::optional<FourBitStorage> fourBit;
-  /// Byte offset in the program's arena when it has a memory plan
+  /// ZeRO-Offload: the buffer lives in host memory (the host arena,
+  /// Program::hostArenaBytes), next to the device arena that holds every
+  /// other buffer. On the CPU backend both are RAM.
+  bool host = false;
+  /// Byte offset in the program's arena (the host arena for a host
+  /// buffer) when it has a memory plan
   /// (Program::arenaBytes >= 0, see include/dsc/Program/MemoryPlan.h); -1
   /// when the buffer is allocated on its own.
   int64_t offset = -1;
@@ -118,6 +123,13 @@ struct Buffer {
   int64_t numElements() const { return elementCount(shape); }
   size_t bytes() const { return size_t(numElements()) * dtypeSize(dtype); }
 };
+
+/// ZeRO-Offload's fp32 master weights ("master/<param>", an OptState in
+/// host memory): derived from the parameter whenever weights are loaded or
+/// initialised, equal to it after every step, never stored in files.
+inline bool isMasterWeights(const Buffer &b) {
+  return b.role == BufferRole::OptState && b.name.rfind("master/", 0) == 0;
+}
 
 /// The runtime opcodes, one per entry of Ops.def (whose header comment says
 /// what the table holds); the semantics of each are those of the dsc op it
@@ -232,6 +244,9 @@ struct Instr {
   /// (`dsc.layer`, -1 outside layers) and whether autodiff built it (`dsc.grad`).
   int layer = -1;
   bool backward = false;
+  /// ZeRO-Offload: runs on the host over host buffers (dsc.host); ToHost
+  /// and ToDevice move a buffer between the two memories.
+  bool host = false;
 
   int64_t getInt(const std::string &name) const;
   double getFloat(const std::string &name) const; ///< accepts int too
@@ -296,6 +311,9 @@ struct Program {
   /// Bytes of the static arena holding every buffer at its Buffer::offset;
   /// -1 when the program has no memory plan (one allocation per buffer).
   int64_t arenaBytes = -1;
+  /// Bytes of the host arena holding the host buffers (Buffer::host) when
+  /// the program has a memory plan; 0 without host buffers.
+  int64_t hostArenaBytes = 0;
   /// The Philox streams of dropouts inside tensor-sliced regions
   /// (dsc.tensor_parallel_streams): each tensor rank draws its own masks
   /// there (see drawTensorParallelStreamsPerRank).

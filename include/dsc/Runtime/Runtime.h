@@ -135,13 +135,14 @@ long long envInteger(const char *name, long long absent, long long min,
 
 /// Host memory for every buffer of a Program, 64-byte aligned. A program
 /// with a memory plan (Program::arenaBytes >= 0) gets one zeroed arena and
-/// each buffer lives at arena + Buffer::offset; otherwise every buffer is
-/// allocated on its own.
+/// each buffer lives at arena + Buffer::offset (ZeRO-Offload's host
+/// buffers in a second arena of Program::hostArenaBytes); otherwise every
+/// buffer is allocated on its own.
 class Storage {
 public:
   explicit Storage(const Program &program);
   void *data(int buffer) {
-    if (arena)
+    if (arena && !host[size_t(buffer)])
       noteUse(buffer);
     return ptrs[buffer];
   }
@@ -152,6 +153,8 @@ public:
   size_t totalBytes() const { return total; }
   /// Planned programs: the arena's size (Program::arenaBytes); else 0.
   size_t arenaBytes() const { return arenaSize; }
+  /// Planned programs: the host arena's size (Program::hostArenaBytes).
+  size_t hostArenaBytes() const { return hostArenaSize; }
   /// The measured peak of the arena: the highest end (address - arena base
   /// + bytes) of any buffer handed out since construction, i.e. of every
   /// operand of every instruction the backend executed. 0 without a plan.
@@ -162,8 +165,9 @@ private:
   std::vector<std::unique_ptr<char[], void (*)(char *)>> owned;
   std::vector<void *> ptrs;
   std::vector<size_t> sizes;
+  std::vector<bool> host; ///< per buffer: Buffer::host
   char *arena = nullptr;
-  size_t arenaSize = 0, highWater = 0;
+  size_t arenaSize = 0, hostArenaSize = 0, highWater = 0;
   size_t total = 0;
 };
 

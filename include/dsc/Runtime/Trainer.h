@@ -199,6 +199,9 @@ private:
   /// Hands every parameter, accumulator and optimizer state to the backend
   /// after the driver wrote them in Storage.
   void uploadPersistent();
+  /// ZeRO-Offload: each master-weights buffer from its parameter (this
+  /// rank's shard of it, or the parameter shard itself at ZeRO-3).
+  void deriveMasterWeights();
   /// Throws naming `source` and the tensor if a parameter or optimizer
   /// state in host storage is NaN or infinite.
   void requireFiniteState(const std::string &source);

@@ -125,6 +125,8 @@ struct TrainingPipeline {
   std::optional<DscOneBitLambOptions> onebitLamb;
   std::optional<DscZeroOneAdamOptions> zeroOneAdam;
   std::optional<DscZeroOptions> zero;
+  /// ZeRO-Offload, right after -dsc-zero.
+  std::optional<DscOffloadOptimizerOptions> offloadOptimizer;
   std::optional<DscBucketCollectivesOptions> bucketCollectives;
 };
 
@@ -133,8 +135,8 @@ struct TrainingPipeline {
 /// -dsc-pipeline-stage, the fusions,
 /// -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible, -dsc-remat,
 /// -dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb,
-/// -dsc-zero-one-adam, -dsc-zero, -dsc-bucket-collectives,
-/// -dsc-split-stage-step and -dsc-fuse-cross-entropy, as `pipeline` asks.
+/// -dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer,
+/// -dsc-bucket-collectives, -dsc-split-stage-step and -dsc-fuse-cross-entropy, as `pipeline` asks.
 void buildTrainingPipeline(OpPassManager &pm, const TrainingPipeline &pipeline);
 
 /// `--dsc-train-pipeline`'s options (dsc-opt): a pass with options runs
@@ -199,6 +201,10 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Run -dsc-zero-one-adam with these options")};
   Option<std::string> zero{*this, "zero",
                            llvm::cl::desc("Run -dsc-zero with these options")};
+  Option<std::string> offloadOptimizer{
+      *this, "offload-optimizer",
+      llvm::cl::desc("Run -dsc-offload-optimizer (after -dsc-zero) with these "
+                     "options")};
   Option<std::string> bucketCollectives{
       *this, "bucket-collectives",
       llvm::cl::desc("Run -dsc-bucket-collectives with these options")};

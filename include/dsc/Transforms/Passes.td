@@ -689,6 +689,54 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscOffloadOptimizer : Pass<"dsc-offload-optimizer", "::mlir::ModuleOp"> {
+  let summary = "ZeRO-Offload: the optimizer update runs on the host";
+  let description = [{
+    DeepSpeed's ZeRO-Offload (Ren et al., arXiv:2101.06840) as a rewrite of
+    the sharded step (run after `-dsc-zero`). In @apply_step each optimizer
+    update (`dsc.adam`, `dsc.sgd`, `dsc.adam_8bit`) gets the `dsc.host`
+    attribute and reads only host values:
+
+    - its optimizer state arguments and results get `dsc.host` (the runtime
+      places them in the host arena);
+    - the parameter it updates becomes a new argument and result
+      `#dsc.state<master, "name">` with `dsc.host`: the rank's fp32 master
+      weights (with the `dsc.shard_of` of the parameter's ZeRO shard), which
+      the runtime derives from the parameter whenever it loads or
+      initialises weights;
+    - every other operand (the reduced gradient shard, the learning rate,
+      the step, the clipping coefficient, fp16's skip flag) is copied to the
+      host by a `dsc.to_host` right after it is computed, one copy per value;
+    - the updated master shard streams back by a `dsc.to_device`, which
+      replaces it everywhere on the device (the all-gather that rebuilds
+      the parameter at stages 1 and 2, the parameter shard at stage 3).
+
+    Each copy carries its transfer `group`: the transformer layer of its
+    parameter + 1 (the first number in its Hugging Face name), 0 for
+    parameters outside layers. The device keeps the f32 parameter the step
+    computes with, so after every step it equals the master weights bit for
+    bit and checkpoints keep only the parameter.
+
+    With `params` (ZeRO-3's `offload_param`) the partitioned parameter
+    shards (arguments with `dsc.shard_of`) live in host memory too, in
+    every step function: each use of one on the device (the all-gathers
+    before its forward and backward uses) reads a `dsc.to_device` copy made
+    right before it, and the update reads and writes the host shard itself,
+    which then is the master weights (no `master` state, nothing streams
+    back). Parameters under the persistence threshold stay on the device.
+
+    Refused: a step that `-dsc-zero` did not shard, a step offloaded
+    already, compressed optimizers' extra step functions, an update whose
+    parameter is not a step argument (or its ZeRO shard) or whose state is
+    not a step argument, `params` below stage 3.
+  }];
+  let options = [
+    Option<"params", "params", "bool", "false",
+           "ZeRO-3: the partitioned parameter shards live in host memory too">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscOneBitAdam : Pass<"dsc-onebit-adam", "::mlir::ModuleOp"> {
   let summary = "1-bit Adam: compress the momentum's all-reduce after warm-up";
   let description = [{

@@ -482,7 +482,9 @@ void runElementwise(Exec &e) {
     return;
   }
   case Opcode::Copy:
-  case Opcode::TpCopy: {
+  case Opcode::TpCopy:
+  case Opcode::ToHost:   // ZeRO-Offload: on the CPU both memories are RAM
+  case Opcode::ToDevice: {
     const Buffer &i = e.in(0), &o = e.out(0);
     if (i.dtype != o.dtype)
       e.fail("dtypes differ: " + std::string(dtypeName(i.dtype)) + " -> " +

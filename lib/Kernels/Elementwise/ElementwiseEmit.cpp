@@ -345,6 +345,10 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
         s.outType(0) == Storage::I32 || s.outType(0) == Storage::I64)
       s.fail("integer copies are device memcpys, not kernels");
     return emitConvert(s, d);
+  case Opcode::ToHost:
+  case Opcode::ToDevice:
+    s.fail("copies between host and device memory (ZeRO-Offload) are not "
+           "supported by the CUDA backend");
   default:
     break;
   }

@@ -1,0 +1,121 @@
+//===- OffloadConfig.cpp - zero_optimization's offload keys ---------------===//
+//
+// ZeRO-Offload (DeepSpeed's zero/offload_config.py): `offload_optimizer`
+// with device "cpu" keeps the optimizer state and the fp32 master weights
+// in host memory and runs the update there (-dsc-offload-optimizer); the
+// deprecated `cpu_offload: true` means the same. NVMe (ZeRO-Infinity) and
+// parameter offload are refused in one line each; the compressed
+// optimizers are refused with any ZeRO stage (DeepSpeedConfig.cpp), so
+// never reach offload.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ConfigSections.h"
+
+namespace dsc {
+namespace config_reader {
+
+namespace {
+
+/// The `device` of an offload section: "none", "cpu" or "nvme".
+std::string offloadDevice(const Ctx &c, const std::string &p, const json &sec) {
+  auto it = sec.find("device");
+  if (it == sec.end() || it->is_null())
+    return "none";
+  const std::string expected = "\"none\", \"cpu\" or \"nvme\"";
+  std::string device = lower(c.string(p + ".device", *it, expected));
+  if (device != "none" && device != "cpu" && device != "nvme")
+    c.bad(p + ".device", *it, expected);
+  return device;
+}
+
+} // namespace
+
+void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
+  const std::string p = "zero_optimization.offload_optimizer";
+  if (sec.is_null())
+    return;
+  c.object(p, sec);
+  c.checkKeys(p, sec,
+              {"device", "nvme_path", "buffer_count", "pin_memory",
+               "pipeline_read", "pipeline_write", "fast_init", "ratio"});
+  const std::string device = offloadDevice(c, p, sec);
+  if (device == "none")
+    return;
+  if (device == "nvme")
+    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
+           "NVMe offload); use \"cpu\"");
+  // Checked, no effect: the CPU backend's host store is ordinary memory
+  // (and the CUDA backend does not offload yet); the others tune NVMe.
+  for (const char *key : {"pin_memory", "pipeline_read", "pipeline_write",
+                          "fast_init"})
+    if (auto it = sec.find(key); it != sec.end())
+      c.boolean(p + "." + key, *it);
+  if (auto it = sec.find("buffer_count"); it != sec.end())
+    c.positive(p + ".buffer_count", *it);
+  if (auto it = sec.find("nvme_path"); it != sec.end() && !it->is_null())
+    c.string(p + ".nvme_path", *it, "a path");
+  if (auto it = sec.find("ratio"); it != sec.end() &&
+      c.number(p + ".ratio", *it, [](double r) { return r > 0 && r <= 1; },
+               "a number in (0, 1]") != 1.0)
+    c.fail(p + ".ratio: " + c.shown(p + ".ratio", *it) +
+           " is not supported (a partial optimizer offload, ZenFlow's); "
+           "dsc offloads the whole optimizer: use 1");
+  t.offloadOptimizer = true;
+}
+
+void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
+  const std::string p = "zero_optimization.offload_param";
+  if (sec.is_null())
+    return;
+  c.object(p, sec);
+  c.checkKeys(p, sec,
+              {"device", "nvme_path", "buffer_count", "buffer_size",
+               "max_in_cpu", "pin_memory"});
+  const std::string device = offloadDevice(c, p, sec);
+  if (device == "none")
+    return;
+  if (device == "nvme")
+    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
+           "NVMe offload); use \"cpu\"");
+  // Checked, no effect: pinning (see offload_optimizer) and NVMe's buffers.
+  if (auto it = sec.find("pin_memory"); it != sec.end())
+    c.boolean(p + ".pin_memory", *it);
+  for (const char *key : {"buffer_count", "buffer_size", "max_in_cpu"})
+    if (auto it = sec.find(key); it != sec.end())
+      c.integer(p + "." + key, *it, 0, std::numeric_limits<int64_t>::max(),
+                "an integer >= 0");
+  if (auto it = sec.find("nvme_path"); it != sec.end() && !it->is_null())
+    c.string(p + ".nvme_path", *it, "a path");
+  t.offloadParams = true;
+}
+
+void parseCpuOffloadParam(const Ctx &c, const std::string &key,
+                          const json &v, TrainConfig &t) {
+  if (!v.is_null() && c.boolean("zero_optimization." + key, v))
+    t.offloadParams = true;
+}
+
+void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t) {
+  if (v.is_null())
+    return;
+  if (c.boolean("zero_optimization.cpu_offload", v))
+    t.offloadOptimizer = true;
+}
+
+void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
+  if (t.offloadParams && !t.offloadOptimizer)
+    c.fail("zero_optimization.offload_param (device cpu) without "
+           "offload_optimizer is not supported: the offloaded parameter "
+           "shards are the host update's master weights; set "
+           "offload_optimizer.device \"cpu\" too");
+  if (!t.offloadOptimizer)
+    return;
+  const std::string what = "zero_optimization.offload_optimizer (device cpu)";
+  if (t.zeroStage == 0)
+    c.fail(what + " needs zero_optimization.stage 1, 2 or 3 (DeepSpeed: "
+           "\"valid for ZeRO stage 1, 2, 3\"); set a stage");
+}
+
+} // namespace config_reader
+} // namespace dsc
