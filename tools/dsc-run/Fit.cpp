@@ -8,13 +8,16 @@
 //   warmup_init off: the fine-tuning setting);
 //   for each: the remat as configured, then dsc's budget policy at the
 //   device budget (-dsc-remat recomputes only what the budget needs), then
-//   per-layer checkpointing (activation_checkpointing).
+//   per-layer checkpointing (activation_checkpointing); then the same three
+//   with ZeRO-Offload of the optimizer (offload_optimizer cpu, at least
+//   ZeRO stage 1): the host update and the copies cost more than
+//   recomputing, and change nothing in the numbers.
 // Each candidate is the user's config with those keys edited, re-read by
 // the config reader (so the printed ds_config is exactly what was planned)
 // and planned for every micro-batch that divides the user's samples per
-// rank and step (micro-batch x accumulation, which stays as configured).
-// The first candidate whose largest fitting micro-batch is at least the
-// user's wins; else the first that fits at all.
+// rank and step (micro-batch x accumulation, which stays as configured, so
+// the micro-batch changes the speed, not the numbers). The first candidate
+// that fits at all wins, with its largest fitting micro-batch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,7 +78,8 @@ std::string mib(int64_t bytes) {
 /// One candidate: a name for the table and the edit of the user's config.
 struct Candidate {
   std::string optimizer; ///< "as configured", "AdamW8bit", "Adafactor"
-  std::string remat;     ///< "as configured", "budget", "per-layer"
+  std::string remat;     ///< "as configured", "budget", "per-layer", each
+                         ///< with "offload + " before it when offloaded
   nlohmann::json config;
 };
 
@@ -122,20 +126,33 @@ std::vector<Candidate> candidates(const nlohmann::json &user,
                                   int64_t budget) {
   std::vector<Candidate> out;
   for (const auto &[name, optimizer] : optimizerAlternatives(user)) {
-    nlohmann::json base = user;
+    nlohmann::json configured = user;
     if (!optimizer.is_null())
-      base["optimizer"] = optimizer;
-    out.push_back({name, "as configured", base});
-    nlohmann::json budgeted = base;
-    budgeted["dsc"]["remat"] = {{"policy", "budget"},
-                                {"memory_budget_bytes", budget}};
-    budgeted.erase("activation_checkpointing");
-    out.push_back({name, "budget", budgeted});
-    nlohmann::json perLayer = base;
-    perLayer["activation_checkpointing"] = nlohmann::json::object();
-    if (perLayer.contains("dsc") && perLayer["dsc"].is_object())
-      perLayer["dsc"].erase("remat");
-    out.push_back({name, "per-layer", perLayer});
+      configured["optimizer"] = optimizer;
+    nlohmann::json offloaded = configured;
+    nlohmann::json &zero = offloaded["zero_optimization"];
+    if (!zero.is_object())
+      zero = nlohmann::json::object(); // absent, or a bare boolean
+    if (!zero.contains("stage") || !zero["stage"].is_number_integer() ||
+        zero["stage"].get<int64_t>() < 1)
+      zero["stage"] = 1;
+    zero["offload_optimizer"] = {{"device", "cpu"}};
+    zero.erase("cpu_offload");
+    for (const auto &[prefix, base] :
+         {std::pair<std::string, nlohmann::json>{"", configured},
+          {"offload + ", offloaded}}) {
+      out.push_back({name, prefix + "as configured", base});
+      nlohmann::json budgeted = base;
+      budgeted["dsc"]["remat"] = {{"policy", "budget"},
+                                  {"memory_budget_bytes", budget}};
+      budgeted.erase("activation_checkpointing");
+      out.push_back({name, prefix + "budget", budgeted});
+      nlohmann::json perLayer = base;
+      perLayer["activation_checkpointing"] = nlohmann::json::object();
+      if (perLayer.contains("dsc") && perLayer["dsc"].is_object())
+        perLayer["dsc"].erase("remat");
+      out.push_back({name, prefix + "per-layer", perLayer});
+    }
   }
   return out;
 }
@@ -188,9 +205,9 @@ bool fitDeviceMemory(const ModelConfig &model, const std::string &configPath,
 
   out << "device budget " << mib(budget) << "; " << perRank
       << " samples per rank and step (micro-batch x accumulation) kept\n";
-  out << "  optimizer        remat          largest micro-batch   planned "
-         "peak\n";
-  std::optional<size_t> chosen, fallback;
+  out << "  optimizer        remat                    largest micro-batch   "
+         "planned peak\n";
+  std::optional<size_t> pick;
   std::vector<std::pair<int64_t, int64_t>> best; // micro, peak per candidate
   const std::vector<Candidate> all = candidates(user, budget);
   for (size_t i = 0; i < all.size(); ++i) {
@@ -214,25 +231,22 @@ bool fitDeviceMemory(const ModelConfig &model, const std::string &configPath,
         fitMicro ? mib(fitPeak)
                  : refusal.empty() ? "over budget at 1" : "not applicable";
     char line[160];
-    std::snprintf(line, sizeof line, "  %-16s %-14s %-21s %s\n",
+    std::snprintf(line, sizeof line, "  %-16s %-24s %-21s %s\n",
                   c.optimizer.c_str(), c.remat.c_str(),
                   fitMicro ? std::to_string(fitMicro).c_str() : "none",
                   status.c_str());
     out << line;
     if (!refusal.empty() && !fitMicro)
       out << "    (" << refusal << ")\n";
-    if (!chosen && fitMicro >= given.microBatch)
-      chosen = i;
-    if (!fallback && fitMicro > 0)
-      fallback = i;
-    if (chosen)
-      break; // the cheapest that keeps the micro-batch: stop searching
+    if (fitMicro > 0) {
+      pick = i; // the cheapest that fits: stop searching
+      break;
+    }
   }
-  const std::optional<size_t> pick = chosen ? chosen : fallback;
   if (!pick) {
     out << "nothing fits " << mib(budget)
-        << ": not even micro-batch 1 with 8-bit or factored optimizer state "
-           "and per-layer checkpointing\n";
+        << ": not even micro-batch 1 with offload, 8-bit or factored "
+           "optimizer state and per-layer checkpointing\n";
     return false;
   }
   nlohmann::json result = all[*pick].config;
@@ -240,7 +254,7 @@ bool fitDeviceMemory(const ModelConfig &model, const std::string &configPath,
   result["train_micro_batch_size_per_gpu"] = micro;
   result["gradient_accumulation_steps"] = perRank / micro;
   result.erase("train_batch_size");
-  out << "fits: " << all[*pick].optimizer << " optimizer, remat "
+  out << "fits: " << all[*pick].optimizer << " optimizer, "
       << all[*pick].remat << ", micro-batch " << micro << " ("
       << mib(best[*pick].second) << " planned); ds_config:\n"
       << result.dump(2) << "\n";
