@@ -276,6 +276,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "gradient_accumulation_steps",
       "gradient_clipping",
       "steps_per_print",
+      "wall_clock_breakdown",
       "optimizer",
       "scheduler",
       "fp16",
@@ -303,6 +304,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
       t.gradClip = c.nonNegativeNumber(k, v);
     else if (k == "steps_per_print")
       t.stepsPerPrint = c.positive(k, v);
+    else if (k == "wall_clock_breakdown")
+      t.wallClockBreakdown = c.boolean(k, v);
     else if (k == "optimizer")
       parseOptimizer(c, v, t.optimizer);
     else if (k == "scheduler")

@@ -92,8 +92,9 @@ const std::vector<DeepSpeedKey> kKeys = {
      "plans its own collectives"},
     {"sparse_gradients", "bool", "false", U, "false",
      "sparse embedding gradients"},
-    {"wall_clock_breakdown", "bool", "false", N, nullptr,
-     "dsc prints no per-phase timers"},
+    {"wall_clock_breakdown", "bool", "false", I, nullptr,
+     "each printed step also gives the time of its micro-steps (forward "
+     "and backward) and of its optimizer step"},
     {"memory_breakdown", "bool", "false", N, nullptr,
      "dsc prints no per-step memory breakdown (dsc-run estimate and "
      "--memory-report give the planned memory)"},

@@ -373,6 +373,9 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   }
   // DeepSpeed advances neither the optimizer's step nor the LR scheduler on
   // a skipped (overflowed) step: the counter is the applied updates + 1.
+  const auto optimizerStart = std::chrono::steady_clock::now();
+  stats.microSeconds =
+      std::chrono::duration<double>(optimizerStart - start).count();
   const int stepBuf = buffer(BufferRole::Input, "step");
   const int64_t optimizerStep = step - skipped + 1;
   *storage.i64(stepBuf) = optimizerStep;
@@ -393,9 +396,10 @@ StepStats Trainer::trainStep(const TokenFile &data) {
     stats.skipped = storage.f32(skippedBuf)[0] != 0.0f;
     skipped += stats.skipped;
   }
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  const auto end = std::chrono::steady_clock::now();
+  stats.optimizerSeconds =
+      std::chrono::duration<double>(end - optimizerStart).count();
+  double seconds = std::chrono::duration<double>(end - start).count();
   stats.tokensPerSecond = double(A * B * T * dataGroup().size()) / seconds;
   for (int k = 0; k < int(CollectiveKind::Count); ++k)
     stats.commSent.bytes[k] = comm.traffic().bytes[k] - before.bytes[k];

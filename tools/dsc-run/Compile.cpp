@@ -260,6 +260,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
                      b.getI64IntegerAttr(train.stepsPerPrint));
+  if (train.wallClockBreakdown)
+    (*module)->setAttr("dsc.wall_clock_breakdown", b.getI64IntegerAttr(1));
   // Tensor slicing over autotp_size ranks, pipeline stages, data
   // parallelism over the rest; the runtime refuses to run the step on a
   // job of another size.

@@ -256,7 +256,8 @@ int printConfig(const Configs &c) {
   return 0;
 }
 
-void printStep(const rt::StepStats &s, std::ostream &os) {
+void printStep(const rt::StepStats &s, std::ostream &os,
+               bool wallClock = false) {
   char line[200];
   std::snprintf(line, sizeof line,
                 "step %5lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s",
@@ -266,6 +267,12 @@ void printStep(const rt::StepStats &s, std::ostream &os) {
   if (s.hasLossScale) {
     std::snprintf(line, sizeof line, " | loss scale %.6g%s", s.lossScale,
                   s.skipped ? " | skipped (overflow)" : "");
+    os << line;
+  }
+  if (wallClock) {
+    std::snprintf(line, sizeof line,
+                  " | micro-steps %.1f ms | optimizer %.1f ms",
+                  1e3 * s.microSeconds, 1e3 * s.optimizerSeconds);
     os << line;
   }
   os << "\n";
@@ -281,7 +288,7 @@ std::string jsonNumber(double v, int digits) {
 }
 
 void writeJsonRecord(std::ofstream &log, const std::string &logPath,
-                     const rt::StepStats &s) {
+                     const rt::StepStats &s, bool wallClock = false) {
   log << "{\"step\": " << s.step << ", \"loss\": " << jsonNumber(s.loss, 9)
       << ", \"lr\": " << jsonNumber(s.lr, 9)
       << ", \"grad_norm\": " << jsonNumber(s.gradNorm, 9)
@@ -295,6 +302,9 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
   if (s.pipelineBubble >= 0)
     log << ", \"pipeline_bubble\": " << jsonNumber(s.pipelineBubble, 4)
         << ", \"pipeline_stash_bytes\": " << s.pipelineStashBytes;
+  if (wallClock)
+    log << ", \"micro_steps_ms\": " << jsonNumber(1e3 * s.microSeconds, 6)
+        << ", \"optimizer_ms\": " << jsonNumber(1e3 * s.optimizerSeconds, 6);
   if (s.hasLossScale)
     log << ", \"loss_scale\": " << jsonNumber(s.lossScale, 9)
         << ", \"skipped\": " << (s.skipped ? "true" : "false");
@@ -310,7 +320,8 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
 /// terminal, and the JSON-lines log.
 void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
                int64_t printEvery, const std::string &logPath,
-               const PeriodicCheckpoints *periodic = nullptr) {
+               const PeriodicCheckpoints *periodic = nullptr,
+               bool wallClock = false) {
   std::ofstream log;
   if (!logPath.empty()) {
     const bool append = trainer.currentStep() != 0;
@@ -330,17 +341,17 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
     } catch (const rt::Diverged &diverged) {
       // The log keeps the step that diverged (its NaN as null).
       if (log.is_open())
-        writeJsonRecord(log, logPath, diverged.stats);
+        writeJsonRecord(log, logPath, diverged.stats, wallClock);
       throw;
     }
     if (log.is_open())
-      writeJsonRecord(log, logPath, s);
+      writeJsonRecord(log, logPath, s, wallClock);
     if (periodic)
       periodic->afterStep(trainer);
     if (tty)
       std::cout << "\r\033[K";
     if (s.step % printEvery == 0 || i + 1 == steps)
-      printStep(s, std::cout);
+      printStep(s, std::cout, wallClock);
     if (tty) {
       int width = 30, done = int(width * (i + 1) / steps);
       std::cout << "[" << std::string(done, '#')
@@ -638,6 +649,7 @@ int cmdTrain(int argc, char **argv) {
   // Read before the program moves into the trainer.
   const uint64_t seed = uint64_t(program.metaInt("seed", 42));
   const int64_t printEvery = program.metaInt("steps_per_print", 1, 1);
+  const bool wallClock = program.metaInt("wall_clock_breakdown", 0, 0) != 0;
   auto backend = makeBackend(backendName, program, *comm);
   rt::Trainer trainer(std::move(program), *backend, *comm, seed);
   int64_t steps = args.getInt("--steps", 100, 0);
@@ -662,7 +674,7 @@ int cmdTrain(int argc, char **argv) {
                      args.getInt("--checkpoint-keep", 2, 1));
   trainLoop(trainer, data, steps, printEvery,
             output.leader() ? args.getOr("--log-json", "") : "",
-            periodic ? &*periodic : nullptr);
+            periodic ? &*periodic : nullptr, wallClock);
   if (args.has("--save")) {
     if (trainer.hasAdapter())
       trainer.saveAdapter(args.get("--save"));

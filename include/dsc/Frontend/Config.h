@@ -329,6 +329,9 @@ struct TrainConfig {
   int64_t gradAccum = 1;
   double gradClip = 0.0;      ///< 0: no clipping
   int64_t stepsPerPrint = 1;
+  /// wall_clock_breakdown: the printed steps and --log-json records also
+  /// give the micro-steps' and the optimizer step's wall-clock time.
+  bool wallClockBreakdown = false;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   // dsc section.

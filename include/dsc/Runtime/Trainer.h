@@ -44,6 +44,10 @@ struct StepStats {
   double lossScale = 1.0;
   bool skipped = false;
   double tokensPerSecond = 0.0; ///< of the whole job (every rank's tokens)
+  /// This rank's wall-clock seconds in the step's micro-steps (forward and
+  /// backward, or the pipeline schedule) and in its optimizer step
+  /// (gradient reduction, clipping, update).
+  double microSeconds = 0.0, optimizerSeconds = 0.0;
   /// Bytes this rank sent in the step's collectives, per kind.
   CommTraffic commSent;
   /// Pipeline stages only (else -1): the measured bubble, the mean over
