@@ -3,8 +3,9 @@
 // ZeRO-Offload (DeepSpeed's zero/offload_config.py): `offload_optimizer`
 // with device "cpu" keeps the optimizer state and the fp32 master weights
 // in host memory and runs the update there (-dsc-offload-optimizer); the
-// deprecated `cpu_offload: true` means the same. NVMe (ZeRO-Infinity) and
-// parameter offload are refused in one line each; the compressed
+// deprecated `cpu_offload: true` means the same; `offload_param` with
+// device "cpu" (stage 3, with the optimizer offloaded) keeps the parameter
+// shards there too. NVMe (ZeRO-Infinity) is refused in one line; the compressed
 // optimizers are refused with any ZeRO stage (DeepSpeedConfig.cpp), so
 // never reach offload.
 //
@@ -29,22 +30,31 @@ std::string offloadDevice(const Ctx &c, const std::string &p, const json &sec) {
   return device;
 }
 
+/// Whether the offload section `p` (null, or an object of `keys`) offloads
+/// to host memory: device "cpu"; "none" or no device does not, "nvme" is
+/// refused.
+bool offloadsToCpu(const Ctx &c, const std::string &p, const json &sec,
+                   const std::vector<std::string> &keys) {
+  if (sec.is_null())
+    return false;
+  c.object(p, sec);
+  c.checkKeys(p, sec, keys);
+  const std::string device = offloadDevice(c, p, sec);
+  if (device == "nvme")
+    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
+           "NVMe offload); use \"cpu\"");
+  return device == "cpu";
+}
+
 } // namespace
 
 void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
   const std::string p = "zero_optimization.offload_optimizer";
-  if (sec.is_null())
+  if (!offloadsToCpu(c, p, sec,
+                     {"device", "nvme_path", "buffer_count", "pin_memory",
+                      "pipeline_read", "pipeline_write", "fast_init",
+                      "ratio"}))
     return;
-  c.object(p, sec);
-  c.checkKeys(p, sec,
-              {"device", "nvme_path", "buffer_count", "pin_memory",
-               "pipeline_read", "pipeline_write", "fast_init", "ratio"});
-  const std::string device = offloadDevice(c, p, sec);
-  if (device == "none")
-    return;
-  if (device == "nvme")
-    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
-           "NVMe offload); use \"cpu\"");
   // Checked, no effect: the CPU backend's host store is ordinary memory
   // (and the CUDA backend does not offload yet); the others tune NVMe.
   for (const char *key : {"pin_memory", "pipeline_read", "pipeline_write",
@@ -66,18 +76,10 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
 
 void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
   const std::string p = "zero_optimization.offload_param";
-  if (sec.is_null())
+  if (!offloadsToCpu(c, p, sec,
+                     {"device", "nvme_path", "buffer_count", "buffer_size",
+                      "max_in_cpu", "pin_memory"}))
     return;
-  c.object(p, sec);
-  c.checkKeys(p, sec,
-              {"device", "nvme_path", "buffer_count", "buffer_size",
-               "max_in_cpu", "pin_memory"});
-  const std::string device = offloadDevice(c, p, sec);
-  if (device == "none")
-    return;
-  if (device == "nvme")
-    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
-           "NVMe offload); use \"cpu\"");
   // Checked, no effect: pinning (see offload_optimizer) and NVMe's buffers.
   if (auto it = sec.find("pin_memory"); it != sec.end())
     c.boolean(p + ".pin_memory", *it);

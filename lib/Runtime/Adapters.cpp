@@ -14,7 +14,7 @@
 #include "dsc/Runtime/Trainer.h"
 
 #include "FourBitWeights.h"
-#include "dsc/Program/Half.h"
+#include "TrainerDetail.h"
 
 #include <nlohmann/json.hpp>
 
@@ -269,13 +269,7 @@ void Trainer::saveMergedWeights(const std::string &path) const {
     // with them.
     for (auto &[name, w] : file.tensors) {
       if (w.dtype == DType::F16 || w.dtype == DType::BF16) {
-        std::vector<char> wide(w.bytes.size() * 2);
-        float *f = reinterpret_cast<float *>(wide.data());
-        const uint16_t *h = reinterpret_cast<const uint16_t *>(w.bytes.data());
-        for (size_t i = 0; i < w.bytes.size() / 2; ++i)
-          f[i] = w.dtype == DType::BF16 ? floatFromBF16(h[i])
-                                        : floatFromF16(h[i]);
-        w.bytes = std::move(wide);
+        w.bytes = detail::bytesAs(w.dtype, w.bytes, DType::F32);
         w.dtype = DType::F32;
         continue;
       }

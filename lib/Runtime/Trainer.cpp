@@ -67,6 +67,15 @@ std::vector<char> bytesAs(DType have, const std::vector<char> &bytes,
                           DType want) {
   if (have == want)
     return bytes;
+  if (want == DType::F32) {
+    const uint16_t *h = reinterpret_cast<const uint16_t *>(bytes.data());
+    const size_t n = bytes.size() / 2;
+    std::vector<char> out(n * 4);
+    float *f = reinterpret_cast<float *>(out.data());
+    for (size_t i = 0; i < n; ++i)
+      f[i] = have == DType::BF16 ? floatFromBF16(h[i]) : floatFromF16(h[i]);
+    return out;
+  }
   const float *f = reinterpret_cast<const float *>(bytes.data());
   const size_t n = bytes.size() / 4;
   std::vector<char> out(n * 2);

@@ -37,8 +37,9 @@ inline bool storableAs(DType have, DType want) {
   return have == want || (have == DType::F32 &&
                           (want == DType::F16 || want == DType::BF16));
 }
-/// The bytes of a tensor of dtype `have` in dtype `want` (storableAs):
-/// narrowed to nearest even, exact for values read from a 16-bit file.
+/// The bytes of a float tensor of dtype `have` in dtype `want` (F32 and the
+/// 16-bit dtypes): widened exactly, or narrowed to nearest even (exact for
+/// values read from a 16-bit file).
 std::vector<char> bytesAs(DType have, const std::vector<char> &bytes,
                           DType want);
 

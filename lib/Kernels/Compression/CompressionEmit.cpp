@@ -68,7 +68,6 @@ void emitInt8(KernelSpec &s, const rt::InstrDims &d) {
   if (s.I.op == Opcode::QuantizeInt8) {
     const std::string x = s.in(0, "x"), codes = s.out(0, "codes"),
                       scales = s.out(1, "scales");
-    s.requireType(s.outType(1), Storage::F32, "scales");
     elementwise(s, d.rows, {x, codes, scales},
                 call("quantizeInt8", {n(d.rows), n(d.cols), s.T(x)},
                      {x, codes, scales}));
@@ -76,7 +75,6 @@ void emitInt8(KernelSpec &s, const rt::InstrDims &d) {
   }
   const std::string codes = s.in(0, "codes"), scales = s.in(1, "scales"),
                     out = s.out(0, "out");
-  s.requireType(s.inType(1), Storage::F32, "scales");
   elementwise(s, d.n, {codes, scales, out},
               call("dequantizeInt8", {n(d.n), n(d.cols), s.T(out)},
                    {codes, scales, out}));
