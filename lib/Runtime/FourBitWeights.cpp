@@ -45,8 +45,8 @@ std::vector<float> dequantizeWeight(const FourBitStorage &q,
   const std::array<float, 16> code = quant::codebook(q.format);
   std::vector<float> w(size_t(l.n));
   for (int64_t i = 0; i < l.n; ++i)
-    w[size_t(i)] = code[quant::codeAt(bytes + l.codesAt, i)] *
-                   absmax[size_t(i / l.block)];
+    w[size_t(i)] =
+        quant::dequantizedAt(code, bytes + l.codesAt, absmax.data(), l.block, i);
   return q.transposed ? transposed(w.data(), q.rows, q.cols) : w;
 }
 

@@ -168,6 +168,14 @@ inline uint8_t codeAt(const uint8_t *codes, int64_t i) {
   return i % 2 == 0 ? uint8_t(byte >> 4) : uint8_t(byte & 15);
 }
 
+/// Element i in f32: its code's value times its block's absmax (`codes`
+/// and `absmax` as blockAbsmax decodes them), as bitsandbytes dequantizes.
+inline float dequantizedAt(const std::array<float, 16> &code,
+                           const uint8_t *codes, const float *absmax,
+                           int64_t block, int64_t i) {
+  return code[codeAt(codes, i)] * absmax[i / block];
+}
+
 } // namespace dsc::quant
 
 #endif // DSC_LIB_KERNELS_QUANTIZED_FOURBIT_H

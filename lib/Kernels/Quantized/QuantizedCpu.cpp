@@ -41,7 +41,7 @@ struct FourBitWeight {
   /// Element (r, c) in f32: the code's value times its block's absmax.
   float at(int64_t r, int64_t c) const {
     const int64_t i = r * cols + c;
-    return code[quant::codeAt(codes, i)] * absmax[size_t(i / layout.block)];
+    return quant::dequantizedAt(code, codes, absmax.data(), layout.block, i);
   }
   /// tile[j, i] = W[r0 + j, c0 + i] for j < nr, i < nc (row stride nc).
   void rows(int64_t r0, int64_t nr, int64_t c0, int64_t nc,
