@@ -2,7 +2,8 @@
 # Kills a run with --checkpoint-every at a random moment (kill -9), resumes
 # from the newest periodic checkpoint, and compares the final weights with an
 # uninterrupted run's: they must be bit-identical, and at most K periodic
-# checkpoints may remain.
+# checkpoints may remain, K+1 when the kill fell between writing the newest
+# and pruning the oldest.
 #   kill-resume.sh DSC_RUN MODEL CONFIG DATA WORKDIR
 set -euo pipefail
 run=$1 model=$2 config=$3 data=$4 work=$5
@@ -22,8 +23,8 @@ for trial in 1 2 3 4; do
   kill -9 $pid 2> /dev/null || true
   wait $pid 2> /dev/null || true
   kept=$(ls "$dir" | sed -n 's/^ck-step\([0-9]*\)\.safetensors$/\1/p' | sort -n)
-  if (($(echo "$kept" | grep -c .) > keep)); then
-    echo "FAIL: trial $trial kept more than $keep checkpoints: $kept"
+  if (($(echo "$kept" | grep -c .) > keep + 1)); then
+    echo "FAIL: trial $trial kept more than $keep (+1 being pruned) checkpoints: $kept"
     exit 1
   fi
   latest=$(echo "$kept" | tail -1)
