@@ -335,35 +335,38 @@ void Emitter::emitFunction(const rt::Function &fn) {
       steps.push_back(s);
       break;
     }
-    case Route::Collective:
-    case Route::Copy: {
-      const rt::InstrDims d = rt::checkInstr(P, I);
-      KernelSpec spec(P, I);
-      const bool collective = routeOf(I.op) == Route::Collective;
-      const bool allReduce = I.op == rt::Opcode::AllReduce;
-      // 1-bit compression's exchanges move bytes (signs, scales).
-      const bool bytewise =
-          I.op == rt::Opcode::AllGather || I.op == rt::Opcode::AllToAll;
-      if (collective && !allReduce && !bytewise)
-        spec.fail("the CUDA backend's NCCL communicator does all-reduce, "
-                  "all-gather and all-to-all only; ZeRO's shards, tensor "
-                  "slicing, broadcast and send/recv run on the CPU backend");
-      if (collective && d.group != P.mesh().size())
-        spec.fail(std::string("the CUDA backend's NCCL communicator spans "
-                              "all ranks, not the ") +
-                  rt::meshAxisName(d.axis) + " axis's group of " +
-                  std::to_string(d.group));
-      if (allReduce &&
-          (spec.inType(0) != Storage::F32 || spec.outType(0) != Storage::F32))
+    case Route::Collective: {
+      if (I.op == rt::Opcode::VocabEmbedding ||
+          I.op == rt::Opcode::VocabEmbeddingGrad ||
+          I.op == rt::Opcode::VocabCrossEntropy ||
+          I.op == rt::Opcode::VocabCrossEntropyGrad) {
+        KernelSpec spec(P, I);
+        spec.fail("the vocabulary-parallel embedding and loss of tensor "
+                  "slicing have no CUDA kernels yet; run it on the CPU "
+                  "backend");
+      }
+      if ((I.op == rt::Opcode::AllReduce || I.op == rt::Opcode::TpReduce) &&
+          P.buffers[size_t(I.inputs[0])].dtype != Storage::F32) {
+        KernelSpec spec(P, I);
         spec.fail("all-reduces run on f32 buffers");
-      if (bytewise && spec.inType(0) != spec.outType(0))
-        spec.fail("all-gather and all-to-all keep the storage type");
-      if (collective || spec.inType(0) == spec.outType(0)) {
+      }
+      Step s;
+      s.kind = Step::Kind::Collective;
+      s.instrs.push_back(i);
+      s.collective = rt::DeviceCollective::of(P, I);
+      s.args.resize(2);
+      if (!I.inputs.empty())
+        s.args[0].buffers = {I.inputs[0]};
+      if (!I.outputs.empty())
+        s.args[1].buffers = {I.outputs[0]};
+      steps.push_back(s);
+      break;
+    }
+    case Route::Copy: {
+      KernelSpec spec(P, I);
+      if (spec.inType(0) == spec.outType(0)) {
         Step s;
-        s.kind = allReduce                        ? Step::Kind::AllReduce
-                 : I.op == rt::Opcode::AllGather ? Step::Kind::AllGather
-                 : I.op == rt::Opcode::AllToAll  ? Step::Kind::AllToAll
-                                                 : Step::Kind::Memcpy;
+        s.kind = Step::Kind::Memcpy;
         s.instrs.push_back(i);
         s.args.resize(2);
         s.args[0].buffers = {spec.inId(0)};

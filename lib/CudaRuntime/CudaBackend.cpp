@@ -19,7 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Nccl.h"
+#include "CudaMeshGroups.h"
 #ifdef DSC_HAVE_CUDNN_FRONTEND
 #include "CudnnAttention.h"
 #endif
@@ -97,12 +97,13 @@ struct Call {
   // addresses, in Step::Kind::Attention's order.
   int attention = -1;
   std::vector<void *> operands;
-  // Memcpy, AllReduce (NCCL, in place when src == dst), AllGather and
-  // AllToAll (NCCL; `bytes` is what this rank contributes).
+  // Memcpy: `bytes` from src to dst. Collective: `collective` on `group`
+  // (the axis's NCCL or staged group) from src to dst.
   const void *src = nullptr;
   void *dst = nullptr;
   size_t bytes = 0;
-  ReduceOp reduce = ReduceOp::Sum;
+  DeviceCollective collective;
+  DeviceGroup *group = nullptr;
 };
 
 /// cuBLASLt descriptors of one distinct GEMM, in column-major terms: the
@@ -149,6 +150,9 @@ struct FunctionState {
   std::vector<std::pair<cudaGraphNode_t, cudaKernelNodeParams>> randomNodes;
   bool launched = false;
   uint64_t seed = 0, offset = 0;
+  /// A collective runs on the host (staged): the function runs call by
+  /// call, not as a graph.
+  bool hostWork = false;
 };
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
@@ -180,7 +184,7 @@ private:
                                   const std::string &what,
                                   const std::function<void(cudaStream_t)> &work);
   void runGemm(const Call &call, cudaStream_t on);
-  /// AllReduce, AllGather or AllToAll on NCCL.
+  /// A collective on its axis's group (NCCL or staged).
   void runCollective(const Call &call, cudaStream_t on);
   /// Chooses the fused attentions' implementations (EmitOptions), loading
   /// libcudnn where cuDNN may run; says so when it cannot.
@@ -192,15 +196,17 @@ private:
   /// Writes this call's cuDNN dropout seeds and offsets (one pair per
   /// attention stream) to the device before the function runs.
   void uploadAttentionRng(cudaStream_t on);
+  /// Call by call; `debugging` synchronises after each (a failure names
+  /// its instruction) and times each under DSC_PROFILE.
   void runEager(const Program &program, const FunctionState &state,
-                const Function &fn);
+                const Function &fn, bool debugging);
   void checkStatus(const std::string &where);
   std::string describe(const Function &fn, const Call &call) const;
 
   CudaOptions options;
   Communicator &comm;
-  /// Several ranks: the data-parallel all-reduces run on NCCL.
-  std::unique_ptr<NcclComm> nccl;
+  /// Several ranks: each mesh axis's device group (NCCL or staged).
+  std::unique_ptr<CudaMeshGroups> meshGroups;
   std::vector<Buffer> buffers;
   cuda::Module module;
   std::string arch, deviceName;
@@ -248,8 +254,8 @@ CudaBackend::CudaBackend(const Program &program, Communicator &comm,
     throw Error("CUDA: device " + std::to_string(options.device) +
                 " does not exist (" + std::to_string(count) + " found)");
   check(cudaSetDevice(options.device), "selecting the device");
-  if (comm.size() > 1)
-    nccl = std::make_unique<NcclComm>(comm);
+  meshGroups =
+      std::make_unique<CudaMeshGroups>(comm, program.mesh(), options.device);
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, options.device),
         "reading the device properties");
@@ -274,6 +280,8 @@ CudaBackend::CudaBackend(const Program &program, Communicator &comm,
     for (const std::string &choice : module.attentionChoices)
       std::fprintf(stderr, "cuda: attention %s\n", choice.c_str());
   compileAndLoad();
+  meshGroups->setNormKernels(kernels.at("dsc_norm_square"),
+                             kernels.at("dsc_norm_sqrt"));
   allocate(program);
   checkLt(cublasLtCreate(&lt), "creating the handle");
   planGemms();
@@ -356,7 +364,8 @@ void CudaBackend::compileAndLoad() {
       kernels[k.kernel] = kernel;
     }
   for (const char *name :
-       {"dsc_widen_f16", "dsc_widen_bf16", "dsc_narrow_f16", "dsc_narrow_bf16"})
+       {"dsc_widen_f16", "dsc_widen_bf16", "dsc_narrow_f16", "dsc_narrow_bf16",
+        "dsc_norm_square", "dsc_norm_sqrt"})
     check(cudaLibraryGetKernel(&kernels[name], library, name),
           std::string("finding kernel ") + name);
   size_t bytes = 0;
@@ -760,33 +769,34 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       for (const cuda::Step::Arg &arg : step.args)
         call.operands.push_back(address(arg.buffers[0]));
       break;
-    case cuda::Step::Kind::Memcpy:
-    case cuda::Step::Kind::AllReduce:
-    case cuda::Step::Kind::AllGather:
-    case cuda::Step::Kind::AllToAll: {
+    case cuda::Step::Kind::Memcpy: {
       const int from = step.args[0].buffers[0], to = step.args[1].buffers[0];
       call.src = address(from);
       call.dst = address(to);
       call.bytes = buffers[size_t(from)].bytes();
-      if (call.bytes == 0)
+      if (call.bytes == 0 || from == to)
         continue;
-      // A collective on NCCL; `bytes` is what this rank contributes (an
-      // all-gather's output holds every rank's).
-      if (step.kind != cuda::Step::Kind::Memcpy && nccl) {
-        if (step.kind == cuda::Step::Kind::AllReduce) {
-          const std::string &op =
-              fn.body.at(step.instrs.at(0)).getString("op");
-          call.reduce = op == "mean"  ? ReduceOp::Mean
-                        : op == "max" ? ReduceOp::Max
-                                      : ReduceOp::Sum;
-        }
+      break;
+    }
+    case cuda::Step::Kind::Collective: {
+      const std::vector<int> &in = step.args[0].buffers,
+                             &out = step.args[1].buffers;
+      call.src = in.empty() ? nullptr : address(in[0]);
+      call.dst = out.empty() ? nullptr : address(out[0]);
+      call.collective = step.collective;
+      call.group = meshGroups->group(step.collective.axis);
+      if (!call.group) {
+        // One rank along the axis: a sum, mean or max over it, a gather,
+        // exchange, broadcast or shard is the tensor itself (and the norm
+        // of one norm the norm).
+        call.kind = cuda::Step::Kind::Memcpy;
+        call.bytes = out.empty() ? 0 : buffers[size_t(out[0])].bytes();
+        if (call.bytes == 0 || call.src == call.dst)
+          continue;
         break;
       }
-      // One rank: a sum or mean over the ranks, a gather or an exchange
-      // with itself is the tensor itself.
-      if (from == to)
-        continue;
-      call.kind = cuda::Step::Kind::Memcpy;
+      if (!call.group->capturable())
+        state.hostWork = true;
       break;
     }
     }
@@ -820,7 +830,7 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
         call.launches[k].args.push_back(arg);
       }
   }
-  if (options.graphs)
+  if (options.graphs && !state.hostWork)
     buildGraph(state, fn.name);
   return state;
 }
@@ -889,9 +899,7 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
                                      cudaMemcpyDeviceToDevice),
             what);
       break;
-    case cuda::Step::Kind::AllReduce:
-    case cuda::Step::Kind::AllGather:
-    case cuda::Step::Kind::AllToAll:
+    case cuda::Step::Kind::Collective:
       // NCCL's kernels, captured like cuBLASLt's.
       node = addCapturedNode(state, prev, what, [&](cudaStream_t on) {
         runCollective(call, on);
@@ -913,12 +921,13 @@ std::string CudaBackend::describe(const Function &fn, const Call &call) const {
 }
 
 void CudaBackend::runEager(const Program &program, const FunctionState &state,
-                           const Function &fn) {
-  // Kernel by kernel, synchronising after each call so that a failure names
-  // its instruction (the debugging mode: DSC_CUDA_GRAPHS=0), and timing it
-  // under DSC_PROFILE.
+                           const Function &fn, bool debugging) {
+  // Kernel by kernel: a function with staged collectives, or the debugging
+  // mode (DSC_CUDA_GRAPHS=0, DSC_PROFILE), which synchronises after each
+  // call so that a failure names its instruction, and times it.
+  const bool timing = debugging && profile;
   for (const Call &call : state.calls) {
-    if (profile)
+    if (timing)
       check(cudaEventRecord(callStart, stream), "timing " + describe(fn, call));
     for (const Launch &launch : call.launches) // kernels, or a widening
       check(cudaLaunchKernel(reinterpret_cast<const void *>(launch.kernel),
@@ -940,17 +949,17 @@ void CudaBackend::runEager(const Program &program, const FunctionState &state,
                             cudaMemcpyDeviceToDevice, stream),
             "copying in " + describe(fn, call));
       break;
-    case cuda::Step::Kind::AllReduce:
-    case cuda::Step::Kind::AllGather:
-    case cuda::Step::Kind::AllToAll:
+    case cuda::Step::Kind::Collective:
       runCollective(call, stream);
       break;
     }
-    if (profile)
+    if (!debugging)
+      continue;
+    if (timing)
       check(cudaEventRecord(callEnd, stream), "timing " + describe(fn, call));
     check(cudaStreamSynchronize(stream), "running " + describe(fn, call));
     checkStatus(describe(fn, call));
-    if (profile && !call.instrs.empty()) {
+    if (timing && !call.instrs.empty()) {
       float ms = 0;
       check(cudaEventElapsedTime(&ms, callStart, callEnd),
             "timing " + describe(fn, call));
@@ -978,17 +987,8 @@ void CudaBackend::checkStatus(const std::string &where) {
 }
 
 void CudaBackend::runCollective(const Call &call, cudaStream_t on) {
-  switch (call.kind) {
-  case cuda::Step::Kind::AllGather:
-    nccl->allGather(call.src, call.dst, call.bytes, on);
-    return;
-  case cuda::Step::Kind::AllToAll:
-    nccl->allToAll(call.src, call.dst, call.bytes / size_t(comm.size()), on);
-    return;
-  default:
-    nccl->allReduce(call.src, call.dst, call.bytes / sizeof(float),
-                    call.reduce, on);
-  }
+  runDeviceCollective(*call.group, meshGroups->copies(), call.collective,
+                      call.src, call.dst, on);
 }
 
 void CudaBackend::run(const Program &program, const Function &fn, Storage &,
@@ -998,23 +998,19 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
   FunctionState &state = prepare(fn);
   rngSeed = rng.seed;
   rngOffset = rng.offset;
-  // What the collectives of this call send (Communicator::traffic): a ring
-  // all-reduce 2(N-1)/N of the tensor, an all-gather the rank's part to
-  // N-1 peers, an all-to-all (N-1)/N of its input.
-  const int64_t ranks = comm.size();
-  for (const Call &call : state.calls) {
-    const int64_t bytes = int64_t(call.bytes);
-    if (call.kind == cuda::Step::Kind::AllReduce)
-      comm.countSent(CollectiveKind::AllReduce,
-                     2 * bytes * (ranks - 1) / ranks);
-    else if (call.kind == cuda::Step::Kind::AllGather)
-      comm.countSent(CollectiveKind::AllGather, bytes * (ranks - 1));
-    else if (call.kind == cuda::Step::Kind::AllToAll)
-      comm.countSent(CollectiveKind::AllToAll, bytes * (ranks - 1) / ranks);
-  }
+  // What NCCL's collectives of this call send (Communicator::traffic's
+  // ring volumes); the staged groups' host communicators count their own.
+  for (const Call &call : state.calls)
+    if (call.kind == cuda::Step::Kind::Collective &&
+        !call.group->countsTraffic() &&
+        trafficKind(call.collective) != CollectiveKind::Count)
+      comm.countSent(trafficKind(call.collective),
+                     sentBytes(call.collective, call.group->rank()));
   uploadAttentionRng(stream);
-  if (!options.graphs || profile) {
-    runEager(program, state, fn);
+  if (!options.graphs || profile || state.hostWork) {
+    runEager(program, state, fn, !options.graphs || profile);
+    if (state.hostWork && options.graphs && !profile)
+      checkStatus("@" + fn.name);
     return;
   }
   if (!state.exec) // a function without work

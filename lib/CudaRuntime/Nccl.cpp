@@ -33,11 +33,15 @@ NcclLibrary load() {
   resolve(lib.commAbort, "ncclCommAbort");
   resolve(lib.allReduce, "ncclAllReduce");
   resolve(lib.allGather, "ncclAllGather");
+  resolve(lib.reduceScatter, "ncclReduceScatter");
+  resolve(lib.broadcast, "ncclBroadcast");
   resolve(lib.send, "ncclSend");
   resolve(lib.recv, "ncclRecv");
   resolve(lib.groupStart, "ncclGroupStart");
   resolve(lib.groupEnd, "ncclGroupEnd");
   resolve(lib.getErrorString, "ncclGetErrorString");
+  lib.commSplit = reinterpret_cast<decltype(lib.commSplit)>(
+      dlsym(handle, "ncclCommSplit"));
   lib.check(lib.getVersion(&lib.version), "reading the NCCL version");
   // ncclAvg (the mean of data parallelism) arrived in NCCL 2.10.
   if (lib.version < 21000)
@@ -68,48 +72,129 @@ ncclUniqueId shareUniqueId(const NcclLibrary &nccl, Communicator &host) {
   return all[0];
 }
 
-NcclComm::NcclComm(Communicator &host)
-    : nccl(NcclLibrary::get()), ranks(host.size()) {
+namespace {
+
+ncclRedOp_t ncclOp(ReduceOp op) {
+  return op == ReduceOp::Mean  ? ncclAvg
+         : op == ReduceOp::Max ? ncclMax
+                               : ncclSum;
+}
+
+void check(cudaError_t e, const std::string &what) {
+  if (e != cudaSuccess)
+    throw Error("CUDA: " + what + ": " + cudaGetErrorString(e));
+}
+
+cudaStream_t cudaStreamOf(void *stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+} // namespace
+
+NcclGroup::NcclGroup(Communicator &host, const NormKernels *norm)
+    : nccl(NcclLibrary::get()), ranks(host.size()), myRank(host.rank()),
+      norm(norm) {
   const ncclUniqueId id = shareUniqueId(nccl, host);
   nccl.check(nccl.commInitRank(&comm, host.size(), id, host.rank()),
              "joining the NCCL communicator as rank " +
                  std::to_string(host.rank()));
 }
 
-NcclComm::~NcclComm() {
+NcclGroup::NcclGroup(NcclGroup &world, int color, Communicator &host)
+    : nccl(world.nccl), ranks(host.size()), myRank(host.rank()),
+      norm(world.norm) {
+  // Every rank of the world takes part in a split, as in the host split
+  // that made `host`; the new communicator ranks by `key`.
+  if (nccl.commSplit) {
+    split = true;
+    nccl.check(nccl.commSplit(world.comm, color, host.rank(), &comm, nullptr),
+               "splitting the NCCL communicator (color " +
+                   std::to_string(color) + ")");
+    return;
+  }
+  const ncclUniqueId id = shareUniqueId(nccl, host);
+  nccl.check(nccl.commInitRank(&comm, host.size(), id, host.rank()),
+             "joining a group's NCCL communicator as rank " +
+                 std::to_string(host.rank()));
+}
+
+NcclGroup::~NcclGroup() {
   if (comm)
     nccl.commDestroy(comm);
 }
 
-void NcclComm::allReduce(const void *src, void *dst, size_t count,
-                         ReduceOp op, cudaStream_t stream) const {
-  const ncclRedOp_t nop = op == ReduceOp::Mean  ? ncclAvg
-                          : op == ReduceOp::Max ? ncclMax
-                                                : ncclSum;
-  nccl.check(nccl.allReduce(src, dst, count, ncclFloat, nop, comm, stream),
+void NcclGroup::allReduce(const void *src, void *dst, int64_t floats,
+                          ReduceOp op, void *stream) {
+  nccl.check(nccl.allReduce(src, dst, size_t(floats), ncclFloat, ncclOp(op),
+                            comm, cudaStreamOf(stream)),
              "ncclAllReduce");
 }
 
-void NcclComm::allGather(const void *src, void *dst, size_t bytesPerRank,
-                         cudaStream_t stream) const {
-  nccl.check(nccl.allGather(src, dst, bytesPerRank, ncclUint8, comm, stream),
+void NcclGroup::reduceScatter(const void *src, void *dst,
+                              int64_t floatsPerRank, ReduceOp op,
+                              void *stream) {
+  nccl.check(nccl.reduceScatter(src, dst, size_t(floatsPerRank), ncclFloat,
+                                ncclOp(op), comm, cudaStreamOf(stream)),
+             "ncclReduceScatter");
+}
+
+void NcclGroup::allGather(const void *src, void *dst, int64_t bytesPerRank,
+                          void *stream) {
+  nccl.check(nccl.allGather(src, dst, size_t(bytesPerRank), ncclUint8, comm,
+                            cudaStreamOf(stream)),
              "ncclAllGather");
 }
 
-void NcclComm::allToAll(const void *src, void *dst, size_t bytesPerPeer,
-                        cudaStream_t stream) const {
+void NcclGroup::allToAll(const void *src, void *dst, int64_t bytesPerPeer,
+                         void *stream) {
   const auto *in = static_cast<const char *>(src);
   auto *out = static_cast<char *>(dst);
+  const size_t bytes = size_t(bytesPerPeer);
   nccl.check(nccl.groupStart(), "ncclGroupStart");
   for (int peer = 0; peer < ranks; ++peer) {
-    nccl.check(nccl.send(in + size_t(peer) * bytesPerPeer, bytesPerPeer,
-                         ncclUint8, peer, comm, stream),
+    nccl.check(nccl.send(in + size_t(peer) * bytes, bytes, ncclUint8, peer,
+                         comm, cudaStreamOf(stream)),
                "ncclSend");
-    nccl.check(nccl.recv(out + size_t(peer) * bytesPerPeer, bytesPerPeer,
-                         ncclUint8, peer, comm, stream),
+    nccl.check(nccl.recv(out + size_t(peer) * bytes, bytes, ncclUint8, peer,
+                         comm, cudaStreamOf(stream)),
                "ncclRecv");
   }
   nccl.check(nccl.groupEnd(), "ncclGroupEnd (all-to-all)");
+}
+
+void NcclGroup::broadcast(void *data, int64_t bytes, int root, void *stream) {
+  nccl.check(nccl.broadcast(data, data, size_t(bytes), ncclUint8, root, comm,
+                            cudaStreamOf(stream)),
+             "ncclBroadcast");
+}
+
+void NcclGroup::send(const void *src, int64_t bytes, int to, void *stream) {
+  nccl.check(nccl.send(src, size_t(bytes), ncclUint8, to, comm,
+                       cudaStreamOf(stream)),
+             "ncclSend");
+}
+
+void NcclGroup::recv(void *dst, int64_t bytes, int from, void *stream) {
+  nccl.check(nccl.recv(dst, size_t(bytes), ncclUint8, from, comm,
+                       cudaStreamOf(stream)),
+             "ncclRecv");
+}
+
+void NcclGroup::normAllReduce(const void *normIn, void *result, void *stream) {
+  if (!norm || !norm->square)
+    throw Error("norm_all_reduce on NCCL: the norm kernels are not loaded");
+  const void *from = normIn;
+  float *square = norm->scratch;
+  void *squareArgs[] = {&from, &square};
+  check(cudaLaunchKernel(reinterpret_cast<const void *>(norm->square), dim3(1),
+                         dim3(1), squareArgs, 0, cudaStreamOf(stream)),
+        "launching dsc_norm_square");
+  allReduce(square, square, 1, ReduceOp::Sum, stream);
+  void *to = result;
+  void *sqrtArgs[] = {&square, &to};
+  check(cudaLaunchKernel(reinterpret_cast<const void *>(norm->sqrt), dim3(1),
+                         dim3(1), sqrtArgs, 0, cudaStreamOf(stream)),
+        "launching dsc_norm_sqrt");
 }
 
 } // namespace dsc::rt

@@ -10,8 +10,10 @@
 #ifndef DSC_LIB_CUDARUNTIME_NCCL_H
 #define DSC_LIB_CUDARUNTIME_NCCL_H
 
+#include "dsc/Runtime/DeviceCollectives.h"
 #include "dsc/Runtime/Runtime.h"
 
+#include <cuda_runtime.h>
 #include <nccl.h>
 
 namespace dsc::rt {
@@ -27,6 +29,14 @@ struct NcclLibrary {
                             ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t,
                             ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*reduceScatter)(const void *, void *, size_t, ncclDataType_t,
+                                ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int,
+                            ncclComm_t, cudaStream_t) = nullptr;
+  /// ncclCommSplit (NCCL 2.18+); null in an older library, whose groups
+  /// are made with a unique id of their own (NcclGroup).
+  ncclResult_t (*commSplit)(ncclComm_t, int, int, ncclComm_t *,
+                            ncclConfig_t *) = nullptr;
   ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t,
                        cudaStream_t) = nullptr;
   ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t,
@@ -46,31 +56,56 @@ struct NcclLibrary {
 /// Rank 0's ncclGetUniqueId, received by every rank of `host`.
 ncclUniqueId shareUniqueId(const NcclLibrary &nccl, Communicator &host);
 
-/// One NCCL communicator over the ranks of `host` (each on its own GPU,
-/// already selected with cudaSetDevice).
-class NcclComm {
+/// The kernels of dsc.norm_all_reduce (NormAllReduce.cuh), from the step's
+/// compiled module, and a device float between them.
+struct NormKernels {
+  cudaKernel_t square = nullptr, sqrt = nullptr;
+  float *scratch = nullptr;
+};
+
+/// One NCCL communicator over the ranks of a mesh axis's group (each rank
+/// on its own GPU, already selected with cudaSetDevice): the whole job's,
+/// or split from it.
+class NcclGroup final : public DeviceGroup {
 public:
-  explicit NcclComm(Communicator &host);
-  ~NcclComm();
-  NcclComm(const NcclComm &) = delete;
-  NcclComm &operator=(const NcclComm &) = delete;
-  /// `count` floats from `src` to `dst` (in place when equal) on `stream`.
-  void allReduce(const void *src, void *dst, size_t count, ReduceOp op,
-                 cudaStream_t stream) const;
-  /// Rank r's `bytesPerRank` bytes land at dst + r * bytesPerRank on every
-  /// rank.
-  void allGather(const void *src, void *dst, size_t bytesPerRank,
-                 cudaStream_t stream) const;
-  /// Block j of `bytesPerPeer` bytes of src goes to rank j, which stores
-  /// it at dst + (this rank) * bytesPerPeer: MPI_Alltoall, as grouped
-  /// ncclSend/ncclRecv pairs.
-  void allToAll(const void *src, void *dst, size_t bytesPerPeer,
-                cudaStream_t stream) const;
+  /// The whole job: rank 0's unique id reaches every rank through `host`.
+  /// `norm` (the backend's, filled once its kernels are loaded) serves
+  /// normAllReduce; it must outlive the group.
+  explicit NcclGroup(Communicator &host, const NormKernels *norm = nullptr);
+  /// The group of `world`'s ranks passing the same `color`, ranked as in
+  /// `host` (the host communicator of those ranks): ncclCommSplit where
+  /// the library has it, else a communicator of its own.
+  NcclGroup(NcclGroup &world, int color, Communicator &host);
+  ~NcclGroup() override;
+  NcclGroup(const NcclGroup &) = delete;
+  NcclGroup &operator=(const NcclGroup &) = delete;
+
+  int rank() const override { return myRank; }
+  int size() const override { return ranks; }
+  bool capturable() const override { return true; }
+  bool countsTraffic() const override { return false; }
+  void allReduce(const void *src, void *dst, int64_t floats, ReduceOp op,
+                 void *stream) override;
+  void reduceScatter(const void *src, void *dst, int64_t floatsPerRank,
+                     ReduceOp op, void *stream) override;
+  void allGather(const void *src, void *dst, int64_t bytesPerRank,
+                 void *stream) override;
+  /// MPI_Alltoall, as grouped ncclSend/ncclRecv pairs.
+  void allToAll(const void *src, void *dst, int64_t bytesPerPeer,
+                void *stream) override;
+  void broadcast(void *data, int64_t bytes, int root, void *stream) override;
+  void send(const void *src, int64_t bytes, int to, void *stream) override;
+  void recv(void *dst, int64_t bytes, int from, void *stream) override;
+  void normAllReduce(const void *norm, void *result, void *stream) override;
+  /// How the group was made: "ncclCommSplit" or "its own unique id".
+  const char *origin() const { return split ? "ncclCommSplit" : "its own unique id"; }
 
 private:
   const NcclLibrary &nccl;
   ncclComm_t comm = nullptr;
-  int ranks = 1;
+  int ranks = 1, myRank = 0;
+  bool split = false;
+  const NormKernels *norm = nullptr;
 };
 
 } // namespace dsc::rt

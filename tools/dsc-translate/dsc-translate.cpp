@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -64,7 +65,9 @@ const char *kUsage =
     "  --cudnn              emit as for a machine with libcudnn 9: attention\n"
     "                       cuDNN runs becomes a descriptor in K.h, run by\n"
     "                       dsc-run's CUDA backend\n"
-    "  --sm=NN              the target's compute capability (default 90)\n";
+    "  --sm=NN              the target's compute capability (default 90)\n"
+    "  --list-collectives   print every collective step: its function and\n"
+    "                       instruction, mesh axis and group, what it moves\n";
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -167,7 +170,7 @@ void writeExtension(const std::string &dir,
 }
 
 int run(int argc, char **argv) {
-  bool emit = false, torch = false;
+  bool emit = false, torch = false, listCollectives = false;
   std::string input, output, check;
   dsc::cuda::EmitOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -189,6 +192,8 @@ int run(int argc, char **argv) {
       options.forceAttention = true;
     } else if (arg == "--cudnn")
       options.cudnn = true;
+    else if (arg == "--list-collectives")
+      listCollectives = true;
     else if (arg.rfind("--sm=", 0) == 0) {
       const std::string v = arg.substr(5);
       if (v.size() != 2 || !std::isdigit(v[0]) || !std::isdigit(v[1]) ||
@@ -284,25 +289,33 @@ int run(int argc, char **argv) {
   size_t kernels = 0;
   for (const dsc::cuda::Launcher &l : module.launchers)
     kernels += l.kernels.size();
-  // NCCL steps by kind: all-reduce, all-gather, all-to-all (a one-rank
-  // step's collectives are copies).
-  size_t collectives[3] = {0, 0, 0};
+  // Collective steps over more than one rank by opcode, in the op table's
+  // order (over one rank they are copies the backend makes or skips).
+  std::map<dsc::rt::Opcode, size_t> collectives;
   for (const auto &[fn, steps] : module.steps)
     for (const dsc::cuda::Step &step : steps)
-      if (step.kind == dsc::cuda::Step::Kind::AllReduce)
-        ++collectives[0];
-      else if (step.kind == dsc::cuda::Step::Kind::AllGather)
-        ++collectives[1];
-      else if (step.kind == dsc::cuda::Step::Kind::AllToAll)
-        ++collectives[2];
+      if (step.kind == dsc::cuda::Step::Kind::Collective &&
+          step.collective.group > 1)
+        ++collectives[step.collective.op];
   std::cout << "dsc-translate: " << module.launchers.size() << " launchers, "
             << kernels << " kernels, " << module.gemms.size()
             << " GEMM descriptors, device arena "
             << dsc::cuda::deviceLayout(program).arenaBytes << " bytes\n";
-  if (program.mesh().size() > 1)
-    std::cout << "dsc-translate: NCCL " << collectives[0] << " all-reduce, "
-              << collectives[1] << " all-gather, " << collectives[2]
-              << " all-to-all\n";
+  if (!collectives.empty()) {
+    std::cout << "dsc-translate: collectives:";
+    const char *separator = " ";
+    for (const auto &[op, count] : collectives) {
+      std::cout << separator << count << " " << dsc::rt::opcodeName(op);
+      separator = ", ";
+    }
+    std::cout << "\n";
+  }
+  if (listCollectives)
+    for (const auto &[fn, steps] : module.steps)
+      for (const dsc::cuda::Step &step : steps)
+        if (step.kind == dsc::cuda::Step::Kind::Collective)
+          std::cout << "@" << fn << " #" << step.instrs.at(0) << ": "
+                    << step.collective.describe() << "\n";
   if (torch)
     std::cout << "dsc-translate: torch extension in " << output << " ("
               << extension.size() << " files)\n";

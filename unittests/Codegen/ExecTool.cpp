@@ -1,11 +1,14 @@
 //===- ExecTool.cpp - dsc-exec: run functions of a module on every rank ---===//
 //
-// `[mpirun -np N] dsc-exec MODULE.mlir FUNCTION...`: lowers the listed
+// `[mpirun -np N] dsc-exec [--backend cpu|cuda] MODULE.mlir FUNCTION...`:
+// lowers the listed
 // functions of a module whose arguments and results carry #dsc.state (a
 // dsc.mesh module attribute gives the job's mesh), fills every
 // #dsc.state<param, ...> argument with values that name the rank and the
 // element (rank * 1000 + element index, in the buffer's type), runs the
-// functions in order on the CPU backend over the launcher's communicator,
+// functions in order on the CPU backend (or the CUDA backend: its device
+// collectives, NCCL or staged through the host) over the launcher's
+// communicator,
 // and prints from rank 0 every rank's #dsc.state<output, ...> results:
 //
 //   rank 1: ar = [1000, 1002, ...]
@@ -22,6 +25,7 @@
 #include "dsc/Codegen/LowerToProgram.h"
 #include "dsc/Dialect/DscDialect.h"
 #include "dsc/Program/Half.h"
+#include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Runtime.h"
 #include "dsc/Support/Files.h"
 #include "dsc/Support/IRNesting.h"
@@ -158,26 +162,45 @@ void printInRankOrder(dsc::rt::Communicator &comm, const std::string &mine) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    std::cerr << "usage: [mpirun -np N] dsc-exec MODULE.mlir FUNCTION...\n";
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string backendName = "cpu";
+  if (args.size() >= 2 && args[0] == "--backend") {
+    backendName = args[1];
+    args.erase(args.begin(), args.begin() + 2);
+  }
+  if (args.size() < 2 || (backendName != "cpu" && backendName != "cuda")) {
+    std::cerr << "usage: [mpirun -np N] dsc-exec [--backend cpu|cuda] "
+                 "MODULE.mlir FUNCTION...\n";
     return 2;
   }
   try {
     std::unique_ptr<dsc::rt::Communicator> comm =
         dsc::rt::createCommunicator();
-    const std::vector<std::string> functions(argv + 2, argv + argc);
-    dsc::rt::Program prog = lower(argv[1], functions);
+    const std::vector<std::string> functions(args.begin() + 1, args.end());
+    dsc::rt::Program prog = lower(args[0], functions);
     if (prog.mesh().size() != comm->size())
       throw Error("the module's mesh has " +
                   std::to_string(prog.mesh().size()) +
                   " ranks but this job has " + std::to_string(comm->size()));
     dsc::rt::Storage storage(prog);
-    for (size_t id = 0; id < prog.buffers.size(); ++id)
-      if (prog.buffers[id].role == BufferRole::Param)
+    std::vector<int> params, outputs;
+    for (size_t id = 0; id < prog.buffers.size(); ++id) {
+      if (prog.buffers[id].role == BufferRole::Param) {
         fill(prog.buffers[id], storage.data(int(id)), comm->rank());
-    std::unique_ptr<dsc::rt::Backend> cpu = dsc::rt::createCpuBackend(*comm);
+        params.push_back(int(id));
+      }
+      if (prog.buffers[id].role == BufferRole::Output)
+        outputs.push_back(int(id));
+    }
+    std::unique_ptr<dsc::rt::Backend> backend =
+        backendName == "cuda"
+            ? dsc::rt::createCudaBackend(prog, *comm, dsc::rt::CudaOptions{})
+            : dsc::rt::createCpuBackend(*comm);
+    backend->prepare(prog);
+    backend->upload(storage, params);
     for (const std::string &name : functions)
-      cpu->run(prog, prog.function(name), storage, {});
+      backend->run(prog, prog.function(name), storage, {});
+    backend->download(storage, outputs);
     printInRankOrder(*comm, outputsOf(prog, storage, *comm));
     return 0;
   } catch (const std::exception &e) {

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -78,25 +79,39 @@ TEST(Nccl, OneRankCollectivesOnTheGpu) {
   }
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   auto host = createSingleRankCommunicator();
-  NcclComm nccl(*host);
+  NcclGroup nccl(*host);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   const std::vector<float> x = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f};
   // One rank: sum, mean and max are the tensor itself, in place or not.
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
-    DeviceFloats in(x), out(std::vector<float>(x.size(), -1.0f));
-    nccl.allReduce(in.ptr, out.ptr, x.size(), op, stream);
-    nccl.allReduce(in.ptr, in.ptr, x.size(), op, stream);
+    DeviceFloats in(x), out(std::vector<float>(x.size(), -1.0f)),
+        scattered(std::vector<float>(x.size(), -1.0f));
+    nccl.allReduce(in.ptr, out.ptr, int64_t(x.size()), op, stream);
+    nccl.reduceScatter(in.ptr, scattered.ptr, int64_t(x.size()), op, stream);
+    nccl.allReduce(in.ptr, in.ptr, int64_t(x.size()), op, stream);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     EXPECT_EQ(out.read(), x);
+    EXPECT_EQ(scattered.read(), x);
     EXPECT_EQ(in.read(), x);
   }
   DeviceFloats in(x), gathered(std::vector<float>(x.size(), 0.0f)),
       exchanged(std::vector<float>(x.size(), 0.0f));
-  nccl.allGather(in.ptr, gathered.ptr, x.size() * sizeof(float), stream);
-  nccl.allToAll(in.ptr, exchanged.ptr, x.size() * sizeof(float), stream);
+  const int64_t bytes = int64_t(x.size() * sizeof(float));
+  nccl.allGather(in.ptr, gathered.ptr, bytes, stream);
+  nccl.allToAll(in.ptr, exchanged.ptr, bytes, stream);
+  nccl.broadcast(in.ptr, bytes, 0, stream);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   EXPECT_EQ(gathered.read(), x);
   EXPECT_EQ(exchanged.read(), x);
+  EXPECT_EQ(in.read(), x);
+  // A split of the one-rank world is a one-rank group that works.
+  NcclGroup part(nccl, 0, *host);
+  DeviceFloats sum(x);
+  part.allReduce(sum.ptr, sum.ptr, int64_t(x.size()), ReduceOp::Sum, stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(sum.read(), x);
+  std::printf("NCCL %d: group made with %s\n", NcclLibrary::get().version,
+              part.origin());
   cudaStreamDestroy(stream);
 }

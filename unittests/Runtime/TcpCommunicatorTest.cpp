@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestUtil.h"
+
 #include "dsc/Runtime/TcpCommunicator.h"
 
 #include <gtest/gtest.h>
@@ -24,62 +26,10 @@
 namespace dsc::rt {
 namespace {
 
-/// A port nobody listens on now.
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-/// Runs body(rank's communicator) on n ranks at once; the failures of
-/// every rank, "rank r: message", in rank order.
-std::vector<std::string>
-onRanks(int n, const std::function<void(Communicator &)> &body,
-        double timeoutSeconds = 20) {
-  const int port = freePort();
-  std::vector<std::string> failures(static_cast<size_t>(n));
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        TcpJob job;
-        job.masterAddr = "127.0.0.1";
-        job.masterPort = port;
-        job.rank = r;
-        job.worldSize = n;
-        job.timeoutSeconds = timeoutSeconds;
-        auto comm = createTcpCommunicator(job);
-        body(*comm);
-      } catch (const std::exception &e) {
-        failures[size_t(r)] = "rank " + std::to_string(r) + ": " + e.what();
-      }
-    });
-  for (std::thread &t : ranks)
-    t.join();
-  std::vector<std::string> all;
-  for (const std::string &f : failures)
-    if (!f.empty())
-      all.push_back(f);
-  return all;
-}
-
-std::string joined(const std::vector<std::string> &v) {
-  std::string s;
-  for (const std::string &x : v)
-    s += x + "\n";
-  return s;
-}
-
 TEST(TcpCommunicator, CollectivesOnFourRanks) {
   constexpr int N = 4;
   std::mutex checks;
-  auto failures = onRanks(N, [&](Communicator &c) {
+  auto failures = test::onTcpRanks(N, [&](Communicator &c) {
     const int r = c.rank();
     EXPECT_EQ(c.size(), N);
     EXPECT_EQ(c.localSize(), N); // one host
@@ -127,11 +77,11 @@ TEST(TcpCommunicator, CollectivesOnFourRanks) {
     }
     EXPECT_STREQ(word, "hello");
   });
-  EXPECT_TRUE(failures.empty()) << joined(failures);
+  EXPECT_TRUE(failures.empty()) << test::joined(failures);
 }
 
 TEST(TcpCommunicator, SendsMatchReceivesByTagAndDoNotWait) {
-  auto failures = onRanks(2, [](Communicator &c) {
+  auto failures = test::onTcpRanks(2, [](Communicator &c) {
     // Both send 4 MiB first (more than a socket buffer holds): a send that
     // waited for the peer's receive would deadlock here.
     std::vector<float> big(1 << 20, float(c.rank())), got(1 << 20);
@@ -153,12 +103,12 @@ TEST(TcpCommunicator, SendsMatchReceivesByTagAndDoNotWait) {
     EXPECT_THROW(c.send(&a, 4, c.rank(), 0), Error);
     EXPECT_THROW(c.send(&a, 4, peer, 40000), Error);
   });
-  EXPECT_TRUE(failures.empty()) << joined(failures);
+  EXPECT_TRUE(failures.empty()) << test::joined(failures);
 }
 
 TEST(TcpCommunicator, SplitGroupsKeepTheirMessagesApart) {
   constexpr int N = 4;
-  auto failures = onRanks(N, [](Communicator &c) {
+  auto failures = test::onTcpRanks(N, [](Communicator &c) {
     // Even and odd ranks, ranked in reverse.
     auto group = c.split(c.rank() % 2, -c.rank());
     EXPECT_EQ(group->size(), 2);
@@ -180,11 +130,11 @@ TEST(TcpCommunicator, SplitGroupsKeepTheirMessagesApart) {
     }
     c.barrier();
   });
-  EXPECT_TRUE(failures.empty()) << joined(failures);
+  EXPECT_TRUE(failures.empty()) << test::joined(failures);
 }
 
 TEST(TcpCommunicator, ALostRankIsNamed) {
-  auto failures = onRanks(
+  auto failures = test::onTcpRanks(
       3,
       [](Communicator &c) {
         if (c.rank() == 2)
@@ -193,7 +143,7 @@ TEST(TcpCommunicator, ALostRankIsNamed) {
         c.allReduce(&v, 1, ReduceOp::Sum);
       },
       /*timeoutSeconds=*/5);
-  ASSERT_EQ(failures.size(), 3u) << joined(failures);
+  ASSERT_EQ(failures.size(), 3u) << test::joined(failures);
   EXPECT_NE(failures[2].find("stops before"), std::string::npos);
   // Rank 0 waits on rank 2 (its ring predecessor), rank 1 on rank 0.
   EXPECT_NE(failures[0].find("all_reduce: rank 2 closed its connection"),
@@ -202,7 +152,7 @@ TEST(TcpCommunicator, ALostRankIsNamed) {
 }
 
 TEST(TcpCommunicator, AReceiveThatOnlyOtherFramesReachIsNamedSo) {
-  auto failures = onRanks(
+  auto failures = test::onTcpRanks(
       2,
       [](Communicator &c) {
         int32_t v = 0;
@@ -214,14 +164,14 @@ TEST(TcpCommunicator, AReceiveThatOnlyOtherFramesReachIsNamedSo) {
         c.barrier(); // waits 10 timeouts, past rank 1's end
       },
       /*timeoutSeconds=*/1);
-  ASSERT_EQ(failures.size(), 2u) << joined(failures);
+  ASSERT_EQ(failures.size(), 2u) << test::joined(failures);
   EXPECT_EQ(failures[1], "rank 1: recv: rank 0 sent nothing for this recv in "
                          "1 s, only 1 frame for other receives (the ranks run "
                          "different steps?; DSC_COMM_TIMEOUT sets the limit)");
 }
 
 TEST(TcpCommunicator, ConflictingJobsAreRefusedAtStartUp) {
-  const int port = freePort();
+  const int port = test::freePort();
   std::string rank0, rank1;
   std::thread a([&] {
     try {

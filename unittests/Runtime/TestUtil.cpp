@@ -1,9 +1,16 @@
 #include "TestUtil.h"
 
+#include "dsc/Runtime/TcpCommunicator.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -113,6 +120,55 @@ std::string errorOf(const std::function<void()> &f) {
     return e.what();
   }
   return "<no error>";
+}
+
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::string>
+onTcpRanks(int n, const std::function<void(Communicator &)> &body,
+           double timeoutSeconds) {
+  const int port = freePort();
+  std::vector<std::string> failures(static_cast<size_t>(n));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        TcpJob job;
+        job.masterAddr = "127.0.0.1";
+        job.masterPort = port;
+        job.rank = r;
+        job.worldSize = n;
+        job.timeoutSeconds = timeoutSeconds;
+        auto comm = createTcpCommunicator(job);
+        body(*comm);
+      } catch (const std::exception &e) {
+        failures[size_t(r)] = "rank " + std::to_string(r) + ": " + e.what();
+      }
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  std::vector<std::string> all;
+  for (const std::string &f : failures)
+    if (!f.empty())
+      all.push_back(f);
+  return all;
+}
+
+std::string joined(const std::vector<std::string> &v) {
+  std::string s;
+  for (const std::string &x : v)
+    s += x + "\n";
+  return s;
 }
 
 } // namespace dsc::rt::test

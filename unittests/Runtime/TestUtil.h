@@ -54,6 +54,18 @@ std::vector<double> numericGrad(float *x, int64_t n,
 /// sum_i w[i] * y[i] in double.
 double dot(const float *w, const float *y, int64_t n);
 
+/// A loopback TCP port nobody listens on now.
+int freePort();
+
+/// Runs body(rank's communicator) on n ranks at once, threads of this
+/// process joined by TCP communicators over the loopback; the failures of
+/// every rank, "rank r: message", in rank order.
+std::vector<std::string>
+onTcpRanks(int n, const std::function<void(Communicator &)> &body,
+           double timeoutSeconds = 20);
+/// The lines of `v`, each ended by a newline.
+std::string joined(const std::vector<std::string> &v);
+
 /// The message of the rt::Error `f` throws, or "<no error>".
 std::string errorOf(const std::function<void()> &f);
 

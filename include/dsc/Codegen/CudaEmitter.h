@@ -18,6 +18,7 @@
 #ifndef DSC_CODEGEN_CUDAEMITTER_H
 #define DSC_CODEGEN_CUDAEMITTER_H
 
+#include "dsc/Program/DeviceCollective.h"
 #include "dsc/Program/Program.h"
 
 #include <array>
@@ -134,9 +135,9 @@ struct Step {
     /// q, k, v, out, lse, dq, dk, dv
     Attention,
     Memcpy,    ///< device copy of args[1] <- args[0] (same storage)
-    AllReduce, ///< collective on args[0] -> args[1], attr op (sum|mean)
-    AllGather, ///< every rank's args[0] bytes, in rank order, into args[1]
-    AllToAll,  ///< block j of args[0] to rank j, into args[1] (by sender)
+    /// `collective` on its mesh axis's group, from args[0] to args[1]
+    /// (send: args[0] only; recv: args[1] only, args[0] empty)
+    Collective,
   };
   Kind kind;
   std::vector<size_t> instrs; ///< indices into Function::body
@@ -148,6 +149,7 @@ struct Step {
     uint64_t value = 0;
   };
   std::vector<Arg> args;
+  rt::DeviceCollective collective; ///< Kind::Collective
 };
 
 struct Module {

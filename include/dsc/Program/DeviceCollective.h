@@ -1,0 +1,39 @@
+//===- DeviceCollective.h - A collective instruction, as a device runs it -*- C++ -*-===//
+//
+// The part of the compiler/runtime contract a device backend's emitter
+// and runtime share for a collective instruction: which mesh axis's group
+// it spans and what it moves, read once from the checked instruction.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_PROGRAM_DEVICECOLLECTIVE_H
+#define DSC_PROGRAM_DEVICECOLLECTIVE_H
+
+#include "dsc/Program/Program.h"
+
+#include <string>
+
+namespace dsc::rt {
+
+/// One collective instruction (KernelFamily::Collective) as a device
+/// backend runs it.
+struct DeviceCollective {
+  Opcode op = Opcode::AllReduce;
+  MeshAxis axis = MeshAxis::Data;
+  int64_t group = 1;          ///< ranks in the axis's group
+  /// Elements (InstrCheck's `n`): all-reduce the tensor's; reduce-scatter,
+  /// all-gather and shard one rank's part; all-to-all one peer's block;
+  /// broadcast, send, recv the whole tensor; norm all-reduce 1.
+  int64_t count = 0;
+  size_t elementBytes = 4;
+  ReduceOp reduce = ReduceOp::Sum;
+  int64_t peer = 0; ///< send/recv: steps along the axis; broadcast: root
+
+  /// Of instruction `I` of `P` (checked: throws its checkInstr error).
+  static DeviceCollective of(const Program &P, const Instr &I);
+  /// "reduce_scatter over data (4 ranks), sum, 1024 x 4 bytes per rank".
+  std::string describe() const;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_PROGRAM_DEVICECOLLECTIVE_H
