@@ -78,6 +78,10 @@ cp test/gpu/bundle/CMakeLists.txt "$out/CMakeLists.txt"
 cp examples/*.json "$out/examples/"
 cp bench/gpu_gpt2.py bench/gpu_attention.py "$out/bench/"
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
+# The distributed steps' launcher, torchrun-style (a GPU machine has no
+# MPI).
+mkdir -p "$out/test/distributed"
+cp test/tools/Inputs/tcp/torchrun.py "$out/test/distributed/"
 
 # The binaries need nothing a GPU node lacks (a --from build's do).
 if [ -z "$from" ]; then

@@ -52,6 +52,13 @@
 #                   Fixed block-sparse and dense kernels against SDPA
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
 #                   PyTorch eager and torch.compile (gets the time left)
+#   dist-*          5 training steps of GPT-2 tiny on 2 ranks sharing the GPU
+#                   against the same job on 2 CPU ranks (both started
+#                   torchrun's way: a GPU machine has no MPI), fp32: ZeRO 1, 2, 3,
+#                   data parallel with accumulation, pipeline 2
+#                   (1F1B), 1-bit Adam; losses within 1e-3 relative (the
+#                   one-rank CUDA-vs-CPU training tolerance), the largest
+#                   difference printed
 #
 # Two sets name the steps of one prepared command each (GPU time is rare):
 #   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
@@ -60,6 +67,7 @@
 #           loaded), profile
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
 #           check-cuda-registers sparse-attention ncu-attention ctest-gpu
+#   distributed  libraries devices nccl dist-*
 # Each step has a time cap, so the whole run ends within
 # $DSC_GPU_CHECK_SECONDS (default 570); $DSC_GPU_BENCH_ARGS is added to the
 # benchmark's arguments (e.g. "--max-batch 32 --steps 15"; later ones win).
@@ -85,6 +93,7 @@ if ((${#selected[@]} == 1)); then
                     attention-cudnn attention-registers bench profile) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
                      check-cuda-registers sparse-attention ncu-attention ctest-gpu) ;;
+    distributed) selected=(libraries devices nccl 'dist-*') ;;
   esac
 fi
 [ -x "$here/bin/dsc-run" ] ||
@@ -357,6 +366,39 @@ bench() {
     --json "$results/bench.json" ${DSC_GPU_BENCH_ARGS:-}
 }
 
+# dist_train NAME CONFIG_JSON_EDIT [ENV...]: 5 steps of GPT-2 tiny on 2 CPU
+# ranks and on 2 CUDA ranks sharing the GPU, the config being
+# examples/ds_config.json without its scheduler and with the python dict
+# edit CONFIG_JSON_EDIT (of c).
+dist_train() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  local name=$1 edit=$2 backend
+  shift 2
+  # No warm-up: the weights move from the first step.
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.pop('scheduler'); $edit; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$examples/ds_config.json" "$work/$name.json" || return 1
+  for backend in cpu cuda; do
+    env "$@" python3 "$here/test/distributed/torchrun.py" --nproc 2 --timeout 200 -- \
+      "$bin/dsc-run" train --backend $backend --model "$examples/gpt2-tiny.json" \
+      --config "$work/$name.json" --data "$work/data.txt" --steps 5 \
+      --log-json "$work/$name-$backend.jsonl" > "$work/$name-$backend.out" 2>&1 ||
+      { cat "$work/$name-$backend.out"; echo "FAIL: $backend ranks"; return 1; }
+  done
+  cat "$work/$name-cuda.out"
+  python3 - "$work/$name-cpu.jsonl" "$work/$name-cuda.jsonl" <<'PY'
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
+cpu, cuda = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(cpu) == len(cuda) == 5, (cpu, cuda)
+worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda))
+print("cpu ", cpu)
+print("cuda", cuda)
+print(f"largest relative difference {worst:.3g}")
+sys.exit(0 if worst <= 1e-3 else 1)
+PY
+}
+
 # --- the steps --------------------------------------------------------------------
 # In this shell, not in a step, so that LD_LIBRARY_PATH carries on; the step
 # reports what it found.
@@ -365,7 +407,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda \
+export -f devices versions nvrtc nccl ctest_gpu check_cuda dist_train \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench
@@ -413,6 +455,15 @@ step attention-registers 90 attention_registers
 step attention-tiles 90 attention_forced tiles
 step attention-cudnn 90 attention_forced cudnn
 step sparse-attention 120 sparse_attention
+step dist-zero1 90 dist_train zero1 "c['zero_optimization'] = {'stage': 1}"
+step dist-zero2 90 dist_train zero2 "c['zero_optimization'] = {'stage': 2}"
+step dist-zero3 90 dist_train zero3 "c['zero_optimization'] = {'stage': 3}"
+step dist-data-parallel 90 dist_train data-parallel \
+  "c['gradient_accumulation_steps'] = 2"
+step dist-pipeline 90 dist_train pipeline \
+  "c['pipeline'] = {'stages': 2}; c['gradient_accumulation_steps'] = 2"
+step dist-onebit-adam 90 dist_train onebit \
+  "c['optimizer'] = {'type': 'OneBitAdam', 'params': {'lr': 1e-3, 'freeze_step': 2}}"
 step bench "$budget" bench
 
 manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)
