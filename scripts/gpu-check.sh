@@ -55,7 +55,8 @@
 #   dist-*          5 training steps of GPT-2 tiny on 2 ranks sharing the GPU
 #                   against the same job on 2 CPU ranks (both started
 #                   torchrun's way: a GPU machine has no MPI), fp32: ZeRO 1, 2, 3,
-#                   data parallel with accumulation, pipeline 2
+#                   data parallel with accumulation, tensor slicing 2
+#                   (vocabulary-parallel embedding and loss), pipeline 2
 #                   (1F1B), 1-bit Adam; losses within 1e-3 relative (the
 #                   one-rank CUDA-vs-CPU training tolerance), the largest
 #                   difference printed
@@ -460,6 +461,8 @@ step dist-zero2 90 dist_train zero2 "c['zero_optimization'] = {'stage': 2}"
 step dist-zero3 90 dist_train zero3 "c['zero_optimization'] = {'stage': 3}"
 step dist-data-parallel 90 dist_train data-parallel \
   "c['gradient_accumulation_steps'] = 2"
+step dist-tensor-parallel 90 dist_train tensor-parallel \
+  "c['tensor_parallel'] = {'autotp_size': 2}"
 step dist-pipeline 90 dist_train pipeline \
   "c['pipeline'] = {'stages': 2}; c['gradient_accumulation_steps'] = 2"
 step dist-onebit-adam 90 dist_train onebit \

@@ -112,6 +112,9 @@ private:
   /// `accumulate`: the Add the GEMM performs (C = its accumulator).
   Step gemmStep(const rt::Instr &I, const rt::Instr *accumulate = nullptr);
   int addLauncher(KernelSpec &spec);
+  /// A vocabulary-parallel instruction's phases (emitVocabPhase) and the
+  /// group's all-reduces between them.
+  void emitVocabParallel(const rt::Instr &I, size_t i, std::vector<Step> &steps);
   void writeSource();
   void writeHeader();
 
@@ -316,6 +319,58 @@ int Emitter::addLauncher(KernelSpec &spec) {
   return it->second;
 }
 
+void Emitter::emitVocabParallel(const rt::Instr &I, size_t i,
+                                std::vector<Step> &steps) {
+  const rt::InstrDims d = rt::checkInstr(P, I);
+  auto phase = [&](int k) {
+    KernelSpec spec(P, I);
+    emitVocabPhase(spec, d, k);
+    Step s;
+    s.kind = Step::Kind::Kernel;
+    s.instrs.push_back(i);
+    s.index = addLauncher(spec);
+    s.args = spec.args;
+    steps.push_back(s);
+  };
+  // An in-place f32 all-reduce over the instruction's group: of `buffer`,
+  // or (buffer -1) of `floats` floats of the scratch from float `at`.
+  auto allReduce = [&](rt::ReduceOp op, int64_t floats, int buffer,
+                       int64_t at) {
+    Step s;
+    s.kind = Step::Kind::Collective;
+    s.instrs.push_back(i);
+    s.collective.op = rt::Opcode::AllReduce;
+    s.collective.axis = d.axis;
+    s.collective.group = d.group;
+    s.collective.count = floats;
+    s.collective.reduce = op;
+    s.args.resize(2);
+    if (buffer >= 0)
+      s.args[0].buffers = s.args[1].buffers = {buffer};
+    else
+      s.scratchOffset = at * 4;
+    steps.push_back(s);
+  };
+  const int64_t rows = d.rows;
+  switch (I.op) {
+  case rt::Opcode::VocabEmbedding:
+    phase(0);
+    allReduce(rt::ReduceOp::Sum, d.rows * d.cols, I.outputs[0], 0);
+    return;
+  case rt::Opcode::VocabEmbeddingGrad:
+    phase(0);
+    return;
+  default: // the loss (mx, sum, target in the scratch) or its gradient
+    phase(0);
+    allReduce(rt::ReduceOp::Max, rows, -1, 0);
+    phase(1);
+    allReduce(rt::ReduceOp::Sum,
+              I.op == rt::Opcode::VocabCrossEntropy ? 2 * rows : rows, -1,
+              rows);
+    phase(2);
+  }
+}
+
 void Emitter::emitFunction(const rt::Function &fn) {
   std::vector<Step> &steps = M.steps[fn.name];
   std::set<size_t> absorbed; ///< Adds a GEMM performs (accumulatingAdd)
@@ -340,10 +395,8 @@ void Emitter::emitFunction(const rt::Function &fn) {
           I.op == rt::Opcode::VocabEmbeddingGrad ||
           I.op == rt::Opcode::VocabCrossEntropy ||
           I.op == rt::Opcode::VocabCrossEntropyGrad) {
-        KernelSpec spec(P, I);
-        spec.fail("the vocabulary-parallel embedding and loss of tensor "
-                  "slicing have no CUDA kernels yet; run it on the CPU "
-                  "backend");
+        emitVocabParallel(I, i, steps);
+        break;
       }
       if ((I.op == rt::Opcode::AllReduce || I.op == rt::Opcode::TpReduce) &&
           P.buffers[size_t(I.inputs[0])].dtype != Storage::F32) {

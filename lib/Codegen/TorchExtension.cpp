@@ -345,6 +345,7 @@ void writeBinding(std::ostream &os, const LauncherInfo &info) {
       os << "const std::vector<at::Tensor> &" << p.name << ", ";
       break;
     case Param::Kind::Stream:
+    case Param::Kind::GroupRank:
       os << "int64_t " << p.name << ", ";
       break;
     case Param::Kind::Seed:
@@ -419,6 +420,9 @@ void writeBinding(std::ostream &os, const LauncherInfo &info) {
       break;
     case Param::Kind::Stream:
       os << "philoxStream(fn, " << p.name << "), ";
+      break;
+    case Param::Kind::GroupRank:
+      os << "static_cast<int>(" << p.name << "), ";
       break;
     case Param::Kind::Seed:
     case Param::Kind::Offset:
@@ -578,6 +582,9 @@ import torch
       }
       case Param::Kind::Stream:
         os << "\"philox_stream\"},\n";
+        break;
+      case Param::Kind::GroupRank:
+        os << "\"group_rank\"},\n";
         break;
       case Param::Kind::Seed:
         os << "\"seed\"},\n";

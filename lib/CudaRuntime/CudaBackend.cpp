@@ -731,6 +731,11 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
         case cuda::Param::Kind::Scratch:
           call.slots[i] = reinterpret_cast<uint64_t>(scratch);
           break;
+        case cuda::Param::Kind::GroupRank: {
+          const DeviceGroup *g = meshGroups->group(MeshAxis(arg.value));
+          call.slots[i] = uint64_t(g ? g->rank() : 0);
+          break;
+        }
         }
       }
       for (const cuda::KernelLaunch &k : L.kernels) {
@@ -783,6 +788,8 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
                              &out = step.args[1].buffers;
       call.src = in.empty() ? nullptr : address(in[0]);
       call.dst = out.empty() ? nullptr : address(out[0]);
+      if (step.scratchOffset >= 0) // in place on the launcher scratch
+        call.src = call.dst = scratch + step.scratchOffset;
       call.collective = step.collective;
       call.group = meshGroups->group(step.collective.axis);
       if (!call.group) {

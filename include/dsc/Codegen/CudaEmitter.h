@@ -55,6 +55,9 @@ struct Param {
     Seed,    ///< RngContext::seed, unsigned long long
     Offset,  ///< RngContext::offset, unsigned long long
     Scratch, ///< device workspace of Launcher::scratchBytes, void *
+    /// the rank's coordinate along the mesh axis its Step::Arg::value
+    /// names (int(rt::MeshAxis)), int
+    GroupRank,
   };
   Kind kind;
   std::string name;
@@ -150,6 +153,10 @@ struct Step {
   };
   std::vector<Arg> args;
   rt::DeviceCollective collective; ///< Kind::Collective
+  /// Kind::Collective in place on the launcher scratch from this byte
+  /// offset (the vocabulary-parallel loss's row statistics) instead of on
+  /// args' buffers; -1: on the buffers.
+  int64_t scratchOffset = -1;
 };
 
 struct Module {

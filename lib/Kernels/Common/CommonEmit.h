@@ -46,6 +46,16 @@ AttentionKernel chooseAttention(const KernelSpec &s, const rt::InstrDims &d,
 /// The cuDNN problem of the fused attention `s.I`.
 CudnnAttention cudnnAttentionOf(const KernelSpec &s, const rt::InstrDims &d);
 void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d);
+/// One phase of a vocabulary-parallel instruction (VocabParallelEmit.cpp):
+/// vocab_embedding and its gradient have one (phase 0; the embedding's
+/// group all-reduce of its output follows); the loss and its gradient
+/// three: 0 the row maxima into the scratch (then the group's max), 1 the
+/// sums of exponentials and, for the loss, the labels' logits (then the
+/// group's sum of both), 2 the loss, or the gradient.
+void emitVocabPhase(KernelSpec &s, const rt::InstrDims &d, int phase);
+/// The scratch bytes of the loss's phases: mx, sum, target (a float per
+/// row each) and the gradient's scale.
+int64_t vocabScratchBytes(int64_t rows);
 void emitGated(KernelSpec &s, const rt::InstrDims &d);
 void emitRotary(KernelSpec &s, const rt::InstrDims &d);
 void emitQuantized(KernelSpec &s, const rt::InstrDims &d);

@@ -172,6 +172,16 @@ std::string KernelSpec::scratch(int64_t bytes) {
   return "dsc_scratch";
 }
 
+std::string KernelSpec::groupRank(rt::MeshAxis axis) {
+  if (paramIndex("group_rank") < 0) {
+    launcher.params.push_back({Param::Kind::GroupRank, "group_rank", "int"});
+    Step::Arg a;
+    a.value = uint64_t(axis);
+    args.push_back(a);
+  }
+  return "group_rank";
+}
+
 std::string KernelSpec::T(const std::string &name) const {
   auto it = types.find(name);
   if (it == types.end())

@@ -58,6 +58,9 @@ public:
   /// Stream/seed/offset parameters; returns the dsc::Rng expression.
   std::string rng();
   std::string scratch(int64_t bytes);
+  /// The rank's coordinate along `axis` (an int parameter the runtime
+  /// fills); returns its name, "group_rank".
+  std::string groupRank(rt::MeshAxis axis);
   /// The element C type of a buffer parameter.
   std::string T(const std::string &name) const;
   /// A status code placeholder for `reason` (the driver prefixes the
