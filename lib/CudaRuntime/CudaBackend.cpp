@@ -964,7 +964,6 @@ void CudaBackend::runEager(const Program &program, const FunctionState &state,
       continue;
     if (timing)
       check(cudaEventRecord(callEnd, stream), "timing " + describe(fn, call));
-    check(cudaStreamSynchronize(stream), "running " + describe(fn, call));
     checkStatus(describe(fn, call));
     if (timing && !call.instrs.empty()) {
       float ms = 0;
@@ -983,7 +982,7 @@ void CudaBackend::checkStatus(const std::string &where) {
   check(cudaMemcpyAsync(&code, status, sizeof code, cudaMemcpyDeviceToHost,
                         stream),
         "reading dsc_status");
-  check(cudaStreamSynchronize(stream), "running " + where);
+  meshGroups->wait(stream, "running " + where);
   if (code == 0)
     return;
   check(cudaMemsetAsync(status, 0, sizeof code, stream), "resetting dsc_status");

@@ -2,10 +2,12 @@
 
 #include "CudaMeshGroups.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace dsc::rt {
 
@@ -144,12 +146,15 @@ CudaMeshGroups::CudaMeshGroups(Communicator &world, const Mesh &mesh,
       groups[int(axis)] = owned.back().get();
     } else if (g == world.size()) {
       groups[int(axis)] = ncclWorld.get();
+      ncclGroups.emplace_back(ncclWorld.get(), axis);
     } else {
       // Every rank splits, in the same axis order: the group is named by
       // its member at coordinate 0, as MeshGroups names it.
       const int color = int(mesh.rankAlong(world.rank(), axis, 0));
-      owned.push_back(std::make_unique<NcclGroup>(*ncclWorld, color, members));
-      groups[int(axis)] = owned.back().get();
+      auto split = std::make_unique<NcclGroup>(*ncclWorld, color, members);
+      ncclGroups.emplace_back(split.get(), axis);
+      groups[int(axis)] = split.get();
+      owned.push_back(std::move(split));
     }
   }
 }
@@ -158,6 +163,47 @@ CudaMeshGroups::~CudaMeshGroups() {
   owned.clear();
   ncclWorld.reset();
   cudaFree(norm.scratch);
+}
+
+void CudaMeshGroups::wait(cudaStream_t stream, const std::string &what) {
+  if (ncclGroups.empty()) {
+    check(cudaStreamSynchronize(stream), what);
+    return;
+  }
+  const double limit = collectiveTimeoutSeconds();
+  const auto start = std::chrono::steady_clock::now();
+  auto abortAll = [&] {
+    for (auto &[group, axis] : ncclGroups)
+      group->abort();
+  };
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess)
+      return;
+    if (e != cudaErrorNotReady)
+      check(e, what);
+    for (auto &[group, axis] : ncclGroups) {
+      const ncclResult_t r = group->asyncError();
+      if (r != ncclSuccess && r != ncclInProgress) {
+        const std::string message = group->errorString(r);
+        abortAll();
+        throw Error("CUDA: " + what + ": NCCL over the " + meshAxisName(axis) +
+                    " group failed (" + message +
+                    "): a rank was lost or its network failed");
+      }
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (limit > 0 && waited > limit) {
+      abortAll();
+      throw Error("CUDA: " + what + " did not finish within " +
+                  std::to_string(int(limit)) +
+                  " s (DSC_COMM_TIMEOUT): a rank of an NCCL group stopped "
+                  "answering; the communicators were aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void CudaMeshGroups::setNormKernels(cudaKernel_t square, cudaKernel_t sqrt) {

@@ -20,6 +20,8 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace dsc::rt {
@@ -48,6 +50,11 @@ public:
   DeviceCopies &copies() { return copier; }
   /// Device buffers go through host memory (no CUDA graph captures them).
   bool staged() const { return stagedMode; }
+  /// Waits for the work queued on `stream`. With NCCL groups it polls the
+  /// stream and their asynchronous errors: a failed or silent peer (none
+  /// finishes within DSC_COMM_TIMEOUT) aborts the communicators and
+  /// throws, naming `what` and the group, instead of waiting forever.
+  void wait(cudaStream_t stream, const std::string &what);
   /// The kernels of dsc.norm_all_reduce on NCCL, once the step's module
   /// is loaded.
   void setNormKernels(cudaKernel_t square, cudaKernel_t sqrt);
@@ -62,6 +69,8 @@ private:
   NormKernels norm;
   std::unique_ptr<NcclGroup> ncclWorld;
   std::vector<std::unique_ptr<DeviceGroup>> owned;
+  /// The NCCL groups and the axis each serves (for wait's messages).
+  std::vector<std::pair<NcclGroup *, MeshAxis>> ncclGroups;
   DeviceGroup *groups[3] = {};
   bool stagedMode = false;
 };

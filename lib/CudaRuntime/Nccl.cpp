@@ -31,6 +31,7 @@ NcclLibrary load() {
   resolve(lib.commInitRank, "ncclCommInitRank");
   resolve(lib.commDestroy, "ncclCommDestroy");
   resolve(lib.commAbort, "ncclCommAbort");
+  resolve(lib.commGetAsyncError, "ncclCommGetAsyncError");
   resolve(lib.allReduce, "ncclAllReduce");
   resolve(lib.allGather, "ncclAllGather");
   resolve(lib.reduceScatter, "ncclReduceScatter");
@@ -121,6 +122,18 @@ NcclGroup::NcclGroup(NcclGroup &world, int color, Communicator &host)
 NcclGroup::~NcclGroup() {
   if (comm)
     nccl.commDestroy(comm);
+}
+
+ncclResult_t NcclGroup::asyncError() const {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t r = nccl.commGetAsyncError(comm, &state);
+  return r != ncclSuccess ? r : state;
+}
+
+void NcclGroup::abort() {
+  if (comm)
+    nccl.commAbort(comm);
+  comm = nullptr;
 }
 
 void NcclGroup::allReduce(const void *src, void *dst, int64_t floats,

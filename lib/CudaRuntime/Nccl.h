@@ -25,6 +25,7 @@ struct NcclLibrary {
   ncclResult_t (*commInitRank)(ncclComm_t *, int, ncclUniqueId, int) = nullptr;
   ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
   ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
+  ncclResult_t (*commGetAsyncError)(ncclComm_t, ncclResult_t *) = nullptr;
   ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t,
                             ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t,
@@ -97,6 +98,13 @@ public:
   void send(const void *src, int64_t bytes, int to, void *stream) override;
   void recv(void *dst, int64_t bytes, int from, void *stream) override;
   void normAllReduce(const void *norm, void *result, void *stream) override;
+  /// The communicator's asynchronous error (a peer lost, a network
+  /// failure): ncclSuccess, ncclInProgress or the error.
+  ncclResult_t asyncError() const;
+  /// Aborts the communicator's operations (they never complete otherwise
+  /// when a peer is gone); the group is unusable afterwards.
+  void abort();
+  const char *errorString(ncclResult_t r) const { return nccl.getErrorString(r); }
   /// How the group was made: "ncclCommSplit" or "its own unique id".
   const char *origin() const { return split ? "ncclCommSplit" : "its own unique id"; }
 

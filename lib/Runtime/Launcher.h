@@ -37,10 +37,6 @@ LaunchEnvironment readLaunchEnvironment();
 /// MPI (NoMpiCommunicator.cpp).
 std::unique_ptr<Communicator> createMpiCommunicator(const LaunchEnvironment &env);
 
-/// DSC_COMM_TIMEOUT: the seconds a rank waits in one collective before it
-/// declares another rank lost (default 45; "0" waits forever).
-double collectiveTimeoutSeconds();
-
 } // namespace dsc::rt
 
 #endif // DSC_LIB_RUNTIME_LAUNCHER_H

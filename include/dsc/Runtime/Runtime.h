@@ -128,6 +128,9 @@ int launchedWorldSize();
 /// any communicator exists (errors of the start-up name it); -1 in a
 /// one-rank job or when the environment names none.
 int launchedRank();
+/// DSC_COMM_TIMEOUT: the seconds a rank waits in one collective before it
+/// declares another rank lost (default 45; "0" waits forever).
+double collectiveTimeoutSeconds();
 /// The integer value of environment variable `name`, or `absent`; anything
 /// but a plain integer in [min, max] is an error naming the variable.
 long long envInteger(const char *name, long long absent, long long min,
