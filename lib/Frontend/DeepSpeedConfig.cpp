@@ -242,6 +242,42 @@ void parseActivationCheckpointing(const Ctx &c, const json &sec,
   }
 }
 
+/// flops_profiler: DeepSpeed reads its keys only with the section enabled
+/// and ignores keys it does not know (noted; a misspelling is refused).
+void parseFlopsProfiler(const Ctx &c, const json &sec, TrainConfig &t) {
+  const std::string name = "flops_profiler";
+  c.object(name, sec);
+  const std::vector<std::string> known = {
+      "enabled",     "recompute_fwd_factor", "profile_step", "module_depth",
+      "top_modules", "detailed",             "output_file"};
+  std::vector<std::string> ignored;
+  for (auto it = sec.begin(); it != sec.end(); ++it)
+    if (std::find(known.begin(), known.end(), it.key()) == known.end())
+      unknownOrIgnored(c, name, it.key(), known, /*ignores=*/true, ignored);
+  noteIgnored(c, name, ignored);
+  TrainConfig::FlopsProfiler &f = t.flopsProfiler;
+  auto key = [&](const char *k) -> const json * {
+    auto it = sec.find(k);
+    return it == sec.end() || it->is_null() ? nullptr : &*it;
+  };
+  if (const json *v = key("enabled"))
+    f.enabled = c.boolean(name + ".enabled", *v);
+  if (const json *v = key("recompute_fwd_factor"))
+    f.recomputeFwdFactor =
+        c.nonNegativeNumber(name + ".recompute_fwd_factor", *v);
+  if (const json *v = key("profile_step"))
+    f.profileStep = c.nonNegative(name + ".profile_step", *v);
+  if (const json *v = key("module_depth"))
+    f.moduleDepth = c.integer(name + ".module_depth", *v, -1, kMaxSize,
+                              "-1 (every level) or an integer >= 0");
+  if (const json *v = key("top_modules"))
+    f.topModules = c.positive(name + ".top_modules", *v);
+  if (const json *v = key("detailed"))
+    f.detailed = c.boolean(name + ".detailed", *v);
+  if (const json *v = key("output_file"))
+    f.outputFile = c.string(name + ".output_file", *v, "a file name or null");
+}
+
 } // namespace
 
 } // namespace config_reader
@@ -277,6 +313,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "gradient_clipping",
       "steps_per_print",
       "wall_clock_breakdown",
+      "flops_profiler",
       "optimizer",
       "scheduler",
       "fp16",
@@ -306,6 +343,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
       t.stepsPerPrint = c.positive(k, v);
     else if (k == "wall_clock_breakdown")
       t.wallClockBreakdown = c.boolean(k, v);
+    else if (k == "flops_profiler")
+      parseFlopsProfiler(c, v, t);
     else if (k == "optimizer")
       parseOptimizer(c, v, t.optimizer);
     else if (k == "scheduler")

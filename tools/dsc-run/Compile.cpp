@@ -1,6 +1,7 @@
 //===- Compile.cpp - dsc-run's compiler half ------------------------------===//
 
 #include "Compile.h"
+#include "FlopsProfile.h"
 
 #include "dsc/Codegen/LowerToProgram.h"
 #include "dsc/Frontend/ModelBuilder.h"
@@ -256,6 +257,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
     import.attentionLayout = makeSparseLayout(
         train.sparseAttention, import.seqLen, model.numHeads, train.seed);
   OwningOpRef<ModuleOp> module = importModel(ctx, model, import);
+  annotateFlopsProfile(*module, train);
   Builder b(&ctx);
   (*module)->setAttr("dsc.seed", b.getI64IntegerAttr(int64_t(train.seed)));
   (*module)->setAttr("dsc.steps_per_print",
@@ -288,6 +290,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                          : "importing the model failed");
   if (buildStep && mlir::failed(pm.run(*module)))
     diags.fail("compiling the training step failed");
+  if (buildStep)
+    annotateRecomputeFlops(*module);
   return module;
 }
 

@@ -21,6 +21,7 @@
 #include "Compile.h"
 #include "Demo.h"
 #include "Fit.h"
+#include "FlopsProfile.h"
 #include "Memory.h"
 #include "Plan.h"
 #include "Ranks.h"
@@ -321,7 +322,7 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
 void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
                int64_t printEvery, const std::string &logPath,
                const PeriodicCheckpoints *periodic = nullptr,
-               bool wallClock = false) {
+               bool wallClock = false, const FlopsProfile *profile = nullptr) {
   std::ofstream log;
   if (!logPath.empty()) {
     const bool append = trainer.currentStep() != 0;
@@ -352,6 +353,12 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
       std::cout << "\r\033[K";
     if (s.step % printEvery == 0 || i + 1 == steps)
       printStep(s, std::cout, wallClock);
+    if (profile && s.step == profile->step()) {
+      if (profile->outputFile().empty())
+        std::cout << profile->report(s) << std::flush;
+      else
+        dsc::writeFileAtomic(profile->outputFile(), profile->report(s));
+    }
     if (tty) {
       int width = 30, done = int(width * (i + 1) / steps);
       std::cout << "[" << std::string(done, '#')
@@ -650,6 +657,9 @@ int cmdTrain(int argc, char **argv) {
   const uint64_t seed = uint64_t(program.metaInt("seed", 42));
   const int64_t printEvery = program.metaInt("steps_per_print", 1, 1);
   const bool wallClock = program.metaInt("wall_clock_breakdown", 0, 0) != 0;
+  const std::optional<FlopsProfile> profile = FlopsProfile::of(program);
+  if (profile && output.leader() && !profile->outputFile().empty())
+    dsc::checkOutputFile(profile->outputFile(), "flops_profiler.output_file");
   auto backend = makeBackend(backendName, program, *comm);
   rt::Trainer trainer(std::move(program), *backend, *comm, seed);
   int64_t steps = args.getInt("--steps", 100, 0);
@@ -674,7 +684,8 @@ int cmdTrain(int argc, char **argv) {
                      args.getInt("--checkpoint-keep", 2, 1));
   trainLoop(trainer, data, steps, printEvery,
             output.leader() ? args.getOr("--log-json", "") : "",
-            periodic ? &*periodic : nullptr, wallClock);
+            periodic ? &*periodic : nullptr, wallClock,
+            profile && output.leader() ? &*profile : nullptr);
   if (args.has("--save")) {
     if (trainer.hasAdapter())
       trainer.saveAdapter(args.get("--save"));

@@ -332,6 +332,21 @@ struct TrainConfig {
   /// wall_clock_breakdown: the printed steps and --log-json records also
   /// give the micro-steps' and the optimizer step's wall-clock time.
   bool wallClockBreakdown = false;
+  /// flops_profiler (DeepSpeed's keys): dsc-run train prints the profile of
+  /// one step (its FLOPs from the compiled model's cost models, its time).
+  struct FlopsProfiler {
+    bool enabled = false;
+    /// The profiled step, as DeepSpeed counts it: the step taken when
+    /// profile_step steps are done (0: the first).
+    int64_t profileStep = 1;
+    /// Forward passes recomputed in the backward, as DeepSpeed adds them
+    /// (0: dsc's own count of its recomputation).
+    double recomputeFwdFactor = 0.0;
+    int64_t moduleDepth = -1; ///< -1 or >= 1: per layer; 0: the model only
+    int64_t topModules = 1;   ///< the most expensive op kinds and modules
+    bool detailed = true;     ///< the per-op-kind and per-module tables
+    std::string outputFile;   ///< "": stdout
+  } flopsProfiler;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   // dsc section.
