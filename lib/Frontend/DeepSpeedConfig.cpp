@@ -278,6 +278,23 @@ void parseFlopsProfiler(const Ctx &c, const json &sec, TrainConfig &t) {
     f.outputFile = c.string(name + ".output_file", *v, "a file name or null");
 }
 
+/// csv_monitor / tensorboard (DeepSpeed's pydantic sections: an unknown
+/// key is refused).
+void parseMonitor(const Ctx &c, const std::string &name, const json &sec,
+                  TrainConfig::Monitor &m) {
+  c.object(name, sec);
+  c.checkKeys(name, sec, {"enabled", "output_path", "job_name"});
+  if (auto it = sec.find("enabled"); it != sec.end())
+    m.enabled = c.boolean(name + ".enabled", *it);
+  if (auto it = sec.find("output_path"); it != sec.end() && !it->is_null())
+    m.outputPath = c.string(name + ".output_path", *it, "a directory");
+  if (auto it = sec.find("job_name"); it != sec.end() && !it->is_null()) {
+    m.jobName = c.string(name + ".job_name", *it, "a name");
+    if (m.jobName.empty())
+      c.bad(name + ".job_name", *it, "a non-empty name");
+  }
+}
+
 } // namespace
 
 } // namespace config_reader
@@ -314,6 +331,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "steps_per_print",
       "wall_clock_breakdown",
       "flops_profiler",
+      "csv_monitor",
+      "tensorboard",
       "optimizer",
       "scheduler",
       "fp16",
@@ -345,6 +364,10 @@ TrainConfig parseTrainConfigText(const std::string &text,
       t.wallClockBreakdown = c.boolean(k, v);
     else if (k == "flops_profiler")
       parseFlopsProfiler(c, v, t);
+    else if (k == "csv_monitor")
+      parseMonitor(c, k, v, t.csvMonitor);
+    else if (k == "tensorboard")
+      parseMonitor(c, k, v, t.tensorboard);
     else if (k == "optimizer")
       parseOptimizer(c, v, t.optimizer);
     else if (k == "scheduler")

@@ -32,8 +32,8 @@ const char *kStage3Tuning =
     "tunes DeepSpeed's stage-3 parameter fetching; dsc's step gathers each "
     "shard where the compiled schedule needs it";
 const char *kMonitor =
-    "writing training metrics to this monitor; dsc-run train --log-json "
-    "writes them as JSON lines";
+    "sending training metrics to this service; dsc-run train writes them "
+    "to files: --log-json (JSON lines), csv_monitor, tensorboard";
 /// A key of a section dsc accepts only switched off: read by DeepSpeed
 /// with the section enabled, so its type is checked and nothing else.
 const char *kOff = "read only with the section enabled; its type is checked";
@@ -445,16 +445,24 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"nebula.nebula_load_path", "string", "null", N, nullptr, kOff},
 
     // Monitoring and profiling.
-    {"tensorboard", "object", "{}", U, kEnabledFalse, kMonitor},
-    {"tensorboard.enabled", "bool", "false", U, "false", kSwitch},
-    {"tensorboard.output_path", "string", "\"\"", N, nullptr, kOff},
-    {"tensorboard.job_name", "string", "\"DeepSpeedJobName\"", N, nullptr,
-     kOff},
-    {"csv_monitor", "object", "{}", U, kEnabledFalse, kMonitor},
-    {"csv_monitor.enabled", "bool", "false", U, "false", kSwitch},
-    {"csv_monitor.output_path", "string", "\"\"", N, nullptr, kOff},
-    {"csv_monitor.job_name", "string", "\"DeepSpeedJobName\"", N, nullptr,
-     kOff},
+    {"tensorboard", "object", "{}", I, nullptr,
+     "rank 0 writes each step's Train/Samples/train_loss, lr (and fp16's "
+     "loss_scale) as TensorBoard scalars (an events.out.tfevents file) in "
+     "output_path/job_name"},
+    {"tensorboard.enabled", "bool", "false", I, nullptr, "turns it on"},
+    {"tensorboard.output_path", "string", "\"\"", I, nullptr,
+     "the directory of the job's directory"},
+    {"tensorboard.job_name", "string", "\"DeepSpeedJobName\"", I, nullptr,
+     "the job's directory"},
+    {"csv_monitor", "object", "{}", I, nullptr,
+     "rank 0 appends each step's Train/Samples/train_loss, lr (and fp16's "
+     "loss_scale) to Train_Samples_<name>.csv in output_path/job_name, as "
+     "DeepSpeed's CSV monitor does"},
+    {"csv_monitor.enabled", "bool", "false", I, nullptr, "turns it on"},
+    {"csv_monitor.output_path", "string", "\"\"", I, nullptr,
+     "the directory of the job's directory"},
+    {"csv_monitor.job_name", "string", "\"DeepSpeedJobName\"", I, nullptr,
+     "the job's directory"},
     {"wandb", "object", "{}", U, kEnabledFalse, kMonitor},
     {"wandb.enabled", "bool", "false", U, "false", kSwitch},
     {"wandb.group", "string", "null", N, nullptr, kOff},

@@ -264,6 +264,16 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                      b.getI64IntegerAttr(train.stepsPerPrint));
   if (train.wallClockBreakdown)
     (*module)->setAttr("dsc.wall_clock_breakdown", b.getI64IntegerAttr(1));
+  // DeepSpeed's monitors write into output_path/job_name.
+  for (const auto &[name, monitor] :
+       {std::pair{"dsc.csv_monitor_dir", &train.csvMonitor},
+        std::pair{"dsc.tensorboard_dir", &train.tensorboard}})
+    if (monitor->enabled)
+      (*module)->setAttr(
+          name, b.getStringAttr(monitor->outputPath.empty()
+                                    ? monitor->jobName
+                                    : monitor->outputPath + "/" +
+                                          monitor->jobName));
   // Tensor slicing over autotp_size ranks, pipeline stages, data
   // parallelism over the rest; the runtime refuses to run the step on a
   // job of another size.

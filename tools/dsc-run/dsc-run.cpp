@@ -23,6 +23,7 @@
 #include "Fit.h"
 #include "FlopsProfile.h"
 #include "Memory.h"
+#include "Monitors.h"
 #include "Plan.h"
 #include "Ranks.h"
 
@@ -322,7 +323,8 @@ void writeJsonRecord(std::ofstream &log, const std::string &logPath,
 void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
                int64_t printEvery, const std::string &logPath,
                const PeriodicCheckpoints *periodic = nullptr,
-               bool wallClock = false, const FlopsProfile *profile = nullptr) {
+               bool wallClock = false, const FlopsProfile *profile = nullptr,
+               Monitors *monitors = nullptr) {
   std::ofstream log;
   if (!logPath.empty()) {
     const bool append = trainer.currentStep() != 0;
@@ -347,6 +349,8 @@ void trainLoop(rt::Trainer &trainer, const rt::TokenFile &data, int64_t steps,
     }
     if (log.is_open())
       writeJsonRecord(log, logPath, s, wallClock);
+    if (monitors)
+      monitors->write(s);
     if (periodic)
       periodic->afterStep(trainer);
     if (tty)
@@ -658,6 +662,9 @@ int cmdTrain(int argc, char **argv) {
   const int64_t printEvery = program.metaInt("steps_per_print", 1, 1);
   const bool wallClock = program.metaInt("wall_clock_breakdown", 0, 0) != 0;
   const std::optional<FlopsProfile> profile = FlopsProfile::of(program);
+  Monitors monitors(program);
+  if (output.leader())
+    monitors.open();
   if (profile && output.leader() && !profile->outputFile().empty())
     dsc::checkOutputFile(profile->outputFile(), "flops_profiler.output_file");
   auto backend = makeBackend(backendName, program, *comm);
@@ -685,7 +692,8 @@ int cmdTrain(int argc, char **argv) {
   trainLoop(trainer, data, steps, printEvery,
             output.leader() ? args.getOr("--log-json", "") : "",
             periodic ? &*periodic : nullptr, wallClock,
-            profile && output.leader() ? &*profile : nullptr);
+            profile && output.leader() ? &*profile : nullptr,
+            output.leader() ? &monitors : nullptr);
   if (args.has("--save")) {
     if (trainer.hasAdapter())
       trainer.saveAdapter(args.get("--save"));

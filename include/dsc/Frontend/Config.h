@@ -347,6 +347,15 @@ struct TrainConfig {
     bool detailed = true;     ///< the per-op-kind and per-module tables
     std::string outputFile;   ///< "": stdout
   } flopsProfiler;
+  /// DeepSpeed's csv_monitor and tensorboard sections: rank 0 writes each
+  /// step's training loss and learning rate (and fp16's loss scale) under
+  /// output_path/job_name.
+  struct Monitor {
+    bool enabled = false;
+    std::string outputPath;
+    std::string jobName = "DeepSpeedJobName";
+  };
+  Monitor csvMonitor, tensorboard;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   // dsc section.
