@@ -103,7 +103,20 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
                     "stage3_param_persistence_threshold",
                     "param_persistence_threshold", "offload_param",
                     "zero_quantized_weights", "offload_optimizer",
-                    "cpu_offload", "cpu_offload_param", "cpu_offload_params"});
+                    "cpu_offload", "cpu_offload_param", "cpu_offload_params",
+                    "overlap_comm", "stage3_prefetch_bucket_size",
+                    "prefetch_bucket_size"});
+  if (auto it = sec.find("overlap_comm"); it != sec.end() && !it->is_null())
+    t.overlapComm = c.boolean(name + ".overlap_comm", *it);
+  if (sec.contains("stage3_prefetch_bucket_size") &&
+      sec.contains("prefetch_bucket_size"))
+    c.fail("zero_optimization.stage3_prefetch_bucket_size and "
+           "prefetch_bucket_size are one setting under two names; give one");
+  for (const char *key : {"stage3_prefetch_bucket_size", "prefetch_bucket_size"})
+    if (auto it = sec.find(key); it != sec.end())
+      t.prefetchBucketSize =
+          c.integer(name + "." + key, *it, 0,
+                    std::numeric_limits<int64_t>::max(), "an integer >= 0");
   // DeepSpeed's field and its stage3_ alias name one setting.
   if (sec.contains("stage3_param_persistence_threshold") &&
       sec.contains("param_persistence_threshold"))

@@ -199,7 +199,11 @@ const std::vector<DeepSpeedKey> kKeys = {
      "dsc's memory plan places every gradient"},
     {"zero_optimization.reduce_scatter", "bool", "true", N, nullptr,
      kZeroTuning},
-    {"zero_optimization.overlap_comm", "bool", "null", N, nullptr, kZeroTuning},
+    {"zero_optimization.overlap_comm", "bool", "null", I, nullptr,
+     "collectives run beside the compute (CPU ranks: a communication "
+     "thread; an instruction waits only for those whose memory it touches) "
+     "and ZeRO-3's step gathers the next parameters ahead of their use; "
+     "null: on for stage 3 only, as DeepSpeed"},
     {"zero_optimization.allgather_partitions", "bool", "true", N, nullptr,
      kZeroTuning},
     {"zero_optimization.use_multi_rank_bucket_allreduce", "bool", "true", N,
@@ -219,10 +223,12 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"zero_optimization.memory_efficient_linear", "bool", "true", N, nullptr,
      "DeepSpeed's stage-3 linear-layer memory saving; dsc plans "
      "its own memory"},
-    {"zero_optimization.stage3_prefetch_bucket_size", "int", "50000000", N,
-     nullptr, kStage3Tuning},
-    {"zero_optimization.prefetch_bucket_size", "int", "50000000", N, nullptr,
-     kStage3Tuning},
+    {"zero_optimization.stage3_prefetch_bucket_size", "int", "50000000", I,
+     nullptr,
+     "with overlap_comm, the most parameter elements stage 3 gathers ahead "
+     "of their use (-dsc-prefetch-gathers); 0: none"},
+    {"zero_optimization.prefetch_bucket_size", "int", "50000000", I, nullptr,
+     "stage3_prefetch_bucket_size's other name"},
     {"zero_optimization.stage3_max_live_parameters", "int", "1000000000", N,
      nullptr, kStage3Tuning},
     {"zero_optimization.max_live_parameters", "int", "1000000000", N, nullptr,

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CommThread.h"
 #include "Common/CommonCpu.h"
 
 #include "dsc/Program/InstrCheck.h"
@@ -75,6 +76,15 @@ public:
   void run(const Program &program, const Function &fn, Storage &storage,
            const RngContext &rng) override {
     prepare(program);
+    // overlap_comm: the collectives on a communication thread (not while
+    // profiling, whose times would then overlap).
+    if (!profile && program.metaInt("overlap_comm", 0, 0) != 0 &&
+        comm.callableFromAnotherThread()) {
+      if (!commThread)
+        commThread = std::make_unique<CommThread>();
+      runOverlapped(program, fn, storage, rng);
+      return;
+    }
     for (const Instr &instr : fn.body) {
       if (!profile) {
         execute(program, storage, instr, rng);
@@ -92,12 +102,67 @@ public:
 private:
   void execute(const Program &P, Storage &S, const Instr &I,
                const RngContext &rng);
+  void runOverlapped(const Program &P, const Function &fn, Storage &S,
+                     const RngContext &rng);
   void dispatch(cpu::Exec &e);
   void runCollective(cpu::Exec &e);
   Communicator &comm;
   std::unique_ptr<MeshGroups> groups;
   std::unique_ptr<OpcodeProfile> profile;
+  std::unique_ptr<CommThread> commThread;
 };
+
+/// The collectives overlap_comm runs beside the compute: the bulk
+/// transfers (the vocabulary-parallel ops, the norm, tensor slicing's
+/// reduce and pipeline transfers are waited for at once).
+bool runsBeside(Opcode op) {
+  switch (op) {
+  case Opcode::AllReduce:
+  case Opcode::ReduceScatter:
+  case Opcode::AllGather:
+  case Opcode::AllToAll:
+  case Opcode::Broadcast:
+    return true;
+  default:
+    return false;
+  }
+}
+
+void CpuBackend::runOverlapped(const Program &P, const Function &fn,
+                               Storage &S, const RngContext &rng) {
+  auto ranges = [&](const std::vector<int> &ids) {
+    ByteRanges r;
+    for (int id : ids) {
+      const auto begin = reinterpret_cast<uintptr_t>(S.data(id));
+      r.emplace_back(begin, begin + P.buffers[size_t(id)].bytes());
+    }
+    return r;
+  };
+  try {
+    for (const Instr &I : fn.body) {
+      ByteRanges reads = ranges(I.inputs), writes = ranges(I.outputs);
+      commThread->waitFor(reads, writes);
+      if (opInfo(I.op).kernels != KernelFamily::Collective) {
+        execute(P, S, I, rng);
+        continue;
+      }
+      // Every collective goes through the one thread, in program order:
+      // the communicators are never used from two threads at once.
+      commThread->submit([this, &P, &S, &I, rng] { execute(P, S, I, rng); },
+                         std::move(reads), std::move(writes));
+      if (!runsBeside(I.op))
+        commThread->drain();
+    }
+    commThread->drain();
+  } catch (...) {
+    // Nothing of this call may still be running when the error leaves.
+    try {
+      commThread->drain();
+    } catch (...) {
+    }
+    throw;
+  }
+}
 
 void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
                          const RngContext &rng) {

@@ -29,6 +29,10 @@ std::string mpiErrorString(int code) {
   return std::string(text, size_t(length));
 }
 
+/// Whether MPI was initialised for calls from more than one thread (one at a
+/// time): MPI_THREAD_SERIALIZED or better.
+bool mpiSerialized = false;
+
 class MpiCommunicator final : public Communicator {
 public:
   explicit MpiCommunicator(const LaunchEnvironment &env);
@@ -40,6 +44,7 @@ public:
   int size() const override { return worldSize; }
   int localRank() const override { return myLocalRank; }
   int localSize() const override { return myLocalSize; }
+  bool callableFromAnotherThread() const override { return mpiSerialized; }
   const char *transport() const override { return "MPI"; }
   void allReduce(float *data, int64_t n, ReduceOp op) override;
   void reduceScatter(const float *in, float *out, int64_t nPerRank,
@@ -121,8 +126,16 @@ private:
 MpiCommunicator::MpiCommunicator(const LaunchEnvironment &env) {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS)
+  // overlap_comm calls MPI from a communication thread, never from two
+  // threads at once: MPI_THREAD_SERIALIZED.
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized &&
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
+          MPI_SUCCESS)
     throw Error("MPI_Init failed (launched by " + env.mpiLauncher + ")");
+  if (initialized)
+    MPI_Query_thread(&provided);
+  mpiSerialized = provided >= MPI_THREAD_SERIALIZED;
   // Errors come back as codes and become one-line errors here.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   check(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");

@@ -51,7 +51,7 @@ struct TrainingPasses {
   TrainingSwitches switches;
   std::unique_ptr<Pass> lora, quantizeFrozen, pipelineStage, buildTrainStep, remat,
       mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
-      offloadOptimizer, bucketCollectives;
+      offloadOptimizer, bucketCollectives, prefetchGathers;
 };
 
 /// The order, once for both forms.
@@ -93,6 +93,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   addIfRun(p.zero);
   addIfRun(p.offloadOptimizer);
   addIfRun(p.bucketCollectives);
+  addIfRun(p.prefetchGathers);
   pm.addPass(createDscSplitStageStep());
   if (on.fuseCrossEntropy)
     pm.addPass(createDscFuseCrossEntropy());
@@ -156,6 +157,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   p.zero = ifRun(t.zero, createDscZero);
   p.offloadOptimizer = ifRun(t.offloadOptimizer, createDscOffloadOptimizer);
   p.bucketCollectives = ifRun(t.bucketCollectives, createDscBucketCollectives);
+  p.prefetchGathers = ifRun(t.prefetchGathers, createDscPrefetchGathers);
   addInOrder(pm, std::move(p));
 }
 
@@ -195,6 +197,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
                                 o.offloadOptimizer, false, error, failed);
   p.bucketCollectives = fromText(createDscBucketCollectives(),
                                  o.bucketCollectives, false, error, failed);
+  p.prefetchGathers = fromText(createDscPrefetchGathers(), o.prefetchGathers,
+                               false, error, failed);
   if (failed)
     return failure();
   addInOrder(pm, std::move(p));
@@ -209,8 +213,8 @@ void mlir::dsc::registerTrainingPipeline() {
       "-dsc-pipeline-stage, the fusions as chosen, -dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "
-      "-dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer and "
-      "-dsc-bucket-collectives as given, "
+      "-dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer, "
+      "-dsc-bucket-collectives and -dsc-prefetch-gathers as given, "
       "-dsc-split-stage-step, -dsc-fuse-cross-entropy as chosen. A pass with "
       "options runs when its option is given, with that text as its own "
       "options: zero={stage=2}",

@@ -227,6 +227,10 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     bucket.reduceBucketElements = train.reduceBucketSize;
     bucket.allgatherBucketElements = train.allgatherBucketSize;
   }
+  // ZeRO-3's gathers ahead of their use, where they overlap the compute.
+  if (train.zeroStage == 3 && train.dataParallel() > 1 &&
+      train.overlapsComm() && train.prefetchBucketSize > 0)
+    p.prefetchGathers.emplace().prefetchElements = train.prefetchBucketSize;
   return p;
 }
 
@@ -264,6 +268,8 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                      b.getI64IntegerAttr(train.stepsPerPrint));
   if (train.wallClockBreakdown)
     (*module)->setAttr("dsc.wall_clock_breakdown", b.getI64IntegerAttr(1));
+  if (train.overlapsComm())
+    (*module)->setAttr("dsc.overlap_comm", b.getI64IntegerAttr(1));
   // DeepSpeed's monitors write into output_path/job_name.
   for (const auto &[name, monitor] :
        {std::pair{"dsc.csv_monitor_dir", &train.csvMonitor},

@@ -13,6 +13,7 @@
 #include "dsc/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -324,6 +325,16 @@ struct TrainConfig {
   /// collective per tensor).
   int64_t reduceBucketSize = 500000000;
   int64_t allgatherBucketSize = 500000000;
+  /// zero_optimization.overlap_comm: collectives run beside the compute
+  /// (CPU ranks: on a communication thread) and ZeRO-3 gathers the next
+  /// parameters ahead of their use. Unset: DeepSpeed's default, on for
+  /// stage 3 only.
+  std::optional<bool> overlapComm;
+  bool overlapsComm() const { return overlapComm.value_or(zeroStage == 3); }
+  /// zero_optimization.stage3_prefetch_bucket_size (or prefetch_bucket_size):
+  /// the most parameter elements ZeRO-3 gathers ahead of their use with
+  /// overlap_comm (0: none).
+  int64_t prefetchBucketSize = 50000000;
   int64_t trainBatchSize = 0; ///< micro * accumulation * data-parallel ranks
   int64_t microBatch = 1;
   int64_t gradAccum = 1;

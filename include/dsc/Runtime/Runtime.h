@@ -50,6 +50,9 @@ public:
   virtual int localSize() const = 0;
   /// "Open MPI", "single process", ...
   virtual const char *transport() const = 0;
+  /// Whether a thread other than the one that made it may call its
+  /// collectives (never two at once): overlap_comm's communication thread.
+  virtual bool callableFromAnotherThread() const { return true; }
   /// In place: the element-wise sum, mean or max of `n` floats of all ranks.
   virtual void allReduce(float *data, int64_t n, ReduceOp op) = 0;
   /// `out` (nPerRank floats) receives this rank's part, rank() * nPerRank

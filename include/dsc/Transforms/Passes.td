@@ -905,6 +905,39 @@ def DscBucketCollectives : Pass<"dsc-bucket-collectives", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscPrefetchGathers : Pass<"dsc-prefetch-gathers", "::mlir::ModuleOp"> {
+  let summary = "Issue ZeRO-3's parameter gathers ahead of their use";
+  let description = [{
+    DeepSpeed's `overlap_comm` with `stage3_prefetch_bucket_size`: in every
+    function, each `dsc.all_gather` of a function argument (a parameter
+    shard) moves up to the first use of the earliest gather whose elements,
+    with those of the gathers between, fit in `prefetch-elements`: the
+    gather is issued while earlier layers compute, and a runtime that runs
+    collectives beside the compute (`dsc.overlap_comm`) overlaps it. Gathers
+    of computed values (updated shards, quantized weights) stay. Values are
+    unchanged; the memory plan sees the gathered parameters live earlier.
+    Runs after `-dsc-bucket-collectives`.
+
+    ```mlir
+    %a = dsc.all_gather %arg0 : (tensor<4xf32>) -> tensor<8xf32>
+    %x = dsc.exp %a : (tensor<8xf32>) -> tensor<8xf32>
+    %b = dsc.all_gather %arg1 : (tensor<4xf32>) -> tensor<8xf32>
+    %y = dsc.add %x, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    // becomes (prefetch-elements >= 8)
+    %a = dsc.all_gather %arg0 : (tensor<4xf32>) -> tensor<8xf32>
+    %b = dsc.all_gather %arg1 : (tensor<4xf32>) -> tensor<8xf32>
+    %x = dsc.exp %a : (tensor<8xf32>) -> tensor<8xf32>
+    %y = dsc.add %x, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let options = [
+    Option<"prefetchElements", "prefetch-elements", "int64_t", "50000000",
+           "The most gathered elements issued ahead of the current one "
+           "(DeepSpeed's default stage3_prefetch_bucket_size); 0: none">
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscMemoryReport : Pass<"dsc-memory-report", "::mlir::ModuleOp"> {
   let summary = "Plan the lowered step's static arena and print its memory";
   let description = [{
