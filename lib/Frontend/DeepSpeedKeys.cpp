@@ -226,7 +226,7 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"zero_optimization.stage3_prefetch_bucket_size", "int", "50000000", I,
      nullptr,
      "with overlap_comm, the most parameter elements stage 3 gathers ahead "
-     "of their use (-dsc-prefetch-gathers); 0: none"},
+     "of their use (-dsc-overlap-collectives); 0: none"},
     {"zero_optimization.prefetch_bucket_size", "int", "50000000", I, nullptr,
      "stage3_prefetch_bucket_size's other name"},
     {"zero_optimization.stage3_max_live_parameters", "int", "1000000000", N,

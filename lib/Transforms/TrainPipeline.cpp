@@ -51,7 +51,7 @@ struct TrainingPasses {
   TrainingSwitches switches;
   std::unique_ptr<Pass> lora, quantizeFrozen, pipelineStage, buildTrainStep, remat,
       mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
-      offloadOptimizer, bucketCollectives, prefetchGathers;
+      offloadOptimizer, bucketCollectives, overlapCollectives;
 };
 
 /// The order, once for both forms.
@@ -93,7 +93,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   addIfRun(p.zero);
   addIfRun(p.offloadOptimizer);
   addIfRun(p.bucketCollectives);
-  addIfRun(p.prefetchGathers);
+  addIfRun(p.overlapCollectives);
   pm.addPass(createDscSplitStageStep());
   if (on.fuseCrossEntropy)
     pm.addPass(createDscFuseCrossEntropy());
@@ -157,7 +157,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   p.zero = ifRun(t.zero, createDscZero);
   p.offloadOptimizer = ifRun(t.offloadOptimizer, createDscOffloadOptimizer);
   p.bucketCollectives = ifRun(t.bucketCollectives, createDscBucketCollectives);
-  p.prefetchGathers = ifRun(t.prefetchGathers, createDscPrefetchGathers);
+  p.overlapCollectives = ifRun(t.overlapCollectives, createDscOverlapCollectives);
   addInOrder(pm, std::move(p));
 }
 
@@ -197,7 +197,7 @@ static LogicalResult buildFromText(OpPassManager &pm,
                                 o.offloadOptimizer, false, error, failed);
   p.bucketCollectives = fromText(createDscBucketCollectives(),
                                  o.bucketCollectives, false, error, failed);
-  p.prefetchGathers = fromText(createDscPrefetchGathers(), o.prefetchGathers,
+  p.overlapCollectives = fromText(createDscOverlapCollectives(), o.overlapCollectives,
                                false, error, failed);
   if (failed)
     return failure();
@@ -214,7 +214,7 @@ void mlir::dsc::registerTrainingPipeline() {
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "
       "-dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer, "
-      "-dsc-bucket-collectives and -dsc-prefetch-gathers as given, "
+      "-dsc-bucket-collectives and -dsc-overlap-collectives as given, "
       "-dsc-split-stage-step, -dsc-fuse-cross-entropy as chosen. A pass with "
       "options runs when its option is given, with that text as its own "
       "options: zero={stage=2}",

@@ -227,10 +227,11 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     bucket.reduceBucketElements = train.reduceBucketSize;
     bucket.allgatherBucketElements = train.allgatherBucketSize;
   }
-  // ZeRO-3's gathers ahead of their use, where they overlap the compute.
-  if (train.zeroStage == 3 && train.dataParallel() > 1 &&
-      train.overlapsComm() && train.prefetchBucketSize > 0)
-    p.prefetchGathers.emplace().prefetchElements = train.prefetchBucketSize;
+  // Reductions as soon as their gradients are final, ZeRO-3's gathers
+  // ahead of their use: where a communication thread overlaps them.
+  if (train.overlapsComm() && train.worldSize > 1)
+    p.overlapCollectives.emplace().prefetchElements =
+        train.zeroStage == 3 ? train.prefetchBucketSize : 0;
   return p;
 }
 

@@ -128,7 +128,7 @@ struct TrainingPipeline {
   /// ZeRO-Offload, right after -dsc-zero.
   std::optional<DscOffloadOptimizerOptions> offloadOptimizer;
   std::optional<DscBucketCollectivesOptions> bucketCollectives;
-  std::optional<DscPrefetchGathersOptions> prefetchGathers;
+  std::optional<DscOverlapCollectivesOptions> overlapCollectives;
 };
 
 /// Adds the training pipeline to `pm` (anchored on builtin.module):
@@ -137,7 +137,7 @@ struct TrainingPipeline {
 /// -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible, -dsc-remat,
 /// -dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb,
 /// -dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer,
-/// -dsc-bucket-collectives, -dsc-prefetch-gathers, -dsc-split-stage-step
+/// -dsc-bucket-collectives, -dsc-overlap-collectives, -dsc-split-stage-step
 /// and -dsc-fuse-cross-entropy, as `pipeline` asks.
 void buildTrainingPipeline(OpPassManager &pm, const TrainingPipeline &pipeline);
 
@@ -210,9 +210,9 @@ struct TrainingPipelineOptions
   Option<std::string> bucketCollectives{
       *this, "bucket-collectives",
       llvm::cl::desc("Run -dsc-bucket-collectives with these options")};
-  Option<std::string> prefetchGathers{
-      *this, "prefetch-gathers",
-      llvm::cl::desc("Run -dsc-prefetch-gathers with these options")};
+  Option<std::string> overlapCollectives{
+      *this, "overlap-collectives",
+      llvm::cl::desc("Run -dsc-overlap-collectives with these options")};
   Option<bool> fuseCrossEntropy{
       *this, "fuse-cross-entropy",
       llvm::cl::desc("Run -dsc-fuse-cross-entropy (last)"),

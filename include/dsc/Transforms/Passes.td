@@ -905,18 +905,30 @@ def DscBucketCollectives : Pass<"dsc-bucket-collectives", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
-def DscPrefetchGathers : Pass<"dsc-prefetch-gathers", "::mlir::ModuleOp"> {
-  let summary = "Issue ZeRO-3's parameter gathers ahead of their use";
+def DscOverlapCollectives : Pass<"dsc-overlap-collectives", "::mlir::ModuleOp"> {
+  let summary = "Place collectives where a runtime can overlap them with compute";
   let description = [{
-    DeepSpeed's `overlap_comm` with `stage3_prefetch_bucket_size`: in every
-    function, each `dsc.all_gather` of a function argument (a parameter
-    shard) moves up to the first use of the earliest gather whose elements,
-    with those of the gathers between, fit in `prefetch-elements`: the
-    gather is issued while earlier layers compute, and a runtime that runs
-    collectives beside the compute (`dsc.overlap_comm`) overlaps it. Gathers
-    of computed values (updated shards, quantized weights) stay. Values are
-    unchanged; the memory plan sees the gathered parameters live earlier.
-    Runs after `-dsc-bucket-collectives`.
+    DeepSpeed's `overlap_comm`. In every function, in program order:
+    - each gradient reduction (`dsc.reduce_scatter`, `dsc.all_reduce`) moves
+      up, with the ops that only package its operand for it (`dsc.pack`,
+      `dsc.flat_resize` used by nothing else), to just after the last op
+      that defines what it reads: it is issued as soon as its gradients
+      are final, while the rest of the backward computes, not after the
+      whole backward (reductions then go in the order their gradients
+      become final, not the parameters' order);
+    - each `dsc.all_gather` of a function argument (ZeRO-3's parameter
+      shards) moves up to the first use of the earliest gather whose
+      elements, with those of the gathers between, fit in
+      `prefetch-elements` (DeepSpeed's `stage3_prefetch_bucket_size`): it
+      is issued while earlier layers compute. Gathers of computed values
+      (updated shards, quantized weights) stay.
+    Within a pipeline stage every rank runs the same program, so every rank
+    issues the moved collectives in one order; no collective moves past one
+    over the pipeline axis or a send/recv (ranks of other stages run other
+    programs). Values are unchanged; the memory plan sees the moved results live
+    earlier. A runtime that runs collectives beside the compute
+    (`dsc.overlap_comm`: the CPU backend's communication thread) overlaps
+    them. Runs after `-dsc-bucket-collectives`.
 
     ```mlir
     %a = dsc.all_gather %arg0 : (tensor<4xf32>) -> tensor<8xf32>
