@@ -865,18 +865,6 @@ bool BlockLayoutAttr::isBlockCausal() const {
   return true;
 }
 
-int64_t MeshAttr::groupSize(MeshAxis axis) const {
-  switch (axis) {
-  case MeshAxis::data:
-    return getData();
-  case MeshAxis::tensor:
-    return getTensor();
-  case MeshAxis::pipeline:
-    return getPipeline();
-  }
-  llvm_unreachable("unknown mesh axis");
-}
-
 LogicalResult
 TensorSliceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         int64_t dim, int64_t groups, int64_t size) {
@@ -885,6 +873,23 @@ TensorSliceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "size of whole groups, got dim = "
                        << dim << ", groups = " << groups << ", size = "
                        << size;
+  return success();
+}
+
+/// dsc.mesh_data_inner: an integer on a module with a mesh, dividing its
+/// data axis.
+static LogicalResult verifyMeshDataInner(Operation *op, NamedAttribute attr) {
+  auto inner = dyn_cast<IntegerAttr>(attr.getValue());
+  auto mesh = op->getAttrOfType<MeshAttr>(kMeshAttrName);
+  if (!isa<ModuleOp>(op) || !inner || !mesh)
+    return op->emitError() << "'" << kMeshDataInnerAttrName
+                           << "' must be an integer on a module with a '"
+                           << kMeshAttrName << "'";
+  if (inner.getInt() < 1 || mesh.getData() % inner.getInt() != 0)
+    return op->emitError() << "'" << kMeshDataInnerAttrName << "' ("
+                           << inner.getInt()
+                           << ") must divide the mesh's data axis ("
+                           << mesh.getData() << " ranks)";
   return success();
 }
 
@@ -909,6 +914,8 @@ LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
                << "' must be a #dsc.tensor_slice<...>";
     return success();
   }
+  if (attr.getName() == kMeshDataInnerAttrName)
+    return verifyMeshDataInner(op, attr);
   if (attr.getName() != kMeshAttrName)
     return success();
   if (!isa<ModuleOp>(op))
@@ -926,7 +933,23 @@ int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
     module = op->getParentOfType<ModuleOp>();
   auto mesh = module ? module->getAttrOfType<MeshAttr>(kMeshAttrName)
                      : MeshAttr();
-  return mesh ? mesh.groupSize(axis) : 1;
+  if (!mesh)
+    return 1;
+  auto split = module->getAttrOfType<IntegerAttr>(kMeshDataInnerAttrName);
+  const int64_t inner = split ? split.getInt() : 1;
+  switch (axis) {
+  case MeshAxis::data:
+    return mesh.getData();
+  case MeshAxis::tensor:
+    return mesh.getTensor();
+  case MeshAxis::pipeline:
+    return mesh.getPipeline();
+  case MeshAxis::data_inner:
+    return inner;
+  case MeshAxis::data_outer:
+    return mesh.getData() / inner;
+  }
+  llvm_unreachable("unknown mesh axis");
 }
 
 /// The integer module attribute `name` of `op`'s module (or `op`, a

@@ -102,7 +102,8 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
                    {"stage", "reduce_bucket_size", "allgather_bucket_size",
                     "stage3_param_persistence_threshold",
                     "param_persistence_threshold", "offload_param",
-                    "zero_quantized_weights", "offload_optimizer",
+                    "zero_quantized_weights", "mics_shard_size",
+                    "zero_hpz_partition_size", "offload_optimizer",
                     "cpu_offload", "cpu_offload_param", "cpu_offload_params",
                     "overlap_comm", "stage3_prefetch_bucket_size",
                     "prefetch_bucket_size"});
@@ -150,6 +151,22 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
              std::to_string(t.zeroStage) +
              " gathers no parameters; it applies to stage 3 only");
   }
+  // MiCS / hybrid sharding and hpZ split stage 3's data-parallel ranks
+  // into groups (checked against their number in parseTrainConfigText);
+  // DeepSpeed's other stages do not read them.
+  for (const char *key : {"mics_shard_size", "zero_hpz_partition_size"})
+    if (auto it = sec.find(key); it != sec.end()) {
+      const bool mics = std::string(key) == "mics_shard_size";
+      const int64_t v = c.integer(name + "." + key, *it, mics ? -1 : 0, 1 << 20,
+                                  mics ? "an integer in [-1, 1048576]"
+                                       : "an integer in [0, 1048576]");
+      const bool off = mics ? v <= 0 : v <= 1;
+      if (!off && t.zeroStage != 3)
+        c.note(name + "." + key + ": stage " + std::to_string(t.zeroStage) +
+               " shards no parameters; it applies to stage 3 only");
+      else if (!off)
+        (mics ? t.zeroShardGroup : t.zeroHpzGroup) = v;
+    }
   if (auto it = sec.find("offload_optimizer"); it != sec.end())
     parseOffloadOptimizer(c, *it, t);
   if (auto it = sec.find("cpu_offload"); it != sec.end())
@@ -178,6 +195,36 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
       else
         parseCpuOffloadParam(c, key, *it, t);
     }
+}
+
+/// Hybrid sharding's and hpZ's groups against the `data` data-parallel
+/// ranks: a group of all of them is plain ZeRO-3 (dropped); otherwise it
+/// divides them, and the combinations dsc does not run are refused.
+void checkDataInner(const Ctx &c, TrainConfig &t, int64_t data) {
+  const std::string z = "zero_optimization.";
+  for (auto [group, key] :
+       {std::pair(&t.zeroShardGroup, "mics_shard_size"),
+        std::pair(&t.zeroHpzGroup, "zero_hpz_partition_size")}) {
+    if (*group == 0)
+      continue;
+    if (*group > data || data % *group != 0)
+      c.fail(z + key + " (" + str(*group) +
+             ") must divide the data-parallel size (" + str(data) + ")");
+    if (*group == data) { // one group of every rank: ZeRO-3 as it is
+      *group = 0;
+      continue;
+    }
+    if (t.parallel.tensor > 1 || t.parallel.pipeline > 1)
+      c.fail(z + key +
+             ": groups of data-parallel ranks are not supported "
+             "with tensor_parallel.autotp_size or pipeline.stages > 1");
+    if (t.offloadOptimizer)
+      c.fail(z + key + ": not supported with offload_optimizer");
+  }
+  if (t.zeroShardGroup && t.zeroHpzGroup)
+    c.fail(z + "mics_shard_size and zero_hpz_partition_size: hybrid "
+               "sharding and hpZ's secondary partitions are not supported "
+               "together; give one");
 }
 
 /// tensor_parallel: DeepSpeed's AutoTP training section.
@@ -554,6 +601,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
            ") is not divisible by tensor_parallel.autotp_size (" +
            str(par.tensor) + ") * pipeline.stages (" + str(par.pipeline) +
            ") = " + str(modelRanks));
+
+  checkDataInner(c, t, worldSize / modelRanks);
 
   // DeepSpeed's rule (DeepSpeedConfig._set_batch_related_parameters), over
   // the data-parallel ranks.

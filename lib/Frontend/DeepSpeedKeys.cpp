@@ -286,8 +286,10 @@ const std::vector<DeepSpeedKey> kKeys = {
      "deprecated: true means offload_param.device \"cpu\""},
     {"zero_optimization.cpu_offload_params", "bool", "null", I, nullptr,
      "deprecated: true means offload_param.device \"cpu\""},
-    {"zero_optimization.zero_hpz_partition_size", "int", "1", U, "0|1",
-     "ZeRO++ hierarchical partitions"},
+    {"zero_optimization.zero_hpz_partition_size", "int", "1", I, nullptr,
+     "ZeRO++ hpZ at stage 3: after the forward each rank keeps a secondary "
+     "shard over groups of this many consecutive ranks (a node), from which "
+     "the backward gathers (-dsc-zero hpz)"},
     {"zero_optimization.zero_quantized_weights", "bool", "false", I, nullptr,
      "ZeRO++ qwZ: stage 3's parameter all-gathers in int8 "
      "(-dsc-zero quantized-weights)"},
@@ -297,8 +299,10 @@ const std::vector<DeepSpeedKey> kKeys = {
      "ZeRO++ quantized gradients"},
     {"zero_optimization.zeropp_loco_param", "object", "null", U, "null",
      "ZeRO++ LoCo error feedback"},
-    {"zero_optimization.mics_shard_size", "int", "-1", U, "-1|0|1",
-     "MiCS sharding groups"},
+    {"zero_optimization.mics_shard_size", "int", "-1", I, nullptr,
+     "hybrid sharding (MiCS, FSDP's HYBRID_SHARD) at stage 3: ZeRO within "
+     "groups of this many consecutive ranks, gradients all-reduced across "
+     "the groups (-dsc-zero hybrid)"},
     {"zero_optimization.zenflow", "object", "null", U, "null",
      "ZenFlow offloaded updates"},
     {"zero_optimization.leaf_module", "object", "{}", N, nullptr,

@@ -268,10 +268,11 @@ const Function &Program::function(const std::string &name) const {
 }
 
 MeshAxis meshAxisNamed(const std::string &name) {
-  for (MeshAxis axis : {MeshAxis::Data, MeshAxis::Tensor, MeshAxis::Pipeline})
+  for (MeshAxis axis : kMeshAxes)
     if (name == meshAxisName(axis))
       return axis;
-  throw Error("axis must be \"data\", \"tensor\" or \"pipeline\", got \"" +
+  throw Error("axis must be \"data\", \"tensor\", \"pipeline\", "
+              "\"data_inner\" or \"data_outer\", got \"" +
               name + "\"");
 }
 
@@ -283,6 +284,10 @@ const char *meshAxisName(MeshAxis axis) {
     return "tensor";
   case MeshAxis::Pipeline:
     return "pipeline";
+  case MeshAxis::DataInner:
+    return "data_inner";
+  case MeshAxis::DataOuter:
+    return "data_outer";
   }
   return "?";
 }
@@ -295,18 +300,26 @@ int64_t Mesh::groupSize(MeshAxis axis) const {
     return tensor;
   case MeshAxis::Pipeline:
     return pipeline;
+  case MeshAxis::DataInner:
+    return dataInner;
+  case MeshAxis::DataOuter:
+    return data / dataInner;
   }
   return 1;
 }
 
-/// Ranks count tensor fastest, then data, then pipeline: the stride of an
-/// axis is the product of the sizes of the faster ones.
+/// Ranks count tensor fastest, then data (within a data_inner group first),
+/// then pipeline: the stride of an axis is the product of the sizes of the
+/// faster ones.
 static int64_t strideOf(const Mesh &m, MeshAxis axis) {
   switch (axis) {
   case MeshAxis::Tensor:
     return 1;
   case MeshAxis::Data:
+  case MeshAxis::DataInner:
     return m.tensor;
+  case MeshAxis::DataOuter:
+    return m.tensor * m.dataInner;
   case MeshAxis::Pipeline:
     return m.tensor * m.data;
   }
@@ -329,13 +342,22 @@ Mesh Program::mesh() const {
       !meta.count("mesh_pipeline"))
     return Mesh{world, 1, 1};
   Mesh m{metaInt("mesh_data", 1, 1), metaInt("mesh_tensor", 1, 1),
-         metaInt("mesh_pipeline", 1, 1)};
+         metaInt("mesh_pipeline", 1, 1), metaInt("mesh_data_inner", 1, 1)};
   if (m.size() != world)
     throw Error("compiled step: its mesh (data " + std::to_string(m.data) +
                 " x tensor " + std::to_string(m.tensor) + " x pipeline " +
                 std::to_string(m.pipeline) + ") does not have world_size " +
                 std::to_string(world) + " ranks");
+  if (m.data % m.dataInner != 0)
+    throw Error("compiled step: dsc.mesh_data_inner (" +
+                std::to_string(m.dataInner) +
+                ") does not divide the mesh's data axis (" +
+                std::to_string(m.data) + " ranks)");
   return m;
+}
+
+MeshAxis Program::zeroAxis() const {
+  return meshAxisNamed(metaString("zero_axis", "data"));
 }
 
 void drawTensorParallelStreamsPerRank(Program &program, int64_t tensorRank) {

@@ -83,9 +83,12 @@ MeshGroups::MeshGroups(Communicator &world, const Mesh &mesh) : shape(mesh) {
     throw Error("the step's mesh has " + std::to_string(mesh.size()) +
                 " ranks but this job has " + std::to_string(world.size()));
   const int rank = world.rank();
-  for (MeshAxis axis :
-       {MeshAxis::Data, MeshAxis::Tensor, MeshAxis::Pipeline}) {
+  for (MeshAxis axis : kMeshAxes) {
     const int64_t g = mesh.groupSize(axis);
+    if (mesh.dataInner == 1 && axis == MeshAxis::DataOuter) {
+      groups[int(axis)] = groups[int(MeshAxis::Data)];
+      continue;
+    }
     Communicator *&group = groups[int(axis)];
     if (g == world.size()) {
       group = &world;

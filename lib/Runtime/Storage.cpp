@@ -151,6 +151,7 @@ void initializeParameters(const Program &program, Storage &storage,
                           uint64_t seed, int rank, const std::vector<int> *only) {
   const auto key = philoxKey(seed);
   const Mesh mesh = program.mesh();
+  const MeshAxis zeroAxis = program.zeroAxis();
   for (size_t bi = 0; bi < program.buffers.size(); ++bi) {
     const Buffer &b = program.buffers[bi];
     if (b.role == BufferRole::Temp || b.role == BufferRole::Input)
@@ -172,7 +173,7 @@ void initializeParameters(const Program &program, Storage &storage,
       fillWholeRange(b, key, w.data(), 0, elements);
       const std::vector<char> blob = quantizeWeight(*b.fourBit, w.data());
       const int64_t first =
-          b.wholeShape.empty() ? 0 : mesh.coordinate(rank, MeshAxis::Data) * n;
+          b.wholeShape.empty() ? 0 : mesh.coordinate(rank, zeroAxis) * n;
       std::memset(raw, 0, b.bytes());
       if (first < int64_t(blob.size()))
         std::memcpy(raw, blob.data() + first,
@@ -195,7 +196,7 @@ void initializeParameters(const Program &program, Storage &storage,
     // whole tensor, or this rank's tensor-parallel slice of it.
     int64_t first = 0, total = n;
     if (!b.wholeShape.empty()) {
-      first = mesh.coordinate(rank, MeshAxis::Data) * n;
+      first = mesh.coordinate(rank, zeroAxis) * n;
       total = elementCount(b.wholeShape);
     }
     // A shard wholly in the padding (block-aligned shards of a small

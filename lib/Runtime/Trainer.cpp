@@ -211,7 +211,7 @@ void Trainer::deriveMasterWeights() {
                   dtypeName(master.dtype) + " but the parameter is " +
                   dtypeName(p.dtype));
     // The master is the parameter itself (a ZeRO-3 shard, or the whole)
-    // or, when only the master is a shard (ZeRO-1/2), this data rank's
+    // or, when only the master is a shard (ZeRO-1/2), this shard rank's
     // part of the flattened, zero-padded parameter.
     const bool part = isShard(int(id)) && !isShard(param);
     const size_t bytes = master.bytes(), have = p.bytes();
@@ -219,7 +219,7 @@ void Trainer::deriveMasterWeights() {
       throw Error("master weights '" + master.name + "' " +
                   shapeStr(master.shape) + " are neither the parameter " +
                   shapeStr(p.shape) + " nor a shard of it");
-    const size_t first = part ? bytes * size_t(dataGroup().rank()) : 0;
+    const size_t first = part ? bytes * size_t(shardGroup().rank()) : 0;
     const char *src = static_cast<const char *>(storage.data(param));
     char *dst = static_cast<char *>(storage.data(int(id)));
     const size_t copied = first < have ? std::min(bytes, have - first) : 0;

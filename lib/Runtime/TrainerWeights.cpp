@@ -35,7 +35,7 @@ void Trainer::storeWhole(const std::vector<char> &wholeTensor, int id) {
     std::memcpy(dst, whole.data(), bytes);
     return;
   }
-  const size_t first = bytes * size_t(dataGroup().rank());
+  const size_t first = bytes * size_t(shardGroup().rank());
   const size_t have =
       first < whole.size() ? std::min(bytes, whole.size() - first) : 0;
   std::memcpy(dst, whole.data() + first, have);
@@ -223,11 +223,11 @@ Tensor Trainer::wholeTensorOf(int id, bool rankCopies) const {
     return t;
   }
   if (isShard(id)) {
-    // ZeRO: data rank i holds elements [i*s, (i+1)*s) of the flattened,
+    // ZeRO: shard rank i holds elements [i*s, (i+1)*s) of the flattened,
     // padded tensor; the padding is cut off.
-    Communicator &data = dataGroup();
-    std::vector<char> all(t.bytes.size() * size_t(data.size()));
-    data.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
+    Communicator &shards = shardGroup();
+    std::vector<char> all(t.bytes.size() * size_t(shards.size()));
+    shards.allGather(t.bytes.data(), all.data(), int64_t(t.bytes.size()));
     t.shape = buf.wholeShape;
     all.resize(size_t(elementCount(t.shape)) * dtypeSize(t.dtype));
     t.bytes = std::move(all);

@@ -4,7 +4,10 @@
 // accumulators (stage 2) become each rank's 1/G shard of the flattened,
 // zero-padded parameter; the gradient reduction becomes a reduce-scatter and
 // the updated shards are all-gathered into whole parameters; stage 3 shards
-// the parameters too, except those under the persistence threshold.
+// the parameters too, except those under the persistence threshold. Hybrid
+// sharding shards within data_inner groups and all-reduces the shards'
+// gradients across them; hpZ gathers the backward's parameters within the
+// data_inner group from a secondary shard kept after the forward.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,15 +25,21 @@ namespace {
 
 /// The module attribute recording the stage -dsc-zero applied.
 constexpr llvm::StringLiteral kZeroStageAttr = "dsc.zero_stage";
+/// The module attribute naming the axis the shards divide tensors over
+/// when it is not the data axis (rt::Program::zeroAxis).
+constexpr llvm::StringLiteral kZeroAxisAttr = "dsc.zero_axis";
 
-/// A parameter of type `t` over G ranks: flattened and padded to G*s
-/// elements (`padded`), of which each rank owns s (`shard`). With 8-bit
+/// A parameter of type `t` over the G ranks of `axis`: flattened and padded
+/// to G*s elements (`padded`), of which each rank owns s (`shard`). With 8-bit
 /// Adam s is a multiple of its quantization block (`align`), so every
 /// rank's blocks are blocks of the whole tensor and its per-block scales
 /// (sharded unaligned: ceil(ceil(n/256)/G) = s/256) are the whole tensor's.
 struct Sharding {
+  MeshAxis axis;
   int64_t groupSize;
   int64_t align = 1;
+  Sharding(Operation *module, MeshAxis axis)
+      : axis(axis), groupSize(meshGroupSize(module, axis)) {}
   RankedTensorType shard(Type t, bool aligned = true) const {
     auto tensor = cast<RankedTensorType>(t);
     const int64_t n = tensor.getNumElements();
@@ -86,7 +95,7 @@ constexpr int64_t kQuantizedWeightBlock = 256;
 /// `quantized` (qwZ) the shards travel as int8 codes and block scales.
 Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
                   const Sharding &sh, bool quantized = false) {
-  auto data = MeshAxisAttr::get(b.getContext(), MeshAxis::data);
+  auto data = MeshAxisAttr::get(b.getContext(), sh.axis);
   if (!quantized) {
     Value all = b.create<AllGatherOp>(loc, sh.padded(whole), shard, data);
     return b.create<FlatResizeOp>(loc, whole, all);
@@ -115,9 +124,8 @@ Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
 Value reduceScatterShard(OpBuilder &b, Location loc, Value value, Type whole,
                          ReduceKindAttr op, const Sharding &sh) {
   Value padded = b.create<FlatResizeOp>(loc, sh.padded(whole), value);
-  return b.create<ReduceScatterOp>(
-      loc, sh.shard(whole), padded, op,
-      MeshAxisAttr::get(b.getContext(), MeshAxis::data));
+  return b.create<ReduceScatterOp>(loc, sh.shard(whole), padded, op,
+                                   MeshAxisAttr::get(b.getContext(), sh.axis));
 }
 
 /// The function type from the entry block's arguments and the return.
@@ -166,7 +174,29 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           << int64_t(stage);
       return signalPassFailure();
     }
-    Sharding sharding{meshGroupSize(module, MeshAxis::data)};
+    if (hpz && stage != 3) {
+      module.emitError("dsc-zero: hpz (ZeRO++ hpZ) partitions stage 3's "
+                       "parameters a second time; stage is ")
+          << int64_t(stage);
+      return signalPassFailure();
+    }
+    if (hybrid && hpz) {
+      module.emitError("dsc-zero: hybrid and hpz both use the data_inner "
+                       "groups (as shard groups, as hpZ's secondary "
+                       "partitions); choose one");
+      return signalPassFailure();
+    }
+    if ((hybrid || hpz) && !module->hasAttr(kMeshDataInnerAttrName)) {
+      module.emitError("dsc-zero: ")
+          << (hybrid ? "hybrid" : "hpz") << " needs the module's "
+          << kMeshDataInnerAttrName << " (the ranks of a data_inner group)";
+      return signalPassFailure();
+    }
+    if (hybrid)
+      module->setAttr(kZeroAxisAttr,
+                      StringAttr::get(&getContext(),
+                                      stringifyMeshAxis(MeshAxis::data_inner)));
+    Sharding sharding(module, hybrid ? MeshAxis::data_inner : MeshAxis::data);
     apply.walk([&](Adam8bitOp) { sharding.align = Adam8bitOp::kBlockSize; });
     // qwZ: every shard is whole blocks of the int8 codes' scales (8-bit
     // Adam's block is the same 256).
@@ -182,10 +212,6 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       return signalPassFailure();
   }
 
-  /// Stage 3: the parameters of `fn` are shards; each is all-gathered
-  /// right before its first use in the forward and again before its first
-  /// use in the backward (ops marked dsc.grad), so the memory plan frees the
-  /// whole parameter between the two and after the backward.
   /// Stage 3: whether a parameter of type `t` is partitioned (else it
   /// persists whole: fewer elements than the threshold).
   bool partitioned(Type t) const {
@@ -193,6 +219,12 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
                              persistenceThreshold;
   }
 
+  /// Stage 3: the parameters of `fn` are shards; each is all-gathered
+  /// right before its first use in the forward and again before its first
+  /// use in the backward (ops marked dsc.grad), so the memory plan frees the
+  /// whole parameter between the two and after the backward. With hpz the
+  /// forward's gather also keeps this rank's data_inner shard of the whole
+  /// (`dsc.shard`), and the backward gathers that over data_inner.
   void gatherParameters(func::FuncOp fn, const Sharding &sh) {
     Block &body = fn.getBody().front();
     DenseMap<Operation *, unsigned> position;
@@ -200,6 +232,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     for (Operation &op : body)
       position[&op] = next++;
     OpBuilder b(&getContext());
+    // hpZ's secondary partitions: unquantized, unaligned.
+    const Sharding inner(fn, MeshAxis::data_inner);
     for (BlockArgument arg : body.getArguments()) {
       if (argKind(fn, arg.getArgNumber()) != StateKind::param ||
           !partitioned(arg.getType()))
@@ -216,12 +250,22 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           first[phase] = user;
       }
       shardArgument(fn, arg, sh);
+      Value secondary;
       for (int phase = 0; phase < 2; ++phase) {
         if (!first[phase])
           continue;
         b.setInsertionPoint(first[phase]);
         Value gathered =
-            gatherWhole(b, arg.getLoc(), arg, whole, sh, quantizedWeights);
+            secondary ? gatherWhole(b, arg.getLoc(), secondary, whole, inner)
+                      : gatherWhole(b, arg.getLoc(), arg, whole, sh,
+                                    quantizedWeights);
+        if (hpz && phase == 0 && first[1]) {
+          Value padded = b.create<FlatResizeOp>(arg.getLoc(),
+                                                inner.padded(whole), gathered);
+          secondary = b.create<ShardOp>(
+              arg.getLoc(), inner.shard(whole), padded,
+              MeshAxisAttr::get(&getContext(), MeshAxis::data_inner));
+        }
         for (OpOperand *use : uses[phase])
           use->set(gathered);
       }
@@ -264,7 +308,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     MLIRContext *ctx = &getContext();
     Block &body = apply.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    auto data = MeshAxisAttr::get(ctx, MeshAxis::data);
+    auto data = MeshAxisAttr::get(ctx, sh.axis);
     for (BlockArgument arg : body.getArguments()) {
       std::optional<StateKind> kind = argKind(apply, arg.getArgNumber());
       if (kind && (isOptimizerState(*kind) ||
@@ -284,11 +328,16 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         if (!acc || argKind(apply, acc.getArgNumber()) != StateKind::grad)
           continue;
         Value part = acc; // stages 2-3: reduced in @micro_step already
-        if (stage == 1) { // the accumulator is still whole
-          b.setInsertionPoint(reduce);
+        b.setInsertionPoint(reduce);
+        if (stage == 1) // the accumulator is still whole
           part = reduceScatterShard(b, loc, acc, acc.getType(),
                                     reduce.getOpAttr(), sh);
-        }
+        // Hybrid: each group reduced its own ranks' gradients; the groups'
+        // shards at one position combine across them.
+        if (hybrid)
+          part = b.create<AllReduceOp>(
+              loc, part.getType(), part, reduce.getOpAttr(),
+              MeshAxisAttr::get(ctx, MeshAxis::data_outer));
         reduce.replaceAllUsesWith(part);
         reduce.erase();
       } else if (isa<GlobalNormOp>(op) &&

@@ -113,3 +113,37 @@ module {
     return
   }
 }
+
+// -----
+
+// The split of the data axis (dsc.mesh_data_inner): the group sizes of
+// data_inner (2) and data_outer (8 / 2 = 4).
+module attributes {dsc.mesh = #dsc.mesh<data = 8, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64} {
+  func.func @data_outer_shape(%g: tensor<8x3xf32>) {
+    // expected-error @+1 {{result has shape [4, 3], expected [2, 3]}}
+    %r = dsc.reduce_scatter %g {axis = #dsc<axis data_outer>} : (tensor<8x3xf32>) -> tensor<4x3xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {dsc.mesh = #dsc.mesh<data = 8, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64} {
+  func.func @data_inner_shape(%p: tensor<2x3xf32>) {
+    // expected-error @+1 {{result has shape [8, 3], expected [4, 3]}}
+    %r = dsc.all_gather %p {axis = #dsc<axis data_inner>} : (tensor<2x3xf32>) -> tensor<8x3xf32>
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'dsc.mesh_data_inner' (3) must divide the mesh's data axis (4 ranks)}}
+module attributes {dsc.mesh = #dsc.mesh<data = 4, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 3 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'dsc.mesh_data_inner' must be an integer on a module with a 'dsc.mesh'}}
+module attributes {dsc.mesh_data_inner = 2 : i64} {
+}

@@ -214,6 +214,8 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     zero.stage = train.zeroStage;
     zero.persistenceThreshold = train.zeroPersistenceThreshold;
     zero.quantizedWeights = train.zeroQuantizedWeights;
+    zero.hybrid = train.zeroShardGroup != 0;
+    zero.hpz = train.zeroHpzGroup != 0;
   }
   // ZeRO-Offload (the config reader allows it only with a ZeRO stage, and
   // parameter offload only at stage 3 with the optimizer's).
@@ -287,6 +289,10 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr(mlir::dsc::kMeshAttrName,
                      mlir::dsc::MeshAttr::get(&ctx, train.dataParallel(),
                                               par.tensor, par.pipeline));
+  // Hybrid sharding's shard groups or hpZ's secondary partitions.
+  if (train.zeroShardGroup != 0 || train.zeroHpzGroup != 0)
+    (*module)->setAttr(mlir::dsc::kMeshDataInnerAttrName,
+                       b.getI64IntegerAttr(train.dataInner()));
   if (par.pipeline > 1)
     (*module)->setAttr("dsc.pipeline_schedule",
                        b.getStringAttr(par.schedule));

@@ -194,7 +194,11 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                 m = train.gradAccum;
   if (G < 1)
     throw dsc::Error("plan: --gpus-per-node must be >= 1");
-  const rt::Mesh mesh{D, T, P};
+  const rt::Mesh mesh{D, T, P, train.dataInner()};
+  // ZeRO's shard group (hybrid sharding: mics_shard_size ranks) and hpZ's
+  // secondary partition (0: none).
+  const int64_t Z = train.zeroShardGroup ? train.zeroShardGroup : D,
+                H = train.zeroHpzGroup;
   const int64_t nodes = (W + G - 1) / G;
   auto nodeOf = [&](int64_t rank) { return rank / G; };
   /// Whether every member of `axis`'s group of `rank` is on its node: a
@@ -318,7 +322,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     optimizerBytesPerParam = train.optimizer.firstMoment ? 4 : 0;
   const int zero = int(train.zeroStage);
   auto shardBytes = [&](double elements, double bytesPer, bool sharded) {
-    return bytesPer * (sharded ? std::ceil(elements / double(D)) : elements);
+    return bytesPer * (sharded ? std::ceil(elements / double(Z)) : elements);
   };
 
   os << "plan: " << W << " ranks = data " << D << " x pipeline " << P
@@ -330,6 +334,10 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
      << ", data groups " << where[insideNode(0, rt::MeshAxis::Data)]
      << ", pipeline stages " << where[insideNode(0, rt::MeshAxis::Pipeline)]
      << "\n";
+  if (train.zeroShardGroup || H)
+    os << "  " << (H ? "hpZ partition" : "ZeRO shard") << " groups of "
+       << mesh.dataInner << " " << where[insideNode(0, rt::MeshAxis::DataInner)]
+       << "\n";
   if (G % T != 0 || T > G)
     os << "  warning: tensor groups of " << T << " do not fit nodes of " << G
        << ": their all-reduces cross nodes\n";
@@ -364,9 +372,12 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   for (int64_t s = 0; s < P; ++s) {
     const StageUnits st = stageUnits(s);
     const double params = st.params, layers = st.layers;
-    // With offload_param the shards are the host's master weights.
+    // With offload_param the shards are the host's master weights; hpZ
+    // adds each parameter's secondary shard, all held between the forward
+    // and the backward.
     const double weightsBytes =
-        train.offloadParams ? 0 : shardBytes(params, 4, zero >= 3);
+        (train.offloadParams ? 0 : shardBytes(params, 4, zero >= 3)) +
+        (H ? 4 * std::ceil(params / double(H)) : 0);
     const double gradBytes = shardBytes(params, 4, zero >= 2);
     const double stateBytes =
         shardBytes(params, optimizerBytesPerParam, zero >= 1);
@@ -493,17 +504,21 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     // Data: f32 gradients (ZeRO 1-2: reduce-scatter + all-gather, the same
     // volume; stage 2 reduce-scatters each micro-batch; stage 3 also
     // gathers the parameters for each micro-batch's forward and backward,
-    // in int8 with qwZ).
+    // in int8 with qwZ), over ZeRO's shard group; hybrid sharding
+    // all-reduces a shard across the groups once per step, and hpZ's
+    // backward gathers its f32 secondary shards within their group.
     const double grads = 4 * params;
-    double dataBytes = ring(grads, D);
+    double dataBytes = ring(grads, Z);
     if (zero == 2)
-      dataBytes = ring(grads, D) / 2 * double(m + 1);
+      dataBytes = ring(grads, Z) / 2 * double(m + 1);
     // ZeRO++ qwZ gathers int8 codes and an f32 scale per 256 elements.
     const double gathered =
         train.zeroQuantizedWeights ? (1.0 + 4.0 / 256.0) / 4.0 : 1.0;
     if (zero == 3)
-      dataBytes = ring(grads, D) / 2 * double(m + 1) +
-                  ring(grads, D) * double(m) * gathered;
+      dataBytes = ring(grads, Z) / 2 * double(m + 1) +
+                  ring(grads, Z) / 2 * double(H ? m : 2 * m) * gathered;
+    const double hpzBytes = H ? ring(grads, H) / 2 * double(m) : 0;
+    const double replicaBytes = ring(grads / double(Z), D / Z);
     const double tiedBytes = tied && P > 1 && (s == 0 || s == P - 1)
                                  ? ring(4 * mu.wordEmbedding, 2)
                                  : 0;
@@ -527,7 +542,12 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
         {"tensor all-reduce", tensorBytes, insideNode(rank, rt::MeshAxis::Tensor)},
         {"pipeline send", pipeBytes, pipeInside},
         {"data-parallel gradients", dataBytes,
-         insideNode(rank, rt::MeshAxis::Data)},
+         insideNode(rank, train.zeroShardGroup ? rt::MeshAxis::DataInner
+                                               : rt::MeshAxis::Data)},
+        {"hpZ backward gathers", hpzBytes,
+         insideNode(rank, rt::MeshAxis::DataInner)},
+        {"shard groups' all-reduce", replicaBytes,
+         insideNode(rank, rt::MeshAxis::DataOuter)},
         {"tied embedding all-reduce", tiedBytes, tiedInside},
     };
     for (const Row &r : rows) {

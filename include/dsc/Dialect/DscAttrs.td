@@ -65,7 +65,11 @@ def Dsc_ReduceKindAttr : EnumAttr<Dsc_Dialect, Dsc_ReduceKind, "reduce">;
 def Dsc_MeshAxis : I32EnumAttr<"MeshAxis",
     "an axis of the device mesh: the ranks a collective spans", [
       I32EnumAttrCase<"data", 0>, I32EnumAttrCase<"tensor", 1>,
-      I32EnumAttrCase<"pipeline", 2>
+      I32EnumAttrCase<"pipeline", 2>,
+      // The data axis split into groups of dsc.mesh_data_inner consecutive
+      // data ranks: a rank's group (data_inner) and the ranks at its
+      // position in every group (data_outer).
+      I32EnumAttrCase<"data_inner", 3>, I32EnumAttrCase<"data_outer", 4>
     ]> {
   let cppNamespace = "::mlir::dsc";
   let genSpecializedAttr = 0;
@@ -139,6 +143,14 @@ def Dsc_MeshAttr : AttrDef<Dsc_Dialect, "Mesh"> {
     that coordinate), and its verifier checks shapes against that group's
     size. A module without `dsc.mesh` runs on one rank (every axis has
     size 1).
+
+    The module attribute `dsc.mesh_data_inner = S : i64` (S divides `data`)
+    splits the data axis into groups of S consecutive data ranks: the axis
+    `data_inner` spans a rank's group (S ranks), `data_outer` the data / S
+    ranks at its position in every group. Without it `data_inner` has one
+    rank and `data_outer` is the data axis. Hybrid sharding shards ZeRO's
+    state over `data_inner` and all-reduces over `data_outer`; ZeRO++'s hpZ
+    gathers the backward's parameters over `data_inner`.
   }];
   let parameters = (ins "int64_t":$data, "int64_t":$tensor,
                         "int64_t":$pipeline);
@@ -147,10 +159,6 @@ def Dsc_MeshAttr : AttrDef<Dsc_Dialect, "Mesh"> {
     $pipeline `>`
   }];
   let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    /// The number of ranks in one group along `axis`.
-    int64_t groupSize(MeshAxis axis) const;
-  }];
 }
 
 def Dsc_FourBitAttr : AttrDef<Dsc_Dialect, "FourBit"> {

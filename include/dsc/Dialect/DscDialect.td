@@ -20,7 +20,7 @@ def Dsc_Dialect : Dialect {
     `-dsc-build-train-step` turns it into `@micro_step` and `@apply_step`.
   }];
   let useDefaultAttributePrinterParser = 1;
-  // Checks the module attribute dsc.mesh.
+  // Checks the module attributes dsc.mesh and dsc.mesh_data_inner.
   let hasOperationAttrVerify = 1;
 }
 

@@ -64,6 +64,10 @@ inline constexpr llvm::StringLiteral kHostAttrName = "dsc.host";
 inline constexpr llvm::StringLiteral kPerRankAttrName = "dsc.per_rank";
 /// The module attribute holding the device mesh (#dsc.mesh<...>).
 inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
+/// The module attribute splitting the mesh's data axis into groups of this
+/// many consecutive data ranks (i64; the data_inner and data_outer axes).
+inline constexpr llvm::StringLiteral kMeshDataInnerAttrName =
+    "dsc.mesh_data_inner";
 
 /// The module attribute -dsc-quantize-frozen writes: parameter name ->
 /// #dsc.four_bit (a dictionary).
@@ -88,7 +92,8 @@ TensorSliceAttr tensorSliceOf(Operation *op, StringRef param);
 FourBitAttr fourBitOf(Operation *op, StringRef param);
 
 /// The number of ranks a collective of `op` spans along `axis`: from the
-/// dsc.mesh of `op` (a module) or of its enclosing module, 1 without one.
+/// dsc.mesh and dsc.mesh_data_inner of `op` (a module) or of its enclosing
+/// module, 1 without a mesh.
 int64_t meshGroupSize(Operation *op, MeshAxis axis);
 
 /// Pipeline stages (-dsc-pipeline-stage): the module attribute naming the

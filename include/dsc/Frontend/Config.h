@@ -319,6 +319,19 @@ struct TrainConfig {
   int64_t zeroPersistenceThreshold = 100000;
   /// zero_optimization.zero_quantized_weights at stage 3 (ZeRO++ qwZ).
   bool zeroQuantizedWeights = false;
+  /// zero_optimization.mics_shard_size at stage 3 (hybrid sharding): the
+  /// ranks of a shard group, fewer than the data-parallel ranks and
+  /// dividing them; 0: ZeRO over all of them.
+  int64_t zeroShardGroup = 0;
+  /// zero_optimization.zero_hpz_partition_size at stage 3 (ZeRO++ hpZ):
+  /// the ranks of a secondary partition, fewer than the data-parallel
+  /// ranks and dividing them; 0: none.
+  int64_t zeroHpzGroup = 0;
+  /// The data_inner groups' ranks (dsc.mesh_data_inner): hybrid sharding's
+  /// or hpZ's group, 1 without either.
+  int64_t dataInner() const {
+    return zeroShardGroup ? zeroShardGroup : zeroHpzGroup ? zeroHpzGroup : 1;
+  }
   /// zero_optimization.reduce_bucket_size / allgather_bucket_size:
   /// elements per bucket of the gradient all-reduces and reduce-scatters,
   /// and of the gathers of updated shards (DeepSpeed's 5e8 each; 0: one

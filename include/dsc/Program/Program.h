@@ -262,7 +262,12 @@ struct Function {
 };
 
 /// A mesh axis (#dsc<axis ...>): the group of ranks a collective spans.
-enum class MeshAxis { Data, Tensor, Pipeline };
+/// DataInner and DataOuter split the data axis (Mesh::dataInner).
+enum class MeshAxis { Data, Tensor, Pipeline, DataInner, DataOuter };
+/// Every axis, in enum order (MeshGroups builds a group for each).
+constexpr MeshAxis kMeshAxes[] = {MeshAxis::Data, MeshAxis::Tensor,
+                                  MeshAxis::Pipeline, MeshAxis::DataInner,
+                                  MeshAxis::DataOuter};
 /// "data" -> MeshAxis::Data, ...; an error for another name.
 MeshAxis meshAxisNamed(const std::string &name);
 const char *meshAxisName(MeshAxis axis);
@@ -271,13 +276,16 @@ const char *meshAxisName(MeshAxis axis);
 /// pipeline ranks. A rank's coordinates vary tensor fastest, then data,
 /// then pipeline (Megatron's order): a tensor group is consecutive ranks,
 /// which launchers place on one node, and pipeline stages are farthest
-/// apart.
+/// apart. The data axis splits into groups of `dataInner` consecutive data
+/// ranks (dsc.mesh_data_inner): DataInner spans a rank's group, DataOuter
+/// the ranks at its position in every group.
 struct Mesh {
-  int64_t data = 1, tensor = 1, pipeline = 1;
+  int64_t data = 1, tensor = 1, pipeline = 1, dataInner = 1;
 
   int64_t size() const { return data * tensor * pipeline; }
   bool operator==(const Mesh &o) const {
-    return data == o.data && tensor == o.tensor && pipeline == o.pipeline;
+    return data == o.data && tensor == o.tensor && pipeline == o.pipeline &&
+           dataInner == o.dataInner;
   }
   bool operator!=(const Mesh &o) const { return !(*this == o); }
   int64_t groupSize(MeshAxis axis) const;
@@ -335,10 +343,14 @@ struct Program {
   std::string metaString(const std::string &key,
                          std::optional<std::string> dflt = std::nullopt) const;
   const Function &function(const std::string &name) const;
-  /// The mesh the step was compiled for: dsc.mesh_{data,tensor,pipeline},
-  /// or world_size ranks of data parallelism when only that is given (1
-  /// without either). An error when the axes do not multiply to world_size.
+  /// The mesh the step was compiled for: dsc.mesh_{data,tensor,pipeline}
+  /// and dsc.mesh_data_inner, or world_size ranks of data parallelism when
+  /// only that is given (1 without either). An error when the axes do not
+  /// multiply to world_size or the split does not divide the data axis.
   Mesh mesh() const;
+  /// The axis ZeRO's shards divide tensors over (dsc.zero_axis, which
+  /// -dsc-zero writes for hybrid sharding): Data without it.
+  MeshAxis zeroAxis() const;
 };
 
 /// How a collective reduction combines the ranks' values (the `op` of

@@ -10,6 +10,7 @@
 
 #include "dsc/Program/Program.h"
 
+#include <iterator>
 #include <memory>
 
 namespace dsc::rt {
@@ -100,8 +101,9 @@ protected:
 
 /// The groups of a mesh: for each axis, the communicator of the ranks that
 /// differ from this one only along it (the whole job where the axis has all
-/// of its ranks, a one-rank communicator where it has one). Built by every
-/// rank of `world` at once (splitting is collective).
+/// of its ranks, a one-rank communicator where it has one; without a split
+/// of the data axis, data_outer is the data group). Built by every rank of
+/// `world` at once (splitting is collective).
 class MeshGroups {
 public:
   MeshGroups(Communicator &world, const Mesh &mesh);
@@ -109,9 +111,10 @@ public:
   const Mesh &mesh() const { return shape; }
 
 private:
+  static constexpr int kAxes = int(std::size(kMeshAxes));
   Mesh shape;
-  std::unique_ptr<Communicator> owned[3];
-  Communicator *groups[3] = {};
+  std::unique_ptr<Communicator> owned[kAxes];
+  Communicator *groups[kAxes] = {};
 };
 
 /// The communicator of a job with one process.

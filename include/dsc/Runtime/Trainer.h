@@ -255,6 +255,9 @@ private:
   bool isSliced(int buffer) const;
   SliceMap sliceMapOf(int buffer) const;
   Communicator &dataGroup() const { return groups->group(MeshAxis::Data); }
+  /// The ranks ZeRO's shards divide a tensor among (Program::zeroAxis: the
+  /// data group, or with hybrid sharding this rank's data_inner group).
+  Communicator &shardGroup() const { return groups->group(prog.zeroAxis()); }
   Communicator &tensorGroup() const {
     return groups->group(MeshAxis::Tensor);
   }

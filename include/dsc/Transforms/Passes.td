@@ -672,6 +672,24 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
     move 1 + 4/256 bytes per element instead of 4 (2 for a 16-bit frozen
     weight). The optimizer still updates the full-precision shards.
 
+    With `hybrid` (hybrid sharding: FSDP's HYBRID_SHARD, DeepSpeed's MiCS)
+    the module's `dsc.mesh_data_inner = S` splits the data axis into groups
+    of S consecutive ranks, and everything above shards over the S ranks of
+    `data_inner` instead of `data`: reduce-scatters, gathers, shards, the
+    norm and overflow all-reduces. Each group's reduced gradient shard is
+    then combined across the groups by a `dsc.all_reduce` over `data_outer`
+    in @apply_step (once per step, before the norm), so the D ranks train
+    as one data-parallel job whose state takes 1/S per rank. The module
+    gets `dsc.zero_axis = "data_inner"`, from which the runtime places and
+    gathers the shards.
+
+    With `hpz` (ZeRO++'s hpZ, stage 3) the shards stay over `data`, and the
+    forward's gather of a partitioned parameter in @micro_step also keeps
+    the rank's `data_inner` shard of it (`dsc.shard`, a secondary partition
+    of 1/S of the parameter); the backward gathers that over `data_inner`,
+    so its gathers stay within the group (a node, as `dsc-run` builds the
+    split) and equal the forward's values.
+
     Every sharded argument carries `dsc.shard_of = array<i64: whole shape>`,
     from which the runtime gathers and scatters shards in checkpoints and
     weight files. The padding elements stay zero (zero gradient, zero state,
@@ -684,7 +702,13 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
            "parameter is sharded)">,
     Option<"quantizedWeights", "quantized-weights", "bool", "false",
            "Stage 3 (ZeRO++ qwZ): the parameter all-gathers move int8 codes "
-           "with one f32 scale per 256 elements">
+           "with one f32 scale per 256 elements">,
+    Option<"hybrid", "hybrid", "bool", "false",
+           "Hybrid sharding: shard over the data_inner axis, all-reduce the "
+           "gradient shards over data_outer">,
+    Option<"hpz", "hpz", "bool", "false",
+           "Stage 3 (ZeRO++ hpZ): the backward gathers each parameter over "
+           "data_inner from a secondary shard the forward keeps">
   ];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
