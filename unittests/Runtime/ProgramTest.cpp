@@ -190,6 +190,31 @@ TEST(Mesh, CoordinatesAndPeers) {
   EXPECT_THROW(p.mesh(), Error);
 }
 
+// dsc.mesh_data_inner splits the data axis into groups of consecutive data
+// ranks: data_inner spans a rank's group, data_outer one rank per group.
+TEST(Mesh, DataAxisSplit) {
+  const Mesh m{4, 2, 1, 2}; // data 4 (2 groups of 2), tensor 2: 8 ranks
+  // Rank 7 = data 3 * 2 + tensor 1: the second of group 1.
+  EXPECT_EQ(m.coordinate(7, MeshAxis::DataInner), 1);
+  EXPECT_EQ(m.coordinate(7, MeshAxis::DataOuter), 1);
+  EXPECT_EQ(m.rankAlong(7, MeshAxis::DataInner, 0), 5);
+  EXPECT_EQ(m.rankAlong(7, MeshAxis::DataOuter, 0), 3);
+  EXPECT_EQ(m.groupSize(MeshAxis::DataInner), 2);
+  EXPECT_EQ(m.groupSize(MeshAxis::DataOuter), 2);
+  EXPECT_EQ(meshAxisNamed("data_outer"), MeshAxis::DataOuter);
+
+  Program p;
+  p.meta["world_size"] = int64_t(8);
+  p.meta["mesh_data"] = int64_t(8);
+  p.meta["mesh_data_inner"] = int64_t(4);
+  EXPECT_EQ(p.mesh().groupSize(MeshAxis::DataOuter), 2);
+  EXPECT_EQ(p.zeroAxis(), MeshAxis::Data);
+  p.meta["zero_axis"] = std::string("data_inner");
+  EXPECT_EQ(p.zeroAxis(), MeshAxis::DataInner);
+  p.meta["mesh_data_inner"] = int64_t(3);
+  EXPECT_THROW(p.mesh(), Error);
+}
+
 TEST(Backend, AllReduceCopiesWhenNotInPlace) {
   Harness h;
   int a = h.buf({3});
