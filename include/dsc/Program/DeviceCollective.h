@@ -28,7 +28,8 @@ struct DeviceCollective {
   ReduceOp reduce = ReduceOp::Sum;
   int64_t peer = 0; ///< send/recv: steps along the axis; broadcast: root
 
-  /// Of instruction `I` of `P` (checked: throws its checkInstr error).
+  /// Of instruction `I` of `P` (checked: throws its checkInstr error, and
+  /// refuses the data_inner and data_outer axes).
   static DeviceCollective of(const Program &P, const Instr &I);
   /// "reduce_scatter over data (4 ranks), sum, 1024 x 4 bytes per rank".
   std::string describe() const;
