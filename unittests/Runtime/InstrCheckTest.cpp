@@ -159,8 +159,8 @@ TEST(InstrCheck, CollectivesSizeByTheirAxisGroup) {
             "AllToAll: 'b1' has 4 elements, not a multiple of the tensor "
             "group's 3 ranks");
   EXPECT_EQ(c.error(onAxis(instr(Opcode::Shard, {whole}, {third}), "model")),
-            "Shard: axis must be \"data\", \"tensor\" or \"pipeline\", got "
-            "\"model\"");
+            "Shard: axis must be \"data\", \"tensor\", \"pipeline\", "
+            "\"data_inner\" or \"data_outer\", got \"model\"");
 }
 
 TEST(InstrCheck, BroadcastRootAndPeerOffsets) {
