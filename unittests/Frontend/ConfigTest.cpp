@@ -1443,8 +1443,8 @@ TEST(DeepSpeedCompat, KeyTable) {
             "reduce_scatter false or drop it");
   EXPECT_HAS(trainError(R"({"train_batch_size": 8,
       "wandb": {"enabled": true, "project": "p"}})"),
-             "ds.json: wandb.enabled: true is not supported by dsc: writing "
-             "training metrics to this monitor");
+             "ds.json: wandb.enabled: true is not supported by dsc: sending "
+             "training metrics to this service");
   // torch.compile settings: dsc compiles the step itself.
   EXPECT_TRUE(hasNote(train(R"({"train_batch_size": 8,
       "compile": {"enabled": true, "backend": "inductor"}})"),
