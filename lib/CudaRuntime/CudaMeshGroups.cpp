@@ -136,17 +136,23 @@ CudaMeshGroups::CudaMeshGroups(Communicator &world, const Mesh &mesh,
                      : "on NCCL");
   if (!stagedMode)
     ncclWorld = std::make_unique<NcclGroup>(world, &norm);
-  for (MeshAxis axis : {MeshAxis::Data, MeshAxis::Tensor, MeshAxis::Pipeline}) {
+  for (MeshAxis axis : kMeshAxes) {
     const int64_t g = mesh.groupSize(axis);
     if (g == 1)
       continue;
+    // Without a split the outer data axis is the data axis (MeshGroups).
+    if (axis == MeshAxis::DataOuter && mesh.dataInner == 1) {
+      groups[int(axis)] = groups[int(MeshAxis::Data)];
+      continue;
+    }
     Communicator &members = host->group(axis);
     if (stagedMode) {
       owned.push_back(createStagedGroup(members, copier));
       groups[int(axis)] = owned.back().get();
     } else if (g == world.size()) {
       groups[int(axis)] = ncclWorld.get();
-      ncclGroups.emplace_back(ncclWorld.get(), axis);
+      if (ncclGroups.empty() || ncclGroups.front().first != ncclWorld.get())
+        ncclGroups.emplace(ncclGroups.begin(), ncclWorld.get(), axis);
     } else {
       // Every rank splits, in the same axis order: the group is named by
       // its member at coordinate 0, as MeshGroups names it.

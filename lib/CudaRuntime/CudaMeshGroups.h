@@ -1,7 +1,8 @@
 //===- CudaMeshGroups.h - A CUDA job's collectives, per mesh axis -*- C++ -*-===//
 //
 // The device groups the CUDA backend runs a step's collectives on: per mesh
-// axis with more than one rank, an NCCL communicator (the job's, or split
+// axis with more than one rank (data, tensor, pipeline, and the data
+// axis's split for hybrid sharding and hpZ), an NCCL communicator (the job's, or split
 // from it for the axis's group) or, where ranks share a GPU (NCCL refuses
 // two ranks on one device) or DSC_CUDA_COMM=staged asks for it, a group
 // that stages device buffers through host memory over the job's own
@@ -19,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -71,7 +73,7 @@ private:
   std::vector<std::unique_ptr<DeviceGroup>> owned;
   /// The NCCL groups and the axis each serves (for wait's messages).
   std::vector<std::pair<NcclGroup *, MeshAxis>> ncclGroups;
-  DeviceGroup *groups[3] = {};
+  DeviceGroup *groups[std::size(kMeshAxes)] = {};
   bool stagedMode = false;
 };
 

@@ -10,13 +10,6 @@ DeviceCollective DeviceCollective::of(const Program &P, const Instr &I) {
   if (opInfo(I.op).kernels != KernelFamily::Collective)
     throw Error(std::string(opcodeName(I.op)) + ": not a collective");
   const InstrDims d = checkInstr(P, I);
-  // A device backend builds groups for the data, tensor and pipeline axes.
-  if (d.axis == MeshAxis::DataInner || d.axis == MeshAxis::DataOuter)
-    throw Error(std::string(opcodeName(I.op)) + " over " +
-                meshAxisName(d.axis) +
-                ": device backends have no groups for the split data axis "
-                "(hybrid sharding, ZeRO++ hpZ) yet; run it on the CPU "
-                "backend");
   DeviceCollective c;
   c.op = I.op;
   c.axis = d.axis;
