@@ -383,9 +383,11 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
   return g.crossEntropy(logits, mask.getLabels(), /*ignoreIndex=*/-100);
 }
 
-/// LlamaForCausalLM (also Mistral, Qwen2, Gemma and Mixtral): pre-RMSNorm
-/// blocks, rotary embeddings on q and k, grouped-query attention, SwiGLU
-/// MLP, a head of its own unless tie_word_embeddings. Gemma scales the
+/// LlamaForCausalLM (also Mistral, Qwen2, Qwen3, Gemma and Mixtral):
+/// pre-RMSNorm blocks, rotary embeddings on q and k, grouped-query
+/// attention, SwiGLU MLP, a head of its own unless tie_word_embeddings.
+/// Qwen3 RMS-normalises each query and key head before the rotation
+/// (q_norm, k_norm over head_dim). Gemma scales the
 /// embeddings by sqrt(hidden_size), its RMSNorms by 1 + weight, and gates
 /// its MLP through GELU. Mixtral replaces the MLP by a sparse MoE block
 /// and, with output_router_logits, adds router_aux_loss_coef times the
@@ -412,8 +414,14 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
     Value q = g.dense(a, sp + "q_proj", c, heads * hd, std, m.qkvBias);
     Value k = g.dense(a, sp + "k_proj", c, kv * hd, std, m.qkvBias);
     Value v = g.dense(a, sp + "v_proj", c, kv * hd, std, m.qkvBias);
-    q = g.rotary(g.splitHeads(q, heads), m.rope);
-    k = g.rotary(g.splitHeads(k, kv), m.rope);
+    q = g.splitHeads(q, heads);
+    k = g.splitHeads(k, kv);
+    if (m.qkNorm) { // Qwen3: each head's D features RMS-normalised
+      q = g.rmsNorm(q, sp + "q_norm", eps);
+      k = g.rmsNorm(k, sp + "k_norm", eps);
+    }
+    q = g.rotary(q, m.rope);
+    k = g.rotary(k, m.rope);
     v = g.splitHeads(v, kv);
     a = g.attendHeads(q, g.repeatKv(k, heads / kv), g.repeatKv(v, heads / kv),
                       /*causal=*/true, m.attnDropout);

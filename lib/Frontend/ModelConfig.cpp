@@ -233,30 +233,37 @@ RopeConfig parseRopeScaling(const Ctx &c, const json &v, RopeConfig rope) {
 
 /// LlamaForCausalLM and the model types whose keys map onto its graph:
 /// MistralForCausalLM (no sliding window shorter than the sequence),
-/// Qwen2ForCausalLM (biases on q, k and v; no sliding window) and
-/// GemmaForCausalLM (embeddings scaled by sqrt(hidden_size), RMSNorm by
-/// 1 + weight, GELU-gated MLP, head_dim 256 and a tied head by default) and
-/// MixtralForCausalLM (Mistral with a sparse mixture-of-experts block in
-/// place of each MLP).
+/// Qwen2ForCausalLM (biases on q, k and v; no sliding window),
+/// Qwen3ForCausalLM (an RMSNorm over each query and key head; head_dim 128
+/// by default; no sliding window), GemmaForCausalLM (embeddings scaled by
+/// sqrt(hidden_size), RMSNorm by 1 + weight, GELU-gated MLP, head_dim 256 and a
+/// tied head by default) and MixtralForCausalLM (Mistral with a sparse
+/// mixture-of-experts block in place of each MLP).
 ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   const bool mixtral = type == "mixtral";
   const bool mistral = type == "mistral" || mixtral, qwen2 = type == "qwen2",
-             gemma = type == "gemma";
+             qwen3 = type == "qwen3", gemma = type == "gemma";
   // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config /
-  // GemmaConfig.
+  // Qwen3Config / GemmaConfig.
   ModelConfig m;
   m.type = ModelType::LLaMA;
   m.typeName = type;
-  m.vocabSize = qwen2 ? 151936 : gemma ? 256000 : 32000;
+  m.vocabSize = qwen2 || qwen3 ? 151936 : gemma ? 256000 : 32000;
   m.hidden = gemma ? 3072 : 4096;
-  m.intermediate = mistral ? 14336 : qwen2 ? 22016 : gemma ? 24576 : 11008;
+  m.intermediate = mistral          ? 14336
+                   : qwen2 || qwen3 ? 22016
+                   : gemma          ? 24576
+                                    : 11008;
   m.numLayers = gemma ? 28 : 32;
   m.numHeads = gemma ? 16 : 32;
-  m.headDim = gemma ? 256 : 0;
+  m.headDim = gemma ? 256 : qwen3 ? 128 : 0;
   std::optional<int64_t> kvHeads;
   if (mistral)
     kvHeads = 8;
-  m.maxPositions = mistral ? 4096 * 32 : qwen2 ? 32768 : gemma ? 8192 : 2048;
+  m.maxPositions = mistral          ? 4096 * 32
+                   : qwen2 || qwen3 ? 32768
+                   : gemma          ? 8192
+                                    : 2048;
   if (mixtral) {
     m.layerNormEps = 1e-5;
     m.rope.theta = 1e6;
@@ -273,6 +280,7 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   m.embdDropout = m.residDropout = m.attnDropout = 0.0;
   m.tieEmbeddings = gemma;
   m.qkvBias = qwen2;
+  m.qkNorm = qwen3;
   m.slidingWindow = mistral && !mixtral ? 4096 : 0;
   bool qwenSlidingWindow = false;
 
@@ -284,7 +292,15 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   else if (qwen2)
     archKeys.insert(archKeys.end(), kQwen2OnlyKeys.begin(),
                     kQwen2OnlyKeys.end());
-  else if (gemma)
+  else if (qwen3) {
+    // Qwen3Config: LlamaConfig's keys less pretraining_tp and mlp_bias,
+    // with Qwen2's sliding-window keys.
+    archKeys.erase(
+        std::find(archKeys.begin(), archKeys.end(), "pretraining_tp"));
+    archKeys.push_back("attention_bias");
+    archKeys.insert(archKeys.end(), kQwen2OnlyKeys.begin(),
+                    kQwen2OnlyKeys.end());
+  } else if (gemma)
     archKeys.insert(archKeys.end(), {"attention_bias", "hidden_activation"});
   else
     archKeys.insert(archKeys.end(), kLlamaOnlyKeys.begin(),
@@ -389,8 +405,9 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
     c.note("hidden_act \"" + *gemmaHiddenAct +
            "\" is not read: transformers' Gemma takes its activation from "
            "hidden_activation, null here, which means gelu_pytorch_tanh");
-  // Qwen2 slides its window only when use_sliding_window is true.
-  if (qwen2) {
+  // Qwen2 and Qwen3 slide their window only when use_sliding_window is
+  // true.
+  if (qwen2 || qwen3) {
     if (qwenSlidingWindow)
       c.fail("use_sliding_window: true is not supported; dsc attends to the "
              "whole sequence");
@@ -425,8 +442,8 @@ ModelConfig parseModelConfigText(const std::string &text,
   c.notePrefix = "model config: ";
   json j = parseJson(text, c);
   const char *types =
-      "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\", \"gemma\" or "
-      "\"mixtral\"";
+      "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
+      "\"gemma\" or \"mixtral\"";
   auto it = j.find("model_type");
   if (it == j.end()) {
     // transformers 2.x wrote no model_type; the model class named in
@@ -455,9 +472,13 @@ ModelConfig parseModelConfigText(const std::string &text,
     m = parseGpt2(c, j);
   else if (t == "bert")
     m = parseBert(c, j);
-  else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "gemma" ||
-           t == "mixtral")
+  else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" ||
+           t == "gemma" || t == "mixtral")
     m = parseLlama(c, j, t);
+  else if (t == "qwen3_moe")
+    c.fail("model_type: \"qwen3_moe\" is not supported: its mixture-of-"
+           "experts blocks are not built (dsc builds dense Qwen3, model_type "
+           "\"qwen3\", and Mixtral's mixture of experts)");
   else if (t == "qwen2_moe")
     c.fail("model_type: \"qwen2_moe\" is not supported: its shared expert "
            "and sparse-step layers are not built (dsc builds Mixtral's "

@@ -228,6 +228,7 @@ const std::vector<std::string> kMixtralKeys = {
     "sliding_window",      "num_local_experts",
     "num_experts_per_tok", "output_router_logits",
     "router_aux_loss_coef", "router_jitter_noise"};
+/// Qwen2Config's sliding-window keys (Qwen3Config has them too).
 const std::vector<std::string> kQwen2OnlyKeys = {
     "sliding_window", "use_sliding_window", "max_window_layers"};
 
@@ -331,6 +332,7 @@ std::string modelTypeFromArchitectures(const json &j) {
       {"LlamaForCausalLM", "llama"},     {"LlamaModel", "llama"},
       {"MistralForCausalLM", "mistral"}, {"MistralModel", "mistral"},
       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen2Model", "qwen2"},
+      {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3Model", "qwen3"},
       {"GemmaForCausalLM", "gemma"},     {"GemmaModel", "gemma"},
       {"MixtralForCausalLM", "mixtral"}, {"MixtralModel", "mixtral"}};
   std::string type;
@@ -369,6 +371,8 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
     built = {"GemmaForCausalLM", "GemmaModel"};
   else if (type == "mixtral")
     built = {"MixtralForCausalLM", "MixtralModel"};
+  else if (type == "qwen3")
+    built = {"Qwen3ForCausalLM", "Qwen3Model"};
   else
     built = {"Qwen2ForCausalLM", "Qwen2Model"};
   const std::string expected = "a list of model class names";

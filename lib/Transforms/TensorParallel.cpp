@@ -18,9 +18,10 @@
 // gradient through: -dsc-autodiff derives the backward collectives from
 // them. Regions are found from the graph, not from names:
 //   attention: dsc.merge_heads feeding one dsc.linear (the row GEMM), back
-//     through batch_matmul / softmax / dropout / rotary / repeat_kv to the
-//     dsc.split_heads of column GEMMs (GPT-2's fused c_attn: Q, K and V
-//     sections, each sliced by heads);
+//     through batch_matmul / softmax / dropout / rotary / repeat_kv /
+//     rms_norm (Qwen3's per-head q_norm and k_norm) to the dsc.split_heads
+//     of column GEMMs (GPT-2's fused c_attn: Q, K and V sections, each
+//     sliced by heads);
 //   MLP: a dsc.linear whose input comes through gelu / silu / mul / dropout
 //     from column GEMMs only.
 // The vocabulary is split too (Megatron's VocabParallelEmbedding and
@@ -31,7 +32,9 @@
 // dsc.vocab_embedding each lookup; @forward returns the sliced logits
 // (recorded as `logits` in dsc.tensor_slices: the runtime gathers them).
 // Everything else (position embeddings, norms) is replicated: every rank
-// computes it whole, so its gradients agree without a collective.
+// computes it whole, so its gradients agree without a collective. A
+// per-head norm's weight is replicated too but sees only this rank's
+// heads: it enters through a tp_copy, whose gradient sums the ranks'.
 //
 //===----------------------------------------------------------------------===//
 
@@ -143,7 +146,7 @@ LogicalResult TensorParallelPass::findAttention(MergeHeadsOp merge,
       work.append(op->operand_begin(), op->operand_end());
       continue;
     }
-    if (isa<DropoutOp, RotaryOp, RepeatKvOp>(op)) {
+    if (isa<DropoutOp, RotaryOp, RepeatKvOp, RmsNormOp>(op)) {
       region.inner.insert(op);
       work.push_back(op->getOperand(0));
       continue;
@@ -261,6 +264,15 @@ void TensorParallelPass::slice(Region &region, int64_t parts) {
   for (Operation *op : region.inner) {
     if (auto split = dyn_cast<SplitHeadsOp>(op))
       split.setNumHeads(split.getNumHeads() / parts);
+    if (auto norm = dyn_cast<RmsNormOp>(op)) {
+      b.setInsertionPoint(norm);
+      Value w = norm.getWeight();
+      norm.getWeightMutable().assign(
+          b.create<TpCopyOp>(norm.getLoc(), w.getType(), w,
+                             MeshAxisAttr::get(ctx, MeshAxis::tensor)));
+      if (Attribute layer = norm->getAttr(kLayerAttrName))
+        norm.getWeight().getDefiningOp()->setAttr(kLayerAttrName, layer);
+    }
     for (Value r : op->getResults()) {
       int64_t rank = cast<RankedTensorType>(r.getType()).getRank();
       // Attention heads are [B, H, T, D]; merged heads and MLP activations

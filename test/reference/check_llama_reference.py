@@ -18,7 +18,13 @@ that need neither dsc nor Hugging Face transformers.
   (d) the vectorised llama_forward equals a slow loop-per-position,
       per-head implementation written separately below, for every
       LLaMA-family config in configs/ (biases, tying, MQA/GQA, rope
-      scaling), logits and loss, in float64.
+      scaling, Qwen3's per-head q_norm / k_norm), logits and loss, in
+      float64;
+  (e) Qwen3's per-head norms: scaling one head's rows of q_proj or k_proj
+      by a positive factor leaves the logits unchanged (the head is
+      RMS-normalised over its own head_dim features; epsilon ~0 for the
+      check), while with the norm
+      weights doubled for one query head they change.
 
 Prints "check_llama_reference: PASS" or the failed checks and exits 1.
 """
@@ -228,7 +234,14 @@ def naive_logits(P, cfg, ids):
     half = D // 2
 
     def norm(x, w):
-        return x / math.sqrt(float((x * x).sum()) / C + eps) * w
+        return x / math.sqrt(float((x * x).sum()) / x.numel() + eps) * w
+
+    def head_norm(x, heads, name):
+        """Qwen3: each head's D features RMS-normalised by its own weight."""
+        if not R.qk_norm(cfg):
+            return x
+        return torch.cat([norm(x[i * D:(i + 1) * D], P[name + ".weight"])
+                          for i in range(heads)])
 
     def linear(x, name):
         y = P[name + ".weight"] @ x
@@ -248,8 +261,10 @@ def naive_logits(P, cfg, ids):
         for l in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{l}."
             n = [norm(h, P[p + "input_layernorm.weight"]) for h in hs]
-            q = [linear(x, p + "self_attn.q_proj") for x in n]
-            k = [linear(x, p + "self_attn.k_proj") for x in n]
+            q = [head_norm(linear(x, p + "self_attn.q_proj"), H,
+                           p + "self_attn.q_norm") for x in n]
+            k = [head_norm(linear(x, p + "self_attn.k_proj"), KV,
+                           p + "self_attn.k_norm") for x in n]
             v = [linear(x, p + "self_attn.v_proj") for x in n]
             q = [torch.cat([rotate(q[t][i * D:(i + 1) * D], t) for i in range(H)])
                  for t in range(T)]
@@ -284,6 +299,7 @@ def naive_logits(P, cfg, ids):
 
 def check_against_loops():
     for name, over in (("llama", {}), ("llama3_tied", {}), ("qwen2", {}),
+                       ("qwen3", {}),
                        ("llama", {"model_type": "mistral", "sliding_window": None})):
         cfg = config(name, **over)
         P = weights(cfg, 20)
@@ -315,12 +331,35 @@ def check_against_loops():
         expect("tied config with lm_head.weight is refused", "tie_word_embeddings" in str(e))
 
 
+def check_qk_norm():
+    # rms_norm_eps ~0: the scale invariance is exact only without epsilon.
+    cfg = config("qwen3", rms_norm_eps=1e-30)
+    _, H, KV, D, _ = R.llama_dims(cfg)
+    P = weights(cfg, 30)
+    ids = torch.from_numpy(R.random_tokens(2 * 7, cfg["vocab_size"], seed=8).reshape(2, 7))
+    base, _ = R.llama_forward(P, cfg, ids)
+    p = "model.layers.1.self_attn."
+    for proj, head in (("q_proj", H - 1), ("k_proj", KV - 1)):
+        Q = dict(P)
+        w = Q[p + proj + ".weight"].clone()
+        w[head * D:(head + 1) * D] *= 3.5
+        Q[p + proj + ".weight"] = w
+        close(f"qwen3: {proj} head {head} scaled by 3.5 leaves the logits",
+              R.llama_forward(Q, cfg, ids)[0], base, tol=1e-10)
+    Q = dict(P)
+    Q[p + "q_norm.weight"] = 2 * P[p + "q_norm.weight"]
+    moved = (R.llama_forward(Q, cfg, ids)[0] - base).abs().max().item()
+    expect("qwen3: doubling q_norm.weight changes the logits", moved > 1e-6,
+           f"max change {moved:.2e}")
+
+
 def main():
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "2") or 2)))
     check_rope()
     check_heads()
     check_llama3()
     check_against_loops()
+    check_qk_norm()
     if FAILED:
         print(f"check_llama_reference: FAILED: {', '.join(FAILED)}")
         sys.exit(1)

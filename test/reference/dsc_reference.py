@@ -287,10 +287,11 @@ def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
 
 # ---------------------------------------------------------------------------
 # LlamaForCausalLM (modeling_llama.py) and the same decoder as Hugging Face
-# builds it for MistralForCausalLM and Qwen2ForCausalLM
+# builds it for MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+# GemmaForCausalLM and MixtralForCausalLM
 # ---------------------------------------------------------------------------
 
-LLAMA_FAMILY = ("llama", "mistral", "qwen2", "gemma", "mixtral")
+LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3", "gemma", "mixtral")
 
 
 def llama_dims(cfg):
@@ -305,6 +306,8 @@ def llama_dims(cfg):
     D = cfg.get("head_dim") or C // H
     if model_type(cfg) == "gemma":  # GemmaConfig: head_dim 256 by default
         D = cfg.get("head_dim", 256)
+    if model_type(cfg) == "qwen3":  # Qwen3Config: head_dim 128 by default
+        D = cfg.get("head_dim", 128) or C // H
     if H % KV:
         raise ValueError(f"num_attention_heads {H} is not a multiple of "
                          f"num_key_value_heads {KV}")
@@ -315,14 +318,15 @@ def llama_biases(cfg):
     """(q/k/v bias, o_proj bias, MLP bias) as each model class builds its
     nn.Linear layers: LLaMA reads attention_bias (all four projections) and
     mlp_bias; Qwen2 always has q/k/v biases and never an o_proj or MLP bias;
-    Mistral has no bias anywhere (its config has neither key)."""
+    Qwen3 and Gemma read attention_bias (all four projections) and have no
+    MLP bias; Mistral has no bias anywhere (its config has neither key)."""
     mt = model_type(cfg)
     if mt == "qwen2":
         return True, False, False
     if mt in ("mistral", "mixtral"):
         return False, False, False
     ab = bool(cfg.get("attention_bias", False))
-    if mt == "gemma":  # attention_bias on all four projections, no MLP bias
+    if mt in ("gemma", "qwen3"):  # attention_bias on all four, no MLP bias
         return ab, ab, False
     return ab, ab, bool(cfg.get("mlp_bias", False))
 
@@ -347,13 +351,18 @@ def llama_param_shapes(cfg):
         for n, out, inp, b in (("self_attn.q_proj", H * D, C, qkv_b),
                                ("self_attn.k_proj", KV * D, C, qkv_b),
                                ("self_attn.v_proj", KV * D, C, qkv_b),
-                               ("self_attn.o_proj", C, H * D, o_b)) + \
-                (() if moe_experts(cfg) else (
-                    ("mlp.gate_proj", I, C, mlp_b),
-                    ("mlp.up_proj", I, C, mlp_b),
-                    ("mlp.down_proj", C, I, mlp_b))):
+                               ("self_attn.o_proj", C, H * D, o_b)):
             s[p + n + ".weight"] = (out, inp)
             if b:
+                s[p + n + ".bias"] = (out,)
+        if qk_norm(cfg):  # Qwen3Attention: q_norm, k_norm over head_dim
+            s[p + "self_attn.q_norm.weight"] = (D,)
+            s[p + "self_attn.k_norm.weight"] = (D,)
+        for n, out, inp in (() if moe_experts(cfg) else (
+                ("mlp.gate_proj", I, C), ("mlp.up_proj", I, C),
+                ("mlp.down_proj", C, I))):
+            s[p + n + ".weight"] = (out, inp)
+            if mlp_b:
                 s[p + n + ".bias"] = (out,)
         if moe_experts(cfg):  # MixtralSparseMoeBlock: router, then experts
             E = moe_experts(cfg)
@@ -369,6 +378,11 @@ def llama_param_shapes(cfg):
     if not llama_tied(cfg):
         s["lm_head.weight"] = (V, C)
     return s
+
+
+def qk_norm(cfg):
+    """Qwen3 RMS-normalises each query and key head (q_norm, k_norm)."""
+    return model_type(cfg) == "qwen3"
 
 
 def moe_experts(cfg):
@@ -529,8 +543,11 @@ def _check_llama_params(P, cfg):
 def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
                   attn_mask=None):
     """LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM,
-    GemmaForCausalLM, MixtralForCausalLM) with no cache, no padding,
-    positions 0..T-1. Returns (logits [B,T,V], loss). Gemma multiplies the
+    Qwen3ForCausalLM, GemmaForCausalLM, MixtralForCausalLM) with no cache,
+    no padding, positions 0..T-1. Returns (logits [B,T,V], loss). Qwen3
+    RMS-normalises every query and key head over its head_dim features
+    (weights q_norm, k_norm; rms_norm_eps) before the rotation, as
+    Qwen3Attention does. Gemma multiplies the
     embeddings by sqrt(hidden_size), scales its RMSNorms by (1 + weight) and
     gates its MLP through GELU (hidden_activation; null: the tanh
     approximation). Mixtral replaces each MLP by a sparse MoE block
@@ -570,7 +587,8 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     eps = cfg.get("rms_norm_eps", 1e-5 if model_type(cfg) == "mixtral" else 1e-6)
     B, T = ids.shape
     window = cfg.get("sliding_window")
-    if model_type(cfg) == "qwen2" and not cfg.get("use_sliding_window", False):
+    if model_type(cfg) in ("qwen2", "qwen3") and \
+            not cfg.get("use_sliding_window", False):
         window = None
     if window is not None and T > window:
         raise NotImplementedError(f"sliding_window {window} < seq_len {T}")
@@ -587,8 +605,12 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         n = norm(h, P[p + "input_layernorm.weight"], eps)
-        q = lin(n, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
-        k = lin(n, p + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2)
+        q = lin(n, p + "self_attn.q_proj").view(B, T, H, D)
+        k = lin(n, p + "self_attn.k_proj").view(B, T, KV, D)
+        if qk_norm(cfg):
+            q = rms_norm(q, P[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, P[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = lin(n, p + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k = k.repeat_interleave(H // KV, dim=1)
@@ -1673,7 +1695,8 @@ def write_json(path, obj):
 
 
 # Model configs the checks know: configs/<name>.json.
-MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "gemma", "mixtral"]
+MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "qwen3", "gemma",
+          "mixtral"]
 
 
 def common_args(ap):

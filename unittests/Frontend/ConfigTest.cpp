@@ -1162,6 +1162,80 @@ TEST(ModelConfig, Qwen2AndMistral) {
   EXPECT_FALSE(m.qkvBias);
 }
 
+TEST(ModelConfig, Qwen3) {
+  // Qwen3Config's defaults: head_dim 128, no biases, untied; q_norm and
+  // k_norm on every layer; the sliding window only with use_sliding_window.
+  ModelConfig m = parseModelConfigText(
+      R"({"model_type": "qwen3", "hidden_size": 2048,
+          "num_attention_heads": 16, "num_key_value_heads": 8,
+          "sliding_window": null, "use_sliding_window": false,
+          "max_window_layers": 28, "layer_types": ["full_attention"],
+          "architectures": ["Qwen3ForCausalLM"]})",
+      "m.json");
+  EXPECT_EQ(m.type, ModelType::LLaMA);
+  EXPECT_EQ(m.typeName, "qwen3");
+  EXPECT_EQ(m.headDim, 128);
+  EXPECT_EQ(m.attentionWidth(), 16 * 128);
+  EXPECT_EQ(m.vocabSize, 151936);
+  EXPECT_EQ(m.maxPositions, 32768);
+  EXPECT_TRUE(m.qkNorm);
+  EXPECT_FALSE(m.qkvBias || m.outBias || m.mlpBias || m.tieEmbeddings);
+  EXPECT_EQ(m.slidingWindow, 0);
+  EXPECT_TRUE(m.notes.empty());
+  m = parseModelConfigText(
+      R"({"model_type": "qwen3", "attention_bias": true, "head_dim": null,
+          "hidden_size": 64, "num_attention_heads": 4,
+          "sliding_window": 4096})",
+      "m.json");
+  EXPECT_TRUE(m.qkvBias && m.outBias);
+  EXPECT_FALSE(m.mlpBias);
+  EXPECT_EQ(m.headDim, 16);
+  EXPECT_EQ(m.slidingWindow, 0);
+  // pretraining_tp is not a Qwen3Config key: kept unread, so noted.
+  m = parseModelConfigText(R"({"model_type": "qwen3", "pretraining_tp": 1})",
+                           "m.json");
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_NE(m.notes[0].find("pretraining_tp: not a key of transformers' "
+                            "qwen3 configuration"),
+            std::string::npos);
+  // A config without model_type takes it from the model class.
+  EXPECT_EQ(parseModelConfigText(R"({"architectures": ["Qwen3ForCausalLM"]})",
+                                 "m.json")
+                .typeName,
+            "qwen3");
+  // Other model types have no q/k norms.
+  EXPECT_FALSE(
+      parseModelConfigText(R"({"model_type": "qwen2"})", "m.json").qkNorm);
+}
+
+TEST(ModelConfig, Qwen3ErrorsNameTheKey) {
+  EXPECT_HAS(
+      modelError(R"({"model_type": "qwen3", "use_sliding_window": true})"),
+      "m.json: use_sliding_window: true is not supported; dsc attends "
+      "to the whole sequence");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3", "head_dim": 0})"),
+             "m.json: head_dim: 0 is not allowed");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3", "head_dim": -64})"),
+             "m.json: head_dim: -64 is not allowed");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3", "head_dim": 127})"),
+             "head_dim (127) must be even");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3", "num_attention_heads": 16,
+                            "num_key_value_heads": 6})"),
+             "num_attention_heads (16) must be divisible by "
+             "num_key_value_heads (6)");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3", "mlp_bias": true})"),
+             "unknown key 'mlp_bias' in model config: a key of llama");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3", "architectures":
+                            ["Qwen2ForCausalLM"]})"),
+             "for model_type \"qwen3\" dsc builds Qwen3ForCausalLM");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3",
+                            "rope_scaling": {"rope_type": "yarn", "factor": 4}})"),
+             "rope_scaling.rope_type: \"yarn\" is not supported");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3_moe"})"),
+             "model_type: \"qwen3_moe\" is not supported: its "
+             "mixture-of-experts blocks are not built");
+}
+
 TEST(ModelConfig, Gemma) {
   // GemmaConfig's defaults: head_dim 256, a tied head, the LLaMA graph
   // with scaled embeddings, (1 + weight) RMSNorms and a GELU gate.

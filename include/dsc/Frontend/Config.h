@@ -24,9 +24,9 @@ struct ConfigError : Error {
   using Error::Error;
 };
 
-/// LLaMA covers the Hugging Face model types llama, mistral, qwen2 and gemma
-/// (one graph: RMSNorm, rotary embeddings, grouped-query attention, gated
-/// MLP).
+/// LLaMA covers the Hugging Face model types llama, mistral, qwen2, qwen3,
+/// gemma and mixtral (one graph: RMSNorm, rotary embeddings, grouped-query
+/// attention, gated MLP).
 enum class ModelType { GPT2, BERT, LLaMA };
 enum class GeluApprox { Tanh, Erf };
 
@@ -81,6 +81,9 @@ struct ModelConfig {
   bool tieEmbeddings = true;  ///< tie_word_embeddings (LLaMA default false)
   bool qkvBias = false;       ///< attention_bias (llama), always (qwen2)
   bool outBias = false;       ///< attention_bias (llama): o_proj's bias
+  /// Qwen3: an RMSNorm over each query and key head (q_norm, k_norm, one
+  /// weight of head_dim each) between the projections and the rotation.
+  bool qkNorm = false;
   bool mlpBias = false;       ///< mlp_bias
   int64_t slidingWindow = 0;  ///< mistral's sliding_window; 0: none
   // Gemma: the LLaMA graph with three changes.
