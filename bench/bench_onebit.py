@@ -74,7 +74,6 @@ phases; --workdir keeps configs, data and logs; --json writes the numbers.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -95,7 +94,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "reference"))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "tools", "Inputs", "dp"))
 import dsc_reference as R  # noqa: E402
-from loopback import MCA, lo_tx_bytes  # noqa: E402
+from loopback import MCA, lo_tx_bytes, shaped_loopback, tc  # noqa: E402
 
 NETNS_FLAG = "DSC_BENCH_ONEBIT_NETNS"
 WEIGHT_DECAY = 0.01
@@ -242,23 +241,6 @@ def tcp_goodput_gbit(nbytes=32 << 20):
     return nbytes * 8 / dt / 1e9
 
 
-def tc(*args, check=True):
-    return subprocess.run(["tc", *args], check=check, capture_output=True, text=True)
-
-
-@contextlib.contextmanager
-def shaped_loopback(a):
-    """The loopback limited to a.rate (tc tbf) for the duration."""
-    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
-        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
-    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", a.rate, "burst", "128kb",
-       "latency", "50ms")
-    try:
-        yield
-    finally:
-        tc("qdisc", "del", "dev", "lo", "root", check=False)
-
-
 # ---------------------------------------------------------------------------
 # Configs and runs
 # ---------------------------------------------------------------------------
@@ -380,7 +362,7 @@ def phase_bytes(a, wd, model, data):
 
 def phase_speed(a, wd, model, data):
     out = {"goodput_unshaped_gbit": tcp_goodput_gbit()}
-    with shaped_loopback(a):
+    with shaped_loopback(a.rate):
         out["qdisc"] = tc("qdisc", "show", "dev", "lo").stdout.strip()
         out["goodput_shaped_gbit"] = tcp_goodput_gbit()
         rows = []
@@ -402,7 +384,7 @@ def phase_zeroone(a, wd, model, data):
     steps differ (full, 1-bit, local, sync), so the ratios are of whole runs:
     the bytes the ranks reported, the loopback's transmit bytes, tokens/s."""
     rows = []
-    with shaped_loopback(a):
+    with shaped_loopback(a.rate):
         for n in a.ranks:
             tok = a.batch * n * a.seq_len
             row = {"ranks": n, "steps": a.zo_steps}
@@ -426,7 +408,7 @@ def phase_lamb(a, wd, model, data):
     on the shaped loopback: bytes per step of the compression stage against
     LAMB's, whole-run bytes, and tokens/s over the compression stage."""
     rows = []
-    with shaped_loopback(a):
+    with shaped_loopback(a.rate):
         for n in a.ranks:
             tok = a.batch * n * a.seq_len
             row = {"ranks": n, "steps": a.lamb_steps, "freeze_step": a.lamb_freeze}

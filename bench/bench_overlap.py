@@ -15,7 +15,6 @@ weights are bit-identical.
     unshare -n /usr/bin/python3 bench/bench_overlap.py
 """
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -26,21 +25,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "tools", "Inputs", "dp"))
-from loopback import MCA  # noqa: E402
-
-
-def tc(*args, check=True):
-    return subprocess.run(["tc", *args], check=check, capture_output=True, text=True)
-
-
-@contextlib.contextmanager
-def shaped_loopback(rate):
-    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst", "128kb",
-       "latency", "50ms")
-    try:
-        yield
-    finally:
-        tc("qdisc", "del", "dev", "lo", "root", check=False)
+from loopback import MCA, shaped_loopback  # noqa: E402
 
 
 def main():

@@ -3,6 +3,8 @@ namespace (unshare -n): the mpirun flags that make it TCP over the
 namespace's loopback only (no shared memory) with the ring all-reduce, and
 the loopback's transmit byte counter. Shared by loopback_bytes.py and
 bench/bench_onebit.py."""
+import contextlib
+import subprocess
 import sys
 
 MCA = ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
@@ -27,3 +29,21 @@ def lo_tx_bytes():
 
 def lo_tx_packets():
     return lo_tx(9)
+
+
+def tc(*args, check=True):
+    return subprocess.run(["tc", *args], check=check, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def shaped_loopback(rate):
+    """The loopback limited to `rate` (tc tbf; netem is not in this kernel)
+    for the duration."""
+    if tc("qdisc", "show", "dev", "lo").stdout.split()[1:2] not in (["noqueue"], []):
+        sys.exit(f"lo already has a qdisc: {tc('qdisc', 'show', 'dev', 'lo').stdout}")
+    tc("qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst", "128kb",
+       "latency", "50ms")
+    try:
+        yield
+    finally:
+        tc("qdisc", "del", "dev", "lo", "root", check=False)
