@@ -1,6 +1,7 @@
 //===- Program.cpp - Program, Instr and dtype helpers ---------------------===//
 
 #include "dsc/Program/Program.h"
+#include "dsc/Program/KernelOpcodes.h"
 
 #include <set>
 
@@ -75,6 +76,11 @@ const OpInfo &opInfo(Opcode op) {
   if (size_t(op) >= table.size())
     throw Error("invalid opcode " + std::to_string(int(op)));
   return table[size_t(op)];
+}
+
+void detail::notInFamily(Opcode op, KernelFamily family) {
+  throw Error(std::string("internal: opcode ") + opcodeName(op) +
+              " is not in kernel family " + std::to_string(int(family)));
 }
 
 const char *opcodeName(Opcode op) {

@@ -1,4 +1,5 @@
 #include "dsc/Program/InstrCheck.h"
+#include "dsc/Program/KernelOpcodes.h"
 
 #include <gtest/gtest.h>
 
@@ -124,6 +125,32 @@ TEST(InstrCheck, EveryOpcodeHasItsTableRow) {
   for (size_t k = 0; k < allOps().size(); ++k) {
     EXPECT_EQ(size_t(allOps()[k].op), k);
     EXPECT_STREQ(opcodeName(Opcode(k)), allOps()[k].name);
+  }
+}
+
+namespace {
+template <class FamilyOpcode>
+void expectEnumerator(Opcode op, FamilyOpcode want) {
+  EXPECT_EQ(asFamily<FamilyOpcode>(op), want) << opcodeName(op);
+}
+} // namespace
+
+// Every row of Ops.def is the enumerator of the same name in its kernel
+// family's enum (a row whose family enum lacks it does not compile).
+TEST(KernelOpcodes, EveryOpcodeIsItsFamilysEnumeratorOfTheSameName) {
+#define DSC_OP(Name, MlirOp, Family, Kernels, ...)                             \
+  expectEnumerator(Opcode::Name, Kernels##Opcode::Name);
+#include "dsc/Program/Ops.def"
+}
+
+TEST(KernelOpcodes, AnotherFamilysOpcodeIsAnInternalError) {
+  try {
+    asFamily<GemmOpcode>(Opcode::RmsNorm);
+    FAIL() << "RmsNorm converted into the Gemm family";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("RmsNorm is not in kernel family"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -485,16 +485,16 @@ void runAttention(Exec &e) {
     return SoftmaxMasks{I.getInt("causal") != 0, I.getLayout("layout"),
                         keyMask, keyMask ? d.rows / d.B : 0};
   };
-  switch (I.op) {
-  case Opcode::Softmax: {
+  switch (asFamily<AttentionOpcode>(I.op)) {
+  case AttentionOpcode::Softmax: {
     const float scale = float(I.getFloat("scale"));
     const float *px = e.fin(0, "x");
     softmax(px, e.fout(0, "output"), d.rows, d.tq, d.cols, scale,
             softmaxMasks());
     return;
   }
-  case Opcode::SoftmaxDropout:
-  case Opcode::SoftmaxDropoutGrad: {
+  case AttentionOpcode::SoftmaxDropout:
+  case AttentionOpcode::SoftmaxDropoutGrad: {
     const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
     if (I.op == Opcode::SoftmaxDropoutGrad)
       softmaxDropoutGrad(e.fin(0, "dy"), e.fin(1, "probs"), e.fin(2, "dropped"),
@@ -506,8 +506,8 @@ void runAttention(Exec &e) {
                      rng.seed, rng.offset);
     return;
   }
-  case Opcode::Attention:
-  case Opcode::AttentionGrad: {
+  case AttentionOpcode::Attention:
+  case AttentionOpcode::AttentionGrad: {
     const float scale = float(I.getFloat("scale"));
     const AttentionTiles tiles(I.getLayout("layout"), d.T,
                                I.getInt("causal") != 0,
@@ -525,14 +525,12 @@ void runAttention(Exec &e) {
                 d.D, scale, tiles, d.rate, stream, rng.seed, rng.offset);
     return;
   }
-  case Opcode::SoftmaxGrad: {
+  case AttentionOpcode::SoftmaxGrad: {
     const float scale = I.has("scale") ? float(I.getFloat("scale")) : 1.0f;
     const float *dy = e.fin(0, "dy"), *py = e.fin(1, "y");
     softmaxGrad(dy, py, e.fout(0, "dx"), d.rows, d.cols, scale);
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a softmax or attention opcode");
 }

@@ -16,6 +16,8 @@ namespace dsc::cuda::detail {
 namespace {
 
 using rt::Opcode;
+using rt::asFamily;
+using rt::AttentionOpcode;
 
 /// The key padding mask argument of a kernel ("(const int *)nullptr"
 /// without one) and its template count: `perMaskRow` rows (or heads) per
@@ -354,17 +356,15 @@ CudnnAttention cudnnAttentionOf(const KernelSpec &s, const rt::InstrDims &d) {
 }
 
 void emitAttention(KernelSpec &s, const rt::InstrDims &d) {
-  switch (s.I.op) {
-  case Opcode::Softmax:
-  case Opcode::SoftmaxDropout:
-  case Opcode::SoftmaxGrad:
-  case Opcode::SoftmaxDropoutGrad:
+  switch (asFamily<AttentionOpcode>(s.I.op)) {
+  case AttentionOpcode::Softmax:
+  case AttentionOpcode::SoftmaxDropout:
+  case AttentionOpcode::SoftmaxGrad:
+  case AttentionOpcode::SoftmaxDropoutGrad:
     return emitSoftmax(s, d);
-  case Opcode::Attention:
-  case Opcode::AttentionGrad:
+  case AttentionOpcode::Attention:
+  case AttentionOpcode::AttentionGrad:
     return emitFusedAttention(s, d);
-  default:
-    break;
   }
   s.fail("internal: not a softmax or attention opcode");
 }

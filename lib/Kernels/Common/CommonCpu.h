@@ -14,6 +14,7 @@
 
 #include "dsc/Program/Half.h"
 #include "dsc/Program/InstrCheck.h"
+#include "dsc/Program/KernelOpcodes.h"
 #include "dsc/Runtime/Runtime.h"
 
 #include <algorithm>

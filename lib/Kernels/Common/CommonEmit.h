@@ -17,6 +17,7 @@
 #include "Common/KernelSpec.h"
 
 #include "dsc/Program/InstrCheck.h"
+#include "dsc/Program/KernelOpcodes.h"
 
 #include <string>
 #include <vector>

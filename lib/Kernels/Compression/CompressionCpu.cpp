@@ -54,8 +54,8 @@ void compress(const float *x, int64_t n, const float *error, int64_t p,
 
 void runCompression(Exec &e) {
   const InstrDims &d = e.d;
-  switch (e.I.op) {
-  case Opcode::OnebitCompress: {
+  switch (asFamily<CompressionOpcode>(e.I.op)) {
+  case CompressionOpcode::OnebitCompress: {
     const float *x = e.fin(0, "input");
     const float *error = e.fin(1, "error");
     uint8_t *signs = e.u8out(0, "signs");
@@ -71,7 +71,7 @@ void runCompression(Exec &e) {
     compress(x, d.n, error, d.cols, signs, scale, newError);
     return;
   }
-  case Opcode::QuantizeInt8: {
+  case CompressionOpcode::QuantizeInt8: {
     // Per block: scale = max|x| / 127, code = rint(x / scale) (the CUDA
     // template's arithmetic: one division, round half to even).
     const float *x = e.fin(0, "input");
@@ -90,7 +90,7 @@ void runCompression(Exec &e) {
     }
     return;
   }
-  case Opcode::DequantizeInt8: {
+  case CompressionOpcode::DequantizeInt8: {
     const auto *codes = static_cast<const int8_t *>(e.S.data(e.inId(0)));
     const float *scales = e.fin(1, "scales");
     float *out = e.fout(0, "result");
@@ -100,7 +100,7 @@ void runCompression(Exec &e) {
       out[i] = float(codes[i]) * scales[i / B];
     return;
   }
-  case Opcode::OnebitDecode: {
+  case CompressionOpcode::OnebitDecode: {
     const uint8_t *signs = e.u8in(0, "signs");
     const float *scales = e.fin(1, "scales");
     float *out = e.fout(0, "result");
@@ -110,7 +110,7 @@ void runCompression(Exec &e) {
       out[i] = signBit(signs, i) ? scales[i / c] : -scales[i / c];
     return;
   }
-  case Opcode::OnebitDecodeMean: {
+  case CompressionOpcode::OnebitDecodeMean: {
     const uint8_t *signs = e.u8in(0, "signs");
     const float *scales = e.fin(1, "scales");
     float *out = e.fout(0, "result");
@@ -131,8 +131,6 @@ void runCompression(Exec &e) {
     }
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a compression opcode");
 }

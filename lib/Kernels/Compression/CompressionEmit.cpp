@@ -15,6 +15,8 @@ namespace dsc::cuda::detail {
 namespace {
 
 using rt::Opcode;
+using rt::asFamily;
+using rt::CompressionOpcode;
 
 /// Elements per block of the sum of squares.
 constexpr int64_t kChunk = 16384;
@@ -83,17 +85,15 @@ void emitInt8(KernelSpec &s, const rt::InstrDims &d) {
 } // namespace
 
 void emitCompression(KernelSpec &s, const rt::InstrDims &d) {
-  switch (s.I.op) {
-  case Opcode::QuantizeInt8:
-  case Opcode::DequantizeInt8:
+  switch (asFamily<CompressionOpcode>(s.I.op)) {
+  case CompressionOpcode::QuantizeInt8:
+  case CompressionOpcode::DequantizeInt8:
     return emitInt8(s, d);
-  case Opcode::OnebitCompress:
+  case CompressionOpcode::OnebitCompress:
     return emitCompress(s, d);
-  case Opcode::OnebitDecode:
-  case Opcode::OnebitDecodeMean:
+  case CompressionOpcode::OnebitDecode:
+  case CompressionOpcode::OnebitDecodeMean:
     return emitDecode(s, d);
-  default:
-    break;
   }
   s.fail("internal: not a compression opcode");
 }

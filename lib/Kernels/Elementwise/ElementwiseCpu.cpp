@@ -368,8 +368,8 @@ void runElementwise(Exec &e) {
   const InstrDims &d = e.d;
   const RngContext &rng = e.rng;
   Storage &S = e.S;
-  switch (I.op) {
-  case Opcode::Fill: {
+  switch (asFamily<ElementwiseOpcode>(I.op)) {
+  case ElementwiseOpcode::Fill: {
     const double v = I.getFloat("value");
     if (isFloat(e.out(0).dtype))
       fillF32(e.fout(0, "output"), d.n, float(v));
@@ -382,15 +382,15 @@ void runElementwise(Exec &e) {
     }
     return;
   }
-  case Opcode::Iota:
+  case ElementwiseOpcode::Iota:
     iota(e.iout(0, "output"), d.n, I.getInt("start"), I.getInt("step"));
     return;
-  case Opcode::Add: {
+  case ElementwiseOpcode::Add: {
     const float *pa = e.fin(0, "a"), *pb = e.fin(1, "b");
     addBroadcast(pa, pb, e.fout(0, "output"), e.in(0).shape, e.in(1).shape);
     return;
   }
-  case Opcode::ReduceTo: {
+  case ElementwiseOpcode::ReduceTo: {
     const float *px = e.fin(0, "input");
     float *po = e.fout(0, "output");
     if (px == po)
@@ -398,42 +398,42 @@ void runElementwise(Exec &e) {
     reduceTo(px, po, e.in(0).shape, e.out(0).shape);
     return;
   }
-  case Opcode::Gelu: {
+  case ElementwiseOpcode::Gelu: {
     const float *x = e.fin(0, "x");
     gelu(x, e.fout(0, "output"), d.n, d.tanh);
     return;
   }
-  case Opcode::GeluGrad: {
+  case ElementwiseOpcode::GeluGrad: {
     const float *dy = e.fin(0, "dy"), *x = e.fin(1, "x");
     geluGrad(dy, x, e.fout(0, "dx"), d.n, d.tanh);
     return;
   }
-  case Opcode::Dropout: {
+  case ElementwiseOpcode::Dropout: {
     const float *x = e.fin(0, "x");
     dropout(x, e.fout(0, "output"), d.n, d.rate, uint32_t(I.getInt("stream")),
             rng.seed, rng.offset);
     return;
   }
-  case Opcode::BiasGelu:
+  case ElementwiseOpcode::BiasGelu:
     biasGelu(e.fin(0, "x"), e.fin(1, "bias"), e.fout(0, "output"), d.rows,
              d.cols, d.tanh);
     return;
-  case Opcode::BiasGeluGrad:
+  case ElementwiseOpcode::BiasGeluGrad:
     biasGeluGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fin(2, "bias"),
                  e.fout(0, "dx"), e.fout(1, "dbias"), d.rows, d.cols, d.tanh);
     return;
-  case Opcode::BiasDropoutAdd:
+  case ElementwiseOpcode::BiasDropoutAdd:
     biasDropoutAdd(e.fin(0, "x"), e.fin(1, "bias"), e.fin(2, "residual"),
                    e.fout(0, "output"), d.rows, d.cols, d.rate,
                    uint32_t(I.getInt("stream")), rng.seed, rng.offset);
     return;
-  case Opcode::DropoutBiasGrad:
+  case ElementwiseOpcode::DropoutBiasGrad:
     dropoutBiasGrad(e.fin(0, "dy"), e.fout(0, "dx"), e.fout(1, "dbias"), d.rows,
                     d.cols, d.rate, uint32_t(I.getInt("stream")), rng.seed,
                     rng.offset);
     return;
-  case Opcode::SplitHeads:
-  case Opcode::BiasSplitHeads: {
+  case ElementwiseOpcode::SplitHeads:
+  case ElementwiseOpcode::BiasSplitHeads: {
     const float *px = e.fin(0, "x");
     const float *bias =
         I.op == Opcode::BiasSplitHeads ? e.fin(1, "bias") : nullptr;
@@ -443,30 +443,30 @@ void runElementwise(Exec &e) {
     splitHeads(px, bias, outs, d.B, d.T, d.H, d.D);
     return;
   }
-  case Opcode::MergeHeads: {
+  case ElementwiseOpcode::MergeHeads: {
     std::vector<const float *> ins;
     for (size_t p = 0; p < I.inputs.size(); ++p)
       ins.push_back(e.fin(p, "input"));
     mergeHeads(ins, e.fout(0, "output"), d.B, d.T, d.H, d.D);
     return;
   }
-  case Opcode::Pack:
-  case Opcode::Concat: {
+  case ElementwiseOpcode::Pack:
+  case ElementwiseOpcode::Concat: {
     std::vector<const float *> ins;
     for (size_t k = 0; k < I.inputs.size(); ++k)
       ins.push_back(e.fin(k, "piece"));
     concat(ins, d.widths, e.fout(0, "output"), d.outer, d.inner);
     return;
   }
-  case Opcode::Unpack:
-  case Opcode::Split: {
+  case ElementwiseOpcode::Unpack:
+  case ElementwiseOpcode::Split: {
     std::vector<float *> outs;
     for (size_t k = 0; k < I.outputs.size(); ++k)
       outs.push_back(e.fout(k, "piece"));
     split(e.fin(0, "input"), outs, d.widths, d.outer, d.inner);
     return;
   }
-  case Opcode::FlatResize: {
+  case ElementwiseOpcode::FlatResize: {
     const int64_t n = e.in(0).numElements(), m = e.out(0).numElements();
     if (e.in(0).dtype == DType::U8) { // 4-bit weights' bytes under ZeRO-3
       auto *out = static_cast<uint8_t *>(S.data(e.outId(0)));
@@ -481,10 +481,10 @@ void runElementwise(Exec &e) {
       fillF32(out + n, m - n, 0.0f);
     return;
   }
-  case Opcode::Copy:
-  case Opcode::TpCopy:
-  case Opcode::ToHost:   // ZeRO-Offload: on the CPU both memories are RAM
-  case Opcode::ToDevice: {
+  case ElementwiseOpcode::Copy:
+  case ElementwiseOpcode::TpCopy:
+  case ElementwiseOpcode::ToHost:   // ZeRO-Offload: on the CPU both memories are RAM
+  case ElementwiseOpcode::ToDevice: {
     const Buffer &i = e.in(0), &o = e.out(0);
     if (i.dtype != o.dtype)
       e.fail("dtypes differ: " + std::string(dtypeName(i.dtype)) + " -> " +
@@ -492,11 +492,9 @@ void runElementwise(Exec &e) {
     copyBytes(S.data(e.outId(0)), S.data(e.inId(0)), i.bytes());
     return;
   }
-  case Opcode::Convert: // in f32: fin widens, commit narrows
+  case ElementwiseOpcode::Convert: // in f32: fin widens, commit narrows
     copyBytes(e.fout(0, "output"), e.fin(0, "input"), size_t(d.n) * 4);
     return;
-  default:
-    break;
   }
   e.fail("internal: not an elementwise opcode");
 }

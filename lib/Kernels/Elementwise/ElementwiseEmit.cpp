@@ -18,6 +18,8 @@ namespace dsc::cuda::detail {
 namespace {
 
 using rt::Opcode;
+using rt::asFamily;
+using rt::ElementwiseOpcode;
 
 /// Convert, or a copy between float storage types.
 void emitConvert(KernelSpec &s, const rt::InstrDims &d) {
@@ -152,8 +154,7 @@ void emitBiasOps(KernelSpec &s, const rt::InstrDims &d) {
   const int vec = vecFor(C);
   const std::string V = std::to_string(vec);
   const std::string noRng = "dsc::Rng{0u, 0ull, 0ull}";
-  switch (op) {
-  case Opcode::BiasGelu: {
+  if (op == Opcode::BiasGelu) {
     const std::string x = s.in(0, "x"), bias = s.in(1, "bias"),
                       y = s.out(0, "y");
     elementwise(s, N / vec, {x, bias, y},
@@ -162,7 +163,7 @@ void emitBiasOps(KernelSpec &s, const rt::InstrDims &d) {
                      {x, bias, y}));
     return;
   }
-  case Opcode::BiasDropoutAdd: {
+  if (op == Opcode::BiasDropoutAdd) {
     const std::string x = s.in(0, "x"), bias = s.in(1, "bias"),
                       res = s.in(2, "res"), y = s.out(0, "y");
     std::vector<std::string> args = {x, bias, res, y};
@@ -178,9 +179,6 @@ void emitBiasOps(KernelSpec &s, const rt::InstrDims &d) {
                      {x, bias, res, y, flt(rate),
                       flt(rate > 0.0 ? 1.0 / (1.0 - rate) : 1.0), rng}));
     return;
-  }
-  default:
-    break;
   }
   // The gradients: rows in blocks of 32 with column partial sums, merged
   // in block order (cpu::rowsWithColumnSum).
@@ -297,37 +295,37 @@ void emitConcatSplit(KernelSpec &s, const rt::InstrDims &d) {
 } // namespace
 
 void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
-  switch (s.I.op) {
-  case Opcode::Fill:
+  switch (asFamily<ElementwiseOpcode>(s.I.op)) {
+  case ElementwiseOpcode::Fill:
     return emitFill(s, d);
-  case Opcode::Iota:
+  case ElementwiseOpcode::Iota:
     return emitIota(s, d);
-  case Opcode::Add:
+  case ElementwiseOpcode::Add:
     return emitAdd(s, d);
-  case Opcode::ReduceTo:
+  case ElementwiseOpcode::ReduceTo:
     return emitReduceTo(s);
-  case Opcode::Gelu:
-  case Opcode::GeluGrad:
+  case ElementwiseOpcode::Gelu:
+  case ElementwiseOpcode::GeluGrad:
     return emitGelu(s, d);
-  case Opcode::Dropout:
+  case ElementwiseOpcode::Dropout:
     return emitDropout(s, d);
-  case Opcode::BiasGelu:
-  case Opcode::BiasGeluGrad:
-  case Opcode::BiasDropoutAdd:
-  case Opcode::DropoutBiasGrad:
+  case ElementwiseOpcode::BiasGelu:
+  case ElementwiseOpcode::BiasGeluGrad:
+  case ElementwiseOpcode::BiasDropoutAdd:
+  case ElementwiseOpcode::DropoutBiasGrad:
     return emitBiasOps(s, d);
-  case Opcode::SplitHeads:
-  case Opcode::BiasSplitHeads:
-  case Opcode::MergeHeads:
+  case ElementwiseOpcode::SplitHeads:
+  case ElementwiseOpcode::BiasSplitHeads:
+  case ElementwiseOpcode::MergeHeads:
     return emitHeads(s, d);
-  case Opcode::Concat:
-  case Opcode::Split:
-  case Opcode::Pack:
-  case Opcode::Unpack:
+  case ElementwiseOpcode::Concat:
+  case ElementwiseOpcode::Split:
+  case ElementwiseOpcode::Pack:
+  case ElementwiseOpcode::Unpack:
     return emitConcatSplit(s, d);
-  case Opcode::Convert:
+  case ElementwiseOpcode::Convert:
     return emitConvert(s, d);
-  case Opcode::FlatResize: {
+  case ElementwiseOpcode::FlatResize: {
     // ZeRO's padding to whole shards (f32, or 4-bit weights' bytes),
     // 1-bit compression's to whole bytes.
     if (s.inType(0) != Storage::U8)
@@ -339,18 +337,16 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
     return elementwise(s, to, {x, y},
                        call("flatResize", {n(from), n(to)}, {x, y}));
   }
-  case Opcode::Copy:
-  case Opcode::TpCopy:
+  case ElementwiseOpcode::Copy:
+  case ElementwiseOpcode::TpCopy:
     if (s.inType(0) == Storage::I32 || s.inType(0) == Storage::I64 ||
         s.outType(0) == Storage::I32 || s.outType(0) == Storage::I64)
       s.fail("integer copies are device memcpys, not kernels");
     return emitConvert(s, d);
-  case Opcode::ToHost:
-  case Opcode::ToDevice:
+  case ElementwiseOpcode::ToHost:
+  case ElementwiseOpcode::ToDevice:
     s.fail("copies between host and device memory (ZeRO-Offload) are not "
            "supported by the CUDA backend");
-  default:
-    break;
   }
   s.fail("internal: not an elementwise opcode");
 }

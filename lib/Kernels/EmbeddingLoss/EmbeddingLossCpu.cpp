@@ -223,8 +223,7 @@ void runVocabParallel(Exec &e, Communicator &group) {
   const int64_t offset = int64_t(group.rank()) * local;
   const int64_t valid = std::clamp(V - offset, int64_t(0), local);
   auto mine = [&](int64_t id) { return id >= offset && id < offset + valid; };
-  switch (I.op) {
-  case Opcode::VocabEmbedding: {
+  if (I.op == Opcode::VocabEmbedding) {
     const int32_t *ids = e.iin(1, "ids");
     float *out = e.fout(0, "output");
     checkIds("vocab_embedding", ids, d.rows, V);
@@ -232,15 +231,14 @@ void runVocabParallel(Exec &e, Communicator &group) {
     group.allReduce(out, d.rows * d.cols, ReduceOp::Sum);
     return;
   }
-  case Opcode::VocabEmbeddingGrad: {
+  if (I.op == Opcode::VocabEmbeddingGrad) {
     const int32_t *ids = e.iin(0, "ids");
     checkIds("vocab_embedding_grad", ids, d.rows, V);
     embeddingGrad(ids, e.fin(1, "dy"), e.fout(0, "dtable"), d.rows, d.vocab,
                   d.cols, offset);
     return;
   }
-  case Opcode::VocabCrossEntropy:
-  case Opcode::VocabCrossEntropyGrad: {
+  if (I.op == Opcode::VocabCrossEntropy || I.op == Opcode::VocabCrossEntropyGrad) {
     const bool grad = I.op == Opcode::VocabCrossEntropyGrad;
     const size_t li = grad ? 1 : 0;
     const int64_t ignore = I.getInt("ignore_index");
@@ -284,9 +282,6 @@ void runVocabParallel(Exec &e, Communicator &group) {
     }
     return;
   }
-  default:
-    break;
-  }
   e.fail("internal: not a vocabulary-parallel opcode");
 }
 
@@ -294,24 +289,24 @@ void runEmbeddingLoss(Exec &e) {
   const Instr &I = e.I;
   const InstrDims &d = e.d;
   const RngContext &rng = e.rng;
-  switch (I.op) {
-  case Opcode::Embedding: {
+  switch (asFamily<EmbeddingLossOpcode>(I.op)) {
+  case EmbeddingLossOpcode::Embedding: {
     const float *table = e.fin(0, "table");
     const int32_t *ids = e.iin(1, "ids");
     checkIds("embedding", ids, d.rows, d.vocab);
     embedding(table, ids, e.fout(0, "output"), d.rows, d.vocab, d.cols);
     return;
   }
-  case Opcode::EmbeddingGrad: {
+  case EmbeddingLossOpcode::EmbeddingGrad: {
     const int32_t *ids = e.iin(0, "ids");
     const float *dy = e.fin(1, "dy");
     checkIds("embedding_grad", ids, d.rows, d.vocab);
     embeddingGrad(ids, dy, e.fout(0, "dtable"), d.rows, d.vocab, d.cols);
     return;
   }
-  case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad:
-  case Opcode::CrossEntropyWithGrad: {
+  case EmbeddingLossOpcode::CrossEntropy:
+  case EmbeddingLossOpcode::CrossEntropyGrad:
+  case EmbeddingLossOpcode::CrossEntropyWithGrad: {
     const bool both = I.op == Opcode::CrossEntropyWithGrad;
     const bool grad = both || I.op == Opcode::CrossEntropyGrad;
     const size_t li = grad ? 1 : 0;
@@ -330,7 +325,7 @@ void runEmbeddingLoss(Exec &e) {
                        ignore);
     return;
   }
-  case Opcode::MlmMask: {
+  case EmbeddingLossOpcode::MlmMask: {
     const int32_t *ids = e.iin(0, "ids");
     int32_t *inputs = e.iout(0, "inputs"), *labels = e.iout(1, "labels");
     if (ids == inputs || ids == labels || inputs == labels)
@@ -341,7 +336,7 @@ void runEmbeddingLoss(Exec &e) {
             rng.offset);
     return;
   }
-  case Opcode::PaddingMask: {
+  case EmbeddingLossOpcode::PaddingMask: {
     const int32_t *ids = e.iin(0, "ids");
     int32_t *mask = e.iout(0, "mask");
     const int64_t pad = I.getInt("pad_token_id");
@@ -350,8 +345,6 @@ void runEmbeddingLoss(Exec &e) {
       mask[i] = ids[i] != pad;
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not an embedding or loss opcode");
 }

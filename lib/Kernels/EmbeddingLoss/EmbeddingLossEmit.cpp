@@ -16,6 +16,8 @@ namespace dsc::cuda::detail {
 namespace {
 
 using rt::Opcode;
+using rt::asFamily;
+using rt::EmbeddingLossOpcode;
 
 void emitEmbedding(KernelSpec &s, const rt::InstrDims &d) {
   const int64_t V = d.vocab, C = d.cols, rows = d.rows;
@@ -141,21 +143,19 @@ void emitPaddingMask(KernelSpec &s, const rt::InstrDims &d) {
 } // namespace
 
 void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d) {
-  switch (s.I.op) {
-  case Opcode::Embedding:
+  switch (asFamily<EmbeddingLossOpcode>(s.I.op)) {
+  case EmbeddingLossOpcode::Embedding:
     return emitEmbedding(s, d);
-  case Opcode::EmbeddingGrad:
+  case EmbeddingLossOpcode::EmbeddingGrad:
     return emitEmbeddingGrad(s, d);
-  case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad:
-  case Opcode::CrossEntropyWithGrad:
+  case EmbeddingLossOpcode::CrossEntropy:
+  case EmbeddingLossOpcode::CrossEntropyGrad:
+  case EmbeddingLossOpcode::CrossEntropyWithGrad:
     return emitCrossEntropy(s, d);
-  case Opcode::MlmMask:
+  case EmbeddingLossOpcode::MlmMask:
     return emitMlmMask(s, d);
-  case Opcode::PaddingMask:
+  case EmbeddingLossOpcode::PaddingMask:
     return emitPaddingMask(s, d);
-  default:
-    break;
   }
   s.fail("internal: not an embedding or loss opcode");
 }

@@ -68,30 +68,28 @@ void swigluGrad(const float *dy, const float *gate, const float *up,
 
 void runGated(Exec &e) {
   const int64_t n = e.d.n;
-  switch (e.I.op) {
-  case Opcode::Silu:
+  switch (asFamily<GatedOpcode>(e.I.op)) {
+  case GatedOpcode::Silu:
     silu(e.fin(0, "x"), e.fout(0, "y"), n);
     return;
-  case Opcode::SiluGrad:
+  case GatedOpcode::SiluGrad:
     siluGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fout(0, "dx"), n);
     return;
-  case Opcode::Mul:
+  case GatedOpcode::Mul:
     mul(e.fin(0, "a"), e.fin(1, "b"), e.fout(0, "y"), n);
     return;
-  case Opcode::Scale:
+  case GatedOpcode::Scale:
     scale(e.fin(0, "x"), float(e.I.getFloat("factor")), e.fout(0, "y"), n);
     return;
-  case Opcode::Swiglu:
+  case GatedOpcode::Swiglu:
     swiglu(e.fin(0, "gate"), e.fin(1, "up"), e.fout(0, "y"), n);
     return;
-  case Opcode::SwigluGrad: {
+  case GatedOpcode::SwigluGrad: {
     const float *dy = e.fin(0, "dy"), *gate = e.fin(1, "gate"),
                 *up = e.fin(2, "up");
     swigluGrad(dy, gate, up, e.fout(0, "dgate"), e.fout(1, "dup"), n);
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a silu, mul, scale or swiglu opcode");
 }

@@ -129,32 +129,30 @@ void batchMatmul(const float *a, const float *b, float *out, int64_t batch,
 void runGemm(Exec &e) {
   const Instr &I = e.I;
   const InstrDims &d = e.d;
-  switch (I.op) {
-  case Opcode::Linear: {
+  switch (asFamily<GemmOpcode>(I.op)) {
+  case GemmOpcode::Linear: {
     const float *bias = I.inputs.size() == 3 ? e.fin(2, "bias") : nullptr;
     const float *px = e.fin(0, "x"), *pw = e.fin(1, "weight");
     linear(px, pw, bias, e.fout(0, "output"), d.M, d.K, d.N, d.transW);
     return;
   }
-  case Opcode::LinearGradInput: {
+  case GemmOpcode::LinearGradInput: {
     const float *pdy = e.fin(0, "dy"), *pw = e.fin(1, "weight");
     linearGradInput(pdy, pw, e.fout(0, "dx"), d.M, d.K, d.N, d.transW);
     return;
   }
-  case Opcode::LinearGradWeight: {
+  case GemmOpcode::LinearGradWeight: {
     const float *px = e.fin(0, "x"), *pdy = e.fin(1, "dy");
     linearGradWeight(px, pdy, e.fout(0, "dw"), d.M, d.K, d.N, d.transW);
     return;
   }
-  case Opcode::BatchMatmul: {
+  case GemmOpcode::BatchMatmul: {
     const float alpha = I.has("alpha") ? float(I.getFloat("alpha")) : 1.0f;
     const float *pa = e.fin(0, "a"), *pb = e.fin(1, "b");
     batchMatmul(pa, pb, e.fout(0, "output"), d.batch, d.M, d.N, d.K, d.transA,
                 d.transB, alpha);
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a GEMM opcode");
 }

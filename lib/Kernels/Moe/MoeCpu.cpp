@@ -265,21 +265,21 @@ std::vector<double> totalLoad(Exec &e, size_t first, int64_t E) {
 void runMoe(Exec &e) {
   const InstrDims &d = e.d;
   const int64_t N = d.rows, E = d.experts, K = d.topK, C = d.cols;
-  switch (e.I.op) {
-  case Opcode::MoeTopk:
+  switch (asFamily<MoeOpcode>(e.I.op)) {
+  case MoeOpcode::MoeTopk:
     topk(e.fin(0, "logits"), e.fout(0, "weights"), e.iout(1, "experts"), N, E,
          K);
     return;
-  case Opcode::MoeTopkGrad:
+  case MoeOpcode::MoeTopkGrad:
     topkGrad(e.fin(0, "dweights"), e.fin(1, "weights"), e.iin(2, "experts"),
              e.fout(0, "dlogits"), N, E, K);
     return;
-  case Opcode::MoeRoute:
+  case MoeOpcode::MoeRoute:
     route(e, e.iin(0, "experts"), e.iout(0, "slots"), e.iout(1, "counts"),
           N * K, E);
     return;
-  case Opcode::MoeDispatch:
-  case Opcode::MoeCombine: {
+  case MoeOpcode::MoeDispatch:
+  case MoeOpcode::MoeCombine: {
     const int32_t *slots = e.iin(1, "slots");
     checkSlots(e, slots, N * K);
     const float *w = e.I.inputs.size() == 3 ? e.fin(2, "weights") : nullptr;
@@ -289,15 +289,15 @@ void runMoe(Exec &e) {
       combine(e.fin(0, "rows"), slots, w, e.fout(0, "y"), N, K, C);
     return;
   }
-  case Opcode::MoeSlotDot: {
+  case MoeOpcode::MoeSlotDot: {
     const int32_t *slots = e.iin(2, "slots");
     checkSlots(e, slots, N * K);
     slotDot(e.fin(0, "x"), e.fin(1, "rows"), slots, e.fout(0, "dweights"), N, K,
             C);
     return;
   }
-  case Opcode::GroupedLinear:
-  case Opcode::GroupedLinearGradWeight: {
+  case MoeOpcode::GroupedLinear:
+  case MoeOpcode::GroupedLinearGradWeight: {
     std::vector<int64_t> off = offsetsOf(e, e.iin(2, "counts"), E, d.M);
     if (e.I.op == Opcode::GroupedLinear)
       groupedLinear(e.fin(0, "x"), e.fin(1, "weight"), e.fout(0, "y"), off, d.K,
@@ -307,14 +307,14 @@ void runMoe(Exec &e) {
                               off, d.K, d.N, d.transW);
     return;
   }
-  case Opcode::MoeLoad:
+  case MoeOpcode::MoeLoad:
     load(e, e.fin(0, "logits"), e.iin(1, "experts"), e.fout(0, "load"), N, E,
          K);
     return;
-  case Opcode::MoeLoadGrad:
+  case MoeOpcode::MoeLoadGrad:
     loadGrad(e.fin(0, "dload"), e.fin(1, "logits"), e.fout(0, "dlogits"), N, E);
     return;
-  case Opcode::MoeBalanceLoss: {
+  case MoeOpcode::MoeBalanceLoss: {
     std::vector<double> t = totalLoad(e, 0, E);
     double s = 0.0;
     for (int64_t x = 0; x < E; ++x)
@@ -322,7 +322,7 @@ void runMoe(Exec &e) {
     e.fout(0, "loss")[0] = float(e.I.getFloat("scale") * s);
     return;
   }
-  case Opcode::MoeBalanceLossGrad: {
+  case MoeOpcode::MoeBalanceLossGrad: {
     const double g = e.scalarIn(0, "dloss") * e.I.getFloat("scale");
     std::vector<double> t = totalLoad(e, 1, E);
     float *out = e.fout(0, "dload");
@@ -332,8 +332,6 @@ void runMoe(Exec &e) {
     }
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a mixture-of-experts opcode");
 }

@@ -12,6 +12,8 @@
 namespace dsc::cuda::detail {
 
 using rt::Opcode;
+using rt::asFamily;
+using rt::MoeOpcode;
 
 namespace {
 
@@ -92,8 +94,8 @@ void emitBalanceLoss(KernelSpec &s, const rt::InstrDims &d) {
 
 void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
   const int64_t N = d.rows, E = d.experts, K = d.topK;
-  switch (s.I.op) {
-  case Opcode::MoeTopk: {
+  switch (asFamily<MoeOpcode>(s.I.op)) {
+  case MoeOpcode::MoeTopk: {
     const std::string logits = s.in(0, "logits"), w = s.out(0, "w"),
                       experts = s.out(1, "experts");
     s.requireType(s.outType(1), Storage::I32, "experts");
@@ -102,7 +104,7 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
                      {logits, w, experts}));
     return;
   }
-  case Opcode::MoeTopkGrad: {
+  case MoeOpcode::MoeTopkGrad: {
     s.requireType(s.inType(2), Storage::I32, "experts");
     const std::string dw = s.in(0, "dw"), w = s.in(1, "w"),
                       experts = s.in(2, "experts"), out = s.out(0, "dlogits");
@@ -112,7 +114,7 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
                      {dw, w, experts, out}));
     return;
   }
-  case Opcode::MoeRoute: {
+  case MoeOpcode::MoeRoute: {
     s.requireType(s.inType(0), Storage::I32, "experts");
     const std::string experts = s.in(0, "experts"), slots = s.out(0, "slots"),
                       counts = s.out(1, "counts");
@@ -123,14 +125,14 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
         call("moeRoute", {n(N * K), n(E)}, {experts, slots, counts, code}));
     return;
   }
-  case Opcode::MoeDispatch:
-  case Opcode::MoeCombine:
-  case Opcode::MoeSlotDot:
+  case MoeOpcode::MoeDispatch:
+  case MoeOpcode::MoeCombine:
+  case MoeOpcode::MoeSlotDot:
     return emitRowMoves(s, d);
-  case Opcode::GroupedLinear:
-  case Opcode::GroupedLinearGradWeight:
+  case MoeOpcode::GroupedLinear:
+  case MoeOpcode::GroupedLinearGradWeight:
     return emitGroupedLinear(s, d);
-  case Opcode::MoeLoad: {
+  case MoeOpcode::MoeLoad: {
     s.requireType(s.inType(1), Storage::I32, "experts");
     s.requireType(s.outType(0), Storage::F32, "load");
     const std::string logits = s.in(0, "logits"), experts = s.in(1, "experts"),
@@ -140,7 +142,7 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
                   {logits, experts, load}));
     return;
   }
-  case Opcode::MoeLoadGrad: {
+  case MoeOpcode::MoeLoadGrad: {
     s.requireType(s.inType(0), Storage::F32, "dload");
     const std::string dload = s.in(0, "dload"), logits = s.in(1, "logits"),
                       out = s.out(0, "dlogits");
@@ -149,11 +151,9 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
                      {dload, logits, out}));
     return;
   }
-  case Opcode::MoeBalanceLoss:
-  case Opcode::MoeBalanceLossGrad:
+  case MoeOpcode::MoeBalanceLoss:
+  case MoeOpcode::MoeBalanceLossGrad:
     return emitBalanceLoss(s, d);
-  default:
-    s.fail("internal: not a mixture-of-experts opcode");
   }
 }
 

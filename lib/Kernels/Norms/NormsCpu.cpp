@@ -282,9 +282,9 @@ void runNorms(Exec &e) {
   const Instr &I = e.I;
   const InstrDims &d = e.d;
   const RngContext &rng = e.rng;
-  switch (I.op) {
-  case Opcode::LayerNorm:
-  case Opcode::InvertibleLayerNorm: {
+  switch (asFamily<NormsOpcode>(I.op)) {
+  case NormsOpcode::LayerNorm:
+  case NormsOpcode::InvertibleLayerNorm: {
     float *rstd =
         I.op == Opcode::InvertibleLayerNorm ? e.fout(1, "rstd") : nullptr;
     const float *px = e.fin(0, "x"), *pg = e.fin(1, "gamma"),
@@ -293,7 +293,7 @@ void runNorms(Exec &e) {
               float(I.getFloat("epsilon")), rstd);
     return;
   }
-  case Opcode::LayerNormGradFromOutput: {
+  case NormsOpcode::LayerNormGradFromOutput: {
     const float *dres =
         I.inputs.size() == 6 ? e.fin(5, "residual gradient") : nullptr;
     layerNormGradFromOutput(e.fin(0, "dy"), e.fin(1, "y"), e.fin(2, "gamma"),
@@ -302,7 +302,7 @@ void runNorms(Exec &e) {
                             e.fout(2, "dbeta"), d.rows, d.cols);
     return;
   }
-  case Opcode::LayerNormGrad: {
+  case NormsOpcode::LayerNormGrad: {
     const float *dres =
         I.inputs.size() == 4 ? e.fin(3, "residual gradient") : nullptr;
     const float *dy = e.fin(0, "dy"), *px = e.fin(1, "x"),
@@ -313,8 +313,8 @@ void runNorms(Exec &e) {
                   float(I.getFloat("epsilon")));
     return;
   }
-  case Opcode::RmsNorm:
-  case Opcode::InvertibleRmsNorm: {
+  case NormsOpcode::RmsNorm:
+  case NormsOpcode::InvertibleRmsNorm: {
     float *rstd =
         I.op == Opcode::InvertibleRmsNorm ? e.fout(1, "rstd") : nullptr;
     rmsNorm(e.fin(0, "x"), nullptr, e.fin(1, "weight"), nullptr,
@@ -322,12 +322,12 @@ void runNorms(Exec &e) {
             float(I.getFloat("epsilon")));
     return;
   }
-  case Opcode::AddRmsNorm:
+  case NormsOpcode::AddRmsNorm:
     rmsNorm(e.fin(0, "x"), e.fin(1, "residual"), e.fin(2, "weight"),
             e.fout(0, "sum"), e.fout(1, "output"), e.fout(2, "rstd"), d.rows,
             d.cols, float(I.getFloat("epsilon")));
     return;
-  case Opcode::RmsNormGrad: {
+  case NormsOpcode::RmsNormGrad: {
     const float *dres =
         I.inputs.size() == 4 ? e.fin(3, "residual gradient") : nullptr;
     rmsNormGrad(e.fin(0, "dy"), e.fin(1, "x"), e.fin(2, "weight"), dres,
@@ -335,7 +335,7 @@ void runNorms(Exec &e) {
                 float(I.getFloat("epsilon")));
     return;
   }
-  case Opcode::RmsNormGradFromOutput: {
+  case NormsOpcode::RmsNormGradFromOutput: {
     const float *dres =
         I.inputs.size() == 5 ? e.fin(4, "residual gradient") : nullptr;
     rmsNormGradFromOutput(e.fin(0, "dy"), e.fin(1, "y"), e.fin(2, "weight"),
@@ -343,7 +343,7 @@ void runNorms(Exec &e) {
                           e.fout(1, "dweight"), d.rows, d.cols);
     return;
   }
-  case Opcode::BiasDropoutAddLayerNorm:
+  case NormsOpcode::BiasDropoutAddLayerNorm:
     biasDropoutAddLayerNorm(e.fin(0, "x"), e.fin(1, "bias"),
                             e.fin(2, "residual"), e.fin(3, "gamma"),
                             e.fin(4, "beta"), e.fout(0, "sum"),
@@ -351,8 +351,6 @@ void runNorms(Exec &e) {
                             d.cols, d.rate, uint32_t(I.getInt("stream")),
                             rng.seed, rng.offset, float(I.getFloat("epsilon")));
     return;
-  default:
-    break;
   }
   e.fail("internal: not a norms opcode");
 }

@@ -17,6 +17,8 @@ namespace dsc::cuda::detail {
 namespace {
 
 using rt::Opcode;
+using rt::asFamily;
+using rt::NormsOpcode;
 
 void emitLayerNorm(KernelSpec &s, const rt::InstrDims &d) {
   const bool withRstd = s.I.op == Opcode::InvertibleLayerNorm;
@@ -199,24 +201,22 @@ void emitLayerNormGrad(KernelSpec &s, const rt::InstrDims &d) {
 } // namespace
 
 void emitNorms(KernelSpec &s, const rt::InstrDims &d) {
-  switch (s.I.op) {
-  case Opcode::LayerNorm:
-  case Opcode::InvertibleLayerNorm:
+  switch (asFamily<NormsOpcode>(s.I.op)) {
+  case NormsOpcode::LayerNorm:
+  case NormsOpcode::InvertibleLayerNorm:
     return emitLayerNorm(s, d);
-  case Opcode::BiasDropoutAddLayerNorm:
+  case NormsOpcode::BiasDropoutAddLayerNorm:
     return emitBiasDropoutAddLayerNorm(s, d);
-  case Opcode::LayerNormGrad:
-  case Opcode::LayerNormGradFromOutput:
+  case NormsOpcode::LayerNormGrad:
+  case NormsOpcode::LayerNormGradFromOutput:
     return emitLayerNormGrad(s, d);
-  case Opcode::RmsNorm:
-  case Opcode::InvertibleRmsNorm:
-  case Opcode::AddRmsNorm:
+  case NormsOpcode::RmsNorm:
+  case NormsOpcode::InvertibleRmsNorm:
+  case NormsOpcode::AddRmsNorm:
     return emitRmsNorm(s, d);
-  case Opcode::RmsNormGrad:
-  case Opcode::RmsNormGradFromOutput:
+  case NormsOpcode::RmsNormGrad:
+  case NormsOpcode::RmsNormGradFromOutput:
     return emitRmsNormGrad(s, d);
-  default:
-    break;
   }
   s.fail("internal: not a norms opcode");
 }

@@ -521,26 +521,26 @@ static inline float frozenAdamUpdate(float m, float v, float p, float eps,
 void runOptimizers(Exec &e) {
   const Instr &I = e.I;
   const InstrDims &d = e.d;
-  switch (I.op) {
-  case Opcode::GlobalNorm: {
+  switch (asFamily<OptimizersOpcode>(I.op)) {
+  case OptimizersOpcode::GlobalNorm: {
     double total = 0.0;
     for (size_t k = 0; k < I.inputs.size(); ++k)
       total += sumSquares(e.fin(k, "input"), e.in(k).numElements());
     e.fout(0, "output")[0] = float(std::sqrt(total));
     return;
   }
-  case Opcode::ClipCoefficient: {
+  case OptimizersOpcode::ClipCoefficient: {
     float norm = e.scalarIn(0, "norm");
     e.fout(0, "output")[0] = clipCoefficient(norm, I.getFloat("max_norm"));
     return;
   }
-  case Opcode::LrSchedule: {
+  case OptimizersOpcode::LrSchedule: {
     const int64_t step = e.stepIn(0);
     e.fout(0, "output")[0] = float(lrSchedule(d.schedule, step));
     return;
   }
-  case Opcode::Adam:
-  case Opcode::Lamb: {
+  case OptimizersOpcode::Adam:
+  case OptimizersOpcode::Lamb: {
     float *p = e.inPlace(0, 0, "param");
     const float *g = e.fin(1, "grad");
     float *m = e.inPlace(2, 1, "exp_avg");
@@ -567,7 +567,7 @@ void runOptimizers(Exec &e) {
     }
     return;
   }
-  case Opcode::Sgd: {
+  case OptimizersOpcode::Sgd: {
     float *p = e.inPlace(0, 0, "param");
     const float *g = e.fin(1, "grad");
     float *buf = e.inPlace(2, 1, "momentum_buffer");
@@ -581,7 +581,7 @@ void runOptimizers(Exec &e) {
     sgd(p, g, buf, d.n, lr, step, gscale, hp);
     return;
   }
-  case Opcode::Adam8bit: {
+  case OptimizersOpcode::Adam8bit: {
     float *p = e.inPlace(0, 0, "param");
     const float *g = e.fin(1, "grad");
     uint8_t *q[2];
@@ -602,7 +602,7 @@ void runOptimizers(Exec &e) {
              hp);
     return;
   }
-  case Opcode::Adafactor: {
+  case OptimizersOpcode::Adafactor: {
     const size_t states = I.outputs.size() - 1;
     const bool factored = e.in(0).shape.size() >= 2,
                first = I.getInt("first_moment") != 0;
@@ -631,7 +631,7 @@ void runOptimizers(Exec &e) {
     adafactor(p, g, row, col, v, m, d.batch, d.M, d.N, lr, step, gscale, hp);
     return;
   }
-  case Opcode::EmaUpdate: {
+  case OptimizersOpcode::EmaUpdate: {
     const float *avg = e.fin(0, "avg");
     const float *g = e.fin(1, "grad");
     const float gscale = e.scalarIn(2, "grad_scale");
@@ -649,7 +649,7 @@ void runOptimizers(Exec &e) {
       out[i] = b * avg[i] + c * (g[i] * gscale);
     return;
   }
-  case Opcode::FrozenAdam: {
+  case OptimizersOpcode::FrozenAdam: {
     const float *p = e.fin(0, "param");
     const float *oldM = e.fin(1, "old_exp_avg");
     const float *m = e.fin(2, "exp_avg");
@@ -674,7 +674,7 @@ void runOptimizers(Exec &e) {
     return;
   }
   // 1-bit LAMB (DeepSpeed's OnebitLamb).
-  case Opcode::LambCoeffEma: {
+  case OptimizersOpcode::LambCoeffEma: {
     const float *p = e.fin(0, "param"), *m = e.fin(1, "exp_avg"),
                 *v = e.fin(2, "exp_avg_sq");
     const float eps = float(I.getFloat("eps")),
@@ -694,7 +694,7 @@ void runOptimizers(Exec &e) {
                       : float(coeff);
     return;
   }
-  case Opcode::MomentumScales: {
+  case OptimizersOpcode::MomentumScales: {
     // r_i = ||m_i|| / sqrt(n_i); scale_i = mean(r) / r_i.
     std::vector<double> r(I.inputs.size());
     double mean = 0.0;
@@ -711,7 +711,7 @@ void runOptimizers(Exec &e) {
       e.fout(k, "scale")[0] = r[k] != 0.0 ? float(mean / r[k]) : 1.0f;
     return;
   }
-  case Opcode::ScaleBy: {
+  case OptimizersOpcode::ScaleBy: {
     const float *x = e.fin(0, "input");
     const float s = e.scalarIn(1, "factor");
     float *out = e.fout(0, "result");
@@ -720,7 +720,7 @@ void runOptimizers(Exec &e) {
       out[i] = x[i] * s;
     return;
   }
-  case Opcode::OnebitLambUpdate: {
+  case OptimizersOpcode::OnebitLambUpdate: {
     const float *p = e.fin(0, "param"), *mc = e.fin(1, "exp_avg"),
                 *last = e.fin(2, "last_exp_avg"), *v = e.fin(3, "exp_avg_sq"),
                 *fresh = e.fin(4, "exp_avg_sq_fresh");
@@ -773,7 +773,7 @@ void runOptimizers(Exec &e) {
   // updates; a synchronisation undoes them, all-reduces them in momentum
   // units and applies the mean. v == 0 marks elements that have only had
   // zero gradients (the derived exp_avg_mask).
-  case Opcode::LocalAdam: {
+  case OptimizersOpcode::LocalAdam: {
     const float *p = e.fin(0, "param"), *m = e.fin(2, "exp_avg"),
                 *v = e.fin(3, "exp_avg_sq"), *u = e.fin(4, "accumulator");
     const float lr = e.scalarIn(5, "lr");
@@ -791,7 +791,7 @@ void runOptimizers(Exec &e) {
     }
     return;
   }
-  case Opcode::ZeroOneUnwind: {
+  case OptimizersOpcode::ZeroOneUnwind: {
     const float *p = e.fin(0, "param"), *u = e.fin(1, "accumulator"),
                 *v = e.fin(2, "exp_avg_sq");
     const float eps = float(I.getFloat("eps"));
@@ -803,7 +803,7 @@ void runOptimizers(Exec &e) {
     }
     return;
   }
-  case Opcode::ZeroOneSync: {
+  case OptimizersOpcode::ZeroOneSync: {
     const float *p = e.fin(0, "param"), *w = e.fin(1, "reduced"),
                 *v = e.fin(2, "exp_avg_sq");
     const float lrSum = e.scalarIn(3, "lr_sum");
@@ -821,20 +821,20 @@ void runOptimizers(Exec &e) {
     }
     return;
   }
-  case Opcode::CheckFinite: {
+  case OptimizersOpcode::CheckFinite: {
     bool overflow = false;
     for (size_t k = 0; k < I.inputs.size() && !overflow; ++k)
       overflow = hasNonFinite(e.fin(k, "input"), e.in(k).numElements());
     e.fout(0, "output")[0] = overflow ? 1.0f : 0.0f;
     return;
   }
-  case Opcode::LossScale: {
+  case OptimizersOpcode::LossScale: {
     const float scale =
         currentLossScale(e.fin(0, "state"), I.getFloat("initial_scale"));
     e.fout(0, "output")[0] = float(double(scale) * I.getFloat("multiplier"));
     return;
   }
-  case Opcode::UnscaleClip: {
+  case OptimizersOpcode::UnscaleClip: {
     float gscale, norm;
     unscaleClip(e.scalarIn(0, "scaled_norm"), e.scalarIn(1, "scale"),
                 I.getFloat("max_norm"), gscale, norm);
@@ -842,7 +842,7 @@ void runOptimizers(Exec &e) {
     e.fout(1, "norm")[0] = norm;
     return;
   }
-  case Opcode::UpdateLossScale: {
+  case OptimizersOpcode::UpdateLossScale: {
     LossScalerParams p;
     p.dynamic = I.getInt("dynamic") != 0;
     p.initialScale = I.getFloat("initial_scale");
@@ -861,8 +861,6 @@ void runOptimizers(Exec &e) {
     std::copy(next, next + 3, e.fout(0, "new_state"));
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not an optimizer or scalar opcode");
 }

@@ -18,6 +18,8 @@ namespace dsc::cuda::detail {
 namespace {
 
 using rt::Opcode;
+using rt::asFamily;
+using rt::OptimizersOpcode;
 
 /// The chunk table of a multi-tensor launch: element counts and the first
 /// chunk of every tensor (one more entry: the total).
@@ -38,6 +40,12 @@ Chunks chunksOf(const KernelSpec &s, const std::vector<int> &ids) {
   }
   c.first.push_back(c.total);
   return c;
+}
+
+/// Every operand of 1-bit Adam's, 0/1 Adam's and 1-bit LAMB's kernels is f32.
+void requireOperandsF32(KernelSpec &s) {
+  for (size_t k = 0; k < s.I.inputs.size(); ++k)
+    s.requireType(s.inType(k), Storage::F32, "operand");
 }
 
 void emitGlobalNormOrCheck(KernelSpec &s) {
@@ -80,8 +88,7 @@ void emitOnebitAdamUpdate(KernelSpec &s, const rt::InstrDims &d) {
   const bool ema = s.I.op == Opcode::EmaUpdate;
   const size_t skipAt = ema ? 3 : 5;
   const bool skip = s.I.inputs.size() == skipAt + 1;
-  for (size_t k = 0; k < s.I.inputs.size(); ++k)
-    s.requireType(s.inType(k), Storage::F32, "operand");
+  requireOperandsF32(s);
   std::string skipArg = "nullptr";
   std::vector<std::string> args;
   if (ema) {
@@ -115,198 +122,194 @@ void emitOnebitAdamUpdate(KernelSpec &s, const rt::InstrDims &d) {
 }
 
 /// 0/1 Adam's local steps and their synchronisation (elementwise).
-void emitZeroOneAdam(KernelSpec &s, const rt::InstrDims &d) {
-  for (size_t k = 0; k < s.I.inputs.size(); ++k)
-    s.requireType(s.inType(k), Storage::F32, "operand");
+void emitLocalAdam(KernelSpec &s, const rt::InstrDims &d) {
+  requireOperandsF32(s);
   const std::string eps = flt(float(s.I.getFloat("eps")));
-  switch (s.I.op) {
-  case Opcode::LocalAdam: {
-    // Input 1 (the gradient) is read by the step's momentum update, not
-    // here.
-    const std::string p = s.in(0, "p"), m = s.in(2, "m"), v = s.in(3, "v"),
-                      u = s.in(4, "u"), lr = s.in(5, "lr"),
-                      newP = s.out(0, "new_p"), newM = s.out(1, "new_m"),
-                      newU = s.out(2, "new_u");
-    return elementwise(
-        s, d.n, {p, m, v, u, lr, newP, newM, newU},
-        call("localAdam", {n(d.n)},
-             {p, m, v, u, lr, eps,
-              flt(float(s.I.getFloat("weight_decay"))), newP, newM, newU}));
-  }
-  case Opcode::ZeroOneUnwind: {
-    const std::string p = s.in(0, "p"), u = s.in(1, "u"), v = s.in(2, "v"),
-                      start = s.out(0, "start"), scaled = s.out(1, "scaled");
-    return elementwise(s, d.n, {p, u, v, start, scaled},
-                       call("zeroOneUnwind", {n(d.n)},
-                            {p, u, v, eps, start, scaled}));
-  }
-  default: {
-    const std::string p = s.in(0, "p"), w = s.in(1, "w"), v = s.in(2, "v"),
-                      lrSum = s.in(3, "lr_sum"), newP = s.out(0, "new_p"),
-                      newM = s.out(1, "new_m");
-    const std::string code = s.status(
-        "lr_sum must be > 0 (a synchronisation follows at least one local "
-        "step with a positive learning rate)");
-    return elementwise(s, d.n, {p, w, v, lrSum, newP, newM},
-                       call("zeroOneSync", {n(d.n)},
-                            {p, w, v, lrSum, eps, code, newP, newM}));
-  }
-  }
+  // Input 1 (the gradient) is read by the step's momentum update, not
+  // here.
+  const std::string p = s.in(0, "p"), m = s.in(2, "m"), v = s.in(3, "v"),
+                    u = s.in(4, "u"), lr = s.in(5, "lr"),
+                    newP = s.out(0, "new_p"), newM = s.out(1, "new_m"),
+                    newU = s.out(2, "new_u");
+  return elementwise(
+      s, d.n, {p, m, v, u, lr, newP, newM, newU},
+      call("localAdam", {n(d.n)},
+           {p, m, v, u, lr, eps,
+            flt(float(s.I.getFloat("weight_decay"))), newP, newM, newU}));
+}
+
+void emitZeroOneUnwind(KernelSpec &s, const rt::InstrDims &d) {
+  requireOperandsF32(s);
+  const std::string eps = flt(float(s.I.getFloat("eps")));
+  const std::string p = s.in(0, "p"), u = s.in(1, "u"), v = s.in(2, "v"),
+                    start = s.out(0, "start"), scaled = s.out(1, "scaled");
+  return elementwise(s, d.n, {p, u, v, start, scaled},
+                     call("zeroOneUnwind", {n(d.n)},
+                          {p, u, v, eps, start, scaled}));
+}
+
+void emitZeroOneSync(KernelSpec &s, const rt::InstrDims &d) {
+  requireOperandsF32(s);
+  const std::string eps = flt(float(s.I.getFloat("eps")));
+  const std::string p = s.in(0, "p"), w = s.in(1, "w"), v = s.in(2, "v"),
+                    lrSum = s.in(3, "lr_sum"), newP = s.out(0, "new_p"),
+                    newM = s.out(1, "new_m");
+  const std::string code = s.status(
+      "lr_sum must be > 0 (a synchronisation follows at least one local "
+      "step with a positive learning rate)");
+  return elementwise(s, d.n, {p, w, v, lrSum, newP, newM},
+                     call("zeroOneSync", {n(d.n)},
+                          {p, w, v, lrSum, eps, code, newP, newM}));
 }
 
 /// 1-bit LAMB: the warm-up's trust-ratio average, the momentum scales of
 /// the switch, the scaling around the exchange, the compression stage's
 /// update. Reductions go through per-chunk partials and one block.
-void emitOnebitLamb(KernelSpec &s, const rt::InstrDims &d) {
-  for (size_t k = 0; k < s.I.inputs.size(); ++k)
-    s.requireType(s.inType(k), Storage::F32, "operand");
+void emitLambCoeffEma(KernelSpec &s, const rt::InstrDims &d) {
+  requireOperandsF32(s);
   const std::string blk = std::to_string(kBlock);
   const std::string part = "static_cast<double *>(dsc_scratch)";
   auto attr = [&](const char *name) { return flt(float(s.I.getFloat(name))); };
-  switch (s.I.op) {
-  case Opcode::LambCoeffEma: {
-    const int64_t chunks = ceilDiv(d.n, kChunk);
-    const std::string p = s.in(0, "p"), m = s.in(1, "m"), v = s.in(2, "v"),
-                      coeff = s.in(3, "coeff"), out = s.out(0, "new_coeff");
-    s.scratch(2 * chunks * 8);
-    s.kernel(chunks, kBlock, {p, m, v, "dsc_scratch"},
-             call("lambCoeffSums", {n(d.n), n(kChunk), blk},
-                  {p, m, v, attr("eps"), attr("weight_decay"), part}));
-    s.kernel(1, kBlock, {"dsc_scratch", coeff, out},
-             call("lambCoeffEma", {n(chunks), blk},
-                  {part, coeff, attr("max_coeff"), attr("min_coeff"),
-                   dbl(s.I.getFloat("coeff_beta")), out}));
-    return;
+  const int64_t chunks = ceilDiv(d.n, kChunk);
+  const std::string p = s.in(0, "p"), m = s.in(1, "m"), v = s.in(2, "v"),
+                    coeff = s.in(3, "coeff"), out = s.out(0, "new_coeff");
+  s.scratch(2 * chunks * 8);
+  s.kernel(chunks, kBlock, {p, m, v, "dsc_scratch"},
+           call("lambCoeffSums", {n(d.n), n(kChunk), blk},
+                {p, m, v, attr("eps"), attr("weight_decay"), part}));
+  s.kernel(1, kBlock, {"dsc_scratch", coeff, out},
+           call("lambCoeffEma", {n(chunks), blk},
+                {part, coeff, attr("max_coeff"), attr("min_coeff"),
+                 dbl(s.I.getFloat("coeff_beta")), out}));
+}
+
+void emitMomentumScales(KernelSpec &s) {
+  requireOperandsF32(s);
+  const std::string blk = std::to_string(kBlock);
+  const std::string part = "static_cast<double *>(dsc_scratch)";
+  std::vector<int> ins, outs;
+  for (size_t k = 0; k < s.I.inputs.size(); ++k) {
+    ins.push_back(s.inId(k));
+    outs.push_back(s.outId(k));
   }
-  case Opcode::MomentumScales: {
-    std::vector<int> ins, outs;
-    for (size_t k = 0; k < s.I.inputs.size(); ++k) {
-      ins.push_back(s.inId(k));
-      outs.push_back(s.outId(k));
-    }
-    const Chunks c = chunksOf(s, ins);
-    const std::string K = std::to_string(ins.size());
-    const std::string nArr = s.constArray("n", c.n),
-                      fArr = s.constArray("first", c.first);
-    const std::string x = s.table("x", ins, false),
-                      scale = s.table("scale", outs, true);
-    s.scratch(std::max<int64_t>(c.total, 1) * 8);
-    if (c.total > 0)
-      s.kernel(c.total, kBlock, {x, "dsc_scratch"},
-               call("sumSquaresChunks", {K, n(kChunk), blk},
-                    {x, nArr, fArr, part}));
-    s.kernel(1, kBlock, {"dsc_scratch", scale},
-             call("momentumScales", {K}, {part, nArr, fArr, scale + ".p"}));
-    return;
-  }
-  case Opcode::ScaleBy: {
-    const std::string x = s.in(0, "x"), factor = s.in(1, "factor"),
-                      out = s.out(0, "out");
-    elementwise(s, d.n, {x, factor, out},
-                call("scaleBy", {n(d.n)}, {x, factor, out}));
-    return;
-  }
-  default: {
-    const int64_t chunks = ceilDiv(d.n, kChunk);
-    const std::string p = s.in(0, "p"), mc = s.in(1, "mc"),
-                      last = s.in(2, "last"), v = s.in(3, "v"),
-                      fresh = s.in(4, "fresh"), scaling = s.in(5, "scaling"),
-                      coeffFreeze = s.in(6, "coeff_freeze"),
-                      lastFactor = s.in(7, "last_factor"), lr = s.in(8, "lr");
-    const std::string newP = s.out(0, "new_p"), newM = s.out(1, "new_m"),
-                      newFresh = s.out(2, "new_fresh"),
-                      newLastFactor = s.out(3, "new_last_factor");
-    const bool decay = s.I.getFloat("weight_decay") > 0.0;
-    s.scratch(3 * chunks * 8);
-    s.kernel(chunks, kBlock,
-             {p, mc, last, v, fresh, scaling, newM, newFresh, "dsc_scratch"},
-             call("onebitLambMoments", {n(d.n), n(kChunk), blk, b(decay)},
-                  {p, mc, last, v, fresh, scaling, attr("beta1"),
-                   attr("beta2"), attr("eps"), attr("weight_decay"), newM,
-                   newFresh, part}));
-    s.kernel(1, kBlock, {"dsc_scratch", lastFactor, newLastFactor},
-             call("onebitLambFactor", {n(chunks), blk, b(decay)},
-                  {part, lastFactor, attr("factor_min"), attr("factor_max"),
-                   attr("factor_threshold"), newLastFactor}));
-    elementwise(s, d.n, {p, newM, v, coeffFreeze, newLastFactor, lr, newP},
-                call("onebitLambApply", {n(d.n)},
-                     {p, newM, v, coeffFreeze, newLastFactor, lr,
-                      attr("eps"), attr("weight_decay"), newP}));
-    return;
-  }
-  }
+  const Chunks c = chunksOf(s, ins);
+  const std::string K = std::to_string(ins.size());
+  const std::string nArr = s.constArray("n", c.n),
+                    fArr = s.constArray("first", c.first);
+  const std::string x = s.table("x", ins, false),
+                    scale = s.table("scale", outs, true);
+  s.scratch(std::max<int64_t>(c.total, 1) * 8);
+  if (c.total > 0)
+    s.kernel(c.total, kBlock, {x, "dsc_scratch"},
+             call("sumSquaresChunks", {K, n(kChunk), blk},
+                  {x, nArr, fArr, part}));
+  s.kernel(1, kBlock, {"dsc_scratch", scale},
+           call("momentumScales", {K}, {part, nArr, fArr, scale + ".p"}));
+}
+
+void emitScaleBy(KernelSpec &s, const rt::InstrDims &d) {
+  requireOperandsF32(s);
+  const std::string x = s.in(0, "x"), factor = s.in(1, "factor"),
+                    out = s.out(0, "out");
+  elementwise(s, d.n, {x, factor, out},
+              call("scaleBy", {n(d.n)}, {x, factor, out}));
+}
+
+void emitOnebitLambUpdate(KernelSpec &s, const rt::InstrDims &d) {
+  requireOperandsF32(s);
+  const std::string blk = std::to_string(kBlock);
+  const std::string part = "static_cast<double *>(dsc_scratch)";
+  auto attr = [&](const char *name) { return flt(float(s.I.getFloat(name))); };
+  const int64_t chunks = ceilDiv(d.n, kChunk);
+  const std::string p = s.in(0, "p"), mc = s.in(1, "mc"),
+                    last = s.in(2, "last"), v = s.in(3, "v"),
+                    fresh = s.in(4, "fresh"), scaling = s.in(5, "scaling"),
+                    coeffFreeze = s.in(6, "coeff_freeze"),
+                    lastFactor = s.in(7, "last_factor"), lr = s.in(8, "lr");
+  const std::string newP = s.out(0, "new_p"), newM = s.out(1, "new_m"),
+                    newFresh = s.out(2, "new_fresh"),
+                    newLastFactor = s.out(3, "new_last_factor");
+  const bool decay = s.I.getFloat("weight_decay") > 0.0;
+  s.scratch(3 * chunks * 8);
+  s.kernel(chunks, kBlock,
+           {p, mc, last, v, fresh, scaling, newM, newFresh, "dsc_scratch"},
+           call("onebitLambMoments", {n(d.n), n(kChunk), blk, b(decay)},
+                {p, mc, last, v, fresh, scaling, attr("beta1"),
+                 attr("beta2"), attr("eps"), attr("weight_decay"), newM,
+                 newFresh, part}));
+  s.kernel(1, kBlock, {"dsc_scratch", lastFactor, newLastFactor},
+           call("onebitLambFactor", {n(chunks), blk, b(decay)},
+                {part, lastFactor, attr("factor_min"), attr("factor_max"),
+                 attr("factor_threshold"), newLastFactor}));
+  elementwise(s, d.n, {p, newM, v, coeffFreeze, newLastFactor, lr, newP},
+              call("onebitLambApply", {n(d.n)},
+                   {p, newM, v, coeffFreeze, newLastFactor, lr,
+                    attr("eps"), attr("weight_decay"), newP}));
 }
 
 /// One-thread kernels for the scalar bookkeeping of the step.
-void emitScalarOp(KernelSpec &s, const rt::InstrDims &d) {
-  switch (s.I.op) {
-  case Opcode::ClipCoefficient: {
-    const std::string in = s.in(0, "norm"), out = s.out(0, "out");
-    s.kernel(1, 1, {in, out},
-             call("clipCoefficient", {s.T(in), s.T(out)},
-                  {in, out, dbl(s.I.getFloat("max_norm"))}));
-    return;
-  }
-  case Opcode::LrSchedule: {
-    const Storage st = s.inType(0);
-    if (st != Storage::I64 && st != Storage::I32)
-      s.fail("step must be i64, got " + std::string(rt::dtypeName(st)));
-    const rt::LrScheduleAttrs &a = d.schedule;
-    const std::string in = s.in(0, "step"), out = s.out(0, "lr");
-    s.kernel(1, 1, {in, out},
-             call("lrSchedule",
-                  {std::to_string(int(a.kind)), b(a.logWarmup), s.T(in),
-                   s.T(out)},
-                  {in, out, dbl(a.lr), dbl(a.warmupMinLr),
-                   dbl(a.warmupMaxLr), ll(a.warmupNumSteps),
-                   ll(a.totalNumSteps), dbl(a.warmupMinRatio),
-                   dbl(a.cosMinRatio)}));
-    return;
-  }
-  case Opcode::LossScale: {
-    s.requireType(s.inType(0), Storage::F32, "state");
-    const std::string st = s.in(0, "state"), out = s.out(0, "scale");
-    s.kernel(1, 1, {st, out},
-             call("lossScale", {s.T(out)},
-                  {st, out, dbl(s.I.getFloat("initial_scale")),
-                   dbl(s.I.getFloat("multiplier"))}));
-    return;
-  }
-  case Opcode::UnscaleClip: {
-    s.requireType(s.outType(0), Storage::F32, "grad_scale");
-    s.requireType(s.outType(1), Storage::F32, "norm");
-    const std::string sn = s.in(0, "scaled_norm"), sc = s.in(1, "scale"),
-                      gs = s.out(0, "grad_scale"), nm = s.out(1, "norm");
-    s.kernel(1, 1, {sn, sc, gs, nm},
-             call("unscaleClip", {s.T(sn), s.T(sc)},
-                  {sn, sc, gs, nm, dbl(s.I.getFloat("max_norm"))}));
-    return;
-  }
-  case Opcode::UpdateLossScale: {
-    s.requireType(s.inType(0), Storage::F32, "state");
-    s.requireType(s.outType(0), Storage::F32, "new_state");
-    const auto &I = s.I;
-    const int64_t window = I.getInt("scale_window"),
-                  hysteresis = I.getInt("hysteresis");
-    const std::string st = s.in(0, "state"), of = s.in(1, "overflow"),
-                      nx = s.out(0, "next");
-    const std::string code = s.status(
-        "gradient overflow at the minimum loss scale " +
-        std::to_string(I.getFloat("min_scale")) +
-        ": current loss scale already at minimum - cannot decrease scale "
-        "anymore (DeepSpeed stops here too; lower fp16.min_loss_scale)");
-    s.kernel(1, 1, {st, of, nx},
-             call("updateLossScale",
-                  {b(I.getInt("dynamic") != 0),
-                   b(I.getInt("consecutive_hysteresis") != 0), s.T(of)},
-                  {st, of, nx, dbl(I.getFloat("initial_scale")),
-                   ll(window), ll(hysteresis),
-                   dbl(I.getFloat("min_scale")), code}));
-    return;
-  }
-  default:
-    s.fail("internal: not a scalar op");
-  }
+void emitClipCoefficient(KernelSpec &s) {
+  const std::string in = s.in(0, "norm"), out = s.out(0, "out");
+  s.kernel(1, 1, {in, out},
+           call("clipCoefficient", {s.T(in), s.T(out)},
+                {in, out, dbl(s.I.getFloat("max_norm"))}));
+}
+
+void emitLrSchedule(KernelSpec &s, const rt::InstrDims &d) {
+  const Storage st = s.inType(0);
+  if (st != Storage::I64 && st != Storage::I32)
+    s.fail("step must be i64, got " + std::string(rt::dtypeName(st)));
+  const rt::LrScheduleAttrs &a = d.schedule;
+  const std::string in = s.in(0, "step"), out = s.out(0, "lr");
+  s.kernel(1, 1, {in, out},
+           call("lrSchedule",
+                {std::to_string(int(a.kind)), b(a.logWarmup), s.T(in),
+                 s.T(out)},
+                {in, out, dbl(a.lr), dbl(a.warmupMinLr),
+                 dbl(a.warmupMaxLr), ll(a.warmupNumSteps),
+                 ll(a.totalNumSteps), dbl(a.warmupMinRatio),
+                 dbl(a.cosMinRatio)}));
+}
+
+void emitLossScale(KernelSpec &s) {
+  s.requireType(s.inType(0), Storage::F32, "state");
+  const std::string st = s.in(0, "state"), out = s.out(0, "scale");
+  s.kernel(1, 1, {st, out},
+           call("lossScale", {s.T(out)},
+                {st, out, dbl(s.I.getFloat("initial_scale")),
+                 dbl(s.I.getFloat("multiplier"))}));
+}
+
+void emitUnscaleClip(KernelSpec &s) {
+  s.requireType(s.outType(0), Storage::F32, "grad_scale");
+  s.requireType(s.outType(1), Storage::F32, "norm");
+  const std::string sn = s.in(0, "scaled_norm"), sc = s.in(1, "scale"),
+                    gs = s.out(0, "grad_scale"), nm = s.out(1, "norm");
+  s.kernel(1, 1, {sn, sc, gs, nm},
+           call("unscaleClip", {s.T(sn), s.T(sc)},
+                {sn, sc, gs, nm, dbl(s.I.getFloat("max_norm"))}));
+}
+
+void emitUpdateLossScale(KernelSpec &s) {
+  s.requireType(s.inType(0), Storage::F32, "state");
+  s.requireType(s.outType(0), Storage::F32, "new_state");
+  const auto &I = s.I;
+  const int64_t window = I.getInt("scale_window"),
+                hysteresis = I.getInt("hysteresis");
+  const std::string st = s.in(0, "state"), of = s.in(1, "overflow"),
+                    nx = s.out(0, "next");
+  const std::string code = s.status(
+      "gradient overflow at the minimum loss scale " +
+      std::to_string(I.getFloat("min_scale")) +
+      ": current loss scale already at minimum - cannot decrease scale "
+      "anymore (DeepSpeed stops here too; lower fp16.min_loss_scale)");
+  s.kernel(1, 1, {st, of, nx},
+           call("updateLossScale",
+                {b(I.getInt("dynamic") != 0),
+                 b(I.getInt("consecutive_hysteresis") != 0), s.T(of)},
+                {st, of, nx, dbl(I.getFloat("initial_scale")),
+                 ll(window), ll(hysteresis),
+                 dbl(I.getFloat("min_scale")), code}));
 }
 
 /// dsc.adam_8bit: one block per 256-element quantization block.
@@ -436,36 +439,48 @@ void emitAdafactor(KernelSpec &s, const rt::InstrDims &d) {
 } // namespace
 
 void emitOptimizers(KernelSpec &s, const rt::InstrDims &d) {
-  switch (s.I.op) {
-  case Opcode::GlobalNorm:
-  case Opcode::CheckFinite:
+  switch (asFamily<OptimizersOpcode>(s.I.op)) {
+  case OptimizersOpcode::GlobalNorm:
+  case OptimizersOpcode::CheckFinite:
     return emitGlobalNormOrCheck(s);
-  case Opcode::ClipCoefficient:
-  case Opcode::LrSchedule:
-  case Opcode::LossScale:
-  case Opcode::UnscaleClip:
-  case Opcode::UpdateLossScale:
-    return emitScalarOp(s, d);
-  case Opcode::EmaUpdate:
-  case Opcode::FrozenAdam:
+  case OptimizersOpcode::ClipCoefficient:
+    return emitClipCoefficient(s);
+  case OptimizersOpcode::LrSchedule:
+    return emitLrSchedule(s, d);
+  case OptimizersOpcode::LossScale:
+    return emitLossScale(s);
+  case OptimizersOpcode::UnscaleClip:
+    return emitUnscaleClip(s);
+  case OptimizersOpcode::UpdateLossScale:
+    return emitUpdateLossScale(s);
+  case OptimizersOpcode::EmaUpdate:
+  case OptimizersOpcode::FrozenAdam:
     return emitOnebitAdamUpdate(s, d);
-  case Opcode::LocalAdam:
-  case Opcode::ZeroOneUnwind:
-  case Opcode::ZeroOneSync:
-    return emitZeroOneAdam(s, d);
-  case Opcode::LambCoeffEma:
-  case Opcode::MomentumScales:
-  case Opcode::ScaleBy:
-  case Opcode::OnebitLambUpdate:
-    return emitOnebitLamb(s, d);
-  case Opcode::Adam8bit:
+  case OptimizersOpcode::LocalAdam:
+    return emitLocalAdam(s, d);
+  case OptimizersOpcode::ZeroOneUnwind:
+    return emitZeroOneUnwind(s, d);
+  case OptimizersOpcode::ZeroOneSync:
+    return emitZeroOneSync(s, d);
+  case OptimizersOpcode::LambCoeffEma:
+    return emitLambCoeffEma(s, d);
+  case OptimizersOpcode::MomentumScales:
+    return emitMomentumScales(s);
+  case OptimizersOpcode::ScaleBy:
+    return emitScaleBy(s, d);
+  case OptimizersOpcode::OnebitLambUpdate:
+    return emitOnebitLambUpdate(s, d);
+  case OptimizersOpcode::Adam8bit:
     return emitAdam8bit(s, d);
-  case Opcode::Adafactor:
+  case OptimizersOpcode::Adafactor:
     return emitAdafactor(s, d);
-  default:
-    break;
+  case OptimizersOpcode::Adam:
+  case OptimizersOpcode::Lamb:
+  case OptimizersOpcode::Sgd:
+    // The emitter groups consecutive updates (route Optimizer) into one
+    // launch; alone, an update is a group of one.
+    return emitOptimizerGroup(s, {&s.I});
   }
-  s.fail("internal: not an optimizer or scalar opcode");
 }
 
 void emitOptimizerGroup(KernelSpec &s,

@@ -114,19 +114,17 @@ void linear4bitGradInput(const FourBitWeight &w, const float *dy, float *dx,
 
 void runQuantized(Exec &e) {
   const InstrDims &d = e.d;
-  switch (e.I.op) {
-  case Opcode::Linear4bit: {
+  switch (asFamily<QuantizedOpcode>(e.I.op)) {
+  case QuantizedOpcode::Linear4bit: {
     const FourBitWeight w(d, e.u8in(1, "weight"));
     linear4bit(w, e.fin(0, "x"), e.fout(0, "output"), d);
     return;
   }
-  case Opcode::Linear4bitGradInput: {
+  case QuantizedOpcode::Linear4bitGradInput: {
     const FourBitWeight w(d, e.u8in(1, "weight"));
     linear4bitGradInput(w, e.fin(0, "dy"), e.fout(0, "dx"), d);
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a 4-bit GEMM opcode");
 }

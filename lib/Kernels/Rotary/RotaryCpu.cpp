@@ -71,13 +71,13 @@ void repeatKvGrad(const float *dy, float *dx, int64_t B, int64_t KV,
 
 void runRotary(Exec &e) {
   const InstrDims &d = e.d;
-  switch (e.I.op) {
-  case Opcode::Rotary:
+  switch (asFamily<RotaryOpcode>(e.I.op)) {
+  case RotaryOpcode::Rotary:
     rotary(e.fin(0, "x"), e.fout(0, "y"), d.B * d.H, d.T, d.D,
            rotaryFrequencies(e.I, d.D), e.I.getInt("inverse") != 0);
     return;
-  case Opcode::RepeatKv:
-  case Opcode::RepeatKvGrad: {
+  case RotaryOpcode::RepeatKv:
+  case RotaryOpcode::RepeatKvGrad: {
     const float *x = e.fin(0, "input");
     float *y = e.fout(0, "output");
     if (x == y)
@@ -88,8 +88,6 @@ void runRotary(Exec &e) {
       repeatKvGrad(x, y, d.B, d.H, d.groups, d.T * d.D);
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a rotary or repeat_kv opcode");
 }
