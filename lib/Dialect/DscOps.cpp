@@ -1243,6 +1243,51 @@ LogicalResult DequantizeInt8Op::verify() {
                           getBlockSize());
 }
 
+/// int4 codes of n elements in blocks of `block`: n/2 bytes, n/block
+/// scales, an even block dividing n.
+static LogicalResult verifyInt4Blocks(Operation *op, int64_t n, int64_t bytes,
+                                      int64_t scales, int64_t block) {
+  if (block <= 0 || block % 2 != 0 || n % block != 0)
+    return op->emitOpError("expects a positive even block_size dividing the ")
+           << n << " elements, got " << block;
+  if (bytes * 2 != n)
+    return op->emitOpError("expects ")
+           << n / 2 << " bytes of codes (two per byte) for " << n
+           << " elements, got " << bytes;
+  if (scales != n / block)
+    return op->emitOpError("expects ")
+           << n / block << " scales (one per block of " << block << "), got "
+           << scales;
+  return success();
+}
+
+LogicalResult QuantizeInt4Op::verify() {
+  if (getInput().getType().getRank() != 1)
+    return emitOpError("expects a flat input, got ")
+           << shapeStr(shapeOf(getInput()));
+  return verifyInt4Blocks(*this, getInput().getType().getNumElements(),
+                          getCodes().getType().getNumElements(),
+                          getScales().getType().getNumElements(),
+                          getBlockSize());
+}
+
+LogicalResult DequantizeReduceInt4Op::verify() {
+  if (getOp() == ReduceKind::max)
+    return emitOpError("reduces by sum or mean, not max");
+  const int64_t c = getResult().getType().getNumElements();
+  const int64_t bytes = getCodes().getType().getNumElements();
+  const int64_t block = getBlockSize();
+  if (getResult().getType().getRank() != 1 || c == 0 || (2 * bytes) % c != 0)
+    return emitOpError("expects a flat result whose elements divide the ")
+           << 2 * bytes << " codes into chunks, got "
+           << shapeStr(shapeOf(getResult()));
+  if (block <= 0 || block % 2 != 0 || c % block != 0)
+    return emitOpError("expects a positive even block_size dividing the ")
+           << c << " elements of a chunk, got " << block;
+  return verifyInt4Blocks(*this, 2 * bytes, bytes,
+                          getScales().getType().getNumElements(), block);
+}
+
 LogicalResult OnebitCompressOp::verify() {
   const int64_t n = getInput().getType().getNumElements();
   const int64_t p = getError().getType().getNumElements();

@@ -102,7 +102,8 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
                    {"stage", "reduce_bucket_size", "allgather_bucket_size",
                     "stage3_param_persistence_threshold",
                     "param_persistence_threshold", "offload_param",
-                    "zero_quantized_weights", "mics_shard_size",
+                    "zero_quantized_weights", "zero_quantized_gradients",
+                    "mics_shard_size",
                     "zero_hpz_partition_size", "offload_optimizer",
                     "cpu_offload", "cpu_offload_param", "cpu_offload_params",
                     "overlap_comm", "stage3_prefetch_bucket_size",
@@ -141,8 +142,8 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
   if (auto it = sec.find("stage"); it != sec.end()) // default: stage 0
     t.zeroStage =
         c.integer("zero_optimization.stage", *it, 0, 3, "an integer in [0, 3]");
-  // ZeRO++'s qwZ quantizes stage 3's parameter gathers; DeepSpeed's other
-  // stages gather no parameters and do not read it.
+  // ZeRO++'s qwZ and qgZ quantize stage 3's parameter gathers and gradient
+  // reduce-scatters; DeepSpeed's other stages do not read them.
   if (auto it = sec.find("zero_quantized_weights"); it != sec.end()) {
     t.zeroQuantizedWeights =
         c.boolean(name + ".zero_quantized_weights", *it) && t.zeroStage == 3;
@@ -150,6 +151,13 @@ void parseZero(const Ctx &c, const json &sec, TrainConfig &t) {
       c.note(name + ".zero_quantized_weights: stage " +
              std::to_string(t.zeroStage) +
              " gathers no parameters; it applies to stage 3 only");
+  }
+  if (auto it = sec.find("zero_quantized_gradients"); it != sec.end()) {
+    t.zeroQuantizedGradients =
+        c.boolean(name + ".zero_quantized_gradients", *it) && t.zeroStage == 3;
+    if (it->get<bool>() && t.zeroStage != 3)
+      c.note(name + ".zero_quantized_gradients: ZeRO++ quantizes stage 3's "
+             "gradient reduce-scatters; it applies to stage 3 only");
   }
   // MiCS / hybrid sharding and hpZ split stage 3's data-parallel ranks
   // into groups (checked against their number in parseTrainConfigText);

@@ -295,8 +295,9 @@ const std::vector<DeepSpeedKey> kKeys = {
      "(-dsc-zero quantized-weights)"},
     {"zero_optimization.zero_quantized_nontrainable_weights", "bool", "false",
      U, "false", "ZeRO++ quantized weights"},
-    {"zero_optimization.zero_quantized_gradients", "bool", "false", U, "false",
-     "ZeRO++ quantized gradients"},
+    {"zero_optimization.zero_quantized_gradients", "bool", "false", I, nullptr,
+     "ZeRO++ qgZ: stage 3's gradient reduce-scatters as all-to-alls of int4 "
+     "codes (-dsc-zero quantized-gradients)"},
     {"zero_optimization.zeropp_loco_param", "object", "null", U, "null",
      "ZeRO++ LoCo error feedback"},
     {"zero_optimization.mics_shard_size", "int", "-1", I, nullptr,

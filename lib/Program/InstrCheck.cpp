@@ -929,7 +929,44 @@ void Checker::compression() {
     count(codes, d.n, "codes");
     f32(scales, d.rows, "scales");
   };
+  // int4 codes of `elements` values, two per byte, with a scale per block
+  // of cols (set) elements.
+  auto int4Blocks = [&](const Buffer &codes, const Buffer &scales,
+                        int64_t elements) {
+    if (d.cols <= 0 || d.cols % 2 != 0 || elements % d.cols != 0)
+      fail("block_size " + std::to_string(d.cols) +
+           " is not even or does not divide the " + std::to_string(elements) +
+           " elements");
+    if (codes.dtype != DType::U8)
+      fail("codes '" + codes.name + "' must be u8, got " +
+           dtypeName(codes.dtype));
+    count(codes, elements / 2, "codes");
+    f32(scales, elements / d.cols, "scales");
+  };
   switch (I.op) {
+  case Opcode::QuantizeInt4:
+    d.n = in(0).numElements();
+    d.cols = I.getInt("block_size");
+    int4Blocks(out(0), out(1), d.n);
+    d.rows = d.n / d.cols;
+    return;
+  case Opcode::DequantizeReduceInt4: {
+    d.n = out(0).numElements();
+    d.cols = I.getInt("block_size");
+    d.reduce = reduceOp();
+    const int64_t codes = in(0).numElements() * 2;
+    if (d.n == 0 || codes % d.n != 0)
+      fail("the " + std::to_string(codes) + " codes do not split into "
+           "chunks of the result's " + std::to_string(d.n) + " elements");
+    d.rows = codes / d.n;
+    if (d.reduce == ReduceOp::Max)
+      fail("reduces by sum or mean, not max");
+    int4Blocks(in(0), in(1), codes);
+    if (d.n % d.cols != 0)
+      fail("block_size " + std::to_string(d.cols) + " does not divide a "
+           "chunk's " + std::to_string(d.n) + " elements");
+    return;
+  }
   case Opcode::QuantizeInt8:
     return int8Blocks(out(0), out(1), in(0));
   case Opcode::DequantizeInt8:

@@ -7,7 +7,9 @@
 // the parameters too, except those under the persistence threshold. Hybrid
 // sharding shards within data_inner groups and all-reduces the shards'
 // gradients across them; hpZ gathers the backward's parameters within the
-// data_inner group from a secondary shard kept after the forward.
+// data_inner group from a secondary shard kept after the forward. ZeRO++'s
+// qwZ and qgZ move the parameter gathers as int8 and the gradient
+// reduce-scatters as all-to-alls of int4 codes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,13 +121,32 @@ Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
   return b.create<FlatResizeOp>(loc, whole, all);
 }
 
+/// Elements per scale of qgZ's int4 codes.
+constexpr int64_t kQuantizedGradientBlock = 128;
+
 /// The rank's shard of the group's mean (or `op`) of `value`, a tensor of
-/// type `whole`: flattened, padded and reduce-scattered.
+/// type `whole`: flattened, padded and reduce-scattered. With `quantized`
+/// (qgZ) the reduce-scatter is an all-to-all of int4 codes and their
+/// scales, each rank dequantizing and reducing the chunks it receives.
 Value reduceScatterShard(OpBuilder &b, Location loc, Value value, Type whole,
-                         ReduceKindAttr op, const Sharding &sh) {
+                         ReduceKindAttr op, const Sharding &sh,
+                         bool quantized = false) {
+  MLIRContext *ctx = b.getContext();
+  auto axis = MeshAxisAttr::get(ctx, sh.axis);
   Value padded = b.create<FlatResizeOp>(loc, sh.padded(whole), value);
-  return b.create<ReduceScatterOp>(loc, sh.shard(whole), padded, op,
-                                   MeshAxisAttr::get(b.getContext(), sh.axis));
+  if (!quantized)
+    return b.create<ReduceScatterOp>(loc, sh.shard(whole), padded, op, axis);
+  const int64_t n = sh.padded(whole).getNumElements();
+  auto u8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  auto codesType = RankedTensorType::get({n / 2}, u8);
+  auto scalesType = RankedTensorType::get({n / kQuantizedGradientBlock},
+                                          Float32Type::get(ctx));
+  auto block = b.getI64IntegerAttr(kQuantizedGradientBlock);
+  auto q = b.create<QuantizeInt4Op>(loc, codesType, scalesType, padded, block);
+  Value codes = b.create<AllToAllOp>(loc, codesType, q.getCodes(), axis);
+  Value scales = b.create<AllToAllOp>(loc, scalesType, q.getScales(), axis);
+  return b.create<DequantizeReduceInt4Op>(loc, sh.shard(whole), codes, scales,
+                                          block, op);
 }
 
 /// The function type from the entry block's arguments and the return.
@@ -174,6 +195,13 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
           << int64_t(stage);
       return signalPassFailure();
     }
+    if (quantizedGradients && stage != 3) {
+      module.emitError("dsc-zero: quantized-gradients (ZeRO++ qgZ) "
+                       "quantizes stage 3's gradient reduce-scatters; stage "
+                       "is ")
+          << int64_t(stage);
+      return signalPassFailure();
+    }
     if (hpz && stage != 3) {
       module.emitError("dsc-zero: hpz (ZeRO++ hpZ) partitions stage 3's "
                        "parameters a second time; stage is ")
@@ -202,6 +230,10 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     // Adam's block is the same 256).
     if (quantizedWeights)
       sharding.align = kQuantizedWeightBlock;
+    // qgZ: every rank's chunk is whole blocks of the int4 codes' scales
+    // (the other alignments are multiples of its 128).
+    if (quantizedGradients)
+      sharding.align = std::max(sharding.align, kQuantizedGradientBlock);
     if (stage == 3) {
       gatherParameters(micro, sharding);
       if (auto eval = module.lookupSymbol<func::FuncOp>("eval_step"))
@@ -293,7 +325,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       Location loc = add.getLoc();
       Value part = reduceScatterShard(
           b, loc, add.getRhs(), full,
-          ReduceKindAttr::get(&getContext(), ReduceKind::mean), sh);
+          ReduceKindAttr::get(&getContext(), ReduceKind::mean), sh,
+          quantizedGradients);
       ret.setOperand(r, b.create<AddOp>(loc, sh.shard(full), acc, part));
       if (add->use_empty())
         add.erase();

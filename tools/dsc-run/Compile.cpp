@@ -214,6 +214,7 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     zero.stage = train.zeroStage;
     zero.persistenceThreshold = train.zeroPersistenceThreshold;
     zero.quantizedWeights = train.zeroQuantizedWeights;
+    zero.quantizedGradients = train.zeroQuantizedGradients;
     zero.hybrid = train.zeroShardGroup != 0;
     zero.hpz = train.zeroHpzGroup != 0;
   }

@@ -115,3 +115,86 @@ TEST(CompressionCheck, Errors) {
             }),
             "OnebitDecode: signs 'b6' of 3 bytes do not split into 2 chunks");
 }
+
+TEST(QuantizeInt4, CodesAndScalesPerBlock) {
+  Harness h;
+  int x = h.buf({8}), codes = h.buf({4}, DType::U8), scales = h.buf({2});
+  h.alloc();
+  // Block 0: max|x| = 7, scale 1; -3.5 rounds half to even (-4). Block 1
+  // is all zero: scale 0, every code 0 (stored 8).
+  h.set(x, {7.0f, -3.5f, 0.0f, 1.0f, 0, 0, 0, 0});
+  h.run(Opcode::QuantizeInt4, {x}, {codes, scales},
+        {{"block_size", int64_t(4)}});
+  const uint8_t *c = h.storage->u8(codes);
+  EXPECT_EQ(c[0], 0x4F); // low 7 + 8, high -4 + 8
+  EXPECT_EQ(c[1], 0x98); // low 0 + 8, high 1 + 8
+  EXPECT_EQ(c[2], 0x88);
+  EXPECT_EQ(c[3], 0x88);
+  EXPECT_EQ(h.get(scales), (std::vector<float>{1.0f, 0.0f}));
+}
+
+TEST(DequantizeReduceInt4, SumsTheChunksInOrder) {
+  Harness h;
+  int codes = h.buf({4}, DType::U8), scales = h.buf({2}), mean = h.buf({4}),
+      sum = h.buf({4});
+  h.alloc();
+  // Chunk 0: codes 7, -4, 0, 1 (scale 0.5); chunk 1: -7, 2, 3, -1 (0.25).
+  const uint8_t bytes[] = {0x4F, 0x98, 0xA1, 0x7B};
+  std::copy(bytes, bytes + 4, h.storage->u8(codes));
+  h.set(scales, {0.5f, 0.25f});
+  h.run(Opcode::DequantizeReduceInt4, {codes, scales}, {sum},
+        {{"block_size", int64_t(4)}, {"op", std::string("sum")}});
+  EXPECT_EQ(h.get(sum), (std::vector<float>{3.5f - 1.75f, -2.0f + 0.5f,
+                                            0.0f + 0.75f, 0.5f - 0.25f}));
+  h.run(Opcode::DequantizeReduceInt4, {codes, scales}, {mean},
+        {{"block_size", int64_t(4)}, {"op", std::string("mean")}});
+  EXPECT_EQ(h.get(mean), (std::vector<float>{0.875f, -0.75f, 0.375f,
+                                             0.125f}));
+}
+
+// Quantized then reduced, each element is within half a step (scale / 2)
+// of its chunk's value, per chunk.
+TEST(QuantizeInt4, RoundTripWithinHalfAStep) {
+  Harness h;
+  const int64_t G = 3, c = 256, B = 64;
+  int x = h.buf({G * c}), codes = h.buf({G * c / 2}, DType::U8),
+      scales = h.buf({G * c / B}), sum = h.buf({c});
+  h.alloc();
+  std::vector<float> v(size_t(G * c));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = float(std::sin(0.37 * double(i)) * (1.0 + double(i % 7)));
+  h.set(x, v);
+  h.run(Opcode::QuantizeInt4, {x}, {codes, scales},
+        {{"block_size", B}});
+  h.run(Opcode::DequantizeReduceInt4, {codes, scales}, {sum},
+        {{"block_size", B}, {"op", std::string("sum")}});
+  const std::vector<float> s = h.get(scales), r = h.get(sum);
+  for (int64_t i = 0; i < c; ++i) {
+    double want = 0, slack = 0;
+    for (int64_t j = 0; j < G; ++j) {
+      want += v[size_t(j * c + i)];
+      slack += s[size_t((j * c + i) / B)] / 2 * (1 + 1e-5);
+    }
+    EXPECT_NEAR(r[size_t(i)], want, slack + 1e-5) << i;
+  }
+}
+
+TEST(CompressionCheck, Int4Errors) {
+  Harness h;
+  int codes = h.buf({4}, DType::U8), scales = h.buf({2}), out = h.buf({3}),
+      odd = h.buf({6}), oddCodes = h.buf({3}, DType::U8),
+      oddScales = h.buf({1});
+  h.alloc();
+  EXPECT_EQ(errorOf([&] {
+              h.run(Opcode::DequantizeReduceInt4, {codes, scales}, {out},
+                    {{"block_size", int64_t(4)}, {"op", std::string("mean")}});
+            }),
+            "DequantizeReduceInt4: the 8 codes do not split into chunks of "
+            "the result's 3 elements");
+  EXPECT_EQ(errorOf([&] {
+              h.run(Opcode::QuantizeInt4, {odd}, {oddCodes, oddScales},
+                    {{"block_size", int64_t(3)}});
+            }),
+            "QuantizeInt4: block_size 3 is not even or does not divide the 6 "
+            "elements");
+}

@@ -1498,6 +1498,43 @@ def Dsc_DequantizeInt8Op : Dsc_Op<"dequantize_int8"> {
   let results = (outs RankedTensorOf<[F32, F16, BF16]>:$result);
 }
 
+/// Block-wise int4 codes, two per byte (ZeRO++'s quantized gradients).
+def Dsc_Int4Codes : 1DTensorOf<[UI8]>;
+
+def Dsc_QuantizeInt4Op : Dsc_Op<"quantize_int4"> {
+  let summary = "Block-wise symmetric int4 codes of a flat tensor (qgZ)";
+  let description = [{
+    `input` [n] (n a multiple of `block_size`, which is even) as 4-bit
+    codes, two per byte, with one f32 scale per block: scale = max|x| / 7
+    over the block, code = round-half-even(x / scale) in [-7, 7] (0 in an
+    all-zero block, whose scale is 0), stored as code + 8; element 2i is
+    the low nibble of byte i, element 2i + 1 its high nibble. ZeRO++'s qgZ
+    quantizes each rank's gradient so before the all-to-all that replaces
+    the reduce-scatter (`dsc.dequantize_reduce_int4`).
+  }];
+  let arguments = (ins RankedTensorOf<[F32, F16, BF16]>:$input,
+                       I64Attr:$block_size);
+  let results = (outs Dsc_Int4Codes:$codes, Dsc_F32Vector:$scales);
+}
+
+def Dsc_DequantizeReduceInt4Op : Dsc_Op<"dequantize_reduce_int4"> {
+  let summary = "The sum or mean of G chunks of int4 codes (qgZ)";
+  let description = [{
+    `codes` [G*c/2] and `scales` [G*c/block_size] hold G chunks of c
+    elements (c a multiple of `block_size`) as `dsc.quantize_int4` makes
+    them, chunk j first at byte j*c/2 and scale j*c/block_size. `result`
+    [c] is, per element, the f32 sum over j = 0..G-1 in that order of code
+    * scale; `op = mean` divides that sum by G. After an all-to-all of a
+    quantized gradient, rank j holds every rank's chunk j: this is its
+    shard of the reduce-scatter.
+  }];
+  let arguments = (ins Dsc_Int4Codes:$codes, Dsc_F32Vector:$scales,
+                       I64Attr:$block_size,
+                       DefaultValuedAttr<Dsc_ReduceKindAttr,
+                                         "ReduceKind::mean">:$op);
+  let results = (outs RankedTensorOf<[F32, F16, BF16]>:$result);
+}
+
 def Dsc_OnebitDecodeOp : Dsc_Op<"onebit_decode"> {
   let summary = "G compressed chunks back to f32 values";
   let description = [{

@@ -322,6 +322,8 @@ struct TrainConfig {
   int64_t zeroPersistenceThreshold = 100000;
   /// zero_optimization.zero_quantized_weights at stage 3 (ZeRO++ qwZ).
   bool zeroQuantizedWeights = false;
+  /// zero_optimization.zero_quantized_gradients at stage 3 (ZeRO++ qgZ).
+  bool zeroQuantizedGradients = false;
   /// zero_optimization.mics_shard_size at stage 3 (hybrid sharding): the
   /// ranks of a shard group, fewer than the data-parallel ranks and
   /// dividing them; 0: ZeRO over all of them.

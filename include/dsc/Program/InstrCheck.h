@@ -75,6 +75,9 @@ struct InstrDims {
   /// Compression family: a compressed tensor of `cols` elements (P) in
   /// `rows` chunks (G; OnebitCompress: 1); `n` is OnebitCompress's input
   /// elements, EmaUpdate's and FrozenAdam's tensor elements.
+  /// Quantize/DequantizeInt8, QuantizeInt4: `n` elements in `rows` blocks
+  /// of `cols`. DequantizeReduceInt4: `rows` chunks (G) of `n` elements in
+  /// blocks of `cols`, reduced by `reduce`.
   /// AllToAll: `n` elements per peer.
   /// AllReduce: its `op`.
   ReduceOp reduce = ReduceOp::Sum;

@@ -118,6 +118,45 @@ __device__ void quantizeInt8(const T *x, signed char *codes, float *scales) {
   }
 }
 
+/// dsc.quantize_int4 (cpu::runCompression): one thread per block of B
+/// elements: scale = max|x| / 7, code = rint(x / scale) + 8, two per byte.
+template <dsc_i64 BLOCKS, dsc_i64 B, typename T>
+__device__ void quantizeInt4(const T *x, unsigned char *codes, float *scales) {
+  DSC_GRID_LOOP(b, BLOCKS) {
+    float m = 0.0f;
+    for (dsc_i64 i = b * B; i < (b + 1) * B; ++i)
+      m = fmaxf(m, fabsf(ld(x, i)));
+    const float scale = __fdiv_rn(m, 7.0f);
+    scales[b] = scale;
+    for (dsc_i64 i = b * B; i < (b + 1) * B; i += 2) {
+      int code[2];
+      for (int h = 0; h < 2; ++h)
+        code[h] = scale > 0.0f
+                      ? int(fminf(fmaxf(rintf(__fdiv_rn(ld(x, i + h), scale)),
+                                        -7.0f),
+                                  7.0f)) + 8
+                      : 8;
+      codes[i / 2] = static_cast<unsigned char>(code[0] | code[1] << 4);
+    }
+  }
+}
+
+/// dsc.dequantize_reduce_int4: per element, the sum over the G chunks in
+/// order of code * scale; MEAN divides it by G.
+template <dsc_i64 C, dsc_i64 G, dsc_i64 B, bool MEAN, typename T>
+__device__ void dequantizeReduceInt4(const unsigned char *codes,
+                                     const float *scales, T *out) {
+  DSC_GRID_LOOP(i, C) {
+    float acc = 0.0f;
+    for (dsc_i64 j = 0; j < G; ++j) {
+      const dsc_i64 k = j * C + i;
+      const int nibble = k % 2 ? codes[k / 2] >> 4 : codes[k / 2] & 15;
+      acc = __fadd_rn(acc, __fmul_rn(float(nibble - 8), scales[k / B]));
+    }
+    st(out, i, MEAN ? __fdiv_rn(acc, float(G)) : acc);
+  }
+}
+
 /// dsc.dequantize_int8: code * its block's scale.
 template <dsc_i64 N, dsc_i64 B, typename T>
 __device__ void dequantizeInt8(const signed char *codes, const float *scales,

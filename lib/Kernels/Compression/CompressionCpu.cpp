@@ -71,6 +71,48 @@ void runCompression(Exec &e) {
     compress(x, d.n, error, d.cols, signs, scale, newError);
     return;
   }
+  case CompressionOpcode::QuantizeInt4: {
+    // Per block: scale = max|x| / 7, code = rint(x / scale) + 8, two per
+    // byte, the even element low (the CUDA template's arithmetic).
+    const float *x = e.fin(0, "input");
+    uint8_t *codes = e.u8out(0, "codes");
+    float *scales = e.fout(1, "scales");
+    const int64_t B = d.cols;
+#pragma omp parallel for schedule(static) if (d.n > (1 << 15))
+    for (int64_t b = 0; b < d.rows; ++b) {
+      float m = 0.0f;
+      for (int64_t i = b * B; i < (b + 1) * B; ++i)
+        m = std::max(m, std::fabs(x[i]));
+      const float scale = m / 7.0f;
+      scales[b] = scale;
+      auto code = [&](float v) {
+        if (!(scale > 0.0f))
+          return 8;
+        return int(std::clamp(std::rint(v / scale), -7.0f, 7.0f)) + 8;
+      };
+      for (int64_t i = b * B; i < (b + 1) * B; i += 2)
+        codes[i / 2] = uint8_t(code(x[i]) | code(x[i + 1]) << 4);
+    }
+    return;
+  }
+  case CompressionOpcode::DequantizeReduceInt4: {
+    const uint8_t *codes = e.u8in(0, "codes");
+    const float *scales = e.fin(1, "scales");
+    float *out = e.fout(0, "result");
+    const int64_t c = d.n, G = d.rows, B = d.cols;
+    const bool mean = d.reduce == ReduceOp::Mean;
+#pragma omp parallel for schedule(static) if (c * G > (1 << 15))
+    for (int64_t i = 0; i < c; ++i) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < G; ++j) {
+        const int64_t k = j * c + i;
+        const int nibble = k % 2 ? codes[k / 2] >> 4 : codes[k / 2] & 15;
+        acc += float(nibble - 8) * scales[k / B];
+      }
+      out[i] = mean ? acc / float(G) : acc;
+    }
+    return;
+  }
   case CompressionOpcode::QuantizeInt8: {
     // Per block: scale = max|x| / 127, code = rint(x / scale) (the CUDA
     // template's arithmetic: one division, round half to even).

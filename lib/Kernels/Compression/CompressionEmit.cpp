@@ -82,6 +82,24 @@ void emitInt8(KernelSpec &s, const rt::InstrDims &d) {
                    {codes, scales, out}));
 }
 
+void emitQuantizeInt4(KernelSpec &s, const rt::InstrDims &d) {
+  const std::string x = s.in(0, "x"), codes = s.out(0, "codes"),
+                    scales = s.out(1, "scales");
+  elementwise(s, d.rows, {x, codes, scales},
+              call("quantizeInt4", {n(d.rows), n(d.cols), s.T(x)},
+                   {x, codes, scales}));
+}
+
+void emitDequantizeReduceInt4(KernelSpec &s, const rt::InstrDims &d) {
+  const std::string codes = s.in(0, "codes"), scales = s.in(1, "scales"),
+                    out = s.out(0, "out");
+  elementwise(s, d.n, {codes, scales, out},
+              call("dequantizeReduceInt4",
+                   {n(d.n), n(d.rows), n(d.cols),
+                    b(d.reduce == rt::ReduceOp::Mean), s.T(out)},
+                   {codes, scales, out}));
+}
+
 } // namespace
 
 void emitCompression(KernelSpec &s, const rt::InstrDims &d) {
@@ -89,6 +107,10 @@ void emitCompression(KernelSpec &s, const rt::InstrDims &d) {
   case CompressionOpcode::QuantizeInt8:
   case CompressionOpcode::DequantizeInt8:
     return emitInt8(s, d);
+  case CompressionOpcode::QuantizeInt4:
+    return emitQuantizeInt4(s, d);
+  case CompressionOpcode::DequantizeReduceInt4:
+    return emitDequantizeReduceInt4(s, d);
   case CompressionOpcode::OnebitCompress:
     return emitCompress(s, d);
   case CompressionOpcode::OnebitDecode:
