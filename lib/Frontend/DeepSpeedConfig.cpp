@@ -346,6 +346,56 @@ void parseFlopsProfiler(const Ctx &c, const json &sec, TrainConfig &t) {
     f.outputFile = c.string(name + ".output_file", *v, "a file name or null");
 }
 
+/// comms_logger (DeepSpeed's pydantic section: an unknown key is refused).
+/// prof_ops takes DeepSpeed's operation names; a name of an operation dsc
+/// never runs would log nothing, so it is refused.
+void parseCommsLogger(const Ctx &c, const json &sec, TrainConfig &t) {
+  const std::string name = "comms_logger";
+  c.object(name, sec);
+  c.checkKeys(name, sec, {"enabled", "prof_all", "prof_ops", "verbose", "debug"});
+  TrainConfig::CommsLogger &l = t.commsLogger;
+  auto flag = [&](const char *k, bool &out) {
+    if (auto it = sec.find(k); it != sec.end() && !it->is_null())
+      out = c.boolean(name + "." + k, *it);
+  };
+  flag("enabled", l.enabled);
+  flag("verbose", l.verbose);
+  flag("debug", l.debug);
+  flag("prof_all", l.profAll);
+  auto it = sec.find("prof_ops");
+  if (it == sec.end() || it->is_null())
+    return;
+  if (!it->is_array())
+    c.fail(name + ".prof_ops must be a list of operation names, got " +
+           it->dump());
+  // DeepSpeed's names of the operations dsc runs, and their variants.
+  static const std::map<std::string, std::string> aliases = {
+      {"all_reduce", "all_reduce"},
+      {"inference_all_reduce", "all_reduce"},
+      {"reduce_scatter", "reduce_scatter"},
+      {"reduce_scatter_tensor", "reduce_scatter"},
+      {"reduce_scatter_base", "reduce_scatter"},
+      {"all_gather", "all_gather"},
+      {"all_gather_into_tensor", "all_gather"},
+      {"all_gather_base", "all_gather"},
+      {"all_to_all", "all_to_all"},
+      {"all_to_all_single", "all_to_all"},
+      {"broadcast", "broadcast"},
+      {"send", "send"},
+      {"isend", "send"},
+      {"recv", "recv"},
+      {"irecv", "recv"}};
+  for (const json &op : *it) {
+    const std::string v = op.is_string() ? op.get<std::string>() : op.dump();
+    auto known = aliases.find(v);
+    if (known == aliases.end())
+      c.fail(name + ".prof_ops: '" + v + "' is not an operation dsc runs "
+             "(all_reduce, reduce_scatter(_tensor), all_gather(_into_tensor), "
+             "all_to_all(_single), broadcast, send/isend, recv/irecv)");
+    l.profOps.push_back(known->second);
+  }
+}
+
 /// csv_monitor / tensorboard (DeepSpeed's pydantic sections: an unknown
 /// key is refused).
 void parseMonitor(const Ctx &c, const std::string &name, const json &sec,
@@ -399,6 +449,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "steps_per_print",
       "wall_clock_breakdown",
       "flops_profiler",
+      "comms_logger",
       "csv_monitor",
       "tensorboard",
       "optimizer",
@@ -432,6 +483,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
       t.wallClockBreakdown = c.boolean(k, v);
     else if (k == "flops_profiler")
       parseFlopsProfiler(c, v, t);
+    else if (k == "comms_logger")
+      parseCommsLogger(c, v, t);
     else if (k == "csv_monitor")
       parseMonitor(c, k, v, t.csvMonitor);
     else if (k == "tensorboard")

@@ -510,13 +510,20 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"flops_profiler.output_file", "string", "null", I, nullptr,
      "where the profile is written (null: stdout); checked before training, "
      "written atomically"},
-    {"comms_logger", "object", "{}", U, kEnabledFalse,
-     "the communication logger"},
-    {"comms_logger.enabled", "bool", "false", U, "false", kSwitch},
-    {"comms_logger.prof_all", "bool", "true", N, nullptr, kOff},
-    {"comms_logger.prof_ops", "list", "[]", N, nullptr, kOff},
-    {"comms_logger.verbose", "bool", "false", N, nullptr, kOff},
-    {"comms_logger.debug", "bool", "false", N, nullptr, kOff},
+    {"comms_logger", "object", "{}", I, nullptr,
+     "the CPU backend times each collective of the step; dsc-run train "
+     "prints DeepSpeed's summary table at the end (docs/tools.md)"},
+    {"comms_logger.enabled", "bool", "false", I, nullptr,
+     "turns the logger on"},
+    {"comms_logger.prof_all", "bool", "true", I, nullptr,
+     "every operation; false: those of prof_ops"},
+    {"comms_logger.prof_ops", "list", "[]", I, nullptr,
+     "DeepSpeed's operation names to log with prof_all false; a name of an "
+     "operation dsc never runs is refused"},
+    {"comms_logger.verbose", "bool", "false", I, nullptr,
+     "prints each operation as it completes"},
+    {"comms_logger.debug", "bool", "false", I, nullptr,
+     "names the step function (@micro_step, @apply_step) in each record"},
 };
 
 } // namespace

@@ -14,6 +14,7 @@
 #include "Common/CommonCpu.h"
 
 #include "dsc/Program/InstrCheck.h"
+#include "dsc/Runtime/CommsLog.h"
 #include "dsc/Runtime/OpcodeProfile.h"
 #include "dsc/Runtime/Runtime.h"
 
@@ -73,9 +74,15 @@ public:
       groups = std::make_unique<MeshGroups>(comm, mesh);
   }
 
+  bool setCommsLog(CommsLog *log) override {
+    commsLog = log;
+    return true;
+  }
+
   void run(const Program &program, const Function &fn, Storage &storage,
            const RngContext &rng) override {
     prepare(program);
+    runningFunction = fn.name;
     // overlap_comm: the collectives on a communication thread (not while
     // profiling, whose times would then overlap).
     if (!profile && program.metaInt("overlap_comm", 0, 0) != 0 &&
@@ -106,7 +113,11 @@ private:
                      const RngContext &rng);
   void dispatch(cpu::Exec &e);
   void runCollective(cpu::Exec &e);
+  void exchange(cpu::Exec &e, Communicator &group);
   Communicator &comm;
+  CommsLog *commsLog = nullptr;
+  /// The function run() runs (comms_logger's debug names it).
+  std::string runningFunction;
   std::unique_ptr<MeshGroups> groups;
   std::unique_ptr<OpcodeProfile> profile;
   std::unique_ptr<CommThread> commThread;
@@ -202,57 +213,113 @@ void CpuBackend::dispatch(cpu::Exec &e) {
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
 }
 
+/// How comms_logger names a collective, the kind that sets its bus
+/// bandwidth, and its message in multiples of the instruction's bytes (the
+/// whole tensor, not one rank's part); null name: not logged (no
+/// communication, or the all-reduces inside a vocabulary-parallel kernel).
+struct LoggedAs {
+  const char *name;
+  CollectiveKind kind;
+  bool timesGroup;
+};
+
+LoggedAs loggedAs(Opcode op) {
+  switch (asFamily<CollectiveOpcode>(op)) {
+  case CollectiveOpcode::AllReduce:
+  case CollectiveOpcode::TpReduce:
+  case CollectiveOpcode::NormAllReduce:
+    return {"all_reduce", CollectiveKind::AllReduce, false};
+  case CollectiveOpcode::ReduceScatter:
+    return {"reduce_scatter", CollectiveKind::ReduceScatter, true};
+  case CollectiveOpcode::AllGather:
+    return {"all_gather", CollectiveKind::AllGather, true};
+  case CollectiveOpcode::AllToAll:
+    return {"all_to_all", CollectiveKind::AllToAll, true};
+  case CollectiveOpcode::Broadcast:
+    return {"broadcast", CollectiveKind::Broadcast, false};
+  case CollectiveOpcode::Send:
+    return {"send", CollectiveKind::Send, false};
+  case CollectiveOpcode::Recv:
+    return {"recv", CollectiveKind::Send, false};
+  case CollectiveOpcode::Shard:
+  case CollectiveOpcode::VocabEmbedding:
+  case CollectiveOpcode::VocabEmbeddingGrad:
+  case CollectiveOpcode::VocabCrossEntropy:
+  case CollectiveOpcode::VocabCrossEntropyGrad:
+    break;
+  }
+  return {nullptr, CollectiveKind::Count, false};
+}
+
 void CpuBackend::runCollective(cpu::Exec &e) {
   Communicator &group = groups->group(e.d.axis);
+  const LoggedAs as = commsLog && group.size() > 1 ? loggedAs(e.I.op)
+                                                   : LoggedAs{};
+  if (!as.name || !commsLog->wants(as.name))
+    return exchange(e, group);
+  const auto start = std::chrono::steady_clock::now();
+  exchange(e, group);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  const int64_t bytes =
+      e.I.op == Opcode::NormAllReduce
+          ? int64_t(sizeof(float))
+          : e.d.n * int64_t(dtypeSize(e.I.inputs.empty() ? e.out(0).dtype
+                                                         : e.in(0).dtype));
+  commsLog->record(as.name, as.kind, runningFunction,
+                   as.timesGroup ? bytes * group.size() : bytes, group.size(),
+                   seconds);
+}
+
+void CpuBackend::exchange(cpu::Exec &e, Communicator &group) {
   const int64_t bytes = e.d.n * int64_t(dtypeSize(
                                     e.I.inputs.empty() ? e.out(0).dtype
                                                        : e.in(0).dtype));
   const int64_t rank = group.rank();
   // Send / Recv: the rank `peer` steps along the axis, wrapping around.
   const int peer = int(((rank + e.d.peer) % e.d.group + e.d.group) % e.d.group);
-  switch (e.I.op) {
-  case Opcode::AllReduce:
-  case Opcode::TpReduce:
+  switch (asFamily<CollectiveOpcode>(e.I.op)) {
+  case CollectiveOpcode::AllReduce:
+  case CollectiveOpcode::TpReduce:
     group.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
     return;
-  case Opcode::ReduceScatter:
+  case CollectiveOpcode::ReduceScatter:
     group.reduceScatter(e.fin(0, "input"), e.fout(0, "result"), e.d.n,
                         e.d.reduce);
     return;
-  case Opcode::AllGather: // any element type: bytes
+  case CollectiveOpcode::AllGather: // any element type: bytes
     group.allGather(e.S.data(e.inId(0)), e.S.data(e.outId(0)), bytes);
     return;
-  case Opcode::AllToAll:
+  case CollectiveOpcode::AllToAll:
     group.allToAll(e.S.data(e.inId(0)), e.S.data(e.outId(0)), bytes);
     return;
-  case Opcode::Broadcast:
+  case CollectiveOpcode::Broadcast:
     if (e.inId(0) != e.outId(0))
       cpu::copyBytes(e.S.data(e.outId(0)), e.S.data(e.inId(0)), size_t(bytes));
     group.broadcast(e.S.data(e.outId(0)), bytes, int(e.d.peer));
     return;
-  case Opcode::Send:
+  case CollectiveOpcode::Send:
     group.send(e.S.data(e.inId(0)), bytes, peer);
     return;
-  case Opcode::Recv:
+  case CollectiveOpcode::Recv:
     group.recv(e.S.data(e.outId(0)), bytes, peer);
     return;
-  case Opcode::Shard: // this rank's part: no communication
+  case CollectiveOpcode::Shard: // this rank's part: no communication
     cpu::copyBytes(e.fout(0, "result"), e.fin(0, "input") + rank * e.d.n,
                    size_t(e.d.n) * sizeof(float));
     return;
-  case Opcode::VocabEmbedding:
-  case Opcode::VocabEmbeddingGrad:
-  case Opcode::VocabCrossEntropy:
-  case Opcode::VocabCrossEntropyGrad:
+  case CollectiveOpcode::VocabEmbedding:
+  case CollectiveOpcode::VocabEmbeddingGrad:
+  case CollectiveOpcode::VocabCrossEntropy:
+  case CollectiveOpcode::VocabCrossEntropyGrad:
     return cpu::runVocabParallel(e, group);
-  case Opcode::NormAllReduce: {
+  case CollectiveOpcode::NormAllReduce: {
     float sumSquares = e.scalarIn(0, "norm") * e.scalarIn(0, "norm");
     group.allReduce(&sumSquares, 1, ReduceOp::Sum);
     e.fout(0, "result")[0] = std::sqrt(sumSquares);
     return;
   }
-  default:
-    break;
   }
   e.fail("internal: not a collective opcode");
 }

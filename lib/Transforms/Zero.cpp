@@ -122,7 +122,7 @@ Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
 }
 
 /// Elements per scale of qgZ's int4 codes.
-constexpr int64_t kQuantizedGradientBlock = 128;
+constexpr int64_t kQuantizedGradientBlock = 32;
 
 /// The rank's shard of the group's mean (or `op`) of `value`, a tensor of
 /// type `whole`: flattened, padded and reduce-scattered. With `quantized`
@@ -231,7 +231,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     if (quantizedWeights)
       sharding.align = kQuantizedWeightBlock;
     // qgZ: every rank's chunk is whole blocks of the int4 codes' scales
-    // (the other alignments are multiples of its 128).
+    // (the other alignments are multiples of its 32).
     if (quantizedGradients)
       sharding.align = std::max(sharding.align, kQuantizedGradientBlock);
     if (stage == 3) {
@@ -323,10 +323,12 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       shardArgument(micro, acc, sh);
       b.setInsertionPoint(add);
       Location loc = add.getLoc();
+      // qgZ quantizes matrices; vectors (biases, norms' scales) stay
+      // exact, as DeepSpeed's all_to_all_quant_reduce leaves them.
       Value part = reduceScatterShard(
           b, loc, add.getRhs(), full,
           ReduceKindAttr::get(&getContext(), ReduceKind::mean), sh,
-          quantizedGradients);
+          quantizedGradients && cast<RankedTensorType>(full).getRank() > 1);
       ret.setOperand(r, b.create<AddOp>(loc, sh.shard(full), acc, part));
       if (add->use_empty())
         add.erase();

@@ -274,6 +274,18 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
     (*module)->setAttr("dsc.wall_clock_breakdown", b.getI64IntegerAttr(1));
   if (train.overlapsComm())
     (*module)->setAttr("dsc.overlap_comm", b.getI64IntegerAttr(1));
+  // comms_logger: flags, and the logged operations ("": all of them).
+  if (const TrainConfig::CommsLogger &l = train.commsLogger; l.enabled) {
+    std::string ops;
+    for (const std::string &op : l.profOps)
+      ops += (ops.empty() ? "" : ",") + op;
+    (*module)->setAttr("dsc.comms_logger", b.getI64IntegerAttr(1));
+    (*module)->setAttr("dsc.comms_logger_verbose",
+                       b.getI64IntegerAttr(l.verbose));
+    (*module)->setAttr("dsc.comms_logger_debug", b.getI64IntegerAttr(l.debug));
+    (*module)->setAttr("dsc.comms_logger_ops",
+                       b.getStringAttr(l.profAll ? "*" : ops));
+  }
   // DeepSpeed's monitors write into output_path/job_name.
   for (const auto &[name, monitor] :
        {std::pair{"dsc.csv_monitor_dir", &train.csvMonitor},

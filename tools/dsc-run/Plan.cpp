@@ -514,11 +514,12 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     // ZeRO++ qwZ gathers int8 codes and an f32 scale per 256 elements.
     const double gathered =
         train.zeroQuantizedWeights ? (1.0 + 4.0 / 256.0) / 4.0 : 1.0;
-    // qgZ's all-to-alls move int4 codes and an f32 scale per 128
-    // elements (the same share of the tensor leaves each rank as in a
-    // reduce-scatter).
+    // qgZ's all-to-alls move int4 codes and an f32 scale per 32 elements
+    // (the same share of the tensor leaves each rank as in a
+    // reduce-scatter); counted for every gradient, though vectors keep
+    // their exact reduce-scatter.
     const double scattered =
-        train.zeroQuantizedGradients ? (0.5 + 4.0 / 128.0) / 4.0 : 1.0;
+        train.zeroQuantizedGradients ? (0.5 + 4.0 / 32.0) / 4.0 : 1.0;
     if (zero == 3)
       dataBytes = ring(grads, Z) / 2 * (double(m) * scattered + 1) +
                   ring(grads, Z) / 2 * double(H ? m : 2 * m) * gathered;

@@ -30,6 +30,7 @@
 #include "dsc/Codegen/KernelCache.h"
 #include "dsc/Dialect/DscOps.h"
 #include "dsc/Frontend/SparseLayout.h"
+#include "dsc/Runtime/CommsLog.h"
 #include "dsc/Runtime/CudaBackend.h"
 #include "dsc/Runtime/Trainer.h"
 #include "dsc/Support/Environment.h"
@@ -668,6 +669,27 @@ int cmdTrain(int argc, char **argv) {
   if (profile && output.leader() && !profile->outputFile().empty())
     dsc::checkOutputFile(profile->outputFile(), "flops_profiler.output_file");
   auto backend = makeBackend(backendName, program, *comm);
+  // comms_logger: rank 0 times its collectives and prints the summary.
+  std::optional<rt::CommsLog> commsLog;
+  if (program.metaInt("comms_logger", 0, 0) != 0 && output.leader()) {
+    rt::CommsLog::Options o;
+    o.verbose = program.metaInt("comms_logger_verbose", 0, 0) != 0;
+    o.debug = program.metaInt("comms_logger_debug", 0, 0) != 0;
+    const std::string ops = program.metaString("comms_logger_ops", "*");
+    o.all = ops == "*";
+    for (size_t at = 0; !o.all && at < ops.size();) {
+      const size_t end = std::min(ops.find(',', at), ops.size());
+      o.ops.insert(ops.substr(at, end - at));
+      at = end + 1;
+    }
+    commsLog.emplace(o, std::cout);
+    if (!backend->setCommsLog(&*commsLog)) {
+      std::cerr << "dsc: comms_logger: the " << backend->name()
+                << " backend does not time its collectives; nothing is "
+                   "logged\n";
+      commsLog.reset();
+    }
+  }
   rt::Trainer trainer(std::move(program), *backend, *comm, seed);
   int64_t steps = args.getInt("--steps", 100, 0);
   if (data.maxToken() >= trainer.vocabSize())
@@ -706,6 +728,14 @@ int cmdTrain(int argc, char **argv) {
     trainer.saveCheckpoint(args.get("--checkpoint"));
   if (!output.leader())
     return 0;
+  if (commsLog) {
+    const std::string summary = commsLog->summary();
+    std::cout << "dsc comms_logger summary (rank 0)\n"
+              << (summary.empty() ? "no collective ran over more than one "
+                                    "rank\n"
+                                  : summary)
+              << std::flush;
+  }
   if (args.has("--memory-report")) {
     // The CPU backend computes in the host arena and measures its peak.
     if (planned && backendName == "cpu")

@@ -376,6 +376,16 @@ struct TrainConfig {
     bool detailed = true;     ///< the per-op-kind and per-module tables
     std::string outputFile;   ///< "": stdout
   } flopsProfiler;
+  /// comms_logger (DeepSpeed's keys): the CPU backend times each collective
+  /// of the step, verbose prints each, and dsc-run train prints DeepSpeed's
+  /// summary table at the end (rank 0).
+  struct CommsLogger {
+    bool enabled = false;
+    bool verbose = false;
+    bool debug = false; ///< records name the step function
+    bool profAll = true;
+    std::vector<std::string> profOps; ///< with profAll false
+  } commsLogger;
   /// DeepSpeed's csv_monitor and tensorboard sections: rank 0 writes each
   /// step's training loss and learning rate (and fp16's loss scale) under
   /// output_path/job_name.

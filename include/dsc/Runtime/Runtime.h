@@ -40,6 +40,8 @@ struct CommTraffic {
 /// goes through this interface; nothing in the runtime assumes a single
 /// rank. Every rank of the group must call the same collectives in the
 /// same order; a send is matched by the peer's recv.
+class CommsLog;
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
@@ -210,6 +212,13 @@ public:
   }
   virtual void download(Storage &, const std::vector<int> &buffers) {
     (void)buffers;
+  }
+  /// comms_logger: the backend records each collective it runs in `log`
+  /// (null: none). Returns false when it cannot time its collectives (the
+  /// CUDA backend's run on streams).
+  virtual bool setCommsLog(CommsLog *log) {
+    (void)log;
+    return false;
   }
 };
 

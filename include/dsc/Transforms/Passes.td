@@ -704,9 +704,10 @@ def DscZero : Pass<"dsc-zero", "::mlir::ModuleOp"> {
            "Stage 3 (ZeRO++ qwZ): the parameter all-gathers move int8 codes "
            "with one f32 scale per 256 elements">,
     Option<"quantizedGradients", "quantized-gradients", "bool", "false",
-           "Stage 3 (ZeRO++ qgZ): each micro-step's gradient reduce-scatter "
-           "is an all-to-all of int4 codes with one f32 scale per 128 "
-           "elements, dequantized and reduced by the receiving rank">,
+           "Stage 3 (ZeRO++ qgZ): each micro-step's reduce-scatter of a "
+           "matrix's gradient is an all-to-all of int4 codes with one f32 "
+           "scale per 32 elements, dequantized and reduced by the receiving "
+           "rank">,
     Option<"hybrid", "hybrid", "bool", "false",
            "Hybrid sharding: shard over the data_inner axis, all-reduce the "
            "gradient shards over data_outer">,
