@@ -112,6 +112,8 @@ std::vector<std::string> defaultLoraTargets(ModelType type) {
     return {"query", "value"};
   case ModelType::LLaMA:
     return {"q_proj", "v_proj"};
+  case ModelType::Phi: // PEFT's default targets for phi
+    return {"q_proj", "v_proj", "fc1", "fc2"};
   }
   return {};
 }

@@ -129,6 +129,21 @@ public:
         b.getF64FloatAttr(rope.highFreqFactor),
         b.getI64IntegerAttr(rope.originalMaxPositions), b.getBoolAttr(false));
   }
+  /// The rotary embedding on the first `dims` of each head's D dimensions
+  /// of x [B, H, T, D]; the rest pass through (Phi's partial rotary).
+  Value partialRotary(Value x, int64_t dims, const ::dsc::RopeConfig &rope) {
+    auto shape = typeOf(x).getShape();
+    if (dims == shape[3])
+      return rotary(x, rope);
+    auto turned = f32Type({shape[0], shape[1], shape[2], dims});
+    auto passed = f32Type({shape[0], shape[1], shape[2], shape[3] - dims});
+    auto parts = b.create<SplitOp>(loc, TypeRange{turned, passed}, x,
+                                   b.getI64IntegerAttr(3))
+                     .getPieces();
+    return b.create<ConcatOp>(loc, x.getType(),
+                              ValueRange{rotary(parts[0], rope), parts[1]},
+                              b.getI64IntegerAttr(3));
+  }
   /// Key/value heads [B, KV, T, D] repeated for `groups` query heads each.
   Value repeatKv(Value x, int64_t groups) {
     if (groups == 1)
@@ -465,6 +480,53 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   return g.add(loss, aux);
 }
 
+/// PhiForCausalLM: parallel blocks (attention and MLP both read one
+/// LayerNorm of the residual stream and both add to it), biases on every
+/// linear layer and on the LM head, a rotary embedding on the first
+/// rotaryDims() of each head's dimensions.
+Value buildPhi(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
+               Value targets, Value &logits) {
+  int64_t c = m.hidden, hd = m.headDim, heads = m.numHeads,
+          kv = m.numKvHeads, rot = m.rotaryDims();
+  double std = m.initializerRange, eps = m.layerNormEps;
+  Value embed = g.normalParam("model.embed_tokens.weight", {m.vocabSize, c},
+                              std);
+  Value h = g.dropout(g.embedding(embed, ids), m.embdDropout);
+  for (int64_t l = 0; l < m.numLayers; ++l) {
+    Operation *before = g.lastOp();
+    std::string lp = "model.layers." + std::to_string(l) + ".";
+    Value a = g.layerNorm(h, lp + "input_layernorm", eps);
+    std::string sp = lp + "self_attn.";
+    Value q = g.splitHeads(g.dense(a, sp + "q_proj", c, heads * hd, std, true),
+                           heads);
+    Value k =
+        g.splitHeads(g.dense(a, sp + "k_proj", c, kv * hd, std, true), kv);
+    Value v =
+        g.splitHeads(g.dense(a, sp + "v_proj", c, kv * hd, std, true), kv);
+    q = g.partialRotary(q, rot, m.rope);
+    k = g.partialRotary(k, rot, m.rope);
+    Value att = g.attendHeads(q, g.repeatKv(k, heads / kv),
+                              g.repeatKv(v, heads / kv), /*causal=*/true,
+                              m.attnDropout);
+    att = g.dropout(g.dense(att, sp + "dense", heads * hd, c, std, true),
+                    m.residDropout);
+    std::string mp = lp + "mlp.";
+    Value f = g.gelu(g.dense(a, mp + "fc1", c, m.intermediate, std, true),
+                     m.gelu);
+    f = g.dropout(g.dense(f, mp + "fc2", m.intermediate, c, std, true),
+                  m.residDropout);
+    h = g.add(g.add(att, f), h);
+    g.tagLayer(before, l);
+  }
+  h = g.layerNorm(h, "model.final_layernorm", eps);
+  Value head = m.tieEmbeddings
+                   ? embed
+                   : g.normalParam("lm_head.weight", {m.vocabSize, c}, std);
+  logits = g.linear(h, head, g.zerosParam("lm_head.bias", {m.vocabSize}),
+                    /*transposeW=*/true);
+  return g.crossEntropy(logits, targets, g.nextTokenIgnoreIndex());
+}
+
 /// The #dsc.block_layout of a config's layout; one layout head when every
 /// head has the same blocks.
 BlockLayoutAttr layoutAttr(MLIRContext *ctx, const ::dsc::BlockLayout &l,
@@ -511,7 +573,8 @@ static void setWeightFileNames(ModuleOp module, ::dsc::ModelType type) {
         "cls\\.seq_relationship\\.(weight|bias)");
     break;
   case ::dsc::ModelType::LLaMA:
-    break; // files name every tensor as LlamaForCausalLM does
+  case ::dsc::ModelType::Phi:
+    break; // files name every tensor as the model class does
   }
 }
 
@@ -549,6 +612,9 @@ auto ::dsc::importModel(MLIRContext &ctx,
     break;
   case ::dsc::ModelType::LLaMA:
     loss = buildLlama(g, model, ids, targets, logits);
+    break;
+  case ::dsc::ModelType::Phi:
+    loss = buildPhi(g, model, ids, targets, logits);
     break;
   }
   g.b.create<func::ReturnOp>(loc, ValueRange{loss, logits});

@@ -430,6 +430,111 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
 }
 
 
+/// PhiForCausalLM (phi-1, phi-1.5, phi-2): each layer's attention and MLP
+/// read the same LayerNorm of the residual stream and both add to it
+/// (parallel blocks); biases on every linear layer and the LM head; the
+/// rotary embedding turns the first partial_rotary_factor of each head's
+/// dimensions.
+ModelConfig parsePhi(const Ctx &c, const json &j) {
+  // Defaults of transformers' PhiConfig.
+  ModelConfig m;
+  m.type = ModelType::Phi;
+  m.typeName = "phi";
+  m.vocabSize = 51200;
+  m.hidden = 2048;
+  m.intermediate = 8192;
+  m.numLayers = 24;
+  m.numHeads = 32;
+  m.maxPositions = 2048;
+  m.layerNormEps = 1e-5;
+  m.initializerRange = 0.02;
+  m.embdDropout = m.residDropout = m.attnDropout = 0.0;
+  m.gelu = GeluApprox::Tanh; // gelu_new
+  m.tieEmbeddings = false;
+  m.qkvBias = m.outBias = m.mlpBias = true;
+  m.partialRotaryFactor = 0.5;
+  std::optional<int64_t> kvHeads;
+  json ropeScaling;
+  auto known = [&](const std::string &k) {
+    return std::find(kPhiKeys.begin(), kPhiKeys.end(), k) != kPhiKeys.end();
+  };
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string &k = it.key();
+    const json &v = it.value();
+    if (k == "model_type")
+      continue;
+    if (!known(k)) {
+      if (!handleIgnored(c, k, v, kCommonIgnored))
+        unknownModelKey(c, k, v, kPhiKeys, m.typeName);
+      continue;
+    }
+    if (k == "vocab_size")
+      m.vocabSize = c.dimension(k, v);
+    else if (k == "hidden_size")
+      m.hidden = c.dimension(k, v);
+    else if (k == "intermediate_size")
+      m.intermediate = c.dimension(k, v);
+    else if (k == "num_hidden_layers")
+      m.numLayers = c.layerCount(k, v);
+    else if (k == "num_attention_heads")
+      m.numHeads = c.dimension(k, v);
+    else if (k == "num_key_value_heads")
+      kvHeads = v.is_null() ? std::optional<int64_t>()
+                            : std::optional<int64_t>(c.dimension(k, v));
+    else if (k == "resid_pdrop")
+      m.residDropout = c.probability(k, v);
+    else if (k == "embd_pdrop")
+      m.embdDropout = c.probability(k, v);
+    else if (k == "attention_dropout")
+      m.attnDropout = c.probability(k, v);
+    else if (k == "hidden_act")
+      m.gelu = parseGelu(c, k, v);
+    else if (k == "max_position_embeddings")
+      m.maxPositions = c.dimension(k, v);
+    else if (k == "initializer_range")
+      m.initializerRange = c.nonNegativeNumber(k, v);
+    else if (k == "layer_norm_eps")
+      m.layerNormEps = c.positiveNumber(k, v);
+    else if (k == "tie_word_embeddings")
+      m.tieEmbeddings = c.boolean(k, v);
+    else if (k == "rope_theta")
+      m.rope.theta = c.number(k, v, [](double x) { return x > 1; },
+                              "a number > 1");
+    else if (k == "rope_scaling")
+      ropeScaling = v;
+    else if (k == "partial_rotary_factor")
+      m.partialRotaryFactor = c.number(
+          k, v, [](double x) { return x > 0 && x <= 1; }, "a number in (0, 1]");
+    else if (k == "qk_layernorm") {
+      // transformers' PhiAttention applies LayerNorm(head_dim) to the
+      // [..., heads * head_dim] projections, which fails for more than one
+      // head; no phi checkpoint sets it.
+      if (c.boolean(k, v))
+        c.fail(k + ": true is not supported: transformers' Phi applies its "
+               "per-head LayerNorm to the whole projection (an error there "
+               "with more than one head); expected false");
+    }
+  }
+  m.rope = parseRopeScaling(c, ropeScaling, m.rope);
+  m.numKvHeads = kvHeads ? *kvHeads : m.numHeads;
+  if (m.numHeads % m.numKvHeads != 0)
+    c.fail("num_attention_heads (" + std::to_string(m.numHeads) +
+           ") must be divisible by num_key_value_heads (" +
+           std::to_string(m.numKvHeads) + ")");
+  checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
+                 m.numHeads);
+  m.headDim = m.hidden / m.numHeads;
+  // PhiAttention: rotary_ndims = int(head_dim * partial_rotary_factor).
+  const int64_t rotary = m.rotaryDims();
+  if (rotary < 2 || rotary % 2 != 0)
+    c.fail("partial_rotary_factor (" + show(j.value("partial_rotary_factor",
+                                                    json(0.5))) +
+           ") turns " + std::to_string(rotary) + " of the head's " +
+           std::to_string(m.headDim) +
+           " dimensions; the rotary embedding needs an even number >= 2");
+  return m;
+}
+
 } // namespace
 
 } // namespace config_reader
@@ -443,7 +548,7 @@ ModelConfig parseModelConfigText(const std::string &text,
   json j = parseJson(text, c);
   const char *types =
       "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
-      "\"gemma\" or \"mixtral\"";
+      "\"gemma\", \"mixtral\" or \"phi\"";
   auto it = j.find("model_type");
   if (it == j.end()) {
     // transformers 2.x wrote no model_type; the model class named in
@@ -475,6 +580,8 @@ ModelConfig parseModelConfigText(const std::string &text,
   else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" ||
            t == "gemma" || t == "mixtral")
     m = parseLlama(c, j, t);
+  else if (t == "phi")
+    m = parsePhi(c, j);
   else if (t == "qwen3_moe")
     c.fail("model_type: \"qwen3_moe\" is not supported: its mixture-of-"
            "experts blocks are not built (dsc builds dense Qwen3, model_type "

@@ -147,8 +147,6 @@ GeluApprox parseGelu(const Ctx &c, const std::string &key, const json &v) {
 /// Keys transformers' configuration classes read (for some model types)
 /// that would change the model dsc builds; dsc does not implement them.
 const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
-    {"auto_map", "the model is defined by its own code (trust_remote_code), "
-                 "which dsc cannot read"},
     {"rope_parameters", "transformers 5's rope settings are not supported "
                         "yet (write rope_theta and rope_scaling)"},
     {"layer_types", "per-layer attention types other than "
@@ -159,7 +157,7 @@ const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
     {"query_pre_attn_scalar", "a query scale other than 1/sqrt(head_dim) is "
                               "not supported"},
     {"partial_rotary_factor", "rotary embeddings on part of each head are "
-                              "not supported"},
+                              "built for model_type \"phi\" only"},
     {"qk_layernorm", "normalised queries and keys are not supported"},
     {"use_qk_norm", "normalised queries and keys are not supported"},
     {"num_experts", "this model's mixture-of-experts layers are not "
@@ -228,6 +226,18 @@ const std::vector<std::string> kMixtralKeys = {
     "sliding_window",      "num_local_experts",
     "num_experts_per_tok", "output_router_logits",
     "router_aux_loss_coef", "router_jitter_noise"};
+/// PhiConfig (4.46).
+const std::vector<std::string> kPhiKeys = {
+    "model_type",          "vocab_size",
+    "hidden_size",         "intermediate_size",
+    "num_hidden_layers",   "num_attention_heads",
+    "num_key_value_heads", "resid_pdrop",
+    "embd_pdrop",          "attention_dropout",
+    "hidden_act",          "max_position_embeddings",
+    "initializer_range",   "layer_norm_eps",
+    "tie_word_embeddings", "rope_theta",
+    "rope_scaling",        "partial_rotary_factor",
+    "qk_layernorm"};
 /// Qwen2Config's sliding-window keys (Qwen3Config has them too).
 const std::vector<std::string> kQwen2OnlyKeys = {
     "sliding_window", "use_sliding_window", "max_window_layers"};
@@ -274,6 +284,15 @@ void unknownModelKey(const Ctx &c, const std::string &key, const json &v,
       std::all_of(v.begin(), v.end(),
                   [](const json &t) { return t == "full_attention"; }))
     return;
+  // A checkpoint that once shipped its own code (phi-2's configuration_phi)
+  // and whose model_type transformers now builds itself: without
+  // trust_remote_code transformers uses its own class, as dsc does.
+  if (key == "auto_map") {
+    c.note("auto_map: names the checkpoint's own code; dsc builds "
+           "transformers' own " + type + " model, as transformers does "
+           "without trust_remote_code");
+    return;
+  }
   for (const auto &[name, why] : kArchitectureKeys)
     if (key == name)
       c.fail(key + ": not supported: " + why);
@@ -334,7 +353,8 @@ std::string modelTypeFromArchitectures(const json &j) {
       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen2Model", "qwen2"},
       {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3Model", "qwen3"},
       {"GemmaForCausalLM", "gemma"},     {"GemmaModel", "gemma"},
-      {"MixtralForCausalLM", "mixtral"}, {"MixtralModel", "mixtral"}};
+      {"MixtralForCausalLM", "mixtral"}, {"MixtralModel", "mixtral"},
+      {"PhiForCausalLM", "phi"},         {"PhiModel", "phi"}};
   std::string type;
   for (const json &a : *it) {
     if (!a.is_string())
@@ -373,6 +393,8 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
     built = {"MixtralForCausalLM", "MixtralModel"};
   else if (type == "qwen3")
     built = {"Qwen3ForCausalLM", "Qwen3Model"};
+  else if (type == "phi")
+    built = {"PhiForCausalLM", "PhiModel"};
   else
     built = {"Qwen2ForCausalLM", "Qwen2Model"};
   const std::string expected = "a list of model class names";

@@ -57,19 +57,22 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
                                                : 4 * model.hidden);
   const double T = double(train.seqLen ? train.seqLen : model.maxPositions);
   const double B = double(train.microBatch);
+  // LLaMA-family and Phi projections: separate q, k and v, no position
+  // table (Phi's MLP has two matrices, as GPT-2's).
   const bool llama = model.type == ModelType::LLaMA;
+  const bool rotaryModel = llama || model.type == ModelType::Phi;
   // Attention projections: q and o over the heads' width, k and v over the
   // key/value heads' (all four d * d without grouped-query attention).
   const double attnWidth = double(model.attentionWidth());
   const double kvWidth =
-      llama ? double(model.numKvHeads * model.headDim) : attnWidth;
+      rotaryModel ? double(model.numKvHeads * model.headDim) : attnWidth;
   // A mixture-of-experts layer holds E MLPs and a router, and runs K of
   // them per token.
   const double experts = double(std::max<int64_t>(1, model.numExperts)),
                perToken = double(std::max<int64_t>(1, model.expertsPerToken));
   const double params =
       (V * (model.tieEmbeddings ? 1 : 2) +
-       (llama ? 0.0 : double(model.maxPositions))) * d +
+       (rotaryModel ? 0.0 : double(model.maxPositions))) * d +
       L * (2 * d * attnWidth + 2 * d * kvWidth +
            (llama ? 3 : 2) * d * ffn * experts +
            (model.numExperts ? d * experts : 0.0));
@@ -98,6 +101,11 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
     throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
                       ") must divide the MLP width (" + str(int64_t(ffn)) +
                       "): its GEMMs are split by columns and rows");
+  if (model.type == ModelType::Phi && par.tensor > 1)
+    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
+                      ") > 1 is not supported for model_type \"phi\": "
+                      "slicing its parallel blocks and partial rotary "
+                      "embedding is not built");
   if (model.numExperts && par.tensor > 1)
     throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
                       ") > 1 is not supported for mixture-of-experts "

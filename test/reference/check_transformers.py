@@ -5,8 +5,9 @@ dsc's numerical tests compare dsc with dsc_reference.py (gpt2_forward,
 bert_forward, llama_forward), which is written from the models' public
 descriptions. This script checks those references themselves against
 transformers' GPT2LMHeadModel, BertForMaskedLM, LlamaForCausalLM,
-Qwen2ForCausalLM, MistralForCausalLM, GemmaForCausalLM and
-MixtralForCausalLM (with its load-balancing loss): the same float64
+Qwen2ForCausalLM, MistralForCausalLM, GemmaForCausalLM,
+MixtralForCausalLM (with its load-balancing loss) and PhiForCausalLM
+(phi_forward; its attention upcasts like the LLaMA family's): the same float64
 weights (the model class's own initialisation, then dsc_reference.perturb),
 the batch each
 configs/<model>_fwd.json gives, and then logits, loss and the gradient of
@@ -66,6 +67,7 @@ CASES = [
      {"model_type": "mistral", "sliding_window": None}),
     ("gemma", "gemma", "gemma_fwd", {}),
     ("mixtral", "mixtral", "mixtral_fwd", {}),
+    ("phi", "phi", "phi_fwd", {}),
 ]
 
 
@@ -189,6 +191,8 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
     tc = R.TrainCfg(R.load_json(os.path.join(R.CONFIGS, batch_cfg + ".json")))
     mt = cfg["model_type"]
     llama = mt in R.LLAMA_FAMILY
+    phi = mt == "phi"
+    rotary = llama or phi  # float32 upcasts and rotary tables as LLaMA's
     model = build(tf, cfg)
     hf_params = dict(model.named_parameters())  # tied aliases listed once
 
@@ -212,6 +216,16 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
             ck.failed.append(f"{name} rope inv_freq")
             print(f"FAIL {name}: no rotary module with inv_freq in transformers' model")
         groups.append((f"{name} rope inv_freq (fp32 there)", start, len(ck.rows)))
+    if phi:
+        start = len(ck.rows)
+        for mod_name, mod in model.named_modules():
+            if isinstance(getattr(mod, "inv_freq", None), torch.Tensor):
+                ck.check(f"{name} rope inv_freq ({mod_name})", mod.inv_freq,
+                         R.rope_inv_freq(cfg, dim=R.phi_dims(cfg)[4]), tol=1e-6)
+        if len(ck.rows) == start:
+            ck.failed.append(f"{name} rope inv_freq")
+            print(f"FAIL {name}: no rotary module with inv_freq in transformers' model")
+        groups.append((f"{name} rope inv_freq (fp32 there)", start, len(ck.rows)))
 
     w0 = {k: v.detach().float().numpy() for k, v in hf_params.items()}
     w0 = R.perturb(w0, seed=2)
@@ -228,7 +242,7 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
         ids, targets = x, y
 
     modes = [("fp64", args.tol)]
-    if llama:
+    if rotary:
         modes.append(("as shipped", args.shipped_tol))
     module = sys.modules[type(model).__module__]
     for mode, tol in modes:
@@ -239,7 +253,7 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
         model.zero_grad(set_to_none=True)
         kw = {} if mt == "bert" else {"use_cache": False}
         ctx = contextlib.ExitStack()
-        if llama and exact:
+        if rotary and exact:
             ctx.enter_context(float32_is_float64(module))
             if mt == "gemma":
                 ctx.enter_context(gemma_norm_in_float64(module))
@@ -260,9 +274,11 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
                 hf_label_loss = model(input_ids=ids, labels=labels, **kw).loss
         # reference
         P = {k: torch.tensor(w0[k], dtype=torch.float64, requires_grad=True) for k in w0}
+        rope_dtype = torch.float32 if exact else torch.float64
         if llama:
-            rl, rloss = R.llama_forward(P, cfg, ids, targets,
-                                        rope_dtype=torch.float32 if exact else torch.float64)
+            rl, rloss = R.llama_forward(P, cfg, ids, targets, rope_dtype=rope_dtype)
+        elif phi:
+            rl, rloss = R.phi_forward(P, cfg, ids, targets, rope_dtype=rope_dtype)
         else:
             rl, rloss = R.forward(P, cfg, ids, targets)
         rloss.backward()
@@ -271,7 +287,10 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
                 shifted = rloss
             elif llama:
                 shifted = R.llama_forward(P, cfg, ids, next_token_targets(ids),
-                                          rope_dtype=torch.float32 if exact else torch.float64)[1]
+                                          rope_dtype=rope_dtype)[1]
+            elif phi:
+                shifted = R.phi_forward(P, cfg, ids, next_token_targets(ids),
+                                        rope_dtype=rope_dtype)[1]
             else:
                 shifted = R.forward(P, cfg, ids, next_token_targets(ids))[1]
 

@@ -441,7 +441,7 @@ def rope_type(cfg):
     return rs.get("rope_type", rs.get("type", "default"))
 
 
-def rope_inv_freq(cfg, dtype=torch.float64):
+def rope_inv_freq(cfg, dtype=torch.float64, dim=None):
     """Rotary inverse frequencies [head_dim/2]:
     inv_freq[j] = 1 / rope_theta^(2j/head_dim), then rope_scaling:
       linear: inv_freq / factor (the same as dividing positions by factor);
@@ -453,8 +453,8 @@ def rope_inv_freq(cfg, dtype=torch.float64):
         blends them: (1 - s) inv_freq / factor + s inv_freq.
     dtype: float64 for the reference; float32 reproduces transformers, which
     computes its rotary tables in float32 whatever the model's dtype."""
-    D = llama_dims(cfg)[3]
-    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+    D = dim or llama_dims(cfg)[3]
+    if dim is None and cfg.get("partial_rotary_factor", 1.0) != 1.0:
         raise NotImplementedError("partial_rotary_factor")
     theta = float(cfg.get("rope_theta",
                           1e6 if model_type(cfg) == "mixtral" else 10000.0))
@@ -477,10 +477,11 @@ def rope_inv_freq(cfg, dtype=torch.float64):
     raise NotImplementedError(f"rope_scaling type {kind!r}")
 
 
-def rope_cos_sin(cfg, T, dtype=torch.float64):
-    """cos, sin [T, head_dim] for positions 0..T-1 in HF's half layout:
-    frequency j turns the pair of dimensions (j, j + head_dim/2)."""
-    inv = rope_inv_freq(cfg, dtype)
+def rope_cos_sin(cfg, T, dtype=torch.float64, dim=None):
+    """cos, sin [T, dim] (dim: head_dim unless given) for positions 0..T-1
+    in HF's half layout: frequency j turns the pair of dimensions
+    (j, j + dim/2)."""
+    inv = rope_inv_freq(cfg, dtype, dim)
     ang = torch.arange(T, dtype=dtype)[:, None] * inv[None, :]
     ang = torch.cat([ang, ang], dim=-1)
     return ang.cos(), ang.sin()
@@ -641,6 +642,77 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     return logits, loss
 
 
+# ---------------------------------------------------------------------------
+# PhiForCausalLM (modeling_phi.py)
+# ---------------------------------------------------------------------------
+
+def phi_dims(cfg):
+    """(hidden, heads, kv heads, head_dim, rotary dims) with PhiConfig's
+    defaults; the rotary embedding turns the first int(head_dim *
+    partial_rotary_factor) dimensions of each head."""
+    C = cfg.get("hidden_size", 2048)
+    H = cfg.get("num_attention_heads", 32)
+    KV = cfg.get("num_key_value_heads") or H
+    D = C // H
+    return C, H, KV, D, int(D * cfg.get("partial_rotary_factor", 0.5))
+
+
+def phi_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
+                attn_mask=None):
+    """PhiForCausalLM with no cache, positions 0..T-1, no dropout. Returns
+    (logits [B,T,V], loss).
+
+    Per layer (a parallel block): n = LayerNorm(h) (input_layernorm, with
+    bias); q, k, v = q_proj(n), k_proj(n), v_proj(n) (all with biases),
+    split into heads; the first R = rotary dims of every query and key head
+    are rotated (the rotary frequencies computed over R dimensions), the
+    rest pass; causal softmax of q.k / sqrt(head_dim); grouped-query heads
+    as LLaMA's; h = dense(attention) + fc2(act(fc1(n))) + h, the attention
+    and the MLP both reading n. Then final_layernorm and lm_head with its
+    bias (the weight tied to embed_tokens with tie_word_embeddings)."""
+    for k in ("attention_dropout", "resid_pdrop", "embd_pdrop"):
+        if cfg.get(k, 0.0):
+            raise ValueError(f"{k} must be 0 for the reference")
+    C, H, KV, D, R = phi_dims(cfg)
+    V = cfg.get("vocab_size", 51200)
+    eps = cfg.get("layer_norm_eps", 1e-5)
+    act = _act(cfg.get("hidden_act", "gelu_new"))
+    B, T = ids.shape
+    h = P["model.embed_tokens.weight"][ids]
+    cos, sin = (t.to(h.dtype) for t in rope_cos_sin(cfg, T, rope_dtype, dim=R))
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if attn_mask is not None:
+        causal = causal & attn_mask
+    lin = lambda x, n: F.linear(x, P[n + ".weight"], P[n + ".bias"])  # noqa: E731
+
+    def turn(x):
+        return torch.cat([apply_rope(x[..., :R], cos, sin), x[..., R:]], dim=-1)
+
+    for l in range(cfg.get("num_hidden_layers", 24)):
+        p = f"model.layers.{l}."
+        n = _ln(h, P, p + "input_layernorm", eps)
+        q = lin(n, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
+        k = lin(n, p + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2)
+        v = lin(n, p + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
+        q, k = turn(q), turn(k)
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        o = (masked_softmax(s, causal) @ v).transpose(1, 2).reshape(B, T, H * D)
+        a = lin(o, p + "self_attn.dense")
+        m = lin(act(lin(n, p + "mlp.fc1")), p + "mlp.fc2")
+        h = a + m + h
+    h = _ln(h, P, "model.final_layernorm", eps)
+    head = (P["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False)
+            else P["lm_head.weight"])
+    logits = F.linear(h, head, P["lm_head.bias"])
+    loss = None
+    if targets is not None:
+        loss = F.cross_entropy(logits.view(-1, V), targets.reshape(-1),
+                               ignore_index=-100)
+    return logits, loss
+
+
 def forward(P, cfg, ids, labels, attn_mask=None, key_mask=None):
     """attn_mask: None (dense) or a [heads or 1, T, T] element mask;
     key_mask: None or [B, T] bool, False where the key is padding."""
@@ -653,6 +725,8 @@ def forward(P, cfg, ids, labels, attn_mask=None, key_mask=None):
         return bert_forward(P, cfg, ids, labels, attn_mask)
     if model_type(cfg) in LLAMA_FAMILY:
         return llama_forward(P, cfg, ids, labels, attn_mask=attn_mask)
+    if model_type(cfg) == "phi":
+        return phi_forward(P, cfg, ids, labels, attn_mask=attn_mask)
     raise ValueError(cfg["model_type"])
 
 
@@ -1696,7 +1770,7 @@ def write_json(path, obj):
 
 # Model configs the checks know: configs/<name>.json.
 MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "qwen3", "gemma",
-          "mixtral"]
+          "mixtral", "phi"]
 
 
 def common_args(ap):

@@ -27,7 +27,7 @@ struct ConfigError : Error {
 /// LLaMA covers the Hugging Face model types llama, mistral, qwen2, qwen3,
 /// gemma and mixtral (one graph: RMSNorm, rotary embeddings, grouped-query
 /// attention, gated MLP).
-enum class ModelType { GPT2, BERT, LLaMA };
+enum class ModelType { GPT2, BERT, LLaMA, Phi };
 enum class GeluApprox { Tanh, Erf };
 
 /// rope_scaling's rope_type: none (null or "default"), "linear" (positions
@@ -87,6 +87,9 @@ struct ModelConfig {
   bool mlpBias = false;       ///< mlp_bias
   int64_t slidingWindow = 0;  ///< mistral's sliding_window; 0: none
   // Gemma: the LLaMA graph with three changes.
+  /// Phi: the share of each head's dimensions the rotary embedding turns
+  /// (partial_rotary_factor; the rest pass through).
+  double partialRotaryFactor = 1.0;
   bool embedScale = false;  ///< embeddings times sqrt(hidden_size)
   bool normPlusOne = false; ///< RMSNorm scales by 1 + weight (weights from 0)
   bool geluMlp = false;     ///< MLP gate through GELU (`gelu`) instead of SiLU
@@ -109,6 +112,11 @@ struct ModelConfig {
   std::vector<std::string> notes;
 
   /// Width of the attention heads together (heads * head dim).
+  /// The head dimensions the rotary embedding turns (Phi: the first
+  /// int(head_dim * partial_rotary_factor); every other model: all).
+  int64_t rotaryDims() const {
+    return int64_t(double(headDim) * partialRotaryFactor);
+  }
   int64_t attentionWidth() const {
     return numHeads * (headDim ? headDim : hidden / numHeads);
   }
