@@ -656,6 +656,18 @@ LogicalResult ScaleOp::verify() {
   return verifyAllSameShape(*this);
 }
 LogicalResult SwigluOp::verify() { return verifyAllSameShape(*this); }
+/// A cap that bounds the values: positive and finite.
+static LogicalResult verifyCap(Operation *op, double cap) {
+  if (!(cap > 0) || !std::isfinite(cap))
+    return op->emitOpError("cap must be positive and finite, got ") << cap;
+  return verifyAllSameShape(op);
+}
+LogicalResult SoftcapOp::verify() {
+  return verifyCap(*this, getCap().convertToDouble());
+}
+LogicalResult SoftcapGradOp::verify() {
+  return verifyCap(*this, getCap().convertToDouble());
+}
 LogicalResult SwigluGradOp::verify() { return verifyAllSameShape(*this); }
 
 /// logits [..., V] against labels [...].

@@ -188,6 +188,13 @@ void ScaleOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                       resultGrads[0], getFactorAttr());
 }
 
+void SoftcapOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<SoftcapGradOp>(getLoc(), getInput().getType(),
+                                            resultGrads[0], getResult(),
+                                            getCapAttr());
+}
+
 void SwigluOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                              SmallVectorImpl<Value> &operandGrads) {
   auto grad = b.create<SwigluGradOp>(

@@ -209,16 +209,25 @@ public:
 
   /// softmax(q k^T / sqrt(D)) v on [B, H, T, D] heads, merged back to
   /// [B, T, H*D].
+  /// Attention of q over k, v [B, H, T, D]: softmax(scale q.k) v, with
+  /// `scale` 0 meaning 1/sqrt(D); with `softcap` (Gemma 2) the scaled
+  /// scores are soft-capped before the softmax.
   Value attendHeads(Value q, Value k, Value v, bool causal,
-                    double attnDropout) {
+                    double attnDropout, double scale = 0.0,
+                    double softcap = 0.0) {
     auto headShape = typeOf(q).getShape(); // [B, H, T, D]
     int64_t heads = headShape[1], t = headShape[2], d = headShape[3];
+    if (scale == 0.0)
+      scale = 1.0 / std::sqrt(d);
     auto scoreType = f32Type({headShape[0], heads, t, t});
     Value scores = b.create<BatchMatmulOp>(
         loc, scoreType, q, k, b.getBoolAttr(false), b.getBoolAttr(true),
-        b.getF64FloatAttr(1.0));
+        b.getF64FloatAttr(softcap ? scale : 1.0));
+    if (softcap)
+      scores = b.create<SoftcapOp>(loc, scoreType, scores,
+                                   b.getF64FloatAttr(softcap));
     Value probs = b.create<SoftmaxOp>(loc, scoreType, scores, keyMask,
-                                      b.getF64FloatAttr(1.0 / std::sqrt(d)),
+                                      b.getF64FloatAttr(softcap ? 1.0 : scale),
                                       b.getBoolAttr(causal), attentionLayout);
     probs = dropout(probs, attnDropout);
     Value context = b.create<BatchMatmulOp>(
@@ -438,10 +447,21 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
     q = g.rotary(q, m.rope);
     k = g.rotary(k, m.rope);
     v = g.splitHeads(v, kv);
-    a = g.attendHeads(q, g.repeatKv(k, heads / kv), g.repeatKv(v, heads / kv),
-                      /*causal=*/true, m.attnDropout);
-    h = g.add(h, g.dense(a, sp + "o_proj", heads * hd, c, std, m.outBias));
-    Value f = g.rmsNorm(h, lp + "post_attention_layernorm", eps, plusOne);
+    a = g.attendHeads(
+        q, g.repeatKv(k, heads / kv), g.repeatKv(v, heads / kv),
+        /*causal=*/true, m.attnDropout,
+        m.queryPreAttnScalar ? 1.0 / std::sqrt(m.queryPreAttnScalar) : 0.0,
+        m.attnSoftcap);
+    a = g.dense(a, sp + "o_proj", heads * hd, c, std, m.outBias);
+    // Gemma 2's sandwich: the attention output normalised before the
+    // residual add, the MLP reading its own pre_feedforward_layernorm.
+    if (m.sandwichNorms)
+      a = g.rmsNorm(a, lp + "post_attention_layernorm", eps, plusOne);
+    h = g.add(h, a);
+    Value f = g.rmsNorm(h,
+                        lp + (m.sandwichNorms ? "pre_feedforward_layernorm"
+                                              : "post_attention_layernorm"),
+                        eps, plusOne);
     if (m.numExperts) {
       h = g.add(h, g.moeBlock(f, lp + "block_sparse_moe.", m,
                               auxLoss ? &routerLoads : nullptr));
@@ -456,8 +476,10 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                     ? g.gelu(gate, m.gelu)
                     : Value(g.b.create<SiluOp>(g.loc, gate.getType(), gate));
     f = g.b.create<MulOp>(g.loc, up.getType(), act, up);
-    h = g.add(h, g.dense(f, mp + "down_proj", m.intermediate, c, std,
-                         m.mlpBias));
+    f = g.dense(f, mp + "down_proj", m.intermediate, c, std, m.mlpBias);
+    if (m.sandwichNorms)
+      f = g.rmsNorm(f, lp + "post_feedforward_layernorm", eps, plusOne);
+    h = g.add(h, f);
     g.tagLayer(before, l);
   }
   h = g.rmsNorm(h, "model.norm", eps, plusOne);
@@ -465,6 +487,9 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                    ? embed
                    : g.normalParam("lm_head.weight", {m.vocabSize, c}, std);
   logits = g.linear(h, head, Value(), /*transposeW=*/true);
+  if (m.finalSoftcap) // Gemma 2: the logits (returned and trained) capped
+    logits = g.b.create<SoftcapOp>(g.loc, logits.getType(), logits,
+                                   g.b.getF64FloatAttr(m.finalSoftcap));
   Value loss = g.crossEntropy(logits, targets, g.nextTokenIgnoreIndex());
   if (!auxLoss)
     return loss;

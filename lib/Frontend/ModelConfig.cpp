@@ -237,12 +237,16 @@ RopeConfig parseRopeScaling(const Ctx &c, const json &v, RopeConfig rope) {
 /// Qwen3ForCausalLM (an RMSNorm over each query and key head; head_dim 128
 /// by default; no sliding window), GemmaForCausalLM (embeddings scaled by
 /// sqrt(hidden_size), RMSNorm by 1 + weight, GELU-gated MLP, head_dim 256 and a
-/// tied head by default) and MixtralForCausalLM (Mistral with a sparse
-/// mixture-of-experts block in place of each MLP).
+/// tied head by default), Gemma2ForCausalLM (Gemma with soft-capped
+/// attention and final logits, the attention scaled by
+/// query_pre_attn_scalar, sandwich norms, a sliding window on every other
+/// layer that must not be shorter than the sequence) and MixtralForCausalLM
+/// (Mistral with a sparse mixture-of-experts block in place of each MLP).
 ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   const bool mixtral = type == "mixtral";
   const bool mistral = type == "mistral" || mixtral, qwen2 = type == "qwen2",
-             qwen3 = type == "qwen3", gemma = type == "gemma";
+             qwen3 = type == "qwen3", gemma2 = type == "gemma2",
+             gemma = type == "gemma" || gemma2;
   // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config /
   // Qwen3Config / GemmaConfig.
   ModelConfig m;
@@ -256,6 +260,13 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
                                     : 11008;
   m.numLayers = gemma ? 28 : 32;
   m.numHeads = gemma ? 16 : 32;
+  if (gemma2) { // Gemma2Config's defaults beyond Gemma's
+    m.slidingWindow = 4096;
+    m.attnSoftcap = 50.0;
+    m.finalSoftcap = 30.0;
+    m.queryPreAttnScalar = 224;
+    m.sandwichNorms = true;
+  }
   m.headDim = gemma ? 256 : qwen3 ? 128 : 0;
   std::optional<int64_t> kvHeads;
   if (mistral)
@@ -281,7 +292,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
   m.tieEmbeddings = gemma;
   m.qkvBias = qwen2;
   m.qkNorm = qwen3;
-  m.slidingWindow = mistral && !mixtral ? 4096 : 0;
+  if (!gemma2)
+    m.slidingWindow = mistral && !mixtral ? 4096 : 0;
   bool qwenSlidingWindow = false;
 
   std::vector<std::string> archKeys = mixtral ? kMixtralKeys : kLlamaKeys;
@@ -300,6 +312,16 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
     archKeys.push_back("attention_bias");
     archKeys.insert(archKeys.end(), kQwen2OnlyKeys.begin(),
                     kQwen2OnlyKeys.end());
+  } else if (gemma2) {
+    // Gemma2Config: LlamaConfig's keys less pretraining_tp and
+    // rope_scaling, with Gemma's and its soft-capping and window keys.
+    for (const char *k : {"pretraining_tp", "rope_scaling"})
+      archKeys.erase(std::find(archKeys.begin(), archKeys.end(), k));
+    archKeys.insert(archKeys.end(),
+                    {"attention_bias", "hidden_activation",
+                     "query_pre_attn_scalar", "sliding_window",
+                     "final_logit_softcapping", "attn_logit_softcapping",
+                     "cache_implementation"});
   } else if (gemma)
     archKeys.insert(archKeys.end(), {"attention_bias", "hidden_activation"});
   else
@@ -384,6 +406,14 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       m.routerAuxLoss = c.boolean(k, v);
     else if (k == "router_aux_loss_coef")
       m.routerAuxLossCoef = c.nonNegativeNumber(k, v);
+    else if (k == "query_pre_attn_scalar")
+      m.queryPreAttnScalar = c.positiveNumber(k, v);
+    else if (k == "final_logit_softcapping")
+      m.finalSoftcap = v.is_null() ? 0.0 : c.positiveNumber(k, v);
+    else if (k == "attn_logit_softcapping")
+      m.attnSoftcap = v.is_null() ? 0.0 : c.positiveNumber(k, v);
+    else if (k == "cache_implementation")
+      c.string(k, v, "an inference cache name"); // inference only
     else if (k == "router_jitter_noise") {
       if (c.nonNegativeNumber(k, v) != 0.0)
         c.fail(k + ": " + show(v) + " is not supported; expected 0 (dsc "
@@ -395,7 +425,7 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
            ") exceeds num_local_experts (" + std::to_string(m.numExperts) +
            "): each token picks that many distinct experts");
   // transformers' (4.46) Gemma rotates with rope_theta alone.
-  if (gemma && !ropeScaling.is_null())
+  if (gemma && !gemma2 && !ropeScaling.is_null())
     c.fail("rope_scaling: " + show(ropeScaling) +
            " is not supported for model_type \"gemma\" (its rotary "
            "embedding uses rope_theta alone); expected null");
@@ -548,7 +578,7 @@ ModelConfig parseModelConfigText(const std::string &text,
   json j = parseJson(text, c);
   const char *types =
       "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
-      "\"gemma\", \"mixtral\" or \"phi\"";
+      "\"gemma\", \"gemma2\", \"mixtral\" or \"phi\"";
   auto it = j.find("model_type");
   if (it == j.end()) {
     // transformers 2.x wrote no model_type; the model class named in
@@ -578,7 +608,7 @@ ModelConfig parseModelConfigText(const std::string &text,
   else if (t == "bert")
     m = parseBert(c, j);
   else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" ||
-           t == "gemma" || t == "mixtral")
+           t == "gemma" || t == "gemma2" || t == "mixtral")
     m = parseLlama(c, j, t);
   else if (t == "phi")
     m = parsePhi(c, j);

@@ -353,6 +353,7 @@ std::string modelTypeFromArchitectures(const json &j) {
       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen2Model", "qwen2"},
       {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3Model", "qwen3"},
       {"GemmaForCausalLM", "gemma"},     {"GemmaModel", "gemma"},
+      {"Gemma2ForCausalLM", "gemma2"},   {"Gemma2Model", "gemma2"},
       {"MixtralForCausalLM", "mixtral"}, {"MixtralModel", "mixtral"},
       {"PhiForCausalLM", "phi"},         {"PhiModel", "phi"}};
   std::string type;
@@ -389,6 +390,8 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
     built = {"MistralForCausalLM", "MistralModel"};
   else if (type == "gemma")
     built = {"GemmaForCausalLM", "GemmaModel"};
+  else if (type == "gemma2")
+    built = {"Gemma2ForCausalLM", "Gemma2Model"};
   else if (type == "mixtral")
     built = {"MixtralForCausalLM", "MixtralModel"};
   else if (type == "qwen3")

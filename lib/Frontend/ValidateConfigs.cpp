@@ -101,6 +101,11 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
     throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
                       ") must divide the MLP width (" + str(int64_t(ffn)) +
                       "): its GEMMs are split by columns and rows");
+  if (model.sandwichNorms && par.tensor > 1)
+    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
+                      ") > 1 is not supported for model_type \"" +
+                      model.typeName + "\": slicing its soft-capped "
+                      "attention and logits is not built");
   if (model.type == ModelType::Phi && par.tensor > 1)
     throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
                       ") > 1 is not supported for model_type \"phi\": "

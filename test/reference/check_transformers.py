@@ -6,7 +6,8 @@ bert_forward, llama_forward), which is written from the models' public
 descriptions. This script checks those references themselves against
 transformers' GPT2LMHeadModel, BertForMaskedLM, LlamaForCausalLM,
 Qwen2ForCausalLM, MistralForCausalLM, GemmaForCausalLM,
-MixtralForCausalLM (with its load-balancing loss) and PhiForCausalLM
+Gemma2ForCausalLM (soft-capping, sandwich norms), MixtralForCausalLM
+(with its load-balancing loss) and PhiForCausalLM
 (phi_forward; its attention upcasts like the LLaMA family's): the same float64
 weights (the model class's own initialisation, then dsc_reference.perturb),
 the batch each
@@ -66,6 +67,7 @@ CASES = [
     ("mistral", "llama", "llama_fwd",  # llama.json run as MistralForCausalLM
      {"model_type": "mistral", "sliding_window": None}),
     ("gemma", "gemma", "gemma_fwd", {}),
+    ("gemma2", "gemma2", "gemma2_fwd", {}),
     ("mixtral", "mixtral", "mixtral_fwd", {}),
     ("phi", "phi", "phi_fwd", {}),
 ]
@@ -124,12 +126,12 @@ def float32_is_float64(module):
 
 
 @contextlib.contextmanager
-def gemma_norm_in_float64(module):
-    """GemmaRMSNorm upcasts with .float() (a method, which
+def gemma_norm_in_float64(module, name="GemmaRMSNorm"):
+    """GemmaRMSNorm (and Gemma2RMSNorm) upcast with .float() (a method, which
     float32_is_float64 leaves alone): within the block its forward is the
     same computation, _norm(x) * (1 + weight), with those two upcasts made
     float64."""
-    cls = module.GemmaRMSNorm
+    cls = getattr(module, name)
     real = cls.forward
 
     def forward(self, x):
@@ -257,6 +259,8 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
             ctx.enter_context(float32_is_float64(module))
             if mt == "gemma":
                 ctx.enter_context(gemma_norm_in_float64(module))
+            if mt == "gemma2":
+                ctx.enter_context(gemma_norm_in_float64(module, "Gemma2RMSNorm"))
             if mt == "mixtral":
                 ctx.enter_context(mixtral_balance_in_float64(module))
         with ctx:

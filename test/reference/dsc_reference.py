@@ -291,7 +291,15 @@ def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
 # GemmaForCausalLM and MixtralForCausalLM
 # ---------------------------------------------------------------------------
 
-LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3", "gemma", "mixtral")
+LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+                "mixtral")
+
+
+def gemma_like(cfg):
+    """Gemma and Gemma 2: embeddings scaled by sqrt(hidden_size), RMSNorm
+    by (1 + weight), a GELU-gated MLP, head_dim 256 and a tied head by
+    default."""
+    return model_type(cfg) in ("gemma", "gemma2")
 
 
 def llama_dims(cfg):
@@ -304,7 +312,7 @@ def llama_dims(cfg):
     H = cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or H
     D = cfg.get("head_dim") or C // H
-    if model_type(cfg) == "gemma":  # GemmaConfig: head_dim 256 by default
+    if gemma_like(cfg):  # GemmaConfig: head_dim 256 by default
         D = cfg.get("head_dim", 256)
     if model_type(cfg) == "qwen3":  # Qwen3Config: head_dim 128 by default
         D = cfg.get("head_dim", 128) or C // H
@@ -326,7 +334,7 @@ def llama_biases(cfg):
     if mt in ("mistral", "mixtral"):
         return False, False, False
     ab = bool(cfg.get("attention_bias", False))
-    if mt in ("gemma", "qwen3"):  # attention_bias on all four, no MLP bias
+    if mt in ("gemma", "gemma2", "qwen3"):  # attention_bias on all four
         return ab, ab, False
     return ab, ab, bool(cfg.get("mlp_bias", False))
 
@@ -334,7 +342,7 @@ def llama_biases(cfg):
 def llama_tied(cfg):
     """LlamaConfig, MistralConfig and Qwen2Config all default
     tie_word_embeddings to false (GPT-2, BERT and Gemma default to true)."""
-    return bool(cfg.get("tie_word_embeddings", model_type(cfg) == "gemma"))
+    return bool(cfg.get("tie_word_embeddings", gemma_like(cfg)))
 
 
 def llama_param_shapes(cfg):
@@ -374,6 +382,9 @@ def llama_param_shapes(cfg):
                 s[q + "w3.weight"] = (I, C)
         s[p + "input_layernorm.weight"] = (C,)
         s[p + "post_attention_layernorm.weight"] = (C,)
+        if model_type(cfg) == "gemma2":  # Gemma2DecoderLayer's sandwich
+            s[p + "pre_feedforward_layernorm.weight"] = (C,)
+            s[p + "post_feedforward_layernorm.weight"] = (C,)
     s["model.norm.weight"] = (C,)
     if not llama_tied(cfg):
         s["lm_head.weight"] = (V, C)
@@ -520,7 +531,7 @@ def llama_init(cfg, seed=0):
         if len(shape) == 2:
             out[k] = (std * rs.randn(*shape)).astype(np.float32)
         elif k.endswith("norm.weight"):  # Gemma's scale is 1 + weight
-            out[k] = (np.zeros if model_type(cfg) == "gemma" else np.ones)(
+            out[k] = (np.zeros if gemma_like(cfg) else np.ones)(
                 shape, dtype=np.float32)
         else:
             out[k] = np.zeros(shape, dtype=np.float32)
@@ -569,7 +580,8 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     transformers exactly, see rope_inv_freq)."""
     if cfg.get("attention_dropout", 0.0):
         raise ValueError("attention_dropout must be 0 for the reference")
-    gemma = model_type(cfg) == "gemma"
+    gemma = gemma_like(cfg)
+    gemma2 = model_type(cfg) == "gemma2"
     if gemma:
         # GemmaForCausalLM: embeddings times sqrt(hidden_size), RMSNorm
         # scaled by (1 + weight), MLP gate through GELU.
@@ -587,7 +599,7 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     V = cfg["vocab_size"]
     eps = cfg.get("rms_norm_eps", 1e-5 if model_type(cfg) == "mixtral" else 1e-6)
     B, T = ids.shape
-    window = cfg.get("sliding_window")
+    window = cfg.get("sliding_window", 4096 if gemma2 else None)
     if model_type(cfg) in ("qwen2", "qwen3") and \
             not cfg.get("use_sliding_window", False):
         window = None
@@ -616,20 +628,38 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        if gemma2:
+            # Gemma2Attention: q.k * query_pre_attn_scalar^-1/2, then
+            # soft-capped: cap * tanh(s / cap) (attn_logit_softcapping).
+            s = (q @ k.transpose(-1, -2)) * cfg.get("query_pre_attn_scalar", 224) ** -0.5
+            cap = cfg.get("attn_logit_softcapping", 50.0)
+            if cap is not None:
+                s = torch.tanh(s / cap) * cap
+        else:
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
         o = (masked_softmax(s, causal) @ v).transpose(1, 2).reshape(B, T, H * D)
-        h = h + lin(o, p + "self_attn.o_proj")
-        m = norm(h, P[p + "post_attention_layernorm.weight"], eps)
+        o = lin(o, p + "self_attn.o_proj")
+        if gemma2:  # the sandwich: outputs normalised before the residual
+            o = norm(o, P[p + "post_attention_layernorm.weight"], eps)
+        h = h + o
+        m = norm(h, P[p + ("pre_feedforward_layernorm.weight" if gemma2
+                           else "post_attention_layernorm.weight")], eps)
         if moe_experts(cfg):
             m, router = moe_block(P, cfg, p + "block_sparse_moe.", m)
             router_logits.append(router)
             h = h + m
             continue
         m = act_fn(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
-        h = h + lin(m, p + "mlp.down_proj")
+        m = lin(m, p + "mlp.down_proj")
+        if gemma2:
+            m = norm(m, P[p + "post_feedforward_layernorm.weight"], eps)
+        h = h + m
     h = norm(h, P["model.norm.weight"], eps)
     head = P["model.embed_tokens.weight"] if llama_tied(cfg) else P["lm_head.weight"]
     logits = F.linear(h, head)
+    if gemma2 and cfg.get("final_logit_softcapping", 30.0) is not None:
+        cap = cfg.get("final_logit_softcapping", 30.0)
+        logits = torch.tanh(logits / cap) * cap
     loss = None
     if targets is not None:
         loss = F.cross_entropy(logits.view(-1, V), targets.reshape(-1),
@@ -1770,7 +1800,7 @@ def write_json(path, obj):
 
 # Model configs the checks know: configs/<name>.json.
 MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "qwen3", "gemma",
-          "mixtral", "phi"]
+          "gemma2", "mixtral", "phi"]
 
 
 def common_args(ap):

@@ -203,6 +203,32 @@ TEST(Elementwise, GeluGradFiniteDifference) {
   }
 }
 
+// Gemma 2's soft-capping against tanh in double, and its gradient (from
+// the result) against finite differences of the capped values.
+TEST(Elementwise, SoftcapAndItsGradient) {
+  Harness h;
+  const int n = 64;
+  const double cap = 1.5;
+  int x = h.buf({n}), y = h.buf({n}), w = h.buf({n}), dx = h.buf({n});
+  h.alloc();
+  h.set(x, uniform(n, 8, -6, 6));
+  h.set(w, uniform(n, 9));
+  h.run(Opcode::Softcap, {x}, {y}, {{"cap", cap}});
+  for (int k = 0; k < n; ++k) {
+    const double v = h.f(x)[k];
+    EXPECT_NEAR(h.f(y)[k], cap * std::tanh(v / cap), 1e-6) << v;
+    EXPECT_LT(std::fabs(h.f(y)[k]), cap);
+  }
+  h.run(Opcode::SoftcapGrad, {w, y}, {dx}, {{"cap", cap}});
+  auto loss = [&] {
+    h.run(Opcode::Softcap, {x}, {y}, {{"cap", cap}});
+    return dot(h.f(w), h.f(y), n);
+  };
+  auto num = numericGrad(h.f(x), n, loss, 1e-2f);
+  for (int k = 0; k < n; ++k)
+    EXPECT_NEAR(h.f(dx)[k], num[size_t(k)], 2e-3) << k;
+}
+
 TEST(Elementwise, SplitAndMergeHeads) {
   const int64_t B = 2, T = 3, P = 3, H = 2, D = 4;
   Harness h;

@@ -335,6 +335,22 @@ def Dsc_ScaleOp
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+defvar kSoftcapFlops = 4;   // divide, tanh, multiply (tanh counted as 2)
+
+def Dsc_SoftcapOp
+    : Dsc_DiffOp<"softcap",
+        [Dsc_ElementwiseCost<kSoftcapFlops, "Results", 1>]> {
+  let summary = "Soft-capping: cap * tanh(input / cap)";
+  let description = [{
+    `%y = dsc.softcap %x {cap = 50.0 : f64}`: Gemma 2's attention-logit and
+    final-logit soft-capping (`attn_logit_softcapping`,
+    `final_logit_softcapping`), which bounds |y| below `cap` (> 0). Its
+    gradient, `dsc.softcap_grad`, reads the result: dy * (1 - (y / cap)^2).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, F64Attr:$cap);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_SwigluOp
     : Dsc_DiffOp<"swiglu",
         [Dsc_ElementwiseCost<!add(kSiluFlops, kAddFlops), "Results", 1>]> {
@@ -993,6 +1009,13 @@ def Dsc_SiluGradOp : Dsc_Op<"silu_grad"> {
   let summary = "dx = dy * silu'(x)";
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$input);
   let results = (outs Dsc_FloatTensor:$result);
+}
+
+def Dsc_SoftcapGradOp : Dsc_Op<"softcap_grad"> {
+  let summary = "dx = dy * (1 - (y / cap)^2), y the result of dsc.softcap";
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$result,
+                       F64Attr:$cap);
+  let results = (outs Dsc_FloatTensor:$input_grad);
 }
 
 def Dsc_SwigluGradOp : Dsc_Op<"swiglu_grad"> {

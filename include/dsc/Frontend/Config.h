@@ -90,6 +90,13 @@ struct ModelConfig {
   /// Phi: the share of each head's dimensions the rotary embedding turns
   /// (partial_rotary_factor; the rest pass through).
   double partialRotaryFactor = 1.0;
+  /// Gemma 2: attention logits and final logits soft-capped (cap *
+  /// tanh(x / cap); 0: not capped), the attention scale
+  /// query_pre_attn_scalar^-1/2 (0: head_dim^-1/2), and "sandwich" norms
+  /// (the attention and MLP outputs RMS-normalised before the residual
+  /// add, the MLP input by its own pre_feedforward_layernorm).
+  double attnSoftcap = 0.0, finalSoftcap = 0.0, queryPreAttnScalar = 0.0;
+  bool sandwichNorms = false;
   bool embedScale = false;  ///< embeddings times sqrt(hidden_size)
   bool normPlusOne = false; ///< RMSNorm scales by 1 + weight (weights from 0)
   bool geluMlp = false;     ///< MLP gate through GELU (`gelu`) instead of SiLU

@@ -58,6 +58,35 @@ __device__ void siluGrad(const TD *dy, const TX *x, TO *dx) {
   }
 }
 
+/// dsc.softcap (cpu::softcap): y = cap * tanh(x / cap).
+template <typename TX, typename TY, dsc_i64 N, int VEC>
+__device__ void softcap(const TX *x, TY *y, float cap) {
+  DSC_GRID_LOOP(g, N / VEC) {
+    float v[VEC];
+    ldv<VEC>(x, g * VEC, v);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      v[l] = __fmul_rn(cap, tanhf(__fdiv_rn(v[l], cap)));
+    stv<VEC>(y, g * VEC, v);
+  }
+}
+
+/// dsc.softcap_grad (cpu::softcapGrad): dx = dy * (1 - (y / cap)^2).
+template <typename TD, typename TY, typename TO, dsc_i64 N, int VEC>
+__device__ void softcapGrad(const TD *dy, const TY *y, TO *dx, float cap) {
+  DSC_GRID_LOOP(g, N / VEC) {
+    float d[VEC], v[VEC];
+    ldv<VEC>(dy, g * VEC, d);
+    ldv<VEC>(y, g * VEC, v);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const float t = __fdiv_rn(v[l], cap);
+      d[l] = __fmul_rn(d[l], __fsub_rn(1.0f, __fmul_rn(t, t)));
+    }
+    stv<VEC>(dx, g * VEC, d);
+  }
+}
+
 /// dsc.swiglu_grad (cpu::swigluGrad).
 template <typename TD, typename TG, typename TU, typename TO, dsc_i64 N,
           int VEC>

@@ -1,7 +1,8 @@
 //===- GatedCpu.cpp - SiLU, products and the SwiGLU gate, CPU -------------===//
 //
 // silu, mul, swiglu (silu(gate) * up) and their gradients: LLaMA's MLP;
-// scale (by a constant): LoRA's alpha / r.
+// scale (by a constant): LoRA's alpha / r; softcap: Gemma 2's
+// cap * tanh(x / cap).
 // Every operand of these ops has one shape (the instruction checker's
 // Pointwise family), so each kernel is one vectorised loop.
 //
@@ -46,6 +47,22 @@ void scale(const float *x, float factor, float *y, int64_t n) {
     y[i] = x[i] * factor;
 }
 
+/// Gemma 2's soft-capping and its gradient (from the result).
+void softcap(const float *x, float cap, float *y, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = cap * std::tanh(x[i] / cap);
+}
+
+void softcapGrad(const float *dy, const float *y, float cap, float *dx,
+                 int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = y[i] / cap;
+    dx[i] = dy[i] * (1.0f - t * t);
+  }
+}
+
 void swiglu(const float *gate, const float *up, float *y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i)
@@ -83,6 +100,13 @@ void runGated(Exec &e) {
     return;
   case GatedOpcode::Swiglu:
     swiglu(e.fin(0, "gate"), e.fin(1, "up"), e.fout(0, "y"), n);
+    return;
+  case GatedOpcode::Softcap:
+    softcap(e.fin(0, "x"), float(e.I.getFloat("cap")), e.fout(0, "y"), n);
+    return;
+  case GatedOpcode::SoftcapGrad:
+    softcapGrad(e.fin(0, "dy"), e.fin(1, "y"), float(e.I.getFloat("cap")),
+                e.fout(0, "dx"), n);
     return;
   case GatedOpcode::SwigluGrad: {
     const float *dy = e.fin(0, "dy"), *gate = e.fin(1, "gate"),

@@ -48,6 +48,21 @@ void emitGated(KernelSpec &s, const rt::InstrDims &d) {
                      {dy, x, dx}));
     return;
   }
+  case GatedOpcode::Softcap: {
+    const std::string x = s.in(0, "x"), y = s.out(0, "y");
+    elementwise(s, N / vec, {x, y},
+                call("softcap", {s.T(x), s.T(y), n(N), V},
+                     {x, y, flt(s.I.getFloat("cap"))}));
+    return;
+  }
+  case GatedOpcode::SoftcapGrad: {
+    const std::string dy = s.in(0, "dy"), y = s.in(1, "y"),
+                      dx = s.out(0, "dx");
+    elementwise(s, N / vec, {dy, y, dx},
+                call("softcapGrad", {s.T(dy), s.T(y), s.T(dx), n(N), V},
+                     {dy, y, dx, flt(s.I.getFloat("cap"))}));
+    return;
+  }
   case GatedOpcode::SwigluGrad: {
     const std::string dy = s.in(0, "dy"), gate = s.in(1, "gate"),
                       up = s.in(2, "up"), dg = s.out(0, "dgate"),
