@@ -63,6 +63,13 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
 void parseLora(const Ctx &c, const std::string &prefix, const json &sec,
                LoraConfig &l);
 
+// ObservabilityConfig.cpp
+void parseFlopsProfiler(const Ctx &c, const json &sec, TrainConfig &t);
+void parseCommsLogger(const Ctx &c, const json &sec, TrainConfig &t);
+/// csv_monitor or tensorboard (`name`).
+void parseMonitor(const Ctx &c, const std::string &name, const json &sec,
+                  TrainConfig::Monitor &m);
+
 // OffloadConfig.cpp
 /// zero_optimization.offload_optimizer (the section, or null).
 void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t);
