@@ -67,7 +67,8 @@
 #           attention-registers, bench (dsc's default choice: cuDNN where
 #           loaded), profile
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
-#           check-cuda-registers sparse-attention ncu-attention ctest-gpu
+#           check-cuda-registers check-cuda-gemma2 check-cuda-phi
+#           sparse-attention ncu-attention ctest-gpu
 #   distributed  libraries devices nccl dist-*
 # Each step has a time cap, so the whole run ends within
 # $DSC_GPU_CHECK_SECONDS (default 570); $DSC_GPU_BENCH_ARGS is added to the
@@ -93,7 +94,8 @@ if ((${#selected[@]} == 1)); then
     perf) selected=(libraries devices versions 'check-cuda-attention-*'
                     attention-cudnn attention-registers bench profile) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
-                     check-cuda-registers sparse-attention ncu-attention ctest-gpu) ;;
+                     check-cuda-registers check-cuda-gemma2 check-cuda-phi
+                     sparse-attention ncu-attention ctest-gpu) ;;
     distributed) selected=(libraries devices nccl 'dist-*') ;;
   esac
 fi
@@ -441,6 +443,22 @@ step check-cuda-compression 60 check_cuda_compression
 step check-cuda-sparse 60 check_cuda gpt2-tiny "$work/sparse.json"
 step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
 step check-cuda-registers 120 check_cuda_registers
+# Gemma 2 (dsc.softcap on the scores and the logits) and Phi (partial rotary
+# through split/concat, parallel blocks): tiny models written here.
+python3 - "$work" <<'PY'
+import json, sys
+common = {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "max_position_embeddings": 64}
+json.dump({**common, "model_type": "gemma2", "head_dim": 16,
+           "query_pre_attn_scalar": 24, "attn_logit_softcapping": 0.5,
+           "final_logit_softcapping": 2.0, "sliding_window": 64},
+          open(sys.argv[1] + "/gemma2-tiny.json", "w"))
+json.dump({**common, "model_type": "phi", "partial_rotary_factor": 0.5},
+          open(sys.argv[1] + "/phi-tiny.json", "w"))
+PY
+step check-cuda-gemma2 60 check_cuda gemma2-tiny "$examples/ds_config.json"
+step check-cuda-phi 60 check_cuda phi-tiny "$examples/ds_config.json"
 # GPT-2 124M without dropout: cuDNN's masks are its own.
 sed 's/"\(attn\|embd\|resid\)_pdrop": [0-9.]*/"\1_pdrop": 0.0/' \
   "$examples/gpt2-small.json" > "$work/gpt2-small-nodrop.json"
@@ -465,6 +483,8 @@ step dist-tensor-parallel 90 dist_train tensor-parallel \
   "c['tensor_parallel'] = {'autotp_size': 2}"
 step dist-pipeline 90 dist_train pipeline \
   "c['pipeline'] = {'stages': 2}; c['gradient_accumulation_steps'] = 2"
+step dist-qgz 90 dist_train qgz \
+  "c['zero_optimization'] = {'stage': 3, 'zero_quantized_gradients': True}"
 step dist-onebit-adam 90 dist_train onebit \
   "c['optimizer'] = {'type': 'OneBitAdam', 'params': {'lr': 1e-3, 'freeze_step': 2}}"
 step bench "$budget" bench
