@@ -124,29 +124,65 @@ Value gatherWhole(OpBuilder &b, Location loc, Value shard, Type whole,
 /// Elements per scale of qgZ's int4 codes.
 constexpr int64_t kQuantizedGradientBlock = 32;
 
-/// The rank's shard of the group's mean (or `op`) of `value`, a tensor of
-/// type `whole`: flattened, padded and reduce-scattered. With `quantized`
-/// (qgZ) the reduce-scatter is an all-to-all of int4 codes and their
-/// scales, each rank dequantizing and reducing the chunks it receives.
-Value reduceScatterShard(OpBuilder &b, Location loc, Value value, Type whole,
-                         ReduceKindAttr op, const Sharding &sh,
-                         bool quantized = false) {
+/// One hop of qgZ: `value` [G*c] quantized to int4 blocks, all-to-all over
+/// the G ranks of `axis`, and each rank's G received chunks dequantized and
+/// reduced by `op` into [c] of `resultType`.
+Value quantizedExchange(OpBuilder &b, Location loc, Value value,
+                        RankedTensorType resultType, ReduceKindAttr op,
+                        MeshAxis axis) {
   MLIRContext *ctx = b.getContext();
-  auto axis = MeshAxisAttr::get(ctx, sh.axis);
-  Value padded = b.create<FlatResizeOp>(loc, sh.padded(whole), value);
-  if (!quantized)
-    return b.create<ReduceScatterOp>(loc, sh.shard(whole), padded, op, axis);
-  const int64_t n = sh.padded(whole).getNumElements();
+  const int64_t n = cast<RankedTensorType>(value.getType()).getNumElements();
   auto u8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
   auto codesType = RankedTensorType::get({n / 2}, u8);
   auto scalesType = RankedTensorType::get({n / kQuantizedGradientBlock},
                                           Float32Type::get(ctx));
   auto block = b.getI64IntegerAttr(kQuantizedGradientBlock);
-  auto q = b.create<QuantizeInt4Op>(loc, codesType, scalesType, padded, block);
-  Value codes = b.create<AllToAllOp>(loc, codesType, q.getCodes(), axis);
-  Value scales = b.create<AllToAllOp>(loc, scalesType, q.getScales(), axis);
-  return b.create<DequantizeReduceInt4Op>(loc, sh.shard(whole), codes, scales,
+  auto group = MeshAxisAttr::get(ctx, axis);
+  auto q = b.create<QuantizeInt4Op>(loc, codesType, scalesType, value, block);
+  Value codes = b.create<AllToAllOp>(loc, codesType, q.getCodes(), group);
+  Value scales = b.create<AllToAllOp>(loc, scalesType, q.getScales(), group);
+  return b.create<DequantizeReduceInt4Op>(loc, resultType, codes, scales,
                                           block, op);
+}
+
+/// How a gradient's reduce-scatter travels: exact, or qgZ's int4 in one
+/// hop over the shard group, or (qgZ with nodes of `nodeRanks` ranks) in
+/// two: within the node, then across nodes.
+struct ScatterMode {
+  bool quantized = false;
+  int64_t nodeRanks = 0; ///< > 1: hierarchical over data_inner/data_outer
+};
+
+/// The rank's shard of the group's mean (or `op`) of `value`, a tensor of
+/// type `whole`: flattened, padded and reduce-scattered. qgZ replaces the
+/// reduce-scatter by all-to-alls of int4 codes and their scales, each rank
+/// dequantizing and reducing the chunks it receives; hierarchically (the
+/// ZeRO++ paper's form), the G = N nodes x L shards are first regrouped by
+/// the rank within the node that reduces them ([l][n] from [n][l]), reduced
+/// over the node's L ranks, requantized and reduced over the N nodes, so
+/// only 1/L of the bytes leave the node.
+Value reduceScatterShard(OpBuilder &b, Location loc, Value value, Type whole,
+                         ReduceKindAttr op, const Sharding &sh,
+                         ScatterMode mode = {}) {
+  MLIRContext *ctx = b.getContext();
+  auto axis = MeshAxisAttr::get(ctx, sh.axis);
+  Value padded = b.create<FlatResizeOp>(loc, sh.padded(whole), value);
+  if (!mode.quantized)
+    return b.create<ReduceScatterOp>(loc, sh.shard(whole), padded, op, axis);
+  if (mode.nodeRanks <= 1)
+    return quantizedExchange(b, loc, padded, sh.shard(whole), op, sh.axis);
+  const int64_t L = mode.nodeRanks, N = sh.groupSize / L;
+  const int64_t s = sh.shard(whole).getNumElements();
+  auto elem = sh.shard(whole).getElementType();
+  SmallVector<Type> nodeTypes(N, RankedTensorType::get({L * s}, elem));
+  auto nodes = b.create<SplitOp>(loc, nodeTypes, padded, b.getI64IntegerAttr(0));
+  Value byLocal = b.create<PackOp>(loc, padded.getType(), nodes.getPieces(),
+                                   b.getI64IntegerAttr(L));
+  Value inNode =
+      quantizedExchange(b, loc, byLocal, RankedTensorType::get({N * s}, elem),
+                        op, MeshAxis::data_inner);
+  return quantizedExchange(b, loc, inNode, sh.shard(whole), op,
+                           MeshAxis::data_outer);
 }
 
 /// The function type from the entry block's arguments and the return.
@@ -234,6 +270,15 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     // (the other alignments are multiples of its 32).
     if (quantizedGradients)
       sharding.align = std::max(sharding.align, kQuantizedGradientBlock);
+    // qgZ over nodes: the data_inner groups (hpZ's, or the launcher's
+    // nodes) are the nodes, unless they are hybrid sharding's shard groups
+    // (then the shard group is one node already).
+    if (quantizedGradients && !hybrid &&
+        module->hasAttr(kMeshDataInnerAttrName)) {
+      const int64_t inner = meshGroupSize(module, MeshAxis::data_inner);
+      if (inner > 1 && inner < sharding.groupSize)
+        qgzNodeRanks = inner;
+    }
     if (stage == 3) {
       gatherParameters(micro, sharding);
       if (auto eval = module.lookupSymbol<func::FuncOp>("eval_step"))
@@ -243,6 +288,9 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         failed(shardUpdate(apply, sharding)))
       return signalPassFailure();
   }
+
+  /// qgZ's ranks per node when its reduce-scatters go in two hops, else 0.
+  int64_t qgzNodeRanks = 0;
 
   /// Stage 3: whether a parameter of type `t` is partitioned (else it
   /// persists whole: fewer elements than the threshold).
@@ -325,10 +373,13 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       Location loc = add.getLoc();
       // qgZ quantizes matrices; vectors (biases, norms' scales) stay
       // exact, as DeepSpeed's all_to_all_quant_reduce leaves them.
+      ScatterMode mode;
+      mode.quantized =
+          quantizedGradients && cast<RankedTensorType>(full).getRank() > 1;
+      mode.nodeRanks = qgzNodeRanks;
       Value part = reduceScatterShard(
           b, loc, add.getRhs(), full,
-          ReduceKindAttr::get(&getContext(), ReduceKind::mean), sh,
-          quantizedGradients && cast<RankedTensorType>(full).getRank() > 1);
+          ReduceKindAttr::get(&getContext(), ReduceKind::mean), sh, mode);
       ret.setOperand(r, b.create<AddOp>(loc, sh.shard(full), acc, part));
       if (add->use_empty())
         add.erase();

@@ -10,6 +10,31 @@
 // RUN: not dsc-opt %t.nosplit.mlir -dsc-autodiff -dsc-build-train-step "-dsc-zero=stage=3 hybrid=true" 2>&1 | FileCheck %s --check-prefix=NOSPLIT
 // NOSPLIT: error: dsc-zero: hybrid needs the module's dsc.mesh_data_inner (the ranks of a data_inner group)
 
+// qgZ over 2 nodes of 2 (the data_inner groups): w's gradient (64
+// elements, shards of 32) is regrouped by the rank within the node that
+// reduces it ([l][n] from [n][l]: split into the nodes' halves, packed in
+// chunks of 2), exchanged in int4 within the node and reduced there, then
+// requantized, exchanged across the nodes and reduced into the shard.
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" "-dsc-zero=stage=3 quantized-gradients=true" | FileCheck %s --check-prefix=QGZ
+// QGZ-LABEL: func.func @micro_step(
+// QGZ: %[[G:.*]] = dsc.flat_resize %{{.*}} : (tensor<8x8xf32>) -> tensor<128xf32>
+// QGZ-NEXT: %[[N:.*]]:2 = dsc.split %[[G]] {axis = 0 : i64} : (tensor<128xf32>) -> (tensor<64xf32>, tensor<64xf32>)
+// QGZ-NEXT: %[[L:.*]] = dsc.pack %[[N]]#0, %[[N]]#1 {chunks = 2 : i64} : (tensor<64xf32>, tensor<64xf32>) -> tensor<128xf32>
+// QGZ-NEXT: %[[C1:.*]], %[[S1:.*]] = dsc.quantize_int4 %[[L]] {block_size = 32 : i64} : (tensor<128xf32>) -> (tensor<64xui8>, tensor<4xf32>)
+// QGZ-NEXT: %[[X1:.*]] = dsc.all_to_all %[[C1]] {axis = #dsc<axis data_inner>} : (tensor<64xui8>) -> tensor<64xui8>
+// QGZ-NEXT: %[[Y1:.*]] = dsc.all_to_all %[[S1]] {axis = #dsc<axis data_inner>} : (tensor<4xf32>) -> tensor<4xf32>
+// QGZ-NEXT: %[[P:.*]] = dsc.dequantize_reduce_int4 %[[X1]], %[[Y1]] {block_size = 32 : i64} : (tensor<64xui8>, tensor<4xf32>) -> tensor<64xf32>
+// QGZ-NEXT: %[[C2:.*]], %[[S2:.*]] = dsc.quantize_int4 %[[P]] {block_size = 32 : i64} : (tensor<64xf32>) -> (tensor<32xui8>, tensor<2xf32>)
+// QGZ-NEXT: %[[X2:.*]] = dsc.all_to_all %[[C2]] {axis = #dsc<axis data_outer>} : (tensor<32xui8>) -> tensor<32xui8>
+// QGZ-NEXT: %[[Y2:.*]] = dsc.all_to_all %[[S2]] {axis = #dsc<axis data_outer>} : (tensor<2xf32>) -> tensor<2xf32>
+// QGZ-NEXT: dsc.dequantize_reduce_int4 %[[X2]], %[[Y2]] {block_size = 32 : i64} : (tensor<32xui8>, tensor<2xf32>) -> tensor<32xf32>
+// With hybrid sharding the shard group is one node: one hop within it.
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" "-dsc-zero=stage=3 hybrid=true quantized-gradients=true" | FileCheck %s --check-prefix=QGZHYBRID
+// QGZHYBRID-LABEL: func.func @micro_step(
+// QGZHYBRID-NOT: data_outer
+// QGZHYBRID: dsc.all_to_all %{{.*}} {axis = #dsc<axis data_inner>} : (tensor<32xui8>) -> tensor<32xui8>
+// QGZHYBRID-LABEL: func.func @apply_step(
+
 // Hybrid: ZeRO-3 within groups of 2 (w: 64 elements, 32 per rank; b: 8,
 // 4 per rank), the accumulated shards all-reduced across the 2 groups once
 // per step, ahead of the norm (over one group's shards).

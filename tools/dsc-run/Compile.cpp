@@ -302,8 +302,9 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr(mlir::dsc::kMeshAttrName,
                      mlir::dsc::MeshAttr::get(&ctx, train.dataParallel(),
                                               par.tensor, par.pipeline));
-  // Hybrid sharding's shard groups or hpZ's secondary partitions.
-  if (train.zeroShardGroup != 0 || train.zeroHpzGroup != 0)
+  // Hybrid sharding's shard groups, hpZ's secondary partitions, or qgZ's
+  // nodes.
+  if (train.dataInner() > 1)
     (*module)->setAttr(mlir::dsc::kMeshDataInnerAttrName,
                        b.getI64IntegerAttr(train.dataInner()));
   if (par.pipeline > 1)

@@ -637,6 +637,8 @@ int cmdTrain(int argc, char **argv) {
   if (output.leader())
     checkOutputs(args, lora);
   if (configs) {
+    // qgZ reduces within the launcher's nodes first.
+    configs->train.setNodeRanks(comm->localSize());
     // A pipelined job's ranks each build their own stage.
     const rt::Mesh mesh{configs->train.dataParallel(),
                         configs->train.parallel.tensor,

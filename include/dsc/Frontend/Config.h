@@ -347,10 +347,24 @@ struct TrainConfig {
   /// the ranks of a secondary partition, fewer than the data-parallel
   /// ranks and dividing them; 0: none.
   int64_t zeroHpzGroup = 0;
+  /// qgZ's nodes: the launcher's ranks per node (dsc-run train sets it)
+  /// when there are several nodes of several ranks each; 0: one hop.
+  int64_t qgzNodeRanks = 0;
+  /// Sets qgzNodeRanks from the launcher's `ranksPerNode` when qgZ is on
+  /// and the data-parallel ranks are whole nodes of more than one rank.
+  void setNodeRanks(int64_t ranksPerNode) {
+    const int64_t dp = dataParallel();
+    if (zeroQuantizedGradients && ranksPerNode > 1 && ranksPerNode < dp &&
+        dp % ranksPerNode == 0)
+      qgzNodeRanks = ranksPerNode;
+  }
   /// The data_inner groups' ranks (dsc.mesh_data_inner): hybrid sharding's
-  /// or hpZ's group, 1 without either.
+  /// or hpZ's group, else qgZ's nodes, 1 without any.
   int64_t dataInner() const {
-    return zeroShardGroup ? zeroShardGroup : zeroHpzGroup ? zeroHpzGroup : 1;
+    return zeroShardGroup  ? zeroShardGroup
+           : zeroHpzGroup  ? zeroHpzGroup
+           : qgzNodeRanks ? qgzNodeRanks
+                           : 1;
   }
   /// zero_optimization.reduce_bucket_size / allgather_bucket_size:
   /// elements per bucket of the gradient all-reduces and reduce-scatters,
