@@ -10,8 +10,9 @@ moments; min_8bit_size 0 so every tensor is quantized) and Adafactor
 (transformers' semantics with the same external lr, scale_parameter and
 relative_step false, beta1 0.9 so it keeps a first moment as AdamW does).
 Reported: each run's final loss (mean of the last --final-window steps),
-each optimizer's mean and its worst seed, the mean's difference to AdamW's
-(target: within 3%), and the loss curves of one seed to --plot.
+each optimizer's mean and median and their differences to AdamW's (target:
+within 3%), its worst and best seed, and the loss curves of one seed to
+--plot.
 
     /usr/bin/python3 bench/bench_optimizer_convergence.py
 """
@@ -82,15 +83,17 @@ def main():
                 curves[name] = {"losses": losses}
         print(f"  {name}: done", flush=True)
     base = statistics.mean(finals["AdamW"])
-    print("| optimizer | mean final loss | vs AdamW | worst seed | best seed | "
-          "stdev |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    base_median = statistics.median(finals["AdamW"])
+    print("| optimizer | mean final loss | vs AdamW | median | vs AdamW | "
+          "worst seed | best seed | stdev |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, _ in OPTIMIZERS:
         f = finals[name]
         worst = max(range(len(f)), key=lambda i: f[i])
         best = min(range(len(f)), key=lambda i: f[i])
-        mean = statistics.mean(f)
+        mean, median = statistics.mean(f), statistics.median(f)
         print(f"| {name} | {mean:.4f} | {100 * (mean - base) / base:+.2f}% | "
+              f"{median:.4f} | {100 * (median - base_median) / base_median:+.2f}% | "
               f"{f[worst]:.4f} (seed {seeds[worst]}) | {f[best]:.4f} "
               f"(seed {seeds[best]}) | {statistics.stdev(f):.4f} |")
     print("per seed: " + json.dumps({k: [round(x, 4) for x in v]
