@@ -45,6 +45,20 @@ using namespace dsc;
 
 namespace {
 
+/// The data ranks of one node whose qgZ exchange goes in two hops on
+/// nodes of `gpusPerNode` ranks (as dsc-run train decides from the
+/// launcher's; hpZ's partitions when set, as -dsc-zero takes them), or 0:
+/// one hop (hybrid sharding's shard group is a node).
+int64_t qgzNodeRanks(const TrainConfig &train, int64_t gpusPerNode) {
+  if (train.zeroShardGroup || !train.zeroQuantizedGradients)
+    return 0;
+  if (train.zeroHpzGroup) // hpZ's partitions are the nodes
+    return train.zeroHpzGroup;
+  TrainConfig nodes = train;
+  nodes.setNodeRanks(gpusPerNode);
+  return nodes.qgzNodeRanks;
+}
+
 /// `text` padded with spaces to `width` characters.
 std::string padded(std::string text, size_t width) {
   if (text.size() < width)
@@ -520,8 +534,16 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     // their exact reduce-scatter.
     const double scattered =
         train.zeroQuantizedGradients ? (0.5 + 4.0 / 32.0) / 4.0 : 1.0;
+    // qgZ over nodes of Ln data ranks: its all-to-alls go within the node
+    // and then across the nodes (the partial sums, 1/Ln of the gradient).
+    const int64_t Ln = qgzNodeRanks(train, G);
+    double qgzInside = 0, qgzBetween = 0;
+    if (zero == 3 && Ln > 1) {
+      qgzInside = ring(grads, Ln) / 2 * double(m) * scattered;
+      qgzBetween = ring(grads / double(Ln), Z / Ln) / 2 * double(m) * scattered;
+    }
     if (zero == 3)
-      dataBytes = ring(grads, Z) / 2 * (double(m) * scattered + 1) +
+      dataBytes = ring(grads, Z) / 2 * (double(Ln > 1 ? 0 : m) * scattered + 1) +
                   ring(grads, Z) / 2 * double(H ? m : 2 * m) * gathered;
     const double hpzBytes = H ? ring(grads, H) / 2 * double(m) : 0;
     const double replicaBytes = ring(grads / double(Z), D / Z);
@@ -552,6 +574,8 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                                                : rt::MeshAxis::Data)},
         {"hpZ backward gathers", hpzBytes,
          insideNode(rank, rt::MeshAxis::DataInner)},
+        {"qgZ within nodes", qgzInside, true},
+        {"qgZ across nodes", qgzBetween, false},
         {"shard groups' all-reduce", replicaBytes,
          insideNode(rank, rt::MeshAxis::DataOuter)},
         {"tied embedding all-reduce", tiedBytes, tiedInside},

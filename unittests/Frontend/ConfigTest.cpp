@@ -1591,3 +1591,28 @@ TEST(DeepSpeedCompat, ModelDtypeAndArchitectures) {
                             "architectures": ["LlamaForSequenceClassification"]})"),
              "\"LlamaForSequenceClassification\" is not supported");
 }
+
+// qgZ's nodes: a node of L ranks holds L / autotp_size consecutive data
+// ranks (ranks number tensor-fastest); two hops only when the data axis
+// spans several such nodes.
+TEST(TrainConfig, QgzNodeRanksFollowTheRankLayout) {
+  auto nodes = [](int64_t world, int64_t tensor, int64_t perNode, bool qgz) {
+    TrainConfig t;
+    t.worldSize = world;
+    t.parallel.tensor = tensor;
+    t.zeroQuantizedGradients = qgz;
+    t.setNodeRanks(perNode);
+    return t.qgzNodeRanks;
+  };
+  EXPECT_EQ(nodes(8, 1, 4, true), 4);  // 2 nodes of 4 data ranks
+  EXPECT_EQ(nodes(16, 2, 4, true), 2); // 4 nodes of 2 data ranks
+  EXPECT_EQ(nodes(8, 1, 8, true), 0);  // one node
+  EXPECT_EQ(nodes(8, 2, 3, true), 0);  // a node splits a tensor group
+  EXPECT_EQ(nodes(8, 1, 1, true), 0);  // one rank per node: one hop
+  EXPECT_EQ(nodes(8, 1, 4, false), 0); // no qgZ
+  TrainConfig t;
+  t.worldSize = 8;
+  t.zeroQuantizedGradients = true;
+  t.setNodeRanks(4);
+  EXPECT_EQ(t.dataInner(), 4);
+}

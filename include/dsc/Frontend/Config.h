@@ -347,16 +347,20 @@ struct TrainConfig {
   /// the ranks of a secondary partition, fewer than the data-parallel
   /// ranks and dividing them; 0: none.
   int64_t zeroHpzGroup = 0;
-  /// qgZ's nodes: the launcher's ranks per node (dsc-run train sets it)
-  /// when there are several nodes of several ranks each; 0: one hop.
+  /// qgZ's nodes: the data-parallel ranks of one node (dsc-run train sets
+  /// it) when the data axis spans several nodes of several of its ranks
+  /// each; 0: one hop.
   int64_t qgzNodeRanks = 0;
-  /// Sets qgzNodeRanks from the launcher's `ranksPerNode` when qgZ is on
-  /// and the data-parallel ranks are whole nodes of more than one rank.
+  /// Sets qgzNodeRanks from the launcher's `ranksPerNode` when qgZ is on:
+  /// ranks are numbered tensor-fastest, then data, so a node of L ranks
+  /// holds L / autotp_size consecutive data ranks.
   void setNodeRanks(int64_t ranksPerNode) {
-    const int64_t dp = dataParallel();
-    if (zeroQuantizedGradients && ranksPerNode > 1 && ranksPerNode < dp &&
-        dp % ranksPerNode == 0)
-      qgzNodeRanks = ranksPerNode;
+    const int64_t dp = dataParallel(), t = parallel.tensor;
+    if (!zeroQuantizedGradients || ranksPerNode % t != 0)
+      return;
+    const int64_t perNode = ranksPerNode / t;
+    if (perNode > 1 && perNode < dp && dp % perNode == 0)
+      qgzNodeRanks = perNode;
   }
   /// The data_inner groups' ranks (dsc.mesh_data_inner): hybrid sharding's
   /// or hpZ's group, else qgZ's nodes, 1 without any.
