@@ -231,6 +231,53 @@ RopeConfig parseRopeScaling(const Ctx &c, const json &v, RopeConfig rope) {
   return rope;
 }
 
+/// The keys the LLaMA family's and Phi's configurations read alike (sizes,
+/// key/value heads, positions, the rotary base and scaling, tying,
+/// initialisation, attention dropout); false when `k` is not one of them.
+bool readDecoderKey(const Ctx &c, const std::string &k, const json &v,
+                    ModelConfig &m, std::optional<int64_t> &kvHeads,
+                    json &ropeScaling) {
+  if (k == "vocab_size")
+    m.vocabSize = c.dimension(k, v);
+  else if (k == "hidden_size")
+    m.hidden = c.dimension(k, v);
+  else if (k == "intermediate_size")
+    m.intermediate = c.dimension(k, v);
+  else if (k == "num_hidden_layers")
+    m.numLayers = c.layerCount(k, v);
+  else if (k == "num_attention_heads")
+    m.numHeads = c.dimension(k, v);
+  else if (k == "num_key_value_heads")
+    kvHeads = v.is_null() ? std::optional<int64_t>()
+                          : std::optional<int64_t>(c.dimension(k, v));
+  else if (k == "max_position_embeddings")
+    m.maxPositions = c.dimension(k, v);
+  else if (k == "rope_theta")
+    m.rope.theta = c.number(k, v, [](double x) { return x > 1; },
+                            "a number > 1");
+  else if (k == "rope_scaling")
+    ropeScaling = v;
+  else if (k == "tie_word_embeddings")
+    m.tieEmbeddings = c.boolean(k, v);
+  else if (k == "attention_dropout")
+    m.attnDropout = c.probability(k, v);
+  else if (k == "initializer_range")
+    m.initializerRange = c.nonNegativeNumber(k, v);
+  else
+    return false;
+  return true;
+}
+
+/// num_key_value_heads (absent or null: as many as the query heads), which
+/// must divide the query heads.
+void setKvHeads(const Ctx &c, ModelConfig &m, std::optional<int64_t> kvHeads) {
+  m.numKvHeads = kvHeads ? *kvHeads : m.numHeads;
+  if (m.numHeads % m.numKvHeads != 0)
+    c.fail("num_attention_heads (" + std::to_string(m.numHeads) +
+           ") must be divisible by num_key_value_heads (" +
+           std::to_string(m.numKvHeads) + ")");
+}
+
 /// LlamaForCausalLM and the model types whose keys map onto its graph:
 /// MistralForCausalLM (no sliding window shorter than the sequence),
 /// Qwen2ForCausalLM (biases on q, k and v; no sliding window),
@@ -341,20 +388,9 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
         unknownModelKey(c, k, v, archKeys, m.typeName);
       continue;
     }
-    if (k == "vocab_size")
-      m.vocabSize = c.dimension(k, v);
-    else if (k == "hidden_size")
-      m.hidden = c.dimension(k, v);
-    else if (k == "intermediate_size")
-      m.intermediate = c.dimension(k, v);
-    else if (k == "num_hidden_layers")
-      m.numLayers = c.layerCount(k, v);
-    else if (k == "num_attention_heads")
-      m.numHeads = c.dimension(k, v);
-    else if (k == "num_key_value_heads")
-      kvHeads = v.is_null() ? std::optional<int64_t>()
-                            : std::optional<int64_t>(c.dimension(k, v));
-    else if (k == "head_dim")
+    if (readDecoderKey(c, k, v, m, kvHeads, ropeScaling))
+      continue;
+    if (k == "head_dim")
       m.headDim = v.is_null() ? 0 : c.dimension(k, v);
     else if (k == "hidden_act" && gemma)
       // transformers' Gemma reads hidden_activation instead.
@@ -370,21 +406,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       if (act != "silu" && act != "swish")
         c.fail(k + ": " + show(v) + " is not supported; expected \"silu\" "
                                     "(SwiGLU)");
-    } else if (k == "max_position_embeddings")
-      m.maxPositions = c.dimension(k, v);
-    else if (k == "rms_norm_eps")
+    } else if (k == "rms_norm_eps")
       m.layerNormEps = c.positiveNumber(k, v);
-    else if (k == "rope_theta")
-      m.rope.theta = c.number(k, v, [](double x) { return x > 1; },
-                              "a number > 1");
-    else if (k == "rope_scaling")
-      ropeScaling = v;
-    else if (k == "tie_word_embeddings")
-      m.tieEmbeddings = c.boolean(k, v);
-    else if (k == "attention_dropout")
-      m.attnDropout = c.probability(k, v);
-    else if (k == "initializer_range")
-      m.initializerRange = c.nonNegativeNumber(k, v);
     else if (k == "pretraining_tp") {
       // Only a different (sliced) way to compute the same projections.
       c.integer(k, v, 1, kMaxDimension, "a positive integer");
@@ -443,11 +466,7 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
              "whole sequence");
     m.slidingWindow = 0;
   }
-  m.numKvHeads = kvHeads ? *kvHeads : m.numHeads;
-  if (m.numHeads % m.numKvHeads != 0)
-    c.fail("num_attention_heads (" + std::to_string(m.numHeads) +
-           ") must be divisible by num_key_value_heads (" +
-           std::to_string(m.numKvHeads) + ")");
+  setKvHeads(c, m, kvHeads);
   if (!m.headDim)
     checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
                    m.numHeads);
@@ -498,40 +517,16 @@ ModelConfig parsePhi(const Ctx &c, const json &j) {
         unknownModelKey(c, k, v, kPhiKeys, m.typeName);
       continue;
     }
-    if (k == "vocab_size")
-      m.vocabSize = c.dimension(k, v);
-    else if (k == "hidden_size")
-      m.hidden = c.dimension(k, v);
-    else if (k == "intermediate_size")
-      m.intermediate = c.dimension(k, v);
-    else if (k == "num_hidden_layers")
-      m.numLayers = c.layerCount(k, v);
-    else if (k == "num_attention_heads")
-      m.numHeads = c.dimension(k, v);
-    else if (k == "num_key_value_heads")
-      kvHeads = v.is_null() ? std::optional<int64_t>()
-                            : std::optional<int64_t>(c.dimension(k, v));
-    else if (k == "resid_pdrop")
+    if (readDecoderKey(c, k, v, m, kvHeads, ropeScaling))
+      continue;
+    if (k == "resid_pdrop")
       m.residDropout = c.probability(k, v);
     else if (k == "embd_pdrop")
       m.embdDropout = c.probability(k, v);
-    else if (k == "attention_dropout")
-      m.attnDropout = c.probability(k, v);
     else if (k == "hidden_act")
       m.gelu = parseGelu(c, k, v);
-    else if (k == "max_position_embeddings")
-      m.maxPositions = c.dimension(k, v);
-    else if (k == "initializer_range")
-      m.initializerRange = c.nonNegativeNumber(k, v);
     else if (k == "layer_norm_eps")
       m.layerNormEps = c.positiveNumber(k, v);
-    else if (k == "tie_word_embeddings")
-      m.tieEmbeddings = c.boolean(k, v);
-    else if (k == "rope_theta")
-      m.rope.theta = c.number(k, v, [](double x) { return x > 1; },
-                              "a number > 1");
-    else if (k == "rope_scaling")
-      ropeScaling = v;
     else if (k == "partial_rotary_factor")
       m.partialRotaryFactor = c.number(
           k, v, [](double x) { return x > 0 && x <= 1; }, "a number in (0, 1]");
@@ -546,11 +541,7 @@ ModelConfig parsePhi(const Ctx &c, const json &j) {
     }
   }
   m.rope = parseRopeScaling(c, ropeScaling, m.rope);
-  m.numKvHeads = kvHeads ? *kvHeads : m.numHeads;
-  if (m.numHeads % m.numKvHeads != 0)
-    c.fail("num_attention_heads (" + std::to_string(m.numHeads) +
-           ") must be divisible by num_key_value_heads (" +
-           std::to_string(m.numKvHeads) + ")");
+  setKvHeads(c, m, kvHeads);
   checkDivisible(c, "hidden_size", m.hidden, "num_attention_heads",
                  m.numHeads);
   m.headDim = m.hidden / m.numHeads;

@@ -113,7 +113,7 @@ private:
                      const RngContext &rng);
   void dispatch(cpu::Exec &e);
   void runCollective(cpu::Exec &e);
-  void exchange(cpu::Exec &e, Communicator &group);
+  void exchange(cpu::Exec &e, Communicator &group, int64_t bytes);
   Communicator &comm;
   CommsLog *commsLog = nullptr;
   /// The function run() runs (comms_logger's debug names it).
@@ -253,29 +253,28 @@ LoggedAs loggedAs(Opcode op) {
 
 void CpuBackend::runCollective(cpu::Exec &e) {
   Communicator &group = groups->group(e.d.axis);
-  const LoggedAs as = commsLog && group.size() > 1 ? loggedAs(e.I.op)
-                                                   : LoggedAs{};
-  if (!as.name || !commsLog->wants(as.name))
-    return exchange(e, group);
-  const auto start = std::chrono::steady_clock::now();
-  exchange(e, group);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  const int64_t bytes =
-      e.I.op == Opcode::NormAllReduce
-          ? int64_t(sizeof(float))
-          : e.d.n * int64_t(dtypeSize(e.I.inputs.empty() ? e.out(0).dtype
-                                                         : e.in(0).dtype));
-  commsLog->record(as.name, as.kind, runningFunction,
-                   as.timesGroup ? bytes * group.size() : bytes, group.size(),
-                   seconds);
-}
-
-void CpuBackend::exchange(cpu::Exec &e, Communicator &group) {
+  // The instruction's tensor (one rank's part, one peer's chunk) in bytes.
   const int64_t bytes = e.d.n * int64_t(dtypeSize(
                                     e.I.inputs.empty() ? e.out(0).dtype
                                                        : e.in(0).dtype));
+  const LoggedAs as = commsLog && group.size() > 1 ? loggedAs(e.I.op)
+                                                   : LoggedAs{};
+  if (!as.name || !commsLog->wants(as.name))
+    return exchange(e, group, bytes);
+  const auto start = std::chrono::steady_clock::now();
+  exchange(e, group, bytes);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  const int64_t message =
+      e.I.op == Opcode::NormAllReduce ? int64_t(sizeof(float))
+      : as.timesGroup                 ? bytes * group.size()
+                                      : bytes;
+  commsLog->record(as.name, as.kind, runningFunction, message, group.size(),
+                   seconds);
+}
+
+void CpuBackend::exchange(cpu::Exec &e, Communicator &group, int64_t bytes) {
   const int64_t rank = group.rank();
   // Send / Recv: the rank `peer` steps along the axis, wrapping around.
   const int peer = int(((rank + e.d.peer) % e.d.group + e.d.group) % e.d.group);

@@ -101,14 +101,21 @@ __device__ void onebitDecodeMean(const unsigned char *signs,
   }
 }
 
+/// max |x| over block b of B elements (a quantization block's scale).
+template <dsc_i64 B, typename T>
+__device__ float blockAbsMax(const T *x, dsc_i64 b) {
+  float m = 0.0f;
+  for (dsc_i64 i = b * B; i < (b + 1) * B; ++i)
+    m = fmaxf(m, fabsf(ld(x, i)));
+  return m;
+}
+
 /// dsc.quantize_int8 (cpu::runCompression): one thread per block of B
 /// elements: scale = max|x| / 127, code = rint(x / scale).
 template <dsc_i64 BLOCKS, dsc_i64 B, typename T>
 __device__ void quantizeInt8(const T *x, signed char *codes, float *scales) {
   DSC_GRID_LOOP(b, BLOCKS) {
-    float m = 0.0f;
-    for (dsc_i64 i = b * B; i < (b + 1) * B; ++i)
-      m = fmaxf(m, fabsf(ld(x, i)));
+    const float m = blockAbsMax<B>(x, b);
     const float scale = __fdiv_rn(m, 127.0f);
     scales[b] = scale;
     for (dsc_i64 i = b * B; i < (b + 1) * B; ++i)
@@ -123,9 +130,7 @@ __device__ void quantizeInt8(const T *x, signed char *codes, float *scales) {
 template <dsc_i64 BLOCKS, dsc_i64 B, typename T>
 __device__ void quantizeInt4(const T *x, unsigned char *codes, float *scales) {
   DSC_GRID_LOOP(b, BLOCKS) {
-    float m = 0.0f;
-    for (dsc_i64 i = b * B; i < (b + 1) * B; ++i)
-      m = fmaxf(m, fabsf(ld(x, i)));
+    const float m = blockAbsMax<B>(x, b);
     const float scale = __fdiv_rn(m, 7.0f);
     scales[b] = scale;
     for (dsc_i64 i = b * B; i < (b + 1) * B; i += 2) {

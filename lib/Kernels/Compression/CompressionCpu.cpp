@@ -50,6 +50,14 @@ void compress(const float *x, int64_t n, const float *error, int64_t p,
   *scale = s;
 }
 
+/// max |x[i]| over n elements (a quantization block's scale).
+float absMax(const float *x, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    m = std::max(m, std::fabs(x[i]));
+  return m;
+}
+
 } // namespace
 
 void runCompression(Exec &e) {
@@ -80,9 +88,7 @@ void runCompression(Exec &e) {
     const int64_t B = d.cols;
 #pragma omp parallel for schedule(static) if (d.n > (1 << 15))
     for (int64_t b = 0; b < d.rows; ++b) {
-      float m = 0.0f;
-      for (int64_t i = b * B; i < (b + 1) * B; ++i)
-        m = std::max(m, std::fabs(x[i]));
+      const float m = absMax(x + b * B, B);
       const float scale = m / 7.0f;
       scales[b] = scale;
       auto code = [&](float v) {
@@ -122,9 +128,7 @@ void runCompression(Exec &e) {
     const int64_t B = d.cols;
 #pragma omp parallel for schedule(static) if (d.n > (1 << 15))
     for (int64_t b = 0; b < d.rows; ++b) {
-      float m = 0.0f;
-      for (int64_t i = b * B; i < (b + 1) * B; ++i)
-        m = std::max(m, std::fabs(x[i]));
+      const float m = absMax(x + b * B, B);
       const float scale = m / 127.0f;
       scales[b] = scale;
       for (int64_t i = b * B; i < (b + 1) * B; ++i)
