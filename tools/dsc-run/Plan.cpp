@@ -54,9 +54,7 @@ int64_t qgzNodeRanks(const TrainConfig &train, int64_t gpusPerNode) {
     return 0;
   if (train.zeroHpzGroup) // hpZ's partitions are the nodes
     return train.zeroHpzGroup;
-  TrainConfig nodes = train;
-  nodes.setNodeRanks(gpusPerNode);
-  return nodes.qgzNodeRanks;
+  return train.qgzNodeRanksFor(gpusPerNode);
 }
 
 /// `text` padded with spaces to `width` characters.

@@ -351,16 +351,19 @@ struct TrainConfig {
   /// it) when the data axis spans several nodes of several of its ranks
   /// each; 0: one hop.
   int64_t qgzNodeRanks = 0;
-  /// Sets qgzNodeRanks from the launcher's `ranksPerNode` when qgZ is on:
-  /// ranks are numbered tensor-fastest, then data, so a node of L ranks
-  /// holds L / autotp_size consecutive data ranks.
-  void setNodeRanks(int64_t ranksPerNode) {
+  /// The data ranks of one node of `ranksPerNode` ranks over which qgZ
+  /// takes two hops, or 0: ranks are numbered tensor-fastest, then data,
+  /// so a node of L ranks holds L / autotp_size consecutive data ranks.
+  int64_t qgzNodeRanksFor(int64_t ranksPerNode) const {
     const int64_t dp = dataParallel(), t = parallel.tensor;
     if (!zeroQuantizedGradients || ranksPerNode % t != 0)
-      return;
+      return 0;
     const int64_t perNode = ranksPerNode / t;
-    if (perNode > 1 && perNode < dp && dp % perNode == 0)
-      qgzNodeRanks = perNode;
+    return perNode > 1 && perNode < dp && dp % perNode == 0 ? perNode : 0;
+  }
+  /// Sets qgzNodeRanks from the launcher's `ranksPerNode`.
+  void setNodeRanks(int64_t ranksPerNode) {
+    qgzNodeRanks = qgzNodeRanksFor(ranksPerNode);
   }
   /// The data_inner groups' ranks (dsc.mesh_data_inner): hybrid sharding's
   /// or hpZ's group, else qgZ's nodes, 1 without any.
