@@ -398,6 +398,13 @@ void Emitter::emitFunction(const rt::Function &fn) {
         emitVocabParallel(I, i, steps);
         break;
       }
+      if (I.op == rt::Opcode::MoeExchangeCounts ||
+          I.op == rt::Opcode::MoeExchange) {
+        KernelSpec spec(P, I);
+        spec.fail("expert parallelism's exchanges run on CPU ranks; the "
+                  "CUDA backend trains mixture-of-experts models with "
+                  "moe.ep_size 1");
+      }
       if ((I.op == rt::Opcode::AllReduce || I.op == rt::Opcode::TpReduce) &&
           P.buffers[size_t(I.inputs[0])].dtype != Storage::F32) {
         KernelSpec spec(P, I);

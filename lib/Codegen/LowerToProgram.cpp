@@ -492,7 +492,8 @@ FailureOr<rt::Program> Lowering::run(ArrayRef<StringRef> required,
       program.meta[name.str()] = f.getValueAsDouble();
     else if (auto s = dyn_cast<StringAttr>(attr.getValue()))
       program.meta[name.str()] = s.str();
-    else if (attr.getName() == kPipelineTiedParamsAttrName) {
+    else if (attr.getName() == kPipelineTiedParamsAttrName ||
+             attr.getName() == kExpertParamsAttrName) {
       // Parameter names, comma-separated (no name has a comma).
       std::string names;
       for (auto n : cast<ArrayAttr>(attr.getValue()).getAsRange<StringAttr>())

@@ -928,6 +928,18 @@ LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
   }
   if (attr.getName() == kMeshDataInnerAttrName)
     return verifyMeshDataInner(op, attr);
+  if (attr.getName() == kMeshExpertAttrName) {
+    auto ep = dyn_cast<IntegerAttr>(attr.getValue());
+    auto inner = op->getAttrOfType<IntegerAttr>(kMeshDataInnerAttrName);
+    if (!isa<ModuleOp>(op) || !ep ||
+        ep.getInt() != (inner ? inner.getInt() : 1))
+      return op->emitError()
+             << "'" << kMeshExpertAttrName
+             << "' must be an integer on the module equal to its '"
+             << kMeshDataInnerAttrName
+             << "' (expert-parallel groups are the data_inner groups)";
+    return success();
+  }
   if (attr.getName() != kMeshAttrName)
     return success();
   if (!isa<ModuleOp>(op))
@@ -1011,6 +1023,17 @@ bool mlir::dsc::holdsPipelineLoss(Operation *op) {
 
 std::string mlir::dsc::pipelineChunkName(StringRef name, int64_t chunk) {
   return chunk == 0 ? name.str() : (name + "." + Twine(chunk)).str();
+}
+
+bool mlir::dsc::isExpertParam(Operation *op, StringRef param) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  auto names =
+      module ? module->getAttrOfType<ArrayAttr>(kExpertParamsAttrName)
+             : ArrayAttr();
+  return names && llvm::any_of(names.getAsRange<StringAttr>(),
+                               [&](StringAttr n) { return n == param; });
 }
 
 TensorSliceAttr mlir::dsc::tensorSliceOf(Operation *op, StringRef param) {

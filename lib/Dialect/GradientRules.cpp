@@ -404,6 +404,14 @@ void TpReduceOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   operandGrads[0] = resultGrads[0];
 }
 
+// Expert rows move without change: the gradient moves back the other way.
+void MoeExchangeOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  operandGrads[0] = b.create<MoeExchangeOp>(
+      getLoc(), getInput().getType(), resultGrads[0], getCounts(),
+      getRecvCounts(), b.getBoolAttr(!getReverse()), getAxisAttr());
+}
+
 void VocabEmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   operandGrads[0] = b.create<VocabEmbeddingGradOp>(

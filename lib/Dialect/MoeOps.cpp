@@ -271,3 +271,50 @@ LogicalResult MoeBalanceLossGradOp::verify() {
     return failure();
   return expectShape(*this, "result", getResult(), shapeOf(getLoads().front()));
 }
+
+namespace {
+
+/// Expert parallelism's counts: `counts` [E] over the G ranks of `axis`
+/// (E a multiple of G) and, when given, `recvCounts` [G, E / G]. Sets the
+/// experts per rank.
+LogicalResult verifyExpertShards(Operation *op, Value counts, Value recvCounts,
+                                 MeshAxis axis, int64_t &perRank) {
+  int64_t experts;
+  if (failed(verifyCounts(op, counts, experts)))
+    return failure();
+  const int64_t g = meshGroupSize(op, axis);
+  if (experts % g != 0)
+    return op->emitOpError() << "the " << experts
+                             << " experts do not divide over the " << g
+                             << " ranks of axis " << stringifyMeshAxis(axis);
+  perRank = experts / g;
+  if (recvCounts)
+    return expectShape(op, "recv_counts", recvCounts, {g, perRank});
+  return success();
+}
+
+} // namespace
+
+LogicalResult MoeExchangeCountsOp::verify() {
+  int64_t perRank;
+  if (failed(verifyExpertShards(*this, getCounts(), getRecvCounts(), getAxis(),
+                                perRank)))
+    return failure();
+  return expectShape(*this, "local_counts", getLocalCounts(), {perRank});
+}
+
+LogicalResult MoeExchangeOp::verify() {
+  int64_t perRank;
+  ArrayRef<int64_t> in, out;
+  if (failed(verifyExpertShards(*this, getCounts(), getRecvCounts(), getAxis(),
+                                perRank)) ||
+      failed(expectMatrix(*this, "rows", getInput(), in)) ||
+      failed(expectMatrix(*this, "result", getResult(), out)))
+    return failure();
+  if (in[1] != out[1] || getInput().getType().getElementType() !=
+                             getResult().getType().getElementType())
+    return emitOpError("rows ")
+           << getInput().getType() << " and result " << getResult().getType()
+           << " differ in width or element type";
+  return success();
+}

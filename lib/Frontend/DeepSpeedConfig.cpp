@@ -233,6 +233,18 @@ void checkDataInner(const Ctx &c, TrainConfig &t, int64_t data) {
     c.fail(z + "mics_shard_size and zero_hpz_partition_size: hybrid "
                "sharding and hpZ's secondary partitions are not supported "
                "together; give one");
+  // Expert parallelism's groups are the data_inner groups too.
+  const int64_t ep = t.parallel.expert;
+  if (ep > 1) {
+    if (data % ep != 0)
+      c.fail("moe.ep_size (" + str(ep) +
+             ") must divide the data-parallel size (" + str(data) + ")");
+    if (t.zeroStage != 0)
+      c.fail("moe.ep_size (" + str(ep) + ") > 1 with zero_optimization.stage " +
+             str(t.zeroStage) + ": expert parallelism runs with stage 0 "
+             "(sharding the experts' state over their data-parallel ranks "
+             "is not built)");
+  }
 }
 
 /// tensor_parallel: DeepSpeed's AutoTP training section.
@@ -242,6 +254,33 @@ void parseTensorParallel(const Ctx &c, const json &sec, ParallelConfig &p) {
   if (auto it = sec.find("autotp_size"); it != sec.end())
     p.tensor = c.integer("tensor_parallel.autotp_size", *it, 1, 1 << 16,
                          "an integer in [1, 65536]");
+}
+
+/// moe: DeepSpeed-MoE's layer arguments (deepspeed.moe.layer.MoE) as a
+/// section: ep_size shards the experts; dsc routes dropless (DeepSpeed's
+/// drop_tokens false), so the capacity keys, which only bound a dropping
+/// layer, are checked and have no effect.
+void parseMoe(const Ctx &c, const json &sec, ParallelConfig &p) {
+  c.object("moe", sec);
+  c.checkKeys("moe", sec,
+              {"ep_size", "capacity_factor", "eval_capacity_factor",
+               "min_capacity", "drop_tokens", "use_rts"});
+  if (auto it = sec.find("ep_size"); it != sec.end())
+    p.expert = c.integer("moe.ep_size", *it, 1, 1 << 16,
+                         "an integer in [1, 65536]");
+  for (const char *key : {"capacity_factor", "eval_capacity_factor"})
+    if (auto it = sec.find(key); it != sec.end())
+      c.number(std::string("moe.") + key, *it,
+               [](double v) { return v > 0; }, "a number > 0");
+  if (auto it = sec.find("min_capacity"); it != sec.end())
+    c.nonNegative("moe.min_capacity", *it);
+  if (auto it = sec.find("use_rts"); it != sec.end())
+    c.boolean("moe.use_rts", *it);
+  if (auto it = sec.find("drop_tokens"); it != sec.end() &&
+      c.boolean("moe.drop_tokens", *it))
+    c.fail("moe.drop_tokens: true is not supported: dsc routes every token "
+           "to its experts (dropless, DeepSpeed's drop_tokens false); "
+           "set it false or drop it");
 }
 
 /// pipeline: DeepSpeed's keys (deepspeed/runtime/pipe, PipelineModule).
@@ -361,6 +400,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
       "lora",
       "tensor_parallel",
       "pipeline",
+      "moe",
       "dsc"};
   std::vector<std::string> ignoredTop; // keys DeepSpeed does not know
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -417,6 +457,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
       parseTensorParallel(c, v, t.parallel);
     else if (k == "pipeline")
       parsePipeline(c, v, t.parallel);
+    else if (k == "moe")
+      parseMoe(c, v, t.parallel);
     else if (k == "data_types")
       parseTableSection(c, k, v);
     else if (!handleTableKey(c, "", k, v))

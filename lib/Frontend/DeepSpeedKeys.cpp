@@ -109,7 +109,8 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"managed_gradient_accumulation", "bool", "true", N, nullptr,
      "engine bookkeeping of DeepSpeed's accumulation boundaries"},
     {"use_data_before_expert_parallelism", "bool", "false", N, nullptr,
-     "dsc has no mixture-of-experts layers"},
+     "orders DeepSpeed-MoE's all-to-all and data-parallel groups; dsc's "
+     "expert-parallel groups are consecutive data ranks (moe.ep_size)"},
     {"timers", "object", "{}", N, nullptr,
      "DeepSpeed's throughput timer (dsc-run train prints tokens/s)"},
     {"checkpoint", "object", "{}", N, nullptr,
@@ -315,6 +316,11 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"pipeline", "object", "{}", I, nullptr,
      "stages, partition, activation_checkpoint_interval"},
     {"tensor_parallel", "object", "{}", I, nullptr, "autotp_size"},
+    {"moe", "object", "{}", I, nullptr,
+     "expert parallelism (DeepSpeed-MoE's layer arguments as a section: "
+     "ep_size; dropless, so capacity_factor, eval_capacity_factor, "
+     "min_capacity and use_rts are checked without effect and drop_tokens "
+     "true is refused)"},
     {"sparse_attention", "object", "null", I, nullptr,
      "block-sparse attention"},
     {"hybrid_engine", "object", "{}", U, kEnabledFalse,
@@ -370,7 +376,8 @@ const std::vector<DeepSpeedKey> kKeys = {
      "DeepCompile's passes: z1, z3 and autotp emit collectives dsc plans "
      "itself; autosp (sequence parallelism) is not supported"},
     {"expert_parallel", "object", "null", U, nullptr,
-     "mixture-of-experts layers"},
+     "DeepSpeed's automatic expert parallelism of its own MoE modules; "
+     "dsc shards experts with the moe section (moe.ep_size)"},
 
     // Features dsc does not have.
     {"curriculum_learning", "object", "{}", U, kEnabledFalse,

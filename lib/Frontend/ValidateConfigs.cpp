@@ -115,6 +115,15 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
     throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
                       ") > 1 is not supported for mixture-of-experts "
                       "models: the experts are not sliced");
+  if (par.expert > 1 && !model.numExperts)
+    throw ConfigError("moe.ep_size (" + str(par.expert) +
+                      ") > 1, but model_type \"" + model.typeName +
+                      "\" has no mixture-of-experts layers");
+  if (par.expert > 1 && model.numExperts % par.expert != 0)
+    throw ConfigError("moe.ep_size (" + str(par.expert) +
+                      ") must divide num_local_experts (" +
+                      str(model.numExperts) + "): each rank holds an equal "
+                      "share of every layer's experts");
   if (model.numExperts && par.pipeline > 1)
     throw ConfigError("pipeline.stages (" + str(par.pipeline) +
                       ") > 1 is not supported for mixture-of-experts "

@@ -1227,6 +1227,38 @@ void Checker::moe() {
     }
     return;
   }
+  case Opcode::MoeExchangeCounts:
+  case Opcode::MoeExchange: {
+    // counts [E] over the group's G ranks, El = E / G each; recv_counts
+    // [G, El].
+    const Buffer &counts = in(I.op == Opcode::MoeExchange ? 1 : 0);
+    ids(counts, "counts");
+    if (counts.shape.size() != 1 || counts.shape[0] % d.group != 0)
+      fail("counts '" + counts.name + "' " + shapeStr(counts.shape) +
+           " do not divide over the " + std::to_string(d.group) + " ranks");
+    d.experts = counts.shape[0];
+    const int64_t perRank = d.experts / d.group;
+    const Buffer &recv = I.op == Opcode::MoeExchange ? in(2) : out(0);
+    ids(recv, "recv_counts");
+    matrix(recv, "recv_counts", d.group, perRank);
+    if (I.op == Opcode::MoeExchangeCounts) {
+      ids(out(1), "local_counts");
+      count(out(1), perRank, "local_counts");
+      d.n = perRank;
+      return;
+    }
+    // Rows of any element type: rows `rows` in, `M` out, width `cols`.
+    rank2(in(0), "rows");
+    rank2(out(0), "result");
+    if (in(0).dtype != out(0).dtype || in(0).shape[1] != out(0).shape[1])
+      fail("'" + out(0).name + "' " + shapeStr(out(0).shape) + " " +
+           dtypeName(out(0).dtype) + " must have the rows' width and type");
+    d.rows = in(0).shape[0];
+    d.M = out(0).shape[0];
+    d.cols = in(0).shape[1];
+    d.n = in(0).numElements();
+    return;
+  }
   default:
     fail("internal: not a mixture-of-experts opcode");
   }

@@ -3,6 +3,8 @@
 #include "dsc/Program/Program.h"
 #include "dsc/Program/KernelOpcodes.h"
 
+#include <cctype>
+#include <optional>
 #include <set>
 
 namespace dsc::rt {
@@ -364,6 +366,68 @@ Mesh Program::mesh() const {
 
 MeshAxis Program::zeroAxis() const {
   return meshAxisNamed(metaString("zero_axis", "data"));
+}
+
+namespace {
+
+/// The position and length of the index in `name`'s last `experts.<i>.`.
+std::optional<std::pair<size_t, size_t>> expertIndexSpan(
+    const std::string &name) {
+  const std::string key = "experts.";
+  for (size_t at = name.rfind(key); at != std::string::npos;
+       at = at == 0 ? std::string::npos : name.rfind(key, at - 1)) {
+    const size_t first = at + key.size();
+    size_t end = first;
+    while (end < name.size() && std::isdigit((unsigned char)name[end]))
+      ++end;
+    if (end > first && end < name.size() && name[end] == '.' &&
+        (at == 0 || name[at - 1] == '.' || name[at - 1] == '/'))
+      return std::make_pair(first, end - first);
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+int64_t expertIndexOf(const std::string &name) {
+  auto span = expertIndexSpan(name);
+  return span ? std::stoll(name.substr(span->first, span->second)) : -1;
+}
+
+std::string withExpertIndex(const std::string &name, int64_t expert) {
+  auto span = expertIndexSpan(name);
+  if (!span)
+    throw Error("'" + name + "' names no expert (experts.<i>.)");
+  return name.substr(0, span->first) + std::to_string(expert) +
+         name.substr(span->first + span->second);
+}
+
+void placeExpertShards(Program &program, int64_t expertRank) {
+  const std::string joined = program.metaString("expert_params", "");
+  if (joined.empty())
+    return;
+  const int64_t perRank = program.metaInt("experts_per_rank", std::nullopt, 1);
+  std::set<std::string> params;
+  for (size_t at = 0; at <= joined.size();) {
+    const size_t comma = std::min(joined.find(',', at), joined.size());
+    params.insert(joined.substr(at, comma - at));
+    at = comma + 1;
+  }
+  for (Buffer &b : program.buffers) {
+    // A parameter, or a state or accumulator named "<kind>/<parameter>".
+    const size_t slash = b.name.rfind('/');
+    const std::string param =
+        slash == std::string::npos ? b.name : b.name.substr(slash + 1);
+    if (!params.count(param))
+      continue;
+    const int64_t local = expertIndexOf(param);
+    if (local < 0 || local >= perRank)
+      throw Error("expert parameter '" + param + "' is not one of the " +
+                  std::to_string(perRank) + " local experts");
+    b.name = b.name.substr(0, slash == std::string::npos ? 0 : slash + 1) +
+             withExpertIndex(param, expertRank * perRank + local);
+    b.expertShard = true;
+  }
 }
 
 void drawTensorParallelStreamsPerRank(Program &program, int64_t tensorRank) {

@@ -214,7 +214,7 @@ void Trainer::loadAdapter(const std::string &path) {
   std::set<std::string> names;
   for (const auto &[name, t] : file.tensors)
     names.insert(name);
-  requireUsedByAStage(names, used, [&](const std::string &name) {
+  requireUsedByARank(names, used, [&](const std::string &name) {
     return path + ": tensor '" + name + "' is not a trainable parameter of "
            "this model and LoRA configuration";
   });

@@ -242,6 +242,8 @@ LoggedAs loggedAs(Opcode op) {
   case CollectiveOpcode::Recv:
     return {"recv", CollectiveKind::Send, false};
   case CollectiveOpcode::Shard:
+  case CollectiveOpcode::MoeExchangeCounts:
+  case CollectiveOpcode::MoeExchange:
   case CollectiveOpcode::VocabEmbedding:
   case CollectiveOpcode::VocabEmbeddingGrad:
   case CollectiveOpcode::VocabCrossEntropy:
@@ -313,6 +315,9 @@ void CpuBackend::exchange(cpu::Exec &e, Communicator &group, int64_t bytes) {
   case CollectiveOpcode::VocabCrossEntropy:
   case CollectiveOpcode::VocabCrossEntropyGrad:
     return cpu::runVocabParallel(e, group);
+  case CollectiveOpcode::MoeExchangeCounts:
+  case CollectiveOpcode::MoeExchange:
+    return cpu::runExpertExchange(e, group);
   case CollectiveOpcode::NormAllReduce: {
     float sumSquares = e.scalarIn(0, "norm") * e.scalarIn(0, "norm");
     group.allReduce(&sumSquares, 1, ReduceOp::Sum);

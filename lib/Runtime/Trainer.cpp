@@ -121,6 +121,7 @@ Trainer::Trainer(Program program, Backend &backend, Communicator &comm,
   groups = std::make_unique<MeshGroups>(comm, mesh);
   backend.prepare(prog);
   drawTensorParallelStreamsPerRank(prog, tensorGroup().rank());
+  placeExpertShards(prog, groups->group(MeshAxis::DataInner).rank());
   prog.function("micro_step");
   prog.function("apply_step");
   const int64_t stage = pipelineGroup().rank(), stages = mesh.pipeline;

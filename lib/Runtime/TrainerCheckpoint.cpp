@@ -161,7 +161,7 @@ void Trainer::loadCheckpoint(const std::string &path) {
   auto perRank = file.metadata.find("per_rank_state_ranks");
   const std::string perRankRanks =
       perRank == file.metadata.end() ? "" : perRank->second;
-  requireUsedByAStage(names, stored, [&](const std::string &name) {
+  requireUsedByARank(names, stored, [&](const std::string &name) {
     // This world size's step has no per-rank state (one rank compresses
     // nothing), or other ranks' than the file's.
     if (!perRankRanks.empty() &&

@@ -126,16 +126,23 @@ void Trainer::gatherStages(Safetensors &file) const {
   }
 }
 
-void Trainer::requireUsedByAStage(
+void Trainer::requireUsedByARank(
     const std::set<std::string> &names, const std::set<std::string> &used,
     const std::function<std::string(const std::string &)> &message) const {
-  // Per name, whether this stage used it; the maximum over the stages.
+  // Per name, whether this rank used it; the maximum over the stages and
+  // the expert-parallel ranks.
   std::vector<float> usedHere;
   for (const std::string &name : names)
     usedHere.push_back(used.count(name) ? 1.0f : 0.0f);
   if (pipelined() && !usedHere.empty())
     pipelineGroup().allReduce(usedHere.data(), int64_t(usedHere.size()),
                               ReduceOp::Max);
+  const bool expertParallel =
+      std::any_of(prog.buffers.begin(), prog.buffers.end(),
+                  [](const Buffer &b) { return b.expertShard; });
+  if (expertParallel && !usedHere.empty())
+    groups->group(MeshAxis::DataInner)
+        .allReduce(usedHere.data(), int64_t(usedHere.size()), ReduceOp::Max);
   size_t i = 0;
   for (const std::string &name : names)
     if (usedHere[i++] == 0.0f)

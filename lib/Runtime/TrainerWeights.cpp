@@ -171,7 +171,7 @@ void Trainer::loadWeights(const std::string &path) {
   for (const std::string &name : names)
     if (fileNames.isUnused(name))
       used.insert(name);
-  requireUsedByAStage(names, used, [&](const std::string &name) {
+  requireUsedByARank(names, used, [&](const std::string &name) {
     return path + ": tensor '" + name +
            "' is not used by the model (weights of a different model or "
            "size?)";
@@ -188,19 +188,49 @@ void Trainer::saveWeights(const std::string &path) const {
 void Trainer::writeFromAllRanks(Safetensors &file, const std::string &path,
                                 std::initializer_list<BufferRole> roles) const {
   // Shards are gathered by every rank; other tensors only each stage's
-  // writer needs (rank 0 without a pipeline).
-  for (size_t id = 0; id < prog.buffers.size(); ++id)
-    if (std::find(roles.begin(), roles.end(), prog.buffers[id].role) !=
-            roles.end() &&
-        !isMasterWeights(prog.buffers[id]) && // the parameter's copy
-        (stageWriter() || gatheredOnSave(int(id))))
-      file.tensors[prog.buffers[id].name] = wholeTensorOf(int(id));
+  // writer needs (rank 0 without a pipeline). Each expert-parallel rank
+  // holds its own experts: the writer takes its group's.
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const Buffer &buf = prog.buffers[id];
+    if (std::find(roles.begin(), roles.end(), buf.role) == roles.end() ||
+        isMasterWeights(buf)) // the parameter's copy
+      continue;
+    if (buf.expertShard) {
+      for (auto &[name, tensor] : expertTensorsOf(int(id)))
+        if (stageWriter())
+          file.tensors[name] = std::move(tensor);
+      continue;
+    }
+    if (stageWriter() || gatheredOnSave(int(id)))
+      file.tensors[buf.name] = wholeTensorOf(int(id));
+  }
   gatherStages(file);
   if (comm.rank() == 0) {
     requireFiniteToSave(file, path, step);
     file.write(path);
   }
   comm.barrier(); // the ranks go on together once the file is written
+}
+
+std::vector<std::pair<std::string, Tensor>>
+Trainer::expertTensorsOf(int id) const {
+  // Every rank of the group holds the same buffer for its own expert.
+  Tensor mine = wholeTensorOf(id);
+  Communicator &group = groups->group(MeshAxis::DataInner);
+  const size_t bytes = mine.bytes.size();
+  std::vector<char> all(bytes * size_t(group.size()));
+  group.allGather(mine.bytes.data(), all.data(), int64_t(bytes));
+  const std::string &name = prog.buffers[size_t(id)].name;
+  const int64_t perRank = prog.metaInt("experts_per_rank", std::nullopt, 1);
+  const int64_t local = expertIndexOf(name) - group.rank() * perRank;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (int64_t g = 0; g < group.size(); ++g) {
+    Tensor t = mine;
+    t.bytes.assign(all.begin() + std::ptrdiff_t(bytes * size_t(g)),
+                   all.begin() + std::ptrdiff_t(bytes * size_t(g + 1)));
+    out.emplace_back(withExpertIndex(name, g * perRank + local), std::move(t));
+  }
+  return out;
 }
 
 bool Trainer::keepsRankCopies(int id) const {

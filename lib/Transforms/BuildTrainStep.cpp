@@ -522,11 +522,26 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
   };
   Value step = body->getArgument(stepArg);
 
-  // Average over data-parallel ranks, then clip by the global norm.
+  // Average over data-parallel ranks, then clip by the global norm. An
+  // expert-parallel parameter (-dsc-expert-parallel) is held by the
+  // data_outer ranks at one data_inner position, and its gradient already
+  // sums the whole data_inner group's tokens: averaged over data_outer and
+  // divided by the group's G ranks, it is the mean over all data ranks.
+  const int64_t expertGroup = meshGroupSize(module, MeshAxis::data_inner);
+  auto mean = ReduceKindAttr::get(ctx, ReduceKind::mean);
   SmallVector<Value> grads;
-  for (unsigned i = 0; i < n; ++i)
-    grads.push_back(b.create<AllReduceOp>(loc, params[i].type, arg(1, i),
-                                          ReduceKindAttr::get(ctx, ReduceKind::mean)));
+  for (unsigned i = 0; i < n; ++i) {
+    if (!isExpertParam(module, params[i].name)) {
+      grads.push_back(
+          b.create<AllReduceOp>(loc, params[i].type, arg(1, i), mean));
+      continue;
+    }
+    Value g = b.create<AllReduceOp>(
+        loc, params[i].type, arg(1, i), mean,
+        MeshAxisAttr::get(ctx, MeshAxis::data_outer));
+    grads.push_back(b.create<ScaleOp>(loc, params[i].type, g,
+                                      b.getF64FloatAttr(1.0 / expertGroup)));
+  }
   // A gradient sliced over the tensor axis (-dsc-tensor-parallel) has its
   // squares summed over that group; a replicated one counts once. A
   // pipeline stage's norm sums its squares with the other stages'; the
@@ -539,10 +554,13 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
             module->getAttrOfType<ArrayAttr>(kPipelineTiedParamsAttrName))
       for (auto name : tied.getAsRange<StringAttr>())
         tiedCopies.insert(name.getValue());
-  SmallVector<Value> replicated, sliced;
+  // Likewise each expert-parallel rank's experts count on that rank alone.
+  SmallVector<Value> replicated, sliced, experts;
   for (unsigned i = 0; i < n; ++i)
     if (!tiedCopies.contains(params[i].name))
-      (tensorSliceOf(module, params[i].name) ? sliced : replicated)
+      (tensorSliceOf(module, params[i].name) ? sliced
+       : isExpertParam(module, params[i].name) ? experts
+                                               : replicated)
           .push_back(grads[i]);
   auto tensorAxis = MeshAxisAttr::get(ctx, MeshAxis::tensor);
   auto pipelineAxis = MeshAxisAttr::get(ctx, MeshAxis::pipeline);
@@ -551,6 +569,12 @@ func::FuncOp BuildTrainStepPass::buildApplyStep(ModuleOp module,
     Value part = b.create<NormAllReduceOp>(
         loc, f32Scalar, b.create<GlobalNormOp>(loc, f32Scalar, sliced),
         tensorAxis);
+    norm = b.create<GlobalNormOp>(loc, f32Scalar, ValueRange{norm, part});
+  }
+  if (!experts.empty()) {
+    Value part = b.create<NormAllReduceOp>(
+        loc, f32Scalar, b.create<GlobalNormOp>(loc, f32Scalar, experts),
+        MeshAxisAttr::get(ctx, MeshAxis::data_inner));
     norm = b.create<GlobalNormOp>(loc, f32Scalar, ValueRange{norm, part});
   }
   if (pipelineStage >= 0)

@@ -8,6 +8,9 @@
 //   -dsc-tensor-parallel (slices the graph the frontend built, before any
 //     fusion changes its shape; nothing to do on a mesh without a tensor
 //     axis)
+//   -dsc-expert-parallel (shards the experts over expert-parallel groups,
+//     on the graph the frontend built; nothing to do without
+//     dsc.mesh_expert)
 //   -dsc-lora (freezes the model and adds adapters: the fusions see them;
 //     on the whole model, where a tied head is recognised by its embedding)
 //   -dsc-quantize-frozen (QLoRA: the frozen linear weights in 4 bits; the
@@ -62,6 +65,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   };
   const TrainingSwitches &on = p.switches;
   pm.addPass(createDscTensorParallel());
+  pm.addPass(createDscExpertParallel());
   addIfRun(p.lora);
   addIfRun(p.quantizeFrozen);
   pm.addPass(std::move(p.pipelineStage));

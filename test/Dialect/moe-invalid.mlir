@@ -221,3 +221,49 @@ func.func @balance_grad_result(%g: tensor<f32>, %a: tensor<2x4xf32>) {
   %d = dsc.moe_balance_loss_grad %g, %a {scale = 1.0 : f64} : (tensor<f32>, tensor<2x4xf32>) -> tensor<2x5xf32>
   return
 }
+
+// -----
+
+module attributes {dsc.mesh = #dsc.mesh<data = 2, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64} {
+func.func @exchange_experts_indivisible(%c: tensor<3xi32>) {
+  // expected-error @+1 {{'dsc.moe_exchange_counts' op the 3 experts do not divide over the 2 ranks of axis data_inner}}
+  %rc, %lc = dsc.moe_exchange_counts %c : (tensor<3xi32>) -> (tensor<2x1xi32>, tensor<1xi32>)
+  return
+}
+}
+
+// -----
+
+module attributes {dsc.mesh = #dsc.mesh<data = 2, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64} {
+func.func @exchange_local_counts(%c: tensor<4xi32>) {
+  // expected-error @+1 {{'dsc.moe_exchange_counts' op local_counts has shape [4], expected [2]}}
+  %rc, %lc = dsc.moe_exchange_counts %c : (tensor<4xi32>) -> (tensor<2x2xi32>, tensor<4xi32>)
+  return
+}
+}
+
+// -----
+
+module attributes {dsc.mesh = #dsc.mesh<data = 2, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64} {
+func.func @exchange_recv_counts(%r: tensor<8x4xf32>, %c: tensor<4xi32>, %rc: tensor<4x1xi32>) {
+  // expected-error @+1 {{'dsc.moe_exchange' op recv_counts has shape [4, 1], expected [2, 2]}}
+  %o = dsc.moe_exchange %r, %c, %rc : (tensor<8x4xf32>, tensor<4xi32>, tensor<4x1xi32>) -> tensor<16x4xf32>
+  return
+}
+}
+
+// -----
+
+module attributes {dsc.mesh = #dsc.mesh<data = 2, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64} {
+func.func @exchange_width(%r: tensor<8x4xf32>, %c: tensor<4xi32>, %rc: tensor<2x2xi32>) {
+  // expected-error @+1 {{'dsc.moe_exchange' op rows 'tensor<8x4xf32>' and result 'tensor<16x5xf32>' differ in width or element type}}
+  %o = dsc.moe_exchange %r, %c, %rc : (tensor<8x4xf32>, tensor<4xi32>, tensor<2x2xi32>) -> tensor<16x5xf32>
+  return
+}
+}
+
+// -----
+
+// expected-error @+1 {{'dsc.mesh_expert' must be an integer on the module equal to its 'dsc.mesh_data_inner' (expert-parallel groups are the data_inner groups)}}
+module attributes {dsc.mesh = #dsc.mesh<data = 4, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64, dsc.mesh_expert = 4 : i64} {
+}

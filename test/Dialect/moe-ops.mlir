@@ -52,3 +52,18 @@ func.func @moe_gradients(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>,
   %db = dsc.moe_balance_loss_grad %dloss, %load, %load {scale = 0.25 : f64} : (tensor<f32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %dl, %dw, %dw1, %dw2, %dlg, %db : tensor<6x4xf32>, tensor<6x2xf32>, tensor<24x8xf32>, tensor<32x6xf32>, tensor<6x4xf32>, tensor<2x4xf32>
 }
+
+// Expert parallelism over the 2 ranks of data_inner: 4 experts, 2 per rank.
+// CHECK-LABEL: func @moe_exchange
+module attributes {dsc.mesh = #dsc.mesh<data = 2, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64, dsc.mesh_expert = 2 : i64} {
+func.func @moe_exchange(%rows: tensor<12x8xbf16>, %counts: tensor<4xi32>)
+    -> tensor<12x8xbf16> {
+  // CHECK: dsc.moe_exchange_counts %{{.*}} : (tensor<4xi32>) -> (tensor<2x2xi32>, tensor<2xi32>)
+  %rc, %lc = dsc.moe_exchange_counts %counts : (tensor<4xi32>) -> (tensor<2x2xi32>, tensor<2xi32>)
+  // CHECK: dsc.moe_exchange %{{.*}}, %{{.*}}, %{{.*}} : (tensor<12x8xbf16>, tensor<4xi32>, tensor<2x2xi32>) -> tensor<24x8xbf16>
+  %recv = dsc.moe_exchange %rows, %counts, %rc : (tensor<12x8xbf16>, tensor<4xi32>, tensor<2x2xi32>) -> tensor<24x8xbf16>
+  // CHECK: dsc.moe_exchange %{{.*}}, %{{.*}}, %{{.*}} {reverse = true} : (tensor<24x8xbf16>, tensor<4xi32>, tensor<2x2xi32>) -> tensor<12x8xbf16>
+  %back = dsc.moe_exchange %recv, %counts, %rc {reverse = true} : (tensor<24x8xbf16>, tensor<4xi32>, tensor<2x2xi32>) -> tensor<12x8xbf16>
+  return %back : tensor<12x8xbf16>
+}
+}

@@ -302,11 +302,15 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   (*module)->setAttr(mlir::dsc::kMeshAttrName,
                      mlir::dsc::MeshAttr::get(&ctx, train.dataParallel(),
                                               par.tensor, par.pipeline));
-  // Hybrid sharding's shard groups, hpZ's secondary partitions, or qgZ's
-  // nodes.
+  // Expert-parallel groups, hybrid sharding's shard groups, hpZ's
+  // secondary partitions, or qgZ's nodes.
   if (train.dataInner() > 1)
     (*module)->setAttr(mlir::dsc::kMeshDataInnerAttrName,
                        b.getI64IntegerAttr(train.dataInner()));
+  // Expert parallelism over the data_inner groups (-dsc-expert-parallel).
+  if (par.expert > 1)
+    (*module)->setAttr(mlir::dsc::kMeshExpertAttrName,
+                       b.getI64IntegerAttr(par.expert));
   if (par.pipeline > 1)
     (*module)->setAttr("dsc.pipeline_schedule",
                        b.getStringAttr(par.schedule));

@@ -165,12 +165,19 @@ TEST_P(GroupedLinearTest, MatchesNaiveWithAnEmptyExpert) {
             v += double(h.f(x)[s * K + k]) * h.f(dy)[s * N + n];
         EXPECT_NEAR(h.f(dw)[e * K * N + (tw ? n * K + k : k * N + n)], v, 1e-5);
       }
+  // Fewer counted rows than rows: the rest is padding (expert
+  // parallelism's receiving buffer), with zero results.
+  h.seti(counts, {2, 0, 1});
+  h.run(Opcode::GroupedLinear, {x, w, counts}, {y}, attrs);
+  for (int64_t s = 3; s < S; ++s)
+    for (int64_t n = 0; n < N; ++n)
+      EXPECT_EQ(h.f(y)[s * N + n], 0.0f);
   h.seti(counts, {3, 1, 2});
   EXPECT_EQ(errorOf([&] {
               h.run(Opcode::GroupedLinear, {x, w, counts}, {y}, attrs);
             }),
-            "GroupedLinear: the experts' row counts add up to 6, not the 5 "
-            "rows");
+            "GroupedLinear: the experts' row counts add up to 6, more than "
+            "the 5 rows");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, GroupedLinearTest, ::testing::Bool());

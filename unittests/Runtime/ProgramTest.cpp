@@ -368,3 +368,34 @@ TEST(Program, TensorParallelStreamsPerRank) {
   EXPECT_EQ(p.functions["micro_step"].body[1].getInt("stream"), 4);
   EXPECT_EQ(p.functions["micro_step"].body[2].attrs.count("stream"), 0u);
 }
+
+// Expert parallelism: local expert j of group rank g is expert g * El + j;
+// its parameter, optimizer state and accumulator take that expert's name,
+// other buffers keep theirs.
+TEST(Program, ExpertShardsNamedPerRank) {
+  EXPECT_EQ(expertIndexOf("model.layers.3.block_sparse_moe.experts.12.w1.weight"),
+            12);
+  EXPECT_EQ(expertIndexOf("model.layers.3.mlp.weight"), -1);
+  EXPECT_EQ(expertIndexOf("num_experts.3.x"), -1); // not a path segment
+  EXPECT_EQ(withExpertIndex("exp_avg/l.experts.1.w2.weight", 7),
+            "exp_avg/l.experts.7.w2.weight");
+  EXPECT_THROW(withExpertIndex("l.w2.weight", 1), Error);
+  Program p;
+  p.meta["expert_params"] = std::string("l.experts.0.w1.weight,l.experts.1.w1.weight");
+  p.meta["experts_per_rank"] = int64_t(2);
+  for (const char *name :
+       {"l.experts.0.w1.weight", "l.experts.1.w1.weight",
+        "exp_avg/l.experts.1.w1.weight", "l.gate.weight"})
+    p.buffers.push_back(Buffer{name});
+  Program rank0 = p;
+  placeExpertShards(rank0, 0);
+  EXPECT_EQ(rank0.buffers[1].name, "l.experts.1.w1.weight");
+  EXPECT_TRUE(rank0.buffers[1].expertShard);
+  placeExpertShards(p, 3);
+  EXPECT_EQ(p.buffers[0].name, "l.experts.6.w1.weight");
+  EXPECT_EQ(p.buffers[1].name, "l.experts.7.w1.weight");
+  EXPECT_EQ(p.buffers[2].name, "exp_avg/l.experts.7.w1.weight");
+  EXPECT_TRUE(p.buffers[2].expertShard);
+  EXPECT_EQ(p.buffers[3].name, "l.gate.weight");
+  EXPECT_FALSE(p.buffers[3].expertShard);
+}

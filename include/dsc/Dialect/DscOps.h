@@ -69,6 +69,23 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "dsc.mesh";
 inline constexpr llvm::StringLiteral kMeshDataInnerAttrName =
     "dsc.mesh_data_inner";
 
+/// The module attribute asking for expert parallelism (i64, the ranks of
+/// an expert-parallel group: the data_inner groups, so it equals
+/// dsc.mesh_data_inner); -dsc-expert-parallel shards the experts over them.
+inline constexpr llvm::StringLiteral kMeshExpertAttrName = "dsc.mesh_expert";
+/// The module attributes -dsc-expert-parallel writes: the expert parameters
+/// a rank holds (array of names, those of group rank 0: `experts.j.` for
+/// local expert j), and how many experts each rank holds (i64). Group rank
+/// g's local expert j is expert g * experts_per_rank + j; its parameters,
+/// gradients and optimizer state are its own (rt::placeExpertShards names
+/// them per rank).
+inline constexpr llvm::StringLiteral kExpertParamsAttrName =
+    "dsc.expert_params";
+inline constexpr llvm::StringLiteral kExpertsPerRankAttrName =
+    "dsc.experts_per_rank";
+/// Whether `param` is one of the module's expert-parallel parameters.
+bool isExpertParam(Operation *op, StringRef param);
+
 /// The module attribute -dsc-quantize-frozen writes: parameter name ->
 /// #dsc.four_bit (a dictionary).
 inline constexpr llvm::StringLiteral kFourBitParamsAttrName =

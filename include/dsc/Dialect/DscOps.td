@@ -779,7 +779,9 @@ def Dsc_GroupedLinearOp : Dsc_DiffOp<"grouped_linear"> {
     matrices along dimension 0: `[E*K, N]`, or `[E*N, K]` with
     `transpose_w` (nn.Linear's `[out, in]` per expert, as Mixtral's
     `experts.{e}.w1.weight` concatenated). The result is `[S, N]`; the
-    counts must add up to S. Expert e's rows are one GEMM.
+    counts add up to at most S, and rows after theirs are padding (zero
+    results, no gradient: expert parallelism's received rows). Expert e's
+    rows are one GEMM.
   }];
   let arguments = (ins Dsc_FloatTensor:$input, Dsc_FloatTensor:$weight,
                        Dsc_IdTensor:$counts,
@@ -1344,6 +1346,55 @@ def Dsc_TpReduceOp
   let arguments = (ins Dsc_FloatTensor:$input,
                        DefaultValuedAttr<Dsc_MeshAxisAttr,
                                          "MeshAxis::tensor">:$axis);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
+// Expert parallelism (-dsc-expert-parallel): the G ranks of `axis` hold E / G
+// experts each (expert e on group rank e / (E / G)); a layer's expert rows
+// travel to the ranks of their experts and back.
+
+def Dsc_MoeExchangeCountsOp : Dsc_CollectiveOp<"moe_exchange_counts"> {
+  let summary = "Expert parallelism: the row counts each rank will receive";
+  let description = [{
+    `%recv_counts, %local_counts = dsc.moe_exchange_counts %counts {axis}`
+    on this rank's per-expert row counts `[E]` (from `dsc.moe_route`), over
+    the G ranks of `axis`, each holding El = E / G experts:
+    `recv_counts[s, j]` (`[G, El]`) is the count group rank s has for this
+    rank's local expert j (its expert g * El + j, g this rank's
+    coordinate), and `local_counts[j]` (`[El]`) their sum over s: the rows
+    local expert j computes. An all-to-all of El counts per peer.
+  }];
+  let arguments = (ins Dsc_IdTensor:$counts,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data_inner">:$axis);
+  let results = (outs Dsc_IdTensor:$recv_counts, Dsc_IdTensor:$local_counts);
+}
+
+def Dsc_MoeExchangeOp
+    : Dsc_CollectiveOp<"moe_exchange",
+          [DeclareOpInterfaceMethods<Dsc_GradientOpInterface>]> {
+  let summary = "Expert parallelism: expert rows to their experts' ranks and back";
+  let description = [{
+    `%out = dsc.moe_exchange %in, %counts, %recv_counts {axis, reverse}`
+    with `%counts` `[E]` this rank's rows per expert and `%recv_counts`
+    `[G, El]` from `dsc.moe_exchange_counts`. Forward (`reverse = false`):
+    `%in` `[Rs, C]` is this rank's expert-major rows (`dsc.moe_dispatch`'s
+    layout, the counts adding up to at most Rs); the rows of the experts of
+    group rank p go to p. `%out` `[Rr, C]` is the receiver's layout: local
+    expert 0's rows first, from source rank 0, 1, ... in turn, each
+    source's in its own order; rows after the received ones are zero. Rr
+    is static: a bound the compiler picks (G * N * min(K, El) holds any
+    routing of N tokens to K experts each). `reverse = true` sends each
+    row back: `%in` `[Rr, C]` in the receiver's layout, `%out` `[Rs, C]`
+    in the sender's (rows after the counts' sum zero). Each direction is
+    the other's gradient. Rows travel as bytes of any element type, one
+    message per peer, only the rows that exist.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$input, Dsc_IdTensor:$counts,
+                       Dsc_IdTensor:$recv_counts,
+                       DefaultValuedAttr<BoolAttr, "false">:$reverse,
+                       DefaultValuedAttr<Dsc_MeshAxisAttr,
+                                         "MeshAxis::data_inner">:$axis);
   let results = (outs Dsc_FloatTensor:$result);
 }
 

@@ -309,6 +309,9 @@ struct ParallelConfig {
   /// "parameters" (balance parameter counts) or "uniform" (layer counts).
   std::string partition = "best";
   int64_t activationCheckpointInterval = 0; ///< pipeline.*; 0: none
+  /// moe.ep_size: the ranks of an expert-parallel group (consecutive data
+  /// ranks), over which each MoE layer's experts are sharded; 1: none.
+  int64_t expert = 1;
   std::string schedule = "1f1b";  ///< dsc.pipeline_schedule
   int64_t virtualStages = 1;      ///< dsc.pipeline_virtual_stages
   /// activation_checkpointing.partition_activations: checkpoints split
@@ -365,13 +368,15 @@ struct TrainConfig {
   void setNodeRanks(int64_t ranksPerNode) {
     qgzNodeRanks = qgzNodeRanksFor(ranksPerNode);
   }
-  /// The data_inner groups' ranks (dsc.mesh_data_inner): hybrid sharding's
-  /// or hpZ's group, else qgZ's nodes, 1 without any.
+  /// The data_inner groups' ranks (dsc.mesh_data_inner): the
+  /// expert-parallel group, hybrid sharding's or hpZ's group, else qgZ's
+  /// nodes, 1 without any (ValidateConfigs refuses two that differ).
   int64_t dataInner() const {
-    return zeroShardGroup  ? zeroShardGroup
-           : zeroHpzGroup  ? zeroHpzGroup
-           : qgzNodeRanks ? qgzNodeRanks
-                           : 1;
+    return parallel.expert > 1 ? parallel.expert
+           : zeroShardGroup    ? zeroShardGroup
+           : zeroHpzGroup      ? zeroHpzGroup
+           : qgzNodeRanks      ? qgzNodeRanks
+                               : 1;
   }
   /// zero_optimization.reduce_bucket_size / allgather_bucket_size:
   /// elements per bucket of the gradient all-reduces and reduce-scatters,

@@ -90,7 +90,9 @@ struct InstrDims {
   /// Moe family: N tokens (`rows`) of width `cols`, `experts` experts and
   /// `topK` chosen per token; GroupedLinear(GradWeight) also sets the
   /// linear family's M (rows), K, N and transW (one expert's matrix).
-  /// MoeBalanceLoss(Grad): `parts` layer loads.
+  /// MoeBalanceLoss(Grad): `parts` layer loads. MoeExchangeCounts: `n`
+  /// experts per rank of the group; MoeExchange: `rows` rows in, `M` out,
+  /// of width `cols`, `n` the input's elements.
   int64_t experts = 0, topK = 0;
   /// LrSchedule: its attributes, checked (kind, warmup type, and a cosine
   /// decay that has steps to run).

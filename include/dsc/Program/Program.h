@@ -110,6 +110,11 @@ struct Buffer {
   /// A parameter stored in 4 bits (QLoRA); the runtime quantizes the
   /// [rows, cols] f32 weight it loads or initialises into it.
   std::optional<FourBitStorage> fourBit;
+  /// Expert parallelism: a parameter of one of this rank's experts (or its
+  /// gradient or optimizer state), named after that expert
+  /// (placeExpertShards); the other ranks of its data_inner group hold the
+  /// other experts under their names.
+  bool expertShard = false;
   /// ZeRO-Offload: the buffer lives in host memory (the host arena,
   /// Program::hostArenaBytes), next to the device arena that holds every
   /// other buffer. On the CPU backend both are RAM.
@@ -309,6 +314,18 @@ struct Program;
 /// Program::tensorParallelStreams (the forward op, its recomputation and
 /// its gradient alike).
 void drawTensorParallelStreamsPerRank(Program &program, int64_t tensorRank);
+
+/// Expert parallelism (dsc.expert_params, dsc.experts_per_rank): the
+/// compiled step names local expert j's buffers as expert j's (`experts.j.`
+/// in the name); group rank `expertRank` of the data_inner axis holds
+/// experts expertRank * experts_per_rank + j. Renames them so and marks
+/// them Buffer::expertShard; nothing to do without expert parallelism.
+void placeExpertShards(Program &program, int64_t expertRank);
+/// `name` with the expert index of its last `experts.<i>.` replaced by
+/// `expert`; an error when it has none.
+std::string withExpertIndex(const std::string &name, int64_t expert);
+/// The expert index of `name`'s last `experts.<i>.`; -1 when none.
+int64_t expertIndexOf(const std::string &name);
 
 struct Program {
   std::vector<Buffer> buffers;

@@ -188,10 +188,11 @@ private:
   /// Pipeline: the writer of each stage (data and tensor coordinate 0)
   /// sends its tensors of `file` to the first stage's, which merges them.
   void gatherStages(Safetensors &file) const;
-  /// Pipeline: throws `message(name)` for the first of `names` that no
-  /// stage marked in `used` (every rank of the pipeline group calls it with
-  /// the same `names`). Alone, just checks `used`.
-  void requireUsedByAStage(
+  /// Throws `message(name)` for the first of `names` that no rank marked
+  /// in `used`: no stage of the pipeline, no rank of the expert-parallel
+  /// group (which hold different experts); every rank of those groups
+  /// calls it with the same `names`. Alone, just checks `used`.
+  void requireUsedByARank(
       const std::set<std::string> &names, const std::set<std::string> &used,
       const std::function<std::string(const std::string &)> &message) const;
   bool pipelined() const { return groups->mesh().pipeline > 1; }
@@ -228,6 +229,10 @@ private:
   /// With `rankCopies`, every rank's copy of any buffer as [world size,
   /// shape...].
   Tensor wholeTensorOf(int buffer, bool rankCopies = false) const;
+  /// An expert-parallel buffer (Buffer::expertShard) of every rank of this
+  /// rank's data_inner group, each under its expert's name (collective
+  /// over the group).
+  std::vector<std::pair<std::string, Tensor>> expertTensorsOf(int buffer) const;
   /// 0/1 Adam: whether checkpoints keep every rank's copy of the buffer
   /// (parameters and momenta, which local steps let drift apart), as
   /// `rank_copies/<name>` beside rank 0's.

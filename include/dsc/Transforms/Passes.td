@@ -521,6 +521,31 @@ def DscBuildTrainStep : Pass<"dsc-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def DscExpertParallel : Pass<"dsc-expert-parallel", "::mlir::ModuleOp"> {
+  let summary = "Shards mixture-of-experts layers' experts over expert-parallel groups";
+  let description = [{
+    With the module attribute `dsc.mesh_expert = G` (nothing to do without
+    it or with G = 1), the G ranks of each data_inner group hold E / G of
+    every MoE layer's E experts: group rank g holds experts g * E / G and
+    up. In @forward, each layer's expert rows (`dsc.moe_dispatch`) travel
+    to their experts' ranks (`dsc.moe_exchange_counts`, then
+    `dsc.moe_exchange`), the grouped GEMMs run this rank's experts on the
+    rows it received (the concatenated weights keep E / G experts: the
+    parameters of local slot j, named as group rank 0's expert j; the
+    others leave the function), and their outputs travel back (`reverse`)
+    before `dsc.moe_combine`. The received rows are a static bound: G * N *
+    min(K, E / G) for N tokens routed to K experts, the most any routing
+    sends one rank; rows after the received ones are padding. The module
+    records the expert parameters (`dsc.expert_params`) and experts per
+    rank (`dsc.experts_per_rank`): -dsc-build-train-step averages their
+    gradients over data_outer, the ranks holding the same experts, and
+    sums their squares over data_inner for the norm; the runtime names each
+    rank's parameters after its own experts. Runs before any fusion; the
+    ops between the expert GEMMs must be `dsc.silu` and `dsc.mul`.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscTensorParallel : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Megatron-style tensor slicing of @forward over the tensor axis";
   let description = [{

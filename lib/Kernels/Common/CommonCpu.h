@@ -261,6 +261,9 @@ void runCompression(Exec &e);
 void runGated(Exec &e);
 void runRotary(Exec &e);
 void runMoe(Exec &e);
+/// Expert parallelism's exchanges (MoeExchangeCounts, MoeExchange) over
+/// `group`, the ranks of the instruction's axis.
+void runExpertExchange(Exec &e, Communicator &group);
 void runGemm(Exec &e);
 void runQuantized(Exec &e);
 

@@ -74,19 +74,21 @@ void topkGrad(const float *dw, const float *w, const int32_t *experts,
 }
 
 /// The offsets of each expert's rows (counts' exclusive prefix sum); fails
-/// unless the counts are non-negative and sum to `rows`.
+/// unless the counts are non-negative and sum to `rows` (with `padded`: to
+/// at most `rows`, the rest being padding).
 std::vector<int64_t> offsetsOf(Exec &e, const int32_t *counts, int64_t E,
-                               int64_t rows) {
+                               int64_t rows, bool padded = false) {
   std::vector<int64_t> off(size_t(E) + 1, 0);
   for (int64_t x = 0; x < E; ++x) {
     if (counts[x] < 0)
       e.fail("expert " + std::to_string(x) + " has a negative row count");
     off[size_t(x) + 1] = off[size_t(x)] + counts[x];
   }
-  if (off[size_t(E)] != rows)
+  if (padded ? off[size_t(E)] > rows : off[size_t(E)] != rows)
     e.fail("the experts' row counts add up to " +
-           std::to_string(off[size_t(E)]) + ", not the " +
-           std::to_string(rows) + " rows");
+           std::to_string(off[size_t(E)]) + ", " +
+           (padded ? "more than" : "not") + " the " + std::to_string(rows) +
+           " rows");
   return off;
 }
 
@@ -166,8 +168,8 @@ bool worthThreads(const std::vector<int64_t> &off, int64_t K, int64_t N) {
 
 /// y_e = x_e @ W_e (W_e^T when transW) for each expert's rows.
 void groupedLinear(const float *x, const float *w, float *y,
-                   const std::vector<int64_t> &off, int64_t K, int64_t N,
-                   bool transW) {
+                   const std::vector<int64_t> &off, int64_t M, int64_t K,
+                   int64_t N, bool transW) {
   configureBlasThreads();
   const int64_t E = int64_t(off.size()) - 1;
 #pragma omp parallel for schedule(dynamic, 1) if (worthThreads(off, K, N))
@@ -180,6 +182,8 @@ void groupedLinear(const float *x, const float *w, float *y,
                 w + e * K * N, int(transW ? K : N), 0.0f,
                 y + off[size_t(e)] * N, int(N));
   }
+  // Padding rows (after the counts' sum) have zero results.
+  std::fill(y + off[size_t(E)] * N, y + M * N, 0.0f);
 }
 
 /// dW_e = x_e^T @ dy_e ([K, N]; its transpose [N, K] when transW); an
@@ -298,10 +302,11 @@ void runMoe(Exec &e) {
   }
   case MoeOpcode::GroupedLinear:
   case MoeOpcode::GroupedLinearGradWeight: {
-    std::vector<int64_t> off = offsetsOf(e, e.iin(2, "counts"), E, d.M);
+    std::vector<int64_t> off =
+        offsetsOf(e, e.iin(2, "counts"), E, d.M, /*padded=*/true);
     if (e.I.op == Opcode::GroupedLinear)
-      groupedLinear(e.fin(0, "x"), e.fin(1, "weight"), e.fout(0, "y"), off, d.K,
-                    d.N, d.transW);
+      groupedLinear(e.fin(0, "x"), e.fin(1, "weight"), e.fout(0, "y"), off, d.M,
+                    d.K, d.N, d.transW);
     else
       groupedLinearGradWeight(e.fin(0, "x"), e.fin(1, "dy"), e.fout(0, "dw"),
                               off, d.K, d.N, d.transW);

@@ -1,0 +1,180 @@
+//===- MoeExchangeCpu.cpp - Expert parallelism's exchanges ----------------===//
+//
+// dsc.moe_exchange_counts and dsc.moe_exchange on the CPU backend: the G
+// ranks of the instruction's axis hold El = E / G experts each (expert e
+// on group rank e / El). A rank's expert-major rows (dsc.moe_dispatch's
+// layout) go to the ranks of their experts, which lay them out by local
+// expert, then by source rank; `reverse` sends them back. One message per
+// peer holds exactly the rows that peer needs: the counts, exchanged
+// first, tell both sides the sizes, so nothing is padded on the wire.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common/CommonCpu.h"
+
+#include <cstring>
+#include <vector>
+
+namespace dsc::rt::cpu {
+
+namespace {
+
+/// The rows each expert holds in the two layouts of one exchange.
+struct ExpertRows {
+  int64_t G = 1, perRank = 1, rowBytes = 0;
+  /// Sender layout: expert e's rows start at sendOffset[e] (E + 1 entries).
+  std::vector<int64_t> sendOffset;
+  /// Receiver layout: the rows local expert j got from source s start at
+  /// recvOffset[j * G + s], and there are recvCounts[s * El + j] of them.
+  std::vector<int64_t> recvOffset;
+  const int32_t *recvCounts = nullptr;
+  int64_t sendRows = 0, recvRows = 0;
+
+  /// Rows this rank sends to (receives from) peer p in the forward
+  /// direction.
+  int64_t sentTo(int64_t p) const {
+    return sendOffset[size_t((p + 1) * perRank)] -
+           sendOffset[size_t(p * perRank)];
+  }
+  int64_t receivedFrom(int64_t s) const {
+    int64_t rows = 0;
+    for (int64_t j = 0; j < perRank; ++j)
+      rows += recvCounts[s * perRank + j];
+    return rows;
+  }
+};
+
+ExpertRows layoutOf(Exec &e, int64_t G) {
+  const bool reverse = e.I.getInt("reverse") != 0;
+  ExpertRows r;
+  r.G = G;
+  r.perRank = e.d.experts / G;
+  r.rowBytes = e.d.cols * int64_t(dtypeSize(e.in(0).dtype));
+  r.sendRows = reverse ? e.d.M : e.d.rows;
+  r.recvRows = reverse ? e.d.rows : e.d.M;
+  const int32_t *counts = e.iin(1, "counts");
+  r.recvCounts = e.iin(2, "recv_counts");
+  r.sendOffset.assign(size_t(e.d.experts) + 1, 0);
+  for (int64_t x = 0; x < e.d.experts; ++x) {
+    if (counts[x] < 0)
+      e.fail("expert " + std::to_string(x) + " has a negative row count");
+    r.sendOffset[size_t(x) + 1] = r.sendOffset[size_t(x)] + counts[x];
+  }
+  if (r.sendOffset.back() > r.sendRows)
+    e.fail("the experts' row counts add up to " +
+           std::to_string(r.sendOffset.back()) + ", more than the " +
+           std::to_string(r.sendRows) + " rows");
+  r.recvOffset.assign(size_t(r.perRank * G), 0);
+  int64_t next = 0;
+  for (int64_t j = 0; j < r.perRank; ++j)
+    for (int64_t s = 0; s < G; ++s) {
+      const int32_t c = r.recvCounts[s * r.perRank + j];
+      if (c < 0)
+        e.fail("rank " + std::to_string(s) + " sends a negative row count");
+      r.recvOffset[size_t(j * G + s)] = next;
+      next += c;
+    }
+  if (next > r.recvRows)
+    e.fail("the " + std::to_string(next) + " rows received exceed the " +
+           std::to_string(r.recvRows) + " rows of the receiving buffer (a "
+           "routing the compiled bound does not hold)");
+  return r;
+}
+
+/// Forward: this rank's rows for peer p's experts are contiguous in the
+/// sender layout; rows received from source s are scattered by expert.
+/// Reverse: the rows of source s are gathered by expert and sent back; the
+/// rows returned by peer p land contiguously in the sender layout.
+void exchangeRows(Exec &e, Communicator &group, const ExpertRows &r,
+                  bool reverse) {
+  const char *in = static_cast<const char *>(e.S.data(e.inId(0)));
+  char *out = static_cast<char *>(e.S.data(e.outId(0)));
+  const int64_t G = r.G, me = group.rank(), B = r.rowBytes;
+  std::memset(out, 0, e.out(0).bytes());
+  // The rows of source s in the receiver layout, expert by expert, as one
+  // contiguous message (or from one).
+  auto pack = [&](int64_t s, const char *recvLayout, char *message) {
+    for (int64_t j = 0; j < r.perRank; ++j) {
+      const int64_t c = r.recvCounts[s * r.perRank + j];
+      std::memcpy(message, recvLayout + r.recvOffset[size_t(j * G + s)] * B,
+                  size_t(c * B));
+      message += c * B;
+    }
+  };
+  auto unpack = [&](int64_t s, const char *message, char *recvLayout) {
+    for (int64_t j = 0; j < r.perRank; ++j) {
+      const int64_t c = r.recvCounts[s * r.perRank + j];
+      std::memcpy(recvLayout + r.recvOffset[size_t(j * G + s)] * B, message,
+                  size_t(c * B));
+      message += c * B;
+    }
+  };
+  auto senderBlock = [&](int64_t p) {
+    return r.sendOffset[size_t(p * r.perRank)] * B;
+  };
+  // This rank's own rows.
+  if (!reverse)
+    unpack(me, in + senderBlock(me), out);
+  else
+    pack(me, in, out + senderBlock(me));
+  // Peer k steps ahead gets ours while we take the one k steps behind's.
+  std::vector<std::vector<char>> outbox(static_cast<size_t>(G));
+  int64_t sent = 0;
+  for (int64_t k = 1; k < G; ++k) {
+    const int64_t to = (me + k) % G, from = (me - k + G) % G;
+    const int64_t sendBytes =
+        (reverse ? r.receivedFrom(to) : r.sentTo(to)) * B;
+    const int64_t recvBytes =
+        (reverse ? r.sentTo(from) : r.receivedFrom(from)) * B;
+    sent += sendBytes;
+    if (sendBytes > 0) {
+      if (!reverse) {
+        group.startSend(in + senderBlock(to), sendBytes, int(to));
+      } else {
+        std::vector<char> &message = outbox[size_t(to)];
+        message.resize(size_t(sendBytes));
+        pack(to, in, message.data());
+        group.startSend(message.data(), sendBytes, int(to));
+      }
+    }
+    if (recvBytes > 0) {
+      if (reverse) {
+        group.recv(out + senderBlock(from), recvBytes, int(from));
+      } else {
+        std::vector<char> message(static_cast<size_t>(recvBytes));
+        group.recv(message.data(), recvBytes, int(from));
+        unpack(from, message.data(), out);
+      }
+    }
+  }
+  group.waitSends();
+  // The messages form one all-to-all: its traffic is counted as one.
+  group.countSent(CollectiveKind::Send, -sent);
+  group.countSent(CollectiveKind::AllToAll, sent);
+}
+
+} // namespace
+
+void runExpertExchange(Exec &e, Communicator &group) {
+  if (group.size() != e.d.group)
+    e.fail("the communicator has " + std::to_string(group.size()) +
+           " ranks, the program's axis " + std::to_string(e.d.group));
+  const int64_t G = e.d.group;
+  if (e.I.op == Opcode::MoeExchangeCounts) {
+    // Peer p gets our counts of its El experts: an all-to-all.
+    const int32_t *counts = e.iin(0, "counts");
+    int32_t *recv = e.iout(0, "recv_counts"), *local = e.iout(1, "local_counts");
+    group.allToAll(counts, recv, e.d.n * int64_t(sizeof(int32_t)));
+    for (int64_t j = 0; j < e.d.n; ++j) {
+      int64_t sum = 0;
+      for (int64_t s = 0; s < G; ++s)
+        sum += recv[s * e.d.n + j];
+      local[j] = int32_t(sum);
+    }
+    return;
+  }
+  const bool reverse = e.I.getInt("reverse") != 0;
+  exchangeRows(e, group, layoutOf(e, G), reverse);
+}
+
+} // namespace dsc::rt::cpu
