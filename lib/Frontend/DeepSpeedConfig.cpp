@@ -239,11 +239,13 @@ void checkDataInner(const Ctx &c, TrainConfig &t, int64_t data) {
     if (data % ep != 0)
       c.fail("moe.ep_size (" + str(ep) +
              ") must divide the data-parallel size (" + str(data) + ")");
-    if (t.zeroStage != 0)
-      c.fail("moe.ep_size (" + str(ep) + ") > 1 with zero_optimization.stage " +
-             str(t.zeroStage) + ": expert parallelism runs with stage 0 "
-             "(sharding the experts' state over their data-parallel ranks "
-             "is not built)");
+    if (t.zeroShardGroup || t.zeroHpzGroup)
+      c.fail("moe.ep_size (" + str(ep) + ") > 1 with zero_optimization." +
+             (t.zeroShardGroup ? "mics_shard_size" : "zero_hpz_partition_size") +
+             ": not supported (both group the data-parallel ranks)");
+    if (t.offloadOptimizer)
+      c.fail("moe.ep_size (" + str(ep) + ") > 1 with offload_optimizer: "
+             "not supported (the experts' state stays on the device)");
   }
 }
 

@@ -68,6 +68,23 @@ std::optional<StateKind> resultKind(func::FuncOp fn, unsigned i) {
   return std::nullopt;
 }
 
+/// Whether argument `i` of `fn` is state of an expert-parallel parameter
+/// (-dsc-expert-parallel): the experts are split over the expert axis
+/// already, so ZeRO leaves their parameters, gradients and optimizer state
+/// whole on each of their holders.
+bool isExpertArg(func::FuncOp fn, unsigned i) {
+  auto state = fn.getArgAttrOfType<StateAttr>(i, kStateAttrName);
+  return state && isExpertParam(fn, state.getName());
+}
+bool isExpertResult(func::FuncOp fn, unsigned i) {
+  auto state = fn.getResultAttrOfType<StateAttr>(i, kStateAttrName);
+  return state && isExpertParam(fn, state.getName());
+}
+bool isExpertValue(func::FuncOp fn, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && isExpertArg(fn, arg.getArgNumber());
+}
+
 bool isOptimizerState(StateKind kind) {
   return kind == StateKind::exp_avg || kind == StateKind::exp_avg_sq ||
          kind == StateKind::momentum || kind == StateKind::exp_avg_absmax ||
@@ -289,6 +306,16 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       return signalPassFailure();
   }
 
+  /// The experts' part of the gradient norm (-dsc-build-train-step sums
+  /// its squares over data_inner): whole tensors, left as they are.
+  static bool isExpertNorm(Operation *norm) {
+    return norm->hasOneUse() &&
+           llvm::any_of(norm->getUsers(), [](Operation *user) {
+             auto reduce = dyn_cast<NormAllReduceOp>(user);
+             return reduce && reduce.getAxis() == MeshAxis::data_inner;
+           });
+  }
+
   /// qgZ's ranks per node when its reduce-scatters go in two hops, else 0.
   int64_t qgzNodeRanks = 0;
 
@@ -316,7 +343,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     const Sharding inner(fn, MeshAxis::data_inner);
     for (BlockArgument arg : body.getArguments()) {
       if (argKind(fn, arg.getArgNumber()) != StateKind::param ||
-          !partitioned(arg.getType()))
+          !partitioned(arg.getType()) || isExpertArg(fn, arg.getArgNumber()))
         continue;
       Type whole = arg.getType();
       // The users of each phase, and the first of them in program order.
@@ -360,7 +387,7 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(&getContext());
     for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
-      if (resultKind(micro, r) != StateKind::grad)
+      if (resultKind(micro, r) != StateKind::grad || isExpertResult(micro, r))
         continue;
       auto add = ret.getOperand(r).getDefiningOp<AddOp>();
       auto acc = add ? dyn_cast<BlockArgument>(add.getLhs()) : nullptr;
@@ -397,6 +424,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     auto data = MeshAxisAttr::get(ctx, sh.axis);
     for (BlockArgument arg : body.getArguments()) {
       std::optional<StateKind> kind = argKind(apply, arg.getArgNumber());
+      if (isExpertArg(apply, arg.getArgNumber()))
+        continue;
       if (kind && (isOptimizerState(*kind) ||
                    (stage >= 2 && *kind == StateKind::grad) ||
                    (*kind == StateKind::param && partitioned(arg.getType()))))
@@ -411,7 +440,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
       Location loc = op->getLoc();
       if (auto reduce = dyn_cast<AllReduceOp>(op)) {
         auto acc = dyn_cast<BlockArgument>(reduce.getInput());
-        if (!acc || argKind(apply, acc.getArgNumber()) != StateKind::grad)
+        if (!acc || argKind(apply, acc.getArgNumber()) != StateKind::grad ||
+            isExpertArg(apply, acc.getArgNumber()))
           continue;
         Value part = acc; // stages 2-3: reduced in @micro_step already
         b.setInsertionPoint(reduce);
@@ -427,9 +457,12 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
         reduce.replaceAllUsesWith(part);
         reduce.erase();
       } else if (isa<GlobalNormOp>(op) &&
-                 !llvm::all_of(op->getOperandTypes(), [](Type t) {
-                   return cast<RankedTensorType>(t).getRank() == 0;
-                 })) {
+                 !llvm::all_of(op->getOperandTypes(),
+                               [](Type t) {
+                                 return cast<RankedTensorType>(t).getRank() ==
+                                        0;
+                               }) &&
+                 !isExpertNorm(op)) {
         // The norms of the shards combine into the norm of the whole (a
         // norm of norms, as tensor slicing builds, combines whole ones).
         b.setInsertionPointAfter(op);
@@ -457,10 +490,12 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
                llvm::zip(update.getStateOperands(), update.getNewStateResults()))
             result.setType(state.getType());
         };
+        Value param = update.getParamOperand();
+        if (isExpertValue(apply, param))
+          continue;
         // Stage 3: the parameter argument is the shard already, and the
         // updated shard is the result (persistent parameters are whole and
         // updated as in stage 2).
-        Value param = update.getParamOperand();
         auto paramArg = dyn_cast<BlockArgument>(param);
         if (stage == 3 &&
             (!paramArg ||
@@ -489,7 +524,8 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     // Stages 2-3: the accumulators restart at zero as shards.
     if (stage >= 2)
       for (unsigned r = 0; r < ret.getNumOperands(); ++r)
-        if (resultKind(apply, r) == StateKind::grad) {
+        if (resultKind(apply, r) == StateKind::grad &&
+            !isExpertResult(apply, r)) {
           b.setInsertionPoint(ret);
           ret.setOperand(r, b.create<FillOp>(
                                 ret.getLoc(), sh.shard(ret.getOperand(r).getType()),
