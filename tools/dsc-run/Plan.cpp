@@ -69,6 +69,9 @@ std::string padded(std::string text, size_t width) {
 struct Unit {
   std::string name;
   double paramsPerRank = 0; ///< elements one tensor rank holds
+  /// Of those, the experts' (one expert-parallel rank's share), which ZeRO
+  /// leaves whole.
+  double expertParamsPerRank = 0;
   double wholeParams = 0;   ///< elements of the unit (tensor ranks together)
   double cost = 0;          ///< forward cost from the compiler's cost model
 };
@@ -88,6 +91,12 @@ bool tensorSliced(const std::string &name) {
       "bias)|o_proj\\.weight|(gate|up)_proj\\.(weight|bias)|"
       "down_proj\\.weight)$");
   return std::regex_search(name, sliced);
+}
+
+/// A mixture-of-experts layer's expert parameter (`.experts.<e>.`).
+bool expertParam(const std::string &name) {
+  static const std::regex expert("\\.experts\\.[0-9]+\\.");
+  return std::regex_search(name, expert);
 }
 
 bool vocabSliced(const std::string &name) {
@@ -149,6 +158,10 @@ ModelUnits modelUnits(const ModelConfig &model, const TrainConfig &train) {
       perRank = n / V * vocabPerRank;
     else if (tensorSliced(name))
       perRank = n / double(T);
+    else if (expertParam(name)) {
+      perRank = n / double(train.parallel.expert);
+      m.units[unit].expertParamsPerRank += perRank;
+    }
     m.units[unit].paramsPerRank += perRank;
     m.units[unit].wholeParams += n;
     m.totalParams += n;
@@ -238,7 +251,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   // What pipeline rank s holds: its chunks' units, with the last stage's
   // own copy of a tied word embedding.
   struct StageUnits {
-    double params = 0, layers = 0;
+    double params = 0, expertParams = 0, layers = 0;
     bool embed = false, head = false;
     std::string names; ///< "embed-3 8-11": each chunk's first-last unit
   };
@@ -250,6 +263,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
       const size_t first = bounds[chunk], last = bounds[chunk + 1] - 1;
       for (size_t u = first; u <= last; ++u) {
         st.params += mu.units[u].paramsPerRank;
+        st.expertParams += mu.units[u].expertParamsPerRank;
         st.layers += (u >= 1 && u <= L) ? 1 : 0;
         st.embed |= u == 0;
         st.head |= u == L + 1;
@@ -300,10 +314,16 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
                h = double(model.hidden), heads = double(model.numHeads);
   const bool half = train.precision.fp16 || train.precision.bf16;
   const double act = half ? 2 : 4; // bytes of an activation element
-  // A mixture-of-experts layer runs num_experts_per_tok MLPs per token.
+  // A mixture-of-experts layer runs num_experts_per_tok MLPs per token;
+  // with expert parallelism over Ep ranks its rows are the receiving
+  // buffer's static bound, Ep * min(K, E / Ep) rows per token.
+  const int64_t Ep = par.expert,
+                K = std::max<int64_t>(1, model.expertsPerToken);
+  const double rowsPerToken =
+      Ep > 1 ? double(Ep * std::min(K, model.numExperts / Ep)) : double(K);
   const double ffnWidth =
       double(model.intermediate ? model.intermediate : 4 * model.hidden) *
-      double(std::max<int64_t>(1, model.expertsPerToken));
+      rowsPerToken;
   const bool checkpointed =
       train.remat.perLayer || par.activationCheckpointInterval > 0;
   const int64_t interval =
@@ -346,10 +366,13 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
      << ", data groups " << where[insideNode(0, rt::MeshAxis::Data)]
      << ", pipeline stages " << where[insideNode(0, rt::MeshAxis::Pipeline)]
      << "\n";
-  if (train.zeroShardGroup || H)
-    os << "  " << (H ? "hpZ partition" : "ZeRO shard") << " groups of "
-       << mesh.dataInner << " " << where[insideNode(0, rt::MeshAxis::DataInner)]
-       << "\n";
+  if (train.zeroShardGroup || H || Ep > 1)
+    os << "  "
+       << (Ep > 1 ? "expert-parallel"
+           : H    ? "hpZ partition"
+                  : "ZeRO shard")
+       << " groups of " << mesh.dataInner << " "
+       << where[insideNode(0, rt::MeshAxis::DataInner)] << "\n";
   if (G % T != 0 || T > G)
     os << "  warning: tensor groups of " << T << " do not fit nodes of " << G
        << ": their all-reduces cross nodes\n";
@@ -384,15 +407,19 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   for (int64_t s = 0; s < P; ++s) {
     const StageUnits st = stageUnits(s);
     const double params = st.params, layers = st.layers;
+    // ZeRO shards the dense parameters; the experts (split over the
+    // expert-parallel ranks already) stay whole.
+    const double dense = params - st.expertParams, experts = st.expertParams;
     // With offload_param the shards are the host's master weights; hpZ
     // adds each parameter's secondary shard, all held between the forward
     // and the backward.
     const double weightsBytes =
-        (train.offloadParams ? 0 : shardBytes(params, 4, zero >= 3)) +
-        (H ? 4 * std::ceil(params / double(H)) : 0);
-    const double gradBytes = shardBytes(params, 4, zero >= 2);
+        (train.offloadParams ? 0 : shardBytes(dense, 4, zero >= 3)) +
+        4 * experts + (H ? 4 * std::ceil(params / double(H)) : 0);
+    const double gradBytes = shardBytes(dense, 4, zero >= 2) + 4 * experts;
     const double stateBytes =
-        shardBytes(params, optimizerBytesPerParam, zero >= 1);
+        shardBytes(dense, optimizerBytesPerParam, zero >= 1) +
+        optimizerBytesPerParam * experts;
     const double optBytes = offload ? 0 : stateBytes;
     const double hostBytes =
         offload ? stateBytes + shardBytes(params, 4 + 4, true) : 0;
@@ -519,7 +546,19 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     // in int8 with qwZ), over ZeRO's shard group; hybrid sharding
     // all-reduces a shard across the groups once per step, and hpZ's
     // backward gathers its f32 secondary shards within their group.
-    const double grads = 4 * params;
+    // The experts' gradients: all-reduced over the D / Ep ranks holding
+    // the same experts; ZeRO takes the dense ones.
+    const double grads = 4 * (params - st.expertParams);
+    const double expertGradBytes =
+        Ep > 1 ? ring(4 * st.expertParams, D / Ep) : 0;
+    // Expert parallelism: each layer's rows to the other Ep - 1 ranks and
+    // back, forward and backward (and the recomputed forward), assuming
+    // routing spreads tokens evenly over the experts; what actually
+    // travels depends on the routing.
+    const double expertRows =
+        Ep > 1 ? B * S * double(K) * double(Ep - 1) / double(Ep) : 0;
+    const double allToAllBytes =
+        double(m) * layers * (checkpointed ? 6 : 4) * expertRows * h * act;
     double dataBytes = ring(grads, Z);
     if (zero == 2)
       dataBytes = ring(grads, Z) / 2 * double(m + 1);
@@ -575,6 +614,10 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
         {"qgZ within nodes", qgzInside, true},
         {"qgZ across nodes", qgzBetween, false},
         {"shard groups' all-reduce", replicaBytes,
+         insideNode(rank, rt::MeshAxis::DataOuter)},
+        {"expert all-to-all (even)", allToAllBytes,
+         insideNode(rank, rt::MeshAxis::DataInner)},
+        {"expert gradients", expertGradBytes,
          insideNode(rank, rt::MeshAxis::DataOuter)},
         {"tied embedding all-reduce", tiedBytes, tiedInside},
     };
