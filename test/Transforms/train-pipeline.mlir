@@ -18,12 +18,12 @@
 // RUN: not dsc-opt %s "--dsc-train-pipeline=bucket-collectives={reduce-bucket-elements=-5 allgather-bucket-elements=0}" 2>&1 | FileCheck %s --check-prefix=NEGBUCKET
 // NEGBUCKET: error: dsc-bucket-collectives: bucket sizes must be >= 0, got -5 and 0
 
-// PLAIN: Pass Manager with 5 passes:
-// PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw relative-step=true return-logits=false scale-parameter=true schedule=constant {{.*}}},dsc-split-stage-step)
+// PLAIN: Pass Manager with 6 passes:
+// PLAIN-NEXT: builtin.module(dsc-tensor-parallel,dsc-expert-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} optimizer=adamw relative-step=true return-logits=false scale-parameter=true schedule=constant {{.*}}},dsc-split-stage-step)
 
-// ALL: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb relative-step=true return-logits=false scale-parameter=true schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true layer-interval=1 per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
+// ALL: builtin.module(dsc-tensor-parallel,dsc-expert-parallel,dsc-pipeline-stage{{{.*}}},dsc-fuse-qkv,dsc-fuse-bias-gelu,dsc-fuse-bias-dropout-add,dsc-fuse-residual-layer-norm,dsc-fuse-attention,dsc-fuse-softmax-dropout,dsc-autodiff{function=forward},dsc-build-train-step{{{.*}} fp16=true {{.*}} optimizer=lamb relative-step=true return-logits=false scale-parameter=true schedule=WarmupCosineLR total-num-steps=50 {{.*}} warmup-type=linear {{.*}}},dsc-invertible,dsc-remat{attn-dropout=false budget-bytes=0 function=micro_step gelu=true layer-interval=1 per-layer=true policy=deepspeed recompute-cheap=true},dsc-mixed-precision{dtype=f16},dsc-split-stage-step)
 
-// BUDGET: builtin.module(dsc-tensor-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}}},dsc-remat{attn-dropout=false budget-bytes=4096 function=micro_step gelu=false layer-interval=1 per-layer=false policy=budget recompute-cheap=false},dsc-mixed-precision{dtype=bf16},dsc-split-stage-step)
+// BUDGET: builtin.module(dsc-tensor-parallel,dsc-expert-parallel,dsc-pipeline-stage{{{.*}}},dsc-autodiff{function=forward},dsc-build-train-step{{{.*}}},dsc-remat{attn-dropout=false budget-bytes=4096 function=micro_step gelu=false layer-interval=1 per-layer=false policy=budget recompute-cheap=false},dsc-mixed-precision{dtype=bf16},dsc-split-stage-step)
 
 // BADREMAT: for the --policy option: Cannot find option named 'all'!
 // BADREMAT: error: --dsc-train-pipeline remat={policy=all}: not accepted by the pass
