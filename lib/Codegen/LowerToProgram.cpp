@@ -366,6 +366,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
       program.buffers[size_t(*id)].frozen = true;
     if (fn.getArgAttr(arg.getArgNumber(), kHostAttrName))
       program.buffers[size_t(*id)].host = true;
+    if (fn.getArgAttr(arg.getArgNumber(), kNvmeAttrName))
+      program.buffers[size_t(*id)].nvme = true;
   }
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -389,6 +391,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     int target = *targetId;
     if (fn.getResultAttr(unsigned(i), kHostAttrName))
       program.buffers[size_t(target)].host = true;
+    if (fn.getResultAttr(unsigned(i), kNvmeAttrName))
+      program.buffers[size_t(target)].nvme = true;
     Operation *def = v.getDefiningOp();
     // The argument that currently holds `target` must be dead after `def`.
     bool safe = def && !inPlace.count(v);

@@ -1226,7 +1226,8 @@ LogicalResult FlatResizeOp::verify() {
 // ZeRO-Offload copies
 //===----------------------------------------------------------------------===//
 
-/// dsc.to_host and dsc.to_device: the same tensor in the other memory.
+/// dsc.to_host, dsc.to_device, dsc.swap_in and dsc.swap_out: the same
+/// tensor in the other memory.
 template <typename CopyOp> LogicalResult verifyMemoryCopy(CopyOp op) {
   if (op.getInput().getType() != op.getResult().getType())
     return op.emitOpError("copies between memories keep the type, got ")
@@ -1239,6 +1240,8 @@ template <typename CopyOp> LogicalResult verifyMemoryCopy(CopyOp op) {
 
 LogicalResult ToHostOp::verify() { return verifyMemoryCopy(*this); }
 LogicalResult ToDeviceOp::verify() { return verifyMemoryCopy(*this); }
+LogicalResult SwapInOp::verify() { return verifyMemoryCopy(*this); }
+LogicalResult SwapOutOp::verify() { return verifyMemoryCopy(*this); }
 
 //===----------------------------------------------------------------------===//
 // 1-bit compression

@@ -275,12 +275,14 @@ const std::vector<DeepSpeedKey> kKeys = {
      "pin_memory sets it"},
     {"zero_optimization.offload_param", "object", "null", I, nullptr,
      "stage 3: device \"cpu\" keeps the parameter shards in host memory "
-     "(with offload_optimizer; \"nvme\" is refused); below stage 3 it is "
+     "(with offload_optimizer; \"nvme\" is refused: parameters on NVMe are "
+     "not built); below stage 3 it is "
      "noted as ignored, as DeepSpeed ignores it there"},
     {"zero_optimization.offload_optimizer", "object", "null", I, nullptr,
      "ZeRO-Offload: device \"cpu\" keeps optimizer state and fp32 master "
-     "weights in host memory and updates there (stages 1-3; \"nvme\" is "
-     "refused)"},
+     "weights in host memory and updates there (stages 1-3); \"nvme\" "
+     "(ZeRO-Infinity) keeps them in a swap file in nvme_path, read and "
+     "written around each host update"},
     {"zero_optimization.cpu_offload", "bool", "null", I, nullptr,
      "deprecated: true means offload_optimizer.device \"cpu\""},
     {"zero_optimization.cpu_offload_param", "bool", "null", I, nullptr,
@@ -452,8 +454,17 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"autotuning.min_train_micro_batch_size_per_gpu", "int", "1", N, nullptr,
      kOff},
     {"autotuning.num_tuning_micro_batch_sizes", "int", "3", N, nullptr, kOff},
-    {"aio", "object", "{}", U, nullptr,
-     "asynchronous NVMe I/O for ZeRO-Infinity offload"},
+    {"aio", "object", "{}", N, nullptr,
+     "tunes DeepSpeed's libaio queue for ZeRO-Infinity; dsc reads and "
+     "writes its swap file with pread/pwrite"},
+    {"aio.block_size", "int", "1048576", N, nullptr, "libaio tuning"},
+    {"aio.queue_depth", "int", "8", N, nullptr, "libaio tuning"},
+    {"aio.thread_count", "int", "1", N, nullptr, "libaio tuning"},
+    {"aio.intra_op_parallelism", "int", "1", N, nullptr, "libaio tuning"},
+    {"aio.single_submit", "bool", "false", N, nullptr, "libaio tuning"},
+    {"aio.overlap_events", "bool", "true", N, nullptr, "libaio tuning"},
+    {"aio.use_gds", "bool", "false", N, nullptr,
+     "GPUDirect Storage for DeepSpeed's NVMe reads"},
     {"nebula", "object", "{}", U, kEnabledFalse, "Nebula checkpointing", true},
     {"nebula.enabled", "bool", "false", U, "false", kSwitch},
     {"nebula.persistent_storage_path", "string", "null", N, nullptr, kOff},

@@ -5,9 +5,11 @@
 // in host memory and runs the update there (-dsc-offload-optimizer); the
 // deprecated `cpu_offload: true` means the same; `offload_param` with
 // device "cpu" (stage 3, with the optimizer offloaded) keeps the parameter
-// shards there too. NVMe (ZeRO-Infinity) is refused in one line; the compressed
-// optimizers are refused with any ZeRO stage (DeepSpeedConfig.cpp), so
-// never reach offload.
+// shards there too. ZeRO-Infinity: `offload_optimizer` with device "nvme"
+// and `nvme_path` keeps that state in a swap file there
+// (-dsc-offload-nvme); parameters on NVMe are refused in one line. The
+// compressed optimizers are refused with any ZeRO stage
+// (DeepSpeedConfig.cpp), so never reach offload.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,31 +32,38 @@ std::string offloadDevice(const Ctx &c, const std::string &p, const json &sec) {
   return device;
 }
 
-/// Whether the offload section `p` (null, or an object of `keys`) offloads
-/// to host memory: device "cpu"; "none" or no device does not, "nvme" is
-/// refused.
-bool offloadsToCpu(const Ctx &c, const std::string &p, const json &sec,
-                   const std::vector<std::string> &keys) {
+/// The device the offload section `p` (null, or an object of `keys`)
+/// offloads to: "none", "cpu" or "nvme".
+std::string offloadTarget(const Ctx &c, const std::string &p, const json &sec,
+                          const std::vector<std::string> &keys) {
   if (sec.is_null())
-    return false;
+    return "none";
   c.object(p, sec);
   c.checkKeys(p, sec, keys);
-  const std::string device = offloadDevice(c, p, sec);
-  if (device == "nvme")
-    c.fail(p + ".device: \"nvme\" is not supported yet (ZeRO-Infinity's "
-           "NVMe offload); use \"cpu\"");
-  return device == "cpu";
+  return offloadDevice(c, p, sec);
 }
 
 } // namespace
 
 void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
   const std::string p = "zero_optimization.offload_optimizer";
-  if (!offloadsToCpu(c, p, sec,
-                     {"device", "nvme_path", "buffer_count", "pin_memory",
-                      "pipeline_read", "pipeline_write", "fast_init",
-                      "ratio"}))
+  const std::string device =
+      offloadTarget(c, p, sec,
+                    {"device", "nvme_path", "buffer_count", "pin_memory",
+                     "pipeline_read", "pipeline_write", "fast_init", "ratio"});
+  if (device == "none")
     return;
+  // ZeRO-Infinity: the state in a swap file in nvme_path, which DeepSpeed
+  // requires with device "nvme".
+  if (device == "nvme") {
+    auto it = sec.find("nvme_path");
+    if (it == sec.end() || it->is_null())
+      c.fail(p + ".nvme_path: device \"nvme\" needs the directory of the "
+                 "swap file (a path on the NVMe drive)");
+    t.offloadNvmePath = c.string(p + ".nvme_path", *it, "a path");
+    if (t.offloadNvmePath.empty())
+      c.bad(p + ".nvme_path", *it, "a path");
+  }
   // Checked, no effect: the CPU backend's host store is ordinary memory
   // (and the CUDA backend does not offload yet); the others tune NVMe.
   for (const char *key : {"pin_memory", "pipeline_read", "pipeline_write",
@@ -76,9 +85,15 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
 
 void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
   const std::string p = "zero_optimization.offload_param";
-  if (!offloadsToCpu(c, p, sec,
-                     {"device", "nvme_path", "buffer_count", "buffer_size",
-                      "max_in_cpu", "pin_memory"}))
+  const std::string device =
+      offloadTarget(c, p, sec,
+                    {"device", "nvme_path", "buffer_count", "buffer_size",
+                     "max_in_cpu", "pin_memory"});
+  if (device == "nvme")
+    c.fail(p + ".device: \"nvme\" is not supported yet (parameters on "
+               "NVMe); use \"cpu\" (the optimizer state can go to NVMe: "
+               "offload_optimizer.device \"nvme\")");
+  if (device == "none")
     return;
   // Checked, no effect: pinning (see offload_optimizer) and NVMe's buffers.
   if (auto it = sec.find("pin_memory"); it != sec.end())

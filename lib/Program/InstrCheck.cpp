@@ -1371,6 +1371,25 @@ void Checker::memorySpaces() const {
 } // namespace
 
 std::string memorySpaceError(const Program &P, const Instr &I) {
+  // ZeRO-Infinity: only the swaps touch the NVMe swap file, swap_in
+  // reading it, swap_out writing it.
+  const bool swapIn = I.op == Opcode::SwapIn, swapOut = I.op == Opcode::SwapOut;
+  auto onNvme = [&](int id) {
+    return id >= 0 && size_t(id) < P.buffers.size() &&
+           P.buffers[size_t(id)].nvme;
+  };
+  for (int id : I.inputs)
+    if (onNvme(id) != (swapIn && id == I.inputs[0]))
+      return "input '" + P.buffers[size_t(id)].name + "' " +
+             (onNvme(id) ? "is in the NVMe swap file, which only a swap_in "
+                           "reads"
+                         : "must be in the NVMe swap file (swap_in reads it)");
+  for (int id : I.outputs)
+    if (onNvme(id) != (swapOut && id == I.outputs[0]))
+      return "output '" + P.buffers[size_t(id)].name + "' " +
+             (onNvme(id) ? "is in the NVMe swap file, which only a swap_out "
+                           "writes"
+                         : "must be in the NVMe swap file (swap_out writes it)");
   auto where = [](bool host) { return host ? "host" : "device"; };
   const bool toHost = I.op == Opcode::ToHost,
              toDevice = I.op == Opcode::ToDevice;

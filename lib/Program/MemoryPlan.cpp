@@ -174,6 +174,24 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
+/// Whether `b` is placed in the host arena (`host`) or the device arena:
+/// NVMe-resident buffers are in neither (planNvme places them).
+bool inArena(const Buffer &b, bool host) { return b.host == host && !b.nvme; }
+
+/// ZeRO-Infinity's swap file: the NVMe-resident buffers one after another,
+/// each at a multiple of kNvmeAlignment (whole pages, for direct I/O);
+/// returns the file's size.
+int64_t planNvme(const Program &program, std::vector<int64_t> &offsets) {
+  int64_t cursor = 0;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (program.buffers[id].nvme) {
+      offsets[id] = cursor;
+      cursor += (bytesOf(program.buffers[id]) + kNvmeAlignment - 1) /
+                kNvmeAlignment * kNvmeAlignment;
+    }
+  return cursor;
+}
+
 /// Temps, and the transient outputs, which are packed with them.
 std::vector<bool> placedAsTemp(const Program &program) {
   std::vector<bool> temp = transientOutputs(program);
@@ -218,7 +236,7 @@ namespace {
 bool planArena(const Program &program, bool host, std::vector<int64_t> &offsets,
                ArenaPlan &arena, std::string &error) {
   std::vector<bool> temp = placedAsTemp(program);
-  auto mine = [&](size_t id) { return program.buffers[id].host == host; };
+  auto mine = [&](size_t id) { return inArena(program.buffers[id], host); };
   for (size_t id = 0; id < program.buffers.size(); ++id)
     temp[id] = temp[id] && mine(id);
 
@@ -281,6 +299,7 @@ bool planMemory(const Program &program, MemoryPlan &plan, std::string &error) {
   if (!planArena(program, /*host=*/false, plan.offsets, device, error) ||
       !planArena(program, /*host=*/true, plan.offsets, plan.host, error))
     return false;
+  plan.nvmeBytes = planNvme(program, plan.offsets);
   plan.persistentBytes = device.persistentBytes;
   plan.arenaBytes = device.arenaBytes;
   plan.functions = std::move(device.functions);
@@ -301,6 +320,7 @@ void applyMemoryPlan(Program &program, const MemoryPlan &plan) {
     program.buffers[id].offset = plan.offsets[id];
   program.arenaBytes = plan.arenaBytes;
   program.hostArenaBytes = plan.host.arenaBytes;
+  program.nvmeBytes = plan.nvmeBytes;
 }
 
 namespace {
@@ -309,7 +329,7 @@ namespace {
 bool verifyArena(const Program &program, bool host, std::string &error) {
   const int64_t arenaBytes = host ? program.hostArenaBytes : program.arenaBytes;
   const char *arenaName = host ? "host arena" : "arena";
-  auto mine = [&](size_t id) { return program.buffers[id].host == host; };
+  auto mine = [&](size_t id) { return inArena(program.buffers[id], host); };
   auto name = [&](int id) {
     return "buffer #" + std::to_string(id) + " '" +
            program.buffers[size_t(id)].name + "'";
@@ -407,6 +427,11 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     const Buffer &b = program.buffers[id];
     int64_t bytes = bytesOf(b);
+    if (b.nvme) { // the swap file, reported on its own
+      (rt::isMasterWeights(b) ? r.nvmeMasterWeights : r.nvmeOptimizerState) +=
+          bytes;
+      continue;
+    }
     if (b.host) { // the host arena, reported on its own
       if (b.role == BufferRole::Param) {
         r.hostParameters += bytes;
@@ -481,6 +506,7 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
   r.workspace = r.tempBytes - r.activations;
   r.functions = plan.functions;
   r.hostPeakBytes = plan.host.arenaBytes;
+  r.nvmeBytes = plan.nvmeBytes;
   r.hostWorkspace = r.hostPeakBytes - r.hostParameters -
                     r.hostMasterWeights - r.hostOptimizerState;
   const rt::PipelineStash stash = rt::pipelineStashOf(program);
@@ -535,6 +561,12 @@ std::string formatMemoryTable(const MemoryReport &r) {
     row("workspace", r.hostWorkspace);
     row("host peak", r.hostPeakBytes);
   }
+  if (r.nvmeBytes > 0) {
+    out += "NVMe swap file (ZeRO-Infinity, outside both arenas):\n";
+    row("master weights (fp32)", r.nvmeMasterWeights);
+    row("optimizer state", r.nvmeOptimizerState);
+    row("swap file", r.nvmeBytes);
+  }
   out += "saved activations per layer:\n";
   for (size_t l = 0; l < r.layers.size(); ++l)
     row("layer " + std::to_string(l), r.layers[l]);
@@ -575,6 +607,11 @@ std::string formatMemoryJson(const MemoryReport &r) {
     field("host_master_weights", r.hostMasterWeights);
     field("host_optimizer_state", r.hostOptimizerState);
     field("host_workspace", r.hostWorkspace);
+  }
+  if (r.nvmeBytes > 0) {
+    field("nvme_bytes", r.nvmeBytes);
+    field("nvme_master_weights", r.nvmeMasterWeights);
+    field("nvme_optimizer_state", r.nvmeOptimizerState);
   }
   if (r.pipelineInFlight > 0) {
     field("pipeline_stash_bytes", r.pipelineStashBytes);

@@ -6,6 +6,7 @@
 #include "dsc/Program/TensorSlice.h"
 
 #include "FourBitWeights.h"
+#include "SwapFile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,8 @@ namespace {
 void freeAligned(char *p) { std::free(p); }
 } // namespace
 
+Storage::~Storage() = default;
+
 Storage::Storage(const Program &program) {
   for (const Buffer &b : program.buffers) {
     for (int64_t d : b.shape)
@@ -25,7 +28,24 @@ Storage::Storage(const Program &program) {
         throw Error("buffer '" + b.name + "' has a negative dimension");
     sizes.push_back(b.bytes());
     host.push_back(b.host);
+    nvmeOffset.push_back(b.nvme ? b.offset : -1);
   }
+  // ZeRO-Infinity: the NVMe-resident buffers live in the swap file.
+  bool anyNvme = false;
+  for (size_t i = 0; i < program.buffers.size(); ++i) {
+    const Buffer &b = program.buffers[i];
+    if (!b.nvme)
+      continue;
+    anyNvme = true;
+    if (program.arenaBytes < 0 || b.offset < 0 ||
+        b.offset + int64_t(sizes[i]) > program.nvmeBytes)
+      throw Error("memory plan places NVMe buffer '" + b.name +
+                  "' outside the " + std::to_string(program.nvmeBytes) +
+                  "-byte swap file");
+  }
+  if (anyNvme)
+    swap = std::make_unique<SwapFile>(program.metaString("nvme_path"),
+                                      program.nvmeBytes);
   if (program.arenaBytes >= 0) {
     // One arena per memory; the plan (lib/Program/MemoryPlan.cpp) placed
     // every buffer.
@@ -33,6 +53,8 @@ Storage::Storage(const Program &program) {
     hostArenaSize = size_t(std::max<int64_t>(0, program.hostArenaBytes));
     for (size_t i = 0; i < program.buffers.size(); ++i) {
       const Buffer &b = program.buffers[i];
+      if (b.nvme)
+        continue;
       const size_t limit = b.host ? hostArenaSize : arenaSize;
       if (b.offset < 0 || b.offset % 64 != 0 ||
           size_t(b.offset) + sizes[i] > limit)
@@ -57,7 +79,8 @@ Storage::Storage(const Program &program) {
     char *hostArena =
         hostArenaSize ? allocateArena(hostArenaSize, "host arena") : nullptr;
     for (const Buffer &b : program.buffers)
-      ptrs.push_back((b.host ? hostArena : arena) + b.offset);
+      ptrs.push_back(b.nvme ? swap->mapped() + b.offset
+                            : (b.host ? hostArena : arena) + b.offset);
     total = arenaSize + hostArenaSize;
     return;
   }
@@ -77,6 +100,20 @@ Storage::Storage(const Program &program) {
     ptrs.push_back(p);
     total += bytes;
   }
+}
+
+void Storage::swapIn(int buffer, void *dst) {
+  if (!swap || nvmeOffset[size_t(buffer)] < 0)
+    throw Error("swap_in: buffer #" + std::to_string(buffer) +
+                " is not in the NVMe swap file");
+  swap->read(nvmeOffset[size_t(buffer)], dst, int64_t(sizes[size_t(buffer)]));
+}
+
+void Storage::swapOut(int buffer, const void *src) {
+  if (!swap || nvmeOffset[size_t(buffer)] < 0)
+    throw Error("swap_out: buffer #" + std::to_string(buffer) +
+                " is not in the NVMe swap file");
+  swap->write(nvmeOffset[size_t(buffer)], src, int64_t(sizes[size_t(buffer)]));
 }
 
 void Storage::noteUse(int buffer) {

@@ -27,6 +27,7 @@
 //   -dsc-zero-one-adam (adds 0/1 Adam's 1-bit, local and sync steps)
 //   -dsc-zero (shards the finished step's optimizer state and gradients)
 //   -dsc-offload-optimizer (ZeRO-Offload: the sharded update on the host)
+//   -dsc-offload-nvme (ZeRO-Infinity: its state in the NVMe swap file)
 //   -dsc-bucket-collectives (gradient reductions and gathers of updated
 //     shards, in buckets)
 //   -dsc-split-stage-step (a pipeline stage's forward and backward, which
@@ -96,6 +97,8 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   addIfRun(p.zeroOneAdam);
   addIfRun(p.zero);
   addIfRun(p.offloadOptimizer);
+  if (on.offloadNvme)
+    pm.addPass(createDscOffloadNvme());
   addIfRun(p.bucketCollectives);
   addIfRun(p.overlapCollectives);
   pm.addPass(createDscSplitStageStep());
@@ -181,6 +184,7 @@ static LogicalResult buildFromText(OpPassManager &pm,
   on.fuseAttention = o.fuseAttention;
   on.fuseSoftmaxDropout = o.fuseSoftmaxDropout;
   on.invertible = o.invertible;
+  on.offloadNvme = o.offloadNvme;
   on.fuseCrossEntropy = o.fuseCrossEntropy;
   p.lora = fromText(createDscLora(), o.lora, false, error, failed);
   p.quantizeFrozen = fromText(createDscQuantizeFrozen(), o.quantizeFrozen,

@@ -125,6 +125,7 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
   on.fuseSoftmaxDropout = fusion.softmaxDropout;
   on.fuseCrossEntropy = fusion.crossEntropy;
   on.invertible = train.kernel.normalizeInvertible;
+  on.offloadNvme = !train.offloadNvmePath.empty();
 
   const dsc::OptimizerConfig &o = train.optimizer;
   mlir::dsc::DscBuildTrainStepOptions &step = p.buildTrainStep;
@@ -311,6 +312,10 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   if (par.expert > 1)
     (*module)->setAttr(mlir::dsc::kMeshExpertAttrName,
                        b.getI64IntegerAttr(par.expert));
+  // ZeRO-Infinity: the swap file's directory (-dsc-offload-nvme).
+  if (!train.offloadNvmePath.empty())
+    (*module)->setAttr("dsc.nvme_path",
+                       b.getStringAttr(train.offloadNvmePath));
   if (par.pipeline > 1)
     (*module)->setAttr("dsc.pipeline_schedule",
                        b.getStringAttr(par.schedule));

@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1103,6 +1104,9 @@ bool cpuRunsKernels() {
 int main(int argc, char **argv) {
   if (!cpuRunsKernels())
     return 1;
+  // A write past the file-size limit (ulimit -f) is an error naming the
+  // file (EFBIG), not a silent kill.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::string(argv[1]) == "--help" ||
       std::string(argv[1]) == "-h") {
     std::cerr << kUsage;

@@ -753,10 +753,16 @@ TEST(TrainConfig, UnimplementedSections) {
   EXPECT_FALSE(train(ds(R"("zero_optimization": {"stage": 2,
                            "offload_optimizer": {"device": "none"}})"))
                    .offloadOptimizer);
+  // ZeRO-Infinity: the swap file's directory is required.
+  EXPECT_EQ(train(ds(R"("zero_optimization": {"stage": 2,
+                        "offload_optimizer": {"device": "nvme",
+                        "nvme_path": "/local_nvme"}})"))
+                .offloadNvmePath,
+            "/local_nvme");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2,
                               "offload_optimizer": {"device": "nvme"}})")),
-             "ds.json: zero_optimization.offload_optimizer.device: \"nvme\" "
-             "is not supported yet");
+             "ds.json: zero_optimization.offload_optimizer.nvme_path: device "
+             "\"nvme\" needs the directory of the swap file");
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 0,
                               "cpu_offload": true})")),
              "ds.json: zero_optimization.offload_optimizer (device cpu) needs "

@@ -59,6 +59,10 @@ inline constexpr llvm::StringLiteral kShardOfAttrName = "dsc.shard_of";
 /// lives in host memory; on an op, an op that runs on the host over host
 /// values (dsc.to_host and dsc.to_device cross between the two).
 inline constexpr llvm::StringLiteral kHostAttrName = "dsc.host";
+/// ZeRO-Infinity: on a step function's argument or result (beside
+/// dsc.host), a state that lives in the NVMe swap file; the step reads it
+/// by dsc.swap_in and writes it by dsc.swap_out (-dsc-offload-nvme).
+inline constexpr llvm::StringLiteral kNvmeAttrName = "dsc.nvme";
 /// On a step argument whose value differs between ranks (1-bit Adam's
 /// compression errors): checkpoints keep every rank's copy (unit attribute).
 inline constexpr llvm::StringLiteral kPerRankAttrName = "dsc.per_rank";

@@ -1512,6 +1512,32 @@ def Dsc_ToDeviceOp : Dsc_Op<"to_device"> {
   let results = (outs AnyRankedTensor:$result);
 }
 
+def Dsc_SwapInOp : Dsc_Op<"swap_in"> {
+  let summary = "ZeRO-Infinity: reads an NVMe-resident tensor into host memory";
+  let description = [{
+    `%h = dsc.swap_in %s {group = 3} : (tensor<1024xf32>) -> tensor<1024xf32>`:
+    `%s` is a step argument that lives in the NVMe swap file (`dsc.nvme`,
+    -dsc-offload-nvme); `%h` the same values in host memory, for the host
+    update of transfer group `group`.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedAttr<I64Attr, "0">:$group);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Dsc_SwapOutOp : Dsc_Op<"swap_out"> {
+  let summary = "ZeRO-Infinity: writes a host tensor to its NVMe-resident state";
+  let description = [{
+    `%s = dsc.swap_out %h {group = 3} : (tensor<1024xf32>) -> tensor<1024xf32>`:
+    the reverse of `dsc.swap_in`: `%s` is returned as the new value of an
+    NVMe-resident state (`dsc.nvme`), so the runtime writes `%h` into that
+    state's place in the swap file.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedAttr<I64Attr, "0">:$group);
+  let results = (outs AnyRankedTensor:$result);
+}
+
 //===----------------------------------------------------------------------===//
 // 1-bit compression: DeepSpeed's compressed_allreduce, taken apart into
 // kernels and plain collectives by -dsc-onebit-adam (lib/Transforms/

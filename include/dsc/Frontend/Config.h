@@ -331,6 +331,10 @@ struct TrainConfig {
   /// ZeRO-Offload, the optimizer state and fp32 master weights in host
   /// memory and the update on the host (-dsc-offload-optimizer).
   bool offloadOptimizer = false;
+  /// zero_optimization.offload_optimizer device "nvme" (ZeRO-Infinity):
+  /// its nvme_path, where the swap file holding that state goes
+  /// (-dsc-offload-nvme); empty: host memory.
+  std::string offloadNvmePath;
   /// zero_optimization.offload_param device "cpu" (or cpu_offload_param)
   /// at stage 3, with offloadOptimizer: the parameter shards in host memory
   /// too (-dsc-offload-optimizer params).

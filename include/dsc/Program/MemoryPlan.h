@@ -65,7 +65,14 @@ struct MemoryPlan {
   int64_t arenaBytes = 0;        ///< max over buffers of offset + bytes
   std::vector<FunctionMemory> functions; ///< in Program::functions order
   ArenaPlan host;                ///< empty without host buffers
+  /// ZeRO-Infinity: the swap file holding the NVMe-resident buffers
+  /// (Buffer::nvme), whose offsets are in it; 0 without them.
+  int64_t nvmeBytes = 0;
 };
+
+/// Alignment of every buffer in the NVMe swap file (a page: reads and
+/// writes of whole pages).
+constexpr int64_t kNvmeAlignment = 4096;
 
 /// Per buffer id: an Output that exactly one function writes and no other
 /// function names. Its value is valid from the return of that function to
@@ -133,6 +140,11 @@ struct MemoryReport {
   int64_t hostMasterWeights = 0;
   int64_t hostOptimizerState = 0;
   int64_t hostWorkspace = 0;
+  /// ZeRO-Infinity: the swap file (Buffer::nvme), outside both arenas:
+  /// the fp32 master weights and the optimizer state on NVMe.
+  int64_t nvmeBytes = 0;
+  int64_t nvmeMasterWeights = 0;
+  int64_t nvmeOptimizerState = 0;
 };
 
 MemoryReport reportMemory(const rt::Program &program, const MemoryPlan &plan);

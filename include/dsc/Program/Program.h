@@ -119,6 +119,10 @@ struct Buffer {
   /// Program::hostArenaBytes), next to the device arena that holds every
   /// other buffer. On the CPU backend both are RAM.
   bool host = false;
+  /// ZeRO-Infinity: a host buffer that lives in the NVMe swap file
+  /// (dsc.nvme), at `offset` in it, rather than in the host arena; only
+  /// swap_in reads it and swap_out writes it in a step.
+  bool nvme = false;
   /// Byte offset in the program's arena (the host arena for a host
   /// buffer) when it has a memory plan
   /// (Program::arenaBytes >= 0, see include/dsc/Program/MemoryPlan.h); -1
@@ -339,6 +343,9 @@ struct Program {
   /// Bytes of the host arena holding the host buffers (Buffer::host) when
   /// the program has a memory plan; 0 without host buffers.
   int64_t hostArenaBytes = 0;
+  /// Bytes of the NVMe swap file holding the nvme buffers (Buffer::nvme);
+  /// 0 without them. The file goes in the directory meta "nvme_path".
+  int64_t nvmeBytes = 0;
   /// The Philox streams of dropouts inside tensor-sliced regions
   /// (dsc.tensor_parallel_streams): each tensor rank draws its own masks
   /// there (see drawTensorParallelStreamsPerRank).

@@ -149,14 +149,21 @@ long long envInteger(const char *name, long long absent, long long min,
 /// each buffer lives at arena + Buffer::offset (ZeRO-Offload's host
 /// buffers in a second arena of Program::hostArenaBytes); otherwise every
 /// buffer is allocated on its own.
+class SwapFile;
+
 class Storage {
 public:
   explicit Storage(const Program &program);
+  ~Storage();
   void *data(int buffer) {
     if (arena && !host[size_t(buffer)])
       noteUse(buffer);
     return ptrs[buffer];
   }
+  /// ZeRO-Infinity: NVMe-resident buffer `buffer` (Buffer::nvme) read
+  /// into `dst`, or written from `src`, through the swap file.
+  void swapIn(int buffer, void *dst);
+  void swapOut(int buffer, const void *src);
   float *f32(int buffer) { return static_cast<float *>(data(buffer)); }
   int32_t *i32(int buffer) { return static_cast<int32_t *>(data(buffer)); }
   int64_t *i64(int buffer) { return static_cast<int64_t *>(data(buffer)); }
@@ -177,6 +184,8 @@ private:
   std::vector<void *> ptrs;
   std::vector<size_t> sizes;
   std::vector<bool> host; ///< per buffer: Buffer::host
+  std::vector<int64_t> nvmeOffset; ///< per buffer: in the swap file, or -1
+  std::unique_ptr<SwapFile> swap;  ///< with NVMe-resident buffers
   char *arena = nullptr;
   size_t arenaSize = 0, hostArenaSize = 0, highWater = 0;
   size_t total = 0;

@@ -90,6 +90,8 @@ struct TrainingSwitches {
   bool fuseSoftmaxDropout = false;
   /// -dsc-invertible (normalize_invertible), after the step is built.
   bool invertible = false;
+  /// -dsc-offload-nvme (ZeRO-Infinity), after -dsc-offload-optimizer.
+  bool offloadNvme = false;
   /// -dsc-fuse-cross-entropy, last.
   bool fuseCrossEntropy = false;
 };
@@ -187,6 +189,9 @@ struct TrainingPipelineOptions
   Option<bool> invertible{*this, "invertible",
                           llvm::cl::desc("Run -dsc-invertible"),
                           llvm::cl::init(false)};
+  Option<bool> offloadNvme{*this, "offload-nvme",
+                           llvm::cl::desc("Run -dsc-offload-nvme"),
+                           llvm::cl::init(false)};
   Option<std::string> remat{*this, "remat",
                             llvm::cl::desc("Run -dsc-remat with these options")};
   Option<std::string> mixedPrecision{

@@ -791,6 +791,29 @@ def DscOffloadOptimizer : Pass<"dsc-offload-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscOffloadNvme : Pass<"dsc-offload-nvme", "::mlir::ModuleOp"> {
+  let summary = "ZeRO-Infinity: the offloaded optimizer state lives on NVMe";
+  let description = [{
+    DeepSpeed's ZeRO-Infinity optimizer offload to NVMe (Rajbhandari et
+    al., arXiv:2104.07857) as a rewrite of an offloaded step (run after
+    `-dsc-offload-optimizer`). Every host state argument of @apply_step
+    that an update reads and rewrites (the optimizer state and the fp32
+    master weights; not offloaded parameter shards, which the forward
+    reads) gets `dsc.nvme` beside `dsc.host`, as does its result: the
+    runtime keeps it in the swap file in the module's `dsc.nvme_path`
+    instead of the host arena. The update reads it through a
+    `dsc.swap_in` and its new value is returned through a `dsc.swap_out`,
+    both in the update's transfer group. Each update's swap-ins are placed
+    before the previous update, so the next group's state is read while
+    the current one computes and at most two updates' states are in host
+    memory at once (the memory plan's double buffer).
+
+    Refused: a step that `-dsc-offload-optimizer` did not offload, one
+    offloaded to NVMe already, a module without `dsc.nvme_path`.
+  }];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscOneBitAdam : Pass<"dsc-onebit-adam", "::mlir::ModuleOp"> {
   let summary = "1-bit Adam: compress the momentum's all-reduce after warm-up";
   let description = [{

@@ -492,6 +492,17 @@ void runElementwise(Exec &e) {
     copyBytes(S.data(e.outId(0)), S.data(e.inId(0)), i.bytes());
     return;
   }
+  case ElementwiseOpcode::SwapIn: // ZeRO-Infinity: the swap file's bytes
+  case ElementwiseOpcode::SwapOut: {
+    const Buffer &i = e.in(0), &o = e.out(0);
+    if (i.dtype != o.dtype || i.bytes() != o.bytes())
+      e.fail("'" + i.name + "' and '" + o.name + "' differ in type or size");
+    if (e.I.op == Opcode::SwapIn)
+      S.swapIn(e.inId(0), S.data(e.outId(0)));
+    else
+      S.swapOut(e.outId(0), S.data(e.inId(0)));
+    return;
+  }
   case ElementwiseOpcode::Convert: // in f32: fin widens, commit narrows
     copyBytes(e.fout(0, "output"), e.fin(0, "input"), size_t(d.n) * 4);
     return;

@@ -347,6 +347,10 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
   case ElementwiseOpcode::ToDevice:
     s.fail("copies between host and device memory (ZeRO-Offload) are not "
            "supported by the CUDA backend");
+  case ElementwiseOpcode::SwapIn:
+  case ElementwiseOpcode::SwapOut:
+    s.fail("the NVMe swap file (ZeRO-Infinity) is not supported by the CUDA "
+           "backend");
   }
   s.fail("internal: not an elementwise opcode");
 }
