@@ -83,13 +83,19 @@ public:
            const RngContext &rng) override {
     prepare(program);
     runningFunction = fn.name;
-    // overlap_comm: the collectives on a communication thread (not while
-    // profiling, whose times would then overlap).
-    if (!profile && program.metaInt("overlap_comm", 0, 0) != 0 &&
-        comm.callableFromAnotherThread()) {
+    // overlap_comm: the collectives on a communication thread; the NVMe
+    // swap file's reads and writes on an I/O thread (not while profiling,
+    // whose times would then overlap).
+    const bool collectivesBeside =
+        program.metaInt("overlap_comm", 0, 0) != 0 &&
+        comm.callableFromAnotherThread();
+    const bool swapsBeside = program.nvmeBytes > 0;
+    if (!profile && (collectivesBeside || swapsBeside)) {
       if (!commThread)
         commThread = std::make_unique<CommThread>();
-      runOverlapped(program, fn, storage, rng);
+      if (!ioThread)
+        ioThread = std::make_unique<CommThread>();
+      runOverlapped(program, fn, storage, rng, collectivesBeside);
       return;
     }
     for (const Instr &instr : fn.body) {
@@ -109,8 +115,10 @@ public:
 private:
   void execute(const Program &P, Storage &S, const Instr &I,
                const RngContext &rng);
+  /// Runs `fn` with the NVMe swaps on the I/O thread and, with
+  /// `collectivesBeside`, the collectives on the communication thread.
   void runOverlapped(const Program &P, const Function &fn, Storage &S,
-                     const RngContext &rng);
+                     const RngContext &rng, bool collectivesBeside);
   void dispatch(cpu::Exec &e);
   void runCollective(cpu::Exec &e);
   void exchange(cpu::Exec &e, Communicator &group, int64_t bytes);
@@ -121,6 +129,9 @@ private:
   std::unique_ptr<MeshGroups> groups;
   std::unique_ptr<OpcodeProfile> profile;
   std::unique_ptr<CommThread> commThread;
+  /// ZeRO-Infinity: swap_in and swap_out, in program order, beside the
+  /// compute (the same hazard tracking as the collectives').
+  std::unique_ptr<CommThread> ioThread;
 };
 
 /// The collectives overlap_comm runs beside the compute: the bulk
@@ -140,7 +151,8 @@ bool runsBeside(Opcode op) {
 }
 
 void CpuBackend::runOverlapped(const Program &P, const Function &fn,
-                               Storage &S, const RngContext &rng) {
+                               Storage &S, const RngContext &rng,
+                               bool collectivesBeside) {
   auto ranges = [&](const std::vector<int> &ids) {
     ByteRanges r;
     for (int id : ids) {
@@ -149,11 +161,24 @@ void CpuBackend::runOverlapped(const Program &P, const Function &fn,
     }
     return r;
   };
+  auto drainBoth = [&] {
+    commThread->drain();
+    ioThread->drain();
+  };
   try {
     for (const Instr &I : fn.body) {
       ByteRanges reads = ranges(I.inputs), writes = ranges(I.outputs);
       commThread->waitFor(reads, writes);
-      if (opInfo(I.op).kernels != KernelFamily::Collective) {
+      ioThread->waitFor(reads, writes);
+      if (I.op == Opcode::SwapIn || I.op == Opcode::SwapOut) {
+        // In program order on the one I/O thread: a state's write back
+        // precedes the next step's read of it.
+        ioThread->submit([this, &P, &S, &I, rng] { execute(P, S, I, rng); },
+                         std::move(reads), std::move(writes));
+        continue;
+      }
+      if (!collectivesBeside ||
+          opInfo(I.op).kernels != KernelFamily::Collective) {
         execute(P, S, I, rng);
         continue;
       }
@@ -164,13 +189,14 @@ void CpuBackend::runOverlapped(const Program &P, const Function &fn,
       if (!runsBeside(I.op))
         commThread->drain();
     }
-    commThread->drain();
+    drainBoth();
   } catch (...) {
     // Nothing of this call may still be running when the error leaves.
-    try {
-      commThread->drain();
-    } catch (...) {
-    }
+    for (CommThread *thread : {commThread.get(), ioThread.get()})
+      try {
+        thread->drain();
+      } catch (...) {
+      }
     throw;
   }
 }

@@ -262,3 +262,31 @@ TEST(InstrCheck, MemorySpaces) {
             "ToDevice: a copy between memories is not placed on the host "
             "itself");
 }
+
+TEST(InstrCheck, NvmeSwapFile) {
+  // ZeRO-Infinity: only SwapIn reads an NVMe-resident buffer and only
+  // SwapOut writes one, both on the host.
+  Check c;
+  int s = c.buf({4}), h = c.buf({4}), h2 = c.buf({4});
+  for (int id : {s, h, h2})
+    c.prog.buffers[size_t(id)].host = true;
+  c.prog.buffers[size_t(s)].nvme = true;
+  auto swap = [](Opcode op, int in, int out) {
+    Instr I = instr(op, {in}, {out});
+    I.attrs["group"] = int64_t(2);
+    I.host = true;
+    return I;
+  };
+  EXPECT_EQ(c.error(swap(Opcode::SwapIn, s, h)), "");
+  EXPECT_EQ(c.error(swap(Opcode::SwapOut, h, s)), "");
+  EXPECT_EQ(c.error(swap(Opcode::SwapIn, h, h2)),
+            "SwapIn: input 'b1' must be in the NVMe swap file (swap_in "
+            "reads it)");
+  EXPECT_EQ(c.error(swap(Opcode::SwapOut, s, h)),
+            "SwapOut: input 'b0' is in the NVMe swap file, which only a "
+            "swap_in reads");
+  Instr copy = instr(Opcode::Copy, {h}, {s});
+  copy.host = true;
+  EXPECT_EQ(c.error(copy), "Copy: output 'b0' is in the NVMe swap file, "
+                           "which only a swap_out writes");
+}
