@@ -107,10 +107,6 @@ std::vector<Interval> liveRanges(const Program &program,
   return ranges;
 }
 
-bool overlaps(const Interval &a, const Interval &b) {
-  return a.first <= b.last && b.first <= a.last;
-}
-
 /// Greedy-by-size best-fit placement; returns the extent (aligned).
 int64_t pack(std::vector<Interval> &ranges) {
   std::vector<size_t> order(ranges.size());
@@ -125,32 +121,37 @@ int64_t pack(std::vector<Interval> &ranges) {
     return x.id < y.id;
   });
   // Placed intervals ordered by address range, so the gaps between those
-  // live at the same time are scanned without sorting them per buffer.
-  std::vector<size_t> placed;
-  auto byAddress = [&](size_t a, size_t b) {
-    const Interval &x = ranges[a], &y = ranges[b];
-    return std::make_pair(x.offset, x.offset + x.size) <
-           std::make_pair(y.offset, y.offset + y.size);
+  // live at the same time are scanned without sorting them per buffer. The
+  // scan visits every placed interval for every new one (quadratic in the
+  // Temps), so it runs over a compact copy of what it reads: contiguous
+  // memory, no indirection.
+  struct Placed {
+    int64_t offset, end;
+    int first, last;
+    bool operator<(const Placed &o) const {
+      return std::make_pair(offset, end) < std::make_pair(o.offset, o.end);
+    }
   };
+  std::vector<Placed> placed;
+  placed.reserve(ranges.size());
   int64_t extent = 0;
   for (size_t k : order) {
     Interval &cur = ranges[k];
     int64_t cursor = 0, best = -1, bestGap = 0;
-    for (size_t p : placed) {
-      const Interval &other = ranges[p];
-      if (!overlaps(other, cur))
+    for (const Placed &other : placed) {
+      if (other.first > cur.last || cur.first > other.last)
         continue;
-      int64_t gap = other.offset - cursor;
+      const int64_t gap = other.offset - cursor;
       if (gap >= cur.size && (best < 0 || gap < bestGap)) {
         best = cursor;
         bestGap = gap;
       }
-      cursor = std::max(cursor, other.offset + other.size);
+      cursor = std::max(cursor, other.end);
     }
     cur.offset = best >= 0 ? best : cursor;
     extent = std::max(extent, cur.offset + cur.size);
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), k, byAddress),
-                  k);
+    const Placed mine{cur.offset, cur.offset + cur.size, cur.first, cur.last};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), mine), mine);
   }
   return extent;
 }
