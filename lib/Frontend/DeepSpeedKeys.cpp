@@ -275,8 +275,8 @@ const std::vector<DeepSpeedKey> kKeys = {
      "pin_memory sets it"},
     {"zero_optimization.offload_param", "object", "null", I, nullptr,
      "stage 3: device \"cpu\" keeps the parameter shards in host memory "
-     "(with offload_optimizer; \"nvme\" is refused: parameters on NVMe are "
-     "not built); below stage 3 it is "
+     "(with offload_optimizer), \"nvme\" in the swap file (with "
+     "offload_optimizer on NVMe, the same nvme_path); below stage 3 it is "
      "noted as ignored, as DeepSpeed ignores it there"},
     {"zero_optimization.offload_optimizer", "object", "null", I, nullptr,
      "ZeRO-Offload: device \"cpu\" keeps optimizer state and fp32 master "

@@ -7,7 +7,8 @@
 // device "cpu" (stage 3, with the optimizer offloaded) keeps the parameter
 // shards there too. ZeRO-Infinity: `offload_optimizer` with device "nvme"
 // and `nvme_path` keeps that state in a swap file there
-// (-dsc-offload-nvme); parameters on NVMe are refused in one line. The
+// (-dsc-offload-nvme), and `offload_param` with device "nvme" (the same
+// nvme_path) the parameter shards too (-dsc-offload-nvme params). The
 // compressed optimizers are refused with any ZeRO stage
 // (DeepSpeedConfig.cpp), so never reach offload.
 //
@@ -89,12 +90,19 @@ void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
       offloadTarget(c, p, sec,
                     {"device", "nvme_path", "buffer_count", "buffer_size",
                      "max_in_cpu", "pin_memory"});
-  if (device == "nvme")
-    c.fail(p + ".device: \"nvme\" is not supported yet (parameters on "
-               "NVMe); use \"cpu\" (the optimizer state can go to NVMe: "
-               "offload_optimizer.device \"nvme\")");
   if (device == "none")
     return;
+  // ZeRO-Infinity's parameters: the optimizer's swap file holds them too
+  // (checkOffloadCombination).
+  if (device == "nvme") {
+    auto it = sec.find("nvme_path");
+    if (it == sec.end() || it->is_null())
+      c.fail(p + ".nvme_path: device \"nvme\" needs the directory of the "
+                 "swap file (a path on the NVMe drive)");
+    t.offloadParamsNvmePath = c.string(p + ".nvme_path", *it, "a path");
+    if (t.offloadParamsNvmePath.empty())
+      c.bad(p + ".nvme_path", *it, "a path");
+  }
   // Checked, no effect: pinning (see offload_optimizer) and NVMe's buffers.
   if (auto it = sec.find("pin_memory"); it != sec.end())
     c.boolean(p + ".pin_memory", *it);
@@ -121,6 +129,12 @@ void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t) {
 }
 
 void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
+  if (!t.offloadParamsNvmePath.empty() &&
+      t.offloadParamsNvmePath != t.offloadNvmePath)
+    c.fail("zero_optimization.offload_param.device \"nvme\" needs "
+           "offload_optimizer.device \"nvme\" with the same nvme_path (one "
+           "swap file per rank holds the parameter shards and the optimizer "
+           "state the host update reads)");
   if (t.offloadParams && !t.offloadOptimizer)
     c.fail("zero_optimization.offload_param (device cpu) without "
            "offload_optimizer is not supported: the offloaded parameter "

@@ -429,8 +429,13 @@ MemoryReport reportMemory(const Program &program, const MemoryPlan &plan) {
     const Buffer &b = program.buffers[id];
     int64_t bytes = bytesOf(b);
     if (b.nvme) { // the swap file, reported on its own
-      (rt::isMasterWeights(b) ? r.nvmeMasterWeights : r.nvmeOptimizerState) +=
-          bytes;
+      if (b.role == BufferRole::Param) {
+        r.nvmeParameters += bytes;
+        r.parameterCount += b.numElements();
+      } else {
+        (rt::isMasterWeights(b) ? r.nvmeMasterWeights
+                                : r.nvmeOptimizerState) += bytes;
+      }
       continue;
     }
     if (b.host) { // the host arena, reported on its own
@@ -564,6 +569,8 @@ std::string formatMemoryTable(const MemoryReport &r) {
   }
   if (r.nvmeBytes > 0) {
     out += "NVMe swap file (ZeRO-Infinity, outside both arenas):\n";
+    if (r.nvmeParameters > 0)
+      row("parameter shards", r.nvmeParameters);
     row("master weights (fp32)", r.nvmeMasterWeights);
     row("optimizer state", r.nvmeOptimizerState);
     row("swap file", r.nvmeBytes);
@@ -611,6 +618,7 @@ std::string formatMemoryJson(const MemoryReport &r) {
   }
   if (r.nvmeBytes > 0) {
     field("nvme_bytes", r.nvmeBytes);
+    field("nvme_parameters", r.nvmeParameters);
     field("nvme_master_weights", r.nvmeMasterWeights);
     field("nvme_optimizer_state", r.nvmeOptimizerState);
   }

@@ -27,6 +27,8 @@ constexpr llvm::StringLiteral kNvmePathAttr = "dsc.nvme_path";
 
 struct OffloadNvmePass
     : mlir::dsc::impl::DscOffloadNvmeBase<OffloadNvmePass> {
+  using DscOffloadNvmeBase::DscOffloadNvmeBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
@@ -46,54 +48,108 @@ struct OffloadNvmePass
       return signalPassFailure();
     }
     module->setAttr(kOffloadNvmeAttr, UnitAttr::get(&getContext()));
+    if (params && !hasHostParameters(apply)) {
+      module.emitError("dsc-offload-nvme: params, but no parameter shard is "
+                       "in host memory; run -dsc-offload-optimizer params");
+      return signalPassFailure();
+    }
+    swapUpdates(apply);
+    if (params)
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn != apply && !fn.isExternal())
+          swapDeviceCopies(fn);
+  }
 
+private:
+  /// Whether argument `arg` of `fn` goes to the swap file: host state an
+  /// update rewrites; a host parameter shard only with `params`.
+  bool onNvme(func::FuncOp fn, BlockArgument arg) {
+    if (!fn.getArgAttr(arg.getArgNumber(), kHostAttrName))
+      return false;
+    auto state =
+        fn.getArgAttrOfType<StateAttr>(arg.getArgNumber(), kStateAttrName);
+    return state && (state.getKind() != StateKind::param || params);
+  }
+
+  bool hasHostParameters(func::FuncOp apply) {
+    return llvm::any_of(apply.getArguments(), [&](BlockArgument arg) {
+      auto state = apply.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
+                                                     kStateAttrName);
+      return state && state.getKind() == StateKind::param &&
+             apply.getArgAttr(arg.getArgNumber(), kHostAttrName);
+    });
+  }
+
+  /// Reads `operand` (a swap-file argument) through a dsc.swap_in in
+  /// transfer group `group`, issued before `before`.
+  void swapIn(func::FuncOp fn, OpOperand &operand, Operation *before,
+              IntegerAttr group) {
+    auto arg = cast<BlockArgument>(operand.get());
+    fn.setArgAttr(arg.getArgNumber(), kNvmeAttrName,
+                  UnitAttr::get(&getContext()));
+    OpBuilder b(before);
+    auto in = b.create<SwapInOp>(arg.getLoc(), arg.getType(), arg, group);
+    in->setAttr(kHostAttrName, UnitAttr::get(&getContext()));
+    operand.set(in);
+  }
+
+  /// @apply_step: each host update reads its swap-file state one update
+  /// ahead; the new values go back through dsc.swap_out.
+  void swapUpdates(func::FuncOp apply) {
     SmallVector<OptimizerOpInterface> updates;
     apply.walk([&](OptimizerOpInterface u) {
       if (u->hasAttr(kHostAttrName))
         updates.push_back(u);
     });
-    DenseSet<StateAttr> onNvme;
+    DenseSet<StateAttr> swapped;
     Operation *previous = nullptr;
     for (OptimizerOpInterface update : updates) {
       Operation *op = update.getOperation();
-      // The state is read while the update before computes.
-      OpBuilder b(previous ? previous : op);
+      const IntegerAttr group = groupOf(op);
       for (OpOperand &operand : op->getOpOperands()) {
         auto arg = dyn_cast<BlockArgument>(operand.get());
-        if (!arg || !apply.getArgAttr(arg.getArgNumber(), kHostAttrName))
+        if (!arg || !onNvme(apply, arg))
           continue;
-        auto state = apply.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
-                                                       kStateAttrName);
-        // An offloaded parameter shard is read by the forward too.
-        if (!state || state.getKind() == StateKind::param)
-          continue;
-        apply.setArgAttr(arg.getArgNumber(), kNvmeAttrName,
-                         UnitAttr::get(&getContext()));
-        auto in = b.create<SwapInOp>(arg.getLoc(), arg.getType(), arg,
-                                     groupOf(op));
-        in->setAttr(kHostAttrName, UnitAttr::get(&getContext()));
-        operand.set(in);
-        onNvme.insert(state);
+        swapped.insert(apply.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
+                                                         kStateAttrName));
+        swapIn(apply, operand, previous ? previous : op, group);
       }
       previous = op;
     }
-    // The new values go back to the swap file.
     auto ret = cast<func::ReturnOp>(apply.getBody().front().getTerminator());
     for (OpOperand &operand : ret->getOpOperands()) {
       const unsigned i = operand.getOperandNumber();
       auto state = apply.getResultAttrOfType<StateAttr>(i, kStateAttrName);
-      if (!state || !onNvme.contains(state))
+      if (!state || !swapped.contains(state))
         continue;
       Value value = operand.get();
-      OpBuilder b(ret);
-      if (Operation *def = value.getDefiningOp())
-        b.setInsertionPointAfter(def);
       Operation *def = value.getDefiningOp();
+      OpBuilder b(ret);
+      if (def)
+        b.setInsertionPointAfter(def);
       auto out = b.create<SwapOutOp>(value.getLoc(), value.getType(), value,
-                                     def ? groupOf(def) : b.getI64IntegerAttr(0));
+                                     def ? groupOf(def) : zeroGroup());
       out->setAttr(kHostAttrName, UnitAttr::get(&getContext()));
       operand.set(out);
       apply.setResultAttr(i, kNvmeAttrName, UnitAttr::get(&getContext()));
+    }
+  }
+
+  /// `params`, outside @apply_step: every dsc.to_device of a swap-file
+  /// parameter shard reads it through a dsc.swap_in issued before the
+  /// copy before it.
+  void swapDeviceCopies(func::FuncOp fn) {
+    SmallVector<ToDeviceOp> copies;
+    fn.walk([&](ToDeviceOp copy) {
+      auto arg = dyn_cast<BlockArgument>(copy.getInput());
+      if (arg && arg.getOwner()->getParentOp() == fn && onNvme(fn, arg))
+        copies.push_back(copy);
+    });
+    Operation *previous = nullptr;
+    for (ToDeviceOp copy : copies) {
+      swapIn(fn, copy->getOpOperand(0), previous ? previous : copy,
+             copy.getGroupAttr());
+      previous = copy;
     }
   }
 
@@ -102,6 +158,9 @@ struct OffloadNvmePass
     for (Value operand : update->getOperands())
       if (auto copy = operand.getDefiningOp<ToHostOp>())
         return copy.getGroupAttr();
+    return zeroGroup();
+  }
+  IntegerAttr zeroGroup() {
     return IntegerAttr::get(IntegerType::get(&getContext(), 64), 0);
   }
 };

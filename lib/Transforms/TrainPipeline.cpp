@@ -55,7 +55,7 @@ struct TrainingPasses {
   TrainingSwitches switches;
   std::unique_ptr<Pass> lora, quantizeFrozen, pipelineStage, buildTrainStep, remat,
       mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
-      offloadOptimizer, bucketCollectives, overlapCollectives;
+      offloadOptimizer, offloadNvme, bucketCollectives, overlapCollectives;
 };
 
 /// The order, once for both forms.
@@ -97,8 +97,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   addIfRun(p.zeroOneAdam);
   addIfRun(p.zero);
   addIfRun(p.offloadOptimizer);
-  if (on.offloadNvme)
-    pm.addPass(createDscOffloadNvme());
+  addIfRun(p.offloadNvme);
   addIfRun(p.bucketCollectives);
   addIfRun(p.overlapCollectives);
   pm.addPass(createDscSplitStageStep());
@@ -163,6 +162,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
   p.zeroOneAdam = ifRun(t.zeroOneAdam, createDscZeroOneAdam);
   p.zero = ifRun(t.zero, createDscZero);
   p.offloadOptimizer = ifRun(t.offloadOptimizer, createDscOffloadOptimizer);
+  p.offloadNvme = ifRun(t.offloadNvme, createDscOffloadNvme);
   p.bucketCollectives = ifRun(t.bucketCollectives, createDscBucketCollectives);
   p.overlapCollectives = ifRun(t.overlapCollectives, createDscOverlapCollectives);
   addInOrder(pm, std::move(p));
@@ -184,7 +184,6 @@ static LogicalResult buildFromText(OpPassManager &pm,
   on.fuseAttention = o.fuseAttention;
   on.fuseSoftmaxDropout = o.fuseSoftmaxDropout;
   on.invertible = o.invertible;
-  on.offloadNvme = o.offloadNvme;
   on.fuseCrossEntropy = o.fuseCrossEntropy;
   p.lora = fromText(createDscLora(), o.lora, false, error, failed);
   p.quantizeFrozen = fromText(createDscQuantizeFrozen(), o.quantizeFrozen,
@@ -203,6 +202,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
   p.zero = fromText(createDscZero(), o.zero, false, error, failed);
   p.offloadOptimizer = fromText(createDscOffloadOptimizer(),
                                 o.offloadOptimizer, false, error, failed);
+  p.offloadNvme = fromText(createDscOffloadNvme(), o.offloadNvme, false,
+                           error, failed);
   p.bucketCollectives = fromText(createDscBucketCollectives(),
                                  o.bucketCollectives, false, error, failed);
   p.overlapCollectives = fromText(createDscOverlapCollectives(), o.overlapCollectives,

@@ -1,5 +1,8 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-offload-nvme | FileCheck %s
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-offload-nvme -dsc-memory-report -o /dev/null | FileCheck %s --check-prefix=MEMORY
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=3 "-dsc-offload-optimizer=params=true" "-dsc-offload-nvme=params=true" | FileCheck %s --check-prefix=PARAMS
+// RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=3 -dsc-offload-optimizer "-dsc-offload-nvme=params=true" 2>&1 | FileCheck %s --check-prefix=NOPARAMS
+// NOPARAMS: error: dsc-offload-nvme: params, but no parameter shard is in host memory; run -dsc-offload-optimizer params
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=1 -dsc-offload-nvme 2>&1 | FileCheck %s --check-prefix=NOTOFFLOADED
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-offload-nvme -dsc-offload-nvme 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: sed 's/, dsc.nvme_path = "swap"//' %s | not dsc-opt -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-offload-nvme 2>&1 | FileCheck %s --check-prefix=NOPATH
@@ -31,6 +34,23 @@
 // CHECK: dsc.to_device %[[NP]] {group = 2 : i64}
 // CHECK: dsc.adam
 // CHECK: return {{.*}}, %[[OUT]],
+
+// With params (stage 3's offload_param device nvme) the parameter shards
+// are in the swap file in every function: each dsc.to_device copy before a
+// gather reads a dsc.swap_in, issued before the copy before it.
+// PARAMS-LABEL: func.func @micro_step(
+// PARAMS-SAME: %[[W:[a-z0-9]+]]: tensor<22xf32> {dsc.host, dsc.nvme, dsc.param
+// PARAMS-SAME: %[[B:[a-z0-9]+]]: tensor<3xf32> {dsc.host, dsc.nvme, dsc.param
+// PARAMS: %[[IW:.*]] = dsc.swap_in %[[W]] {dsc.host, group = 2 : i64}
+// PARAMS-NEXT: %[[IB:.*]] = dsc.swap_in %[[B]] {dsc.host}
+// PARAMS-NEXT: dsc.to_device %[[IW]] {group = 2 : i64}
+// PARAMS: %[[IW2:.*]] = dsc.swap_in %[[W]] {dsc.host, group = 2 : i64}
+// PARAMS-NEXT: dsc.to_device %[[IB]]
+// PARAMS: dsc.to_device %[[IW2]] {group = 2 : i64}
+// PARAMS-LABEL: func.func @apply_step(
+// PARAMS: dsc.swap_in
+// PARAMS: dsc.adam
+// PARAMS: dsc.swap_out
 
 // The memory plan: the state and master weights are in the swap file,
 // each at a 4096-byte boundary; the host arena holds the read copies.

@@ -125,7 +125,6 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
   on.fuseSoftmaxDropout = fusion.softmaxDropout;
   on.fuseCrossEntropy = fusion.crossEntropy;
   on.invertible = train.kernel.normalizeInvertible;
-  on.offloadNvme = !train.offloadNvmePath.empty();
 
   const dsc::OptimizerConfig &o = train.optimizer;
   mlir::dsc::DscBuildTrainStepOptions &step = p.buildTrainStep;
@@ -223,6 +222,9 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
   // parameter offload only at stage 3 with the optimizer's).
   if (train.offloadOptimizer)
     p.offloadOptimizer.emplace().params = train.offloadParams;
+  // ZeRO-Infinity: that state (and the parameter shards) in the swap file.
+  if (!train.offloadNvmePath.empty())
+    p.offloadNvme.emplace().params = !train.offloadParamsNvmePath.empty();
   // One rank has nothing to reduce or gather: no bucket copies.
   if (train.dataParallel() > 1 &&
       (train.reduceBucketSize != 0 || train.allgatherBucketSize != 0)) {

@@ -335,6 +335,10 @@ struct TrainConfig {
   /// its nvme_path, where the swap file holding that state goes
   /// (-dsc-offload-nvme); empty: host memory.
   std::string offloadNvmePath;
+  /// zero_optimization.offload_param device "nvme": its nvme_path (the
+  /// optimizer's too: the parameter shards go in the same swap file);
+  /// empty: host memory.
+  std::string offloadParamsNvmePath;
   /// zero_optimization.offload_param device "cpu" (or cpu_offload_param)
   /// at stage 3, with offloadOptimizer: the parameter shards in host memory
   /// too (-dsc-offload-optimizer params).

@@ -141,8 +141,11 @@ struct MemoryReport {
   int64_t hostOptimizerState = 0;
   int64_t hostWorkspace = 0;
   /// ZeRO-Infinity: the swap file (Buffer::nvme), outside both arenas:
-  /// the fp32 master weights and the optimizer state on NVMe.
+  /// the parameter shards (offload_param device nvme; parameterCount
+  /// counts them too), the fp32 master weights and the optimizer state on
+  /// NVMe.
   int64_t nvmeBytes = 0;
+  int64_t nvmeParameters = 0;
   int64_t nvmeMasterWeights = 0;
   int64_t nvmeOptimizerState = 0;
 };

@@ -90,8 +90,6 @@ struct TrainingSwitches {
   bool fuseSoftmaxDropout = false;
   /// -dsc-invertible (normalize_invertible), after the step is built.
   bool invertible = false;
-  /// -dsc-offload-nvme (ZeRO-Infinity), after -dsc-offload-optimizer.
-  bool offloadNvme = false;
   /// -dsc-fuse-cross-entropy, last.
   bool fuseCrossEntropy = false;
 };
@@ -129,6 +127,7 @@ struct TrainingPipeline {
   std::optional<DscZeroOptions> zero;
   /// ZeRO-Offload, right after -dsc-zero.
   std::optional<DscOffloadOptimizerOptions> offloadOptimizer;
+  std::optional<DscOffloadNvmeOptions> offloadNvme;
   std::optional<DscBucketCollectivesOptions> bucketCollectives;
   std::optional<DscOverlapCollectivesOptions> overlapCollectives;
 };
@@ -189,9 +188,6 @@ struct TrainingPipelineOptions
   Option<bool> invertible{*this, "invertible",
                           llvm::cl::desc("Run -dsc-invertible"),
                           llvm::cl::init(false)};
-  Option<bool> offloadNvme{*this, "offload-nvme",
-                           llvm::cl::desc("Run -dsc-offload-nvme"),
-                           llvm::cl::init(false)};
   Option<std::string> remat{*this, "remat",
                             llvm::cl::desc("Run -dsc-remat with these options")};
   Option<std::string> mixedPrecision{
@@ -208,6 +204,10 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Run -dsc-zero-one-adam with these options")};
   Option<std::string> zero{*this, "zero",
                            llvm::cl::desc("Run -dsc-zero with these options")};
+  Option<std::string> offloadNvme{
+      *this, "offload-nvme",
+      llvm::cl::desc("Run -dsc-offload-nvme (after -dsc-offload-optimizer) "
+                     "with these options")};
   Option<std::string> offloadOptimizer{
       *this, "offload-optimizer",
       llvm::cl::desc("Run -dsc-offload-optimizer (after -dsc-zero) with these "

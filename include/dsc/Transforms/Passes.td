@@ -808,9 +808,21 @@ def DscOffloadNvme : Pass<"dsc-offload-nvme", "::mlir::ModuleOp"> {
     the current one computes and at most two updates' states are in host
     memory at once (the memory plan's double buffer).
 
+    With `params` (stage 3's `offload_param` device "nvme", after
+    `-dsc-offload-optimizer params`) the host parameter shards go to the
+    swap file too, in every step function: each of their reads (the
+    `dsc.to_device` copies before the forward's and backward's gathers, the
+    update) goes through a `dsc.swap_in`, placed before the read before it,
+    and the update's new shard returns through a `dsc.swap_out`.
+
     Refused: a step that `-dsc-offload-optimizer` did not offload, one
-    offloaded to NVMe already, a module without `dsc.nvme_path`.
+    offloaded to NVMe already, a module without `dsc.nvme_path`, `params`
+    without host parameter shards.
   }];
+  let options = [
+    Option<"params", "params", "bool", "false",
+           "ZeRO-3: the offloaded parameter shards go to the swap file too">
+  ];
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
