@@ -166,6 +166,10 @@ LogicalResult MoeRouteOp::verify() {
   const int64_t experts = getNumExpertsAttr().getInt();
   if (experts < 1)
     return emitOpError("expects num_experts >= 1, got ") << experts;
+  // (ODS hands I64Attr out as uint64_t.)
+  if (const int64_t capacity = int64_t(getCapacity()); capacity < 0)
+    return emitOpError("expects capacity >= 0 (0: no token dropping), got ")
+           << capacity;
   if (failed(expectShape(*this, "slots", getSlots(), shapeOf(getExperts()))))
     return failure();
   return expectShape(*this, "counts", getCounts(), {experts});

@@ -259,30 +259,34 @@ void parseTensorParallel(const Ctx &c, const json &sec, ParallelConfig &p) {
 }
 
 /// moe: DeepSpeed-MoE's layer arguments (deepspeed.moe.layer.MoE) as a
-/// section: ep_size shards the experts; dsc routes dropless (DeepSpeed's
-/// drop_tokens false), so the capacity keys, which only bound a dropping
-/// layer, are checked and have no effect.
-void parseMoe(const Ctx &c, const json &sec, ParallelConfig &p) {
+/// section: ep_size shards the experts; drop_tokens (false unless given:
+/// Mixtral routes dropless) caps each expert at its capacity
+/// (capacity_factor, min_capacity). eval_capacity_factor and use_rts are
+/// checked and have no effect (evaluation uses the training capacity; the
+/// drops are deterministic, by choice rank then token order).
+void parseMoe(const Ctx &c, const json &sec, TrainConfig &t) {
   c.object("moe", sec);
   c.checkKeys("moe", sec,
               {"ep_size", "capacity_factor", "eval_capacity_factor",
                "min_capacity", "drop_tokens", "use_rts"});
   if (auto it = sec.find("ep_size"); it != sec.end())
-    p.expert = c.integer("moe.ep_size", *it, 1, 1 << 16,
-                         "an integer in [1, 65536]");
-  for (const char *key : {"capacity_factor", "eval_capacity_factor"})
-    if (auto it = sec.find(key); it != sec.end())
-      c.number(std::string("moe.") + key, *it,
-               [](double v) { return v > 0; }, "a number > 0");
+    t.parallel.expert = c.integer("moe.ep_size", *it, 1, 1 << 16,
+                                  "an integer in [1, 65536]");
+  auto factor = [&](const char *key) {
+    return c.number(std::string("moe.") + key, sec[key],
+                    [](double v) { return v > 0 && v <= 1e6; },
+                    "a number in (0, 1e6]");
+  };
+  if (sec.contains("capacity_factor"))
+    t.moeCapacityFactor = factor("capacity_factor");
+  if (sec.contains("eval_capacity_factor"))
+    factor("eval_capacity_factor");
   if (auto it = sec.find("min_capacity"); it != sec.end())
-    c.nonNegative("moe.min_capacity", *it);
+    t.moeMinCapacity = c.nonNegative("moe.min_capacity", *it);
   if (auto it = sec.find("use_rts"); it != sec.end())
     c.boolean("moe.use_rts", *it);
-  if (auto it = sec.find("drop_tokens"); it != sec.end() &&
-      c.boolean("moe.drop_tokens", *it))
-    c.fail("moe.drop_tokens: true is not supported: dsc routes every token "
-           "to its experts (dropless, DeepSpeed's drop_tokens false); "
-           "set it false or drop it");
+  if (auto it = sec.find("drop_tokens"); it != sec.end())
+    t.moeDropTokens = c.boolean("moe.drop_tokens", *it);
 }
 
 /// pipeline: DeepSpeed's keys (deepspeed/runtime/pipe, PipelineModule).
@@ -460,7 +464,7 @@ TrainConfig parseTrainConfigText(const std::string &text,
     else if (k == "pipeline")
       parsePipeline(c, v, t.parallel);
     else if (k == "moe")
-      parseMoe(c, v, t.parallel);
+      parseMoe(c, v, t);
     else if (k == "data_types")
       parseTableSection(c, k, v);
     else if (!handleTableKey(c, "", k, v))

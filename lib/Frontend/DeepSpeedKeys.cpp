@@ -319,10 +319,11 @@ const std::vector<DeepSpeedKey> kKeys = {
      "stages, partition, activation_checkpoint_interval"},
     {"tensor_parallel", "object", "{}", I, nullptr, "autotp_size"},
     {"moe", "object", "{}", I, nullptr,
-     "expert parallelism (DeepSpeed-MoE's layer arguments as a section: "
-     "ep_size; dropless, so capacity_factor, eval_capacity_factor, "
-     "min_capacity and use_rts are checked without effect and drop_tokens "
-     "true is refused)"},
+     "DeepSpeed-MoE's layer arguments as a section: ep_size (expert "
+     "parallelism), drop_tokens (false unless given: dropless), "
+     "capacity_factor and min_capacity (each expert's capacity when "
+     "dropping); eval_capacity_factor and use_rts are checked without "
+     "effect"},
     {"sparse_attention", "object", "null", I, nullptr,
      "block-sparse attention"},
     {"hybrid_engine", "object", "{}", U, kEnabledFalse,

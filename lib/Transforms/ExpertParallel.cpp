@@ -15,8 +15,9 @@
 //   back = moe_exchange out, counts, recv_counts {reverse} [N*K, C]
 //   y = moe_combine back, slots, weights
 //
-// R = G * N * min(K, E / G) bounds what any routing sends one rank, so the
-// shapes stay static; the exchanges move only the rows that exist.
+// R = G * N * min(K, E / G) bounds what any routing sends one rank (with
+// token dropping, also G * (E / G) * capacity), so the shapes stay static;
+// the exchanges move only the rows that exist.
 // Parameters: the concatenations keep their first E / G operands (local
 // slot j is named as expert j of group rank 0; the runtime renames it per
 // rank) and the other experts' arguments leave @forward.
@@ -128,7 +129,10 @@ LogicalResult ExpertParallelPass::shardLayer(MoeRouteOp route,
   const int64_t topK =
       cast<RankedTensorType>(route.getSlots().getType()).getShape().back();
   const int64_t tokens = rowsType.getDimSize(0) / topK;
-  const int64_t received = groupSize * tokens * std::min(topK, perRank);
+  // With token dropping each source sends an expert at most its capacity.
+  int64_t received = groupSize * tokens * std::min(topK, perRank);
+  if (const int64_t capacity = int64_t(route.getCapacity()); capacity > 0)
+    received = std::min(received, groupSize * perRank * capacity);
 
   OpBuilder b(&getContext());
   b.setInsertionPointAfter(dispatch);

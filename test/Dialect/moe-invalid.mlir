@@ -267,3 +267,11 @@ func.func @exchange_width(%r: tensor<8x4xf32>, %c: tensor<4xi32>, %rc: tensor<2x
 // expected-error @+1 {{'dsc.mesh_expert' must be an integer on the module equal to its 'dsc.mesh_data_inner' (expert-parallel groups are the data_inner groups)}}
 module attributes {dsc.mesh = #dsc.mesh<data = 4, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64, dsc.mesh_expert = 4 : i64} {
 }
+
+// -----
+
+func.func @route_negative_capacity(%e: tensor<6x2xi32>) {
+  // expected-error @+1 {{'dsc.moe_route' op expects capacity >= 0 (0: no token dropping), got -1}}
+  %s, %c = dsc.moe_route %e {num_experts = 4 : i64, capacity = -1 : i64} : (tensor<6x2xi32>) -> (tensor<6x2xi32>, tensor<4xi32>)
+  return
+}

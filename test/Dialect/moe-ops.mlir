@@ -53,6 +53,14 @@ func.func @moe_gradients(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>,
   return %dl, %dw, %dw1, %dw2, %dlg, %db : tensor<6x4xf32>, tensor<6x2xf32>, tensor<24x8xf32>, tensor<32x6xf32>, tensor<6x4xf32>, tensor<2x4xf32>
 }
 
+// Token dropping: at most 3 assignments per expert.
+// CHECK-LABEL: func @moe_route_capacity
+func.func @moe_route_capacity(%e: tensor<6x2xi32>) -> tensor<4xi32> {
+  // CHECK: dsc.moe_route %{{.*}} {capacity = 3 : i64, num_experts = 4 : i64}
+  %s, %c = dsc.moe_route %e {num_experts = 4 : i64, capacity = 3 : i64} : (tensor<6x2xi32>) -> (tensor<6x2xi32>, tensor<4xi32>)
+  return %c : tensor<4xi32>
+}
+
 // Expert parallelism over the 2 ranks of data_inner: 4 experts, 2 per rank.
 // CHECK-LABEL: func @moe_exchange
 module attributes {dsc.mesh = #dsc.mesh<data = 2, tensor = 1, pipeline = 1>, dsc.mesh_data_inner = 2 : i64, dsc.mesh_expert = 2 : i64} {

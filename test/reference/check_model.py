@@ -42,6 +42,9 @@ def main():
     model_json, ds_json = os.path.abspath(model_json), os.path.abspath(ds_json)
     mcfg, ds = R.load_json(model_json), R.load_json(ds_json)
     tc = R.TrainCfg(ds)
+    # Token dropping (the ds_config's moe section): the reference's experts
+    # take at most the capacity dsc computes.
+    mcfg["_dsc_moe_capacity"] = R.moe_capacity(ds, mcfg, tc.B * tc.T)
     if tc.A != 1:
         sys.exit("check_model: use gradient_accumulation_steps 1 (inspect's "
                  "gradient is d(loss/A)/dparam of micro-batch 0)")

@@ -402,13 +402,29 @@ def moe_experts(cfg):
     return cfg.get("num_local_experts", 8) if model_type(cfg) == "mixtral" else 0
 
 
-def moe_block(P, cfg, p, x):
+def moe_capacity(ds, cfg, tokens):
+    """Each expert's capacity per micro-batch of `tokens` tokens under the
+    ds_config's moe section with drop_tokens (DeepSpeed-MoE's
+    max(ceil(K * tokens * capacity_factor / E), min_capacity), at most
+    every token), or None without token dropping."""
+    moe = ds.get("moe", {})
+    if not moe.get("drop_tokens", False):
+        return None
+    E, K = moe_experts(cfg), cfg.get("num_experts_per_tok", 2)
+    cap = math.ceil(K * tokens * moe.get("capacity_factor", 1.0) / E)
+    return min(tokens, max(cap, moe.get("min_capacity", 4)))
+
+
+def moe_block(P, cfg, p, x, capacity=None):
     """MixtralSparseMoeBlock on x [B, T, C] (parameters under prefix p):
     router logits, softmax (float64 here), the top num_experts_per_tok
     experts renormalised to sum to 1, and the weighted sum of those
     experts' SwiGLU MLPs w2(silu(w1 x) * w3 x). Written per token and
-    expert choice, not as transformers' index_add. Returns (y, router logits
-    [B*T, E])."""
+    expert choice, not as transformers' index_add. With `capacity` (token
+    dropping) an expert takes at most that many assignments, all tokens'
+    first choices before any second choice, each choice rank in token
+    order; a dropped assignment contributes nothing (the kept weights are
+    not renormalised again). Returns (y, router logits [B*T, E])."""
     if cfg.get("router_jitter_noise", 0.0):
         raise NotImplementedError("router_jitter_noise")
     B, T, C = x.shape
@@ -418,6 +434,17 @@ def moe_block(P, cfg, p, x):
     probs = torch.softmax(logits, dim=-1)
     top, chosen = torch.topk(probs, K, dim=-1)
     weights = top / top.sum(-1, keepdim=True)
+    if capacity is not None:
+        taken = [0] * moe_experts(cfg)
+        keep = torch.ones_like(weights)
+        for k in range(K):
+            for n in range(B * T):
+                e = int(chosen[n, k])
+                if taken[e] >= capacity:
+                    keep[n, k] = 0
+                else:
+                    taken[e] += 1
+        weights = weights * keep
     y = torch.zeros_like(xs)
     for e in range(moe_experts(cfg)):
         q = f"{p}experts.{e}."
@@ -645,7 +672,8 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
         m = norm(h, P[p + ("pre_feedforward_layernorm.weight" if gemma2
                            else "post_attention_layernorm.weight")], eps)
         if moe_experts(cfg):
-            m, router = moe_block(P, cfg, p + "block_sparse_moe.", m)
+            m, router = moe_block(P, cfg, p + "block_sparse_moe.", m,
+                                  cfg.get("_dsc_moe_capacity"))
             router_logits.append(router)
             h = h + m
             continue

@@ -262,6 +262,10 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   import.maskTokenId =
       train.maskTokenId >= 0 ? train.maskTokenId : kBertMaskTokenId;
   import.padTokenId = train.padTokenId;
+  if (train.moeDropTokens) {
+    import.moeCapacityFactor = train.moeCapacityFactor;
+    import.moeMinCapacity = train.moeMinCapacity;
+  }
   // Mode dense is dense attention: no layout to mask or visit.
   if (train.sparseAttention.enabled &&
       train.sparseAttention.mode != SparsityMode::Dense)

@@ -70,16 +70,54 @@ TEST(MoeRoute, StableExpertMajorSlots) {
   h.alloc();
   h.seti(experts, {1, 0, 1, 2, 0, 1});
   h.run(Opcode::MoeRoute, {experts}, {slots, counts},
-        {{"num_experts", int64_t(3)}});
+        {{"num_experts", int64_t(3)}, {"capacity", int64_t(0)}});
   // Expert 0: (0,1), (2,0); expert 1: (0,0), (1,0), (2,1); expert 2: (1,1).
   EXPECT_EQ(h.geti(counts), (std::vector<int32_t>{2, 3, 1}));
   EXPECT_EQ(h.geti(slots), (std::vector<int32_t>{2, 0, 3, 5, 1, 4}));
   h.seti(experts, {1, 0, 1, 3, 0, 1});
   EXPECT_EQ(errorOf([&] {
               h.run(Opcode::MoeRoute, {experts}, {slots, counts},
-                    {{"num_experts", int64_t(3)}});
+                    {{"num_experts", int64_t(3)}, {"capacity", int64_t(0)}});
             }),
             "MoeRoute: expert choice 3 out of range [0,3)");
+}
+
+// Token dropping: an expert keeps its first `capacity` assignments, first
+// choices (k = 0) of every token before any second choice; dropped ones get
+// slot -1, no row and no contribution; the rows after the kept ones are
+// zero.
+TEST(MoeRoute, CapacityDropsLaterChoicesFirst) {
+  const int64_t N = 4, K = 2, C = 3, E = 3;
+  Harness h;
+  int experts = h.buf({N, K}, DType::I32), slots = h.buf({N, K}, DType::I32),
+      counts = h.buf({E}, DType::I32), x = h.buf({N, C}),
+      w = h.buf({N, K}), rows = h.buf({N * K, C}), y = h.buf({N, C}),
+      dw = h.buf({N, K});
+  h.alloc();
+  // Expert 0 is chosen by (0,0), (1,1), (2,0), (3,0): with capacity 2 the
+  // first choices (0,0) and (2,0) are kept, (3,0) and the second choice
+  // (1,1) dropped. Expert 1: (0,1), (1,0); expert 2: (2,1), (3,1).
+  h.seti(experts, {0, 1, 1, 0, 0, 2, 0, 2});
+  h.run(Opcode::MoeRoute, {experts}, {slots, counts},
+        {{"num_experts", E}, {"capacity", int64_t(2)}});
+  EXPECT_EQ(h.geti(counts), (std::vector<int32_t>{2, 2, 2}));
+  EXPECT_EQ(h.geti(slots), (std::vector<int32_t>{0, 2, 3, -1, 1, 4, -1, 5}));
+  h.set(x, uniform(size_t(N * C), 11));
+  h.set(w, uniform(size_t(N * K), 12, 0.1f, 1.0f));
+  h.set(rows, std::vector<float>(size_t(N * K * C), NAN));
+  h.run(Opcode::MoeDispatch, {x, slots}, {rows});
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_EQ(h.f(rows)[0 * C + c], h.f(x)[0 * C + c]); // (0,0)
+    EXPECT_EQ(h.f(rows)[6 * C + c], 0.0f);              // padding
+    EXPECT_EQ(h.f(rows)[7 * C + c], 0.0f);
+  }
+  h.run(Opcode::MoeCombine, {rows, slots, w}, {y});
+  for (int64_t c = 0; c < C; ++c) // token 3 keeps only its expert 2 row
+    EXPECT_NEAR(h.f(y)[3 * C + c], h.f(w)[3 * K + 1] * h.f(x)[3 * C + c],
+                1e-6);
+  h.run(Opcode::MoeSlotDot, {x, rows, slots}, {dw});
+  EXPECT_EQ(h.f(dw)[1 * K + 1], 0.0f);
+  EXPECT_EQ(h.f(dw)[3 * K + 0], 0.0f);
 }
 
 TEST(MoeRows, DispatchCombineAndSlotDotMatchNaive) {
@@ -122,7 +160,7 @@ TEST(MoeRows, DispatchCombineAndSlotDotMatchNaive) {
   EXPECT_EQ(errorOf([&] {
               h.run(Opcode::MoeCombine, {r, slots}, {y});
             }),
-            "MoeCombine: slot 10 out of range [0,10)");
+            "MoeCombine: slot 10 out of range [-1,10)");
 }
 
 class GroupedLinearTest : public ::testing::TestWithParam<bool> {};

@@ -734,8 +734,15 @@ def Dsc_MoeRouteOp
     (n, k) takes in an `[N*K, C]` expert-major layout: expert e's rows
     start at `counts[0] + ... + counts[e-1]`, ordered by n then k (a
     stable counting sort). Every choice must be in [0, E).
+    With `capacity = Cap` > 0 (token dropping) an expert keeps at most Cap
+    assignments, first choices first (k = 0 of every token in token order,
+    then k = 1, ...); a dropped assignment's slot is -1 and its row is not
+    counted, so the counts add up to at most N*K and the rows after them
+    are padding. The ops that read slots skip -1 (no row, no
+    contribution).
   }];
-  let arguments = (ins Dsc_IdTensor:$experts, I64Attr:$num_experts);
+  let arguments = (ins Dsc_IdTensor:$experts, I64Attr:$num_experts,
+                       DefaultValuedAttr<I64Attr, "0">:$capacity);
   let results = (outs Dsc_IdTensor:$slots, Dsc_IdTensor:$counts);
 }
 

@@ -327,6 +327,12 @@ struct TrainConfig {
     return worldSize / (parallel.tensor * parallel.pipeline);
   }
   int64_t zeroStage = 0;      ///< zero_optimization.stage: 0 to 3
+  /// moe.drop_tokens (DeepSpeed-MoE's, off here: dsc routes dropless by
+  /// default): each expert keeps at most max(ceil(K * tokens *
+  /// capacity_factor / E), min_capacity) of a micro-batch's assignments.
+  bool moeDropTokens = false;
+  double moeCapacityFactor = 1.0; ///< moe.capacity_factor
+  int64_t moeMinCapacity = 4;     ///< moe.min_capacity
   /// zero_optimization.offload_optimizer device "cpu" (or cpu_offload):
   /// ZeRO-Offload, the optimizer state and fp32 master weights in host
   /// memory and the update on the host (-dsc-offload-optimizer).

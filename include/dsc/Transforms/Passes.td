@@ -535,7 +535,8 @@ def DscExpertParallel : Pass<"dsc-expert-parallel", "::mlir::ModuleOp"> {
     others leave the function), and their outputs travel back (`reverse`)
     before `dsc.moe_combine`. The received rows are a static bound: G * N *
     min(K, E / G) for N tokens routed to K experts, the most any routing
-    sends one rank; rows after the received ones are padding. The module
+    sends one rank (with token dropping at most G * (E / G) * capacity);
+    rows after the received ones are padding. The module
     records the expert parameters (`dsc.expert_params`) and experts per
     rank (`dsc.experts_per_rank`): -dsc-build-train-step averages their
     gradients over data_outer, the ranks holding the same experts, and

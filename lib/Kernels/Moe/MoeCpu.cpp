@@ -92,34 +92,52 @@ std::vector<int64_t> offsetsOf(Exec &e, const int32_t *counts, int64_t E,
   return off;
 }
 
-/// A stable counting sort of the N*K choices by expert.
+/// A stable counting sort of the N*K choices (K per token) by expert.
+/// With `capacity` > 0 an expert keeps its first `capacity` assignments
+/// in priority order (choice k = 0 of every token in token order, then
+/// k = 1, ...); the others get slot -1 and no row.
 void route(Exec &e, const int32_t *experts, int32_t *slots, int32_t *counts,
-           int64_t NK, int64_t E) {
+           int64_t NK, int64_t K, int64_t E, int64_t capacity) {
   std::fill(counts, counts + E, 0);
-  for (int64_t i = 0; i < NK; ++i) {
+  for (int64_t i = 0; i < NK; ++i)
     if (experts[i] < 0 || experts[i] >= E)
       e.fail("expert choice " + std::to_string(experts[i]) +
              " out of range [0," + std::to_string(E) + ")");
-    ++counts[experts[i]];
-  }
-  std::vector<int64_t> next = offsetsOf(e, counts, E, NK);
+  std::vector<bool> kept(size_t(NK), true);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t i = k; i < NK; i += K) {
+      int32_t &count = counts[experts[i]];
+      if (capacity > 0 && count >= capacity)
+        kept[size_t(i)] = false;
+      else
+        ++count;
+    }
+  std::vector<int64_t> next = offsetsOf(e, counts, E, NK, /*padded=*/true);
   for (int64_t i = 0; i < NK; ++i)
-    slots[i] = int32_t(next[size_t(experts[i])]++);
+    slots[i] = kept[size_t(i)] ? int32_t(next[size_t(experts[i])]++) : -1;
 }
 
+/// Slots are rows of the layout, or -1 for a dropped assignment.
 void checkSlots(Exec &e, const int32_t *slots, int64_t NK) {
   for (int64_t i = 0; i < NK; ++i)
-    if (slots[i] < 0 || slots[i] >= NK)
-      e.fail("slot " + std::to_string(slots[i]) + " out of range [0," +
+    if (slots[i] < -1 || slots[i] >= NK)
+      e.fail("slot " + std::to_string(slots[i]) + " out of range [-1," +
              std::to_string(NK) + ")");
 }
 
-/// rows[slots[n, k]] = x[n] (* w[n, k]).
+/// rows[slots[n, k]] = x[n] (* w[n, k]); rows no kept assignment takes
+/// (token dropping's padding) are zero.
 void dispatch(const float *x, const int32_t *slots, const float *w, float *rows,
               int64_t N, int64_t K, int64_t C) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < N * K; ++i)
+    kept += slots[i] >= 0;
+  std::fill(rows + kept * C, rows + N * K * C, 0.0f);
 #pragma omp parallel for schedule(static) if (N * K * C > (1 << 15))
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
+      if (slots[n * K + k] < 0)
+        continue;
       const float scale = w ? w[n * K + k] : 1.0f;
       float *r = rows + int64_t(slots[n * K + k]) * C;
       const float *src = x + n * C;
@@ -137,6 +155,8 @@ void combine(const float *rows, const int32_t *slots, const float *w, float *y,
     float *out = y + n * C;
     std::fill(out, out + C, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
+      if (slots[n * K + k] < 0) // dropped: no contribution
+        continue;
       const float scale = w ? w[n * K + k] : 1.0f;
       const float *r = rows + int64_t(slots[n * K + k]) * C;
 #pragma omp simd
@@ -152,6 +172,10 @@ void slotDot(const float *x, const float *rows, const int32_t *slots, float *dw,
 #pragma omp parallel for schedule(static) if (N * K * C > (1 << 15))
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
+      if (slots[n * K + k] < 0) { // dropped: its weight reaches nothing
+        dw[n * K + k] = 0.0f;
+        continue;
+      }
       const float *a = x + n * C, *r = rows + int64_t(slots[n * K + k]) * C;
       float s = 0.0f;
       for (int64_t c = 0; c < C; ++c)
@@ -280,7 +304,7 @@ void runMoe(Exec &e) {
     return;
   case MoeOpcode::MoeRoute:
     route(e, e.iin(0, "experts"), e.iout(0, "slots"), e.iout(1, "counts"),
-          N * K, E);
+          N * K, K, E, e.I.getInt("capacity"));
     return;
   case MoeOpcode::MoeDispatch:
   case MoeOpcode::MoeCombine: {

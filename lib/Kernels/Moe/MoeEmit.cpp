@@ -115,6 +115,9 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
     return;
   }
   case MoeOpcode::MoeRoute: {
+    if (s.I.getInt("capacity") > 0)
+      s.fail("token dropping (moe.drop_tokens) runs on the CPU backend; the "
+             "CUDA kernels route dropless");
     s.requireType(s.inType(0), Storage::I32, "experts");
     const std::string experts = s.in(0, "experts"), slots = s.out(0, "slots"),
                       counts = s.out(1, "counts");
