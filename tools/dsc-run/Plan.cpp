@@ -316,11 +316,27 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   const double act = half ? 2 : 4; // bytes of an activation element
   // A mixture-of-experts layer runs num_experts_per_tok MLPs per token;
   // with expert parallelism over Ep ranks its rows are the receiving
-  // buffer's static bound, Ep * min(K, E / Ep) rows per token.
+  // buffer's static bound, Ep * min(K, E / Ep) rows per token, or with
+  // token dropping Ep * (E / Ep) * capacity rows per micro-batch if fewer.
   const int64_t Ep = par.expert,
                 K = std::max<int64_t>(1, model.expertsPerToken);
-  const double rowsPerToken =
-      Ep > 1 ? double(Ep * std::min(K, model.numExperts / Ep)) : double(K);
+  double rowsPerToken = double(K);
+  if (Ep > 1) {
+    const int64_t El = model.numExperts / Ep;
+    rowsPerToken = double(Ep * std::min(K, El));
+    if (train.moeDropTokens) {
+      const double tokens =
+          double(train.microBatch) *
+          double(train.seqLen ? train.seqLen : model.maxPositions);
+      const double capacity = std::min(
+          tokens, std::max(std::ceil(double(K) * tokens *
+                                     train.moeCapacityFactor /
+                                     double(model.numExperts)),
+                           double(train.moeMinCapacity)));
+      rowsPerToken =
+          std::min(rowsPerToken, double(Ep * El) * capacity / tokens);
+    }
+  }
   const double ffnWidth =
       double(model.intermediate ? model.intermediate : 4 * model.hidden) *
       rowsPerToken;
