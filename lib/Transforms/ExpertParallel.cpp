@@ -153,10 +153,12 @@ LogicalResult ExpertParallelPass::shardLayer(MoeRouteOp route,
   // grouped GEMMs' results and the silu / mul between them.
   DenseSet<Value> inReceiverLayout;
   inReceiverLayout.insert(recv.getResult());
+  // (The ops after the exchange as they were: the reverse exchanges this
+  // loop adds are not visited.)
   SmallVector<Operation *> after;
   for (Operation *op = recv->getNextNode(); op; op = op->getNextNode())
     after.push_back(op);
-  DenseMap<Value, Value> returned;
+  DenseMap<Value, Value> returned; ///< receiver-layout value -> sent back
   for (Operation *op : after) {
     if (auto gemm = dyn_cast<GroupedLinearOp>(op);
         gemm && gemm.getCounts() == counts) {
@@ -184,8 +186,6 @@ LogicalResult ExpertParallelPass::shardLayer(MoeRouteOp route,
       inReceiverLayout.insert(op->getResult(0));
       continue;
     }
-    if (op == recv.getOperation() || isa<MoeExchangeOp>(op))
-      continue;
     // Anything else reads the rows in this rank's own layout: they come
     // back first (once per value).
     for (OpOperand &operand : op->getOpOperands()) {
@@ -203,8 +203,7 @@ LogicalResult ExpertParallelPass::shardLayer(MoeRouteOp route,
       operand.set(back);
     }
   }
-  if (!dispatch.getResult().getUsers().empty() &&
-      llvm::any_of(dispatch.getResult().getUsers(), [&](Operation *user) {
+  if (llvm::any_of(dispatch.getResult().getUsers(), [&](Operation *user) {
         return user != recv.getOperation();
       }))
     return dispatch.emitOpError("dsc-expert-parallel: the expert rows have a "
