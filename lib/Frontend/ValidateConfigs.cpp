@@ -111,10 +111,6 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
                       ") > 1 is not supported for model_type \"phi\": "
                       "slicing its parallel blocks and partial rotary "
                       "embedding is not built");
-  if (model.numExperts && par.tensor > 1)
-    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
-                      ") > 1 is not supported for mixture-of-experts "
-                      "models: the experts are not sliced");
   if (par.expert > 1 && !model.numExperts)
     throw ConfigError("moe.ep_size (" + str(par.expert) +
                       ") > 1, but model_type \"" + model.typeName +
