@@ -951,15 +951,21 @@ LogicalResult DscDialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
-int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
+/// The module attribute `name` of `op`'s module (or of `op`, a module)
+/// when it is an `AttrT`; null otherwise or outside a module.
+template <typename AttrT>
+static AttrT moduleAttr(Operation *op, StringRef name) {
   auto module = dyn_cast<ModuleOp>(op);
   if (!module)
     module = op->getParentOfType<ModuleOp>();
-  auto mesh = module ? module->getAttrOfType<MeshAttr>(kMeshAttrName)
-                     : MeshAttr();
+  return module ? module->getAttrOfType<AttrT>(name) : AttrT();
+}
+
+int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
+  auto mesh = moduleAttr<MeshAttr>(op, kMeshAttrName);
   if (!mesh)
     return 1;
-  auto split = module->getAttrOfType<IntegerAttr>(kMeshDataInnerAttrName);
+  auto split = moduleAttr<IntegerAttr>(op, kMeshDataInnerAttrName);
   const int64_t inner = split ? split.getInt() : 1;
   switch (axis) {
   case MeshAxis::data:
@@ -979,11 +985,7 @@ int64_t mlir::dsc::meshGroupSize(Operation *op, MeshAxis axis) {
 /// The integer module attribute `name` of `op`'s module (or `op`, a
 /// module), else `otherwise`.
 static int64_t moduleInt(Operation *op, StringRef name, int64_t otherwise) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  auto value = module ? module->getAttrOfType<IntegerAttr>(name)
-                      : IntegerAttr();
+  auto value = moduleAttr<IntegerAttr>(op, name);
   return value ? value.getInt() : otherwise;
 }
 
@@ -1026,33 +1028,18 @@ std::string mlir::dsc::pipelineChunkName(StringRef name, int64_t chunk) {
 }
 
 bool mlir::dsc::isExpertParam(Operation *op, StringRef param) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  auto names =
-      module ? module->getAttrOfType<ArrayAttr>(kExpertParamsAttrName)
-             : ArrayAttr();
+  auto names = moduleAttr<ArrayAttr>(op, kExpertParamsAttrName);
   return names && llvm::any_of(names.getAsRange<StringAttr>(),
                                [&](StringAttr n) { return n == param; });
 }
 
 TensorSliceAttr mlir::dsc::tensorSliceOf(Operation *op, StringRef param) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  auto slices =
-      module ? module->getAttrOfType<DictionaryAttr>(kTensorSlicesAttrName)
-             : DictionaryAttr();
+  auto slices = moduleAttr<DictionaryAttr>(op, kTensorSlicesAttrName);
   return slices ? slices.getAs<TensorSliceAttr>(param) : TensorSliceAttr();
 }
 
 FourBitAttr mlir::dsc::fourBitOf(Operation *op, StringRef param) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  auto params =
-      module ? module->getAttrOfType<DictionaryAttr>(kFourBitParamsAttrName)
-             : DictionaryAttr();
+  auto params = moduleAttr<DictionaryAttr>(op, kFourBitParamsAttrName);
   return params ? params.getAs<FourBitAttr>(param) : FourBitAttr();
 }
 

@@ -676,6 +676,15 @@ TrainConfig parseTrainConfigText(const std::string &text,
   return t;
 }
 
+int64_t TrainConfig::moeCapacity(int64_t tokens, int64_t topK,
+                                 int64_t experts) const {
+  if (!moeDropTokens || experts < 1)
+    return 0;
+  const auto capacity = int64_t(std::ceil(double(topK * tokens) *
+                                          moeCapacityFactor / double(experts)));
+  return std::min(tokens, std::max(capacity, moeMinCapacity));
+}
+
 TrainConfig parseTrainConfig(const std::string &file, int64_t worldSize) {
   return parseTrainConfigText(readFile(file), file, worldSize);
 }

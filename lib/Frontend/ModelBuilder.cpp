@@ -266,20 +266,12 @@ public:
     auto topk = b.create<MoeTopkOp>(
         loc, TypeRange{f32Type(perToken), RankedTensorType::get(perToken, i32)},
         logits, b.getI64IntegerAttr(k));
-    // Token dropping: DeepSpeed's capacity per expert, at most every token.
-    int64_t capacity = 0;
-    if (moeCapacityFactor > 0)
-      capacity = std::min<int64_t>(
-          tokens, std::max<int64_t>(
-                      int64_t(std::ceil(double(k * tokens) *
-                                        moeCapacityFactor / double(e))),
-                      moeMinCapacity));
     auto route =
         b.create<MoeRouteOp>(loc,
                              TypeRange{RankedTensorType::get(perToken, i32),
                                        RankedTensorType::get({e}, i32)},
                              topk.getExperts(), b.getI64IntegerAttr(e),
-                             b.getI64IntegerAttr(capacity));
+                             b.getI64IntegerAttr(moeCapacity));
     Value rows = b.create<MoeDispatchOp>(loc, f32Type({tokens * k, c}), x,
                                          route.getSlots(), Value());
     auto experts = [&](Value in, ArrayRef<Value> weights, int64_t out) {
@@ -323,10 +315,8 @@ public:
   SmallVector<Attribute> paramAttrs;
   BlockLayoutAttr attentionLayout; ///< null: dense attention
   int64_t padTokenId = -1;         ///< < 0: no padding
-  /// Token dropping: ImportOptions::moeCapacityFactor (0: dropless) and
-  /// moeMinCapacity.
-  double moeCapacityFactor = 0.0;
-  int64_t moeMinCapacity = 4;
+  /// Token dropping: ImportOptions::moeCapacity (0: dropless).
+  int64_t moeCapacity = 0;
   Value keyMask;                   ///< dsc.padding_mask of the inputs, or null
   int64_t nextStream = 1;
 };
@@ -636,8 +626,7 @@ auto ::dsc::importModel(MLIRContext &ctx,
   // Padding tokens are keys no query sees and labels no loss counts
   // (BERT: never selected for masking, so never a label).
   g.padTokenId = opts.padTokenId;
-  g.moeCapacityFactor = opts.moeCapacityFactor;
-  g.moeMinCapacity = opts.moeMinCapacity;
+  g.moeCapacity = opts.moeCapacity;
   if (opts.padTokenId >= 0)
     g.keyMask = g.b.create<PaddingMaskOp>(
         loc, ids.getType(), ids, g.b.getI64IntegerAttr(opts.padTokenId));

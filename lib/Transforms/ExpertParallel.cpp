@@ -236,17 +236,17 @@ void ExpertParallelPass::runOnOperation() {
     return signalPassFailure();
   }
   dropped.resize(forward.getNumArguments());
-  int64_t perRank = 0;
-  for (MoeRouteOp route : routes) {
-    perRank = route.getNumExperts() / groupSize;
-    if (failed(shardLayer(route, groupSize)))
-      return signalPassFailure();
-  }
+  // One experts-per-rank count names every rank's experts.
+  const int64_t experts = int64_t(routes.front().getNumExperts());
   for (MoeRouteOp route : routes)
-    if (route.getNumExperts() / groupSize != perRank) {
+    if (int64_t(route.getNumExperts()) != experts) {
       route.emitOpError("dsc-expert-parallel: layers differ in experts");
       return signalPassFailure();
     }
+  for (MoeRouteOp route : routes)
+    if (failed(shardLayer(route, groupSize)))
+      return signalPassFailure();
+  const int64_t perRank = experts / groupSize;
   forward.eraseArguments(dropped);
   module->setAttr(kExpertParamsAttrName,
                   ArrayAttr::get(&getContext(), expertParams));

@@ -19,11 +19,8 @@ using namespace mlir::dsc;
 
 namespace {
 
-/// The module attributes -dsc-offload-optimizer and this pass write.
-constexpr llvm::StringLiteral kOffloadAttr = "dsc.offload_optimizer";
+/// The module attribute recording that this pass ran.
 constexpr llvm::StringLiteral kOffloadNvmeAttr = "dsc.offload_nvme";
-/// The directory of the swap file (the config's nvme_path).
-constexpr llvm::StringLiteral kNvmePathAttr = "dsc.nvme_path";
 
 struct OffloadNvmePass
     : mlir::dsc::impl::DscOffloadNvmeBase<OffloadNvmePass> {
@@ -32,7 +29,7 @@ struct OffloadNvmePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto apply = module.lookupSymbol<func::FuncOp>("apply_step");
-    if (!apply || apply.isExternal() || !module->hasAttr(kOffloadAttr)) {
+    if (!apply || apply.isExternal() || !module->hasAttr(kOffloadOptimizerAttrName)) {
       module.emitError("dsc-offload-nvme: the step's optimizer is not "
                        "offloaded; run -dsc-offload-optimizer first");
       return signalPassFailure();
@@ -42,9 +39,9 @@ struct OffloadNvmePass
                        "already; run -dsc-offload-nvme once");
       return signalPassFailure();
     }
-    if (!module->getAttrOfType<StringAttr>(kNvmePathAttr)) {
+    if (!module->getAttrOfType<StringAttr>(kNvmePathAttrName)) {
       module.emitError("dsc-offload-nvme: the module has no ")
-          << kNvmePathAttr << " (the directory of the swap file)";
+          << kNvmePathAttrName << " (the directory of the swap file)";
       return signalPassFailure();
     }
     module->setAttr(kOffloadNvmeAttr, UnitAttr::get(&getContext()));

@@ -22,11 +22,6 @@ using namespace mlir::dsc;
 
 namespace {
 
-/// The module attribute recording that the step is offloaded.
-constexpr llvm::StringLiteral kOffloadAttr = "dsc.offload_optimizer";
-/// The module attribute -dsc-zero writes.
-constexpr llvm::StringLiteral kZeroStageAttr = "dsc.zero_stage";
-
 /// The transfer group of parameter `name`: its transformer layer + 1 (the
 /// first dot-separated component that is a number), 0 outside layers.
 int64_t transferGroupOf(StringRef name) {
@@ -64,12 +59,12 @@ struct OffloadOptimizerPass
                        "-dsc-build-train-step and -dsc-zero first");
       return signalPassFailure();
     }
-    if (!module->hasAttr(kZeroStageAttr)) {
+    if (!module->hasAttr(kZeroStageAttrName)) {
       module.emitError("dsc-offload-optimizer: the step is not sharded; "
                        "ZeRO-Offload needs -dsc-zero (stage 1, 2 or 3) first");
       return signalPassFailure();
     }
-    if (module->hasAttr(kOffloadAttr)) {
+    if (module->hasAttr(kOffloadOptimizerAttrName)) {
       module.emitError("dsc-offload-optimizer: the step is offloaded "
                        "already; run -dsc-offload-optimizer once");
       return signalPassFailure();
@@ -83,7 +78,7 @@ struct OffloadOptimizerPass
         return signalPassFailure();
       }
     if (params) {
-      auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttr);
+      auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttrName);
       if (stage.getInt() != 3) {
         module.emitError("dsc-offload-optimizer: params (parameter offload) "
                          "needs ZeRO stage 3; the step is sharded at stage ")
@@ -93,7 +88,7 @@ struct OffloadOptimizerPass
       for (auto fn : module.getOps<func::FuncOp>())
         offloadParameterShards(fn, fn == apply);
     }
-    module->setAttr(kOffloadAttr, UnitAttr::get(&getContext()));
+    module->setAttr(kOffloadOptimizerAttrName, UnitAttr::get(&getContext()));
     hostCopies.clear();
     SmallVector<OptimizerOpInterface> updates;
     apply.walk([&](OptimizerOpInterface u) { updates.push_back(u); });

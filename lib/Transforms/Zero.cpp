@@ -25,8 +25,6 @@ using namespace mlir::dsc;
 
 namespace {
 
-/// The module attribute recording the stage -dsc-zero applied.
-constexpr llvm::StringLiteral kZeroStageAttr = "dsc.zero_stage";
 /// The module attribute naming the axis the shards divide tensors over
 /// when it is not the data axis (rt::Program::zeroAxis).
 constexpr llvm::StringLiteral kZeroAxisAttr = "dsc.zero_axis";
@@ -234,13 +232,13 @@ struct ZeroPass : mlir::dsc::impl::DscZeroBase<ZeroPass> {
     }
     // A second run would shard the shards (the step trained wrong numbers
     // with exit 0).
-    if (auto done = module->getAttrOfType<IntegerAttr>(kZeroStageAttr)) {
+    if (auto done = module->getAttrOfType<IntegerAttr>(kZeroStageAttrName)) {
       module.emitError("dsc-zero: the step is sharded already (stage ")
           << done.getInt() << "); run -dsc-zero once";
       return signalPassFailure();
     }
     module->setAttr(
-        kZeroStageAttr,
+        kZeroStageAttrName,
         IntegerAttr::get(IntegerType::get(&getContext(), 64), int64_t(stage)));
     if (quantizedWeights && stage != 3) {
       module.emitError("dsc-zero: quantized-weights (ZeRO++ qwZ) quantizes "

@@ -262,10 +262,9 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   import.maskTokenId =
       train.maskTokenId >= 0 ? train.maskTokenId : kBertMaskTokenId;
   import.padTokenId = train.padTokenId;
-  if (train.moeDropTokens) {
-    import.moeCapacityFactor = train.moeCapacityFactor;
-    import.moeMinCapacity = train.moeMinCapacity;
-  }
+  import.moeCapacity =
+      train.moeCapacity(import.microBatch * import.seqLen,
+                        model.expertsPerToken, model.numExperts);
   // Mode dense is dense attention: no layout to mask or visit.
   if (train.sparseAttention.enabled &&
       train.sparseAttention.mode != SparsityMode::Dense)
@@ -320,7 +319,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
                        b.getI64IntegerAttr(par.expert));
   // ZeRO-Infinity: the swap file's directory (-dsc-offload-nvme).
   if (!train.offloadNvmePath.empty())
-    (*module)->setAttr("dsc.nvme_path",
+    (*module)->setAttr(mlir::dsc::kNvmePathAttrName,
                        b.getStringAttr(train.offloadNvmePath));
   if (par.pipeline > 1)
     (*module)->setAttr("dsc.pipeline_schedule",

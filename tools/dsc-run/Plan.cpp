@@ -324,18 +324,12 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   if (Ep > 1) {
     const int64_t El = model.numExperts / Ep;
     rowsPerToken = double(Ep * std::min(K, El));
-    if (train.moeDropTokens) {
-      const double tokens =
-          double(train.microBatch) *
-          double(train.seqLen ? train.seqLen : model.maxPositions);
-      const double capacity = std::min(
-          tokens, std::max(std::ceil(double(K) * tokens *
-                                     train.moeCapacityFactor /
-                                     double(model.numExperts)),
-                           double(train.moeMinCapacity)));
-      rowsPerToken =
-          std::min(rowsPerToken, double(Ep * El) * capacity / tokens);
-    }
+    const int64_t tokens =
+        train.microBatch * (train.seqLen ? train.seqLen : model.maxPositions);
+    if (const int64_t capacity =
+            train.moeCapacity(tokens, K, model.numExperts))
+      rowsPerToken = std::min(rowsPerToken, double(Ep * El * capacity) /
+                                                double(tokens));
   }
   const double ffnWidth =
       double(model.intermediate ? model.intermediate : 4 * model.hidden) *

@@ -333,6 +333,10 @@ struct TrainConfig {
   bool moeDropTokens = false;
   double moeCapacityFactor = 1.0; ///< moe.capacity_factor
   int64_t moeMinCapacity = 4;     ///< moe.min_capacity
+  /// Each expert's capacity for `tokens` tokens routed to `topK` of
+  /// `experts` experts (at most `tokens`), or 0 without moeDropTokens (or
+  /// experts).
+  int64_t moeCapacity(int64_t tokens, int64_t topK, int64_t experts) const;
   /// zero_optimization.offload_optimizer device "cpu" (or cpu_offload):
   /// ZeRO-Offload, the optimizer state and fp32 master weights in host
   /// memory and the update on the host (-dsc-offload-optimizer).

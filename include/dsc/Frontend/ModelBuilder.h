@@ -32,11 +32,10 @@ struct ImportOptions {
   /// dsc.pad_token_id (< 0: none): tokens equal to it are padding, masked
   /// as attention keys, and not counted as labels.
   int64_t padTokenId = -1;
-  /// Mixture of experts with token dropping (moe.drop_tokens): each
-  /// expert takes at most max(ceil(K * tokens * factor / E), minCapacity)
-  /// of a micro-batch's assignments; 0: dropless.
-  double moeCapacityFactor = 0.0;
-  int64_t moeMinCapacity = 4;
+  /// Mixture of experts with token dropping (moe.drop_tokens): the most
+  /// assignments of a micro-batch each expert takes
+  /// (TrainConfig::moeCapacity); 0: dropless.
+  int64_t moeCapacity = 0;
 };
 
 /// Builds the forward module. The configs must already be validated.
