@@ -296,6 +296,23 @@ void SplitOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                        getAxisAttr());
 }
 
+void PackOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                           SmallVectorImpl<Value> &operandGrads) {
+  auto unpack = b.create<UnpackOp>(getLoc(), getInputs().getTypes(),
+                                   resultGrads[0], getChunksAttr());
+  for (auto [i, part] : llvm::enumerate(unpack.getResults()))
+    operandGrads[i] = part;
+}
+
+void UnpackOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  SmallVector<Value> parts;
+  for (auto [grad, part] : llvm::zip(resultGrads, getResults()))
+    parts.push_back(gradOrZeros(b, getLoc(), grad, part));
+  operandGrads[0] = b.create<PackOp>(getLoc(), getInput().getType(), parts,
+                                     getChunksAttr());
+}
+
 void BiasSplitHeadsOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();

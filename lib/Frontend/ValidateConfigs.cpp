@@ -120,10 +120,6 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
                       ") must divide num_local_experts (" +
                       str(model.numExperts) + "): each rank holds an equal "
                       "share of every layer's experts");
-  if (model.numExperts && par.pipeline > 1)
-    throw ConfigError("pipeline.stages (" + str(par.pipeline) +
-                      ") > 1 is not supported for mixture-of-experts "
-                      "models: the load-balancing loss spans every layer");
   if (par.pipeline * par.virtualStages > model.numLayers)
     throw ConfigError("pipeline.stages (" + str(par.pipeline) + ") * " +
                       "dsc.pipeline_virtual_stages (" +

@@ -191,9 +191,10 @@ void PipelineStagePass::runOnOperation() {
   for (auto [op, u] : unit)
     stageOf[op] = stageOfUnit(u);
 
-  // Every boundary must carry exactly one activation, made by the stage
-  // just before it: the values that are not token-only and that a stage
-  // after the boundary uses but a stage before it makes.
+  // What each boundary carries: the values that are not token-only and
+  // that a stage after the boundary uses but a stage before it makes. A
+  // value made two or more stages back (a MoE layer's router loads, which
+  // the head's balance loss reads) passes through the stages between.
   const DenseSet<Value> tokenOnly = tokenOnlyValues(forward);
   auto stageOfValue = [&](Value v) -> int64_t {
     if (isa<BlockArgument>(v))
@@ -212,16 +213,29 @@ void PipelineStagePass::runOnOperation() {
     }
   for (int64_t b = 1; b < V; ++b) {
     const auto &values = crossing[size_t(b)];
-    if (values.size() != 1 || stageOfValue(values[0]) != b - 1) {
+    auto boundary = [&]() {
       InFlightDiagnostic diag = forward.emitError("dsc-pipeline-stage: ");
-      diag << "the boundary before " << (numChunks > 1 ? "virtual " : "") << "stage "
-           << b << " carries " << values.size()
-           << " activations; a stage boundary must carry exactly one, "
-              "made by the stage before it";
-      for (Value v : values)
-        diag.attachNote(v.getLoc()) << "an activation crossing it";
+      diag << "the boundary before " << (numChunks > 1 ? "virtual " : "")
+           << "stage " << b;
+      return diag;
+    };
+    if (values.empty()) {
+      boundary() << " carries no activation: the stages after it do not "
+                    "depend on the ones before";
       return signalPassFailure();
     }
+    // Several values travel packed into one f32 vector.
+    for (Value v : values)
+      if (values.size() > 1 &&
+          !cast<RankedTensorType>(v.getType()).getElementType().isF32()) {
+        InFlightDiagnostic diag = boundary();
+        diag << " carries " << values.size() << " activations, one of them "
+             << v.getType()
+             << "; several activations cross a boundary packed into one "
+                "f32 vector";
+        diag.attachNote(v.getLoc()) << "this activation";
+        return signalPassFailure();
+      }
   }
   for (Value result : ret.getOperands())
     if (stageOfValue(result) != V - 1 && !tokenOnly.contains(result)) {
@@ -276,19 +290,25 @@ void PipelineStagePass::runOnOperation() {
     argTypes.push_back(p.getType());
     argAttrs.push_back(forward.getArgAttrDict(p.getArgNumber()));
   }
-  SmallVector<Value> received(static_cast<size_t>(numChunks)),
-      sent(static_cast<size_t>(numChunks));
-  for (int64_t k = 0; k < numChunks; ++k) {
+  // The type a boundary's values travel as: the value itself, or one f32
+  // vector of them all (dsc.pack, in the order the crossing set holds,
+  // which is the same on every rank).
+  auto boundaryType = [&](int64_t b) -> Type {
+    const auto &values = crossing[size_t(b)];
+    if (values.size() == 1)
+      return values[0].getType();
+    int64_t numel = 0;
+    for (Value v : values)
+      numel += cast<RankedTensorType>(v.getType()).getNumElements();
+    return RankedTensorType::get({numel}, Float32Type::get(ctx));
+  };
+  for (int64_t k = 0; k < numChunks; ++k)
     if (mine[k] > 0) {
-      received[k] = crossing[size_t(mine[k])][0];
-      argTypes.push_back(received[k].getType());
+      argTypes.push_back(boundaryType(mine[k]));
       argAttrs.push_back(DictionaryAttr::get(
           ctx, {NamedAttribute(StringAttr::get(ctx, kPipelineInputAttrName),
                                UnitAttr::get(ctx))}));
     }
-    if (mine[k] + 1 < V)
-      sent[k] = crossing[size_t(mine[k] + 1)][0];
-  }
   SmallVector<BlockArgument> tokens;
   for (BlockArgument arg : forward.getArguments())
     if (!forward.getArgAttr(arg.getArgNumber(), kParamAttrName)) {
@@ -300,9 +320,9 @@ void PipelineStagePass::runOnOperation() {
   SmallVector<Type> resultTypes;
   if (last)
     llvm::append_range(resultTypes, forward.getFunctionType().getResults());
-  for (Value s : sent)
-    if (s)
-      resultTypes.push_back(s.getType());
+  for (int64_t k = 0; k < numChunks; ++k)
+    if (mine[k] + 1 < V)
+      resultTypes.push_back(boundaryType(mine[k] + 1));
 
   OpBuilder mb(forward);
   auto cut = mb.create<func::FuncOp>(forward.getLoc(), "forward_stage",
@@ -320,8 +340,18 @@ void PipelineStagePass::runOnOperation() {
     IRMapping map;
     for (auto [i, p] : llvm::enumerate(params))
       map.map(p, entry->getArgument(i));
-    if (received[k])
-      map.map(received[k], entry->getArgument(firstInput++));
+    if (mine[k] > 0) {
+      const auto &values = crossing[size_t(mine[k])];
+      Value arg = entry->getArgument(firstInput++);
+      if (values.size() == 1) {
+        map.map(values[0], arg);
+      } else {
+        auto unpack = b.create<UnpackOp>(
+            forward.getLoc(), ValueRange(values.getArrayRef()).getTypes(),
+            arg);
+        map.map(values.getArrayRef(), unpack.getResults());
+      }
+    }
     for (auto [i, t] : llvm::enumerate(tokens))
       map.map(t, entry->getArgument(firstToken + i));
     // Token-only values of other stages are recomputed here, just before
@@ -341,8 +371,17 @@ void PipelineStagePass::runOnOperation() {
         materialize(operand);
       b.clone(op, map);
     }
-    if (sent[k]) {
-      sentResults.push_back(map.lookup(sent[k]));
+    if (mine[k] + 1 < V) {
+      const auto &values = crossing[size_t(mine[k] + 1)];
+      SmallVector<Value> mapped;
+      for (Value v : values)
+        mapped.push_back(map.lookup(v));
+      sentResults.push_back(
+          values.size() == 1
+              ? mapped[0]
+              : b.create<PackOp>(forward.getLoc(), boundaryType(mine[k] + 1),
+                                 mapped)
+                    .getResult());
       continue;
     }
     for (Value r : ret.getOperands()) {

@@ -19,20 +19,36 @@ module attributes {dsc.mesh = #dsc.mesh<data = 1, tensor = 1, pipeline = 2>} {
 
 // -----
 
-// Layer 0's input also reaches the head (a skip over the boundary): two
-// activations would cross it.
+// Several activations cross the boundary, one of them bf16: they travel
+// packed into one f32 vector, which cannot hold it.
 module attributes {dsc.mesh = #dsc.mesh<data = 1, tensor = 1, pipeline = 2>} {
-  // expected-error @+1 {{dsc-pipeline-stage: the boundary before stage 1 carries 2 activations; a stage boundary must carry exactly one, made by the stage before it}}
+  // expected-error @+1 {{dsc-pipeline-stage: the boundary before stage 1 carries 2 activations, one of them 'tensor<2x4xbf16>'; several activations cross a boundary packed into one f32 vector}}
   func.func @forward(%w0: tensor<4x4xf32> {dsc.param = #dsc.param<"h.0.w", normal, 2.000000e-02 : f64>},
                      %w1: tensor<4x4xf32> {dsc.param = #dsc.param<"h.1.w", normal, 2.000000e-02 : f64>},
                      %e: tensor<4xf32> {dsc.param = #dsc.param<"emb", zeros, 0.000000e+00 : f64>},
                      %x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-note @+1 {{an activation crossing it}}
     %h = dsc.add %x, %e : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-    // expected-note @+1 {{an activation crossing it}}
     %0 = dsc.linear %h, %w0 {dsc.layer = 0 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    // expected-note @+1 {{this activation}}
+    %c = dsc.convert %0 {dsc.layer = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xbf16>
     %1 = dsc.linear %0, %w1 {dsc.layer = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %2 = dsc.add %1, %h : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %d = dsc.convert %c : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+    %2 = dsc.add %1, %d : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %2 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// The second stage reads nothing the first makes: there is no pipeline.
+module attributes {dsc.mesh = #dsc.mesh<data = 1, tensor = 1, pipeline = 2>} {
+  // expected-error @+1 {{dsc-pipeline-stage: the boundary before stage 1 carries no activation: the stages after it do not depend on the ones before}}
+  func.func @forward(%w0: tensor<4x4xf32> {dsc.param = #dsc.param<"h.0.w", normal, 2.000000e-02 : f64>},
+                     %w1: tensor<4x4xf32> {dsc.param = #dsc.param<"h.1.w", normal, 2.000000e-02 : f64>},
+                     %x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = dsc.linear %x, %w0 {dsc.layer = 0 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %1 = dsc.linear %x, %w1 {dsc.layer = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %2 = dsc.gelu tanh %1 : tensor<2x4xf32> -> tensor<2x4xf32>
     return %2 : tensor<2x4xf32>
   }
 }

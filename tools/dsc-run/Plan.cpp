@@ -544,11 +544,23 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     // Virtual stage vs hands its activations to vs + 1 and its gradients to
     // vs - 1: another rank when P > 1; on one stage its chunks pass them in
     // memory.
+    // With the load-balancing loss, a boundary also carries the [2, E] f32
+    // router loads of every MoE layer before it, on their way to the head.
+    const bool loadsTravel = model.numExperts && model.routerAuxLoss;
+    auto boundaryBytes = [&](size_t vs) { // the boundary before vs
+      const double layersBefore =
+          double(std::min(bounds[vs], L + 1)) - 1.0;
+      return hidden + (loadsTravel ? layersBefore * 2.0 *
+                                         double(model.numExperts) * 4.0
+                                   : 0.0);
+    };
     double pipeBytes = 0;
     for (int64_t c = 0; P > 1 && c < v; ++c) {
       const int64_t vs = c * P + s;
-      pipeBytes += double(m) * hidden *
-                   ((vs < P * v - 1 ? 1 : 0) + (vs > 0 ? 1 : 0));
+      if (vs < P * v - 1)
+        pipeBytes += double(m) * boundaryBytes(size_t(vs + 1));
+      if (vs > 0)
+        pipeBytes += double(m) * boundaryBytes(size_t(vs));
     }
     // Data: f32 gradients (ZeRO 1-2: reduce-scatter + all-gather, the same
     // volume; stage 2 reduce-scatters each micro-batch; stage 3 also

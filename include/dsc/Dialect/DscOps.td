@@ -567,7 +567,8 @@ def Dsc_SplitOp : Dsc_DiffOp<"split", [Dsc_ElementwiseCost<0, "Results", 1>]> {
   let results = (outs Variadic<Dsc_FloatTensor>:$pieces);
 }
 
-def Dsc_PackOp : Dsc_Op<"pack", [Pure]> {
+def Dsc_PackOp
+    : Dsc_DiffOp<"pack", [Pure, Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "The inputs' elements one after another in one vector";
   let description = [{
     `%flat = dsc.pack %a, %b : (tensor<2x3xf32>, tensor<4xf32>) ->
@@ -576,7 +577,9 @@ def Dsc_PackOp : Dsc_Op<"pack", [Pure]> {
     chunks and the result is C chunks, chunk j holding every input's chunk
     j in operand order: what a reduce-scatter over C ranks needs to give
     rank j its part of every input at once. `-dsc-bucket-collectives` packs
-    gradients and shards into buckets so one collective moves them.
+    gradients and shards into buckets so one collective moves them;
+    `-dsc-pipeline-stage` packs the activations a stage boundary carries
+    when there are several. The gradient is `dsc.unpack` of the result's.
   }];
   let arguments = (ins Variadic<Dsc_FloatTensor>:$inputs,
                        DefaultValuedAttr<I64Attr, "1">:$chunks);
@@ -584,12 +587,14 @@ def Dsc_PackOp : Dsc_Op<"pack", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Dsc_UnpackOp : Dsc_Op<"unpack", [Pure]> {
+def Dsc_UnpackOp
+    : Dsc_DiffOp<"unpack", [Pure, Dsc_ElementwiseCost<0, "Results", 1>]> {
   let summary = "A vector cut into tensors of the result types, in order";
   let description = [{
     The inverse of `dsc.pack` with the same `chunks`: result k holds its
     numel(k) / C elements of each of the C chunks of `input`, in row-major
-    order.
+    order. The gradient is `dsc.pack` of the results' (zeros for a result
+    without one).
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
                        DefaultValuedAttr<I64Attr, "1">:$chunks);

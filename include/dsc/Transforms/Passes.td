@@ -589,8 +589,11 @@ def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
     `parameters` (parameter elements) or `best` (the cost model's forward
     cost). Runs after -dsc-tensor-parallel and -dsc-lora, on the whole
     model they see. Only stage `stage` is kept: @forward becomes that stage's
-    forward. Each boundary carries exactly one activation (the residual
-    stream): a stage after the first takes it as the argument marked
+    forward. A boundary carries the activations made before it and used
+    after it (the residual stream; a mixture-of-experts model's router
+    loads too, which pass through to the head's balance loss), several
+    packed into one f32 vector (`dsc.pack`, unpacked where received): a
+    stage after the first takes it as the argument marked
     `dsc.pipeline_input`, a stage before the last returns it as its only
     result. With `chunks` = v > 1 (Megatron-LM's interleaved schedule) the
     units are split into v*P virtual stages and stage s keeps the v model
@@ -606,8 +609,8 @@ def DscPipelineStage : Pass<"dsc-pipeline-stage", "::mlir::ModuleOp"> {
     listed (unless frozen) in the module's `dsc.pipeline_tied_params`; the
     runtime sums its gradient between the two. The module's `dsc.pipeline_stage` says
     which stage it is; -dsc-autodiff and -dsc-build-train-step then build
-    that stage's step. A module already cut is refused, as is a cut whose
-    boundary carries more than one activation.
+    that stage's step. A module already cut is refused, as is a boundary
+    that carries nothing or several activations not all f32.
   }];
   let options = [
     Option<"stage", "stage", "int64_t", "0",
