@@ -57,9 +57,10 @@
 #                   torchrun's way: a GPU machine has no MPI), fp32: ZeRO 1, 2, 3,
 #                   data parallel with accumulation, tensor slicing 2
 #                   (vocabulary-parallel embedding and loss), pipeline 2
-#                   (1F1B), 1-bit Adam; losses within 1e-3 relative (the
-#                   one-rank CUDA-vs-CPU training tolerance), the largest
-#                   difference printed
+#                   (1F1B), 1-bit Adam, and a Mixtral (mixtral-tiny) with
+#                   expert parallelism 2 (the rows' exchanges); losses
+#                   within 1e-3 relative (the one-rank CUDA-vs-CPU training
+#                   tolerance), the largest difference printed
 #
 # Two sets name the steps of one prepared command each (GPU time is rare):
 #   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
@@ -375,14 +376,14 @@ bench() {
 # edit CONFIG_JSON_EDIT (of c).
 dist_train() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
-  local name=$1 edit=$2 backend
+  local name=$1 edit=$2 backend model=${DSC_DIST_MODEL:-gpt2-tiny}
   shift 2
   # No warm-up: the weights move from the first step.
   python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.pop('scheduler'); $edit; json.dump(c, open(sys.argv[2], 'w'))" \
     "$examples/ds_config.json" "$work/$name.json" || return 1
   for backend in cpu cuda; do
     env "$@" python3 "$here/test/distributed/torchrun.py" --nproc 2 --timeout 200 -- \
-      "$bin/dsc-run" train --backend $backend --model "$examples/gpt2-tiny.json" \
+      "$bin/dsc-run" train --backend $backend --model "$examples/$model.json" \
       --config "$work/$name.json" --data "$work/data.txt" --steps 5 \
       --log-json "$work/$name-$backend.jsonl" > "$work/$name-$backend.out" 2>&1 ||
       { cat "$work/$name-$backend.out"; echo "FAIL: $backend ranks"; return 1; }
@@ -402,6 +403,9 @@ sys.exit(0 if worst <= 1e-3 else 1)
 PY
 }
 
+# dist_train on examples/mixtral-tiny.json (4 experts, top-2).
+dist_train_moe() { DSC_DIST_MODEL=mixtral-tiny dist_train "$@"; }
+
 # --- the steps --------------------------------------------------------------------
 # In this shell, not in a step, so that LD_LIBRARY_PATH carries on; the step
 # reports what it found.
@@ -410,7 +414,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda dist_train \
+export -f devices versions nvrtc nccl ctest_gpu check_cuda dist_train dist_train_moe \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench
@@ -487,6 +491,8 @@ step dist-qgz 90 dist_train qgz \
   "c['zero_optimization'] = {'stage': 3, 'zero_quantized_gradients': True}"
 step dist-onebit-adam 90 dist_train onebit \
   "c['optimizer'] = {'type': 'OneBitAdam', 'params': {'lr': 1e-3, 'freeze_step': 2}}"
+step dist-expert-parallel 90 dist_train_moe expert-parallel \
+  "c['moe'] = {'ep_size': 2}"
 step bench "$budget" bench
 
 manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)

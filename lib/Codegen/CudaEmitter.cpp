@@ -398,13 +398,6 @@ void Emitter::emitFunction(const rt::Function &fn) {
         emitVocabParallel(I, i, steps);
         break;
       }
-      if (I.op == rt::Opcode::MoeExchangeCounts ||
-          I.op == rt::Opcode::MoeExchange) {
-        KernelSpec spec(P, I);
-        spec.fail("expert parallelism's exchanges run on CPU ranks; the "
-                  "CUDA backend trains mixture-of-experts models with "
-                  "moe.ep_size 1");
-      }
       if ((I.op == rt::Opcode::AllReduce || I.op == rt::Opcode::TpReduce) &&
           P.buffers[size_t(I.inputs[0])].dtype != Storage::F32) {
         KernelSpec spec(P, I);
@@ -415,10 +408,17 @@ void Emitter::emitFunction(const rt::Function &fn) {
       s.instrs.push_back(i);
       s.collective = rt::DeviceCollective::of(P, I);
       s.args.resize(2);
-      if (!I.inputs.empty())
-        s.args[0].buffers = {I.inputs[0]};
-      if (!I.outputs.empty())
-        s.args[1].buffers = {I.outputs[0]};
+      if (I.op == rt::Opcode::MoeExchangeCounts ||
+          I.op == rt::Opcode::MoeExchange) {
+        // The counts travel with the rows (runDeviceExpertExchange).
+        s.args[0].buffers = I.inputs;
+        s.args[1].buffers = I.outputs;
+      } else {
+        if (!I.inputs.empty())
+          s.args[0].buffers = {I.inputs[0]};
+        if (!I.outputs.empty())
+          s.args[1].buffers = {I.outputs[0]};
+      }
       steps.push_back(s);
       break;
     }

@@ -130,6 +130,11 @@ struct GemmPlan {
   bool convertBias = false;
 };
 
+/// Expert parallelism's exchanges: their row counts are read on the host.
+bool isExpertExchange(Opcode op) {
+  return op == Opcode::MoeExchangeCounts || op == Opcode::MoeExchange;
+}
+
 /// Whether `g`'s bias differs in type from its output (GemmPlan::convertBias).
 bool convertsBias(const cuda::Gemm &g) { return g.bias && g.biasType != g.c; }
 
@@ -792,6 +797,18 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
         call.src = call.dst = scratch + step.scratchOffset;
       call.collective = step.collective;
       call.group = meshGroups->group(step.collective.axis);
+      if (isExpertExchange(call.collective.op)) {
+        // Its inputs then outputs; the counts are read on the host.
+        for (const cuda::Step::Arg &arg : step.args)
+          for (int id : arg.buffers)
+            call.operands.push_back(address(id));
+        if (!call.group)
+          throw Error("CUDA: " + call.collective.describe() +
+                      ": no group of the axis (one rank exchanges nothing; "
+                      "-dsc-expert-parallel emits none there)");
+        state.hostWork = true;
+        break;
+      }
       if (!call.group) {
         // One rank along the axis: a sum, mean or max over it, a gather,
         // exchange, broadcast or shard is the tensor itself (and the norm
@@ -993,8 +1010,16 @@ void CudaBackend::checkStatus(const std::string &where) {
 }
 
 void CudaBackend::runCollective(const Call &call, cudaStream_t on) {
-  runDeviceCollective(*call.group, meshGroups->copies(), call.collective,
-                      call.src, call.dst, on);
+  if (!isExpertExchange(call.collective.op))
+    return runDeviceCollective(*call.group, meshGroups->copies(),
+                               call.collective, call.src, call.dst, on);
+  const int64_t sent = runDeviceExpertExchange(
+      *call.group, meshGroups->copies(), call.collective, call.operands, on);
+  // The rows' bytes depend on the routing: NCCL's are counted here (the
+  // counts' all-to-all was counted with the static collectives).
+  if (call.collective.op == Opcode::MoeExchange &&
+      !call.group->countsTraffic())
+    comm.countSent(CollectiveKind::AllToAll, sent);
 }
 
 void CudaBackend::run(const Program &program, const Function &fn, Storage &,

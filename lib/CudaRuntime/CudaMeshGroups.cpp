@@ -84,6 +84,11 @@ void CudaCopies::within(void *to, const void *from, size_t bytes,
         "copying for a collective");
 }
 
+void CudaCopies::zero(void *device, size_t bytes, void *stream) {
+  check(cudaMemsetAsync(device, 0, bytes, cudaStreamOf(stream)),
+        "zeroing for a collective");
+}
+
 bool CudaMeshGroups::sharesDevice(Communicator &world, int device,
                                   std::string &shared) {
   cudaDeviceProp prop{};

@@ -36,6 +36,7 @@ public:
   void toDevice(void *device, const void *host, size_t bytes,
                 void *stream) override;
   void within(void *to, const void *from, size_t bytes, void *stream) override;
+  void zero(void *device, size_t bytes, void *stream) override;
 };
 
 class CudaMeshGroups {

@@ -193,6 +193,21 @@ void NcclGroup::recv(void *dst, int64_t bytes, int from, void *stream) {
              "ncclRecv");
 }
 
+void NcclGroup::exchange(const std::vector<PeerMessage> &sends,
+                         const std::vector<PeerMessage> &receives,
+                         void *stream) {
+  nccl.check(nccl.groupStart(), "ncclGroupStart");
+  for (const PeerMessage &m : sends)
+    nccl.check(nccl.send(m.data, size_t(m.bytes), ncclUint8, m.peer, comm,
+                         cudaStreamOf(stream)),
+               "ncclSend");
+  for (const PeerMessage &m : receives)
+    nccl.check(nccl.recv(m.data, size_t(m.bytes), ncclUint8, m.peer, comm,
+                         cudaStreamOf(stream)),
+               "ncclRecv");
+  nccl.check(nccl.groupEnd(), "ncclGroupEnd (expert exchange)");
+}
+
 void NcclGroup::normAllReduce(const void *normIn, void *result, void *stream) {
   if (!norm || !norm->square)
     throw Error("norm_all_reduce on NCCL: the norm kernels are not loaded");

@@ -98,6 +98,10 @@ public:
   void send(const void *src, int64_t bytes, int to, void *stream) override;
   void recv(void *dst, int64_t bytes, int from, void *stream) override;
   void normAllReduce(const void *norm, void *result, void *stream) override;
+  /// Grouped ncclSend/ncclRecv, in the order given.
+  void exchange(const std::vector<PeerMessage> &sends,
+                const std::vector<PeerMessage> &receives,
+                void *stream) override;
   /// The communicator's asynchronous error (a peer lost, a network
   /// failure): ncclSuccess, ncclInProgress or the error.
   ncclResult_t asyncError() const;

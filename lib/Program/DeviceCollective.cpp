@@ -19,6 +19,13 @@ DeviceCollective DeviceCollective::of(const Program &P, const Instr &I) {
   c.elementBytes = dtypeSize(P.buffers.at(size_t(typed)).dtype);
   c.reduce = d.reduce;
   c.peer = d.peer;
+  c.experts = d.experts;
+  if (I.op == Opcode::MoeExchange) {
+    c.inputRows = d.rows;
+    c.outputRows = d.M;
+    c.rowBytes = d.cols * int64_t(c.elementBytes);
+    c.reverse = I.getInt("reverse") != 0;
+  }
   return c;
 }
 
@@ -40,6 +47,14 @@ std::string DeviceCollective::describe() const {
   case Opcode::Recv:
     s += ", peer " + std::string(peer > 0 ? "+" : "") + std::to_string(peer);
     break;
+  case Opcode::MoeExchangeCounts:
+    return s + ", " + std::to_string(experts) + " experts, " +
+           std::to_string(count) + " counts per peer";
+  case Opcode::MoeExchange:
+    return s + (reverse ? ", back" : "") + ", " + std::to_string(experts) +
+           " experts, " + std::to_string(inputRows) + " -> " +
+           std::to_string(outputRows) + " rows of " +
+           std::to_string(rowBytes) + " bytes";
   default:
     break;
   }

@@ -7,6 +7,8 @@
 
 #include "dsc/Runtime/DeviceCollectives.h"
 
+#include "dsc/Program/ExpertExchange.h"
+
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -31,7 +33,9 @@ CollectiveKind trafficKind(const DeviceCollective &c) {
     return CollectiveKind::Broadcast;
   case Opcode::Send:
     return CollectiveKind::Send;
-  default:
+  case Opcode::MoeExchangeCounts:
+    return CollectiveKind::AllToAll;
+  default: // dsc.moe_exchange's bytes depend on the routing: counted as run
     return CollectiveKind::Count;
   }
 }
@@ -153,6 +157,28 @@ public:
     host.recv(h, bytes, from);
     copies.toDevice(dst, h, size_t(bytes), stream);
   }
+  void exchange(const std::vector<PeerMessage> &sends,
+                const std::vector<PeerMessage> &receives,
+                void *stream) override {
+    // Each send from its own host copy, which must live until waitSends.
+    std::vector<std::vector<char>> outbox(sends.size());
+    int64_t sent = 0;
+    for (size_t i = 0; i < sends.size(); ++i) {
+      outbox[i].resize(size_t(sends[i].bytes));
+      copies.toHost(outbox[i].data(), sends[i].data, size_t(sends[i].bytes),
+                    stream);
+      host.startSend(outbox[i].data(), sends[i].bytes, sends[i].peer);
+      sent += sends[i].bytes;
+    }
+    for (const PeerMessage &m : receives) {
+      char *h = bytesIn(0, m.bytes);
+      host.recv(h, m.bytes, m.peer);
+      copies.toDevice(m.data, h, size_t(m.bytes), stream);
+    }
+    host.waitSends();
+    host.countSent(CollectiveKind::Send, -sent);
+    host.countSent(CollectiveKind::AllToAll, sent);
+  }
   void normAllReduce(const void *norm, void *result, void *stream) override {
     float value = 0.0f;
     copies.toHost(&value, norm, sizeof value, stream);
@@ -181,6 +207,78 @@ private:
 };
 
 } // namespace
+
+int64_t runDeviceExpertExchange(DeviceGroup &g, DeviceCopies &copies,
+                                const DeviceCollective &c,
+                                const std::vector<void *> &operands,
+                                void *stream) {
+  const int64_t G = g.size(), me = g.rank(), El = c.experts / G;
+  if (G != c.group)
+    throw Error(c.describe() + ": the device group has " + std::to_string(G) +
+                " ranks");
+  if (c.op == Opcode::MoeExchangeCounts) {
+    // Peer p gets our counts of its El experts: an all-to-all; the sums
+    // over the sources on the host.
+    if (operands.size() != 3)
+      throw Error(c.describe() + ": expected counts, recv_counts, local_counts");
+    g.allToAll(operands[0], operands[1], El * int64_t(sizeof(int32_t)),
+               stream);
+    std::vector<int32_t> received(size_t(G * El)), local(size_t(El), 0);
+    copies.toHost(received.data(), operands[1], received.size() * 4, stream);
+    for (int64_t s = 0; s < G; ++s)
+      for (int64_t j = 0; j < El; ++j)
+        local[size_t(j)] += received[size_t(s * El + j)];
+    copies.toDevice(operands[2], local.data(), local.size() * 4, stream);
+    return El * int64_t(sizeof(int32_t)) * (G - 1);
+  }
+  if (c.op != Opcode::MoeExchange || operands.size() != 4)
+    throw Error(c.describe() + ": not an expert exchange with input, counts, "
+                "recv_counts and output");
+  std::vector<int32_t> counts(size_t(c.experts)), recvCounts(size_t(G * El));
+  copies.toHost(counts.data(), operands[1], counts.size() * 4, stream);
+  copies.toHost(recvCounts.data(), operands[2], recvCounts.size() * 4, stream);
+  ExpertExchangeLayout layout;
+  try {
+    layout = expertExchangeLayout(
+        counts.data(), recvCounts.data(), c.experts, G,
+        c.reverse ? c.outputRows : c.inputRows,
+        c.reverse ? c.inputRows : c.outputRows);
+  } catch (const Error &e) {
+    throw Error(c.describe() + ": " + e.what());
+  }
+  // Forward: the sender layout's blocks of peer p's experts go to p, into
+  // its receiver layout's blocks of this rank. Reverse: the other way.
+  const int64_t B = c.rowBytes;
+  auto *in = static_cast<char *>(operands[0]);
+  auto *out = static_cast<char *>(operands[3]);
+  auto fromBlocks = [&](int64_t peer) {
+    return c.reverse ? layout.receiverBlocks(peer) : layout.senderBlocks(peer);
+  };
+  auto toBlocks = [&](int64_t peer) {
+    return c.reverse ? layout.senderBlocks(peer) : layout.receiverBlocks(peer);
+  };
+  copies.zero(out, size_t(c.outputRows * B), stream);
+  const auto ownFrom = fromBlocks(me), ownTo = toBlocks(me);
+  for (size_t j = 0; j < ownFrom.size(); ++j)
+    if (ownFrom[j].rows > 0)
+      copies.within(out + ownTo[j].row * B, in + ownFrom[j].row * B,
+                    size_t(ownFrom[j].rows * B), stream);
+  std::vector<PeerMessage> sends, receives;
+  int64_t sent = 0;
+  for (int64_t k = 1; k < G; ++k) {
+    const int64_t to = (me + k) % G, from = (me - k + G) % G;
+    for (const auto &b : fromBlocks(to))
+      if (b.rows > 0) {
+        sends.push_back({in + b.row * B, b.rows * B, int(to)});
+        sent += b.rows * B;
+      }
+    for (const auto &b : toBlocks(from))
+      if (b.rows > 0)
+        receives.push_back({out + b.row * B, b.rows * B, int(from)});
+  }
+  g.exchange(sends, receives, stream);
+  return sent;
+}
 
 std::unique_ptr<DeviceGroup> createStagedGroup(Communicator &host,
                                                DeviceCopies &copies) {

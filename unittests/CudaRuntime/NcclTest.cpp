@@ -105,6 +105,13 @@ TEST(Nccl, OneRankCollectivesOnTheGpu) {
   EXPECT_EQ(gathered.read(), x);
   EXPECT_EQ(exchanged.read(), x);
   EXPECT_EQ(in.read(), x);
+  // An exchange (expert parallelism's) of two messages to itself, which
+  // match the receives in order: x[0, 2) lands at 3, x[2, 5) at 0.
+  DeviceFloats swapped(std::vector<float>(x.size(), 0.0f));
+  nccl.exchange({{in.ptr, 8, 0}, {in.ptr + 2, 12, 0}},
+                {{swapped.ptr + 3, 8, 0}, {swapped.ptr, 12, 0}}, stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(swapped.read(), (std::vector<float>{x[2], x[3], x[4], x[0], x[1]}));
   // A split of the one-rank world is a one-rank group that works.
   NcclGroup part(nccl, 0, *host);
   DeviceFloats sum(x);

@@ -37,6 +37,9 @@ public:
   void within(void *to, const void *from, size_t bytes, void *) override {
     std::memmove(to, from, bytes);
   }
+  void zero(void *device, size_t bytes, void *) override {
+    std::memset(device, 0, bytes);
+  }
   int staged = 0;
 };
 
@@ -183,6 +186,102 @@ TEST(StagedCollectives, OneGroupPerMeshAxis) {
     data->allReduce(&d, &d, 1, ReduceOp::Sum, nullptr);
     EXPECT_EQ(t, r < 2 ? 1.0f : 5.0f);
     EXPECT_EQ(d, r % 2 == 0 ? 2.0f : 4.0f);
+  });
+  EXPECT_TRUE(failures.empty()) << test::joined(failures);
+}
+
+/// Expert parallelism over the 4 ranks, 2 experts each: rank r's rows for
+/// expert x, written from the op's definition (not from the CPU kernel).
+int32_t expertCount(int r, int x) { return (r * 3 + x * 5) % 4; }
+constexpr int64_t kExperts = 8, kPerRank = kExperts / kRanks, kCols = 3;
+float rowValue(int r, int64_t x, int64_t k, int64_t c) {
+  return float(r * 1000 + x * 100 + k * 10 + c);
+}
+
+TEST(StagedCollectives, ExpertExchangeMovesEachRowToItsExpert) {
+  auto failures = test::onTcpRanks(kRanks, [](Communicator &world) {
+    HostCopies copies;
+    auto group = createStagedGroup(world, copies);
+    const int me = world.rank();
+    // This rank's counts and expert-major rows, then two padding rows.
+    std::vector<int32_t> counts(kExperts);
+    std::vector<float> rows;
+    for (int64_t x = 0; x < kExperts; ++x) {
+      counts[size_t(x)] = expertCount(me, int(x));
+      for (int64_t k = 0; k < counts[size_t(x)]; ++k)
+        for (int64_t c = 0; c < kCols; ++c)
+          rows.push_back(rowValue(me, x, k, c));
+    }
+    rows.resize(rows.size() + 2 * kCols, -1.0f);
+    const int64_t sendRows = int64_t(rows.size()) / kCols, recvRows = 40;
+
+    DeviceCollective c;
+    c.op = Opcode::MoeExchangeCounts;
+    c.group = kRanks;
+    c.experts = kExperts;
+    c.count = kPerRank;
+    c.elementBytes = 4;
+    std::vector<int32_t> recvCounts(kRanks * kPerRank, -1),
+        localCounts(kPerRank, -1);
+    runDeviceExpertExchange(*group, copies, c,
+                            {counts.data(), recvCounts.data(),
+                             localCounts.data()},
+                            nullptr);
+    for (int s = 0; s < kRanks; ++s)
+      for (int64_t j = 0; j < kPerRank; ++j)
+        EXPECT_EQ(recvCounts[size_t(s * kPerRank + j)],
+                  expertCount(s, int(me * kPerRank + j)));
+    for (int64_t j = 0; j < kPerRank; ++j) {
+      int32_t sum = 0;
+      for (int s = 0; s < kRanks; ++s)
+        sum += expertCount(s, int(me * kPerRank + j));
+      EXPECT_EQ(localCounts[size_t(j)], sum);
+    }
+
+    // Forward: local expert j's rows, source by source, then zeros.
+    const CommTraffic before = world.traffic();
+    c.op = Opcode::MoeExchange;
+    c.inputRows = sendRows;
+    c.outputRows = recvRows;
+    c.rowBytes = kCols * 4;
+    std::vector<float> received(size_t(recvRows * kCols), -1.0f);
+    const int64_t sent = runDeviceExpertExchange(
+        *group, copies, c,
+        {rows.data(), counts.data(), recvCounts.data(), received.data()},
+        nullptr);
+    std::vector<float> expect;
+    for (int64_t j = 0; j < kPerRank; ++j)
+      for (int s = 0; s < kRanks; ++s) {
+        const int64_t x = me * kPerRank + j;
+        for (int64_t k = 0; k < expertCount(s, int(x)); ++k)
+          for (int64_t col = 0; col < kCols; ++col)
+            expect.push_back(rowValue(s, x, k, col));
+      }
+    expect.resize(received.size(), 0.0f);
+    EXPECT_EQ(received, expect);
+    // What went to the other ranks, counted as one all-to-all.
+    int64_t toOthers = 0;
+    for (int64_t x = 0; x < kExperts; ++x)
+      if (x / kPerRank != me)
+        toOthers += expertCount(me, int(x)) * kCols * 4;
+    EXPECT_EQ(sent, toOthers);
+    const CommTraffic after = world.traffic();
+    EXPECT_EQ(after[CollectiveKind::AllToAll] -
+                  before[CollectiveKind::AllToAll],
+              toOthers);
+    EXPECT_EQ(after[CollectiveKind::Send], before[CollectiveKind::Send]);
+
+    // Reverse: every row back where it came from; the padding rows zero.
+    c.reverse = true;
+    std::swap(c.inputRows, c.outputRows);
+    std::vector<float> back(rows.size(), -1.0f);
+    runDeviceExpertExchange(
+        *group, copies, c,
+        {received.data(), counts.data(), recvCounts.data(), back.data()},
+        nullptr);
+    std::vector<float> original = rows;
+    std::fill(original.end() - 2 * kCols, original.end(), 0.0f);
+    EXPECT_EQ(back, original);
   });
   EXPECT_TRUE(failures.empty()) << test::joined(failures);
 }

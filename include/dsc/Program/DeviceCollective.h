@@ -22,11 +22,17 @@ struct DeviceCollective {
   int64_t group = 1;          ///< ranks in the axis's group
   /// Elements (InstrCheck's `n`): all-reduce the tensor's; reduce-scatter,
   /// all-gather and shard one rank's part; all-to-all one peer's block;
-  /// broadcast, send, recv the whole tensor; norm all-reduce 1.
+  /// broadcast, send, recv the whole tensor; norm all-reduce 1; the expert
+  /// counts' exchange one peer's El counts; the expert exchange the
+  /// input's.
   int64_t count = 0;
   size_t elementBytes = 4;
   ReduceOp reduce = ReduceOp::Sum;
   int64_t peer = 0; ///< send/recv: steps along the axis; broadcast: root
+  /// dsc.moe_exchange_counts and dsc.moe_exchange: the experts over the
+  /// group; the exchange's input and output rows and the bytes of a row.
+  int64_t experts = 0, inputRows = 0, outputRows = 0, rowBytes = 0;
+  bool reverse = false; ///< dsc.moe_exchange: rows back to their senders
 
   /// Of instruction `I` of `P` (checked: throws its checkInstr error, and
   /// refuses the data_inner and data_outer axes).

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dsc::rt {
 
@@ -38,6 +39,16 @@ public:
   /// Device to device; may return before it completes (stream order).
   virtual void within(void *to, const void *from, size_t bytes,
                       void *stream) = 0;
+  /// `bytes` zero bytes at `device`; may return before it completes.
+  virtual void zero(void *device, size_t bytes, void *stream) = 0;
+};
+
+/// One point-to-point message of an exchange: `bytes` at device address
+/// `data` to or from group rank `peer`.
+struct PeerMessage {
+  void *data = nullptr;
+  int64_t bytes = 0;
+  int peer = 0;
 };
 
 /// The collectives of one mesh axis's group on device memory, queued on
@@ -69,6 +80,13 @@ public:
   /// `result` (one float) receives the square root of the sum over the
   /// group of each rank's `norm` squared.
   virtual void normAllReduce(const void *norm, void *result, void *stream) = 0;
+  /// An all-to-all of any sizes (MPI_Alltoallv as messages): every send and
+  /// receive posted together, so no order of them can deadlock; messages
+  /// between two ranks match in the order given. Counted as all-to-all
+  /// traffic.
+  virtual void exchange(const std::vector<PeerMessage> &sends,
+                        const std::vector<PeerMessage> &receives,
+                        void *stream) = 0;
 };
 
 /// A group whose device buffers go through host memory and `host`, the
@@ -84,6 +102,17 @@ std::unique_ptr<DeviceGroup> createStagedGroup(Communicator &host,
 void runDeviceCollective(DeviceGroup &g, DeviceCopies &copies,
                          const DeviceCollective &c, const void *src, void *dst,
                          void *stream);
+
+/// Runs expert parallelism's dsc.moe_exchange_counts or dsc.moe_exchange
+/// (`c.op`) on the expert axis's group `g`, `operands` the instruction's
+/// inputs then outputs (device addresses). The counts are read to the host
+/// first (the backend cannot capture it into a CUDA graph); the rows move
+/// as one message per non-empty block of ExpertExchangeLayout, this rank's
+/// own by device copies. Returns the bytes this rank sent to its peers.
+int64_t runDeviceExpertExchange(DeviceGroup &g, DeviceCopies &copies,
+                                const DeviceCollective &c,
+                                const std::vector<void *> &operands,
+                                void *stream);
 
 } // namespace dsc::rt
 

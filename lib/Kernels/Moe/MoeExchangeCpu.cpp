@@ -12,6 +12,8 @@
 
 #include "Common/CommonCpu.h"
 
+#include "dsc/Program/ExpertExchange.h"
+
 #include <cstring>
 #include <vector>
 
@@ -19,94 +21,40 @@ namespace dsc::rt::cpu {
 
 namespace {
 
-/// The rows each expert holds in the two layouts of one exchange.
-struct ExpertRows {
-  int64_t G = 1, perRank = 1, rowBytes = 0;
-  /// Sender layout: expert e's rows start at sendOffset[e] (E + 1 entries).
-  std::vector<int64_t> sendOffset;
-  /// Receiver layout: the rows local expert j got from source s start at
-  /// recvOffset[j * G + s], and there are recvCounts[s * El + j] of them.
-  std::vector<int64_t> recvOffset;
-  const int32_t *recvCounts = nullptr;
-  int64_t sendRows = 0, recvRows = 0;
-
-  /// Rows this rank sends to (receives from) peer p in the forward
-  /// direction.
-  int64_t sentTo(int64_t p) const {
-    return sendOffset[size_t((p + 1) * perRank)] -
-           sendOffset[size_t(p * perRank)];
-  }
-  int64_t receivedFrom(int64_t s) const {
-    int64_t rows = 0;
-    for (int64_t j = 0; j < perRank; ++j)
-      rows += recvCounts[s * perRank + j];
-    return rows;
-  }
-};
-
-ExpertRows layoutOf(Exec &e, int64_t G) {
+ExpertExchangeLayout layoutOf(Exec &e, int64_t G) {
   const bool reverse = e.I.getInt("reverse") != 0;
-  ExpertRows r;
-  r.G = G;
-  r.perRank = e.d.experts / G;
-  r.rowBytes = e.d.cols * int64_t(dtypeSize(e.in(0).dtype));
-  r.sendRows = reverse ? e.d.M : e.d.rows;
-  r.recvRows = reverse ? e.d.rows : e.d.M;
-  const int32_t *counts = e.iin(1, "counts");
-  r.recvCounts = e.iin(2, "recv_counts");
-  r.sendOffset.assign(size_t(e.d.experts) + 1, 0);
-  for (int64_t x = 0; x < e.d.experts; ++x) {
-    if (counts[x] < 0)
-      e.fail("expert " + std::to_string(x) + " has a negative row count");
-    r.sendOffset[size_t(x) + 1] = r.sendOffset[size_t(x)] + counts[x];
+  try {
+    return expertExchangeLayout(e.iin(1, "counts"), e.iin(2, "recv_counts"),
+                                e.d.experts, G, reverse ? e.d.M : e.d.rows,
+                                reverse ? e.d.rows : e.d.M);
+  } catch (const Error &err) {
+    e.fail(err.what());
   }
-  if (r.sendOffset.back() > r.sendRows)
-    e.fail("the experts' row counts add up to " +
-           std::to_string(r.sendOffset.back()) + ", more than the " +
-           std::to_string(r.sendRows) + " rows");
-  r.recvOffset.assign(size_t(r.perRank * G), 0);
-  int64_t next = 0;
-  for (int64_t j = 0; j < r.perRank; ++j)
-    for (int64_t s = 0; s < G; ++s) {
-      const int32_t c = r.recvCounts[s * r.perRank + j];
-      if (c < 0)
-        e.fail("rank " + std::to_string(s) + " sends a negative row count");
-      r.recvOffset[size_t(j * G + s)] = next;
-      next += c;
-    }
-  if (next > r.recvRows)
-    e.fail("the " + std::to_string(next) + " rows received exceed the " +
-           std::to_string(r.recvRows) + " rows of the receiving buffer (a "
-           "routing the compiled bound does not hold)");
-  return r;
 }
 
 /// Forward: this rank's rows for peer p's experts are contiguous in the
 /// sender layout; rows received from source s are scattered by expert.
 /// Reverse: the rows of source s are gathered by expert and sent back; the
 /// rows returned by peer p land contiguously in the sender layout.
-void exchangeRows(Exec &e, Communicator &group, const ExpertRows &r,
+void exchangeRows(Exec &e, Communicator &group, const ExpertExchangeLayout &r,
                   bool reverse) {
   const char *in = static_cast<const char *>(e.S.data(e.inId(0)));
   char *out = static_cast<char *>(e.S.data(e.outId(0)));
-  const int64_t G = r.G, me = group.rank(), B = r.rowBytes;
+  const int64_t G = r.G, me = group.rank(),
+                B = e.d.cols * int64_t(dtypeSize(e.in(0).dtype));
   std::memset(out, 0, e.out(0).bytes());
   // The rows of source s in the receiver layout, expert by expert, as one
   // contiguous message (or from one).
   auto pack = [&](int64_t s, const char *recvLayout, char *message) {
-    for (int64_t j = 0; j < r.perRank; ++j) {
-      const int64_t c = r.recvCounts[s * r.perRank + j];
-      std::memcpy(message, recvLayout + r.recvOffset[size_t(j * G + s)] * B,
-                  size_t(c * B));
-      message += c * B;
+    for (const auto &b : r.receiverBlocks(s)) {
+      std::memcpy(message, recvLayout + b.row * B, size_t(b.rows * B));
+      message += b.rows * B;
     }
   };
   auto unpack = [&](int64_t s, const char *message, char *recvLayout) {
-    for (int64_t j = 0; j < r.perRank; ++j) {
-      const int64_t c = r.recvCounts[s * r.perRank + j];
-      std::memcpy(recvLayout + r.recvOffset[size_t(j * G + s)] * B, message,
-                  size_t(c * B));
-      message += c * B;
+    for (const auto &b : r.receiverBlocks(s)) {
+      std::memcpy(recvLayout + b.row * B, message, size_t(b.rows * B));
+      message += b.rows * B;
     }
   };
   auto senderBlock = [&](int64_t p) {
@@ -123,9 +71,9 @@ void exchangeRows(Exec &e, Communicator &group, const ExpertRows &r,
   for (int64_t k = 1; k < G; ++k) {
     const int64_t to = (me + k) % G, from = (me - k + G) % G;
     const int64_t sendBytes =
-        (reverse ? r.receivedFrom(to) : r.sentTo(to)) * B;
+        (reverse ? r.rowsFrom(to) : r.rowsTo(to)) * B;
     const int64_t recvBytes =
-        (reverse ? r.sentTo(from) : r.receivedFrom(from)) * B;
+        (reverse ? r.rowsTo(from) : r.rowsFrom(from)) * B;
     sent += sendBytes;
     if (sendBytes > 0) {
       if (!reverse) {
