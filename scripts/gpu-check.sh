@@ -58,7 +58,8 @@
 #                   data parallel with accumulation, tensor slicing 2
 #                   (vocabulary-parallel embedding and loss), pipeline 2
 #                   (1F1B), 1-bit Adam, and a Mixtral (mixtral-tiny) with
-#                   expert parallelism 2 (the rows' exchanges); losses
+#                   expert parallelism 2 (the rows' exchanges), dropless and
+#                   with token dropping; losses
 #                   within 1e-3 relative (the one-rank CUDA-vs-CPU training
 #                   tolerance), the largest difference printed
 #
@@ -493,6 +494,8 @@ step dist-onebit-adam 90 dist_train onebit \
   "c['optimizer'] = {'type': 'OneBitAdam', 'params': {'lr': 1e-3, 'freeze_step': 2}}"
 step dist-expert-parallel 90 dist_train_moe expert-parallel \
   "c['moe'] = {'ep_size': 2}"
+step dist-expert-parallel-drop 90 dist_train_moe expert-parallel-drop \
+  "c['moe'] = {'ep_size': 2, 'drop_tokens': True, 'capacity_factor': 0.75}"
 step bench "$budget" bench
 
 manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)

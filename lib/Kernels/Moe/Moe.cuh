@@ -78,20 +78,31 @@ __device__ void moeTopkGrad(const TD *dw, const TW *w, const int *experts,
   }
 }
 
-/// dsc.moe_route (cpu::route): one block, thread e counts expert e's
-/// choices, then numbers them in order after the lower experts' rows.
-template <dsc_i64 NK, dsc_i64 E>
+/// dsc.moe_route (cpu::route): one block, thread e walks the choices by
+/// choice rank, then token (choice i = n * K + k), keeping expert e's first
+/// CAP (all when CAP is 0) and marking the rest dropped (-1); then numbers
+/// its kept ones in token order after the lower experts' rows.
+template <dsc_i64 NK, dsc_i64 E, dsc_i64 K, dsc_i64 CAP>
 __device__ void moeRoute(const int *experts, int *slots, int *counts,
                          dsc_u32 code) {
+  constexpr int kKept = -2; // numbered in the second pass
   const dsc_i64 e = threadIdx.x;
   if (e < E) {
     int c = 0;
-    for (dsc_i64 i = 0; i < NK; ++i) {
-      const int x = experts[i];
-      if (e == 0 && (x < 0 || x >= E))
-        fail(code);
-      c += x == int(e);
-    }
+    for (dsc_i64 k = 0; k < K; ++k)
+      for (dsc_i64 i = k; i < NK; i += K) {
+        const int x = experts[i];
+        if (e == 0 && (x < 0 || x >= E))
+          fail(code);
+        if (x != int(e))
+          continue;
+        if (CAP == 0 || c < CAP) {
+          ++c;
+          slots[i] = kKept;
+        } else {
+          slots[i] = -1;
+        }
+      }
     counts[e] = c;
   }
   __syncthreads();
@@ -100,12 +111,20 @@ __device__ void moeRoute(const int *experts, int *slots, int *counts,
     for (dsc_i64 j = 0; j < e; ++j)
       next += counts[j];
     for (dsc_i64 i = 0; i < NK; ++i)
-      if (experts[i] == int(e))
+      if (experts[i] == int(e) && slots[i] == kKept)
         slots[i] = next++;
   }
 }
 
-/// dsc.moe_dispatch (cpu::dispatch): rows[slots[n, k]] = x[n] (* w[n, k]).
+/// The rows of token dropping's padding (dsc.moe_dispatch's rows no kept
+/// choice takes) are zero: with dropping, dispatch zeroes its output first.
+template <typename TR, dsc_i64 ROWS, dsc_i64 C>
+__device__ void moeZeroRows(TR *rows) {
+  DSC_GRID_LOOP(i, ROWS * C) { st(rows, i, 0.0f); }
+}
+
+/// dsc.moe_dispatch (cpu::dispatch): rows[slots[n, k]] = x[n] (* w[n, k]);
+/// a dropped choice (slot -1) moves nothing.
 template <typename TX, typename TW, typename TR, dsc_i64 N, dsc_i64 K,
           dsc_i64 C, bool WEIGHTED>
 __device__ void moeDispatch(const TX *x, const int *slots, const TW *w,
@@ -113,6 +132,8 @@ __device__ void moeDispatch(const TX *x, const int *slots, const TW *w,
   DSC_GRID_LOOP(i, N * K * C) {
     const dsc_i64 a = i / C, c = i % C;
     const int slot = slots[a];
+    if (slot == -1) // dropped
+      continue;
     if (slot < 0 || slot >= N * K) {
       fail(code);
       continue;
@@ -134,6 +155,8 @@ __device__ void moeCombine(const TR *rows, const int *slots, const TW *w,
     float v = 0.0f;
     for (dsc_i64 k = 0; k < K; ++k) {
       const int slot = slots[n * K + k];
+      if (slot == -1) // dropped: no contribution
+        continue;
       if (slot < 0 || slot >= N * K) {
         fail(code);
         continue;
@@ -152,6 +175,10 @@ __device__ void moeSlotDot(const TX *x, const TR *rows, const int *slots,
                            TO *dw, dsc_u32 code) {
   DSC_GRID_LOOP(a, N * K) {
     const int slot = slots[a];
+    if (slot == -1) { // dropped: its weight reaches nothing
+      st(dw, a, 0.0f);
+      continue;
+    }
     if (slot < 0 || slot >= N * K) {
       fail(code);
       continue;

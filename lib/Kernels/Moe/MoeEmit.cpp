@@ -25,6 +25,16 @@ int expertBlock(const KernelSpec &s, int64_t E) {
   return int(std::max<int64_t>(32, ceilDiv(E, 32) * 32));
 }
 
+/// Whether any route of the program has a capacity (token dropping): then
+/// dispatch zeroes the padding rows no kept choice takes, as the CPU does.
+bool dropsTokens(const rt::Program &P) {
+  for (const auto &[name, fn] : P.functions)
+    for (const rt::Instr &I : fn.body)
+      if (I.op == Opcode::MoeRoute && I.getInt("capacity") > 0)
+        return true;
+  return false;
+}
+
 void emitRowMoves(KernelSpec &s, const rt::InstrDims &d) {
   const int64_t N = d.rows, K = d.topK, C = d.cols;
   const std::string code = s.status("expert row slot out of range [0," +
@@ -49,6 +59,9 @@ void emitRowMoves(KernelSpec &s, const rt::InstrDims &d) {
   if (weighted)
     args.push_back(w);
   const bool dispatch = s.I.op == Opcode::MoeDispatch;
+  if (dispatch && dropsTokens(s.program))
+    elementwise(s, N * K * C, {dst},
+                call("moeZeroRows", {s.T(dst), n(N * K), n(C)}, {dst}));
   elementwise(s, dispatch ? N * K * C : N * C, args,
               call(dispatch ? "moeDispatch" : "moeCombine",
                    {s.T(src), wT, s.T(dst), n(N), n(K), n(C), b(weighted)},
@@ -115,9 +128,6 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
     return;
   }
   case MoeOpcode::MoeRoute: {
-    if (s.I.getInt("capacity") > 0)
-      s.fail("token dropping (moe.drop_tokens) runs on the CPU backend; the "
-             "CUDA kernels route dropless");
     s.requireType(s.inType(0), Storage::I32, "experts");
     const std::string experts = s.in(0, "experts"), slots = s.out(0, "slots"),
                       counts = s.out(1, "counts");
@@ -125,7 +135,10 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
         s.status("expert choice out of range [0," + std::to_string(E) + ")");
     s.kernel(
         1, expertBlock(s, E), {experts, slots, counts},
-        call("moeRoute", {n(N * K), n(E)}, {experts, slots, counts, code}));
+        call("moeRoute",
+             {n(N * K), n(E), n(K), n(std::max<int64_t>(
+                                        s.I.getInt("capacity"), 0))},
+             {experts, slots, counts, code}));
     return;
   }
   case MoeOpcode::MoeDispatch:
