@@ -1279,6 +1279,7 @@ void Checker::family() {
     shard();
     return;
   case OpFamily::Compression:
+  case OpFamily::CompressedOptimizer:
     compression();
     return;
   case OpFamily::Pointwise:
@@ -1294,6 +1295,7 @@ void Checker::family() {
     d.n = in(0).numElements();
     return;
   case OpFamily::Embedding:
+  case OpFamily::VocabEmbedding:
     embedding();
     return;
   case OpFamily::Add:
@@ -1345,18 +1347,21 @@ void Checker::family() {
     attention();
     return;
   case OpFamily::CrossEntropy:
+  case OpFamily::VocabCrossEntropy:
     crossEntropy();
     return;
   case OpFamily::TokenMask:
     tokenMask();
     return;
   case OpFamily::Optimizer:
+  case OpFamily::PerTensorOptimizer:
     optimizer();
     return;
   case OpFamily::Scalar:
     scalarOp();
     return;
   case OpFamily::Moe:
+  case OpFamily::ExpertExchange:
     moe();
     return;
   }

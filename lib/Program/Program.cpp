@@ -54,13 +54,63 @@ const char *dtypeName(DType t) {
 }
 
 namespace {
+/// How the CUDA backend runs each OpFamily.
+OpRoute opRouteOf(OpFamily family) {
+  switch (family) {
+  case OpFamily::Linear:
+  case OpFamily::BatchMatmul:
+    return OpRoute::Gemm;
+  case OpFamily::Copy:
+    return OpRoute::Copy;
+  case OpFamily::Collective:
+  case OpFamily::Transfer:
+  case OpFamily::Shard:
+  case OpFamily::VocabEmbedding:
+  case OpFamily::VocabCrossEntropy:
+  case OpFamily::ExpertExchange:
+    return OpRoute::Collective;
+  case OpFamily::Optimizer: // multi-tensor launches
+    return OpRoute::Optimizer;
+  case OpFamily::Init:
+  case OpFamily::Convert:
+  case OpFamily::Resize:
+  case OpFamily::Embedding:
+  case OpFamily::Add:
+  case OpFamily::ReduceTo:
+  case OpFamily::Norm:
+  case OpFamily::NormGrad:
+  case OpFamily::NormGradFromOutput:
+  case OpFamily::ResidualNorm:
+  case OpFamily::Gelu:
+  case OpFamily::Dropout:
+  case OpFamily::Bias:
+  case OpFamily::Heads:
+  case OpFamily::ConcatSplit:
+  case OpFamily::Softmax:
+  case OpFamily::Attention:
+  case OpFamily::CrossEntropy:
+  case OpFamily::TokenMask:
+  case OpFamily::PerTensorOptimizer:
+  case OpFamily::Scalar:
+  case OpFamily::Compression:
+  case OpFamily::CompressedOptimizer:
+  case OpFamily::Pointwise:
+  case OpFamily::Rotary:
+  case OpFamily::RepeatKv:
+  case OpFamily::FourBitLinear:
+  case OpFamily::Moe:
+    return OpRoute::Kernel;
+  }
+  throw Error("invalid op family " + std::to_string(int(family)));
+}
+
 std::vector<OpInfo> buildOpTable() {
   std::vector<OpInfo> table;
-#define DSC_OP(Name, MlirOp, Family, Kernels, Route, MinIns, MaxIns, MinOuts, \
-               MaxOuts)                                                        \
+#define DSC_OP(Name, MlirOp, Family, MinIns, MaxIns, MinOuts, MaxOuts)        \
   table.push_back({Opcode::Name, #Name, MlirOp, OpFamily::Family,              \
-                   KernelFamily::Kernels, OpRoute::Route, MinIns, MaxIns,      \
-                   MinOuts, MaxOuts, {}});
+                   detail::kKernelsOf[size_t(Opcode::Name)],                   \
+                   opRouteOf(OpFamily::Family), MinIns, MaxIns, MinOuts,       \
+                   MaxOuts, {}});
 #define DSC_ATTR(Name, Attr, Kind)                                             \
   table.back().attrs.push_back({#Attr, AttrKind::Kind});
 #include "dsc/Program/Ops.def"

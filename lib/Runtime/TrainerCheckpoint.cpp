@@ -26,7 +26,8 @@ std::string optimizerSignature(const Program &prog) {
   std::set<std::string> names;
   for (const auto &[name, fn] : prog.functions)
     for (const Instr &I : fn.body)
-      if (opInfo(I.op).family == OpFamily::Optimizer)
+      if (opInfo(I.op).family == OpFamily::Optimizer ||
+          opInfo(I.op).family == OpFamily::PerTensorOptimizer)
         names.insert(opInfo(I.op).mlirOp);
   std::string joined;
   for (const std::string &n : names)

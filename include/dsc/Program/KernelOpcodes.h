@@ -1,9 +1,12 @@
 //===- KernelOpcodes.h - Each kernel family's opcodes as an enum -*- C++ -*-===//
 //
-// Ops.def assigns every opcode one KernelFamily. This header turns that
-// column into one enum per family (ElementwiseOpcode, NormsOpcode, ...),
-// holding exactly the family's opcodes under their Opcode names, and
-// `asFamily<FamilyOpcode>(op)` converting an Opcode into it.
+// Ops.def gives every opcode one OpFamily; this header says which kernel
+// family runs each OpFamily (the DSC_FAMILY_<OpFamily> lines below, the
+// only place that says it) and turns that into one enum per kernel family
+// (ElementwiseOpcode, NormsOpcode, ...), holding exactly the family's
+// opcodes under their Opcode names, `asFamily<FamilyOpcode>(op)`
+// converting an Opcode into it, and each opcode's KernelFamily
+// (OpInfo::kernels).
 //
 // A family's kernels (lib/Kernels/<Family>) switch over their own enum
 // with no `default:`, so -Werror=switch makes an opcode added to a family
@@ -37,8 +40,48 @@ namespace dsc::rt {
 #define DSC_KERNELS_Quantized(Name)
 #define DSC_KERNELS_Moe(Name)
 
-#define DSC_FAMILY_OP(Name, MlirOp, Family, Kernels, ...)                      \
-  DSC_KERNELS_##Kernels(Name)
+// The kernel family of each OpFamily. An OpFamily missing here does not
+// compile (its rows expand to an undefined DSC_FAMILY_ macro).
+#define DSC_FAMILY_Init(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Copy(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Convert(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Resize(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Add(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_ReduceTo(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Gelu(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Dropout(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Bias(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Heads(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_ConcatSplit(Name) DSC_KERNELS_Elementwise(Name)
+#define DSC_FAMILY_Norm(Name) DSC_KERNELS_Norms(Name)
+#define DSC_FAMILY_NormGrad(Name) DSC_KERNELS_Norms(Name)
+#define DSC_FAMILY_NormGradFromOutput(Name) DSC_KERNELS_Norms(Name)
+#define DSC_FAMILY_ResidualNorm(Name) DSC_KERNELS_Norms(Name)
+#define DSC_FAMILY_Softmax(Name) DSC_KERNELS_Attention(Name)
+#define DSC_FAMILY_Attention(Name) DSC_KERNELS_Attention(Name)
+#define DSC_FAMILY_Embedding(Name) DSC_KERNELS_EmbeddingLoss(Name)
+#define DSC_FAMILY_CrossEntropy(Name) DSC_KERNELS_EmbeddingLoss(Name)
+#define DSC_FAMILY_TokenMask(Name) DSC_KERNELS_EmbeddingLoss(Name)
+#define DSC_FAMILY_Optimizer(Name) DSC_KERNELS_Optimizers(Name)
+#define DSC_FAMILY_PerTensorOptimizer(Name) DSC_KERNELS_Optimizers(Name)
+#define DSC_FAMILY_Scalar(Name) DSC_KERNELS_Optimizers(Name)
+#define DSC_FAMILY_CompressedOptimizer(Name) DSC_KERNELS_Optimizers(Name)
+#define DSC_FAMILY_Linear(Name) DSC_KERNELS_Gemm(Name)
+#define DSC_FAMILY_BatchMatmul(Name) DSC_KERNELS_Gemm(Name)
+#define DSC_FAMILY_Collective(Name) DSC_KERNELS_Collective(Name)
+#define DSC_FAMILY_Transfer(Name) DSC_KERNELS_Collective(Name)
+#define DSC_FAMILY_Shard(Name) DSC_KERNELS_Collective(Name)
+#define DSC_FAMILY_VocabEmbedding(Name) DSC_KERNELS_Collective(Name)
+#define DSC_FAMILY_VocabCrossEntropy(Name) DSC_KERNELS_Collective(Name)
+#define DSC_FAMILY_ExpertExchange(Name) DSC_KERNELS_Collective(Name)
+#define DSC_FAMILY_Compression(Name) DSC_KERNELS_Compression(Name)
+#define DSC_FAMILY_Pointwise(Name) DSC_KERNELS_Gated(Name)
+#define DSC_FAMILY_Rotary(Name) DSC_KERNELS_Rotary(Name)
+#define DSC_FAMILY_RepeatKv(Name) DSC_KERNELS_Rotary(Name)
+#define DSC_FAMILY_FourBitLinear(Name) DSC_KERNELS_Quantized(Name)
+#define DSC_FAMILY_Moe(Name) DSC_KERNELS_Moe(Name)
+
+#define DSC_FAMILY_OP(Name, MlirOp, Family, ...) DSC_FAMILY_##Family(Name)
 
 #undef DSC_KERNELS_Elementwise
 #define DSC_KERNELS_Elementwise(Name) Name,
@@ -145,6 +188,40 @@ enum class QuantizedOpcode {
 enum class MoeOpcode {
 #include "dsc/Program/Ops.def"
 };
+#undef DSC_KERNELS_Moe
+#define DSC_KERNELS_Moe(Name)
+
+namespace detail {
+/// Each opcode's kernel family, in Opcode order.
+#undef DSC_KERNELS_Elementwise
+#undef DSC_KERNELS_Norms
+#undef DSC_KERNELS_Attention
+#undef DSC_KERNELS_EmbeddingLoss
+#undef DSC_KERNELS_Optimizers
+#undef DSC_KERNELS_Gemm
+#undef DSC_KERNELS_Collective
+#undef DSC_KERNELS_Compression
+#undef DSC_KERNELS_Gated
+#undef DSC_KERNELS_Rotary
+#undef DSC_KERNELS_Quantized
+#undef DSC_KERNELS_Moe
+#define DSC_KERNELS_Elementwise(Name) KernelFamily::Elementwise,
+#define DSC_KERNELS_Norms(Name) KernelFamily::Norms,
+#define DSC_KERNELS_Attention(Name) KernelFamily::Attention,
+#define DSC_KERNELS_EmbeddingLoss(Name) KernelFamily::EmbeddingLoss,
+#define DSC_KERNELS_Optimizers(Name) KernelFamily::Optimizers,
+#define DSC_KERNELS_Gemm(Name) KernelFamily::Gemm,
+#define DSC_KERNELS_Collective(Name) KernelFamily::Collective,
+#define DSC_KERNELS_Compression(Name) KernelFamily::Compression,
+#define DSC_KERNELS_Gated(Name) KernelFamily::Gated,
+#define DSC_KERNELS_Rotary(Name) KernelFamily::Rotary,
+#define DSC_KERNELS_Quantized(Name) KernelFamily::Quantized,
+#define DSC_KERNELS_Moe(Name) KernelFamily::Moe,
+#define DSC_OP DSC_FAMILY_OP
+inline constexpr KernelFamily kKernelsOf[] = {
+#include "dsc/Program/Ops.def"
+};
+} // namespace detail
 
 #undef DSC_KERNELS_Elementwise
 #undef DSC_KERNELS_Norms
@@ -181,10 +258,6 @@ DSC_FAMILY_OF(Moe)
 #undef DSC_FAMILY_OF
 
 namespace detail {
-inline constexpr KernelFamily kKernelsOf[] = {
-#define DSC_OP(Name, MlirOp, Family, Kernels, ...) KernelFamily::Kernels,
-#include "dsc/Program/Ops.def"
-};
 constexpr size_t kNumOpcodes = sizeof(kKernelsOf) / sizeof(kKernelsOf[0]);
 
 /// Each opcode's position among its family's opcodes: the value of its

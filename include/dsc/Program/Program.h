@@ -151,16 +151,19 @@ enum class Opcode {
 /// Operand-count bound of Ops.def meaning "no upper bound".
 constexpr int kAnyCount = -1;
 
-/// The shape checks and sizes an opcode shares with others (InstrCheck).
+/// An opcode's one classification: the shape checks and sizes it shares
+/// with others (InstrCheck), and so the kernel family that runs it
+/// (KernelOpcodes.h) and its CUDA route (OpInfo::route).
 enum class OpFamily {
-  Init, Copy, Convert, Collective, Transfer, Shard, Resize, Embedding, Add,
-  ReduceTo, Linear, BatchMatmul, Norm, NormGrad, NormGradFromOutput,
-  ResidualNorm, Gelu, Dropout, Bias, Heads, ConcatSplit, Softmax, Attention,
-  CrossEntropy, TokenMask, Optimizer, Scalar, Compression, Pointwise, Rotary,
-  RepeatKv, FourBitLinear, Moe,
+  Init, Copy, Convert, Collective, Transfer, Shard, Resize, Embedding,
+  VocabEmbedding, Add, ReduceTo, Linear, BatchMatmul, Norm, NormGrad,
+  NormGradFromOutput, ResidualNorm, Gelu, Dropout, Bias, Heads, ConcatSplit,
+  Softmax, Attention, CrossEntropy, VocabCrossEntropy, TokenMask, Optimizer,
+  PerTensorOptimizer, Scalar, Compression, CompressedOptimizer, Pointwise,
+  Rotary, RepeatKv, FourBitLinear, Moe, ExpertExchange,
 };
 
-/// The lib/Kernels family that runs an opcode (Gemm: GemmCpu.cpp on the
+/// The lib/Kernels family that runs an OpFamily (Gemm: GemmCpu.cpp on the
 /// CPU, cuBLASLt on CUDA; Collective: the communicator).
 enum class KernelFamily {
   Elementwise, Norms, Attention, EmbeddingLoss, Optimizers, Gemm, Collective,
@@ -190,14 +193,14 @@ struct AttrSpec {
   AttrKind kind;
 };
 
-/// One row of Ops.def.
+/// One row of Ops.def, with what its family implies.
 struct OpInfo {
   Opcode op;
   const char *name;   ///< "LayerNorm"
   const char *mlirOp; ///< "layer_norm" (the dsc op), "" if none
   OpFamily family;
-  KernelFamily kernels;
-  OpRoute route;
+  KernelFamily kernels; ///< of the family (KernelOpcodes.h)
+  OpRoute route;        ///< of the family (opRouteOf)
   int minIns, maxIns, minOuts, maxOuts; ///< max kAnyCount: unbounded
   std::vector<AttrSpec> attrs;
 };
