@@ -121,7 +121,9 @@ private:
                      const RngContext &rng, bool collectivesBeside);
   void dispatch(cpu::Exec &e);
   void runCollective(cpu::Exec &e);
-  void exchange(cpu::Exec &e, Communicator &group, int64_t bytes);
+  /// Runs a collective; returns the bytes of its message when they depend
+  /// on the data (expert parallelism's rows), else -1.
+  int64_t exchange(cpu::Exec &e, Communicator &group, int64_t bytes);
   Communicator &comm;
   CommsLog *commsLog = nullptr;
   /// The function run() runs (comms_logger's debug names it).
@@ -267,9 +269,10 @@ LoggedAs loggedAs(Opcode op) {
     return {"send", CollectiveKind::Send, false};
   case CollectiveOpcode::Recv:
     return {"recv", CollectiveKind::Send, false};
-  case CollectiveOpcode::Shard:
   case CollectiveOpcode::MoeExchangeCounts:
-  case CollectiveOpcode::MoeExchange:
+  case CollectiveOpcode::MoeExchange: // DeepSpeed-MoE's all_to_all_single
+    return {"all_to_all", CollectiveKind::AllToAll, false};
+  case CollectiveOpcode::Shard:
   case CollectiveOpcode::VocabEmbedding:
   case CollectiveOpcode::VocabEmbeddingGrad:
   case CollectiveOpcode::VocabCrossEntropy:
@@ -287,22 +290,26 @@ void CpuBackend::runCollective(cpu::Exec &e) {
                                                        : e.in(0).dtype));
   const LoggedAs as = commsLog && group.size() > 1 ? loggedAs(e.I.op)
                                                    : LoggedAs{};
-  if (!as.name || !commsLog->wants(as.name))
-    return exchange(e, group, bytes);
+  if (!as.name || !commsLog->wants(as.name)) {
+    exchange(e, group, bytes);
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
-  exchange(e, group, bytes);
+  const int64_t moved = exchange(e, group, bytes);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   const int64_t message =
-      e.I.op == Opcode::NormAllReduce ? int64_t(sizeof(float))
+      moved >= 0                      ? moved
+      : e.I.op == Opcode::NormAllReduce ? int64_t(sizeof(float))
       : as.timesGroup                 ? bytes * group.size()
                                       : bytes;
   commsLog->record(as.name, as.kind, runningFunction, message, group.size(),
                    seconds);
 }
 
-void CpuBackend::exchange(cpu::Exec &e, Communicator &group, int64_t bytes) {
+int64_t CpuBackend::exchange(cpu::Exec &e, Communicator &group,
+                             int64_t bytes) {
   const int64_t rank = group.rank();
   // Send / Recv: the rank `peer` steps along the axis, wrapping around.
   const int peer = int(((rank + e.d.peer) % e.d.group + e.d.group) % e.d.group);
@@ -310,37 +317,38 @@ void CpuBackend::exchange(cpu::Exec &e, Communicator &group, int64_t bytes) {
   case CollectiveOpcode::AllReduce:
   case CollectiveOpcode::TpReduce:
     group.allReduce(e.inPlace(0, 0, "tensor"), e.d.n, e.d.reduce);
-    return;
+    return -1;
   case CollectiveOpcode::ReduceScatter:
     group.reduceScatter(e.fin(0, "input"), e.fout(0, "result"), e.d.n,
                         e.d.reduce);
-    return;
+    return -1;
   case CollectiveOpcode::AllGather: // any element type: bytes
     group.allGather(e.S.data(e.inId(0)), e.S.data(e.outId(0)), bytes);
-    return;
+    return -1;
   case CollectiveOpcode::AllToAll:
     group.allToAll(e.S.data(e.inId(0)), e.S.data(e.outId(0)), bytes);
-    return;
+    return -1;
   case CollectiveOpcode::Broadcast:
     if (e.inId(0) != e.outId(0))
       cpu::copyBytes(e.S.data(e.outId(0)), e.S.data(e.inId(0)), size_t(bytes));
     group.broadcast(e.S.data(e.outId(0)), bytes, int(e.d.peer));
-    return;
+    return -1;
   case CollectiveOpcode::Send:
     group.send(e.S.data(e.inId(0)), bytes, peer);
-    return;
+    return -1;
   case CollectiveOpcode::Recv:
     group.recv(e.S.data(e.outId(0)), bytes, peer);
-    return;
+    return -1;
   case CollectiveOpcode::Shard: // this rank's part: no communication
     cpu::copyBytes(e.fout(0, "result"), e.fin(0, "input") + rank * e.d.n,
                    size_t(e.d.n) * sizeof(float));
-    return;
+    return -1;
   case CollectiveOpcode::VocabEmbedding:
   case CollectiveOpcode::VocabEmbeddingGrad:
   case CollectiveOpcode::VocabCrossEntropy:
   case CollectiveOpcode::VocabCrossEntropyGrad:
-    return cpu::runVocabParallel(e, group);
+    cpu::runVocabParallel(e, group);
+    return -1;
   case CollectiveOpcode::MoeExchangeCounts:
   case CollectiveOpcode::MoeExchange:
     return cpu::runExpertExchange(e, group);
@@ -348,7 +356,7 @@ void CpuBackend::exchange(cpu::Exec &e, Communicator &group, int64_t bytes) {
     float sumSquares = e.scalarIn(0, "norm") * e.scalarIn(0, "norm");
     group.allReduce(&sumSquares, 1, ReduceOp::Sum);
     e.fout(0, "result")[0] = std::sqrt(sumSquares);
-    return;
+    return -1;
   }
   }
   e.fail("internal: not a collective opcode");

@@ -262,8 +262,10 @@ void runGated(Exec &e);
 void runRotary(Exec &e);
 void runMoe(Exec &e);
 /// Expert parallelism's exchanges (MoeExchangeCounts, MoeExchange) over
-/// `group`, the ranks of the instruction's axis.
-void runExpertExchange(Exec &e, Communicator &group);
+/// `group`, the ranks of the instruction's axis. Returns the bytes of this
+/// rank's part of the all-to-all (its counts, or the rows it holds for the
+/// exchange, its own among them): comms_logger's message size.
+int64_t runExpertExchange(Exec &e, Communicator &group);
 void runGemm(Exec &e);
 void runQuantized(Exec &e);
 

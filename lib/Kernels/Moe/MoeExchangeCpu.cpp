@@ -103,7 +103,7 @@ void exchangeRows(Exec &e, Communicator &group, const ExpertExchangeLayout &r,
 
 } // namespace
 
-void runExpertExchange(Exec &e, Communicator &group) {
+int64_t runExpertExchange(Exec &e, Communicator &group) {
   if (group.size() != e.d.group)
     e.fail("the communicator has " + std::to_string(group.size()) +
            " ranks, the program's axis " + std::to_string(e.d.group));
@@ -119,10 +119,16 @@ void runExpertExchange(Exec &e, Communicator &group) {
         sum += recv[s * e.d.n + j];
       local[j] = int32_t(sum);
     }
-    return;
+    return G * e.d.n * int64_t(sizeof(int32_t));
   }
   const bool reverse = e.I.getInt("reverse") != 0;
-  exchangeRows(e, group, layoutOf(e, G), reverse);
+  const ExpertExchangeLayout layout = layoutOf(e, G);
+  exchangeRows(e, group, layout, reverse);
+  // The rows this rank holds for the exchange, its own among them.
+  int64_t rows = 0;
+  for (int64_t p = 0; p < G; ++p)
+    rows += reverse ? layout.rowsFrom(p) : layout.rowsTo(p);
+  return rows * e.d.cols * int64_t(dtypeSize(e.in(0).dtype));
 }
 
 } // namespace dsc::rt::cpu
