@@ -670,6 +670,32 @@ LogicalResult SoftcapGradOp::verify() {
 }
 LogicalResult SwigluGradOp::verify() { return verifyAllSameShape(*this); }
 
+/// A per-row gate [..., 1] of an input [..., C].
+static LogicalResult verifyRowGate(Operation *op, Value gate, Value input) {
+  ArrayRef<int64_t> x = shapeOf(input);
+  if (x.empty())
+    return op->emitOpError("expects an input [..., C], got a scalar");
+  SmallVector<int64_t> perRow(x.drop_back());
+  perRow.push_back(1);
+  return expectShape(op, "gate", shapeOf(gate), perRow);
+}
+LogicalResult SigmoidGateOp::verify() {
+  if (failed(verifyRowGate(*this, getGate(), getInput())))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()),
+                     shapeOf(getInput()));
+}
+LogicalResult SigmoidGateGradOp::verify() {
+  if (failed(verifyRowGate(*this, getGate(), getInput())) ||
+      failed(expectShape(*this, "grad", shapeOf(getGrad()),
+                         shapeOf(getInput()))) ||
+      failed(expectShape(*this, "gate_grad", shapeOf(getGateGrad()),
+                         shapeOf(getGate()))))
+    return failure();
+  return expectShape(*this, "input_grad", shapeOf(getInputGrad()),
+                     shapeOf(getInput()));
+}
+
 /// logits [..., V] against labels [...].
 static LogicalResult verifyLogitsLabels(Operation *op, Value logits,
                                         Value labels) {

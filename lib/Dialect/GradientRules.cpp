@@ -279,6 +279,15 @@ void CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
       getLabels(), getIgnoreIndexAttr());
 }
 
+void SigmoidGateOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  auto grad = b.create<SigmoidGateGradOp>(
+      getLoc(), TypeRange{getGate().getType(), getInput().getType()},
+      resultGrads[0], getGate(), getInput());
+  operandGrads[0] = grad.getGateGrad();
+  operandGrads[1] = grad.getInputGrad();
+}
+
 void ConcatOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                              SmallVectorImpl<Value> &operandGrads) {
   auto split = b.create<SplitOp>(getLoc(), getInputs().getTypes(),
@@ -453,9 +462,9 @@ void MoeTopkOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
   // The expert choices are integers: only the weights carry a gradient.
   if (!resultGrads[0])
     return;
-  operandGrads[0] =
-      b.create<MoeTopkGradOp>(getLoc(), getLogits().getType(), resultGrads[0],
-                              getWeights(), getExperts());
+  operandGrads[0] = b.create<MoeTopkGradOp>(
+      getLoc(), getLogits().getType(), resultGrads[0], getWeights(),
+      getExperts(), getNormalize() ? Value() : getLogits());
 }
 
 void MoeDispatchOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,

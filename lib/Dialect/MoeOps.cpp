@@ -155,6 +155,9 @@ LogicalResult MoeTopkGradOp::verify() {
     return emitOpError("result ")
            << shapeStr(shapeOf(getResult())) << " has fewer experts than the "
            << widthOf(getWeights()) << " chosen";
+  if (getLogits() &&
+      failed(expectShape(*this, "logits", getLogits(), shapeOf(getResult()))))
+    return failure();
   return expectTokensOf(*this, "result", getResult(), getWeights(),
                         widthOf(getResult()));
 }

@@ -237,27 +237,35 @@ public:
         loc, f32Type({headShape[0], t, heads * d}), ValueRange{context});
   }
 
-  /// Mixtral's sparse MoE block on `x` [B, T, C] (parameters under
-  /// `prefix`, Hugging Face's order: the router `gate`, then each expert's
-  /// w1, w2, w3): route each token to its top-k experts, run the experts'
-  /// SwiGLU MLPs on their rows (the experts' weights concatenated, one
-  /// grouped GEMM per projection) and sum the outputs weighted by the
-  /// router. Appends the layer's load to `loads` when the objective has the
-  /// load-balancing loss.
+  /// The sparse MoE block of Mixtral and Qwen2-MoE on `x` [B, T, C]
+  /// (parameters under `prefix`, Hugging Face's names and order: the router
+  /// `gate`, then each expert's w1, w2, w3 (Mixtral) or gate_proj, up_proj,
+  /// down_proj (Qwen2-MoE)): route each token to its top-k experts, run the
+  /// experts' SwiGLU MLPs on their rows (the experts' weights concatenated,
+  /// one grouped GEMM per projection) and sum the outputs weighted by the
+  /// router (renormalised with norm_topk_prob). Appends the layer's load to
+  /// `loads` when the objective has the load-balancing loss.
   Value moeBlock(Value x, const std::string &prefix,
                  const ::dsc::ModelConfig &m, SmallVectorImpl<Value> *loads) {
     auto xShape = typeOf(x).getShape();
-    const int64_t c = xShape.back(), f = m.intermediate, e = m.numExperts,
-                  k = m.expertsPerToken;
+    const int64_t c = xShape.back(), f = m.expertIntermediate,
+                  e = m.numExperts, k = m.expertsPerToken;
     const int64_t tokens = typeOf(x).getNumElements() / c;
     const double std = m.initializerRange;
+    const bool mixtral = m.typeName == "mixtral";
     Value router = normalParam(prefix + "gate.weight", {e, c}, std);
-    SmallVector<Value> w1, w2, w3;
+    SmallVector<Value> w1, w2, w3; // gate, down, up
     for (int64_t i = 0; i < e; ++i) {
       std::string ep = prefix + "experts." + std::to_string(i) + ".";
-      w1.push_back(normalParam(ep + "w1.weight", {f, c}, std));
-      w2.push_back(normalParam(ep + "w2.weight", {c, f}, std));
-      w3.push_back(normalParam(ep + "w3.weight", {f, c}, std));
+      if (mixtral) {
+        w1.push_back(normalParam(ep + "w1.weight", {f, c}, std));
+        w2.push_back(normalParam(ep + "w2.weight", {c, f}, std));
+        w3.push_back(normalParam(ep + "w3.weight", {f, c}, std));
+      } else {
+        w1.push_back(normalParam(ep + "gate_proj.weight", {f, c}, std));
+        w3.push_back(normalParam(ep + "up_proj.weight", {f, c}, std));
+        w2.push_back(normalParam(ep + "down_proj.weight", {c, f}, std));
+      }
     }
     Value logits = linear(x, router, Value(), /*transposeW=*/true);
     SmallVector<int64_t> perToken(xShape.drop_back());
@@ -265,7 +273,7 @@ public:
     auto i32 = b.getIntegerType(32);
     auto topk = b.create<MoeTopkOp>(
         loc, TypeRange{f32Type(perToken), RankedTensorType::get(perToken, i32)},
-        logits, b.getI64IntegerAttr(k));
+        logits, b.getI64IntegerAttr(k), b.getBoolAttr(m.normTopk));
     auto route =
         b.create<MoeRouteOp>(loc,
                              TypeRange{RankedTensorType::get(perToken, i32),
@@ -293,6 +301,23 @@ public:
           b.create<MoeLoadOp>(loc, f32Type({2, e}), logits, topk.getExperts()));
     return b.create<MoeCombineOp>(loc, x.getType(), out, route.getSlots(),
                                   topk.getWeights());
+  }
+
+  /// Qwen2-MoE's shared expert on `x` [B, T, C]: a SwiGLU MLP of width `f`
+  /// every token runs, times the sigmoid of its own gate (parameters
+  /// `shared_expert.{gate,up,down}_proj` and `shared_expert_gate` under
+  /// `prefix`).
+  Value sharedExpert(Value x, const std::string &prefix, int64_t f,
+                     double std) {
+    const int64_t c = typeOf(x).getShape().back();
+    const std::string sp = prefix + "shared_expert.";
+    Value gate = dense(x, sp + "gate_proj", c, f, std, false);
+    Value up = dense(x, sp + "up_proj", c, f, std, false);
+    Value act = b.create<MulOp>(
+        loc, up.getType(), b.create<SiluOp>(loc, gate.getType(), gate), up);
+    Value out = dense(act, sp + "down_proj", f, c, std, false);
+    Value g = dense(x, prefix + "shared_expert_gate", c, 1, std, false);
+    return b.create<SigmoidGateOp>(loc, out.getType(), g, out);
   }
 
   /// The mean loss over the labels other than `ignoreIndex`.
@@ -410,7 +435,7 @@ Value buildBert(GraphBuilder &g, const ::dsc::ModelConfig &m,
   return g.crossEntropy(logits, mask.getLabels(), /*ignoreIndex=*/-100);
 }
 
-/// LlamaForCausalLM (also Mistral, Qwen2, Qwen3, Gemma and Mixtral):
+/// LlamaForCausalLM (also Mistral, Qwen2, Qwen3, Gemma, Mixtral and Qwen2-MoE):
 /// pre-RMSNorm blocks, rotary embeddings on q and k, grouped-query
 /// attention, SwiGLU MLP, a head of its own unless tie_word_embeddings.
 /// Qwen3 RMS-normalises each query and key head before the rotation
@@ -432,7 +457,7 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                             g.b.getF64FloatAttr(std::sqrt(double(c))));
   const bool plusOne = m.normPlusOne;
   SmallVector<Value> routerLoads;
-  const bool auxLoss = m.numExperts && m.routerAuxLoss;
+  const bool auxLoss = m.numMoeLayers() && m.routerAuxLoss;
   for (int64_t l = 0; l < m.numLayers; ++l) {
     Operation *before = g.lastOp();
     std::string lp = "model.layers." + std::to_string(l) + ".";
@@ -465,9 +490,15 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
                         lp + (m.sandwichNorms ? "pre_feedforward_layernorm"
                                               : "post_attention_layernorm"),
                         eps, plusOne);
-    if (m.numExperts) {
-      h = g.add(h, g.moeBlock(f, lp + "block_sparse_moe.", m,
-                              auxLoss ? &routerLoads : nullptr));
+    if (m.isMoeLayer(l)) {
+      // Mixtral names the block block_sparse_moe, Qwen2-MoE mlp.
+      const std::string mp =
+          lp + (m.typeName == "mixtral" ? "block_sparse_moe." : "mlp.");
+      Value moe = g.moeBlock(f, mp, m, auxLoss ? &routerLoads : nullptr);
+      if (m.sharedExpertIntermediate)
+        moe = g.add(moe, g.sharedExpert(f, mp, m.sharedExpertIntermediate,
+                                        std));
+      h = g.add(h, moe);
       g.tagLayer(before, l);
       continue;
     }
@@ -500,7 +531,8 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
   // layers' assignments to e) * (e's router probability averaged over all
   // layers' tokens), times router_aux_loss_coef.
   const auto idsType = cast<RankedTensorType>(ids.getType());
-  const double all = double(idsType.getNumElements()) * double(m.numLayers);
+  const double all =
+      double(idsType.getNumElements()) * double(m.numMoeLayers());
   Value aux = g.b.create<MoeBalanceLossOp>(
       g.loc, g.f32Type({}), routerLoads,
       g.b.getF64FloatAttr(m.routerAuxLossCoef * double(m.numExperts) /

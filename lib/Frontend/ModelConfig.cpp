@@ -287,11 +287,14 @@ void setKvHeads(const Ctx &c, ModelConfig &m, std::optional<int64_t> kvHeads) {
 /// tied head by default), Gemma2ForCausalLM (Gemma with soft-capped
 /// attention and final logits, the attention scaled by
 /// query_pre_attn_scalar, sandwich norms, a sliding window on every other
-/// layer that must not be shorter than the sequence) and MixtralForCausalLM
-/// (Mistral with a sparse mixture-of-experts block in place of each MLP).
+/// layer that must not be shorter than the sequence), MixtralForCausalLM
+/// (Mistral with a sparse mixture-of-experts block in place of each MLP)
+/// and Qwen2MoeForCausalLM (Qwen2 whose sparse layers add a sigmoid-gated
+/// shared expert to the routed ones, dense layers among them).
 ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
-  const bool mixtral = type == "mixtral";
-  const bool mistral = type == "mistral" || mixtral, qwen2 = type == "qwen2",
+  const bool mixtral = type == "mixtral", qwen2moe = type == "qwen2_moe";
+  const bool mistral = type == "mistral" || mixtral,
+             qwen2 = type == "qwen2" || qwen2moe,
              qwen3 = type == "qwen3", gemma2 = type == "gemma2",
              gemma = type == "gemma" || gemma2;
   // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config /
@@ -328,6 +331,18 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
     m.numExperts = 8;
     m.expertsPerToken = 2;
   }
+  std::optional<int64_t> expertIntermediate;
+  if (qwen2moe) { // Qwen2MoeConfig's defaults beyond Qwen2's
+    m.hidden = 2048;
+    m.intermediate = 5632;
+    m.numLayers = 24;
+    m.numHeads = 16;
+    m.numExperts = 60;
+    m.expertsPerToken = 4;
+    expertIntermediate = 1408;
+    m.sharedExpertIntermediate = 5632;
+    m.normTopk = false;
+  }
   m.embedScale = m.normPlusOne = m.geluMlp = gemma;
   m.gelu = GeluApprox::Tanh; // Gemma's hidden_activation null
   std::optional<std::string> gemmaHiddenAct;
@@ -343,8 +358,10 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
     m.slidingWindow = mistral && !mixtral ? 4096 : 0;
   bool qwenSlidingWindow = false;
 
-  std::vector<std::string> archKeys = mixtral ? kMixtralKeys : kLlamaKeys;
-  if (mixtral)
+  std::vector<std::string> archKeys = mixtral    ? kMixtralKeys
+                                      : qwen2moe ? kQwen2MoeKeys
+                                                 : kLlamaKeys;
+  if (mixtral || qwen2moe)
     ;
   else if (mistral)
     archKeys.push_back("sliding_window");
@@ -421,8 +438,24 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       qwenSlidingWindow = c.boolean(k, v);
     else if (k == "max_window_layers")
       c.integer(k, v, 0, kMaxLayers, "an integer >= 0");
-    else if (k == "num_local_experts")
+    else if (k == "num_local_experts" || k == "num_experts")
       m.numExperts = c.integer(k, v, 1, kMaxExperts, "an integer >= 1");
+    else if (k == "moe_intermediate_size")
+      expertIntermediate = c.dimension(k, v);
+    else if (k == "shared_expert_intermediate_size")
+      m.sharedExpertIntermediate = c.dimension(k, v);
+    else if (k == "norm_topk_prob")
+      m.normTopk = c.boolean(k, v);
+    else if (k == "decoder_sparse_step")
+      m.sparseStep = c.integer(k, v, 1, kMaxLayers, "an integer >= 1");
+    else if (k == "mlp_only_layers") {
+      if (!v.is_null() && !v.is_array())
+        c.fail(k + ": " + show(v) + " is not a list of layer indices");
+      m.mlpOnlyLayers.clear();
+      for (const json &x : v.is_null() ? json::array() : v)
+        m.mlpOnlyLayers.push_back(
+            c.integer(k, x, 0, kMaxLayers, "a layer index >= 0"));
+    }
     else if (k == "num_experts_per_tok")
       m.expertsPerToken = c.integer(k, v, 1, kMaxExperts, "an integer >= 1");
     else if (k == "output_router_logits")
@@ -443,10 +476,22 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
                "routes the tokens as they are)");
     }
   }
+  const char *expertsKey = qwen2moe ? "num_experts" : "num_local_experts";
   if (m.expertsPerToken > m.numExperts)
     c.fail("num_experts_per_tok (" + std::to_string(m.expertsPerToken) +
-           ") exceeds num_local_experts (" + std::to_string(m.numExperts) +
+           ") exceeds " + expertsKey + " (" + std::to_string(m.numExperts) +
            "): each token picks that many distinct experts");
+  m.expertIntermediate =
+      m.numExperts ? expertIntermediate.value_or(m.intermediate) : 0;
+  for (int64_t l : m.mlpOnlyLayers)
+    if (l >= m.numLayers)
+      c.fail("mlp_only_layers: layer " + std::to_string(l) +
+             " is not one of the " + std::to_string(m.numLayers) +
+             " layers (num_hidden_layers)");
+  if (m.numExperts && !m.numMoeLayers())
+    c.note("no layer is sparse (decoder_sparse_step " +
+           std::to_string(m.sparseStep) + ", mlp_only_layers): every layer "
+           "is a dense MLP");
   // transformers' (4.46) Gemma rotates with rope_theta alone.
   if (gemma && !gemma2 && !ropeScaling.is_null())
     c.fail("rope_scaling: " + show(ropeScaling) +
@@ -569,7 +614,7 @@ ModelConfig parseModelConfigText(const std::string &text,
   json j = parseJson(text, c);
   const char *types =
       "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
-      "\"gemma\", \"gemma2\", \"mixtral\" or \"phi\"";
+      "\"gemma\", \"gemma2\", \"mixtral\", \"qwen2_moe\" or \"phi\"";
   auto it = j.find("model_type");
   if (it == j.end()) {
     // transformers 2.x wrote no model_type; the model class named in
@@ -599,7 +644,7 @@ ModelConfig parseModelConfigText(const std::string &text,
   else if (t == "bert")
     m = parseBert(c, j);
   else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" ||
-           t == "gemma" || t == "gemma2" || t == "mixtral")
+           t == "gemma" || t == "gemma2" || t == "mixtral" || t == "qwen2_moe")
     m = parseLlama(c, j, t);
   else if (t == "phi")
     m = parsePhi(c, j);
@@ -607,10 +652,6 @@ ModelConfig parseModelConfigText(const std::string &text,
     c.fail("model_type: \"qwen3_moe\" is not supported: its mixture-of-"
            "experts blocks are not built (dsc builds dense Qwen3, model_type "
            "\"qwen3\", and Mixtral's mixture of experts)");
-  else if (t == "qwen2_moe")
-    c.fail("model_type: \"qwen2_moe\" is not supported: its shared expert "
-           "and sparse-step layers are not built (dsc builds Mixtral's "
-           "mixture of experts, model_type \"mixtral\")");
   else
     c.fail("model_type: " + show(*it) + " is not supported; expected " +
            types);
@@ -630,6 +671,19 @@ ModelConfig parseModelConfigText(const std::string &text,
 
 ModelConfig parseModelConfig(const std::string &file) {
   return parseModelConfigText(readFile(file), file);
+}
+
+bool ModelConfig::isMoeLayer(int64_t layer) const {
+  return numExperts > 0 && (layer + 1) % sparseStep == 0 &&
+         std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) ==
+             mlpOnlyLayers.end();
+}
+
+int64_t ModelConfig::numMoeLayers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < numLayers; ++l)
+    n += isMoeLayer(l);
+  return n;
 }
 
 } // namespace dsc

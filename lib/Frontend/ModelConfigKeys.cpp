@@ -161,12 +161,12 @@ const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
     {"qk_layernorm", "normalised queries and keys are not supported"},
     {"use_qk_norm", "normalised queries and keys are not supported"},
     {"num_experts", "this model's mixture-of-experts layers are not "
-                    "supported (dsc builds Mixtral's, model_type "
-                    "\"mixtral\")"},
+                    "supported (dsc builds Mixtral's and Qwen2-MoE's, "
+                    "model_type \"mixtral\" and \"qwen2_moe\")"},
     {"num_local_experts", "mixture-of-experts layers are built for "
-                          "model_type \"mixtral\" only"},
+                          "model_type \"mixtral\" and \"qwen2_moe\" only"},
     {"num_experts_per_tok", "mixture-of-experts layers are built for "
-                            "model_type \"mixtral\" only"},
+                            "model_type \"mixtral\" and \"qwen2_moe\" only"},
 };
 
 /// The keys dsc reads for each model type (its transformers configuration
@@ -226,6 +226,24 @@ const std::vector<std::string> kMixtralKeys = {
     "sliding_window",      "num_local_experts",
     "num_experts_per_tok", "output_router_logits",
     "router_aux_loss_coef", "router_jitter_noise"};
+/// Qwen2MoeConfig (4.46): Qwen2's keys (no head_dim or pretraining_tp)
+/// plus the sparse blocks': routed experts of their own width, the shared
+/// expert, the sparse step and dense-only layers.
+const std::vector<std::string> kQwen2MoeKeys = {
+    "model_type",          "vocab_size",
+    "hidden_size",         "intermediate_size",
+    "num_hidden_layers",   "num_attention_heads",
+    "num_key_value_heads", "hidden_act",
+    "max_position_embeddings", "initializer_range",
+    "rms_norm_eps",        "tie_word_embeddings",
+    "rope_theta",          "rope_scaling",
+    "use_sliding_window",  "sliding_window",
+    "max_window_layers",   "attention_dropout",
+    "decoder_sparse_step", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "num_experts_per_tok",
+    "num_experts",         "norm_topk_prob",
+    "output_router_logits", "router_aux_loss_coef",
+    "mlp_only_layers"};
 /// PhiConfig (4.46).
 const std::vector<std::string> kPhiKeys = {
     "model_type",          "vocab_size",
@@ -355,6 +373,7 @@ std::string modelTypeFromArchitectures(const json &j) {
       {"GemmaForCausalLM", "gemma"},     {"GemmaModel", "gemma"},
       {"Gemma2ForCausalLM", "gemma2"},   {"Gemma2Model", "gemma2"},
       {"MixtralForCausalLM", "mixtral"}, {"MixtralModel", "mixtral"},
+      {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen2MoeModel", "qwen2_moe"},
       {"PhiForCausalLM", "phi"},         {"PhiModel", "phi"}};
   std::string type;
   for (const json &a : *it) {
@@ -396,6 +415,8 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
     built = {"MixtralForCausalLM", "MixtralModel"};
   else if (type == "qwen3")
     built = {"Qwen3ForCausalLM", "Qwen3Model"};
+  else if (type == "qwen2_moe")
+    built = {"Qwen2MoeForCausalLM", "Qwen2MoeModel"};
   else if (type == "phi")
     built = {"PhiForCausalLM", "PhiModel"};
   else

@@ -70,11 +70,15 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
   // them per token.
   const double experts = double(std::max<int64_t>(1, model.numExperts)),
                perToken = double(std::max<int64_t>(1, model.expertsPerToken));
+  const double mlpWidth =
+      model.numExperts ? double(model.expertIntermediate) * experts +
+                             double(model.sharedExpertIntermediate)
+                       : ffn;
   const double params =
       (V * (model.tieEmbeddings ? 1 : 2) +
        (rotaryModel ? 0.0 : double(model.maxPositions))) * d +
       L * (2 * d * attnWidth + 2 * d * kvWidth +
-           (llama ? 3 : 2) * d * ffn * experts +
+           (llama ? 3 : 2) * d * std::max(mlpWidth, ffn) +
            (model.numExperts ? d * experts : 0.0));
   const double activations =
       L * B * T * (16 * d + (llama ? 4 : 2) * ffn * perToken + 3 * H * T);
@@ -111,13 +115,21 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
                       ") > 1 is not supported for model_type \"phi\": "
                       "slicing its parallel blocks and partial rotary "
                       "embedding is not built");
-  if (par.expert > 1 && !model.numExperts)
+  if (model.sharedExpertIntermediate && par.tensor > 1)
+    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
+                      ") > 1 is not supported for model_type \"" +
+                      model.typeName + "\": slicing its shared experts and "
+                      "dense layers beside the sparse ones is not built");
+  if (par.expert > 1 && !model.numMoeLayers())
     throw ConfigError("moe.ep_size (" + str(par.expert) +
                       ") > 1, but model_type \"" + model.typeName +
                       "\" has no mixture-of-experts layers");
   if (par.expert > 1 && model.numExperts % par.expert != 0)
     throw ConfigError("moe.ep_size (" + str(par.expert) +
-                      ") must divide num_local_experts (" +
+                      ") must divide " +
+                      (model.typeName == "qwen2_moe" ? "num_experts"
+                                                     : "num_local_experts") +
+                      " (" +
                       str(model.numExperts) + "): each rank holds an equal "
                       "share of every layer's experts");
   if (par.pipeline * par.virtualStages > model.numLayers)

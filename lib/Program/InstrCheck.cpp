@@ -141,6 +141,7 @@ public:
   void attention();
   void blockLayout(int64_t heads, int64_t tq, int64_t tk) const;
   void pointwise();
+  void rowGate();
   void rotary();
   void repeatKv();
   void crossEntropy();
@@ -559,6 +560,26 @@ void Checker::pointwise() {
     count(in(i), d.n, "input");
   for (size_t o = 0; o < I.outputs.size(); ++o)
     count(out(o), d.n, "output");
+}
+
+/// SigmoidGate(gate [rows..., 1], x [rows..., C]) -> y like x;
+/// SigmoidGateGrad(dy, gate, x) -> (dgate like gate, dx like x).
+void Checker::rowGate() {
+  const bool grad = I.op == Opcode::SigmoidGateGrad;
+  const Buffer &gate = in(grad ? 1 : 0), &x = in(grad ? 2 : 1);
+  if (x.shape.empty())
+    fail("input '" + x.name + "' must be [rows..., C], got a scalar");
+  d.cols = x.shape.back();
+  d.rows = d.cols ? x.numElements() / d.cols : 0;
+  d.n = x.numElements();
+  perToken(gate, "gate", d.rows, 1);
+  if (grad) {
+    count(in(0), d.n, "dy");
+    count(out(0), d.rows, "dgate");
+    count(out(1), d.n, "dx");
+  } else {
+    count(out(0), d.n, "output");
+  }
 }
 
 /// Rotary(x) -> y on [B, H, T, D] heads with an even D.
@@ -1140,6 +1161,8 @@ void Checker::moe() {
              d.topK);
     if (grad)
       perToken(in(1), "weights", d.rows, d.topK);
+    if (grad && I.inputs.size() == 4) // normalize = false: every logit
+      perToken(in(3), "logits", d.rows, d.experts);
     if (d.topK < 1 || d.topK > d.experts || (!grad && I.getInt("k") != d.topK))
       fail("top-k " + std::to_string(d.topK) + " of " +
            std::to_string(d.experts) + " experts");
@@ -1284,6 +1307,9 @@ void Checker::family() {
     return;
   case OpFamily::Pointwise:
     pointwise();
+    return;
+  case OpFamily::RowGate:
+    rowGate();
     return;
   case OpFamily::Rotary:
     rotary();

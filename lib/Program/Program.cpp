@@ -95,6 +95,7 @@ OpRoute opRouteOf(OpFamily family) {
   case OpFamily::Compression:
   case OpFamily::CompressedOptimizer:
   case OpFamily::Pointwise:
+  case OpFamily::RowGate:
   case OpFamily::Rotary:
   case OpFamily::RepeatKv:
   case OpFamily::FourBitLinear:

@@ -7,7 +7,9 @@ descriptions. This script checks those references themselves against
 transformers' GPT2LMHeadModel, BertForMaskedLM, LlamaForCausalLM,
 Qwen2ForCausalLM, MistralForCausalLM, GemmaForCausalLM,
 Gemma2ForCausalLM (soft-capping, sandwich norms), MixtralForCausalLM
-(with its load-balancing loss) and PhiForCausalLM
+(with its load-balancing loss), Qwen2MoeForCausalLM (unnormalised top-k
+weights, the sigmoid-gated shared expert, a dense layer among the sparse
+ones) and PhiForCausalLM
 (phi_forward; its attention upcasts like the LLaMA family's): the same float64
 weights (the model class's own initialisation, then dsc_reference.perturb),
 the batch each
@@ -25,8 +27,9 @@ their labels= loss in float32. For the exact comparison those upcasts are
 made float64 (the modeling module sees a torch whose float32 is float64;
 nothing else of its code changes; GemmaRMSNorm, which upcasts with the
 .float() method instead, runs its own formula with float64 for float32, see
-gemma_norm_in_float64; Mixtral's load-balancing loss takes the mean of
-its expert mask with .float(), see mixtral_balance_in_float64), the
+gemma_norm_in_float64; Mixtral's and Qwen2-MoE's load-balancing loss
+takes the mean of its expert mask with .float(), see
+mixtral_balance_in_float64), the
 reference computes cos/sin in
 float32 as transformers does (llama_forward's rope_dtype), and the loss is
 cross-entropy of transformers' float64 logits. A second, "as shipped"
@@ -69,6 +72,7 @@ CASES = [
     ("gemma", "gemma", "gemma_fwd", {}),
     ("gemma2", "gemma2", "gemma2_fwd", {}),
     ("mixtral", "mixtral", "mixtral_fwd", {}),
+    ("qwen2_moe", "qwen2_moe", "qwen2_moe_fwd", {}),
     ("phi", "phi", "phi_fwd", {}),
 ]
 
@@ -261,7 +265,7 @@ def run_case(tf, args, ck, groups, name, model_cfg, batch_cfg, over):
                 ctx.enter_context(gemma_norm_in_float64(module))
             if mt == "gemma2":
                 ctx.enter_context(gemma_norm_in_float64(module, "Gemma2RMSNorm"))
-            if mt == "mixtral":
+            if mt in ("mixtral", "qwen2_moe"):
                 ctx.enter_context(mixtral_balance_in_float64(module))
         with ctx:
             out = model(input_ids=ids, **kw)

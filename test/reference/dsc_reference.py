@@ -292,7 +292,7 @@ def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
 # ---------------------------------------------------------------------------
 
 LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                "mixtral")
+                "mixtral", "qwen2_moe")
 
 
 def gemma_like(cfg):
@@ -329,7 +329,7 @@ def llama_biases(cfg):
     Qwen3 and Gemma read attention_bias (all four projections) and have no
     MLP bias; Mistral has no bias anywhere (its config has neither key)."""
     mt = model_type(cfg)
-    if mt == "qwen2":
+    if mt in ("qwen2", "qwen2_moe"):
         return True, False, False
     if mt in ("mistral", "mixtral"):
         return False, False, False
@@ -366,13 +366,15 @@ def llama_param_shapes(cfg):
         if qk_norm(cfg):  # Qwen3Attention: q_norm, k_norm over head_dim
             s[p + "self_attn.q_norm.weight"] = (D,)
             s[p + "self_attn.k_norm.weight"] = (D,)
-        for n, out, inp in (() if moe_experts(cfg) else (
+        sparse = is_moe_layer(cfg, l)
+        for n, out, inp in (() if sparse else (
                 ("mlp.gate_proj", I, C), ("mlp.up_proj", I, C),
                 ("mlp.down_proj", C, I))):
             s[p + n + ".weight"] = (out, inp)
             if mlp_b:
                 s[p + n + ".bias"] = (out,)
-        if moe_experts(cfg):  # MixtralSparseMoeBlock: router, then experts
+        if sparse and model_type(cfg) == "mixtral":
+            # MixtralSparseMoeBlock: router, then experts
             E = moe_experts(cfg)
             s[p + "block_sparse_moe.gate.weight"] = (E, C)
             for e in range(E):
@@ -380,6 +382,17 @@ def llama_param_shapes(cfg):
                 s[q + "w1.weight"] = (I, C)
                 s[q + "w2.weight"] = (C, I)
                 s[q + "w3.weight"] = (I, C)
+        elif sparse:
+            # Qwen2MoeSparseMoeBlock: router, experts, shared expert, its gate
+            E, F = moe_experts(cfg), cfg.get("moe_intermediate_size", 1408)
+            S = cfg.get("shared_expert_intermediate_size", 5632)
+            s[p + "mlp.gate.weight"] = (E, C)
+            for q, f in [(f"{p}mlp.experts.{e}.", F) for e in range(E)] + \
+                    [(f"{p}mlp.shared_expert.", S)]:
+                s[q + "gate_proj.weight"] = (f, C)
+                s[q + "up_proj.weight"] = (f, C)
+                s[q + "down_proj.weight"] = (C, f)
+            s[p + "mlp.shared_expert_gate.weight"] = (1, C)
         s[p + "input_layernorm.weight"] = (C,)
         s[p + "post_attention_layernorm.weight"] = (C,)
         if model_type(cfg) == "gemma2":  # Gemma2DecoderLayer's sandwich
@@ -397,9 +410,31 @@ def qk_norm(cfg):
 
 
 def moe_experts(cfg):
-    """Experts per layer of a Mixtral config (MixtralConfig's default 8), or
-    0 for the dense models."""
-    return cfg.get("num_local_experts", 8) if model_type(cfg) == "mixtral" else 0
+    """Experts per sparse layer: Mixtral's num_local_experts (default 8),
+    Qwen2-MoE's num_experts (default 60), or 0 for the dense models."""
+    if model_type(cfg) == "mixtral":
+        return cfg.get("num_local_experts", 8)
+    if model_type(cfg) == "qwen2_moe":
+        return cfg.get("num_experts", 60)
+    return 0
+
+
+def moe_top_k(cfg):
+    """num_experts_per_tok: Mixtral's default 2, Qwen2-MoE's 4."""
+    return cfg.get("num_experts_per_tok",
+                   4 if model_type(cfg) == "qwen2_moe" else 2)
+
+
+def is_moe_layer(cfg, l):
+    """Qwen2MoeDecoderLayer: layer l is sparse unless it is listed in
+    mlp_only_layers or (l + 1) is not a multiple of decoder_sparse_step;
+    every Mixtral layer is sparse."""
+    if not moe_experts(cfg):
+        return False
+    if model_type(cfg) == "mixtral":
+        return True
+    return l not in (cfg.get("mlp_only_layers") or []) and \
+        (l + 1) % cfg.get("decoder_sparse_step", 1) == 0
 
 
 def moe_capacity(ds, cfg, tokens):
@@ -410,30 +445,38 @@ def moe_capacity(ds, cfg, tokens):
     moe = ds.get("moe", {})
     if not moe.get("drop_tokens", False):
         return None
-    E, K = moe_experts(cfg), cfg.get("num_experts_per_tok", 2)
+    E, K = moe_experts(cfg), moe_top_k(cfg)
     cap = math.ceil(K * tokens * moe.get("capacity_factor", 1.0) / E)
     return min(tokens, max(cap, moe.get("min_capacity", 4)))
 
 
 def moe_block(P, cfg, p, x, capacity=None):
-    """MixtralSparseMoeBlock on x [B, T, C] (parameters under prefix p):
-    router logits, softmax (float64 here), the top num_experts_per_tok
-    experts renormalised to sum to 1, and the weighted sum of those
-    experts' SwiGLU MLPs w2(silu(w1 x) * w3 x). Written per token and
-    expert choice, not as transformers' index_add. With `capacity` (token
-    dropping) an expert takes at most that many assignments, all tokens'
-    first choices before any second choice, each choice rank in token
-    order; a dropped assignment contributes nothing (the kept weights are
-    not renormalised again). Returns (y, router logits [B*T, E])."""
+    """MixtralSparseMoeBlock and Qwen2MoeSparseMoeBlock on x [B, T, C]
+    (parameters under prefix p): router logits, softmax (float64 here), the
+    top num_experts_per_tok experts, renormalised to sum to 1 (Mixtral
+    always, Qwen2-MoE with norm_topk_prob), and the weighted sum of those
+    experts' SwiGLU MLPs down(silu(gate x) * up x) (Mixtral's w2, w1, w3);
+    Qwen2-MoE adds its shared expert's MLP times
+    sigmoid(shared_expert_gate x). Written per token and expert choice, not
+    as transformers' index_add. With `capacity` (token dropping) an expert
+    takes at most that many assignments, all tokens' first choices before
+    any second choice, each choice rank in token order; a dropped
+    assignment contributes nothing (the kept weights are not renormalised
+    again). Returns (y, router logits [B*T, E])."""
     if cfg.get("router_jitter_noise", 0.0):
         raise NotImplementedError("router_jitter_noise")
+    mixtral = model_type(cfg) == "mixtral"
+    gate_n, up_n, down_n = (("w1", "w3", "w2") if mixtral else
+                            ("gate_proj", "up_proj", "down_proj"))
     B, T, C = x.shape
-    K = cfg.get("num_experts_per_tok", 2)
+    K = moe_top_k(cfg)
     xs = x.reshape(B * T, C)
     logits = F.linear(xs, P[p + "gate.weight"])
     probs = torch.softmax(logits, dim=-1)
     top, chosen = torch.topk(probs, K, dim=-1)
-    weights = top / top.sum(-1, keepdim=True)
+    weights = top
+    if mixtral or cfg.get("norm_topk_prob", False):
+        weights = top / top.sum(-1, keepdim=True)
     if capacity is not None:
         taken = [0] * moe_experts(cfg)
         keep = torch.ones_like(weights)
@@ -451,10 +494,16 @@ def moe_block(P, cfg, p, x, capacity=None):
         tok, slot = torch.nonzero(chosen == e, as_tuple=True)
         if tok.numel() == 0:
             continue
-        h = F.silu(F.linear(xs[tok], P[q + "w1.weight"])) * \
-            F.linear(xs[tok], P[q + "w3.weight"])
-        out = F.linear(h, P[q + "w2.weight"]) * weights[tok, slot, None]
+        h = F.silu(F.linear(xs[tok], P[q + gate_n + ".weight"])) * \
+            F.linear(xs[tok], P[q + up_n + ".weight"])
+        out = F.linear(h, P[q + down_n + ".weight"]) * weights[tok, slot, None]
         y = y.index_put((tok,), out, accumulate=True)
+    if not mixtral:  # the shared expert, gated per token
+        q = p + "shared_expert."
+        h = F.silu(F.linear(xs, P[q + "gate_proj.weight"])) * \
+            F.linear(xs, P[q + "up_proj.weight"])
+        gate = torch.sigmoid(F.linear(xs, P[p + "shared_expert_gate.weight"]))
+        y = y + gate * F.linear(h, P[q + "down_proj.weight"])
     return y.reshape(B, T, C), logits
 
 
@@ -463,7 +512,7 @@ def load_balancing_loss(router_logits, cfg):
     over the router logits [N, E] of every layer: E * sum over experts of
     (the fraction of all top-k assignments that chose it) * (its softmax
     probability averaged over all layers' tokens)."""
-    E, K = moe_experts(cfg), cfg.get("num_experts_per_tok", 2)
+    E, K = moe_experts(cfg), moe_top_k(cfg)
     logits = torch.cat(router_logits, dim=0)
     probs = torch.softmax(logits, dim=-1)
     chosen = torch.topk(probs, K, dim=-1).indices
@@ -627,7 +676,7 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     eps = cfg.get("rms_norm_eps", 1e-5 if model_type(cfg) == "mixtral" else 1e-6)
     B, T = ids.shape
     window = cfg.get("sliding_window", 4096 if gemma2 else None)
-    if model_type(cfg) in ("qwen2", "qwen3") and \
+    if model_type(cfg) in ("qwen2", "qwen3", "qwen2_moe") and \
             not cfg.get("use_sliding_window", False):
         window = None
     if window is not None and T > window:
@@ -671,8 +720,10 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
         h = h + o
         m = norm(h, P[p + ("pre_feedforward_layernorm.weight" if gemma2
                            else "post_attention_layernorm.weight")], eps)
-        if moe_experts(cfg):
-            m, router = moe_block(P, cfg, p + "block_sparse_moe.", m,
+        if is_moe_layer(cfg, l):
+            block = "block_sparse_moe." if model_type(cfg) == "mixtral" \
+                else "mlp."
+            m, router = moe_block(P, cfg, p + block, m,
                                   cfg.get("_dsc_moe_capacity"))
             router_logits.append(router)
             h = h + m
@@ -692,8 +743,9 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     if targets is not None:
         loss = F.cross_entropy(logits.view(-1, V), targets.reshape(-1),
                                ignore_index=-100)
-        # MixtralForCausalLM with output_router_logits: the training
-        # objective adds the load-balancing loss.
+        # MixtralForCausalLM and Qwen2MoeForCausalLM with
+        # output_router_logits: the training objective adds the
+        # load-balancing loss (over the sparse layers).
         if router_logits and cfg.get("output_router_logits", False):
             loss = loss + cfg.get("router_aux_loss_coef", 0.001) * \
                 load_balancing_loss(router_logits, cfg)
@@ -1828,7 +1880,7 @@ def write_json(path, obj):
 
 # Model configs the checks know: configs/<name>.json.
 MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "qwen3", "gemma",
-          "gemma2", "mixtral", "phi"]
+          "gemma2", "mixtral", "qwen2_moe", "phi"]
 
 
 def common_args(ap):

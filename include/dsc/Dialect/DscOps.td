@@ -351,6 +351,23 @@ def Dsc_SoftcapOp
   let results = (outs Dsc_FloatTensor:$result);
 }
 
+defvar kSigmoidGateFlops = 5; // exp, add, divide for the sigmoid; a multiply
+
+def Dsc_SigmoidGateOp
+    : Dsc_DiffOp<"sigmoid_gate",
+        [Dsc_ElementwiseCost<kSigmoidGateFlops, "Results", 1>]> {
+  let summary = "A sigmoid gate per row: sigmoid(gate) * input";
+  let description = [{
+    `%y = dsc.sigmoid_gate %gate, %x : (tensor<4x1xf32>, tensor<4x8xf32>) ->
+    tensor<4x8xf32>`: each row of `%x` (`[..., C]`) times the sigmoid of its
+    one gate value (`%gate` `[..., 1]`): Qwen2-MoE's shared expert,
+    `sigmoid(shared_expert_gate(h)) * shared_expert(h)`. Its gradient is
+    `dsc.sigmoid_gate_grad`.
+  }];
+  let arguments = (ins Dsc_FloatTensor:$gate, Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$result);
+}
+
 def Dsc_SwigluOp
     : Dsc_DiffOp<"swiglu",
         [Dsc_ElementwiseCost<!add(kSiluFlops, kAddFlops), "Results", 1>]> {
@@ -723,9 +740,12 @@ def Dsc_MoeTopkOp
     ones the lower expert first) and those probabilities divided by their
     sum (`%weights` `[..., K]`), as Mixtral's sparse MoE block routes. The
     renormalised weights are the softmax of the chosen logits alone, so the
-    gradient (`dsc.moe_topk_grad`) reaches only the chosen logits.
+    gradient (`dsc.moe_topk_grad`) reaches only the chosen logits. With
+    `normalize = false` (Qwen2-MoE's `norm_topk_prob: false`) the weights
+    are the probabilities themselves, and the gradient reaches every logit.
   }];
-  let arguments = (ins Dsc_FloatTensor:$logits, I64Attr:$k);
+  let arguments = (ins Dsc_FloatTensor:$logits, I64Attr:$k,
+                       DefaultValuedAttr<BoolAttr, "true">:$normalize);
   let results = (outs Dsc_FloatTensor:$weights, Dsc_IdTensor:$experts);
 }
 
@@ -1032,6 +1052,19 @@ def Dsc_SoftcapGradOp : Dsc_Op<"softcap_grad"> {
   let results = (outs Dsc_FloatTensor:$input_grad);
 }
 
+def Dsc_SigmoidGateGradOp : Dsc_Op<"sigmoid_gate_grad"> {
+  let summary = "Gradients of dsc.sigmoid_gate w.r.t. its gate and input";
+  let description = [{
+    `%dgate, %dx = dsc.sigmoid_gate_grad %dy, %gate, %x`: with s the
+    sigmoid of a row's gate, `dx = s * dy` and `dgate = s (1 - s) sum_c
+    dy[c] x[c]` (the sum in order along the row).
+  }];
+  let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$gate,
+                       Dsc_FloatTensor:$input);
+  let results = (outs Dsc_FloatTensor:$gate_grad,
+                      Dsc_FloatTensor:$input_grad);
+}
+
 def Dsc_SwigluGradOp : Dsc_Op<"swiglu_grad"> {
   let summary = "Gradients of dsc.swiglu w.r.t. gate and up, one pass";
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$gate,
@@ -1153,10 +1186,14 @@ def Dsc_MoeTopkGradOp : Dsc_Op<"moe_topk_grad"> {
   let description = [{
     `%dlogits = dsc.moe_topk_grad %dweights, %weights, %experts`:
     `dlogits[n, experts[n, k]] = w[n, k] * (dw[n, k] - sum_j w[n, j] dw[n,
-    j])`, zero for the experts a token did not choose; `[..., E]`.
+    j])`, zero for the experts a token did not choose; `[..., E]`. With the
+    forward's `%logits` as a fourth operand (`normalize = false`: the
+    weights are softmax probabilities p), an expert j a token did not
+    choose gets `-p[n, j] * sum_k w[n, k] dw[n, k]` instead of zero.
   }];
   let arguments = (ins Dsc_FloatTensor:$grad, Dsc_FloatTensor:$weights,
-                       Dsc_IdTensor:$experts);
+                       Dsc_IdTensor:$experts,
+                       Optional<Dsc_FloatTensor>:$logits);
   let results = (outs Dsc_FloatTensor:$result);
 }
 

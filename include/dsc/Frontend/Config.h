@@ -100,9 +100,24 @@ struct ModelConfig {
   bool embedScale = false;  ///< embeddings times sqrt(hidden_size)
   bool normPlusOne = false; ///< RMSNorm scales by 1 + weight (weights from 0)
   bool geluMlp = false;     ///< MLP gate through GELU (`gelu`) instead of SiLU
-  // Mixtral: a sparse mixture-of-experts block instead of the MLP.
-  int64_t numExperts = 0;      ///< num_local_experts; 0: a dense MLP
+  // Mixtral and Qwen2-MoE: a sparse mixture-of-experts block instead of
+  // the MLP.
+  int64_t numExperts = 0;      ///< num_local_experts / num_experts; 0: dense
   int64_t expertsPerToken = 0; ///< num_experts_per_tok
+  int64_t expertIntermediate = 0; ///< moe_intermediate_size (Mixtral: intermediate)
+  /// norm_topk_prob: the chosen experts' weights renormalised to sum to 1
+  /// (Mixtral always; Qwen2-MoE's default false).
+  bool normTopk = true;
+  /// shared_expert_intermediate_size: Qwen2-MoE's shared expert, a SwiGLU
+  /// MLP of that width every token runs, gated by a sigmoid; 0: none.
+  int64_t sharedExpertIntermediate = 0;
+  /// decoder_sparse_step and mlp_only_layers: layer l is sparse when
+  /// (l + 1) % step == 0 and l is not listed; the others keep a dense MLP
+  /// of `intermediate`.
+  int64_t sparseStep = 1;
+  std::vector<int64_t> mlpOnlyLayers;
+  bool isMoeLayer(int64_t layer) const;
+  int64_t numMoeLayers() const;
   /// output_router_logits: the objective adds router_aux_loss_coef times
   /// the load-balancing loss (MixtralForCausalLM's loss with labels).
   bool routerAuxLoss = false;

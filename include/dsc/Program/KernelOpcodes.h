@@ -76,6 +76,7 @@ namespace dsc::rt {
 #define DSC_FAMILY_ExpertExchange(Name) DSC_KERNELS_Collective(Name)
 #define DSC_FAMILY_Compression(Name) DSC_KERNELS_Compression(Name)
 #define DSC_FAMILY_Pointwise(Name) DSC_KERNELS_Gated(Name)
+#define DSC_FAMILY_RowGate(Name) DSC_KERNELS_Gated(Name)
 #define DSC_FAMILY_Rotary(Name) DSC_KERNELS_Rotary(Name)
 #define DSC_FAMILY_RepeatKv(Name) DSC_KERNELS_Rotary(Name)
 #define DSC_FAMILY_FourBitLinear(Name) DSC_KERNELS_Quantized(Name)

@@ -160,7 +160,7 @@ enum class OpFamily {
   NormGradFromOutput, ResidualNorm, Gelu, Dropout, Bias, Heads, ConcatSplit,
   Softmax, Attention, CrossEntropy, VocabCrossEntropy, TokenMask, Optimizer,
   PerTensorOptimizer, Scalar, Compression, CompressedOptimizer, Pointwise,
-  Rotary, RepeatKv, FourBitLinear, Moe, ExpertExchange,
+  RowGate, Rotary, RepeatKv, FourBitLinear, Moe, ExpertExchange,
 };
 
 /// The lib/Kernels family that runs an OpFamily (Gemm: GemmCpu.cpp on the

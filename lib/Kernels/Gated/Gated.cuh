@@ -108,4 +108,30 @@ __device__ void swigluGrad(const TD *dy, const TG *gate, const TU *up,
   }
 }
 
+/// dsc.sigmoid_gate (cpu::sigmoidGate): y[r] = sigmoid(gate[r]) x[r].
+template <typename TG, typename TX, typename TY, dsc_i64 ROWS, dsc_i64 C>
+__device__ void sigmoidGate(const TG *gate, const TX *x, TY *y) {
+  DSC_GRID_LOOP(i, ROWS * C) {
+    st(y, i, sigmoidAt(ld(gate, i / C)) * ld(x, i));
+  }
+}
+
+/// dsc.sigmoid_gate_grad (cpu::sigmoidGateGrad): one thread per row, the
+/// row's dot product in order.
+template <typename TD, typename TG, typename TX, typename TOG, typename TOX,
+          dsc_i64 ROWS, dsc_i64 C>
+__device__ void sigmoidGateGrad(const TD *dy, const TG *gate, const TX *x,
+                                TOG *dgate, TOX *dx) {
+  DSC_GRID_LOOP(r, ROWS) {
+    const float s = sigmoidAt(ld(gate, r));
+    float dot = 0.0f;
+    for (dsc_i64 c = 0; c < C; ++c) {
+      const float d = ld(dy, r * C + c);
+      dot += d * ld(x, r * C + c);
+      st(dx, r * C + c, s * d);
+    }
+    st(dgate, r, s * (1.0f - s) * dot);
+  }
+}
+
 } // namespace dsc

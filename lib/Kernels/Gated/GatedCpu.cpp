@@ -2,9 +2,10 @@
 //
 // silu, mul, swiglu (silu(gate) * up) and their gradients: LLaMA's MLP;
 // scale (by a constant): LoRA's alpha / r; softcap: Gemma 2's
-// cap * tanh(x / cap).
-// Every operand of these ops has one shape (the instruction checker's
-// Pointwise family), so each kernel is one vectorised loop.
+// cap * tanh(x / cap). Every operand of these ops has one shape (the
+// instruction checker's Pointwise family), so each kernel is one
+// vectorised loop. sigmoid_gate (Qwen2-MoE's shared expert) scales each
+// row by the sigmoid of its gate value (the RowGate family).
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +82,32 @@ void swigluGrad(const float *dy, const float *gate, const float *up,
   }
 }
 
+/// y[r] = sigmoid(gate[r]) x[r] over rows of C.
+void sigmoidGate(const float *gate, const float *x, float *y, int64_t rows,
+                 int64_t C) {
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = sigmoidAt(gate[r]);
+    for (int64_t c = 0; c < C; ++c)
+      y[r * C + c] = s * x[r * C + c];
+  }
+}
+
+/// dx[r] = s dy[r]; dgate[r] = s (1 - s) dot(dy[r], x[r]) (in order).
+void sigmoidGateGrad(const float *dy, const float *gate, const float *x,
+                     float *dgate, float *dx, int64_t rows, int64_t C) {
+#pragma omp parallel for schedule(static) if (rows * C > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = sigmoidAt(gate[r]);
+    float dot = 0.0f;
+    for (int64_t c = 0; c < C; ++c)
+      dot += dy[r * C + c] * x[r * C + c];
+    for (int64_t c = 0; c < C; ++c)
+      dx[r * C + c] = s * dy[r * C + c];
+    dgate[r] = s * (1.0f - s) * dot;
+  }
+}
+
 } // namespace
 
 void runGated(Exec &e) {
@@ -114,8 +141,16 @@ void runGated(Exec &e) {
     swigluGrad(dy, gate, up, e.fout(0, "dgate"), e.fout(1, "dup"), n);
     return;
   }
+  case GatedOpcode::SigmoidGate:
+    sigmoidGate(e.fin(0, "gate"), e.fin(1, "x"), e.fout(0, "y"), e.d.rows,
+                e.d.cols);
+    return;
+  case GatedOpcode::SigmoidGateGrad:
+    sigmoidGateGrad(e.fin(0, "dy"), e.fin(1, "gate"), e.fin(2, "x"),
+                    e.fout(0, "dgate"), e.fout(1, "dx"), e.d.rows, e.d.cols);
+    return;
   }
-  e.fail("internal: not a silu, mul, scale or swiglu opcode");
+  e.fail("internal: not a gated opcode");
 }
 
 } // namespace dsc::rt::cpu

@@ -1,7 +1,7 @@
 //===- GatedEmit.cpp - CUDA launchers of the gated family -----------------===//
 //
-// silu, mul, swiglu, scale and their gradients: emitGated instantiates the
-// grid-stride templates of Gated.cuh.
+// silu, mul, swiglu, scale, softcap, the sigmoid row gate and their
+// gradients: emitGated instantiates the grid-stride templates of Gated.cuh.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +73,26 @@ void emitGated(KernelSpec &s, const rt::InstrDims &d) {
                 call("swigluGrad",
                      {s.T(dy), s.T(gate), s.T(up), s.T(dg), n(N), V},
                      {dy, gate, up, dg, du}));
+    return;
+  }
+  case GatedOpcode::SigmoidGate: {
+    const std::string gate = s.in(0, "gate"), x = s.in(1, "x"),
+                      y = s.out(0, "y");
+    elementwise(s, d.n, {gate, x, y},
+                call("sigmoidGate",
+                     {s.T(gate), s.T(x), s.T(y), n(d.rows), n(d.cols)},
+                     {gate, x, y}));
+    return;
+  }
+  case GatedOpcode::SigmoidGateGrad: {
+    const std::string dy = s.in(0, "dy"), gate = s.in(1, "gate"),
+                      x = s.in(2, "x"), dg = s.out(0, "dgate"),
+                      dx = s.out(1, "dx");
+    elementwise(s, d.rows, {dy, gate, x, dg, dx},
+                call("sigmoidGateGrad",
+                     {s.T(dy), s.T(gate), s.T(x), s.T(dg), s.T(dx), n(d.rows),
+                      n(d.cols)},
+                     {dy, gate, x, dg, dx}));
     return;
   }
   }

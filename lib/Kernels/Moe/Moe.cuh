@@ -32,8 +32,8 @@ __device__ __forceinline__ float moeRowSum(const TL *row, float mx) {
 }
 
 /// dsc.moe_topk (cpu::topk): one thread per token; a row with a NaN still
-/// chooses K distinct experts.
-template <typename TL, typename TW, dsc_i64 N, dsc_i64 E, dsc_i64 K>
+/// chooses K distinct experts. NORM: the weights renormalised to sum to 1.
+template <typename TL, typename TW, dsc_i64 N, dsc_i64 E, dsc_i64 K, bool NORM>
 __device__ void moeTopk(const TL *logits, TW *weights, int *experts) {
   DSC_GRID_LOOP(n, N) {
     const TL *row = logits + n * E;
@@ -57,21 +57,30 @@ __device__ void moeTopk(const TL *logits, TW *weights, int *experts) {
       total += (w[k] = bestP);
     }
     for (dsc_i64 k = 0; k < K; ++k)
-      st(weights, n * K + k, w[k] / total);
+      st(weights, n * K + k, NORM ? w[k] / total : w[k]);
   }
 }
 
-/// dsc.moe_topk_grad (cpu::topkGrad): one thread per token.
-template <typename TD, typename TW, typename TO, dsc_i64 N, dsc_i64 E,
-          dsc_i64 K>
+/// dsc.moe_topk_grad (cpu::topkGrad): one thread per token. With `logits`
+/// (LOGITS: unnormalised weights), an unchosen expert gets -p times the
+/// dot product instead of zero.
+template <typename TD, typename TW, typename TO, typename TL, dsc_i64 N,
+          dsc_i64 E, dsc_i64 K, bool LOGITS>
 __device__ void moeTopkGrad(const TD *dw, const TW *w, const int *experts,
-                            TO *dlogits) {
+                            const TL *logits, TO *dlogits) {
   DSC_GRID_LOOP(n, N) {
     float dot = 0.0f;
     for (dsc_i64 k = 0; k < K; ++k)
       dot += ld(w, n * K + k) * ld(dw, n * K + k);
-    for (dsc_i64 e = 0; e < E; ++e)
-      st(dlogits, n * E + e, 0.0f);
+    if (LOGITS) {
+      const TL *row = logits + n * E;
+      const float mx = moeRowMax<TL, E>(row), sum = moeRowSum<TL, E>(row, mx);
+      for (dsc_i64 e = 0; e < E; ++e)
+        st(dlogits, n * E + e, -(expf(ld(row, e) - mx) / sum) * dot);
+    } else {
+      for (dsc_i64 e = 0; e < E; ++e)
+        st(dlogits, n * E + e, 0.0f);
+    }
     for (dsc_i64 k = 0; k < K; ++k)
       st(dlogits, n * E + experts[n * K + k],
          ld(w, n * K + k) * (ld(dw, n * K + k) - dot));

@@ -30,11 +30,11 @@ void softmaxRow(const float *row, int64_t E, float *p) {
 }
 
 /// Per token: the K most probable experts (descending; ties to the lower
-/// expert) and their probabilities renormalised to sum to 1. A row with a
-/// NaN still chooses K distinct experts (its weights are NaN, which the
-/// step's non-finite check reports).
+/// expert) and their probabilities, renormalised to sum to 1 when
+/// `normalize`. A row with a NaN still chooses K distinct experts (its
+/// weights are NaN, which the step's non-finite check reports).
 void topk(const float *logits, float *weights, int32_t *experts, int64_t N,
-          int64_t E, int64_t K) {
+          int64_t E, int64_t K, bool normalize) {
 #pragma omp parallel for schedule(static) if (N * E > (1 << 14))
   for (int64_t n = 0; n < N; ++n) {
     std::vector<float> p(static_cast<size_t>(E));
@@ -53,21 +53,31 @@ void topk(const float *logits, float *weights, int32_t *experts, int64_t N,
       chosen[k] = int32_t(best);
       sum += (w[k] = p[size_t(best)]);
     }
-    for (int64_t k = 0; k < K; ++k)
-      w[k] /= sum;
+    if (normalize)
+      for (int64_t k = 0; k < K; ++k)
+        w[k] /= sum;
   }
 }
 
-/// dlogits[n, experts[n, k]] = w (dw - sum_j w_j dw_j); 0 elsewhere.
+/// dlogits[n, experts[n, k]] = w (dw - sum_j w_j dw_j); elsewhere 0, or,
+/// with `logits` (unnormalised weights: softmax probabilities p), -p_j
+/// times that sum.
 void topkGrad(const float *dw, const float *w, const int32_t *experts,
-              float *dlogits, int64_t N, int64_t E, int64_t K) {
+              const float *logits, float *dlogits, int64_t N, int64_t E,
+              int64_t K) {
 #pragma omp parallel for schedule(static) if (N * E > (1 << 14))
   for (int64_t n = 0; n < N; ++n) {
     float *out = dlogits + n * E;
-    std::fill(out, out + E, 0.0f);
     float dot = 0.0f;
     for (int64_t k = 0; k < K; ++k)
       dot += w[n * K + k] * dw[n * K + k];
+    if (logits) {
+      softmaxRow(logits + n * E, E, out);
+      for (int64_t j = 0; j < E; ++j)
+        out[j] *= -dot;
+    } else {
+      std::fill(out, out + E, 0.0f);
+    }
     for (int64_t k = 0; k < K; ++k)
       out[experts[n * K + k]] = w[n * K + k] * (dw[n * K + k] - dot);
   }
@@ -296,10 +306,11 @@ void runMoe(Exec &e) {
   switch (asFamily<MoeOpcode>(e.I.op)) {
   case MoeOpcode::MoeTopk:
     topk(e.fin(0, "logits"), e.fout(0, "weights"), e.iout(1, "experts"), N, E,
-         K);
+         K, e.I.getInt("normalize") != 0);
     return;
   case MoeOpcode::MoeTopkGrad:
     topkGrad(e.fin(0, "dweights"), e.fin(1, "weights"), e.iin(2, "experts"),
+             e.I.inputs.size() == 4 ? e.fin(3, "logits") : nullptr,
              e.fout(0, "dlogits"), N, E, K);
     return;
   case MoeOpcode::MoeRoute:

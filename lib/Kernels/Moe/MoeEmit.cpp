@@ -113,7 +113,9 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
                       experts = s.out(1, "experts");
     s.requireType(s.outType(1), Storage::I32, "experts");
     elementwise(s, N, {logits, w, experts},
-                call("moeTopk", {s.T(logits), s.T(w), n(N), n(E), n(K)},
+                call("moeTopk",
+                     {s.T(logits), s.T(w), n(N), n(E), n(K),
+                      b(s.I.getInt("normalize") != 0)},
                      {logits, w, experts}));
     return;
   }
@@ -121,10 +123,18 @@ void emitMoe(KernelSpec &s, const rt::InstrDims &d) {
     s.requireType(s.inType(2), Storage::I32, "experts");
     const std::string dw = s.in(0, "dw"), w = s.in(1, "w"),
                       experts = s.in(2, "experts"), out = s.out(0, "dlogits");
-    elementwise(s, N, {dw, w, experts, out},
+    const bool withLogits = s.I.inputs.size() == 4;
+    const std::string logits =
+        withLogits ? s.in(3, "logits") : "(const float *)nullptr";
+    std::vector<std::string> args = {dw, w, experts, out};
+    if (withLogits)
+      args.push_back(logits);
+    elementwise(s, N, args,
                 call("moeTopkGrad",
-                     {s.T(dw), s.T(w), s.T(out), n(N), n(E), n(K)},
-                     {dw, w, experts, out}));
+                     {s.T(dw), s.T(w), s.T(out),
+                      withLogits ? s.T(logits) : "float", n(N), n(E), n(K),
+                      b(withLogits)},
+                     {dw, w, experts, logits, out}));
     return;
   }
   case MoeOpcode::MoeRoute: {
