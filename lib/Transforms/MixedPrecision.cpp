@@ -179,6 +179,10 @@ struct MixedPrecisionPass
       // its gradient are [2, E] statistics of the load-balancing loss.
       else if (isa<MoeLoadOp, MoeBalanceLossGradOp>(op))
         keepF32.insert(op->getResult(0));
+      // A pipeline boundary's packed activations travel as f32, as a single
+      // one does (a stage's inputs and outputs keep the function's types).
+      else if (isa<PackOp, UnpackOp>(op))
+        keepF32.insert(op->getResults().begin(), op->getResults().end());
     }
 
     // Activations: every f32 tensor result is stored in half.
@@ -186,6 +190,18 @@ struct MixedPrecisionPass
       for (Value result : op->getResults())
         if (isF32Tensor(result, false) && !keepF32.contains(result))
           result.setType(halfOf(result));
+
+    // What a pack packs is widened back to its f32.
+    for (Operation *op : ops)
+      if (auto pack = dyn_cast<PackOp>(op))
+        for (OpOperand &operand : pack->getOpOperands())
+          if (auto type = cast<RankedTensorType>(operand.get().getType());
+              !type.getElementType().isF32()) {
+            OpBuilder before(pack);
+            operand.set(before.create<ConvertOp>(
+                operand.get().getLoc(), type.clone(before.getF32Type()),
+                operand.get()));
+          }
 
     // Returned values keep the function's f32 result types.
     OpBuilder b(ret);

@@ -229,6 +229,37 @@ TEST(Elementwise, SoftcapAndItsGradient) {
     EXPECT_NEAR(h.f(dx)[k], num[size_t(k)], 2e-3) << k;
 }
 
+// Qwen2-MoE's shared-expert gate: each row of x times the sigmoid of its
+// gate, against double; both gradients against finite differences.
+TEST(Elementwise, SigmoidGateAndItsGradients) {
+  Harness h;
+  const int64_t rows = 6, C = 5;
+  int g = h.buf({2, 3, 1}), x = h.buf({2, 3, C}), y = h.buf({2, 3, C}),
+      w = h.buf({2, 3, C}), dg = h.buf({2, 3, 1}), dx = h.buf({2, 3, C});
+  h.alloc();
+  h.set(g, uniform(size_t(rows), 21, -4, 4));
+  h.set(x, uniform(size_t(rows * C), 22, -2, 2));
+  h.set(w, uniform(size_t(rows * C), 23));
+  h.run(Opcode::SigmoidGate, {g, x}, {y});
+  for (int64_t i = 0; i < rows * C; ++i)
+    EXPECT_NEAR(h.f(y)[i],
+                double(h.f(x)[i]) / (1.0 + std::exp(-double(h.f(g)[i / C]))),
+                1e-6)
+        << i;
+  h.run(Opcode::SigmoidGateGrad, {w, g, x}, {dg, dx});
+  auto loss = [&] {
+    h.run(Opcode::SigmoidGate, {g, x}, {y});
+    return dot(h.f(w), h.f(y), int(rows * C));
+  };
+  const std::vector<float> dgate = h.get(dg), dinput = h.get(dx);
+  auto numG = numericGrad(h.f(g), int(rows), loss, 1e-2f);
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_NEAR(dgate[size_t(r)], numG[size_t(r)], 2e-3) << r;
+  auto numX = numericGrad(h.f(x), int(rows * C), loss, 1e-2f);
+  for (int64_t i = 0; i < rows * C; ++i)
+    EXPECT_NEAR(dinput[size_t(i)], numX[size_t(i)], 2e-3) << i;
+}
+
 TEST(Elementwise, SplitAndMergeHeads) {
   const int64_t B = 2, T = 3, P = 3, H = 2, D = 4;
   Harness h;

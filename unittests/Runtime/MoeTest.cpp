@@ -36,7 +36,7 @@ TEST(MoeTopk, MatchesNaiveAndFiniteDifferences) {
       dl = h.buf({N, E});
   h.alloc();
   h.set(logits, uniform(size_t(N * E), 3, -2.0f, 2.0f));
-  h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(K)}});
+  h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(K)}, {"normalize", int64_t(1)}});
   for (int64_t n = 0; n < N; ++n) {
     std::vector<double> p = softmax(h.f(logits) + n * E, E);
     std::vector<int> order(static_cast<size_t>(E));
@@ -55,12 +55,48 @@ TEST(MoeTopk, MatchesNaiveAndFiniteDifferences) {
   h.run(Opcode::MoeTopkGrad, {dw, w, experts}, {dl});
   std::vector<float> analytic = h.get(dl);
   auto loss = [&] {
-    h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(K)}});
+    h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(K)}, {"normalize", int64_t(1)}});
     return dot(c.data(), h.f(w), N * K);
   };
   std::vector<double> numeric = numericGrad(h.f(logits), N * E, loss, 1e-3f);
   for (int64_t i = 0; i < N * E; ++i)
     EXPECT_NEAR(analytic[size_t(i)], numeric[size_t(i)], 2e-3) << i;
+}
+
+// normalize = false (Qwen2-MoE's norm_topk_prob false): the weights are the
+// chosen probabilities themselves, and with the logits as its fourth
+// operand the gradient reaches every expert's logit.
+TEST(MoeTopk, UnnormalisedWeightsAndTheirGradient) {
+  const int64_t N = 6, E = 5, K = 2;
+  Harness h;
+  int logits = h.buf({N, E}), w = h.buf({N, K}),
+      experts = h.buf({N, K}, DType::I32), dw = h.buf({N, K}),
+      dl = h.buf({N, E});
+  h.alloc();
+  h.set(logits, uniform(size_t(N * E), 13, -2.0f, 2.0f));
+  const std::map<std::string, AttrValue> attrs = {{"k", int64_t(K)},
+                                                 {"normalize", int64_t(0)}};
+  h.run(Opcode::MoeTopk, {logits}, {w, experts}, attrs);
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<double> p = softmax(h.f(logits) + n * E, E);
+    for (int64_t k = 0; k < K; ++k)
+      EXPECT_NEAR(h.f(w)[n * K + k], p[size_t(h.i(experts)[n * K + k])], 1e-6);
+  }
+  std::vector<float> c = uniform(size_t(N * K), 14);
+  h.set(dw, c);
+  h.run(Opcode::MoeTopkGrad, {dw, w, experts, logits}, {dl});
+  std::vector<float> analytic = h.get(dl);
+  auto loss = [&] {
+    h.run(Opcode::MoeTopk, {logits}, {w, experts}, attrs);
+    return dot(c.data(), h.f(w), N * K);
+  };
+  std::vector<double> numeric = numericGrad(h.f(logits), N * E, loss, 1e-3f);
+  int unchosenMoved = 0;
+  for (int64_t i = 0; i < N * E; ++i) {
+    EXPECT_NEAR(analytic[size_t(i)], numeric[size_t(i)], 2e-3) << i;
+    unchosenMoved += std::fabs(analytic[size_t(i)]) > 1e-4;
+  }
+  EXPECT_GT(unchosenMoved, N * K) << "only the chosen logits got a gradient";
 }
 
 TEST(MoeRoute, StableExpertMajorSlots) {
@@ -230,7 +266,7 @@ TEST(MoeLoad, BalanceLossAndGradients) {
   h.alloc();
   h.set(logits, uniform(size_t(N * E), 11, -2.0f, 2.0f));
   h.set(other, uniform(size_t(2 * E), 12, 0.0f, 3.0f));
-  h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(K)}});
+  h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(K)}, {"normalize", int64_t(1)}});
   h.run(Opcode::MoeLoad, {logits, experts}, {load});
   for (int64_t e = 0; e < E; ++e) {
     int chosen = 0;
@@ -286,7 +322,7 @@ TEST(MoeInstrCheck, RejectsMismatchedOperands) {
             "GroupedLinear: weight '" + h.prog.buffers[size_t(w)].name +
                 "' [10,4] does not stack 3 experts");
   EXPECT_EQ(errorOf([&] {
-              h.run(Opcode::MoeTopk, {logits}, {wk, ek}, {{"k", int64_t(2)}});
+              h.run(Opcode::MoeTopk, {logits}, {wk, ek}, {{"k", int64_t(2)}, {"normalize", int64_t(1)}});
             }),
             "MoeTopk: weights '" + h.prog.buffers[size_t(wk)].name +
                 "' [5,3] must be [tokens..., 2] over 5 tokens");
@@ -304,7 +340,7 @@ TEST(MoeTopk, NaNRowStillChoosesDistinctExperts) {
       experts = h.buf({1, 2}, DType::I32);
   h.alloc();
   h.set(logits, {0.5f, NAN, 1.0f});
-  h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(2)}});
+  h.run(Opcode::MoeTopk, {logits}, {w, experts}, {{"k", int64_t(2)}, {"normalize", int64_t(1)}});
   std::vector<int32_t> e = h.geti(experts);
   EXPECT_NE(e[0], e[1]);
   for (int32_t x : e)
