@@ -251,7 +251,7 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
   // What pipeline rank s holds: its chunks' units, with the last stage's
   // own copy of a tied word embedding.
   struct StageUnits {
-    double params = 0, expertParams = 0, layers = 0;
+    double params = 0, expertParams = 0, layers = 0, sparseLayers = 0;
     bool embed = false, head = false;
     std::string names; ///< "embed-3 8-11": each chunk's first-last unit
   };
@@ -265,6 +265,8 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
         st.params += mu.units[u].paramsPerRank;
         st.expertParams += mu.units[u].expertParamsPerRank;
         st.layers += (u >= 1 && u <= L) ? 1 : 0;
+        st.sparseLayers +=
+            (u >= 1 && u <= L && model.isMoeLayer(int64_t(u) - 1)) ? 1 : 0;
         st.embed |= u == 0;
         st.head |= u == L + 1;
       }
@@ -331,9 +333,18 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
       rowsPerToken = std::min(rowsPerToken, double(Ep * El * capacity) /
                                                 double(tokens));
   }
+  // A layer's MLP width per token: a dense layer's intermediate; a sparse
+  // one's experts' rows plus its shared expert; averaged over the layers.
+  const double denseFfn =
+      double(model.intermediate ? model.intermediate : 4 * model.hidden);
+  const double sparseLayers = double(model.numMoeLayers());
   const double ffnWidth =
-      double(model.intermediate ? model.intermediate : 4 * model.hidden) *
-      rowsPerToken;
+      sparseLayers
+          ? (sparseLayers * (double(model.expertIntermediate) * rowsPerToken +
+                             double(model.sharedExpertIntermediate)) +
+             (double(model.numLayers) - sparseLayers) * denseFfn) /
+                double(model.numLayers)
+          : denseFfn;
   const bool checkpointed =
       train.remat.perLayer || par.activationCheckpointInterval > 0;
   const int64_t interval =
@@ -548,8 +559,9 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     // router loads of every MoE layer before it, on their way to the head.
     const bool loadsTravel = model.numExperts && model.routerAuxLoss;
     auto boundaryBytes = [&](size_t vs) { // the boundary before vs
-      const double layersBefore =
-          double(std::min(bounds[vs], L + 1)) - 1.0;
+      double layersBefore = 0; // sparse layers, whose loads travel
+      for (size_t u = 1; u < std::min(bounds[vs], L + 1); ++u)
+        layersBefore += model.isMoeLayer(int64_t(u) - 1) ? 1 : 0;
       return hidden + (loadsTravel ? layersBefore * 2.0 *
                                          double(model.numExperts) * 4.0
                                    : 0.0);
@@ -580,7 +592,8 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     const double expertRows =
         Ep > 1 ? B * S * double(K) * double(Ep - 1) / double(Ep) : 0;
     const double allToAllBytes =
-        double(m) * layers * (checkpointed ? 6 : 4) * expertRows * h * act;
+        double(m) * st.sparseLayers * (checkpointed ? 6 : 4) * expertRows * h *
+        act;
     double dataBytes = ring(grads, Z);
     if (zero == 2)
       dataBytes = ring(grads, Z) / 2 * double(m + 1);
