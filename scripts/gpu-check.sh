@@ -28,6 +28,8 @@
 #                   check-cuda --compression (the compressed optimizers'
 #                   kernels against the CPU), and GPT-2 tiny with
 #                   DeepSpeed's Fixed block-sparse layout (fp32, bf16);
+#                   check-cuda-gemma2, -phi, -mixtral, -mixtral-drop (token
+#                   dropping), -qwen2-moe: tiny models of those types;
 #                   check-cuda-registers: the same for the register-resident
 #                   attention forward (DSC_CUDA_ATTENTION=registers) on
 #                   GPT-2 124M bf16 at seq 128 and GPT-2 tiny bf16;
@@ -70,6 +72,7 @@
 #           loaded), profile
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
 #           check-cuda-registers check-cuda-gemma2 check-cuda-phi
+#           check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
 #           sparse-attention ncu-attention ctest-gpu
 #   distributed  libraries devices nccl dist-*
 # Each step has a time cap, so the whole run ends within
@@ -97,6 +100,7 @@ if ((${#selected[@]} == 1)); then
                     attention-cudnn attention-registers bench profile) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
                      check-cuda-registers check-cuda-gemma2 check-cuda-phi
+                     check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
                      sparse-attention ncu-attention ctest-gpu) ;;
     distributed) selected=(libraries devices nccl 'dist-*') ;;
   esac
@@ -450,7 +454,7 @@ step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
 step check-cuda-registers 120 check_cuda_registers
 # Gemma 2 (dsc.softcap on the scores and the logits) and Phi (partial rotary
 # through split/concat, parallel blocks): tiny models written here.
-python3 - "$work" <<'PY'
+python3 - "$work" "$examples/ds_config.json" <<'PY'
 import json, sys
 common = {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96,
           "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -461,9 +465,23 @@ json.dump({**common, "model_type": "gemma2", "head_dim": 16,
           open(sys.argv[1] + "/gemma2-tiny.json", "w"))
 json.dump({**common, "model_type": "phi", "partial_rotary_factor": 0.5},
           open(sys.argv[1] + "/phi-tiny.json", "w"))
+json.dump({**common, "model_type": "qwen2_moe", "num_hidden_layers": 3,
+           "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48,
+           "num_experts": 4, "num_experts_per_tok": 2, "mlp_only_layers": [1],
+           "output_router_logits": True, "router_aux_loss_coef": 0.02},
+          open(sys.argv[1] + "/qwen2-moe-tiny.json", "w"))
+ds = json.load(open(sys.argv[2]))
+ds.pop("scheduler")
+ds["moe"] = {"drop_tokens": True, "capacity_factor": 0.75, "min_capacity": 0}
+json.dump(ds, open(sys.argv[1] + "/moe-drop.json", "w"))
 PY
 step check-cuda-gemma2 60 check_cuda gemma2-tiny "$examples/ds_config.json"
 step check-cuda-phi 60 check_cuda phi-tiny "$examples/ds_config.json"
+# The mixture-of-experts kernels: Mixtral dropless and with token dropping,
+# Qwen2-MoE (unnormalised router, the shared expert's sigmoid gate).
+step check-cuda-mixtral 60 check_cuda mixtral-tiny "$examples/ds_config.json"
+step check-cuda-mixtral-drop 60 check_cuda mixtral-tiny "$work/moe-drop.json"
+step check-cuda-qwen2-moe 60 check_cuda qwen2-moe-tiny "$examples/ds_config.json"
 # GPT-2 124M without dropout: cuDNN's masks are its own.
 sed 's/"\(attn\|embd\|resid\)_pdrop": [0-9.]*/"\1_pdrop": 0.0/' \
   "$examples/gpt2-small.json" > "$work/gpt2-small-nodrop.json"
