@@ -14,9 +14,12 @@ Reported:
   routing (`dsc-run plan`'s "expert all-to-all (even)": 4 exchanges per
   layer and micro-batch, B*T*K*(G-1)/G rows of width x 4 bytes, plus the
   counts), measured / formula.
-Step times are medians over the steps after the first two.
+Step times are medians over the steps after the first two. With
+--backend cuda (one GPU, no MPI) only the one-rank comparison runs, on the
+CUDA backend.
 
     /usr/bin/python3 bench/bench_moe.py
+    python3 bench/bench_moe.py --backend cuda --dsc-run bin/dsc-run
 """
 import argparse
 import json
@@ -47,14 +50,15 @@ def model_config(args, moe):
     return cfg
 
 
-def train(wd, dsc_run, model, cfg, ranks, tag, steps, threads=None):
+def train(wd, dsc_run, model, cfg, ranks, tag, steps, threads=None,
+          backend="cpu"):
     """--log-json records of `steps` steps on `ranks` ranks."""
     cfg_path = os.path.join(wd, f"{tag}.json")
     json.dump(cfg, open(cfg_path, "w"))
     log = os.path.join(wd, f"{tag}.jsonl")
-    cmd = [dsc_run, "train", "--model", model, "--config", cfg_path,
-           "--data", os.path.join(wd, "data.txt"), "--steps", str(steps),
-           "--log-json", log]
+    cmd = [dsc_run, "train", "--backend", backend, "--model", model,
+           "--config", cfg_path, "--data", os.path.join(wd, "data.txt"),
+           "--steps", str(steps), "--log-json", log]
     env = dict(os.environ)
     if ranks > 1:
         cmd = [shutil.which("mpirun"), "-np", str(ranks), "--oversubscribe",
@@ -80,6 +84,7 @@ def main():
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
 
     wd = tempfile.mkdtemp(prefix="dsc-bench-moe-")
@@ -105,11 +110,15 @@ def main():
           f"width {args.ffn}, top-{args.top_k}; dense LLaMA MLP width "
           f"{args.ffn * args.top_k}; micro-batch {B} x {T}")
     one = {name: tokens_per_s(train(wd, args.dsc_run, models[name],
-                                    step_config(1), 1, f"{name}-1", args.steps))
+                                    step_config(1), 1, f"{name}-1", args.steps,
+                                    backend=args.backend))
            for name in models}
-    print(f"\none rank: Mixtral {one['mixtral']:.0f} tokens/s, dense "
-          f"{one['dense']:.0f} tokens/s: Mixtral / dense "
+    print(f"\none rank ({args.backend}): Mixtral {one['mixtral']:.0f} "
+          f"tokens/s, dense {one['dense']:.0f} tokens/s: Mixtral / dense "
           f"{one['mixtral'] / one['dense']:.2f}")
+    if args.backend == "cuda":
+        shutil.rmtree(wd)
+        return
 
     G = 4
     runs = {"data-parallel": train(wd, args.dsc_run, models["mixtral"],

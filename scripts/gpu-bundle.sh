@@ -15,7 +15,8 @@
 # DSC_STATIC_LINK in $DSC_STATIC_BUILD (default build-static/),
 # strips them, and copies beside them the CUDA headers NVRTC needs
 # (lib/Kernels/Common/cuda-headers.txt), the GPU tests (test/gpu) with their
-# ctest project, the example models, bench/gpu_gpt2.py, bench/gpu_attention.py
+# ctest project, the example models, bench/gpu_gpt2.py, bench/gpu_attention.py,
+# bench/bench_moe.py
 # and gpu-check.sh.
 # Then checks the bundle: its binaries need no shared library outside the
 # allowed set, they compile GPT-2 tiny's fp32 and bf16 kernels through NVRTC
@@ -76,7 +77,7 @@ cp -r test/gpu "$out/test/"
 rm -rf "$out/test/gpu/bundle" "$out/test/gpu/__pycache__"
 cp test/gpu/bundle/CMakeLists.txt "$out/CMakeLists.txt"
 cp examples/*.json "$out/examples/"
-cp bench/gpu_gpt2.py bench/gpu_attention.py "$out/bench/"
+cp bench/gpu_gpt2.py bench/gpu_attention.py bench/bench_moe.py "$out/bench/"
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
 # The distributed steps' launcher, torchrun-style (a GPU machine has no
 # MPI).
