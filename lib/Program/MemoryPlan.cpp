@@ -27,7 +27,14 @@
 // holds the buffer is taken, else the buffer goes on top of them. Every size
 // is rounded up to 64 bytes so every offset stays aligned.
 //
-// This is the "greedy by size" heuristic of TensorFlow Lite's arena planner.
+// A function of more than kMaxGreedyTemps Temps (a model of hundreds of
+// layers) would spend most of the compile in that quadratic scan; it is
+// placed in program order instead, as an allocator would (packInOrder:
+// best fit from a free list whose freed blocks merge, O(n log n)), which on
+// training steps lands as close to the lower bound below.
+//
+// The greedy placement is the "greedy by size" heuristic of TensorFlow
+// Lite's arena planner.
 // It is not optimal: placing intervals with sizes so as to minimise the
 // arena (dynamic storage allocation) is NP-hard. The report therefore
 // carries, per function, the most bytes that are live at one instruction,
@@ -42,6 +49,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -156,6 +164,74 @@ int64_t pack(std::vector<Interval> &ranges) {
   return extent;
 }
 
+/// Placement in program order, as an allocator would: at each Temp's first
+/// use, the smallest free block that holds it (else the top of the
+/// region); after its last use its block is freed and merged with free
+/// neighbours. O(n log n) in the Temps.
+int64_t packInOrder(std::vector<Interval> &ranges) {
+  // `ranges` is in first-use order (liveRanges); free them by last use.
+  std::vector<size_t> byLast(ranges.size());
+  for (size_t i = 0; i < byLast.size(); ++i)
+    byLast[i] = i;
+  std::stable_sort(byLast.begin(), byLast.end(), [&](size_t a, size_t b) {
+    return ranges[a].last < ranges[b].last;
+  });
+  std::map<int64_t, int64_t> freeAt;           // offset -> size
+  std::set<std::pair<int64_t, int64_t>> bySize; // (size, offset)
+  int64_t top = 0, extent = 0;
+  auto take = [&](std::map<int64_t, int64_t>::iterator it) {
+    bySize.erase({it->second, it->first});
+    freeAt.erase(it);
+  };
+  auto release = [&](int64_t offset, int64_t size) {
+    if (auto next = freeAt.find(offset + size); next != freeAt.end()) {
+      size += next->second;
+      take(next);
+    }
+    if (auto it = freeAt.lower_bound(offset); it != freeAt.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        size += prev->second;
+        take(prev);
+      }
+    }
+    if (offset + size == top) { // the top comes down instead
+      top = offset;
+      return;
+    }
+    freeAt[offset] = size;
+    bySize.insert({size, offset});
+  };
+  size_t freed = 0;
+  for (Interval &cur : ranges) {
+    while (freed < byLast.size() && ranges[byLast[freed]].last < cur.first) {
+      const Interval &gone = ranges[byLast[freed++]];
+      release(gone.offset, gone.size);
+    }
+    auto fit = bySize.lower_bound({cur.size, std::numeric_limits<int64_t>::min()});
+    if (fit != bySize.end()) {
+      const auto [size, offset] = *fit;
+      take(freeAt.find(offset));
+      cur.offset = offset;
+      if (size > cur.size) {
+        freeAt[offset + cur.size] = size - cur.size;
+        bySize.insert({size - cur.size, offset + cur.size});
+      }
+    } else {
+      cur.offset = top;
+      top += cur.size;
+    }
+    extent = std::max(extent, cur.offset + cur.size);
+  }
+  return extent;
+}
+
+/// Above this many Temps in one function (about 340 transformer layers)
+/// the greedy placement's scan, quadratic in the Temps, would dominate the
+/// compile: functions that large are placed in program order instead.
+constexpr size_t kMaxGreedyTemps = 16384;
+
 /// The most Temp bytes live at one instruction.
 int64_t maxLive(const std::vector<Interval> &ranges, size_t numInstrs) {
   std::vector<int64_t> delta(numInstrs + 2, 0);
@@ -266,7 +342,10 @@ bool planArena(const Program &program, bool host, std::vector<int64_t> &offsets,
     fm.name = name;
     fm.numTemps = int(ranges.size());
     fm.liveBytes = maxLive(ranges, fn.body.size());
-    pack(ranges);
+    if (ranges.size() > kMaxGreedyTemps)
+      packInOrder(ranges);
+    else
+      pack(ranges);
     for (const Interval &r : ranges) {
       offsets[size_t(r.id)] = arena.persistentBytes + r.offset;
       fm.tempBytes = std::max(
