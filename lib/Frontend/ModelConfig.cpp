@@ -289,13 +289,16 @@ void setKvHeads(const Ctx &c, ModelConfig &m, std::optional<int64_t> kvHeads) {
 /// query_pre_attn_scalar, sandwich norms, a sliding window on every other
 /// layer that must not be shorter than the sequence), MixtralForCausalLM
 /// (Mistral with a sparse mixture-of-experts block in place of each MLP)
-/// and Qwen2MoeForCausalLM (Qwen2 whose sparse layers add a sigmoid-gated
-/// shared expert to the routed ones, dense layers among them).
+/// Qwen2MoeForCausalLM (Qwen2 whose sparse layers add a sigmoid-gated
+/// shared expert to the routed ones, dense layers among them) and
+/// Qwen3MoeForCausalLM (Qwen3's attention, Qwen2-MoE's sparse layers
+/// without the shared expert).
 ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
-  const bool mixtral = type == "mixtral", qwen2moe = type == "qwen2_moe";
+  const bool mixtral = type == "mixtral", qwen2moe = type == "qwen2_moe",
+             qwen3moe = type == "qwen3_moe";
   const bool mistral = type == "mistral" || mixtral,
              qwen2 = type == "qwen2" || qwen2moe,
-             qwen3 = type == "qwen3", gemma2 = type == "gemma2",
+             qwen3 = type == "qwen3" || qwen3moe, gemma2 = type == "gemma2",
              gemma = type == "gemma" || gemma2;
   // Defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config /
   // Qwen3Config / GemmaConfig.
@@ -317,7 +320,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
     m.queryPreAttnScalar = 224;
     m.sandwichNorms = true;
   }
-  m.headDim = gemma ? 256 : qwen3 ? 128 : 0;
+  // Qwen3Config's head_dim is 128; Qwen3MoeConfig's null (hidden / heads).
+  m.headDim = gemma ? 256 : qwen3 && !qwen3moe ? 128 : 0;
   std::optional<int64_t> kvHeads;
   if (mistral)
     kvHeads = 8;
@@ -343,6 +347,17 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
     m.sharedExpertIntermediate = 5632;
     m.normTopk = false;
   }
+  if (qwen3moe) { // Qwen3MoeConfig's defaults (transformers 4.51)
+    m.hidden = 2048;
+    m.intermediate = 6144;
+    m.numLayers = 24;
+    m.numHeads = 32;
+    kvHeads = 4;
+    m.numExperts = 128;
+    m.expertsPerToken = 8;
+    expertIntermediate = 768;
+    m.normTopk = false;
+  }
   m.embedScale = m.normPlusOne = m.geluMlp = gemma;
   m.gelu = GeluApprox::Tanh; // Gemma's hidden_activation null
   std::optional<std::string> gemmaHiddenAct;
@@ -360,8 +375,9 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
 
   std::vector<std::string> archKeys = mixtral    ? kMixtralKeys
                                       : qwen2moe ? kQwen2MoeKeys
+                                      : qwen3moe ? kQwen3MoeKeys
                                                  : kLlamaKeys;
-  if (mixtral || qwen2moe)
+  if (mixtral || qwen2moe || qwen3moe)
     ;
   else if (mistral)
     archKeys.push_back("sliding_window");
@@ -476,7 +492,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
                "routes the tokens as they are)");
     }
   }
-  const char *expertsKey = qwen2moe ? "num_experts" : "num_local_experts";
+  const char *expertsKey =
+      qwen2moe || qwen3moe ? "num_experts" : "num_local_experts";
   if (m.expertsPerToken > m.numExperts)
     c.fail("num_experts_per_tok (" + std::to_string(m.expertsPerToken) +
            ") exceeds " + expertsKey + " (" + std::to_string(m.numExperts) +
@@ -614,7 +631,8 @@ ModelConfig parseModelConfigText(const std::string &text,
   json j = parseJson(text, c);
   const char *types =
       "\"gpt2\", \"bert\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
-      "\"gemma\", \"gemma2\", \"mixtral\", \"qwen2_moe\" or \"phi\"";
+      "\"gemma\", \"gemma2\", \"mixtral\", \"qwen2_moe\", \"qwen3_moe\" or "
+      "\"phi\"";
   auto it = j.find("model_type");
   if (it == j.end()) {
     // transformers 2.x wrote no model_type; the model class named in
@@ -644,14 +662,11 @@ ModelConfig parseModelConfigText(const std::string &text,
   else if (t == "bert")
     m = parseBert(c, j);
   else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" ||
-           t == "gemma" || t == "gemma2" || t == "mixtral" || t == "qwen2_moe")
+           t == "gemma" || t == "gemma2" || t == "mixtral" ||
+           t == "qwen2_moe" || t == "qwen3_moe")
     m = parseLlama(c, j, t);
   else if (t == "phi")
     m = parsePhi(c, j);
-  else if (t == "qwen3_moe")
-    c.fail("model_type: \"qwen3_moe\" is not supported: its mixture-of-"
-           "experts blocks are not built (dsc builds dense Qwen3, model_type "
-           "\"qwen3\", and Mixtral's mixture of experts)");
   else
     c.fail("model_type: " + show(*it) + " is not supported; expected " +
            types);

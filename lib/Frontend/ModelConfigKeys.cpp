@@ -161,12 +161,15 @@ const std::vector<std::pair<const char *, const char *>> kArchitectureKeys = {
     {"qk_layernorm", "normalised queries and keys are not supported"},
     {"use_qk_norm", "normalised queries and keys are not supported"},
     {"num_experts", "this model's mixture-of-experts layers are not "
-                    "supported (dsc builds Mixtral's and Qwen2-MoE's, "
-                    "model_type \"mixtral\" and \"qwen2_moe\")"},
+                    "supported (dsc builds Mixtral's, Qwen2-MoE's and "
+                    "Qwen3-MoE's, model_type \"mixtral\", \"qwen2_moe\" and "
+                    "\"qwen3_moe\")"},
     {"num_local_experts", "mixture-of-experts layers are built for "
-                          "model_type \"mixtral\" and \"qwen2_moe\" only"},
+                          "model_type \"mixtral\", \"qwen2_moe\" and "
+                          "\"qwen3_moe\" only"},
     {"num_experts_per_tok", "mixture-of-experts layers are built for "
-                            "model_type \"mixtral\" and \"qwen2_moe\" only"},
+                            "model_type \"mixtral\", \"qwen2_moe\" and "
+                            "\"qwen3_moe\" only"},
 };
 
 /// The keys dsc reads for each model type (its transformers configuration
@@ -244,6 +247,23 @@ const std::vector<std::string> kQwen2MoeKeys = {
     "num_experts",         "norm_topk_prob",
     "output_router_logits", "router_aux_loss_coef",
     "mlp_only_layers"};
+/// Qwen3MoeConfig (4.51): Qwen3's keys (head_dim, attention_bias, the
+/// sliding-window keys) plus the sparse blocks' without a shared expert.
+const std::vector<std::string> kQwen3MoeKeys = {
+    "model_type",          "vocab_size",
+    "hidden_size",         "intermediate_size",
+    "num_hidden_layers",   "num_attention_heads",
+    "num_key_value_heads", "head_dim",
+    "hidden_act",          "max_position_embeddings",
+    "initializer_range",   "rms_norm_eps",
+    "tie_word_embeddings", "rope_theta",
+    "rope_scaling",        "attention_bias",
+    "use_sliding_window",  "sliding_window",
+    "max_window_layers",   "attention_dropout",
+    "decoder_sparse_step", "moe_intermediate_size",
+    "num_experts_per_tok", "num_experts",
+    "norm_topk_prob",      "output_router_logits",
+    "router_aux_loss_coef", "mlp_only_layers"};
 /// PhiConfig (4.46).
 const std::vector<std::string> kPhiKeys = {
     "model_type",          "vocab_size",
@@ -374,6 +394,7 @@ std::string modelTypeFromArchitectures(const json &j) {
       {"Gemma2ForCausalLM", "gemma2"},   {"Gemma2Model", "gemma2"},
       {"MixtralForCausalLM", "mixtral"}, {"MixtralModel", "mixtral"},
       {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen2MoeModel", "qwen2_moe"},
+      {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"Qwen3MoeModel", "qwen3_moe"},
       {"PhiForCausalLM", "phi"},         {"PhiModel", "phi"}};
   std::string type;
   for (const json &a : *it) {
@@ -417,6 +438,8 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
     built = {"Qwen3ForCausalLM", "Qwen3Model"};
   else if (type == "qwen2_moe")
     built = {"Qwen2MoeForCausalLM", "Qwen2MoeModel"};
+  else if (type == "qwen3_moe")
+    built = {"Qwen3MoeForCausalLM", "Qwen3MoeModel"};
   else if (type == "phi")
     built = {"PhiForCausalLM", "PhiModel"};
   else

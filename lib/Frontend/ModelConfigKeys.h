@@ -29,7 +29,8 @@ extern const std::vector<IgnoredKey> kCommonIgnored, kGpt2Ignored,
 /// The architecture keys each reader parses (kLlamaKeys: the whole LLaMA
 /// family's; the LLaMA-only and Qwen2-only ones apart).
 extern const std::vector<std::string> kGpt2Keys, kBertKeys, kLlamaKeys,
-    kLlamaOnlyKeys, kQwen2OnlyKeys, kMixtralKeys, kQwen2MoeKeys, kPhiKeys;
+    kLlamaOnlyKeys, kQwen2OnlyKeys, kMixtralKeys, kQwen2MoeKeys, kQwen3MoeKeys,
+    kPhiKeys;
 
 /// Returns true when `key` is an ignored key of `table` (checking its
 /// required value).

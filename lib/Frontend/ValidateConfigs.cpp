@@ -115,11 +115,11 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
                       ") > 1 is not supported for model_type \"phi\": "
                       "slicing its parallel blocks and partial rotary "
                       "embedding is not built");
-  if (model.sharedExpertIntermediate && par.tensor > 1)
+  if (model.numExperts && model.typeName != "mixtral" && par.tensor > 1)
     throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
                       ") > 1 is not supported for model_type \"" +
-                      model.typeName + "\": slicing its shared experts and "
-                      "dense layers beside the sparse ones is not built");
+                      model.typeName + "\": slicing its dense and shared-"
+                      "expert MLPs beside the sparse ones is not built");
   if (par.expert > 1 && !model.numMoeLayers())
     throw ConfigError("moe.ep_size (" + str(par.expert) +
                       ") > 1, but model_type \"" + model.typeName +
@@ -127,8 +127,8 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
   if (par.expert > 1 && model.numExperts % par.expert != 0)
     throw ConfigError("moe.ep_size (" + str(par.expert) +
                       ") must divide " +
-                      (model.typeName == "qwen2_moe" ? "num_experts"
-                                                     : "num_local_experts") +
+                      (model.typeName == "mixtral" ? "num_local_experts"
+                                                   : "num_experts") +
                       " (" +
                       str(model.numExperts) + "): each rank holds an equal "
                       "share of every layer's experts");

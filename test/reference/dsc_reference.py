@@ -292,7 +292,7 @@ def bert_forward(P, cfg, ids, labels=None, attn_mask=None):
 # ---------------------------------------------------------------------------
 
 LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                "mixtral", "qwen2_moe")
+                "mixtral", "qwen2_moe", "qwen3_moe")
 
 
 def gemma_like(cfg):
@@ -334,7 +334,7 @@ def llama_biases(cfg):
     if mt in ("mistral", "mixtral"):
         return False, False, False
     ab = bool(cfg.get("attention_bias", False))
-    if mt in ("gemma", "gemma2", "qwen3"):  # attention_bias on all four
+    if mt in ("gemma", "gemma2", "qwen3", "qwen3_moe"):  # attention_bias on all four
         return ab, ab, False
     return ab, ab, bool(cfg.get("mlp_bias", False))
 
@@ -383,16 +383,20 @@ def llama_param_shapes(cfg):
                 s[q + "w2.weight"] = (C, I)
                 s[q + "w3.weight"] = (I, C)
         elif sparse:
-            # Qwen2MoeSparseMoeBlock: router, experts, shared expert, its gate
-            E, F = moe_experts(cfg), cfg.get("moe_intermediate_size", 1408)
+            # Qwen2MoeSparseMoeBlock: router, experts, shared expert, its
+            # gate; Qwen3MoeSparseMoeBlock: router, experts
+            qwen2 = model_type(cfg) == "qwen2_moe"
+            E = moe_experts(cfg)
+            F = cfg.get("moe_intermediate_size", 1408 if qwen2 else 768)
             S = cfg.get("shared_expert_intermediate_size", 5632)
             s[p + "mlp.gate.weight"] = (E, C)
             for q, f in [(f"{p}mlp.experts.{e}.", F) for e in range(E)] + \
-                    [(f"{p}mlp.shared_expert.", S)]:
+                    ([(f"{p}mlp.shared_expert.", S)] if qwen2 else []):
                 s[q + "gate_proj.weight"] = (f, C)
                 s[q + "up_proj.weight"] = (f, C)
                 s[q + "down_proj.weight"] = (C, f)
-            s[p + "mlp.shared_expert_gate.weight"] = (1, C)
+            if qwen2:
+                s[p + "mlp.shared_expert_gate.weight"] = (1, C)
         s[p + "input_layernorm.weight"] = (C,)
         s[p + "post_attention_layernorm.weight"] = (C,)
         if model_type(cfg) == "gemma2":  # Gemma2DecoderLayer's sandwich
@@ -405,8 +409,9 @@ def llama_param_shapes(cfg):
 
 
 def qk_norm(cfg):
-    """Qwen3 RMS-normalises each query and key head (q_norm, k_norm)."""
-    return model_type(cfg) == "qwen3"
+    """Qwen3 and Qwen3-MoE RMS-normalise each query and key head (q_norm,
+    k_norm)."""
+    return model_type(cfg) in ("qwen3", "qwen3_moe")
 
 
 def moe_experts(cfg):
@@ -416,13 +421,15 @@ def moe_experts(cfg):
         return cfg.get("num_local_experts", 8)
     if model_type(cfg) == "qwen2_moe":
         return cfg.get("num_experts", 60)
+    if model_type(cfg) == "qwen3_moe":
+        return cfg.get("num_experts", 128)
     return 0
 
 
 def moe_top_k(cfg):
-    """num_experts_per_tok: Mixtral's default 2, Qwen2-MoE's 4."""
-    return cfg.get("num_experts_per_tok",
-                   4 if model_type(cfg) == "qwen2_moe" else 2)
+    """num_experts_per_tok: Mixtral's default 2, Qwen2-MoE's 4, Qwen3-MoE's 8."""
+    return cfg.get("num_experts_per_tok", {"qwen2_moe": 4, "qwen3_moe": 8}.get(
+        model_type(cfg), 2))
 
 
 def is_moe_layer(cfg, l):
@@ -498,7 +505,7 @@ def moe_block(P, cfg, p, x, capacity=None):
             F.linear(xs[tok], P[q + up_n + ".weight"])
         out = F.linear(h, P[q + down_n + ".weight"]) * weights[tok, slot, None]
         y = y.index_put((tok,), out, accumulate=True)
-    if not mixtral:  # the shared expert, gated per token
+    if model_type(cfg) == "qwen2_moe":  # the shared expert, gated per token
         q = p + "shared_expert."
         h = F.silu(F.linear(xs, P[q + "gate_proj.weight"])) * \
             F.linear(xs, P[q + "up_proj.weight"])
@@ -676,7 +683,7 @@ def llama_forward(P, cfg, ids, targets=None, rope_dtype=torch.float64,
     eps = cfg.get("rms_norm_eps", 1e-5 if model_type(cfg) == "mixtral" else 1e-6)
     B, T = ids.shape
     window = cfg.get("sliding_window", 4096 if gemma2 else None)
-    if model_type(cfg) in ("qwen2", "qwen3", "qwen2_moe") and \
+    if model_type(cfg) in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and \
             not cfg.get("use_sliding_window", False):
         window = None
     if window is not None and T > window:
@@ -1880,7 +1887,7 @@ def write_json(path, obj):
 
 # Model configs the checks know: configs/<name>.json.
 MODELS = ["gpt2", "bert", "llama", "llama3_tied", "qwen2", "qwen3", "gemma",
-          "gemma2", "mixtral", "qwen2_moe", "phi"]
+          "gemma2", "mixtral", "qwen2_moe", "qwen3_moe", "phi"]
 
 
 def common_args(ap):
