@@ -184,6 +184,8 @@ int64_t packInOrder(std::vector<Interval> &ranges) {
     freeAt.erase(it);
   };
   auto release = [&](int64_t offset, int64_t size) {
+    if (size == 0) // an empty tensor holds no block
+      return;
     if (auto next = freeAt.find(offset + size); next != freeAt.end()) {
       size += next->second;
       take(next);
@@ -208,6 +210,10 @@ int64_t packInOrder(std::vector<Interval> &ranges) {
     while (freed < byLast.size() && ranges[byLast[freed]].last < cur.first) {
       const Interval &gone = ranges[byLast[freed++]];
       release(gone.offset, gone.size);
+    }
+    if (cur.size == 0) { // an empty tensor takes no memory
+      cur.offset = 0;
+      continue;
     }
     auto fit = bySize.lower_bound({cur.size, std::numeric_limits<int64_t>::min()});
     if (fit != bySize.end()) {

@@ -44,12 +44,16 @@ STEPS = 5
 
 
 def cases_for(model):
+    """The ds_configs configs/<model>_<case>.json, less the forward check's
+    (_fwd) and another model's files sharing the prefix (qwen3_moe.json,
+    qwen3_moe_fwd.json for qwen3)."""
     pre = os.path.join(R.CONFIGS, model + "_")
     out = []
     for p in sorted(glob.glob(pre + "*.json")):
         c = p[len(pre):-5]
-        if c != "fwd":
-            out.append(c)
+        if c == "fwd" or c.endswith("_fwd") or "model_type" in R.load_json(p):
+            continue
+        out.append(c)
     return out
 
 

@@ -558,13 +558,16 @@ void dsc::printParallelPlan(const ModelConfig &model, const TrainConfig &train,
     // With the load-balancing loss, a boundary also carries the [2, E] f32
     // router loads of every MoE layer before it, on their way to the head.
     const bool loadsTravel = model.numExperts && model.routerAuxLoss;
+    // A boundary travels in f32 whatever the compute format (a stage's
+    // inputs and outputs keep the function's f32 types).
     auto boundaryBytes = [&](size_t vs) { // the boundary before vs
       double layersBefore = 0; // sparse layers, whose loads travel
       for (size_t u = 1; u < std::min(bounds[vs], L + 1); ++u)
         layersBefore += model.isMoeLayer(int64_t(u) - 1) ? 1 : 0;
-      return hidden + (loadsTravel ? layersBefore * 2.0 *
-                                         double(model.numExperts) * 4.0
-                                   : 0.0);
+      return 4.0 * B * S * h + (loadsTravel ? layersBefore * 2.0 *
+                                                  double(model.numExperts) *
+                                                  4.0
+                                            : 0.0);
     };
     double pipeBytes = 0;
     for (int64_t c = 0; P > 1 && c < v; ++c) {

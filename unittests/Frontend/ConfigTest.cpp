@@ -1237,9 +1237,35 @@ TEST(ModelConfig, Qwen3ErrorsNameTheKey) {
   EXPECT_HAS(modelError(R"({"model_type": "qwen3",
                             "rope_scaling": {"rope_type": "yarn", "factor": 4}})"),
              "rope_scaling.rope_type: \"yarn\" is not supported");
-  EXPECT_HAS(modelError(R"({"model_type": "qwen3_moe"})"),
-             "model_type: \"qwen3_moe\" is not supported: its "
-             "mixture-of-experts blocks are not built");
+  EXPECT_HAS(modelError(R"({"model_type": "qwen3_moe", "num_experts": 4,
+                            "num_experts_per_tok": 5})"),
+             "num_experts_per_tok (5) exceeds num_experts (4)");
+}
+
+TEST(ModelConfig, Qwen3MoeDefaults) {
+  // Qwen3MoeConfig (transformers 4.51): 128 experts of 768, top-8,
+  // unnormalised, no shared expert; Qwen3's per-head q/k norms with
+  // head_dim null (hidden_size / heads, not Qwen3Config's 128).
+  ModelConfig m = parseModelConfigText(R"({"model_type": "qwen3_moe"})", "m.json");
+  EXPECT_EQ(m.numExperts, 128);
+  EXPECT_EQ(m.expertsPerToken, 8);
+  EXPECT_EQ(m.expertIntermediate, 768);
+  EXPECT_EQ(m.sharedExpertIntermediate, 0);
+  EXPECT_FALSE(m.normTopk);
+  EXPECT_TRUE(m.qkNorm);
+  EXPECT_FALSE(m.qkvBias);
+  EXPECT_EQ(m.headDim, 2048 / 32);
+  EXPECT_EQ(m.numKvHeads, 4);
+  EXPECT_EQ(m.numMoeLayers(), 24);
+  ModelConfig q2 = parseModelConfigText(
+      R"({"model_type": "qwen2_moe", "num_hidden_layers": 4,
+          "decoder_sparse_step": 2, "mlp_only_layers": [3]})", "m.json");
+  EXPECT_TRUE(q2.qkvBias);
+  EXPECT_EQ(q2.sharedExpertIntermediate, 5632);
+  EXPECT_FALSE(q2.isMoeLayer(0));
+  EXPECT_TRUE(q2.isMoeLayer(1));
+  EXPECT_FALSE(q2.isMoeLayer(3)); // listed in mlp_only_layers
+  EXPECT_EQ(q2.numMoeLayers(), 1);
 }
 
 TEST(ModelConfig, Gemma) {
