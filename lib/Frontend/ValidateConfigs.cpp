@@ -115,11 +115,6 @@ void validateConfigs(const ModelConfig &model, const TrainConfig &train) {
                       ") > 1 is not supported for model_type \"phi\": "
                       "slicing its parallel blocks and partial rotary "
                       "embedding is not built");
-  if (model.numExperts && model.typeName != "mixtral" && par.tensor > 1)
-    throw ConfigError("tensor_parallel.autotp_size (" + str(par.tensor) +
-                      ") > 1 is not supported for model_type \"" +
-                      model.typeName + "\": slicing its dense and shared-"
-                      "expert MLPs beside the sparse ones is not built");
   if (par.expert > 1 && !model.numMoeLayers())
     throw ConfigError("moe.ep_size (" + str(par.expert) +
                       ") > 1, but model_type \"" + model.typeName +
