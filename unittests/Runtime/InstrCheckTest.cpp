@@ -138,22 +138,11 @@ void expectEnumerator(Opcode op, FamilyOpcode want) {
 // Every row of Ops.def is the enumerator of the same name in the enum of
 // its family's kernel family (a row whose enum lacks it does not compile).
 TEST(KernelOpcodes, EveryOpcodeIsItsFamilysEnumeratorOfTheSameName) {
-#define DSC_EXPECT_IN(Family, Name)                                            \
-  expectEnumerator(Opcode::Name, Family##Opcode::Name);
-#define DSC_KERNELS_Elementwise(Name) DSC_EXPECT_IN(Elementwise, Name)
-#define DSC_KERNELS_Norms(Name) DSC_EXPECT_IN(Norms, Name)
-#define DSC_KERNELS_Attention(Name) DSC_EXPECT_IN(Attention, Name)
-#define DSC_KERNELS_EmbeddingLoss(Name) DSC_EXPECT_IN(EmbeddingLoss, Name)
-#define DSC_KERNELS_Optimizers(Name) DSC_EXPECT_IN(Optimizers, Name)
-#define DSC_KERNELS_Gemm(Name) DSC_EXPECT_IN(Gemm, Name)
-#define DSC_KERNELS_Collective(Name) DSC_EXPECT_IN(Collective, Name)
-#define DSC_KERNELS_Compression(Name) DSC_EXPECT_IN(Compression, Name)
-#define DSC_KERNELS_Gated(Name) DSC_EXPECT_IN(Gated, Name)
-#define DSC_KERNELS_Rotary(Name) DSC_EXPECT_IN(Rotary, Name)
-#define DSC_KERNELS_Quantized(Name) DSC_EXPECT_IN(Quantized, Name)
-#define DSC_KERNELS_Moe(Name) DSC_EXPECT_IN(Moe, Name)
+#define DSC_IN(Kernels, Name)                                                  \
+  expectEnumerator(Opcode::Name, Kernels##Opcode::Name);
 #define DSC_OP(Name, MlirOp, Family, ...) DSC_FAMILY_##Family(Name)
 #include "dsc/Program/Ops.def"
+#undef DSC_IN
   // And OpInfo::kernels says the same family.
   EXPECT_EQ(opInfo(Opcode::MoeExchange).kernels, KernelFamily::Collective);
   EXPECT_EQ(opInfo(Opcode::MoeExchange).route, OpRoute::Collective);

@@ -42,46 +42,49 @@ namespace dsc::rt {
 
 // The kernel family of each OpFamily. An OpFamily missing here does not
 // compile (its rows expand to an undefined DSC_FAMILY_ macro).
-#define DSC_FAMILY_Init(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Copy(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Convert(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Resize(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Add(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_ReduceTo(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Gelu(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Dropout(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Bias(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Heads(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_ConcatSplit(Name) DSC_KERNELS_Elementwise(Name)
-#define DSC_FAMILY_Norm(Name) DSC_KERNELS_Norms(Name)
-#define DSC_FAMILY_NormGrad(Name) DSC_KERNELS_Norms(Name)
-#define DSC_FAMILY_NormGradFromOutput(Name) DSC_KERNELS_Norms(Name)
-#define DSC_FAMILY_ResidualNorm(Name) DSC_KERNELS_Norms(Name)
-#define DSC_FAMILY_Softmax(Name) DSC_KERNELS_Attention(Name)
-#define DSC_FAMILY_Attention(Name) DSC_KERNELS_Attention(Name)
-#define DSC_FAMILY_Embedding(Name) DSC_KERNELS_EmbeddingLoss(Name)
-#define DSC_FAMILY_CrossEntropy(Name) DSC_KERNELS_EmbeddingLoss(Name)
-#define DSC_FAMILY_TokenMask(Name) DSC_KERNELS_EmbeddingLoss(Name)
-#define DSC_FAMILY_Optimizer(Name) DSC_KERNELS_Optimizers(Name)
-#define DSC_FAMILY_PerTensorOptimizer(Name) DSC_KERNELS_Optimizers(Name)
-#define DSC_FAMILY_Scalar(Name) DSC_KERNELS_Optimizers(Name)
-#define DSC_FAMILY_CompressedOptimizer(Name) DSC_KERNELS_Optimizers(Name)
-#define DSC_FAMILY_Linear(Name) DSC_KERNELS_Gemm(Name)
-#define DSC_FAMILY_BatchMatmul(Name) DSC_KERNELS_Gemm(Name)
-#define DSC_FAMILY_Collective(Name) DSC_KERNELS_Collective(Name)
-#define DSC_FAMILY_Transfer(Name) DSC_KERNELS_Collective(Name)
-#define DSC_FAMILY_Shard(Name) DSC_KERNELS_Collective(Name)
-#define DSC_FAMILY_VocabEmbedding(Name) DSC_KERNELS_Collective(Name)
-#define DSC_FAMILY_VocabCrossEntropy(Name) DSC_KERNELS_Collective(Name)
-#define DSC_FAMILY_ExpertExchange(Name) DSC_KERNELS_Collective(Name)
-#define DSC_FAMILY_Compression(Name) DSC_KERNELS_Compression(Name)
-#define DSC_FAMILY_Pointwise(Name) DSC_KERNELS_Gated(Name)
-#define DSC_FAMILY_RowGate(Name) DSC_KERNELS_Gated(Name)
-#define DSC_FAMILY_Rotary(Name) DSC_KERNELS_Rotary(Name)
-#define DSC_FAMILY_RepeatKv(Name) DSC_KERNELS_Rotary(Name)
-#define DSC_FAMILY_FourBitLinear(Name) DSC_KERNELS_Quantized(Name)
-#define DSC_FAMILY_Moe(Name) DSC_KERNELS_Moe(Name)
+#define DSC_FAMILY_Init(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Copy(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Convert(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Resize(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Add(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_ReduceTo(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Gelu(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Dropout(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Bias(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Heads(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_ConcatSplit(Name) DSC_IN(Elementwise, Name)
+#define DSC_FAMILY_Norm(Name) DSC_IN(Norms, Name)
+#define DSC_FAMILY_NormGrad(Name) DSC_IN(Norms, Name)
+#define DSC_FAMILY_NormGradFromOutput(Name) DSC_IN(Norms, Name)
+#define DSC_FAMILY_ResidualNorm(Name) DSC_IN(Norms, Name)
+#define DSC_FAMILY_Softmax(Name) DSC_IN(Attention, Name)
+#define DSC_FAMILY_Attention(Name) DSC_IN(Attention, Name)
+#define DSC_FAMILY_Embedding(Name) DSC_IN(EmbeddingLoss, Name)
+#define DSC_FAMILY_CrossEntropy(Name) DSC_IN(EmbeddingLoss, Name)
+#define DSC_FAMILY_TokenMask(Name) DSC_IN(EmbeddingLoss, Name)
+#define DSC_FAMILY_Optimizer(Name) DSC_IN(Optimizers, Name)
+#define DSC_FAMILY_PerTensorOptimizer(Name) DSC_IN(Optimizers, Name)
+#define DSC_FAMILY_Scalar(Name) DSC_IN(Optimizers, Name)
+#define DSC_FAMILY_CompressedOptimizer(Name) DSC_IN(Optimizers, Name)
+#define DSC_FAMILY_Linear(Name) DSC_IN(Gemm, Name)
+#define DSC_FAMILY_BatchMatmul(Name) DSC_IN(Gemm, Name)
+#define DSC_FAMILY_Collective(Name) DSC_IN(Collective, Name)
+#define DSC_FAMILY_Transfer(Name) DSC_IN(Collective, Name)
+#define DSC_FAMILY_Shard(Name) DSC_IN(Collective, Name)
+#define DSC_FAMILY_VocabEmbedding(Name) DSC_IN(Collective, Name)
+#define DSC_FAMILY_VocabCrossEntropy(Name) DSC_IN(Collective, Name)
+#define DSC_FAMILY_ExpertExchange(Name) DSC_IN(Collective, Name)
+#define DSC_FAMILY_Compression(Name) DSC_IN(Compression, Name)
+#define DSC_FAMILY_Pointwise(Name) DSC_IN(Gated, Name)
+#define DSC_FAMILY_RowGate(Name) DSC_IN(Gated, Name)
+#define DSC_FAMILY_Rotary(Name) DSC_IN(Rotary, Name)
+#define DSC_FAMILY_RepeatKv(Name) DSC_IN(Rotary, Name)
+#define DSC_FAMILY_FourBitLinear(Name) DSC_IN(Quantized, Name)
+#define DSC_FAMILY_Moe(Name) DSC_IN(Moe, Name)
 
+// DSC_IN(KernelFamily, Name): while a family's enum is written, Name for
+// that family's opcodes and nothing for the others'.
+#define DSC_IN(Kernels, Name) DSC_KERNELS_##Kernels(Name)
 #define DSC_FAMILY_OP(Name, MlirOp, Family, ...) DSC_FAMILY_##Family(Name)
 
 #undef DSC_KERNELS_Elementwise
@@ -194,30 +197,8 @@ enum class MoeOpcode {
 
 namespace detail {
 /// Each opcode's kernel family, in Opcode order.
-#undef DSC_KERNELS_Elementwise
-#undef DSC_KERNELS_Norms
-#undef DSC_KERNELS_Attention
-#undef DSC_KERNELS_EmbeddingLoss
-#undef DSC_KERNELS_Optimizers
-#undef DSC_KERNELS_Gemm
-#undef DSC_KERNELS_Collective
-#undef DSC_KERNELS_Compression
-#undef DSC_KERNELS_Gated
-#undef DSC_KERNELS_Rotary
-#undef DSC_KERNELS_Quantized
-#undef DSC_KERNELS_Moe
-#define DSC_KERNELS_Elementwise(Name) KernelFamily::Elementwise,
-#define DSC_KERNELS_Norms(Name) KernelFamily::Norms,
-#define DSC_KERNELS_Attention(Name) KernelFamily::Attention,
-#define DSC_KERNELS_EmbeddingLoss(Name) KernelFamily::EmbeddingLoss,
-#define DSC_KERNELS_Optimizers(Name) KernelFamily::Optimizers,
-#define DSC_KERNELS_Gemm(Name) KernelFamily::Gemm,
-#define DSC_KERNELS_Collective(Name) KernelFamily::Collective,
-#define DSC_KERNELS_Compression(Name) KernelFamily::Compression,
-#define DSC_KERNELS_Gated(Name) KernelFamily::Gated,
-#define DSC_KERNELS_Rotary(Name) KernelFamily::Rotary,
-#define DSC_KERNELS_Quantized(Name) KernelFamily::Quantized,
-#define DSC_KERNELS_Moe(Name) KernelFamily::Moe,
+#undef DSC_IN
+#define DSC_IN(Kernels, Name) KernelFamily::Kernels,
 #define DSC_OP DSC_FAMILY_OP
 inline constexpr KernelFamily kKernelsOf[] = {
 #include "dsc/Program/Ops.def"
@@ -236,6 +217,7 @@ inline constexpr KernelFamily kKernelsOf[] = {
 #undef DSC_KERNELS_Rotary
 #undef DSC_KERNELS_Quantized
 #undef DSC_KERNELS_Moe
+#undef DSC_IN
 #undef DSC_FAMILY_OP
 
 /// The KernelFamily of each family enum.
