@@ -303,20 +303,33 @@ public:
                                   topk.getWeights());
   }
 
-  /// Qwen2-MoE's shared expert on `x` [B, T, C]: a SwiGLU MLP of width `f`
-  /// every token runs, times the sigmoid of its own gate (parameters
-  /// `shared_expert.{gate,up,down}_proj` and `shared_expert_gate` under
-  /// `prefix`).
-  Value sharedExpert(Value x, const std::string &prefix, int64_t f,
-                     double std) {
+  /// The LLaMA family's gated MLP on `x` [B, T, C]: down(act(gate x) * up
+  /// x) of width `f`, parameters `<prefix>{gate,up,down}_proj` (biased with
+  /// mlp_bias); act is SiLU, or GELU for Gemma.
+  Value gatedMlp(Value x, const std::string &prefix, int64_t f,
+                 const ::dsc::ModelConfig &m) {
     const int64_t c = typeOf(x).getShape().back();
-    const std::string sp = prefix + "shared_expert.";
-    Value gate = dense(x, sp + "gate_proj", c, f, std, false);
-    Value up = dense(x, sp + "up_proj", c, f, std, false);
-    Value act = b.create<MulOp>(
-        loc, up.getType(), b.create<SiluOp>(loc, gate.getType(), gate), up);
-    Value out = dense(act, sp + "down_proj", f, c, std, false);
-    Value g = dense(x, prefix + "shared_expert_gate", c, 1, std, false);
+    const double std = m.initializerRange;
+    Value gate = dense(x, prefix + "gate_proj", c, f, std, m.mlpBias);
+    Value up = dense(x, prefix + "up_proj", c, f, std, m.mlpBias);
+    Value act = m.geluMlp
+                    ? gelu(gate, m.gelu)
+                    : Value(b.create<SiluOp>(loc, gate.getType(), gate));
+    return dense(b.create<MulOp>(loc, up.getType(), act, up),
+                 prefix + "down_proj", f, c, std, m.mlpBias);
+  }
+
+  /// Qwen2-MoE's shared expert on `x` [B, T, C]: a gated MLP of width
+  /// shared_expert_intermediate_size every token runs, times the sigmoid of
+  /// its own gate (parameters `shared_expert.{gate,up,down}_proj` and
+  /// `shared_expert_gate` under `prefix`).
+  Value sharedExpert(Value x, const std::string &prefix,
+                     const ::dsc::ModelConfig &m) {
+    const int64_t c = typeOf(x).getShape().back();
+    Value out = gatedMlp(x, prefix + "shared_expert.",
+                         m.sharedExpertIntermediate, m);
+    Value g = dense(x, prefix + "shared_expert_gate", c, 1,
+                    m.initializerRange, false);
     return b.create<SigmoidGateOp>(loc, out.getType(), g, out);
   }
 
@@ -496,21 +509,12 @@ Value buildLlama(GraphBuilder &g, const ::dsc::ModelConfig &m, Value ids,
           lp + (m.typeName == "mixtral" ? "block_sparse_moe." : "mlp.");
       Value moe = g.moeBlock(f, mp, m, auxLoss ? &routerLoads : nullptr);
       if (m.sharedExpertIntermediate)
-        moe = g.add(moe, g.sharedExpert(f, mp, m.sharedExpertIntermediate,
-                                        std));
+        moe = g.add(moe, g.sharedExpert(f, mp, m));
       h = g.add(h, moe);
       g.tagLayer(before, l);
       continue;
     }
-    std::string mp = lp + "mlp.";
-    Value gate = g.dense(f, mp + "gate_proj", c, m.intermediate, std,
-                         m.mlpBias);
-    Value up = g.dense(f, mp + "up_proj", c, m.intermediate, std, m.mlpBias);
-    Value act = m.geluMlp
-                    ? g.gelu(gate, m.gelu)
-                    : Value(g.b.create<SiluOp>(g.loc, gate.getType(), gate));
-    f = g.b.create<MulOp>(g.loc, up.getType(), act, up);
-    f = g.dense(f, mp + "down_proj", m.intermediate, c, std, m.mlpBias);
+    f = g.gatedMlp(f, lp + "mlp.", m.intermediate, m);
     if (m.sandwichNorms)
       f = g.rmsNorm(f, lp + "post_feedforward_layernorm", eps, plusOne);
     h = g.add(h, f);

@@ -320,10 +320,8 @@ TEST(MemoryPlan, LargeFunctionsArePlacedInProgramOrder) {
     f.body.push_back(instr(Opcode::Add, {g, g}, {h}));
   }
   ASSERT_GT(p.buffers.size(), size_t(16384));
-  MemoryPlan mp;
+  const MemoryPlan mp = plan(p);
   std::string error;
-  ASSERT_TRUE(planMemory(p, mp, error)) << error;
-  applyMemoryPlan(p, mp);
   ASSERT_TRUE(verifyMemoryPlan(p, error)) << error;
   const FunctionMemory &fm = mp.functions[0];
   EXPECT_GE(fm.tempBytes, fm.liveBytes);
