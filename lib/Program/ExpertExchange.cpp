@@ -38,6 +38,16 @@ int64_t ExpertExchangeLayout::rowsFrom(int64_t s) const {
   return rows;
 }
 
+void sumOverSources(const int32_t *recvCounts, int64_t G, int64_t El,
+                    int32_t *local) {
+  for (int64_t j = 0; j < El; ++j) {
+    int64_t sum = 0;
+    for (int64_t s = 0; s < G; ++s)
+      sum += recvCounts[s * El + j];
+    local[j] = int32_t(sum);
+  }
+}
+
 ExpertExchangeLayout expertExchangeLayout(const int32_t *counts,
                                           const int32_t *recvCounts,
                                           int64_t experts, int64_t G,

@@ -223,11 +223,10 @@ int64_t runDeviceExpertExchange(DeviceGroup &g, DeviceCopies &copies,
       throw Error(c.describe() + ": expected counts, recv_counts, local_counts");
     g.allToAll(operands[0], operands[1], El * int64_t(sizeof(int32_t)),
                stream);
-    std::vector<int32_t> received(size_t(G * El)), local(size_t(El), 0);
+    std::vector<int32_t> received(size_t(G * El));
+    std::vector<int32_t> local(static_cast<size_t>(El));
     copies.toHost(received.data(), operands[1], received.size() * 4, stream);
-    for (int64_t s = 0; s < G; ++s)
-      for (int64_t j = 0; j < El; ++j)
-        local[size_t(j)] += received[size_t(s * El + j)];
+    sumOverSources(received.data(), G, El, local.data());
     copies.toDevice(operands[2], local.data(), local.size() * 4, stream);
     return El * int64_t(sizeof(int32_t)) * (G - 1);
   }

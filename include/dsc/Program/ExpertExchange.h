@@ -43,6 +43,11 @@ struct ExpertExchangeLayout {
   int64_t rowsFrom(int64_t s) const;
 };
 
+/// dsc.moe_exchange_counts' second result: `local[j]` (El of them) sums
+/// `recvCounts[s, j]` over the G sources.
+void sumOverSources(const int32_t *recvCounts, int64_t G, int64_t El,
+                    int32_t *local);
+
 /// The layout of one exchange over G ranks: `counts` [E] this rank's rows
 /// per expert (within `senderRows`), `recvCounts` [G, El] what each source
 /// has for this rank's experts (within `receiverRows`). Throws dsc::Error

@@ -113,12 +113,7 @@ int64_t runExpertExchange(Exec &e, Communicator &group) {
     const int32_t *counts = e.iin(0, "counts");
     int32_t *recv = e.iout(0, "recv_counts"), *local = e.iout(1, "local_counts");
     group.allToAll(counts, recv, e.d.n * int64_t(sizeof(int32_t)));
-    for (int64_t j = 0; j < e.d.n; ++j) {
-      int64_t sum = 0;
-      for (int64_t s = 0; s < G; ++s)
-        sum += recv[s * e.d.n + j];
-      local[j] = int32_t(sum);
-    }
+    sumOverSources(recv, G, e.d.n, local);
     return G * e.d.n * int64_t(sizeof(int32_t));
   }
   const bool reverse = e.I.getInt("reverse") != 0;
