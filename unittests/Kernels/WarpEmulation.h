@@ -113,6 +113,21 @@ inline unsigned __umulhi(unsigned a, unsigned b) {
   return unsigned((unsigned long long)a * b >> 32);
 }
 inline float __uint2float_rn(unsigned x) { return float(x); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+
+/// Bit `lane` set where that lane's `predicate` is true (the full-warp mask
+/// only).
+inline unsigned __ballot_sync(unsigned, bool predicate) {
+  dsc_emu::Warp &w = dsc_emu::block().warps[threadIdx.x / 32];
+  const int lane = int(threadIdx.x % 32);
+  w.word[lane] = predicate ? 1u : 0u;
+  w.barrier.wait();
+  unsigned bits = 0;
+  for (int l = 0; l < 32; ++l)
+    bits |= w.word[l] << l;
+  w.barrier.wait();
+  return bits;
+}
 
 template <typename V> V __shfl_xor_sync(unsigned, V v, int laneMask) {
   static_assert(sizeof(V) == 4, "32-bit shuffles only");

@@ -57,6 +57,16 @@ void emitVocabPhase(KernelSpec &s, const rt::InstrDims &d, int phase);
 /// The scratch bytes of the loss's phases: mx, sum, target (a float per
 /// row each) and the gradient's scale.
 int64_t vocabScratchBytes(int64_t rows);
+/// Launches an embedding gradient over `local` table rows: `fn`
+/// (embeddingGrad or vocabEmbeddingGrad) with `targs` followed by the rows
+/// per block and the block size, called with `args`, of which the
+/// kernel's parameters are `params`; about 512 blocks, each reading every
+/// token id once.
+void emitEmbeddingGradRows(KernelSpec &s, int64_t local,
+                           const std::string &fn,
+                           std::vector<std::string> targs,
+                           const std::vector<std::string> &params,
+                           const std::vector<std::string> &args);
 void emitGated(KernelSpec &s, const rt::InstrDims &d);
 void emitRotary(KernelSpec &s, const rt::InstrDims &d);
 void emitQuantized(KernelSpec &s, const rt::InstrDims &d);

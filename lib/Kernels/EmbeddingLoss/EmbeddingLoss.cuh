@@ -33,28 +33,74 @@ __device__ void embedding(const TT *table, const int *ids, TO *out,
   }
 }
 
-/// cpu::embeddingGrad: thread (c, p) owns the table elements [v, c] with
-/// v % PARTS == p; it zeroes them, then adds every row of dy with such an
-/// id in token order (the CPU's order: bitwise the same sums).
-template <typename TD, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C,
-          dsc_i64 PARTS>
-__device__ void embeddingGrad(const int *ids, const TD *dy, TO *dtable,
-                              dsc_u32 code) {
-  DSC_GRID_LOOP(t, C *PARTS) {
-    const dsc_i64 c = t % C, p = t / C;
-    for (dsc_i64 v = p; v < V; v += PARTS)
-      st(dtable, v * C + c, 0.0f);
-    for (dsc_i64 r = 0; r < ROWS; ++r) {
+/// cpu::embeddingGrad over the table rows [0, LOCAL) that hold token ids
+/// [first, first + LOCAL): block b owns rows [b*R, (b+1)*R). It zeroes
+/// them, then reads the ROWS token ids once, THREADS at a time: the tile's
+/// tokens that fall in its rows are compacted in token order (a ballot per
+/// warp, the warps' counts through shared memory) and their dy rows added,
+/// element (row, c) always by thread c % THREADS. Every element thus sums
+/// its tokens in token order, the CPU's order: bitwise the same sums, with
+/// the ids read once per block rather than once per table column. An id
+/// outside [0, V) sets the status.
+template <typename TD, typename TO, dsc_i64 ROWS, dsc_i64 LOCAL, dsc_i64 V,
+          dsc_i64 C, dsc_i64 R, int THREADS>
+__device__ void embeddingGradRows(const int *ids, const TD *dy, TO *dtable,
+                                  dsc_i64 first, dsc_u32 code) {
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
+  __shared__ int tileRow[THREADS], tileToken[THREADS];
+  __shared__ int warpMatches[THREADS / 32];
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const dsc_i64 lo = dsc_i64(blockIdx.x) * R;
+  const dsc_i64 hi = lo + R < LOCAL ? lo + R : LOCAL;
+  for (dsc_i64 e = lo * C + tid; e < hi * C; e += THREADS)
+    st(dtable, e, 0.0f);
+  __syncthreads();
+  for (dsc_i64 base = 0; base < ROWS; base += THREADS) {
+    const dsc_i64 r = base + tid;
+    bool match = false;
+    dsc_i64 row = 0;
+    if (r < ROWS) {
       const int id = ids[r];
       if (id < 0 || id >= V) {
-        if (t == 0)
+        if (blockIdx.x == 0)
           fail(code);
-        continue;
+      } else {
+        row = dsc_i64(id) - first;
+        match = row >= lo && row < hi;
       }
-      if (id % PARTS == p)
-        st(dtable, id * C + c, ld(dtable, id * C + c) + ld(dy, r * C + c));
     }
+    const unsigned ballot = __ballot_sync(0xffffffffu, match);
+    if (lane == 0)
+      warpMatches[warp] = __popc(ballot);
+    __syncthreads();
+    int at = 0, total = 0;
+    for (int w = 0; w < THREADS / 32; ++w) {
+      at += w < warp ? warpMatches[w] : 0;
+      total += warpMatches[w];
+    }
+    if (match) {
+      const int k = at + __popc(ballot & ((1u << lane) - 1u));
+      tileRow[k] = int(row);
+      tileToken[k] = int(r);
+    }
+    __syncthreads();
+    for (int k = 0; k < total; ++k) {
+      const dsc_i64 to = dsc_i64(tileRow[k]) * C, from = dsc_i64(tileToken[k]) * C;
+      for (dsc_i64 c = tid; c < C; c += THREADS)
+        st(dtable, to + c, ld(dtable, to + c) + ld(dy, from + c));
+    }
+    __syncthreads();
   }
+}
+
+/// cpu::embeddingGrad: the whole table (embeddingGradRows), grid
+/// ceil(V / R) blocks of THREADS.
+template <typename TD, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 C,
+          dsc_i64 R, int THREADS>
+__device__ void embeddingGrad(const int *ids, const TD *dy, TO *dtable,
+                              dsc_u32 code) {
+  embeddingGradRows<TD, TO, ROWS, V, V, C, R, THREADS>(ids, dy, dtable, 0,
+                                                       code);
 }
 
 /// dsc.mlm_mask (cpu::mlmMask): the 80/10/10 rule from one Philox block per

@@ -39,15 +39,11 @@ void emitEmbeddingGrad(KernelSpec &s, const rt::InstrDims &d) {
   s.requireType(s.inType(0), Storage::I32, "ids");
   const std::string ids = s.in(0, "ids"), dy = s.in(1, "dy"),
                     out = s.out(0, "dtable");
-  // Threads (column, vocabulary part): about 32k of them.
-  const int64_t parts =
-      std::clamp<int64_t>(32768 / std::max<int64_t>(C, 1), 1, std::max<int64_t>(V, 1));
   const std::string code =
       s.status("token id out of range [0," + std::to_string(V) + ")");
-  elementwise(s, C * parts, {ids, dy, out},
-              call("embeddingGrad",
-                   {s.T(dy), s.T(out), n(rows), n(V), n(C), n(parts)},
-                   {ids, dy, out, code}));
+  emitEmbeddingGradRows(s, V, "embeddingGrad",
+                        {s.T(dy), s.T(out), n(rows), n(V), n(C)},
+                        {ids, dy, out}, {ids, dy, out, code});
 }
 
 void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
@@ -141,6 +137,20 @@ void emitPaddingMask(KernelSpec &s, const rt::InstrDims &d) {
 }
 
 } // namespace
+
+void emitEmbeddingGradRows(KernelSpec &s, int64_t local,
+                           const std::string &fn,
+                           std::vector<std::string> targs,
+                           const std::vector<std::string> &params,
+                           const std::vector<std::string> &args) {
+  // Every block reads all token ids: enough blocks to fill a GPU, few
+  // enough that the ids are read a few hundred times, not once per column.
+  const int64_t perBlock = std::max<int64_t>(1, (local + 511) / 512);
+  const int64_t grid = std::max<int64_t>(1, (local + perBlock - 1) / perBlock);
+  targs.push_back(n(perBlock));
+  targs.push_back(std::to_string(kBlock));
+  s.kernel(grid, kBlock, params, call(fn, targs, args));
+}
 
 void emitEmbeddingLoss(KernelSpec &s, const rt::InstrDims &d) {
   switch (asFamily<EmbeddingLossOpcode>(s.I.op)) {

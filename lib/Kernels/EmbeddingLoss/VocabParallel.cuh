@@ -48,30 +48,14 @@ __device__ void vocabEmbedding(const TT *table, const int *ids, TO *out,
   }
 }
 
-/// embeddingGrad over this rank's rows: dtable = 0, then dtable[id - first]
-/// += dy[r] in token order for this rank's ids (thread (c, p) owns the rows
-/// v with v % PARTS == p of column c).
+/// embeddingGrad over this rank's rows [rank*LOCAL, (rank+1)*LOCAL) of the
+/// vocabulary (embeddingGradRows): grid ceil(LOCAL / R) blocks of THREADS.
 template <typename TD, typename TO, dsc_i64 ROWS, dsc_i64 LOCAL, dsc_i64 V,
-          dsc_i64 C, dsc_i64 PARTS>
+          dsc_i64 C, dsc_i64 R, int THREADS>
 __device__ void vocabEmbeddingGrad(const int *ids, const TD *dy, TO *dtable,
                                    int rank, dsc_u32 code) {
-  const dsc_i64 first = dsc_i64(rank) * LOCAL;
-  DSC_GRID_LOOP(t, C *PARTS) {
-    const dsc_i64 c = t % C, p = t / C;
-    for (dsc_i64 v = p; v < LOCAL; v += PARTS)
-      st(dtable, v * C + c, 0.0f);
-    for (dsc_i64 r = 0; r < ROWS; ++r) {
-      const int id = ids[r];
-      if (id < 0 || id >= V) {
-        if (t == 0)
-          fail(code);
-        continue;
-      }
-      const dsc_i64 row = dsc_i64(id) - first;
-      if (row >= 0 && row < LOCAL && row % PARTS == p)
-        st(dtable, row * C + c, ld(dtable, row * C + c) + ld(dy, r * C + c));
-    }
-  }
+  embeddingGradRows<TD, TO, ROWS, LOCAL, V, C, R, THREADS>(
+      ids, dy, dtable, dsc_i64(rank) * LOCAL, code);
 }
 
 /// Each row's maximum over this rank's valid columns into mx (-inf where

@@ -75,13 +75,10 @@ void emitVocabPhase(KernelSpec &s, const rt::InstrDims &d, int phase) {
     requireF32(s, s.outType(0), "dtable");
     const std::string ids = s.in(0, "ids"), dy = s.in(1, "dy"),
                       out = s.out(0, "dtable");
-    const int64_t parts = std::clamp<int64_t>(
-        32768 / std::max<int64_t>(C, 1), 1, std::max<int64_t>(local, 1));
-    elementwise(s, C * parts, {ids, dy, out, rank},
-                call("vocabEmbeddingGrad",
-                     {s.T(dy), s.T(out), n(rows), n(local), n(V), n(C),
-                      n(parts)},
-                     {ids, dy, out, rank, badId()}));
+    emitEmbeddingGradRows(
+        s, local, "vocabEmbeddingGrad",
+        {s.T(dy), s.T(out), n(rows), n(local), n(V), n(C)},
+        {ids, dy, out, rank}, {ids, dy, out, rank, badId()});
     return;
   }
   const bool grad = s.I.op == Opcode::VocabCrossEntropyGrad;
