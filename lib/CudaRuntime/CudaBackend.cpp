@@ -4,7 +4,8 @@
 // each fused attention's implementation (libcudnn loaded where cuDNN may
 // run), compile it with NVRTC through the on-disk cache, load it as a CUDA
 // library, allocate the arena, scratch and cuBLASLt workspace, pick a
-// cuBLASLt algorithm per distinct GEMM and build cuDNN's attention graphs. Per function (first call): turn the emitter's Steps
+// cuBLASLt algorithm per distinct GEMM (timed once, then kept in the
+// kernel cache directory) and build cuDNN's attention graphs. Per function (first call): turn the emitter's Steps
 // into Calls with their kernel arguments resolved to device addresses, and
 // build a CUDA graph of them, one node per kernel launch, GEMM or cuDNN
 // attention (a child graph captured from the library) and copy, in program
@@ -20,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaMeshGroups.h"
+#include "GemmTiming.h"
 #ifdef DSC_HAVE_CUDNN_FRONTEND
 #include "CudnnAttention.h"
 #endif
@@ -41,6 +43,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <tuple>
 
 namespace dsc::rt {
@@ -161,6 +165,8 @@ struct FunctionState {
 };
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+/// How many of cuBLASLt's heuristic candidates are timed per GEMM.
+constexpr int kGemmCandidates = 8;
 
 class CudaBackend final : public Backend {
 public:
@@ -177,6 +183,15 @@ private:
   void compileAndLoad();
   void allocate(const Program &program);
   void planGemms();
+  /// Which of cuBLASLt's `candidates` for GEMM `k` runs it: the one stored
+  /// in the kernel cache directory for this device and descriptor, else the
+  /// fastest when timed on the GEMM's first operands (GemmTiming.h), else
+  /// (DSC_CUDA_GEMM_TIMING=0, one candidate, no step uses it) the
+  /// heuristic's first.
+  int chooseGemmAlgorithm(
+      size_t k, const GemmPlan &p,
+      const std::vector<cublasLtMatmulHeuristicResult_t> &candidates,
+      const std::string &what);
   /// Appends to a GEMM's `call` the launch of conversion kernel `name` over
   /// `n` elements, `from` into `to` (its three slots in Call::slots).
   void addConversion(Call &call, const char *name, void *from, void *to,
@@ -418,10 +433,15 @@ void CudaBackend::allocate(const Program &program) {
                        .numElements()) *
                 4);
     }
-  if (widenBytes)
+  // Zeroed like the arena: the GEMM timing (chooseGemmAlgorithm) reads them.
+  if (widenBytes) {
     alloc(widened, widenBytes, "f32 copy of a 16-bit GEMM operand");
-  if (biasBytes)
+    check(cudaMemset(widened, 0, widenBytes), "zeroing a GEMM operand copy");
+  }
+  if (biasBytes) {
     alloc(convertedBias, biasBytes, "copy of a GEMM's bias in its output type");
+    check(cudaMemset(convertedBias, 0, biasBytes), "zeroing a GEMM bias copy");
+  }
   check(cudaMemset(arena, 0, std::max<size_t>(total, 256)),
         "zeroing the arena");
   for (size_t offset : layout.offsets)
@@ -507,17 +527,92 @@ void CudaBackend::planGemms() {
     size_t ws = kWorkspaceBytes;
     cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t result{};
+    std::vector<cublasLtMatmulHeuristicResult_t> candidates(
+        kGemmCandidates);
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-        lt, p.desc, p.first, p.second, p.out, p.out, pref, 1, &result, &found);
+        lt, p.desc, p.first, p.second, p.out, p.out, pref, kGemmCandidates,
+        candidates.data(), &found);
     cublasLtMatmulPreferenceDestroy(pref);
     checkLt(st, what);
     if (found == 0)
       throw Error("cuBLASLt: no algorithm for " + what);
-    p.algo = result.algo;
+    candidates.resize(size_t(found));
+    p.algo = candidates[size_t(chooseGemmAlgorithm(k, p, candidates, what))]
+                 .algo;
     gemms.push_back(p);
   }
+}
+
+int CudaBackend::chooseGemmAlgorithm(
+    size_t k, const GemmPlan &p,
+    const std::vector<cublasLtMatmulHeuristicResult_t> &candidates,
+    const std::string &what) {
+  const char *timing = std::getenv("DSC_CUDA_GEMM_TIMING");
+  if (candidates.size() == 1 || (timing && std::string(timing) == "0"))
+    return 0;
+  const cuda::Gemm &g = module.gemms[k];
+  std::ostringstream key;
+  key << deviceName << "|cublasLt " << cublasLtGetVersion() << "|"
+      << opcodeName(g.op) << " batch " << g.batch << " " << g.M << "x" << g.N
+      << "x" << g.K << " trans " << g.transA << g.transB << " ld " << g.lda
+      << "," << g.ldb << "," << g.ldc << " strides " << g.strideA << ","
+      << g.strideB << "," << g.strideC << " types " << dtypeName(g.a) << ","
+      << dtypeName(g.b) << "," << dtypeName(g.c) << " widen " << p.widen
+      << " alpha " << p.alpha << " beta " << p.beta << " bias " << p.bias
+      << (p.bias ? dtypeName(p.convertBias ? g.c : g.biasType) : "")
+      << " workspace " << kWorkspaceBytes << " candidates "
+      << candidates.size();
+  if (std::optional<cuda::GemmChoice> c =
+          cuda::loadGemmChoice(options.kernelCacheDir, key.str());
+      c && size_t(c->candidate) < candidates.size())
+    return c->candidate;
+  // The GEMM's operands where a step first uses it: the arena is still
+  // all zeros (parameters are uploaded later), so the timing leaves it so.
+  const cuda::Step *use = nullptr;
+  for (const auto &[name, steps] : module.steps)
+    for (const cuda::Step &step : steps)
+      if (!use && step.kind == cuda::Step::Kind::Gemm &&
+          size_t(step.index) == k)
+        use = &step;
+  if (!use)
+    return 0;
+  auto operand = [&](size_t arg) -> void * {
+    return int(arg) == p.widen ? widened
+                               : addresses[size_t(use->args[arg].buffers[0])];
+  };
+  GemmLaunch launch;
+  launch.lt = lt;
+  launch.desc = p.desc;
+  launch.first = p.first;
+  launch.second = p.second;
+  launch.out = p.out;
+  launch.alpha = &p.alpha;
+  launch.beta = &p.beta;
+  launch.firstData = operand(1);
+  launch.secondData = operand(0);
+  launch.outData = operand(2);
+  launch.workspace = workspace;
+  launch.workspaceBytes = kWorkspaceBytes;
+  launch.stream = stream;
+  if (p.bias) {
+    void *bias =
+        p.convertBias ? convertedBias : addresses[size_t(use->args[3].buffers[0])];
+    checkLt(cublasLtMatmulDescSetAttribute(
+                p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+            what);
+  }
+  const cuda::GemmChoice best = fastestGemmCandidate(launch, candidates, what);
+  if (options.verbose)
+    std::fprintf(stderr, "cuda: %s: algorithm %d of %zu, %.1f us\n",
+                 what.c_str(), best.candidate + 1, candidates.size(),
+                 best.microseconds);
+  if (std::string problem =
+          cuda::storeGemmChoice(options.kernelCacheDir, key.str(), best);
+      !problem.empty())
+    std::fprintf(stderr, "dsc-run: warning: GEMM choice cache: %s\n",
+                 problem.c_str());
+  return best.candidate;
 }
 
 void CudaBackend::runGemm(const Call &call, cudaStream_t on) {
