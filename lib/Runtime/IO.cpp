@@ -21,7 +21,8 @@ namespace dsc::rt {
 
 namespace {
 
-constexpr int32_t kLlmcMagic = 20240520;
+constexpr int32_t kLlmcMagic = 20240520;       // uint16 tokens
+constexpr int32_t kLlmcLlama3Magic = 20240801; // uint32 tokens
 constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20; // 100 MB
 
@@ -66,34 +67,42 @@ TokenFile TokenFile::parse(std::string_view bytes, const std::string &path) {
     return tf;
   }
   const char *data = bytes.data();
-  int64_t first = 0, count = 0;
-  const bool llmc = size >= 4 && loadLE<int32_t>(data) == kLlmcMagic;
+  int64_t first = 0, count = 0, width = 2;
+  const int32_t magic = size >= 4 ? loadLE<int32_t>(data) : 0;
+  const bool llmc = magic == kLlmcMagic || magic == kLlmcLlama3Magic;
   // A .bin file is llm.c's format: without its magic number it is another
   // file (or a corrupt one), not raw tokens to be read silently.
   if (!llmc && endsWith(path, ".bin"))
     throw Error(path + ": not an llm.c token file: it starts with " +
-                (size >= 4 ? std::to_string(loadLE<int32_t>(data))
+                (size >= 4 ? std::to_string(magic)
                            : std::to_string(size) + " bytes") +
                 ", not the magic number " + std::to_string(kLlmcMagic) +
-                " (raw uint16 tokens: give the file another extension, "
-                "such as .u16)");
+                " (uint16 tokens) or " + std::to_string(kLlmcLlama3Magic) +
+                " (uint32 tokens); raw uint16 tokens: give the file another "
+                "extension, such as .u16");
   if (llmc) {
     if (size < kLlmcHeaderBytes)
       throw Error(path + ": truncated llm.c header (" + std::to_string(size) +
                   " bytes, need " + std::to_string(kLlmcHeaderBytes) + ")");
+    // llm.c's GPT-2 files are version 1 with uint16 tokens, its LLaMA 3
+    // files version 7 with uint32 tokens (dev/data/data_common.py).
+    const int32_t expected = magic == kLlmcMagic ? 1 : 7;
+    width = magic == kLlmcMagic ? 2 : 4;
     int32_t version = loadLE<int32_t>(data + 4);
-    if (version != 1)
+    if (version != expected)
       throw Error(path + ": unsupported llm.c token file version " +
-                  std::to_string(version) + " (expected 1)");
+                  std::to_string(version) + " (expected " +
+                  std::to_string(expected) + " after magic " +
+                  std::to_string(magic) + ")");
     int64_t header = loadLE<int32_t>(data + 8);
     if (header < 0)
       throw Error(path + ": llm.c header has a negative token count " +
                   std::to_string(header));
-    int64_t holds = (size - kLlmcHeaderBytes) / 2;
+    int64_t holds = (size - kLlmcHeaderBytes) / width;
     if (holds < header)
       throw Error(path + ": truncated (header says " + std::to_string(header) +
                   " tokens, file holds " + std::to_string(holds) + ")");
-    if (size != kLlmcHeaderBytes + 2 * header)
+    if (size != kLlmcHeaderBytes + width * header)
       throw Error(path + ": size mismatch (header says " +
                   std::to_string(header) + " tokens, file holds " +
                   std::to_string(size - kLlmcHeaderBytes) +
@@ -107,10 +116,15 @@ TokenFile TokenFile::parse(std::string_view bytes, const std::string &path) {
     count = size / 2;
   }
   tf.tokens.resize(size_t(count));
-  const unsigned char *u =
-      reinterpret_cast<const unsigned char *>(data + first);
-  for (int64_t i = 0; i < count; ++i)
-    tf.tokens[size_t(i)] = int32_t(uint32_t(u[2 * i]) | (uint32_t(u[2 * i + 1]) << 8));
+  const char *tokens = data + first;
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t t = width == 2 ? loadLE<uint16_t>(tokens + 2 * i)
+                                  : loadLE<uint32_t>(tokens + 4 * i);
+    if (t > uint32_t(INT32_MAX))
+      throw Error(path + ": token " + std::to_string(i) + " is " +
+                  std::to_string(t) + ", beyond any vocabulary (2^31 - 1)");
+    tf.tokens[size_t(i)] = int32_t(t);
+  }
   return tf;
 }
 

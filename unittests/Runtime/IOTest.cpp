@@ -60,6 +60,34 @@ TEST(TokenFile, LlmcRoundTrip) {
   EXPECT_THROW(writeTokenFile(dir + "/bad.bin", {70000}), Error);
 }
 
+// llm.c's LLaMA 3 files (dev/data/data_common.py): magic 20240801,
+// version 7, uint32 tokens, for vocabularies beyond 65,536.
+TEST(TokenFile, LlmcLlama3Uint32) {
+  std::string dir = tempDir();
+  const uint32_t toks[] = {0, 65536, 128255, 7};
+  writeRaw(dir + "/l3.bin",
+           llmcHeader(20240801, 7, 4) +
+               std::string(reinterpret_cast<const char *>(toks), sizeof toks));
+  EXPECT_EQ(TokenFile::open(dir + "/l3.bin").data(),
+            (std::vector<int32_t>{0, 65536, 128255, 7}));
+  // Version 1 is GPT-2's magic's; the uint32 magic needs version 7.
+  writeRaw(dir + "/v1.bin", llmcHeader(20240801, 1, 0));
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir + "/v1.bin"); }),
+            dir + "/v1.bin: unsupported llm.c token file version 1 (expected "
+                  "7 after magic 20240801)");
+  // The count is of 4-byte tokens.
+  writeRaw(dir + "/odd.bin", llmcHeader(20240801, 7, 2) + std::string(6, '\0'));
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir + "/odd.bin"); }),
+            dir + "/odd.bin: truncated (header says 2 tokens, file holds 1)");
+  const uint32_t huge[] = {1, 0x80000000u};
+  writeRaw(dir + "/huge.bin",
+           llmcHeader(20240801, 7, 2) +
+               std::string(reinterpret_cast<const char *>(huge), sizeof huge));
+  EXPECT_EQ(errorOf([&] { TokenFile::open(dir + "/huge.bin"); }),
+            dir + "/huge.bin: token 1 is 2147483648, beyond any vocabulary "
+                  "(2^31 - 1)");
+}
+
 TEST(TokenFile, RawUint16AndText) {
   std::string dir = tempDir();
   std::string raw("\x01\x00\x02\x01\xff\xff", 6);
@@ -95,8 +123,9 @@ TEST(TokenFile, Errors) {
   writeRaw(dir + "/raw.bin", std::string("\x01\x00\x02\x01", 4));
   EXPECT_EQ(errorOf([&] { TokenFile::open(dir + "/raw.bin"); }),
             dir + "/raw.bin: not an llm.c token file: it starts with 16908289, "
-                  "not the magic number 20240520 (raw uint16 tokens: give "
-                  "the file another extension, such as .u16)");
+                  "not the magic number 20240520 (uint16 tokens) or 20240801 "
+                  "(uint32 tokens); raw uint16 tokens: give the file another "
+                  "extension, such as .u16");
   writeRaw(dir + "/short.bin", std::string("\x01\x00", 2));
   EXPECT_TRUE(contains(errorOf([&] { TokenFile::open(dir + "/short.bin"); }),
                        "it starts with 2 bytes"));

@@ -20,9 +20,11 @@
 
 namespace dsc::rt {
 
-/// A token file: llm.c .bin (256 x int32 header, magic 20240520, version 1,
-/// token count; then uint16 tokens), raw uint16 (.bin without the magic, or any
-/// other extension except .txt), or UTF-8 text (.txt, one token per byte).
+/// A token file: llm.c .bin (256 x int32 header: magic, version, token
+/// count; then the tokens: magic 20240520 version 1 uint16, as llm.c writes
+/// GPT-2's; magic 20240801 version 7 uint32, as it writes LLaMA 3's), raw
+/// uint16 (any extension but .bin and .txt), or UTF-8 text (.txt, one token
+/// per byte).
 class TokenFile {
 public:
   static TokenFile open(const std::string &path);
