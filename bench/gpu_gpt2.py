@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
 """GPU training throughput: dsc (dsc-run train --backend cuda) vs PyTorch
-eager and torch.compile, GPT-2 124M, seq 1024, bf16, on the same GPU in the
-same run.
+eager and torch.compile, GPT-2 124M, seq 1024, bf16 (or a LLaMA), on the
+same GPU in the same run.
 
   python3 bench/gpu_gpt2.py [--dsc-run build/bin/dsc-run] [--steps 30]
                             [--warmup 10] [--json results.json]
+  python3 bench/gpu_gpt2.py --model examples/llama-3.2-1b.json --seq-len 2048
 
-Model: GPT-2 as dsc builds it (learned positions, pre-LN, GELU tanh, tied
-embeddings, dropout from the model config, default examples/gpt2-small.json);
-the PyTorch side is written here (no transformers), attention through
-F.scaled_dot_product_attention. Training: AdamW (lr 3e-4, betas 0.9/0.95,
+Models, the PyTorch side written here (no transformers), attention through
+F.scaled_dot_product_attention:
+- GPT-2 as dsc builds it (learned positions, pre-LN, GELU tanh, tied
+  embeddings, dropout from the model config; default
+  examples/gpt2-small.json);
+- LLaMA (model_type "llama"): RMSNorm computed in f32, rotary embeddings
+  with the config's rope_theta and llama3 rope_scaling, SwiGLU MLP,
+  grouped-query attention (SDPA's enable_gqa), embeddings tied or not as
+  configured. Its tokens are written in llm.c's uint32 format when the
+  vocabulary passes 65,536. Training: AdamW (lr 3e-4, betas 0.9/0.95,
 weight decay 0.1), gradient clipping 1.0, bf16 autocast for PyTorch and
 `bf16.enabled` for dsc (f32 master weights on both); the same random tokens
 and batching (step s reads B*T+1 tokens at s*B*T, as dsc-run does).
@@ -24,8 +31,9 @@ Throughput: tokens/s over the steps after --warmup (dsc: from its
 --log-json `tokens_per_s`; PyTorch: synchronised wall time per step).
 MFU = tokens/s * FLOPs per token / peak, with the nanoGPT/PaLM count
 FLOPs per token = 6 * N + 12 * L * T * d (N: parameters without the
-position embeddings, which are gathered not multiplied; the second term is
-attention's QK^T and AV, forward and backward). Peak: bf16 dense, 989.4
+embeddings that are only gathered, GPT-2's positions and an untied
+LLaMA's input embedding; d: the attention width, heads * head_dim; the
+second term is attention's QK^T and AV, forward and backward). Peak: bf16 dense, 989.4
 TFLOP/s on H100 SXM and H200, 756 on H100 PCIe, 312 on A100; others need
 --peak-tflops.
 
@@ -45,7 +53,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LLMC_MAGIC = 20240520
+LLMC_MAGIC = 20240520         # llm.c's uint16 token files
+LLMC_LLAMA3_MAGIC = 20240801  # and its uint32 ones (version 7)
 
 # bf16 dense peak (TFLOP/s) by device-name substring, most specific first.
 PEAKS = [("H100 PCIe", 756.0), ("H200", 989.4), ("H100", 989.4), ("A100", 312.0)]
@@ -56,7 +65,7 @@ def parse(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dsc-run", default=os.path.join(HERE, "..", "build", "bin", "dsc-run"))
     ap.add_argument("--model", default=os.path.join(HERE, "..", "examples", "gpt2-small.json"),
-                    help="Hugging Face GPT-2 config.json (default: GPT-2 124M)")
+                    help="Hugging Face GPT-2 or LLaMA config.json (default: GPT-2 124M)")
     ap.add_argument("--seq-len", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
@@ -93,10 +102,40 @@ def gpt2_params(cfg, seq_len):
     return total, total - wpe
 
 
+def llama_params(cfg):
+    """Parameter count of a LLaMA: (all, without an untied input embedding)."""
+    V, d, L = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"]
+    H = cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or H
+    hd = cfg.get("head_dim") or d // H
+    inner = cfg["intermediate_size"]
+    attn = d * H * hd + 2 * d * KV * hd + H * hd * d
+    if cfg.get("attention_bias"):
+        attn += H * hd + 2 * KV * hd + d
+    mlp = 3 * d * inner + (2 * inner + d if cfg.get("mlp_bias") else 0)
+    per_layer = 2 * d + attn + mlp
+    tied = cfg.get("tie_word_embeddings", False)
+    total = V * d * (1 if tied else 2) + L * per_layer + d
+    return total, total if tied else total - V * d
+
+
+def is_llama(cfg):
+    return cfg.get("model_type") == "llama"
+
+
+def model_params(cfg, seq_len):
+    return llama_params(cfg) if is_llama(cfg) else gpt2_params(cfg, seq_len)
+
+
 def flops_per_token(cfg, seq_len):
     """6 N + 12 L T d (see the module docstring)."""
-    _, n = gpt2_params(cfg, seq_len)
-    return 6 * n + 12 * cfg["n_layer"] * seq_len * cfg["n_embd"]
+    _, n = model_params(cfg, seq_len)
+    if is_llama(cfg):
+        L, H = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+        width = H * (cfg.get("head_dim") or cfg["hidden_size"] // H)
+    else:
+        L, width = cfg["n_layer"], cfg["n_embd"]
+    return 6 * n + 12 * L * seq_len * width
 
 
 def peak_tflops(device_name, override=None):
@@ -138,22 +177,43 @@ def self_test():
     assert largest_fitting(lambda b: b <= 24, 64, 128) == 16
     assert largest_fitting(lambda b: b <= 200, 16, 128) == 128
     assert largest_fitting(lambda b: False, 8, 128) is None
+    llama = json.load(open(os.path.join(HERE, "..", "examples", "llama-3.2-1b.json")))
+    total_l, n_l = llama_params(llama)
+    assert total_l == n_l == 1235814400, total_l  # Llama 3.2 1B, tied embeddings
+    assert flops_per_token(llama, 2048) == 6 * n_l + 12 * 16 * 2048 * 2048
+    untied = dict(llama, tie_word_embeddings=False)
+    assert llama_params(untied) == (total_l + 128256 * 2048, total_l)
+    with tempfile.TemporaryDirectory() as tmp:
+        import numpy as np
+        for vocab, magic, width in ((50257, LLMC_MAGIC, 2), (128256, LLMC_LLAMA3_MAGIC, 4)):
+            path = os.path.join(tmp, "t.bin")
+            write_tokens(path, np.array([1, vocab - 1, 3]), vocab)
+            raw = open(path, "rb").read()
+            header = np.frombuffer(raw[:1024], dtype="<i4")
+            assert (header[0], header[2]) == (magic, 3) and len(raw) == 1024 + 3 * width
+            dtype = "<u2" if width == 2 else "<u4"
+            assert list(np.frombuffer(raw[1024:], dtype=dtype)) == [1, vocab - 1, 3]
     a = parse(["--systems", "eager,compile", "--steps", "5", "--warmup", "2"])
     assert a.systems == ["eager", "compile"]
-    print("self-test ok: GPT-2 124M %d params, %.1f GFLOP/token at T=1024"
-          % (total, f / 1e9))
+    print("self-test ok: GPT-2 124M %d params, %.1f GFLOP/token at T=1024; "
+          "Llama 3.2 1B %d params, %.1f GFLOP/token at T=2048"
+          % (total, f / 1e9, total_l, flops_per_token(llama, 2048) / 1e9))
 
 
 # ---------------------------------------------------------------- data --
 
-def write_tokens(path, tokens):
-    """llm.c .bin: 256 int32 header words (magic, version 1, count), uint16s."""
+def write_tokens(path, tokens, vocab):
+    """llm.c .bin: 256 int32 header words (magic, version, count), then
+    uint16 tokens (version 1), or uint32 ones (version 7) for a vocabulary
+    past 65,536."""
     import numpy as np
+    wide = vocab > 65536
     header = np.zeros(256, dtype="<i4")
-    header[0], header[1], header[2] = LLMC_MAGIC, 1, len(tokens)
+    header[0], header[1], header[2] = (LLMC_LLAMA3_MAGIC if wide else LLMC_MAGIC,
+                                       7 if wide else 1, len(tokens))
     with open(path, "wb") as f:
         f.write(header.tobytes())
-        f.write(np.asarray(tokens).astype("<u2").tobytes())
+        f.write(np.asarray(tokens).astype("<u4" if wide else "<u2").tobytes())
 
 
 def batch_at(tokens, step, B, T):
@@ -167,6 +227,121 @@ def batch_at(tokens, step, B, T):
 # ------------------------------------------------------------- PyTorch --
 
 def make_model(cfg, seq_len):
+    return make_llama(cfg, seq_len) if is_llama(cfg) else make_gpt2(cfg, seq_len)
+
+
+def rope_inv_freq(cfg, head_dim):
+    """Rotary frequencies: rope_theta, with transformers' "llama3" scaling
+    (long wavelengths divided by factor, short ones kept, a smooth blend
+    between low_freq_factor and high_freq_factor)."""
+    import math
+    import torch
+    base = cfg.get("rope_theta", 10000.0)
+    inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    sc = cfg.get("rope_scaling") or {}
+    if sc.get("rope_type", sc.get("type")) == "llama3":
+        factor, old = sc["factor"], sc["original_max_position_embeddings"]
+        lo, hi = sc["low_freq_factor"], sc["high_freq_factor"]
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        blended = (1 - smooth) * inv / factor + smooth * inv
+        inv = torch.where(wavelen > old / lo, inv / factor,
+                          torch.where(wavelen < old / hi, inv, blended))
+    return inv.float()
+
+
+def make_llama(cfg, seq_len):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KV = cfg.get("num_key_value_heads") or H
+    hd = cfg.get("head_dim") or d // H
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    abias, mbias = bool(cfg.get("attention_bias")), bool(cfg.get("mlp_bias"))
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    native_gqa = (major, minor) >= (2, 5)  # SDPA's enable_gqa
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            h = x.float()
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+            return self.weight * h.to(x.dtype)
+
+    def rotate(x, cos, sin):
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+        return x * cos.to(x.dtype) + torch.cat((-x2, x1), dim=-1) * sin.to(x.dtype)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_layernorm = RMSNorm()
+            self.q_proj = nn.Linear(d, H * hd, bias=abias)
+            self.k_proj = nn.Linear(d, KV * hd, bias=abias)
+            self.v_proj = nn.Linear(d, KV * hd, bias=abias)
+            self.o_proj = nn.Linear(H * hd, d, bias=abias)
+            self.post_attention_layernorm = RMSNorm()
+            self.gate_proj = nn.Linear(d, cfg["intermediate_size"], bias=mbias)
+            self.up_proj = nn.Linear(d, cfg["intermediate_size"], bias=mbias)
+            self.down_proj = nn.Linear(cfg["intermediate_size"], d, bias=mbias)
+
+        def forward(self, x, cos, sin):
+            B, T, _ = x.shape
+            h = self.input_layernorm(x)
+            q = self.q_proj(h).view(B, T, H, hd).transpose(1, 2)
+            k = self.k_proj(h).view(B, T, KV, hd).transpose(1, 2)
+            v = self.v_proj(h).view(B, T, KV, hd).transpose(1, 2)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            if native_gqa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            else:
+                k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o_proj(y.transpose(1, 2).reshape(B, T, H * hd))
+            h = self.post_attention_layernorm(x)
+            return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(cfg["vocab_size"], d)
+            self.layers = nn.ModuleList(Block() for _ in range(L))
+            self.norm = RMSNorm()
+            self.tied = cfg.get("tie_word_embeddings", False)
+            if not self.tied:
+                self.lm_head = nn.Linear(d, cfg["vocab_size"], bias=False)
+            freqs = torch.outer(torch.arange(seq_len).float(), rope_inv_freq(cfg, hd))
+            angles = torch.cat((freqs, freqs), dim=-1)
+            self.register_buffer("cos", angles.cos(), persistent=False)
+            self.register_buffer("sin", angles.sin(), persistent=False)
+            std = cfg.get("initializer_range", 0.02)
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(m.weight, std=std)
+                if isinstance(m, nn.Linear) and m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+        def forward(self, idx, targets):
+            T = idx.shape[1]
+            cos, sin = self.cos[:T], self.sin[:T]
+            x = self.embed_tokens(idx)
+            for block in self.layers:
+                x = block(x, cos, sin)
+            x = self.norm(x)
+            head = self.embed_tokens.weight if self.tied else self.lm_head.weight
+            logits = F.linear(x, head)
+            return F.cross_entropy(logits.float().view(-1, logits.shape[-1]),
+                                   targets.reshape(-1))
+
+    return Llama()
+
+
+def make_gpt2(cfg, seq_len):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -229,7 +404,7 @@ def torch_trainer(cfg, seq_len, B, compiled):
     """A step function for micro-batch B (model and AdamW on the GPU)."""
     import torch
     model = make_model(cfg, seq_len).cuda().train()
-    total, _ = gpt2_params(cfg, seq_len)
+    total, _ = model_params(cfg, seq_len)
     assert sum(p.numel() for p in model.parameters()) == total
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
@@ -413,7 +588,7 @@ def main():
     g = torch.Generator().manual_seed(0)
     tokens_cpu = torch.randint(0, cfg["vocab_size"], (n,), generator=g, dtype=torch.int64)
     data = os.path.join(wd, "tokens.bin")
-    write_tokens(data, tokens_cpu.numpy())
+    write_tokens(data, tokens_cpu.numpy(), cfg["vocab_size"])
 
     res = {}
     # dsc first, in its own process, while this one holds no GPU memory
@@ -438,10 +613,11 @@ def main():
         progress(system, res[system])
 
     fpt = flops_per_token(cfg, a.seq_len)
-    total, _ = gpt2_params(cfg, a.seq_len)
+    total, _ = model_params(cfg, a.seq_len)
     ref = res.get("compile", {}).get("tokens_per_s")
-    print("\n%s, torch %s, GPT-2 %.0fM params, T=%d, bf16, %d steps (%d warm-up excluded)"
-          % (name, torch.__version__, total / 1e6, a.seq_len, a.steps, a.warmup))
+    print("\n%s, torch %s, %s %.0fM params, T=%d, bf16, %d steps (%d warm-up excluded)"
+          % (name, torch.__version__, "LLaMA" if is_llama(cfg) else "GPT-2", total / 1e6,
+             a.seq_len, a.steps, a.warmup))
     print("MFU: tokens/s * %.3g FLOP/token (6N + 12LTd) / %s\n"
           % (fpt, "%.1f TFLOP/s" % peak if peak else "unknown peak (pass --peak-tflops)"))
     print("| system | micro-batch | tokens/s | MFU | vs torch.compile |")

@@ -55,6 +55,8 @@
 #   bench-moe       bench/bench_moe.py --backend cuda: a Mixtral (8 experts
 #                   of 1024, top-2, width 512) against a dense LLaMA of the
 #                   same active parameters, tokens/s on the GPU
+#   bench-llama     bench/gpu_gpt2.py on examples/llama-3.2-1b.json, seq
+#                   2048, bf16: dsc vs PyTorch eager and torch.compile
 #   bench           bench/gpu_gpt2.py: GPT-2 124M, seq 1024, bf16, dsc vs
 #                   PyTorch eager and torch.compile (gets the time left)
 #   dist-*          5 training steps of GPT-2 tiny on 2 ranks sharing the GPU
@@ -76,7 +78,7 @@
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
 #           check-cuda-registers check-cuda-gemma2 check-cuda-phi
 #           check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
-#           bench-moe
+#           bench-moe bench-llama
 #           sparse-attention ncu-attention ctest-gpu
 #   distributed  libraries devices nccl dist-*
 # Each step has a time cap, so the whole run ends within
@@ -86,7 +88,8 @@
 #   gpu-check.log   every step's output, in order
 #   results.json    {"bundle": ..., "steps": [{"name", "status" (pass, fail,
 #                   skip, timeout), "seconds", "summary" (last line)}]}
-#   bench.json      the benchmark's results (when it ran)
+#   bench.json      the benchmark's results (when it ran); bench-llama.json
+#                   the LLaMA benchmark's
 #   attention.json, attention-registers.json, sparse-attention.json  the
 #                   attention benchmarks' (when they ran)
 # The environment carries on: DSC_CUDA_ATTENTION=registers ./gpu-check.sh
@@ -105,7 +108,8 @@ if ((${#selected[@]} == 1)); then
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
                      check-cuda-registers check-cuda-gemma2 check-cuda-phi
                      check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
-                     bench-moe sparse-attention ncu-attention ctest-gpu) ;;
+                     bench-moe bench-llama sparse-attention ncu-attention
+                     ctest-gpu) ;;
     distributed) selected=(libraries devices nccl 'dist-*') ;;
   esac
 fi
@@ -378,6 +382,13 @@ bench_moe() {
     --width 512 --ffn 1024 --seq 256 --micro-batch 8 --steps 12
 }
 
+bench_llama() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  python3 "$here/bench/gpu_gpt2.py" --dsc-run "$bin/dsc-run" \
+    --model "$examples/llama-3.2-1b.json" --seq-len 2048 --steps 12 --warmup 4 \
+    --max-batch 16 --json "$results/bench-llama.json"
+}
+
 bench() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
   python3 "$here/bench/gpu_gpt2.py" --dsc-run "$bin/dsc-run" \
@@ -429,7 +440,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda dist_train dist_train_moe bench_moe \
+export -f devices versions nvrtc nccl ctest_gpu check_cuda dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench
@@ -525,6 +536,7 @@ step dist-expert-parallel 90 dist_train_moe expert-parallel \
 step dist-expert-parallel-drop 90 dist_train_moe expert-parallel-drop \
   "c['moe'] = {'ep_size': 2, 'drop_tokens': True, 'capacity_factor': 0.75}"
 step bench-moe 90 bench_moe
+step bench-llama 200 bench_llama
 step bench "$budget" bench
 
 manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)
