@@ -707,8 +707,22 @@ static LogicalResult verifyLogitsLabels(Operation *op, Value logits,
   return success();
 }
 
+/// A cross entropy's `classes`: 0 (every column) or at most the logits'
+/// last dimension.
+static LogicalResult verifyClasses(Operation *op, Value logits,
+                                   int64_t classes) {
+  const int64_t columns = shapeOf(logits).back();
+  if (classes < 0 || classes > columns)
+    return op->emitOpError("classes = ")
+           << classes << " must be 0 (every column) or at most the logits' "
+           << columns << " columns";
+  return success();
+}
+
 LogicalResult CrossEntropyOp::verify() {
-  return verifyLogitsLabels(*this, getLogits(), getLabels());
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+    return failure();
+  return verifyClasses(*this, getLogits(), getClasses());
 }
 
 LogicalResult MlmMaskOp::verify() {
@@ -800,14 +814,16 @@ LogicalResult SoftmaxGradOp::verify() {
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())) ||
+      failed(verifyClasses(*this, getLogits(), getClasses())))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()),
                      shapeOf(getLogits()));
 }
 
 LogicalResult CrossEntropyWithGradOp::verify() {
-  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())) ||
+      failed(verifyClasses(*this, getLogits(), getClasses())))
     return failure();
   if (getLogitsGrad().getType() != getLogits().getType())
     return emitOpError("logits_grad ")

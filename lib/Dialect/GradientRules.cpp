@@ -276,7 +276,7 @@ void CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                    SmallVectorImpl<Value> &operandGrads) {
   operandGrads[0] = b.create<CrossEntropyGradOp>(
       getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
-      getLabels(), getIgnoreIndexAttr());
+      getLabels(), getIgnoreIndexAttr(), getClassesAttr());
 }
 
 void SigmoidGateOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,

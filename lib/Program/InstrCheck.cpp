@@ -625,6 +625,14 @@ void Checker::crossEntropy() {
   const size_t li = grad ? 1 : 0;
   rowsOf(in(li), "logits");
   count(in(li + 1), d.rows, "labels");
+  if (I.op != Opcode::VocabCrossEntropy && I.op != Opcode::VocabCrossEntropyGrad) {
+    const int64_t classes = I.getInt("classes");
+    if (classes < 0 || classes > d.cols)
+      fail("classes = " + std::to_string(classes) +
+           " must be 0 (every column) or at most the logits' " +
+           std::to_string(d.cols) + " columns");
+    d.vocab = classes ? classes : d.cols;
+  }
   if (grad)
     count(in(0), 1, "dloss");
   if (!grad || both)

@@ -22,7 +22,7 @@ using namespace mlir::dsc;
 
 namespace {
 
-/// The loss of the same logits, labels and ignore_index as `grad`, if
+/// The loss of the same logits, labels, ignore_index and classes as `grad`, if
 /// `grad`'s seed is available where it is computed.
 CrossEntropyOp lossOf(CrossEntropyGradOp grad) {
   Value seed = grad.getGrad();
@@ -30,6 +30,7 @@ CrossEntropyOp lossOf(CrossEntropyGradOp grad) {
     auto loss = dyn_cast<CrossEntropyOp>(user);
     if (!loss || loss.getLabels() != grad.getLabels() ||
         loss.getIgnoreIndex() != grad.getIgnoreIndex() ||
+        loss.getClasses() != grad.getClasses() ||
         loss->getBlock() != grad->getBlock())
       continue;
     Operation *def = seed.getDefiningOp();
@@ -57,7 +58,7 @@ struct FuseCrossEntropyPass
       auto fused = b.create<CrossEntropyWithGradOp>(
           loss.getLoc(), TypeRange{loss.getType(), grad.getType()},
           grad.getGrad(), grad.getLogits(), grad.getLabels(),
-          grad.getIgnoreIndexAttr());
+          grad.getIgnoreIndexAttr(), grad.getClassesAttr());
       loss.getResult().replaceAllUsesWith(fused.getLoss());
       grad.getResult().replaceAllUsesWith(fused.getLogitsGrad());
       grad.erase();

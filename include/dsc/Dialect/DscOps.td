@@ -525,10 +525,14 @@ def Dsc_CrossEntropyOp
   let summary = "Mean negative log-likelihood of `labels` under softmax(logits)";
   let description = [{
     Positions whose label equals `ignore_index` do not count (BERT's
-    unmasked positions). The result is a scalar.
+    unmasked positions). The result is a scalar. With `classes = K` (0:
+    every column) only a row's first K logits are classes: the rest are a
+    padded vocabulary's (-dsc-pad-vocabulary) and take no probability;
+    labels must lie below K.
   }];
   let arguments = (ins Dsc_FloatTensor:$logits, Dsc_IdTensor:$labels,
-                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$classes);
   let results = (outs Dsc_Scalar:$loss);
 }
 
@@ -1164,20 +1168,27 @@ def Dsc_CrossEntropyWithGradOp
     holds one [B, T, V] buffer where it held two. Produced by
     -dsc-fuse-cross-entropy, which runs when the loss gradient's seed
     (`%dloss`) is known before the loss is computed, as it is in
-    @micro_step.
+    @micro_step. `classes` as in dsc.cross_entropy.
   }];
   let arguments = (ins Dsc_Scalar:$grad, Dsc_FloatTensor:$logits,
                        Dsc_IdTensor:$labels,
-                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$classes);
   let results = (outs Dsc_Scalar:$loss, Dsc_FloatTensor:$logits_grad);
   let hasVerifier = 1;
 }
 
 def Dsc_CrossEntropyGradOp : Dsc_Op<"cross_entropy_grad"> {
   let summary = "dlogits = dloss * (softmax(logits) - onehot(labels)) / count";
+  let description = [{
+    With `classes = K` (0: every column), as in dsc.cross_entropy: the
+    softmax is over a row's first K logits and the padding columns' gradient
+    is zero.
+  }];
   let arguments = (ins Dsc_Scalar:$grad, Dsc_FloatTensor:$logits,
                        Dsc_IdTensor:$labels,
-                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$classes);
   let results = (outs Dsc_FloatTensor:$result);
 }
 

@@ -43,6 +43,8 @@ struct InstrDims {
   /// the bias width, V of the logits, Tk of the scores).
   int64_t rows = 0, cols = 0;
   /// Embedding(Grad): the table's rows (its cols are `cols`, the ids `rows`).
+  /// CrossEntropy(Grad, WithGrad): the classes, a row's first `vocab` of
+  /// its `cols` logits (the rest pad the vocabulary).
   int64_t vocab = 0;
   /// Softmax: the query length, the scores' second-to-last dim (1 if none).
   int64_t tq = 1;

@@ -133,26 +133,29 @@ __device__ void paddingMask(const int *ids, int *mask) {
 
 //===----------------------------------------------------------------------===//
 // Cross entropy (cpu::crossEntropy / crossEntropyGrad): rows of V logits
-// streamed by THREADS threads (V may be 50k). Labels equal to IGNORE do not
-// count; any other label outside [0, V) sets the status.
+// streamed by THREADS threads (V may be 50k), of which the first CLASSES
+// are the classes (the rest pad the vocabulary: no probability, zero
+// gradient). Labels equal to IGNORE do not count; any other label outside
+// [0, CLASSES) sets the status.
 //===----------------------------------------------------------------------===//
 
-template <typename TL, dsc_i64 V, int THREADS>
+template <typename TL, dsc_i64 CLASSES, int THREADS>
 __device__ __forceinline__ void rowLogSumExp(const TL *z, int lane, float &mx,
                                              float &sum) {
   float m = -__int_as_float(0x7f800000);
-  for (dsc_i64 j = lane; j < V; j += THREADS)
+  for (dsc_i64 j = lane; j < CLASSES; j += THREADS)
     m = fmaxf(m, ld(z, j));
   m = rowMax<THREADS>(m);
   float s = 0.0f;
-  for (dsc_i64 j = lane; j < V; j += THREADS)
+  for (dsc_i64 j = lane; j < CLASSES; j += THREADS)
     s += expf(ld(z, j) - m);
   mx = m;
   sum = rowSum<THREADS>(s);
 }
 
 /// Per-row NLL into rowLoss (double, 0 for ignored rows).
-template <typename TL, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE, int THREADS>
+template <typename TL, dsc_i64 ROWS, dsc_i64 V, dsc_i64 CLASSES,
+          dsc_i64 IGNORE, int THREADS>
 __device__ void crossEntropyRows(const TL *logits, const int *labels,
                                  double *rowLoss, dsc_u32 code) {
   const dsc_i64 r = rowIndex<THREADS>();
@@ -165,7 +168,7 @@ __device__ void crossEntropyRows(const TL *logits, const int *labels,
       rowLoss[r] = 0.0;
     return;
   }
-  if (label < 0 || label >= V) {
+  if (label < 0 || label >= CLASSES) {
     if (lane == 0) {
       fail(code);
       rowLoss[r] = 0.0;
@@ -173,7 +176,7 @@ __device__ void crossEntropyRows(const TL *logits, const int *labels,
     return;
   }
   float mx, sum;
-  rowLogSumExp<TL, V, THREADS>(logits + r * V, lane, mx, sum);
+  rowLogSumExp<TL, CLASSES, THREADS>(logits + r * V, lane, mx, sum);
   if (lane == 0)
     rowLoss[r] = double(mx) + log(double(sum)) - double(ld(logits, r * V + label));
 }
@@ -211,8 +214,8 @@ __device__ void crossEntropyGradScale(const TS *dloss, const int *labels,
 /// same maximum and sum. dlogits may be the logits: each element is read,
 /// then written, by one thread, and the label's logit is read by the thread
 /// that overwrites it.
-template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE,
-          int THREADS>
+template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 CLASSES,
+          dsc_i64 IGNORE, int THREADS>
 __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
                                          const int *labels, double *rowLoss,
                                          TO *dlogits, dsc_u32 code) {
@@ -221,7 +224,7 @@ __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
   if (r >= ROWS)
     return;
   const int label = labels[r];
-  const bool bad = label != IGNORE && (label < 0 || label >= V);
+  const bool bad = label != IGNORE && (label < 0 || label >= CLASSES);
   if (bad && lane == 0)
     fail(code);
   if (label == IGNORE || bad) {
@@ -233,11 +236,11 @@ __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
   }
   const float k = *kIn;
   float mx, sum;
-  rowLogSumExp<TL, V, THREADS>(logits + r * V, lane, mx, sum);
+  rowLogSumExp<TL, CLASSES, THREADS>(logits + r * V, lane, mx, sum);
   const float f = k / sum;
   for (dsc_i64 j = lane; j < V; j += THREADS) {
     const float z = ld(logits, r * V + j);
-    float d = f * expf(z - mx);
+    float d = j < CLASSES ? f * expf(z - mx) : 0.0f;
     if (j == label) {
       if (rowLoss)
         rowLoss[r] = double(mx) + log(double(sum)) - double(z);
@@ -248,12 +251,12 @@ __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
 }
 
 /// CrossEntropyGrad's rows: the above without the loss.
-template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 IGNORE,
-          int THREADS>
+template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 CLASSES,
+          dsc_i64 IGNORE, int THREADS>
 __device__ void crossEntropyGradRows(const float *kIn, const TL *logits,
                                      const int *labels, TO *dlogits,
                                      dsc_u32 code) {
-  crossEntropyWithGradRows<TL, TO, ROWS, V, IGNORE, THREADS>(
+  crossEntropyWithGradRows<TL, TO, ROWS, V, CLASSES, IGNORE, THREADS>(
       kIn, logits, labels, nullptr, dlogits, code);
 }
 

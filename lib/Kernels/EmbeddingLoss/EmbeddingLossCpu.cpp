@@ -127,20 +127,22 @@ inline void rowLogSumExp(const float *z, int64_t V, float &mx, float &sum) {
   sum = s;
 }
 
+/// Rows of `stride` logits whose first `classes` are the classes (the rest
+/// pad the vocabulary: no probability, zero gradient).
 float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
-                   int64_t V, int64_t ignoreIndex) {
+                   int64_t stride, int64_t classes, int64_t ignoreIndex) {
   int64_t count;
-  checkLabels(labels, rows, V, ignoreIndex, "cross_entropy", count);
+  checkLabels(labels, rows, classes, ignoreIndex, "cross_entropy", count);
   if (count == 0)
     return 0.0f;
   std::vector<double> loss(size_t(rows), 0.0);
-#pragma omp parallel for schedule(static) if (rows * V > (1 << 14))
+#pragma omp parallel for schedule(static) if (rows * classes > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] == ignoreIndex)
       continue;
-    const float *z = logits + r * V;
+    const float *z = logits + r * stride;
     float mx, sum;
-    rowLogSumExp(z, V, mx, sum);
+    rowLogSumExp(z, classes, mx, sum);
     loss[size_t(r)] = double(mx) + std::log(double(sum)) - double(z[labels[r]]);
   }
   double total = 0.0;
@@ -150,26 +152,27 @@ float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
 }
 
 void crossEntropyGrad(float dloss, const float *logits, const int32_t *labels,
-                      float *dlogits, int64_t rows, int64_t V,
-                      int64_t ignoreIndex) {
+                      float *dlogits, int64_t rows, int64_t stride,
+                      int64_t classes, int64_t ignoreIndex) {
   int64_t count;
-  checkLabels(labels, rows, V, ignoreIndex, "cross_entropy_grad", count);
+  checkLabels(labels, rows, classes, ignoreIndex, "cross_entropy_grad", count);
   const float k = count > 0 ? dloss / float(count) : 0.0f;
-#pragma omp parallel for schedule(static) if (rows * V > (1 << 14))
+#pragma omp parallel for schedule(static) if (rows * classes > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
-    const float *z = logits + r * V;
-    float *d = dlogits + r * V;
+    const float *z = logits + r * stride;
+    float *d = dlogits + r * stride;
     if (labels[r] == ignoreIndex) {
-      std::memset(d, 0, size_t(V) * 4);
+      std::memset(d, 0, size_t(stride) * 4);
       continue;
     }
     float mx, sum;
-    rowLogSumExp(z, V, mx, sum);
+    rowLogSumExp(z, classes, mx, sum);
     const float f = k / sum;
 #pragma omp simd
-    for (int64_t j = 0; j < V; ++j)
+    for (int64_t j = 0; j < classes; ++j)
       d[j] = f * expApprox(z[j] - mx);
     d[labels[r]] -= k;
+    std::memset(d + classes, 0, size_t(stride - classes) * 4);
   }
 }
 
@@ -318,11 +321,11 @@ void runEmbeddingLoss(Exec &e) {
     // same two computations as the separate ops, so the same bits.
     if (!grad || both)
       e.fout(0, "loss")[0] =
-          crossEntropy(logits, labels, d.rows, d.cols, ignore);
+          crossEntropy(logits, labels, d.rows, d.cols, d.vocab, ignore);
     if (grad)
       crossEntropyGrad(e.scalarIn(0, "dloss"), logits, labels,
                        e.fout(both ? 1 : 0, "dlogits"), d.rows, d.cols,
-                       ignore);
+                       d.vocab, ignore);
     return;
   }
   case EmbeddingLossOpcode::MlmMask: {

@@ -50,7 +50,8 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
   const bool both = s.I.op == Opcode::CrossEntropyWithGrad;
   const bool grad = both || s.I.op == Opcode::CrossEntropyGrad;
   const size_t li = grad ? 1 : 0;
-  const int64_t V = d.cols, rows = d.rows;
+  // Rows of V logits, the first `classes` of them the classes.
+  const int64_t V = d.cols, classes = d.vocab, rows = d.rows;
   s.requireType(s.inType(li + 1), Storage::I32, "labels");
   const int64_t ignore =
       s.I.has("ignore_index") ? s.I.getInt("ignore_index") : -100;
@@ -61,7 +62,7 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
       std::string(both   ? "cross_entropy_with_grad"
                   : grad ? "cross_entropy_grad"
                          : "cross_entropy") +
-      ": a label is out of range [0," + std::to_string(V) +
+      ": a label is out of range [0," + std::to_string(classes) +
       ") and not ignore_index " + std::to_string(ignore));
   if (grad) {
     // k = dloss / count, then each row's dlogits (fused: and its loss, in
@@ -84,7 +85,7 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
              : std::vector<std::string>{k, logits, labels, dx, code};
     s.kernel(grid, block, {"dsc_scratch", logits, labels, dx},
              call(both ? "crossEntropyWithGradRows" : "crossEntropyGradRows",
-                  {s.T(logits), s.T(dx), n(rows), n(V), n(ignore),
+                  {s.T(logits), s.T(dx), n(rows), n(V), n(classes), n(ignore),
                    std::to_string(threads)},
                   rowArgs));
     if (both)
@@ -100,7 +101,8 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
   const std::string part = "static_cast<double *>(dsc_scratch)";
   s.kernel(grid, block, {logits, labels, "dsc_scratch"},
            call("crossEntropyRows",
-                {s.T(logits), n(rows), n(V), n(ignore), std::to_string(threads)},
+                {s.T(logits), n(rows), n(V), n(classes), n(ignore),
+                 std::to_string(threads)},
                 {logits, labels, part, code}));
   s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
            call("crossEntropyFinish",
