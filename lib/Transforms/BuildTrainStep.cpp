@@ -451,6 +451,13 @@ func::FuncOp BuildTrainStepPass::buildMicroStep(func::FuncOp fwdGrad,
     outs.push_back(
         map.lookup(ret.getOperand(numForwardResults + numTrainable + i)));
   b.create<func::ReturnOp>(loc, outs);
+  // Logits the micro-step does not return: the dsc.split that cut a padded
+  // vocabulary's real columns for the return (-dsc-pad-vocabulary) goes
+  // too, or it would copy them and keep the loss from overwriting them.
+  if (holdsLoss && !returnLogits)
+    if (Operation *def = map.lookup(ret.getOperand(1)).getDefiningOp();
+        def && isa<SplitOp>(def) && def->use_empty())
+      def->erase();
   return micro;
 }
 

@@ -15,6 +15,8 @@
 //     on the whole model, where a tied head is recognised by its embedding)
 //   -dsc-quantize-frozen (QLoRA: the frozen linear weights in 4 bits; the
 //     fusions leave its GEMMs alone)
+//   -dsc-pad-vocabulary (the LM head's vocabulary to a multiple of N rows,
+//     on the whole model; a LoRA or 4-bit head is left as it is)
 //   -dsc-pipeline-stage (keeps this rank's stage of a pipelined mesh;
 //     after the slicing, which sees the whole model's embeddings and head)
 //   forward-graph fusions (qkv, bias-gelu, swiglu, bias-dropout-add,
@@ -53,7 +55,8 @@ namespace {
 /// run, and its switches: what both forms of the options come to.
 struct TrainingPasses {
   TrainingSwitches switches;
-  std::unique_ptr<Pass> lora, quantizeFrozen, pipelineStage, buildTrainStep, remat,
+  std::unique_ptr<Pass> lora, quantizeFrozen, padVocabulary, pipelineStage,
+      buildTrainStep, remat,
       mixedPrecision, onebitAdam, onebitLamb, zeroOneAdam, zero,
       offloadOptimizer, offloadNvme, bucketCollectives, overlapCollectives;
 };
@@ -69,6 +72,7 @@ void addInOrder(OpPassManager &pm, TrainingPasses p) {
   pm.addPass(createDscExpertParallel());
   addIfRun(p.lora);
   addIfRun(p.quantizeFrozen);
+  addIfRun(p.padVocabulary);
   pm.addPass(std::move(p.pipelineStage));
   if (on.fuseQkv)
     pm.addPass(createDscFuseQkv());
@@ -153,6 +157,7 @@ void mlir::dsc::buildTrainingPipeline(OpPassManager &pm,
     quantize.skipModules = t.quantizeFrozen->skipModules;
     p.quantizeFrozen = createDscQuantizeFrozen(quantize);
   }
+  p.padVocabulary = ifRun(t.padVocabulary, createDscPadVocabulary);
   p.pipelineStage = createDscPipelineStage(t.pipelineStage);
   p.buildTrainStep = createDscBuildTrainStep(t.buildTrainStep);
   p.remat = ifRun(t.remat, createDscRemat);
@@ -188,6 +193,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
   p.lora = fromText(createDscLora(), o.lora, false, error, failed);
   p.quantizeFrozen = fromText(createDscQuantizeFrozen(), o.quantizeFrozen,
                               false, error, failed);
+  p.padVocabulary = fromText(createDscPadVocabulary(), o.padVocabulary, false,
+                             error, failed);
   p.pipelineStage =
       fromText(createDscPipelineStage(), o.pipelineStage, true, error, failed);
   p.buildTrainStep =
@@ -217,8 +224,8 @@ static LogicalResult buildFromText(OpPassManager &pm,
 void mlir::dsc::registerTrainingPipeline() {
   registerPassPipeline(
       "dsc-train-pipeline",
-      "Build the training step: -dsc-tensor-parallel, -dsc-lora and "
-      "-dsc-quantize-frozen as given, "
+      "Build the training step: -dsc-tensor-parallel, -dsc-lora, "
+      "-dsc-quantize-frozen and -dsc-pad-vocabulary as given, "
       "-dsc-pipeline-stage, the fusions as chosen, -dsc-autodiff, "
       "-dsc-build-train-step, then -dsc-invertible, -dsc-remat, "
       "-dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb, "

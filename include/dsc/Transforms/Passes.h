@@ -117,6 +117,7 @@ struct TrainingPipeline {
   TrainingSwitches switches;
   std::optional<TrainingLora> lora;
   std::optional<TrainingQuantizeFrozen> quantizeFrozen;
+  std::optional<DscPadVocabularyOptions> padVocabulary;
   DscPipelineStageOptions pipelineStage;
   DscBuildTrainStepOptions buildTrainStep;
   std::optional<DscRematOptions> remat;
@@ -134,7 +135,7 @@ struct TrainingPipeline {
 
 /// Adds the training pipeline to `pm` (anchored on builtin.module):
 /// -dsc-tensor-parallel, -dsc-lora, -dsc-quantize-frozen,
-/// -dsc-pipeline-stage, the fusions,
+/// -dsc-pad-vocabulary, -dsc-pipeline-stage, the fusions,
 /// -dsc-autodiff, -dsc-build-train-step, then -dsc-invertible, -dsc-remat,
 /// -dsc-mixed-precision, -dsc-onebit-adam, -dsc-onebit-lamb,
 /// -dsc-zero-one-adam, -dsc-zero, -dsc-offload-optimizer,
@@ -153,6 +154,9 @@ struct TrainingPipelineOptions
   Option<std::string> quantizeFrozen{
       *this, "quantize-frozen",
       llvm::cl::desc("Run -dsc-quantize-frozen with these options")};
+  Option<std::string> padVocabulary{
+      *this, "pad-vocabulary",
+      llvm::cl::desc("Run -dsc-pad-vocabulary with these options")};
   Option<std::string> pipelineStage{
       *this, "pipeline-stage",
       llvm::cl::desc("-dsc-pipeline-stage's options")};

@@ -547,6 +547,48 @@ def DscExpertParallel : Pass<"dsc-expert-parallel", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dsc::DscDialect"];
 }
 
+def DscPadVocabulary : Pass<"dsc-pad-vocabulary", "::mlir::ModuleOp"> {
+  let summary = "The LM head's vocabulary padded to a multiple of N rows";
+  let description = [{
+    Pads the vocabulary of @forward to a multiple of `multiple` rows, so the
+    LM head's GEMMs get 16-byte-aligned leading dimensions and the logits'
+    rows aligned vector loads (GPT-2's 50,257 becomes 50,304 at 64, as in
+    Megatron-LM and llm.c). The loss's LM head (a [V, C] parameter with
+    transpose_w, and its bias) and every embedding table of V rows get the
+    padding rows; the head computes the padded logits, the loss takes
+    `classes = V` (the padding columns get no probability and a zero
+    gradient, so the padding rows stay zero), and the step still returns
+    the V real logits through a `dsc.split`. Each padded parameter is
+    recorded in the module's `dsc.tensor_slices` as
+    `#dsc.tensor_slice<dim = 0, groups = 1, size = V>`: the runtime
+    initializes, loads and saves its V real rows only, so weights,
+    checkpoints and the random initialization are the unpadded model's and
+    the losses are the same. Nothing to do at `multiple` 1, when V is a
+    multiple already, without a recognisable head (a LoRA or 4-bit head), or
+    on a tensor axis of several ranks (-dsc-tensor-parallel pads to a
+    multiple of the ranks); a module with `dsc.tensor_slices` already is
+    refused. dsc-run runs it with 64 on the CUDA backend
+    (`dsc.pad_vocabulary`).
+
+    ```mlir
+    // vocab 100, multiple 64
+    %logits = dsc.linear %h, %wte {transpose_w} : (tensor<2x8x32xf32>,
+        tensor<100x32xf32>) -> tensor<2x8x100xf32>
+    %loss = dsc.cross_entropy %logits, %labels
+    // =>
+    %logits = dsc.linear %h, %wte {transpose_w} : (tensor<2x8x32xf32>,
+        tensor<128x32xf32>) -> tensor<2x8x128xf32>
+    %loss = dsc.cross_entropy %logits, %labels {classes = 100 : i64}
+    %real:2 = dsc.split %logits {axis = 2 : i64}
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", "64",
+           "Pad the vocabulary to a multiple of this many rows (1: off)">,
+  ];
+  let dependentDialects = ["::mlir::dsc::DscDialect"];
+}
+
 def DscTensorParallel : Pass<"dsc-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Megatron-style tensor slicing of @forward over the tensor axis";
   let description = [{
