@@ -128,7 +128,7 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
   c.checkKeys("dsc", sec,
               {"seed", "seq_len", "mlm_probability", "mask_token_id",
                "pad_token_id", "fusion", "remat", "pipeline_schedule",
-               "pipeline_virtual_stages"});
+               "pipeline_virtual_stages", "pad_vocabulary"});
   for (auto it = sec.begin(); it != sec.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -161,6 +161,8 @@ void parseDsc(const Ctx &c, const json &sec, TrainConfig &t,
     } else if (k == "pipeline_virtual_stages")
       t.parallel.virtualStages = c.integer(p, v, 1, 1024,
                                            "an integer in [1, 1024]");
+    else if (k == "pad_vocabulary")
+      t.padVocabulary = c.integer(p, v, 1, 4096, "an integer in [1, 4096]");
   }
 }
 

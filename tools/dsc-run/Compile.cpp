@@ -107,6 +107,8 @@ mlir::dsc::TrainingPipeline pipelineFor(const dsc::ModelConfig &model,
     lora.options.bias = l.bias;
     lora.options.rslora = l.useRslora;
   }
+  if (train.padVocabulary > 1)
+    p.padVocabulary.emplace().multiple = train.padVocabulary;
   if (const dsc::FourBitConfig &q = model.fourBit; q.enabled) {
     mlir::dsc::TrainingQuantizeFrozen &quantize = p.quantizeFrozen.emplace();
     quantize.options.format = q.format;

@@ -192,6 +192,14 @@ std::string chooseBackend(const Args &args) {
   return backend;
 }
 
+/// dsc.pad_vocabulary unset: the backend's choice. On CUDA the LM head's
+/// GEMMs want 16-byte-aligned rows (64: 128 bytes of bf16); the CPU's GEMMs
+/// do not care, so its steps stay as the model is.
+void choosePadVocabulary(TrainConfig &train, const std::string &backend) {
+  if (train.padVocabulary == 0)
+    train.padVocabulary = backend == "cuda" ? 64 : 1;
+}
+
 /// The backend `name` for `program`. DSC_CUDA_GRAPHS=0 launches kernel by
 /// kernel and names the instruction that failed; DSC_CUDA_VERBOSE=1 prints
 /// the device, the kernel compile (or cache hit) and the arena.
@@ -628,6 +636,7 @@ int cmdTrain(int argc, char **argv) {
     lora = stepHasLora(*module);
   } else {
     configs = readConfigs(args, comm->size(), output.leader());
+    choosePadVocabulary(configs->train, backendName);
     lora = configs->train.lora.enabled;
   }
   if (args.has("--merge-adapter") && !lora)
@@ -879,6 +888,7 @@ int cmdInspect(int argc, char **argv) {
   const std::string backendName = chooseBackend(args);
   checkOutputs(args);
   Configs c = readConfigs(args, 1);
+  choosePadVocabulary(c.train, backendName);
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train, true, nullptr, 0,
                             /*returnLogits=*/true);
@@ -916,6 +926,9 @@ int cmdCheckCuda(int argc, char **argv) {
   if (args.has("--compression"))
     return checkCompressionKernels(std::cout) ? 0 : 1;
   Configs c = readConfigs(args, 1);
+  // The step the CUDA backend runs, padded vocabulary included; the CPU
+  // runs the same step.
+  choosePadVocabulary(c.train, "cuda");
   mlir::MLIRContext ctx;
   auto module = compileStep(ctx, c.model, c.train);
   rt::Program unplanned = lowerStep(*module);

@@ -474,6 +474,9 @@ struct TrainConfig {
   // dsc section.
   uint64_t seed = 42;
   int64_t seqLen = 0;          ///< 0: the model's maxPositions
+  /// dsc.pad_vocabulary: -dsc-pad-vocabulary's multiple; 0 (unset): the
+  /// backend's choice (64 on CUDA, 1 = none on the CPU).
+  int64_t padVocabulary = 0;
   double mlmProbability = 0.15;
   int64_t maskTokenId = -1;    ///< -1: kBertMaskTokenId
   int64_t padTokenId = -1;     ///< -1: no padding token
