@@ -11,7 +11,8 @@
 // - the cross-entropy rows of a padded vocabulary (V columns, the first
 //   CLASSES of them classes) against float64: per-row losses, the scale
 //   and the gradient, whose padding columns and ignored rows must be
-//   exactly zero, in place or not; warp rows (32 threads) and block rows.
+//   exactly zero, in place or not; warp rows (32 threads) and block rows,
+//   scalar and 4-element loads (37 classes: a partial last vector).
 //
 //===----------------------------------------------------------------------===//
 
@@ -154,13 +155,14 @@ template <int THREADS> int64_t lossGrid() {
   return THREADS == 32 ? (CE_ROWS + 3) / 4 : CE_ROWS;
 }
 
-template <int THREADS> void checkLossRows() {
+template <int THREADS, int VEC> void checkLossRows() {
   const LossCase c = lossCase();
   std::vector<double> rows(CE_ROWS, -1.0);
   dsc_status = 0;
   dsc_emu::launch(lossGrid<THREADS>(), [&] {
-    dsc::crossEntropyRows<float, CE_ROWS, CE_V, CE_CLASSES, CE_IGNORE, THREADS>(
-        c.logits.data(), c.labels.data(), rows.data(), 3u);
+    dsc::crossEntropyRows<float, CE_ROWS, CE_V, CE_CLASSES, CE_IGNORE, THREADS,
+                          VEC>(c.logits.data(), c.labels.data(), rows.data(),
+                               3u);
   });
   EXPECT_EQ(dsc_status, 0u);
   for (dsc_i64 r = 0; r < CE_ROWS; ++r) {
@@ -171,13 +173,14 @@ template <int THREADS> void checkLossRows() {
 }
 
 TEST(CrossEntropyKernel, RowLossesTakeTheClassesOnly) {
-  checkLossRows<32>();
-  checkLossRows<THREADS>();
+  checkLossRows<32, 1>();
+  checkLossRows<32, 4>();
+  checkLossRows<THREADS, 4>();
 }
 
 /// dlogits (and the fused row losses) from k = dloss / count, written over
 /// the logits when `inPlace`.
-template <int THREADS> void checkGradRows(bool inPlace) {
+template <int THREADS, int VEC> void checkGradRows(bool inPlace) {
   LossCase c = lossCase();
   const LossCase original = c;
   float k = -1.0f;
@@ -193,7 +196,7 @@ template <int THREADS> void checkGradRows(bool inPlace) {
   EXPECT_FLOAT_EQ(k, 0.5f / 6.0f); // one row of seven is ignored
   dsc_emu::launch(lossGrid<THREADS>(), [&] {
     dsc::crossEntropyWithGradRows<float, float, CE_ROWS, CE_V, CE_CLASSES,
-                                  CE_IGNORE, THREADS>(
+                                  CE_IGNORE, THREADS, VEC>(
         &k, c.logits.data(), c.labels.data(), rows.data(), dlogits, 3u);
   });
   EXPECT_EQ(dsc_status, 0u);
@@ -222,10 +225,11 @@ template <int THREADS> void checkGradRows(bool inPlace) {
 }
 
 TEST(CrossEntropyKernel, GradientIsZeroOnPaddingAndIgnoredRows) {
-  checkGradRows<32>(false);
-  checkGradRows<32>(true);
-  checkGradRows<THREADS>(false);
-  checkGradRows<THREADS>(true);
+  checkGradRows<32, 1>(false);
+  checkGradRows<32, 4>(false);
+  checkGradRows<32, 4>(true);
+  checkGradRows<THREADS, 4>(false);
+  checkGradRows<THREADS, 1>(true);
 }
 
 TEST(CrossEntropyKernel, LabelInThePaddingSetsTheStatus) {
@@ -234,7 +238,7 @@ TEST(CrossEntropyKernel, LabelInThePaddingSetsTheStatus) {
   std::vector<double> rows(CE_ROWS, -1.0);
   dsc_status = 0;
   dsc_emu::launch(lossGrid<32>(), [&] {
-    dsc::crossEntropyRows<float, CE_ROWS, CE_V, CE_CLASSES, CE_IGNORE, 32>(
+    dsc::crossEntropyRows<float, CE_ROWS, CE_V, CE_CLASSES, CE_IGNORE, 32, 4>(
         c.logits.data(), c.labels.data(), rows.data(), 8u);
   });
   EXPECT_EQ(dsc_status, 8u);

@@ -133,29 +133,45 @@ __device__ void paddingMask(const int *ids, int *mask) {
 
 //===----------------------------------------------------------------------===//
 // Cross entropy (cpu::crossEntropy / crossEntropyGrad): rows of V logits
-// streamed by THREADS threads (V may be 50k), of which the first CLASSES
+// streamed by THREADS threads, VEC elements per load (V may be 50k; a
+// padded vocabulary's rows are multiples of 64), of which the first CLASSES
 // are the classes (the rest pad the vocabulary: no probability, zero
 // gradient). Labels equal to IGNORE do not count; any other label outside
 // [0, CLASSES) sets the status.
 //===----------------------------------------------------------------------===//
 
-template <typename TL, dsc_i64 CLASSES, int THREADS>
+/// A row's maximum and sum of exponentials over its first CLASSES logits,
+/// VEC (1 or 4) at a time (the row starts VEC-aligned).
+template <typename TL, dsc_i64 CLASSES, int THREADS, int VEC>
 __device__ __forceinline__ void rowLogSumExp(const TL *z, int lane, float &mx,
                                              float &sum) {
+  constexpr dsc_i64 SPAN = (CLASSES + VEC - 1) / VEC * VEC;
   float m = -__int_as_float(0x7f800000);
-  for (dsc_i64 j = lane; j < CLASSES; j += THREADS)
-    m = fmaxf(m, ld(z, j));
+  for (dsc_i64 j = dsc_i64(lane) * VEC; j < SPAN; j += dsc_i64(THREADS) * VEC) {
+    float v[VEC];
+    ldv<VEC>(z, j, v);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      if (j + l < CLASSES)
+        m = fmaxf(m, v[l]);
+  }
   m = rowMax<THREADS>(m);
   float s = 0.0f;
-  for (dsc_i64 j = lane; j < CLASSES; j += THREADS)
-    s += expf(ld(z, j) - m);
+  for (dsc_i64 j = dsc_i64(lane) * VEC; j < SPAN; j += dsc_i64(THREADS) * VEC) {
+    float v[VEC];
+    ldv<VEC>(z, j, v);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l)
+      if (j + l < CLASSES)
+        s += expf(v[l] - m);
+  }
   mx = m;
   sum = rowSum<THREADS>(s);
 }
 
 /// Per-row NLL into rowLoss (double, 0 for ignored rows).
 template <typename TL, dsc_i64 ROWS, dsc_i64 V, dsc_i64 CLASSES,
-          dsc_i64 IGNORE, int THREADS>
+          dsc_i64 IGNORE, int THREADS, int VEC>
 __device__ void crossEntropyRows(const TL *logits, const int *labels,
                                  double *rowLoss, dsc_u32 code) {
   const dsc_i64 r = rowIndex<THREADS>();
@@ -176,7 +192,7 @@ __device__ void crossEntropyRows(const TL *logits, const int *labels,
     return;
   }
   float mx, sum;
-  rowLogSumExp<TL, CLASSES, THREADS>(logits + r * V, lane, mx, sum);
+  rowLogSumExp<TL, CLASSES, THREADS, VEC>(logits + r * V, lane, mx, sum);
   if (lane == 0)
     rowLoss[r] = double(mx) + log(double(sum)) - double(ld(logits, r * V + label));
 }
@@ -215,10 +231,11 @@ __device__ void crossEntropyGradScale(const TS *dloss, const int *labels,
 /// then written, by one thread, and the label's logit is read by the thread
 /// that overwrites it.
 template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 CLASSES,
-          dsc_i64 IGNORE, int THREADS>
+          dsc_i64 IGNORE, int THREADS, int VEC>
 __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
                                          const int *labels, double *rowLoss,
                                          TO *dlogits, dsc_u32 code) {
+  static_assert(V % VEC == 0, "rows of whole vectors");
   const dsc_i64 r = rowIndex<THREADS>();
   const int lane = rowLane<THREADS>();
   if (r >= ROWS)
@@ -230,33 +247,38 @@ __device__ void crossEntropyWithGradRows(const float *kIn, const TL *logits,
   if (label == IGNORE || bad) {
     if (rowLoss && lane == 0)
       rowLoss[r] = 0.0;
-    for (dsc_i64 j = lane; j < V; j += THREADS)
-      st(dlogits, r * V + j, 0.0f);
+    const float zero[VEC] = {};
+    for (dsc_i64 j = dsc_i64(lane) * VEC; j < V; j += dsc_i64(THREADS) * VEC)
+      stv<VEC>(dlogits, r * V + j, zero);
     return;
   }
   const float k = *kIn;
   float mx, sum;
-  rowLogSumExp<TL, CLASSES, THREADS>(logits + r * V, lane, mx, sum);
+  rowLogSumExp<TL, CLASSES, THREADS, VEC>(logits + r * V, lane, mx, sum);
   const float f = k / sum;
-  for (dsc_i64 j = lane; j < V; j += THREADS) {
-    const float z = ld(logits, r * V + j);
-    float d = j < CLASSES ? f * expf(z - mx) : 0.0f;
-    if (j == label) {
-      if (rowLoss)
-        rowLoss[r] = double(mx) + log(double(sum)) - double(z);
-      d -= k;
+  for (dsc_i64 j = dsc_i64(lane) * VEC; j < V; j += dsc_i64(THREADS) * VEC) {
+    float z[VEC], d[VEC];
+    ldv<VEC>(logits, r * V + j, z);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      d[l] = j + l < CLASSES ? f * expf(z[l] - mx) : 0.0f;
+      if (j + l == label) {
+        if (rowLoss)
+          rowLoss[r] = double(mx) + log(double(sum)) - double(z[l]);
+        d[l] -= k;
+      }
     }
-    st(dlogits, r * V + j, d);
+    stv<VEC>(dlogits, r * V + j, d);
   }
 }
 
 /// CrossEntropyGrad's rows: the above without the loss.
 template <typename TL, typename TO, dsc_i64 ROWS, dsc_i64 V, dsc_i64 CLASSES,
-          dsc_i64 IGNORE, int THREADS>
+          dsc_i64 IGNORE, int THREADS, int VEC>
 __device__ void crossEntropyGradRows(const float *kIn, const TL *logits,
                                      const int *labels, TO *dlogits,
                                      dsc_u32 code) {
-  crossEntropyWithGradRows<TL, TO, ROWS, V, CLASSES, IGNORE, THREADS>(
+  crossEntropyWithGradRows<TL, TO, ROWS, V, CLASSES, IGNORE, THREADS, VEC>(
       kIn, logits, labels, nullptr, dlogits, code);
 }
 

@@ -86,7 +86,7 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
     s.kernel(grid, block, {"dsc_scratch", logits, labels, dx},
              call(both ? "crossEntropyWithGradRows" : "crossEntropyGradRows",
                   {s.T(logits), s.T(dx), n(rows), n(V), n(classes), n(ignore),
-                   std::to_string(threads)},
+                   std::to_string(threads), std::to_string(vecFor(V))},
                   rowArgs));
     if (both)
       s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
@@ -102,7 +102,7 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
   s.kernel(grid, block, {logits, labels, "dsc_scratch"},
            call("crossEntropyRows",
                 {s.T(logits), n(rows), n(V), n(classes), n(ignore),
-                 std::to_string(threads)},
+                 std::to_string(threads), std::to_string(vecFor(V))},
                 {logits, labels, part, code}));
   s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
            call("crossEntropyFinish",
