@@ -43,6 +43,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <tuple>
@@ -563,10 +564,18 @@ int CudaBackend::chooseGemmAlgorithm(
       << (p.bias ? dtypeName(p.convertBias ? g.c : g.biasType) : "")
       << " workspace " << kWorkspaceBytes << " candidates "
       << candidates.size();
+  // Within a process every backend keeps the first choice made for a key
+  // (check-cuda's and the tests' runs compare backends bit for bit), also
+  // without a cache directory.
+  static std::mutex chosenMutex;
+  static std::map<std::string, int> chosen;
+  std::lock_guard<std::mutex> lock(chosenMutex);
+  if (auto it = chosen.find(key.str()); it != chosen.end())
+    return it->second;
   if (std::optional<cuda::GemmChoice> c =
           cuda::loadGemmChoice(options.kernelCacheDir, key.str());
       c && size_t(c->candidate) < candidates.size())
-    return c->candidate;
+    return chosen[key.str()] = c->candidate;
   // The GEMM's operands where a step first uses it: the arena is still
   // all zeros (parameters are uploaded later), so the timing leaves it so.
   const cuda::Step *use = nullptr;
@@ -576,7 +585,7 @@ int CudaBackend::chooseGemmAlgorithm(
           size_t(step.index) == k)
         use = &step;
   if (!use)
-    return 0;
+    return chosen[key.str()] = 0;
   auto operand = [&](size_t arg) -> void * {
     return int(arg) == p.widen ? widened
                                : addresses[size_t(use->args[arg].buffers[0])];
@@ -612,7 +621,7 @@ int CudaBackend::chooseGemmAlgorithm(
       !problem.empty())
     std::fprintf(stderr, "dsc-run: warning: GEMM choice cache: %s\n",
                  problem.c_str());
-  return best.candidate;
+  return chosen[key.str()] = best.candidate;
 }
 
 void CudaBackend::runGemm(const Call &call, cudaStream_t on) {
