@@ -72,7 +72,9 @@
 #
 # Two sets name the steps of one prepared command each (GPU time is rare):
 #   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
-#           register and the tiles kernels against the CPU), attention-cudnn,
+#           register and the tiles kernels against the CPU),
+#           check-cuda-epilogues (cuBLASLt's GELU epilogues against the
+#           CPU, DSC_CUDA_EPILOGUES=1), attention-cudnn,
 #           attention-registers, bench (dsc's default choice: cuDNN where
 #           loaded), profile
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
@@ -104,7 +106,8 @@ selected=("$@")
 if ((${#selected[@]} == 1)); then
   case ${selected[0]} in
     perf) selected=(libraries devices versions 'check-cuda-attention-*'
-                    attention-cudnn attention-registers bench profile) ;;
+                    check-cuda-epilogues attention-cudnn attention-registers
+                    bench profile) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
                      check-cuda-registers check-cuda-gemma2 check-cuda-phi
                      check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
@@ -344,6 +347,11 @@ attention_forced() { # implementation
 
 # check-cuda with every 16-bit attention on implementation $1, at dropout
 # 0: GPT-2 tiny bf16, GPT-2 124M bf16 at seq 128.
+check_cuda_epilogues() {
+  DSC_CUDA_EPILOGUES=1 check_cuda gpt2-tiny "$work/bf16.json" &&
+    DSC_CUDA_EPILOGUES=1 check_cuda gpt2-small-nodrop "$work/bf16.json" --seq-len 128
+}
+
 check_cuda_attention() {
   DSC_CUDA_ATTENTION=$1 check_cuda gpt2-tiny "$work/bf16.json" &&
     DSC_CUDA_ATTENTION=$1 check_cuda gpt2-small-nodrop "$work/bf16.json" --seq-len 128
@@ -440,7 +448,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda dist_train dist_train_moe bench_moe bench_llama \
+export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogues dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench
@@ -509,6 +517,8 @@ sed 's/"\(attn\|embd\|resid\)_pdrop": [0-9.]*/"\1_pdrop": 0.0/' \
 for impl in cudnn registers tiles; do
   step "check-cuda-attention-$impl" 100 check_cuda_attention "$impl"
 done
+# cuBLASLt's GELU epilogues (opt-in): is its GELU GPT-2's tanh form?
+step check-cuda-epilogues 120 check_cuda_epilogues
 
 step sanitizer 90 sanitizer
 step profile 90 profile

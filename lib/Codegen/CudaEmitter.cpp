@@ -46,7 +46,8 @@ bool Gemm::operator==(const Gemm &o) const {
          strideA == o.strideA && strideB == o.strideB &&
          strideC == o.strideC && alpha == o.alpha && bias == o.bias &&
          accumulate == o.accumulate &&
-         a == o.a && b == o.b && c == o.c && biasType == o.biasType;
+         a == o.a && b == o.b && c == o.c && biasType == o.biasType &&
+         epilogue == o.epilogue && auxType == o.auxType;
 }
 
 
@@ -109,8 +110,22 @@ private:
   /// accumulator in place (`acc = acc + dw`), with nothing between them
   /// touching the accumulator: the GEMM can do it with beta = 1.
   std::optional<size_t> accumulatingAdd(const rt::Function &fn, size_t i) const;
-  /// `accumulate`: the Add the GEMM performs (C = its accumulator).
-  Step gemmStep(const rt::Instr &I, const rt::Instr *accumulate = nullptr);
+  /// The GELU epilogues of `fn` (EmitOptions::geluEpilogues), by the
+  /// index of the instruction whose place the fused GEMM takes, with the
+  /// other instruction: a Linear with the BiasGelu right after it (at the
+  /// Linear), a BiasGeluGrad with the LinearGradInput before it that alone
+  /// produces its upstream gradient (at the BiasGeluGrad: the GEMM moves
+  /// down, so its inputs must stay intact until there). The forward's
+  /// epilogue leaves the pre-activation with its bias in the Linear's
+  /// output, which the gradient's epilogue reads; so a Linear's output is
+  /// fused only when every reader of it is absorbed this way.
+  std::map<size_t, size_t> geluEpilogues(const rt::Function &fn) const;
+  /// Whether buffer `id` appears in a function other than `fn`.
+  bool usedOutside(const rt::Function &fn, int id) const;
+  /// `accumulate`: the Add the GEMM performs (C = its accumulator);
+  /// `gelu`: the BiasGelu or BiasGeluGrad it performs as its epilogue.
+  Step gemmStep(const rt::Instr &I, const rt::Instr *accumulate = nullptr,
+                const rt::Instr *gelu = nullptr);
   int addLauncher(KernelSpec &spec);
   /// A vocabulary-parallel instruction's phases (emitVocabPhase) and the
   /// group's all-reduces between them.
@@ -166,7 +181,100 @@ std::optional<size_t> Emitter::accumulatingAdd(const rt::Function &fn,
   return add;
 }
 
-Step Emitter::gemmStep(const rt::Instr &I, const rt::Instr *accumulate) {
+bool Emitter::usedOutside(const rt::Function &fn, int id) const {
+  for (const auto &[name, other] : P.functions) {
+    if (&other == &fn)
+      continue;
+    for (const rt::Instr &J : other.body)
+      for (const std::vector<int> *ids : {&J.inputs, &J.outputs})
+        if (std::count(ids->begin(), ids->end(), id))
+          return true;
+  }
+  return false;
+}
+
+std::map<size_t, size_t> Emitter::geluEpilogues(const rt::Function &fn) const {
+  std::map<size_t, size_t> fused;
+  if (!options.geluEpilogues)
+    return fused;
+  auto temp = [&](int id) {
+    return P.buffers[size_t(id)].role == rt::BufferRole::Temp &&
+           !usedOutside(fn, id);
+  };
+  auto dtype = [&](int id) { return P.buffers[size_t(id)].dtype; };
+  // Whether two buffers share bytes: the same buffer, or (in a planned
+  // program) overlapping ranges of the arena.
+  auto overlap = [&](int a, int b) {
+    if (a == b)
+      return true;
+    const rt::Buffer &x = P.buffers[size_t(a)], &y = P.buffers[size_t(b)];
+    if (P.arenaBytes < 0 || x.offset < 0 || y.offset < 0)
+      return false;
+    return x.offset < y.offset + int64_t(y.bytes()) &&
+           y.offset < x.offset + int64_t(x.bytes());
+  };
+  for (size_t i = 0; i + 1 < fn.body.size(); ++i) {
+    const rt::Instr &L = fn.body[i], &B = fn.body[i + 1];
+    if (L.op != rt::Opcode::Linear || L.inputs.size() != 2 ||
+        B.op != rt::Opcode::BiasGelu || B.inputs[0] != L.outputs[0] ||
+        !rt::checkInstr(P, B).tanh)
+      continue;
+    const int h = L.outputs[0], bias = B.inputs[1];
+    if (!temp(h) || dtype(B.outputs[0]) != dtype(h))
+      continue;
+    std::map<size_t, size_t> pairs{{i, i + 1}};
+    bool ok = true;
+    for (size_t j = 0; j < fn.body.size() && ok; ++j) {
+      const rt::Instr &J = fn.body[j];
+      const bool reads = std::count(J.inputs.begin(), J.inputs.end(), h) > 0;
+      const bool writes = std::count(J.outputs.begin(), J.outputs.end(), h) > 0;
+      if (j == i || j == i + 1 || (!reads && !writes))
+        continue;
+      // Another reader must be a gradient the epilogue of its upstream
+      // GEMM computes: BiasGeluGrad(dy, h, bias) after the
+      // LinearGradInput that writes dy, which nothing else touches.
+      ok = !writes && J.op == rt::Opcode::BiasGeluGrad && J.inputs[1] == h &&
+           J.inputs[2] == bias && J.inputs[0] != h;
+      if (!ok)
+        break;
+      const int dy = J.inputs[0];
+      size_t k = j;
+      while (k > 0 && !std::count(fn.body[k - 1].outputs.begin(),
+                                  fn.body[k - 1].outputs.end(), dy))
+        --k;
+      ok = k > 0 && fn.body[k - 1].op == rt::Opcode::LinearGradInput &&
+           temp(dy) && dtype(J.outputs[1]) == Storage::F32 &&
+           dtype(J.outputs[0]) == dtype(dy);
+      if (!ok)
+        break;
+      const rt::Instr &G = fn.body[--k];
+      for (size_t m = 0; m < fn.body.size() && ok; ++m)
+        if (m != j && m != k)
+          for (const std::vector<int> *ids :
+               {&fn.body[m].inputs, &fn.body[m].outputs})
+            ok = ok && !std::count(ids->begin(), ids->end(), dy);
+      // The GEMM moves down to j: nothing between may write the bytes it
+      // reads (the memory plan reuses bytes), nor h or the bias. A weight
+      // gradient there that accumulates with beta = 1 writes its
+      // accumulator, not its own output.
+      for (size_t m = k + 1; m < j && ok; ++m) {
+        std::vector<int> writes = fn.body[m].outputs;
+        if (std::optional<size_t> add = accumulatingAdd(fn, m))
+          writes = fn.body[*add].outputs;
+        for (int id : writes)
+          for (int read : {G.inputs[0], G.inputs[1], h, bias})
+            ok = ok && !overlap(id, read);
+      }
+      pairs[j] = k;
+    }
+    if (ok)
+      fused.insert(pairs.begin(), pairs.end());
+  }
+  return fused;
+}
+
+Step Emitter::gemmStep(const rt::Instr &I, const rt::Instr *accumulate,
+                       const rt::Instr *gelu) {
   KernelSpec s(P, I); // operand access and messages
   Gemm g;
   g.op = I.op;
@@ -248,11 +356,32 @@ Step Emitter::gemmStep(const rt::Instr &I, const rt::Instr *accumulate) {
   if (accumulate) { // C is the accumulator the absorbed Add wrote
     g.accumulate = true;
     arg(accumulate->outputs[0]);
+  } else if (gelu) { // C is the absorbed instruction's (first) output
+    arg(gelu->outputs[0]);
   } else {
     arg(s.outId(0));
   }
   if (g.bias)
     arg(s.inId(2));
+  if (gelu && gelu->op == rt::Opcode::BiasGelu) {
+    // gelu(x W + bias) into BiasGelu's y, x W + bias into the Linear's
+    // output: what the gradient's epilogue reads.
+    g.epilogue = GemmEpilogue::GeluAuxBias;
+    g.bias = true;
+    g.biasType = P.buffers[size_t(gelu->inputs[1])].dtype;
+    arg(gelu->inputs[1]);
+    arg(s.outId(0));
+  } else if (gelu) {
+    // BiasGeluGrad(dy, h, bias) -> dx, dbias: dx = (dy) * gelu'(h) into
+    // its dx, its column sums into dbias.
+    g.epilogue = GemmEpilogue::DGeluBiasGrad;
+    g.bias = true;
+    g.biasType = P.buffers[size_t(gelu->outputs[1])].dtype;
+    arg(gelu->outputs[1]);
+    arg(gelu->inputs[1]);
+  }
+  if (gelu)
+    g.auxType = P.buffers[size_t(step.args[4].buffers[0])].dtype;
   g.a = P.buffers[size_t(step.args[0].buffers[0])].dtype;
   g.b = P.buffers[size_t(step.args[1].buffers[0])].dtype;
   g.c = P.buffers[size_t(step.args[2].buffers[0])].dtype;
@@ -373,11 +502,25 @@ void Emitter::emitVocabParallel(const rt::Instr &I, size_t i,
 
 void Emitter::emitFunction(const rt::Function &fn) {
   std::vector<Step> &steps = M.steps[fn.name];
-  std::set<size_t> absorbed; ///< Adds a GEMM performs (accumulatingAdd)
+  std::set<size_t> absorbed; ///< what GEMMs perform (accumulatingAdd, epilogues)
+  const std::map<size_t, size_t> gelu = geluEpilogues(fn);
+  for (const auto &[at, other] : gelu)
+    absorbed.insert(other);
   for (size_t i = 0; i < fn.body.size(); ++i) {
     const rt::Instr &I = fn.body[i];
     if (absorbed.count(i))
       continue;
+    if (auto it = gelu.find(i); it != gelu.end()) {
+      // A GEMM with its GELU epilogue: I is the Linear (its BiasGelu
+      // next) or the BiasGeluGrad (its LinearGradInput before).
+      const bool forward = I.op == rt::Opcode::Linear;
+      const rt::Instr &gemm = forward ? I : fn.body[it->second];
+      const rt::Instr &epilogue = forward ? fn.body[it->second] : I;
+      Step s = gemmStep(gemm, nullptr, &epilogue);
+      s.instrs = {std::min(i, it->second), std::max(i, it->second)};
+      steps.push_back(s);
+      continue;
+    }
     switch (routeOf(I.op)) {
     case Route::Gemm: {
       const std::optional<size_t> add = accumulatingAdd(fn, i);
@@ -634,7 +777,13 @@ void Emitter::writeHeader() {
        << ", " << g.strideC << ", " << dbl(g.alpha) << ", " << g.bias << ", "
        << ty(g.a) << ", " << ty(g.b) << ", " << ty(g.c) << ", "
        << ty(g.biasType) << "}, /* " << rt::opcodeName(g.op)
-       << (g.accumulate ? ", C += (beta 1)" : "") << " */\n";
+       << (g.accumulate ? ", C += (beta 1)" : "")
+       << (g.epilogue == GemmEpilogue::GeluAuxBias
+               ? ", epilogue GELU_AUX_BIAS (aux: x W + bias)"
+           : g.epilogue == GemmEpilogue::DGeluBiasGrad
+               ? ", epilogue DGELU_BGRAD (bias: the bias gradient)"
+               : "")
+       << " */\n";
   if (M.gemms.empty())
     os << "  {0}\n";
   os << "};\n\n";

@@ -98,6 +98,8 @@ struct Call {
   // bias, if any, run first; each takes three of `slots`: from, to, n).
   int gemm = -1;
   void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
+  void *aux = nullptr; ///< a GELU epilogue's pre-activation
+
   // Attention: index into the module's cuDNN attentions and its operands'
   // addresses, in Step::Kind::Attention's order.
   int attention = -1;
@@ -120,6 +122,7 @@ struct GemmPlan {
   cublasLtMatmulAlgo_t algo{};
   float alpha = 1.0f;
   bool bias = false;
+  bool aux = false; ///< a GELU epilogue: the aux pointer is set per call
   float beta = 0.0f; ///< 1: accumulate into C (cuda::Gemm::accumulate)
   /// Operand (0: A, 1: B) widened to f32 before the GEMM, or -1.
   /// cuBLASLt multiplies operands of one type only; a GEMM of a 16-bit
@@ -140,8 +143,25 @@ bool isExpertExchange(Opcode op) {
   return op == Opcode::MoeExchangeCounts || op == Opcode::MoeExchange;
 }
 
-/// Whether `g`'s bias differs in type from its output (GemmPlan::convertBias).
-bool convertsBias(const cuda::Gemm &g) { return g.bias && g.biasType != g.c; }
+/// Whether `g`'s input bias differs in type from its output
+/// (GemmPlan::convertBias); a bias gradient (DGELU_BGRAD) is an output.
+bool convertsBias(const cuda::Gemm &g) {
+  return g.bias && g.biasType != g.c &&
+         g.epilogue != cuda::GemmEpilogue::DGeluBiasGrad;
+}
+
+/// cuBLASLt's epilogue for `g`.
+cublasLtEpilogue_t epilogueOf(const cuda::Gemm &g) {
+  switch (g.epilogue) {
+  case cuda::GemmEpilogue::GeluAuxBias:
+    return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case cuda::GemmEpilogue::DGeluBiasGrad:
+    return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  case cuda::GemmEpilogue::Plain:
+    break;
+  }
+  return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
 
 /// The kernel (Gemm.cuh) that converts `from` to `to`: a 16-bit type to f32
 /// (dsc_widen_*) or f32 to a 16-bit type (dsc_narrow_*).
@@ -487,7 +507,7 @@ void CudaBackend::planGemms() {
             what);
     if (g.bias) {
       p.convertBias = convertsBias(g);
-      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      cublasLtEpilogue_t epilogue = epilogueOf(g);
       cudaDataType_t biasType = cudaType(p.convertBias ? g.c : g.biasType);
       checkLt(cublasLtMatmulDescSetAttribute(p.desc,
                                              CUBLASLT_MATMUL_DESC_EPILOGUE,
@@ -496,6 +516,20 @@ void CudaBackend::planGemms() {
       checkLt(cublasLtMatmulDescSetAttribute(
                   p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
                   sizeof biasType),
+              what);
+    }
+    if (g.epilogue != cuda::GemmEpilogue::Plain) {
+      // The aux matrix is laid out as the output: column-major rows = N.
+      p.aux = true;
+      const int64_t auxLd = g.N;
+      cudaDataType_t auxType = cudaType(g.auxType);
+      checkLt(cublasLtMatmulDescSetAttribute(
+                  p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd,
+                  sizeof auxLd),
+              what);
+      checkLt(cublasLtMatmulDescSetAttribute(
+                  p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                  &auxType, sizeof auxType),
               what);
     }
     // Column-major shapes: first = op(B)^T [N,K], second = op(A)^T [K,M],
@@ -537,7 +571,11 @@ void CudaBackend::planGemms() {
     cublasLtMatmulPreferenceDestroy(pref);
     checkLt(st, what);
     if (found == 0)
-      throw Error("cuBLASLt: no algorithm for " + what);
+      throw Error("cuBLASLt: no algorithm for " + what +
+                  (g.epilogue != cuda::GemmEpilogue::Plain
+                       ? " with its GELU epilogue (DSC_CUDA_EPILOGUES=1); "
+                         "run without DSC_CUDA_EPILOGUES"
+                       : ""));
     candidates.resize(size_t(found));
     p.algo = candidates[size_t(chooseGemmAlgorithm(k, p, candidates, what))]
                  .algo;
@@ -562,7 +600,9 @@ int CudaBackend::chooseGemmAlgorithm(
       << dtypeName(g.b) << "," << dtypeName(g.c) << " widen " << p.widen
       << " alpha " << p.alpha << " beta " << p.beta << " bias " << p.bias
       << (p.bias ? dtypeName(p.convertBias ? g.c : g.biasType) : "")
-      << " workspace " << kWorkspaceBytes << " candidates "
+      << " epilogue " << int(epilogueOf(g)) << " aux "
+      << dtypeName(g.auxType) << " workspace " << kWorkspaceBytes
+      << " candidates "
       << candidates.size();
   // Within a process every backend keeps the first choice made for a key
   // (check-cuda's and the tests' runs compare backends bit for bit), also
@@ -611,6 +651,13 @@ int CudaBackend::chooseGemmAlgorithm(
                 p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
             what);
   }
+  if (p.aux) {
+    void *aux = addresses[size_t(use->args[4].buffers[0])];
+    checkLt(cublasLtMatmulDescSetAttribute(
+                p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                sizeof aux),
+            what);
+  }
   const cuda::GemmChoice best = fastestGemmCandidate(launch, candidates, what);
   if (options.verbose)
     std::fprintf(stderr, "cuda: %s: algorithm %d of %zu, %.1f us\n",
@@ -631,6 +678,11 @@ void CudaBackend::runGemm(const Call &call, cudaStream_t on) {
                                            CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                            &call.bias, sizeof call.bias),
             "setting the bias");
+  if (p.aux)
+    checkLt(cublasLtMatmulDescSetAttribute(
+                p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux,
+                sizeof call.aux),
+            "setting the epilogue's aux matrix");
   checkLt(cublasLtMatmul(lt, p.desc, &p.alpha, call.b, p.first, call.a,
                          p.second, &p.beta, call.c, p.out, call.c, p.out,
                          &p.algo, workspace, kWorkspaceBytes, on),
@@ -641,6 +693,10 @@ cuda::EmitOptions CudaBackend::attentionOptions(const cudaDeviceProp &prop) {
   cuda::EmitOptions emit;
   emit.sm = prop.major * 10 + prop.minor;
   emit.cpuDropoutMasks = options.cpuDropoutMasks;
+  // GELU as cuBLASLt epilogues: opt-in until a GPU shows its GELU is the
+  // tanh form (check-cuda with DSC_CUDA_EPILOGUES=1).
+  if (const char *e = std::getenv("DSC_CUDA_EPILOGUES"))
+    emit.geluEpilogues = std::string(e) == "1";
   if (const char *name = std::getenv("DSC_CUDA_ATTENTION")) {
     if (!cuda::parseAttentionKernel(name, emit.attention))
       throw Error(std::string("DSC_CUDA_ATTENTION='") + name +
@@ -863,6 +919,8 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       call.c = address(step.args[2].buffers[0]);
       if (step.args.size() > 3)
         call.bias = address(step.args[3].buffers[0]);
+      if (step.args.size() > 4)
+        call.aux = address(step.args[4].buffers[0]);
       if (int w = gemms[size_t(step.index)].widen; w >= 0) {
         const Buffer &operand =
             buffers[size_t(step.args[size_t(w)].buffers[0])];

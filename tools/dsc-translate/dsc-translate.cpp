@@ -2,7 +2,7 @@
 //
 //   dsc-translate --emit-cuda STEP.mlir -o K.cu [--nvrtc-check=sm_80,sm_90]
 //                 [--attention-kernel=tiles|registers|cudnn] [--cudnn]
-//                 [--sm=NN]
+//                 [--gelu-epilogues] [--sm=NN]
 //   dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]
 //
 // Lowers a step written by `dsc-run compile` (or dsc-opt) to the runtime
@@ -65,6 +65,9 @@ const char *kUsage =
     "  --cudnn              emit as for a machine with libcudnn 9: attention\n"
     "                       cuDNN runs becomes a descriptor in K.h, run by\n"
     "                       dsc-run's CUDA backend\n"
+    "  --gelu-epilogues     run a tanh-GELU MLP's bias + GELU and its\n"
+    "                       gradient as cuBLASLt epilogues of the GEMMs\n"
+    "                       before them (the backend's DSC_CUDA_EPILOGUES=1)\n"
     "  --sm=NN              the target's compute capability (default 90)\n"
     "  --list-collectives   print every collective step: its function and\n"
     "                       instruction, mesh axis and group, what it moves\n";
@@ -192,6 +195,8 @@ int run(int argc, char **argv) {
       options.forceAttention = true;
     } else if (arg == "--cudnn")
       options.cudnn = true;
+    else if (arg == "--gelu-epilogues")
+      options.geluEpilogues = true;
     else if (arg == "--list-collectives")
       listCollectives = true;
     else if (arg.rfind("--sm=", 0) == 0) {

@@ -90,6 +90,18 @@ struct Launcher {
 /// strides in elements, f32 accumulation. (Row-major C = A B is column-major
 /// C^T = B^T A^T: swap the operands for cuBLASLt; the bias is then
 /// CUBLASLT_EPILOGUE_BIAS over the N column-major rows.)
+/// What cuBLASLt does after a GEMM's product (its epilogue).
+enum class GemmEpilogue {
+  /// Nothing, or the bias (`Gemm::bias`): cuBLASLt's DEFAULT / BIAS.
+  Plain,
+  /// Linear + BiasGelu: D = gelu(product + bias) and the aux output the
+  /// pre-activation product + bias (GELU_AUX_BIAS).
+  GeluAuxBias,
+  /// LinearGradInput + BiasGeluGrad: D = product * gelu'(aux) and the
+  /// bias "pointer" the column sums of D, the bias gradient (DGELU_BGRAD).
+  DGeluBiasGrad,
+};
+
 struct Gemm {
   rt::Opcode op;
   int64_t batch = 1, M = 0, N = 0, K = 0;
@@ -102,6 +114,12 @@ struct Gemm {
   bool accumulate = false;
   Storage a = Storage::F32, b = Storage::F32, c = Storage::F32,
           biasType = Storage::F32;
+  /// GELU epilogues (EmitOptions::geluEpilogues): the aux buffer is the
+  /// step's args[4], [M, N] row-major of `auxType`; the bias (args[3]) is
+  /// the input bias (GeluAuxBias) or the bias gradient it writes
+  /// (DGeluBiasGrad).
+  GemmEpilogue epilogue = GemmEpilogue::Plain;
+  Storage auxType = Storage::F32;
   bool operator==(const Gemm &o) const;
 };
 
@@ -133,7 +151,7 @@ std::array<int64_t, 4> attentionStrides(int64_t heads, int64_t seq,
 struct Step {
   enum class Kind {
     Kernel,    ///< call launcher `index` with `args`
-    Gemm,      ///< gemm `index` on buffers args: A, B, C[, bias]
+    Gemm,      ///< gemm `index` on buffers args: A, B, C[, bias[, aux]]
     /// cuDNN attention `index`: forward q, k, v, out, lse; backward dout,
     /// q, k, v, out, lse, dq, dk, dv
     Attention,
@@ -213,6 +231,11 @@ struct EmitOptions {
   /// Dropout must draw the CPU backend's masks (check-cuda): no cuDNN for
   /// an attention with dropout.
   bool cpuDropoutMasks = false;
+  /// A tanh-GELU MLP's bias + GELU and its gradient run as cuBLASLt
+  /// epilogues of the GEMMs before them (GemmEpilogue); off by default
+  /// until a GPU has shown that cuBLASLt's GELU is the tanh form
+  /// (DSC_CUDA_EPILOGUES=1, dsc-translate --gelu-epilogues).
+  bool geluEpilogues = false;
 };
 
 /// Emits the module. Throws rt::Error("<opcode>: <why>") for an instruction
