@@ -607,39 +607,16 @@ BlockLayoutAttr layoutAttr(MLIRContext *ctx, const ::dsc::BlockLayout &l,
 
 } // namespace
 
-/// How Hugging Face files name the tensors of a model of this type (see
-/// kHfOptionalPrefixAttr).
+/// How Hugging Face files name the tensors of a model of this type.
 static void setWeightFileNames(ModuleOp module, ::dsc::ModelType type) {
   Builder b(module.getContext());
-  auto set = [&](const char *attr, StringRef value) {
-    module->setAttr(attr, b.getStringAttr(value));
-  };
-  switch (type) {
-  case ::dsc::ModelType::GPT2:
-    // GPT2Model files leave out GPT2LMHeadModel's "transformer."; the
-    // causal mask h.N.attn.bias / masked_bias is a buffer (dsc's attention
-    // masks by construction).
-    set(::dsc::kHfOptionalPrefixAttr, "transformer.");
-    set(::dsc::kHfTiedTensorsAttr, "lm_head.weight=transformer.wte.weight");
-    set(::dsc::kHfUnusedTensorsAttr,
-        "(transformer\\.)?h\\.[0-9]+\\.attn\\.(bias|masked_bias)");
-    break;
-  case ::dsc::ModelType::BERT:
-    // BertModel files leave out "bert."; dsc trains BertForMaskedLM, so the
-    // position_ids buffer (positions are 0..T-1), the pooler and
-    // BertForPreTraining's next-sentence head are not used.
-    set(::dsc::kHfOptionalPrefixAttr, "bert.");
-    set(::dsc::kHfTiedTensorsAttr,
-        "cls.predictions.decoder.weight=bert.embeddings.word_embeddings."
-        "weight,cls.predictions.decoder.bias=cls.predictions.bias");
-    set(::dsc::kHfUnusedTensorsAttr,
-        "(bert\\.)?(embeddings\\.position_ids|pooler\\.dense\\.(weight|bias))|"
-        "cls\\.seq_relationship\\.(weight|bias)");
-    break;
-  case ::dsc::ModelType::LLaMA:
-  case ::dsc::ModelType::Phi:
-    break; // files name every tensor as the model class does
-  }
+  const ::dsc::HfTensorNames names = ::dsc::hfTensorNames(type);
+  for (auto [attr, value] :
+       {std::pair{::dsc::kHfOptionalPrefixAttr, &names.optionalPrefix},
+        std::pair{::dsc::kHfTiedTensorsAttr, &names.tied},
+        std::pair{::dsc::kHfUnusedTensorsAttr, &names.unused}})
+    if (!value->empty())
+      module->setAttr(attr, b.getStringAttr(*value));
 }
 
 auto ::dsc::importModel(MLIRContext &ctx,

@@ -329,35 +329,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
                    : qwen2 || qwen3 ? 32768
                    : gemma          ? 8192
                                     : 2048;
-  if (mixtral) {
-    m.layerNormEps = 1e-5;
-    m.rope.theta = 1e6;
-    m.numExperts = 8;
-    m.expertsPerToken = 2;
-  }
   std::optional<int64_t> expertIntermediate;
-  if (qwen2moe) { // Qwen2MoeConfig's defaults beyond Qwen2's
-    m.hidden = 2048;
-    m.intermediate = 5632;
-    m.numLayers = 24;
-    m.numHeads = 16;
-    m.numExperts = 60;
-    m.expertsPerToken = 4;
-    expertIntermediate = 1408;
-    m.sharedExpertIntermediate = 5632;
-    m.normTopk = false;
-  }
-  if (qwen3moe) { // Qwen3MoeConfig's defaults (transformers 4.51)
-    m.hidden = 2048;
-    m.intermediate = 6144;
-    m.numLayers = 24;
-    m.numHeads = 32;
-    kvHeads = 4;
-    m.numExperts = 128;
-    m.expertsPerToken = 8;
-    expertIntermediate = 768;
-    m.normTopk = false;
-  }
+  setMoeDefaults(type, m, kvHeads, expertIntermediate);
   m.embedScale = m.normPlusOne = m.geluMlp = gemma;
   m.gelu = GeluApprox::Tanh; // Gemma's hidden_activation null
   std::optional<std::string> gemmaHiddenAct;
@@ -454,30 +427,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       qwenSlidingWindow = c.boolean(k, v);
     else if (k == "max_window_layers")
       c.integer(k, v, 0, kMaxLayers, "an integer >= 0");
-    else if (k == "num_local_experts" || k == "num_experts")
-      m.numExperts = c.integer(k, v, 1, kMaxExperts, "an integer >= 1");
-    else if (k == "moe_intermediate_size")
-      expertIntermediate = c.dimension(k, v);
-    else if (k == "shared_expert_intermediate_size")
-      m.sharedExpertIntermediate = c.dimension(k, v);
-    else if (k == "norm_topk_prob")
-      m.normTopk = c.boolean(k, v);
-    else if (k == "decoder_sparse_step")
-      m.sparseStep = c.integer(k, v, 1, kMaxLayers, "an integer >= 1");
-    else if (k == "mlp_only_layers") {
-      if (!v.is_null() && !v.is_array())
-        c.fail(k + ": " + show(v) + " is not a list of layer indices");
-      m.mlpOnlyLayers.clear();
-      for (const json &x : v.is_null() ? json::array() : v)
-        m.mlpOnlyLayers.push_back(
-            c.integer(k, x, 0, kMaxLayers, "a layer index >= 0"));
-    }
-    else if (k == "num_experts_per_tok")
-      m.expertsPerToken = c.integer(k, v, 1, kMaxExperts, "an integer >= 1");
-    else if (k == "output_router_logits")
-      m.routerAuxLoss = c.boolean(k, v);
-    else if (k == "router_aux_loss_coef")
-      m.routerAuxLossCoef = c.nonNegativeNumber(k, v);
+    else if (readMoeKey(c, k, v, m, expertIntermediate))
+      continue;
     else if (k == "query_pre_attn_scalar")
       m.queryPreAttnScalar = c.positiveNumber(k, v);
     else if (k == "final_logit_softcapping")
@@ -486,29 +437,8 @@ ModelConfig parseLlama(const Ctx &c, const json &j, const std::string &type) {
       m.attnSoftcap = v.is_null() ? 0.0 : c.positiveNumber(k, v);
     else if (k == "cache_implementation")
       c.string(k, v, "an inference cache name"); // inference only
-    else if (k == "router_jitter_noise") {
-      if (c.nonNegativeNumber(k, v) != 0.0)
-        c.fail(k + ": " + show(v) + " is not supported; expected 0 (dsc "
-               "routes the tokens as they are)");
-    }
   }
-  const char *expertsKey =
-      qwen2moe || qwen3moe ? "num_experts" : "num_local_experts";
-  if (m.expertsPerToken > m.numExperts)
-    c.fail("num_experts_per_tok (" + std::to_string(m.expertsPerToken) +
-           ") exceeds " + expertsKey + " (" + std::to_string(m.numExperts) +
-           "): each token picks that many distinct experts");
-  m.expertIntermediate =
-      m.numExperts ? expertIntermediate.value_or(m.intermediate) : 0;
-  for (int64_t l : m.mlpOnlyLayers)
-    if (l >= m.numLayers)
-      c.fail("mlp_only_layers: layer " + std::to_string(l) +
-             " is not one of the " + std::to_string(m.numLayers) +
-             " layers (num_hidden_layers)");
-  if (m.numExperts && !m.numMoeLayers())
-    c.note("no layer is sparse (decoder_sparse_step " +
-           std::to_string(m.sparseStep) + ", mlp_only_layers): every layer "
-           "is a dense MLP");
+  finishMoe(c, type, m, expertIntermediate);
   // transformers' (4.46) Gemma rotates with rope_theta alone.
   if (gemma && !gemma2 && !ropeScaling.is_null())
     c.fail("rope_scaling: " + show(ropeScaling) +

@@ -457,4 +457,29 @@ void checkArchitectures(const Ctx &c, const json &j, const std::string &type) {
 }
 
 } // namespace config_reader
+
+HfTensorNames hfTensorNames(ModelType type) {
+  switch (type) {
+  case ModelType::GPT2:
+    // GPT2Model files leave out GPT2LMHeadModel's "transformer."; the
+    // causal mask h.N.attn.bias / masked_bias is a buffer (dsc's attention
+    // masks by construction).
+    return {"transformer.", "lm_head.weight=transformer.wte.weight",
+            "(transformer\\.)?h\\.[0-9]+\\.attn\\.(bias|masked_bias)"};
+  case ModelType::BERT:
+    // BertModel files leave out "bert."; dsc trains BertForMaskedLM, so the
+    // position_ids buffer (positions are 0..T-1), the pooler and
+    // BertForPreTraining's next-sentence head are not used.
+    return {"bert.",
+            "cls.predictions.decoder.weight=bert.embeddings.word_embeddings."
+            "weight,cls.predictions.decoder.bias=cls.predictions.bias",
+            "(bert\\.)?(embeddings\\.position_ids|pooler\\.dense\\.(weight|"
+            "bias))|cls\\.seq_relationship\\.(weight|bias)"};
+  case ModelType::LLaMA:
+  case ModelType::Phi:
+    break; // files name every tensor as the model class does
+  }
+  return {};
+}
+
 } // namespace dsc

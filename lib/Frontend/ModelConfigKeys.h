@@ -8,6 +8,7 @@
 
 #include "ConfigReader.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,19 @@ extern const std::vector<std::string> kGpt2Keys, kBertKeys, kLlamaKeys,
 /// required value).
 bool handleIgnored(const Ctx &c, const std::string &key, const json &v,
                    const std::vector<IgnoredKey> &table);
+/// The mixture-of-experts part of the LLaMA family's reader
+/// (MoeModelConfig.cpp): Mixtral's, Qwen2-MoE's and Qwen3-MoE's defaults
+/// beyond their dense family's (`kvHeads` and the experts' width
+/// included), one config.json key when it is an MoE key (returns whether
+/// it was), and the checks and derived sizes once every key is read.
+void setMoeDefaults(const std::string &type, ModelConfig &m,
+                    std::optional<int64_t> &kvHeads,
+                    std::optional<int64_t> &expertIntermediate);
+bool readMoeKey(const Ctx &c, const std::string &k, const json &v,
+                ModelConfig &m, std::optional<int64_t> &expertIntermediate);
+void finishMoe(const Ctx &c, const std::string &type, ModelConfig &m,
+               std::optional<int64_t> expertIntermediate);
+
 /// hidden_act / activation_function: the GELU approximation it names.
 GeluApprox parseGelu(const Ctx &c, const std::string &key, const json &v);
 /// A key `type`'s transformers configuration class does not read: noted,

@@ -144,6 +144,17 @@ struct ModelConfig {
   }
 };
 
+/// How Hugging Face weight files name a model's tensors beyond the model
+/// class's own names (the module attributes kHfOptionalPrefixAttr,
+/// kHfTiedTensorsAttr and kHfUnusedTensorsAttr of ModelBuilder.h): the
+/// base-model prefix a file may leave out, tensors tied to a parameter
+/// ("name=parameter", comma-separated) and a NameRegex of tensors dsc does
+/// not use; empty: none.
+struct HfTensorNames {
+  std::string optionalPrefix, tied, unused;
+};
+HfTensorNames hfTensorNames(ModelType type);
+
 /// Reads and validates a Hugging Face config.json.
 ModelConfig parseModelConfig(const std::string &path);
 ModelConfig parseModelConfigText(const std::string &text,
