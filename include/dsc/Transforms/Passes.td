@@ -562,8 +562,9 @@ def DscPadVocabulary : Pass<"dsc-pad-vocabulary", "::mlir::ModuleOp"> {
     recorded in the module's `dsc.tensor_slices` as
     `#dsc.tensor_slice<dim = 0, groups = 1, size = V>`: the runtime
     initializes, loads and saves its V real rows only, so weights,
-    checkpoints and the random initialization are the unpadded model's and
-    the losses are the same. Nothing to do at `multiple` 1, when V is a
+    checkpoints and the random initialization are the unpadded model's, and
+    training follows the unpadded run up to the rounding of GEMMs of other
+    shapes. Nothing to do at `multiple` 1, when V is a
     multiple already, without a recognisable head (a LoRA or 4-bit head), or
     on a tensor axis of several ranks (-dsc-tensor-parallel pads to a
     multiple of the ranks); a module with `dsc.tensor_slices` already is
