@@ -78,7 +78,7 @@
 #           attention-registers, bench (dsc's default choice: cuDNN where
 #           loaded), profile
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
-#           check-cuda-registers check-cuda-gemma2 check-cuda-phi
+#           check-cuda-sparse-unfused check-cuda-registers check-cuda-gemma2 check-cuda-phi
 #           check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
 #           bench-moe bench-llama
 #           sparse-attention ncu-attention ctest-gpu
@@ -109,7 +109,7 @@ if ((${#selected[@]} == 1)); then
                     check-cuda-epilogues attention-cudnn attention-registers
                     bench profile) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
-                     check-cuda-registers check-cuda-gemma2 check-cuda-phi
+                     check-cuda-sparse-unfused check-cuda-registers check-cuda-gemma2 check-cuda-phi
                      check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
                      bench-moe bench-llama sparse-attention ncu-attention
                      ctest-gpu) ;;
@@ -468,6 +468,9 @@ sed 's/^{/{"bf16": {"enabled": true},/' "$examples/ds_config.json" > "$work/bf16
 sparse='"sparse_attention": {"mode": "fixed", "block": 16, "num_local_blocks": 2, "num_global_blocks": 1, "attention": "unidirectional"},'
 sed "s/^{/{$sparse/" "$examples/ds_config.json" > "$work/sparse.json"
 sed "s/^{/{$sparse/" "$work/bf16.json" > "$work/sparse-bf16.json"
+# The same layout unfused (dsc.fusion.attention off): the masked softmax rows.
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c.setdefault("dsc", {}).setdefault("fusion", {})["attention"] = False; json.dump(c, open(sys.argv[2], "w"))' \
+  "$work/sparse.json" "$work/sparse-unfused.json"
 step nvrtc 60 nvrtc
 
 step nccl 60 nccl
@@ -480,6 +483,7 @@ step check-cuda-gpt2-small-bf16 120 check_cuda gpt2-small "$work/bf16.json" --se
 step check-cuda-compression 60 check_cuda_compression
 step check-cuda-sparse 60 check_cuda gpt2-tiny "$work/sparse.json"
 step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
+step check-cuda-sparse-unfused 60 check_cuda gpt2-tiny "$work/sparse-unfused.json"
 step check-cuda-registers 120 check_cuda_registers
 # Gemma 2 (dsc.softcap on the scores and the logits) and Phi (partial rotary
 # through split/concat, parallel blocks): tiny models written here.

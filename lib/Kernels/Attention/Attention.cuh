@@ -23,27 +23,54 @@ __device__ __forceinline__ dsc_i64 validKeys(dsc_i64 r) {
   }
 }
 
+/// Whether key block `col` is among the layout's blocks of row `row`
+/// (compressed rows: row r's ascending columns are cols[rows[r],
+/// rows[r + 1])); a binary search.
+__device__ __forceinline__ bool layoutHas(const int *rows, const int *cols,
+                                          dsc_i64 row, int col) {
+  int lo = rows[row], hi = rows[row + 1];
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (cols[mid] < col)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < rows[row + 1] && cols[lo] == col;
+}
+
 /// dsc.softmax and dsc.softmax_dropout (cpu::softmax / softmaxDropout):
 /// softmax of scale*x over the valid keys, masked keys exactly 0, a row
 /// with no key left all zeros; DROPOUT also writes dropout(probs) to
 /// `dropped`. Key padding (KM > 0 rows per batch): key j of row r is
-/// masked where keyMask[r / KM][j] is 0.
+/// masked where keyMask[r / KM][j] is 0. A block layout (LBLOCK > 0, its
+/// compressed `layoutRows`/`layoutCols` over LBLOCKS blocks per side and
+/// LHEADS heads): key j of row r counts only where its block is one of
+/// the layout's blocks of r's query block (cpu::softmaxRowSparse).
 template <typename TX, typename TP, typename TDR, bool CAUSAL, bool DROPOUT,
           dsc_i64 ROWS, dsc_i64 TQ, dsc_i64 TK, int THREADS, int ITEMS,
-          int VEC, dsc_i64 KM>
+          int VEC, dsc_i64 KM, dsc_i64 LBLOCK = 0, dsc_i64 LBLOCKS = 0,
+          dsc_i64 LHEADS = 1>
 __device__ void softmaxRows(const TX *x, const int *keyMask, TP *probs,
                             TDR *dropped, float scale, float rate,
-                            float keepScale, Rng rng) {
+                            float keepScale, Rng rng,
+                            const int *layoutRows = nullptr,
+                            const int *layoutCols = nullptr) {
   const dsc_i64 r = rowIndex<THREADS>();
   const int lane = rowLane<THREADS>();
   if (r >= ROWS)
     return;
   const dsc_i64 valid = validKeys<TQ, TK, CAUSAL>(r);
+  dsc_i64 layoutRow = 0; // the layout's row: r's head and query block
+  if constexpr (LBLOCK > 0)
+    layoutRow = (r / TQ) % LHEADS * LBLOCKS + r % TQ / LBLOCK;
   const auto live = [&](dsc_i64 j) {
+    bool on = j < valid;
     if constexpr (KM > 0)
-      return j < valid && keyMask[r / KM * TK + j] != 0;
-    else
-      return j < valid;
+      on = on && keyMask[r / KM * TK + j] != 0;
+    if constexpr (LBLOCK > 0)
+      on = on && layoutHas(layoutRows, layoutCols, layoutRow, int(j / LBLOCK));
+    return on;
   };
   float v[ITEMS][VEC];
   loadRow<THREADS, ITEMS, VEC, TK>(x, r * TK, lane, v, 0.0f);

@@ -66,11 +66,16 @@ void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
     return;
   }
   const bool causal = s.I.has("causal") && s.I.getInt("causal") != 0;
-  // The unfused block-sparse softmax is the CPU's dense reference of the
-  // fused kernels; on a GPU the fused attention is what runs.
-  if (!s.I.getLayout("layout").empty())
-    s.fail("a block-sparse softmax runs on the CPU backend only; keep "
-           "dsc.fusion.attention on (the default) for the CUDA backend");
+  // A block-sparse softmax (dsc.fusion.attention off) masks the keys
+  // outside its layout; the fused attention is the fast path.
+  const rt::BlockLayout &layout = s.I.getLayout("layout");
+  std::string layoutArgs = "", layoutTemplate = "";
+  if (!layout.empty()) {
+    layoutArgs = ", " + s.deviceArray("rows", layout.rows) + ", " +
+                 s.deviceArray("cols", layout.cols);
+    layoutTemplate = ", " + n(layout.block) + ", " + n(layout.blocks) + ", " +
+                     n(layout.heads);
+  }
   const std::string xs = s.in(0, "x");
   std::string probs, dropped = "(float *)nullptr", dropT = "float";
   std::vector<std::string> args = {xs};
@@ -88,12 +93,13 @@ void emitSoftmax(KernelSpec &s, const rt::InstrDims &d) {
     probs = s.out(0, "y");
     args.push_back(probs);
   }
-  s.kernel(c.grid, c.block, args,
-           call("softmaxRows",
-                {s.T(xs), s.T(probs), dropT, b(causal), b(drop), n(rows),
-                 n(TQ), n(TK), rowArgs(c), n(rowsPerMaskRow)},
-                {xs, keyMask, probs, dropped, flt(scale), flt(rate),
-                 keepScale, rng}));
+  std::string body =
+      call("softmaxRows",
+           {s.T(xs), s.T(probs), dropT, b(causal), b(drop), n(rows), n(TQ),
+            n(TK), rowArgs(c), n(rowsPerMaskRow) + layoutTemplate},
+           {xs, keyMask, probs, dropped, flt(scale), flt(rate), keepScale,
+            rng + layoutArgs});
+  s.kernel(c.grid, c.block, args, body);
 }
 
 /// Shared memory of the fused attention kernels (Attention.cuh
