@@ -12,7 +12,8 @@
 //   CLASSES of them classes) against float64: per-row losses, the scale
 //   and the gradient, whose padding columns and ignored rows must be
 //   exactly zero, in place or not; warp rows (32 threads) and block rows,
-//   scalar and 4-element loads (37 classes: a partial last vector).
+//   scalar and 4-element loads (37 classes: a partial last vector), and
+//   bf16 rows read and written 8 elements (16 bytes) at a time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -243,6 +244,55 @@ TEST(CrossEntropyKernel, LabelInThePaddingSetsTheStatus) {
   });
   EXPECT_EQ(dsc_status, 8u);
   EXPECT_EQ(rows[4], 0.0);
+}
+
+// bf16 logits and gradient, 8 elements (16 bytes) per load: the kernel
+// reads the rounded logits exactly, so the row losses match float64 over
+// them; each gradient element is within a bf16 rounding of its value.
+template <int THREADS> void checkHalfRows() {
+  const LossCase c = lossCase();
+  std::vector<__nv_bfloat16> logits, dlogits(CE_ROWS * CE_V);
+  LossCase rounded = c;
+  for (size_t i = 0; i < c.logits.size(); ++i) {
+    logits.push_back(__float2bfloat16_rn(c.logits[i]));
+    rounded.logits[i] = __bfloat162float(logits.back());
+  }
+  const float k = 0.25f;
+  std::vector<double> rows(CE_ROWS, -1.0);
+  dsc_status = 0;
+  dsc_emu::launch(lossGrid<THREADS>(), [&] {
+    dsc::crossEntropyWithGradRows<__nv_bfloat16, __nv_bfloat16, CE_ROWS, CE_V,
+                                  CE_CLASSES, CE_IGNORE, THREADS, 8>(
+        &k, logits.data(), c.labels.data(), rows.data(), dlogits.data(), 3u);
+  });
+  EXPECT_EQ(dsc_status, 0u);
+  for (dsc_i64 r = 0; r < CE_ROWS; ++r) {
+    const bool ignored = c.labels[size_t(r)] == CE_IGNORE;
+    EXPECT_NEAR(rows[size_t(r)], ignored ? 0.0 : rowLoss(rounded, r), 1e-5);
+    const float *z = rounded.logits.data() + r * CE_V;
+    double mx = -1e300, sum = 0.0;
+    for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
+      mx = std::max(mx, double(z[j]));
+    for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
+      sum += std::exp(double(z[j]) - mx);
+    for (dsc_i64 j = 0; j < CE_V; ++j) {
+      const float got = __bfloat162float(dlogits[size_t(r * CE_V + j)]);
+      if (ignored || j >= CE_CLASSES) {
+        EXPECT_EQ(got, 0.0f) << "row " << r << ", column " << j;
+        continue;
+      }
+      double want = double(k) * std::exp(double(z[j]) - mx) / sum;
+      if (j == c.labels[size_t(r)])
+        want -= double(k);
+      EXPECT_NEAR(got, want, std::fabs(want) / 128.0 + 1e-7)
+          << "row " << r << ", column " << j;
+    }
+  }
+}
+
+TEST(CrossEntropyKernel, Bf16RowsLoadSixteenBytes) {
+  checkHalfRows<32>();
+  checkHalfRows<THREADS>();
 }
 
 } // namespace

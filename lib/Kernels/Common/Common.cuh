@@ -113,22 +113,6 @@ __device__ __forceinline__ void st4(__nv_bfloat16 *p, dsc_i64 i,
   *reinterpret_cast<uint2 *>(p + i) = q;
 }
 
-/// VEC (1 or 4) consecutive elements.
-template <int VEC, typename T>
-__device__ __forceinline__ void ldv(const T *p, dsc_i64 i, float (&v)[VEC]) {
-  if constexpr (VEC == 4)
-    ld4(p, i, v);
-  else
-    v[0] = ld(p, i);
-}
-template <int VEC, typename T>
-__device__ __forceinline__ void stv(T *p, dsc_i64 i, const float (&v)[VEC]) {
-  if constexpr (VEC == 4)
-    st4(p, i, v);
-  else
-    st(p, i, v[0]);
-}
-
 /// Type traits (no standard library headers under NVRTC).
 template <typename A, typename B> struct Same {
   static constexpr bool value = false;
@@ -142,6 +126,87 @@ template <bool C, typename A, typename B> struct Select {
 template <typename A, typename B> struct Select<false, A, B> {
   using type = B;
 };
+
+/// A 16-bit value's float from its bits, and the bits of a float rounded
+/// to nearest even (through the raw structs, host and device alike).
+template <typename T> __device__ __forceinline__ float fromBits(dsc_u32 bits) {
+  if constexpr (Same<T, __half>::value) {
+    __half_raw r;
+    r.x = static_cast<unsigned short>(bits);
+    return __half2float(__half(r));
+  } else {
+    __nv_bfloat16_raw r;
+    r.x = static_cast<unsigned short>(bits);
+    return __bfloat162float(__nv_bfloat16(r));
+  }
+}
+template <typename T> __device__ __forceinline__ dsc_u32 toBits(float v) {
+  if constexpr (Same<T, __half>::value)
+    return static_cast<__half_raw>(__float2half_rn(v)).x;
+  else
+    return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(v)).x;
+}
+
+/// Eight consecutive elements starting at i (i a multiple of 8, buffers
+/// 16-byte aligned): one 16-byte load or store of a 16-bit type, two
+/// float4 of f32.
+template <typename T>
+__device__ __forceinline__ void ld8(const T *p, dsc_i64 i, float (&v)[8]) {
+  if constexpr (Same<T, float>::value) {
+    float lo[4], hi[4];
+    ld4(p, i, lo);
+    ld4(p, i + 4, hi);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[k] = lo[k];
+      v[k + 4] = hi[k];
+    }
+  } else {
+    const uint4 q = *reinterpret_cast<const uint4 *>(p + i);
+    const dsc_u32 words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = fromBits<T>(words[k] & 0xffffu);
+      v[2 * k + 1] = fromBits<T>(words[k] >> 16);
+    }
+  }
+}
+template <typename T>
+__device__ __forceinline__ void st8(T *p, dsc_i64 i, const float (&v)[8]) {
+  if constexpr (Same<T, float>::value) {
+    const float lo[4] = {v[0], v[1], v[2], v[3]},
+                hi[4] = {v[4], v[5], v[6], v[7]};
+    st4(p, i, lo);
+    st4(p, i + 4, hi);
+  } else {
+    dsc_u32 words[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      words[k] = toBits<T>(v[2 * k]) | (toBits<T>(v[2 * k + 1]) << 16);
+    *reinterpret_cast<uint4 *>(p + i) =
+        make_uint4(words[0], words[1], words[2], words[3]);
+  }
+}
+
+/// VEC (1, 4 or 8) consecutive elements.
+template <int VEC, typename T>
+__device__ __forceinline__ void ldv(const T *p, dsc_i64 i, float (&v)[VEC]) {
+  if constexpr (VEC == 8)
+    ld8(p, i, v);
+  else if constexpr (VEC == 4)
+    ld4(p, i, v);
+  else
+    v[0] = ld(p, i);
+}
+template <int VEC, typename T>
+__device__ __forceinline__ void stv(T *p, dsc_i64 i, const float (&v)[VEC]) {
+  if constexpr (VEC == 8)
+    st8(p, i, v);
+  else if constexpr (VEC == 4)
+    st4(p, i, v);
+  else
+    st(p, i, v[0]);
+}
 
 __device__ __forceinline__ bool nonFinite(float v) {
   return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;

@@ -50,8 +50,12 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
   const bool both = s.I.op == Opcode::CrossEntropyWithGrad;
   const bool grad = both || s.I.op == Opcode::CrossEntropyGrad;
   const size_t li = grad ? 1 : 0;
-  // Rows of V logits, the first `classes` of them the classes.
+  // Rows of V logits, the first `classes` of them the classes, read 16
+  // bytes at a time where the rows allow: 8 elements of a 16-bit type
+  // (a padded vocabulary's rows are multiples of 64), else 4.
   const int64_t V = d.cols, classes = d.vocab, rows = d.rows;
+  const std::string vec = std::to_string(
+      s.inType(li) != Storage::F32 && V % 8 == 0 ? 8 : vecFor(V));
   s.requireType(s.inType(li + 1), Storage::I32, "labels");
   const int64_t ignore =
       s.I.has("ignore_index") ? s.I.getInt("ignore_index") : -100;
@@ -86,7 +90,7 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
     s.kernel(grid, block, {"dsc_scratch", logits, labels, dx},
              call(both ? "crossEntropyWithGradRows" : "crossEntropyGradRows",
                   {s.T(logits), s.T(dx), n(rows), n(V), n(classes), n(ignore),
-                   std::to_string(threads), std::to_string(vecFor(V))},
+                   std::to_string(threads), vec},
                   rowArgs));
     if (both)
       s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
@@ -102,7 +106,7 @@ void emitCrossEntropy(KernelSpec &s, const rt::InstrDims &d) {
   s.kernel(grid, block, {logits, labels, "dsc_scratch"},
            call("crossEntropyRows",
                 {s.T(logits), n(rows), n(V), n(classes), n(ignore),
-                 std::to_string(threads), std::to_string(vecFor(V))},
+                 std::to_string(threads), vec},
                 {logits, labels, part, code}));
   s.kernel(1, kBlock, {"dsc_scratch", labels, loss},
            call("crossEntropyFinish",
