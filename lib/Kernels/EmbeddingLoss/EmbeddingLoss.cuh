@@ -133,11 +133,11 @@ __device__ void paddingMask(const int *ids, int *mask) {
 
 //===----------------------------------------------------------------------===//
 // Cross entropy (cpu::crossEntropy / crossEntropyGrad): rows of V logits
-// streamed by THREADS threads, VEC (1, 4 or 8) elements per load (V may be 50k; a
-// padded vocabulary's rows are multiples of 64), of which the first CLASSES
-// are the classes (the rest pad the vocabulary: no probability, zero
-// gradient). Labels equal to IGNORE do not count; any other label outside
-// [0, CLASSES) sets the status.
+// streamed by THREADS threads, VEC (1, 4 or 8) elements per load (V may be
+// 50k; a padded vocabulary's rows are multiples of 64), of which the first
+// CLASSES are the classes (the rest pad the vocabulary: no probability,
+// zero gradient). Labels equal to IGNORE do not count; any other label
+// outside [0, CLASSES) sets the status.
 //===----------------------------------------------------------------------===//
 
 /// A row's maximum and sum of exponentials over its first CLASSES logits,
