@@ -23,10 +23,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "VocabularyHead.h"
+
 #include "dsc/Dialect/DscOps.h"
 #include "dsc/Transforms/Passes.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace mlir::dsc {
 #define GEN_PASS_DEF_DSCPADVOCABULARY
@@ -37,16 +37,6 @@ using namespace mlir;
 using namespace mlir::dsc;
 
 namespace {
-
-/// The parameter argument `v` is, or null.
-BlockArgument paramArg(func::FuncOp fn, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  return arg && arg.getOwner()->getParentOp() == fn &&
-                 fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
-                                                kParamAttrName)
-             ? arg
-             : BlockArgument();
-}
 
 /// `t` with `rows` elements in dimension `dim`.
 RankedTensorType withDim(Type t, int64_t dim, int64_t rows) {
@@ -85,43 +75,21 @@ struct PadVocabularyPass
 
   void pad(ModuleOp module, func::FuncOp forward) {
     MLIRContext *ctx = &getContext();
-    // The LM head: the loss's logits from a [V, C] parameter (transpose_w)
-    // whose every other use is an embedding lookup. Anything else (no
-    // loss, a LoRA or 4-bit head) is left as it is.
-    SmallVector<CrossEntropyOp> losses;
-    forward.walk([&](CrossEntropyOp ce) { losses.push_back(ce); });
-    if (losses.size() != 1 || losses.front().getClasses() != 0)
+    // Without a head (VocabularyHead.h), or with a loss padded already,
+    // nothing changes.
+    std::optional<VocabularyHead> found = findVocabularyHead(forward);
+    if (!found || found->loss.getClasses() != 0)
       return;
-    CrossEntropyOp loss = losses.front();
-    auto head = loss.getLogits().getDefiningOp<LinearOp>();
-    if (!head || !head.getTransposeW())
-      return;
+    CrossEntropyOp loss = found->loss;
+    LinearOp head = found->head;
     auto logitsType = cast<RankedTensorType>(head.getType());
-    const int64_t vocab = logitsType.getShape().back();
+    const int64_t vocab = found->vocab;
     const int64_t padded = (vocab + multiple - 1) / multiple * multiple;
     if (padded == vocab)
       return;
-    auto embeddingsOnly = [&](BlockArgument table, Operation *except) {
-      return llvm::all_of(table.getUsers(), [&](Operation *user) {
-        auto lookup = dyn_cast<EmbeddingOp>(user);
-        return user == except || (lookup && lookup.getTable() == table);
-      });
-    };
-    BlockArgument weight = paramArg(forward, head.getWeight());
-    BlockArgument bias = head.getBias() ? paramArg(forward, head.getBias())
-                                        : BlockArgument();
-    if (!weight || !embeddingsOnly(weight, head) ||
-        (head.getBias() && (!bias || !bias.hasOneUse())))
-      return;
-    SmallVector<BlockArgument> padRows{weight};
-    for (BlockArgument arg : forward.getArguments())
-      if (arg != weight && paramArg(forward, arg) && !arg.use_empty() &&
-          cast<RankedTensorType>(arg.getType()).getRank() == 2 &&
-          cast<RankedTensorType>(arg.getType()).getDimSize(0) == vocab &&
-          embeddingsOnly(arg, nullptr))
-        padRows.push_back(arg);
-    if (bias)
-      padRows.push_back(bias);
+    SmallVector<BlockArgument> padRows = found->tables;
+    if (found->bias)
+      padRows.push_back(found->bias);
 
     SmallVector<NamedAttribute> slices;
     for (BlockArgument arg : padRows) {

@@ -38,6 +38,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "VocabularyHead.h"
+
 #include "dsc/Dialect/DscOps.h"
 #include "dsc/Transforms/Passes.h"
 
@@ -304,53 +306,18 @@ void TensorParallelPass::slice(Region &region, int64_t parts) {
   row.erase();
 }
 
-/// The parameter argument `v` is, or null.
-static BlockArgument paramArg(func::FuncOp fn, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  return arg && arg.getOwner()->getParentOp() == fn &&
-                 fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
-                                                kParamAttrName)
-             ? arg
-             : BlockArgument();
-}
-
 void TensorParallelPass::sliceVocabulary(int64_t parts) {
   MLIRContext *ctx = &getContext();
-  // The LM head: the loss's logits from a [V, C] parameter (transpose_w),
-  // whose every other use is an embedding lookup. Without one the
-  // vocabulary stays whole.
-  SmallVector<CrossEntropyOp> losses;
-  forward.walk([&](CrossEntropyOp ce) { losses.push_back(ce); });
-  if (losses.size() != 1)
+  // Without an LM head (VocabularyHead.h) the vocabulary stays whole.
+  std::optional<VocabularyHead> found = findVocabularyHead(forward);
+  if (!found)
     return;
-  CrossEntropyOp loss = losses.front();
-  auto head = loss.getLogits().getDefiningOp<LinearOp>();
-  if (!head || !head.getTransposeW())
-    return;
+  CrossEntropyOp loss = found->loss;
+  LinearOp head = found->head;
+  BlockArgument bias = found->bias;
   auto logitsType = cast<RankedTensorType>(head.getType());
-  const int64_t vocab = logitsType.getShape().back();
+  const int64_t vocab = found->vocab;
   const int64_t rows = (vocab + parts - 1) / parts;
-  auto embeddingsOnly = [&](BlockArgument table, Operation *except) {
-    return llvm::all_of(table.getUsers(), [&](Operation *user) {
-      auto lookup = dyn_cast<EmbeddingOp>(user);
-      return user == except || (lookup && lookup.getTable() == table);
-    });
-  };
-  BlockArgument weight = paramArg(forward, head.getWeight());
-  BlockArgument bias = head.getBias() ? paramArg(forward, head.getBias())
-                                      : BlockArgument();
-  if (!weight || !embeddingsOnly(weight, head) ||
-      (head.getBias() && (!bias || !bias.hasOneUse())))
-    return;
-  // Every table of V rows (the tied head's, LLaMA's untied embed_tokens).
-  SmallVector<BlockArgument> tables{weight};
-  for (BlockArgument arg : forward.getArguments())
-    if (arg != weight && paramArg(forward, arg) && !arg.use_empty() &&
-        cast<RankedTensorType>(arg.getType()).getRank() == 2 &&
-        cast<RankedTensorType>(arg.getType()).getDimSize(0) == vocab &&
-        embeddingsOnly(arg, nullptr))
-      tables.push_back(arg);
-
   auto withRows = [&](RankedTensorType t, int64_t dim) {
     SmallVector<int64_t> shape(t.getShape());
     shape[size_t(dim)] = rows;
@@ -366,7 +333,7 @@ void TensorParallelPass::sliceVocabulary(int64_t parts) {
   OpBuilder b(ctx);
   auto axis = MeshAxisAttr::get(ctx, MeshAxis::tensor);
   auto vocabAttr = b.getI64IntegerAttr(vocab);
-  for (BlockArgument table : tables) {
+  for (BlockArgument table : found->tables) {
     SmallVector<EmbeddingOp> lookups;
     for (Operation *user : table.getUsers())
       if (auto lookup = dyn_cast<EmbeddingOp>(user))
