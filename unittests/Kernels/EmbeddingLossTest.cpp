@@ -141,15 +141,53 @@ LossCase lossCase() {
   return c;
 }
 
-/// The row's loss, float64.
-double rowLoss(const LossCase &c, dsc_i64 r) {
+/// Row r's maximum and sum of exponentials over the classes, float64.
+void rowStats(const LossCase &c, dsc_i64 r, double &mx, double &sum) {
   const float *z = c.logits.data() + r * CE_V;
-  double mx = -1e300, sum = 0.0;
+  mx = -1e300;
+  sum = 0.0;
   for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
     mx = std::max(mx, double(z[j]));
   for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
     sum += std::exp(double(z[j]) - mx);
-  return mx + std::log(sum) - double(z[c.labels[size_t(r)]]);
+}
+
+/// The row's loss, float64.
+double rowLoss(const LossCase &c, dsc_i64 r) {
+  double mx, sum;
+  rowStats(c, r, mx, sum);
+  return mx + std::log(sum) -
+         double(c.logits[size_t(r * CE_V + c.labels[size_t(r)])]);
+}
+
+/// The fused kernel's row losses and gradient `got(i)` (element i of the
+/// [rows, V] dlogits) against float64 from `c`'s logits at scale k: each
+/// gradient element within relTol of its value plus 1e-7, the padding
+/// columns and ignored rows exactly 0.
+template <typename Got>
+void expectGradRows(const LossCase &c, const std::vector<double> &rows,
+                    float k, Got got, double relTol) {
+  for (dsc_i64 r = 0; r < CE_ROWS; ++r) {
+    const bool ignored = c.labels[size_t(r)] == CE_IGNORE;
+    EXPECT_NEAR(rows[size_t(r)], ignored ? 0.0 : rowLoss(c, r), 1e-5)
+        << "row " << r;
+    double mx, sum;
+    rowStats(c, r, mx, sum);
+    for (dsc_i64 j = 0; j < CE_V; ++j) {
+      const float g = got(r * CE_V + j);
+      if (ignored || j >= CE_CLASSES) {
+        EXPECT_EQ(g, 0.0f) << "row " << r << ", column " << j;
+        continue;
+      }
+      double want =
+          double(k) * std::exp(double(c.logits[size_t(r * CE_V + j)]) - mx) /
+          sum;
+      if (j == c.labels[size_t(r)])
+        want -= double(k);
+      EXPECT_NEAR(g, want, relTol * std::fabs(want) + 1e-7)
+          << "row " << r << ", column " << j;
+    }
+  }
 }
 
 template <int THREADS> int64_t lossGrid() {
@@ -201,28 +239,7 @@ template <int THREADS, int VEC> void checkGradRows(bool inPlace) {
         &k, c.logits.data(), c.labels.data(), rows.data(), dlogits, 3u);
   });
   EXPECT_EQ(dsc_status, 0u);
-  for (dsc_i64 r = 0; r < CE_ROWS; ++r) {
-    const bool ignored = original.labels[size_t(r)] == CE_IGNORE;
-    EXPECT_NEAR(rows[size_t(r)], ignored ? 0.0 : rowLoss(original, r), 1e-5)
-        << "row " << r;
-    const float *z = original.logits.data() + r * CE_V;
-    double mx = -1e300, sum = 0.0;
-    for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
-      mx = std::max(mx, double(z[j]));
-    for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
-      sum += std::exp(double(z[j]) - mx);
-    for (dsc_i64 j = 0; j < CE_V; ++j) {
-      const float got = dlogits[r * CE_V + j];
-      if (ignored || j >= CE_CLASSES) {
-        EXPECT_EQ(got, 0.0f) << "row " << r << ", column " << j;
-        continue;
-      }
-      double want = double(k) * std::exp(double(z[j]) - mx) / sum;
-      if (j == original.labels[size_t(r)])
-        want -= double(k);
-      EXPECT_NEAR(got, want, 1e-7) << "row " << r << ", column " << j;
-    }
-  }
+  expectGradRows(original, rows, k, [&](dsc_i64 i) { return dlogits[i]; }, 0.0);
 }
 
 TEST(CrossEntropyKernel, GradientIsZeroOnPaddingAndIgnoredRows) {
@@ -266,28 +283,10 @@ template <int THREADS> void checkHalfRows() {
         &k, logits.data(), c.labels.data(), rows.data(), dlogits.data(), 3u);
   });
   EXPECT_EQ(dsc_status, 0u);
-  for (dsc_i64 r = 0; r < CE_ROWS; ++r) {
-    const bool ignored = c.labels[size_t(r)] == CE_IGNORE;
-    EXPECT_NEAR(rows[size_t(r)], ignored ? 0.0 : rowLoss(rounded, r), 1e-5);
-    const float *z = rounded.logits.data() + r * CE_V;
-    double mx = -1e300, sum = 0.0;
-    for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
-      mx = std::max(mx, double(z[j]));
-    for (dsc_i64 j = 0; j < CE_CLASSES; ++j)
-      sum += std::exp(double(z[j]) - mx);
-    for (dsc_i64 j = 0; j < CE_V; ++j) {
-      const float got = __bfloat162float(dlogits[size_t(r * CE_V + j)]);
-      if (ignored || j >= CE_CLASSES) {
-        EXPECT_EQ(got, 0.0f) << "row " << r << ", column " << j;
-        continue;
-      }
-      double want = double(k) * std::exp(double(z[j]) - mx) / sum;
-      if (j == c.labels[size_t(r)])
-        want -= double(k);
-      EXPECT_NEAR(got, want, std::fabs(want) / 128.0 + 1e-7)
-          << "row " << r << ", column " << j;
-    }
-  }
+  expectGradRows(
+      rounded, rows, k,
+      [&](dsc_i64 i) { return __bfloat162float(dlogits[size_t(i)]); },
+      1.0 / 128.0);
 }
 
 TEST(CrossEntropyKernel, Bf16RowsLoadSixteenBytes) {
