@@ -27,6 +27,10 @@ namespace dsc::cuda {
 DeviceLayout deviceLayout(const rt::Program &program) {
   DeviceLayout layout;
   for (const rt::Buffer &b : program.buffers) {
+    if (b.host) { // in host memory (ZeRO-Offload), not the device arena
+      layout.offsets.push_back(0);
+      continue;
+    }
     if (program.arenaBytes >= 0) {
       layout.offsets.push_back(size_t(b.offset));
       continue;
@@ -510,6 +514,21 @@ void Emitter::emitFunction(const rt::Function &fn) {
     const rt::Instr &I = fn.body[i];
     if (absorbed.count(i))
       continue;
+    if (I.host || I.op == rt::Opcode::ToHost || I.op == rt::Opcode::ToDevice) {
+      // ZeRO-Offload: the backend runs a host instruction with the CPU
+      // backend's kernels over its host memory, and copies between the
+      // memories (lanes: include/dsc/Codegen/StepLanes.h).
+      Step s;
+      s.kind = I.host ? Step::Kind::Host : Step::Kind::HostCopy;
+      s.instrs.push_back(i);
+      if (!I.host) {
+        s.args.resize(2);
+        s.args[0].buffers = {I.inputs.at(0)};
+        s.args[1].buffers = {I.outputs.at(0)};
+      }
+      steps.push_back(s);
+      continue;
+    }
     if (auto it = gelu.find(i); it != gelu.end()) {
       // A GEMM with its GELU epilogue: I is the Linear (its BiasGelu
       // next) or the BiasGeluGrad (its LinearGradInput before).
@@ -592,7 +611,8 @@ void Emitter::emitFunction(const rt::Function &fn) {
       // (opcode, attributes, scalar inputs); each part is one multi-tensor
       // launch per 32 tensors. Otherwise (or malformed) one at a time.
       size_t j = i;
-      while (j < fn.body.size() && routeOf(fn.body[j].op) == Route::Optimizer)
+      while (j < fn.body.size() && !fn.body[j].host &&
+             routeOf(fn.body[j].op) == Route::Optimizer)
         ++j;
       std::set<int> written;
       bool independent = true;
@@ -878,13 +898,13 @@ std::array<int64_t, 4> attentionStrides(int64_t heads, int64_t seq,
 }
 
 Module emitCuda(const rt::Program &program, const EmitOptions &options) {
-  // ZeRO-Offload's host buffers and host-placed updates need pinned host
-  // memory, copy streams and host threads, which this backend lacks.
+  // ZeRO-Offload's host buffers live in the host arena the memory plan
+  // lays out (the backend pins it once); unplanned, they would be
+  // allocations of their own.
   for (const rt::Buffer &b : program.buffers)
-    if (b.host)
-      throw Error("CUDA: ZeRO-Offload (zero_optimization.offload_optimizer) "
-                  "is not supported by the CUDA backend yet (host buffer '" +
-                  b.name + "'); run it on the CPU backend");
+    if (b.host && program.arenaBytes < 0)
+      throw Error("CUDA: host buffer '" + b.name +
+                  "' (ZeRO-Offload) needs a memory-planned step");
   return Emitter(program, options).run();
 }
 

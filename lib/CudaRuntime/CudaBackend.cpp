@@ -22,6 +22,7 @@
 
 #include "CudaMeshGroups.h"
 #include "GemmTiming.h"
+#include "HostSteps.h"
 #ifdef DSC_HAVE_CUDNN_FRONTEND
 #include "CudnnAttention.h"
 #endif
@@ -30,6 +31,7 @@
 
 #include "dsc/Codegen/CudaEmitter.h"
 #include "dsc/Codegen/KernelCache.h"
+#include "dsc/Codegen/StepLanes.h"
 #include "dsc/Runtime/OpcodeProfile.h"
 
 #include <cublasLt.h>
@@ -85,6 +87,10 @@ struct Launch {
 struct Call {
   cuda::Step::Kind kind;
   std::vector<size_t> instrs;
+  /// Its queue (StepLanes.h) and the earlier calls of other lanes it waits
+  /// for; every call is on the device lane without ZeRO-Offload.
+  cuda::Lane lane = cuda::Lane::Device;
+  std::vector<size_t> waits;
   // Kernel: one 8-byte slot per launcher parameter (pointer or integer;
   // a kernel reads its parameter's size from the start of the slot) and
   // the pointer tables passed by value.
@@ -104,11 +110,13 @@ struct Call {
   // addresses, in Step::Kind::Attention's order.
   int attention = -1;
   std::vector<void *> operands;
-  // Memcpy: `bytes` from src to dst. Collective: `collective` on `group`
-  // (the axis's NCCL or staged group) from src to dst.
+  // Memcpy, HostCopy: `bytes` from src to dst (HostCopy: `direction`).
+  // Collective: `collective` on `group` (the axis's NCCL or staged group)
+  // from src to dst.
   const void *src = nullptr;
   void *dst = nullptr;
   size_t bytes = 0;
+  cudaMemcpyKind direction = cudaMemcpyDeviceToDevice;
   DeviceCollective collective;
   DeviceGroup *group = nullptr;
 };
@@ -183,6 +191,11 @@ struct FunctionState {
   /// A collective runs on the host (staged): the function runs call by
   /// call, not as a graph.
   bool hostWork = false;
+  /// ZeRO-Offload: calls on the host lanes, and the storage whose host
+  /// arena their copies were resolved against (another rebuilds them).
+  bool offloaded = false;
+  const Storage *storage = nullptr;
+  HostInstructions host;
 };
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
@@ -217,11 +230,16 @@ private:
   /// `n` elements, `from` into `to` (its three slots in Call::slots).
   void addConversion(Call &call, const char *name, void *from, void *to,
                      int64_t n);
-  FunctionState &prepare(const Function &fn);
+  /// The calls (and graph) of `fn`, built on its first run, rebuilt when
+  /// an offloaded function runs on another storage.
+  FunctionState &prepare(const Program &program, const Function &fn,
+                         Storage &storage);
+  void releaseGraph(FunctionState &state);
   void buildGraph(FunctionState &state, const std::string &fnName);
   /// Captures what `work` launches on a stream as a child graph of
   /// `state.graph`, after node `after` (none: a root); returns its node.
-  cudaGraphNode_t addCapturedNode(FunctionState &state, cudaGraphNode_t after,
+  cudaGraphNode_t addCapturedNode(FunctionState &state,
+                                  const std::vector<cudaGraphNode_t> &after,
                                   const std::string &what,
                                   const std::function<void(cudaStream_t)> &work);
   void runGemm(const Call &call, cudaStream_t on);
@@ -240,7 +258,8 @@ private:
   /// Call by call; `debugging` synchronises after each (a failure names
   /// its instruction) and times each under DSC_PROFILE.
   void runEager(const Program &program, const FunctionState &state,
-                const Function &fn, bool debugging);
+                const Function &fn, Storage &storage, const RngContext &rng,
+                bool debugging);
   void checkStatus(const std::string &where);
   std::string describe(const Function &fn, const Call &call) const;
 
@@ -258,7 +277,8 @@ private:
   char *convertedBias = nullptr; ///< a GEMM's bias in its output's type
   unsigned *status = nullptr; ///< the module's dsc_status
   char *arena = nullptr, *scratch = nullptr, *workspace = nullptr;
-  std::vector<char *> addresses; ///< per buffer, into the arena
+  std::vector<char *> addresses; ///< per buffer, into the arena; host: null
+  PinnedHostArenas pinnedHost;   ///< ZeRO-Offload's host arenas
   cublasLtHandle_t lt = nullptr;
   std::vector<GemmPlan> gemms;
   std::map<std::string, FunctionState> functions;
@@ -336,12 +356,8 @@ CudaBackend::CudaBackend(const Program &program, Communicator &comm,
 
 CudaBackend::~CudaBackend() {
   // Best effort: errors here have nowhere to go.
-  for (auto &[name, state] : functions) {
-    if (state.exec)
-      cudaGraphExecDestroy(state.exec);
-    if (state.graph)
-      cudaGraphDestroy(state.graph);
-  }
+  for (auto &[name, state] : functions)
+    releaseGraph(state);
   for (GemmPlan &g : gemms) {
     cublasLtMatrixLayoutDestroy(g.first);
     cublasLtMatrixLayoutDestroy(g.second);
@@ -465,8 +481,9 @@ void CudaBackend::allocate(const Program &program) {
   }
   check(cudaMemset(arena, 0, std::max<size_t>(total, 256)),
         "zeroing the arena");
-  for (size_t offset : layout.offsets)
-    addresses.push_back(arena + offset);
+  for (size_t id = 0; id < layout.offsets.size(); ++id)
+    addresses.push_back(buffers[id].host ? nullptr
+                                         : arena + layout.offsets[id]);
   if (options.verbose)
     std::fprintf(stderr, "cuda: arena %.1f MiB, scratch %.1f MiB\n",
                  double(total) / (1 << 20),
@@ -857,19 +874,52 @@ void CudaBackend::addConversion(Call &call, const char *name, void *from,
   call.launches.push_back(launch);
 }
 
-FunctionState &CudaBackend::prepare(const Function &fn) {
+void CudaBackend::releaseGraph(FunctionState &state) {
+  if (state.exec)
+    cudaGraphExecDestroy(state.exec);
+  if (state.graph)
+    cudaGraphDestroy(state.graph);
+  state.exec = nullptr;
+  state.graph = nullptr;
+}
+
+FunctionState &CudaBackend::prepare(const Program &program,
+                                    const Function &fn, Storage &storage) {
   auto found = functions.find(fn.name);
-  if (found != functions.end())
-    return found->second;
+  if (found != functions.end()) {
+    if (!found->second.offloaded || found->second.storage == &storage)
+      return found->second;
+    releaseGraph(found->second); // its host copies point at other memory
+    functions.erase(found);
+  }
   auto steps = module.steps.find(fn.name);
   if (steps == module.steps.end())
     throw Error("CUDA: function @" + fn.name + " was not compiled");
+  if (const size_t pinned = pinnedHost.pin(program, storage);
+      pinned && options.verbose)
+    std::fprintf(stderr, "cuda: ZeRO-Offload host arena %.1f MiB page-locked\n",
+                 double(pinned) / (1 << 20));
   FunctionState &state = functions[fn.name];
-  auto address = [&](int id) -> char * { return addresses.at(size_t(id)); };
-  for (const cuda::Step &step : steps->second) {
+  state.storage = &storage;
+  auto address = [&](int id) -> char * {
+    char *p = addresses.at(size_t(id));
+    if (!p)
+      throw Error("CUDA: internal: a device step of @" + fn.name +
+                  " uses host buffer '" + buffers[size_t(id)].name + "'");
+    return p;
+  };
+  const cuda::StepLanes lanes =
+      cuda::scheduleLanes(program, fn, steps->second);
+  // Per lane, its last call so far; per step, the last call of its lane up
+  // to it (a skipped step's waiters wait for the call before it).
+  std::vector<long> laneLast(cuda::kLaneCount, -1),
+      lastCallAtStep(steps->second.size(), -1);
+  for (size_t k = 0; k < steps->second.size(); ++k) {
+    const cuda::Step &step = steps->second[k];
     Call call;
     call.kind = step.kind;
     call.instrs = step.instrs;
+    bool skip = false; // nothing to do (a copy onto itself, no bytes)
     switch (step.kind) {
     case cuda::Step::Kind::Kernel: {
       const cuda::Launcher &L = module.launchers[size_t(step.index)];
@@ -946,8 +996,7 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
       call.src = address(from);
       call.dst = address(to);
       call.bytes = buffers[size_t(from)].bytes();
-      if (call.bytes == 0 || from == to)
-        continue;
+      skip = call.bytes == 0 || from == to;
       break;
     }
     case cuda::Step::Kind::Collective: {
@@ -977,16 +1026,38 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
         // of one norm the norm).
         call.kind = cuda::Step::Kind::Memcpy;
         call.bytes = out.empty() ? 0 : buffers[size_t(out[0])].bytes();
-        if (call.bytes == 0 || call.src == call.dst)
-          continue;
+        skip = call.bytes == 0 || call.src == call.dst;
         break;
       }
       if (!call.group->capturable())
         state.hostWork = true;
       break;
     }
+    case cuda::Step::Kind::HostCopy: {
+      const int from = step.args[0].buffers[0], to = step.args[1].buffers[0];
+      const bool toHost = fn.body[step.instrs.at(0)].op == Opcode::ToHost;
+      call.src = toHost ? address(from) : storage.data(from);
+      call.dst = toHost ? storage.data(to) : address(to);
+      call.direction = toHost ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+      call.bytes = buffers[size_t(from)].bytes();
+      skip = call.bytes == 0;
+      state.offloaded = true;
+      break;
     }
-    state.calls.push_back(std::move(call));
+    case cuda::Step::Kind::Host:
+      state.offloaded = true;
+      break;
+    }
+    const cuda::Lane lane = lanes.lane[k];
+    if (!skip) {
+      call.lane = lane;
+      for (size_t w : lanes.waits[k])
+        if (lastCallAtStep[w] >= 0)
+          call.waits.push_back(size_t(lastCallAtStep[w]));
+      state.calls.push_back(std::move(call));
+      laneLast[size_t(lane)] = long(state.calls.size()) - 1;
+    }
+    lastCallAtStep[k] = laneLast[size_t(lane)];
   }
   // Argument pointers last, when the calls' slot vectors no longer move.
   for (Call &call : state.calls) {
@@ -1022,8 +1093,8 @@ FunctionState &CudaBackend::prepare(const Function &fn) {
 }
 
 cudaGraphNode_t CudaBackend::addCapturedNode(
-    FunctionState &state, cudaGraphNode_t after, const std::string &what,
-    const std::function<void(cudaStream_t)> &work) {
+    FunctionState &state, const std::vector<cudaGraphNode_t> &after,
+    const std::string &what, const std::function<void(cudaStream_t)> &work) {
   cudaGraph_t child = nullptr;
   check(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
         what);
@@ -1037,9 +1108,8 @@ cudaGraphNode_t CudaBackend::addCapturedNode(
   }
   check(cudaStreamEndCapture(captureStream, &child), what);
   cudaGraphNode_t node = nullptr;
-  cudaError_t e = cudaGraphAddChildGraphNode(&node, state.graph,
-                                             after ? &after : nullptr,
-                                             after ? 1 : 0, child);
+  cudaError_t e = cudaGraphAddChildGraphNode(&node, state.graph, after.data(),
+                                             after.size(), child);
   cudaGraphDestroy(child);
   check(e, what);
   return node;
@@ -1048,10 +1118,17 @@ cudaGraphNode_t CudaBackend::addCapturedNode(
 void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
   const std::string what = "building the graph of @" + fnName;
   check(cudaGraphCreate(&state.graph, 0), what);
-  cudaGraphNode_t prev = nullptr;
-  auto deps = [&]() { return prev ? &prev : nullptr; };
-  auto ndeps = [&]() { return size_t(prev ? 1 : 0); };
-  for (Call &call : state.calls) {
+  // Each call follows the last node of its lane and the calls of other
+  // lanes it waits for (without ZeRO-Offload: one lane, program order).
+  std::vector<cudaGraphNode_t> laneLast(cuda::kLaneCount, nullptr),
+      callNode(state.calls.size(), nullptr);
+  for (size_t k = 0; k < state.calls.size(); ++k) {
+    Call &call = state.calls[k];
+    std::vector<cudaGraphNode_t> deps;
+    if (cudaGraphNode_t last = laneLast[size_t(call.lane)])
+      deps.push_back(last);
+    for (size_t w : call.waits)
+      deps.push_back(callNode[w]);
     cudaGraphNode_t node = nullptr;
     // A call's kernels, or the widening before a GEMM.
     for (Launch &launch : call.launches) {
@@ -1060,39 +1137,51 @@ void CudaBackend::buildGraph(FunctionState &state, const std::string &fnName) {
       p.gridDim = launch.grid;
       p.blockDim = launch.block;
       p.kernelParams = launch.args.data();
-      check(cudaGraphAddKernelNode(&node, state.graph, deps(), ndeps(), &p),
+      check(cudaGraphAddKernelNode(&node, state.graph, deps.data(),
+                                   deps.size(), &p),
             what);
       if (call.drawsRandom)
         state.randomNodes.emplace_back(node, p);
-      prev = node;
+      deps = {node};
     }
     switch (call.kind) {
     case cuda::Step::Kind::Kernel:
-      continue;
+      break;
     case cuda::Step::Kind::Gemm:
       // cuBLASLt launches what it likes: capture it as a child graph.
-      node = addCapturedNode(state, prev, what,
+      node = addCapturedNode(state, deps, what,
                              [&](cudaStream_t on) { runGemm(call, on); });
       break;
     case cuda::Step::Kind::Attention:
       // So does cuDNN (its graphs were built, kernels compiled, before).
-      node = addCapturedNode(state, prev, what,
+      node = addCapturedNode(state, deps, what,
                              [&](cudaStream_t on) { runAttention(call, on); });
       break;
     case cuda::Step::Kind::Memcpy:
-      check(cudaGraphAddMemcpyNode1D(&node, state.graph, deps(), ndeps(),
-                                     call.dst, call.src, call.bytes,
-                                     cudaMemcpyDeviceToDevice),
+    case cuda::Step::Kind::HostCopy:
+      check(cudaGraphAddMemcpyNode1D(&node, state.graph, deps.data(),
+                                     deps.size(), call.dst, call.src,
+                                     call.bytes, call.direction),
             what);
       break;
     case cuda::Step::Kind::Collective:
       // NCCL's kernels, captured like cuBLASLt's.
-      node = addCapturedNode(state, prev, what, [&](cudaStream_t on) {
+      node = addCapturedNode(state, deps, what, [&](cudaStream_t on) {
         runCollective(call, on);
       });
       break;
+    case cuda::Step::Kind::Host: {
+      cudaHostNodeParams p{};
+      p.fn = &HostInstructions::node;
+      p.userData = state.host.task(call.instrs.at(0));
+      check(cudaGraphAddHostNode(&node, state.graph, deps.data(), deps.size(),
+                                 &p),
+            what);
+      break;
     }
-    prev = node;
+    }
+    callNode[k] = node;
+    laneLast[size_t(call.lane)] = node;
   }
   check(cudaGraphInstantiate(&state.exec, state.graph, 0),
         "instantiating the graph of @" + fnName);
@@ -1107,7 +1196,8 @@ std::string CudaBackend::describe(const Function &fn, const Call &call) const {
 }
 
 void CudaBackend::runEager(const Program &program, const FunctionState &state,
-                           const Function &fn, bool debugging) {
+                           const Function &fn, Storage &storage,
+                           const RngContext &rng, bool debugging) {
   // Kernel by kernel: a function with staged collectives, or the debugging
   // mode (DSC_CUDA_GRAPHS=0, DSC_PROFILE), which synchronises after each
   // call so that a failure names its instruction, and times it.
@@ -1131,12 +1221,18 @@ void CudaBackend::runEager(const Program &program, const FunctionState &state,
       runAttention(call, stream);
       break;
     case cuda::Step::Kind::Memcpy:
-      check(cudaMemcpyAsync(call.dst, call.src, call.bytes,
-                            cudaMemcpyDeviceToDevice, stream),
+    case cuda::Step::Kind::HostCopy:
+      check(cudaMemcpyAsync(call.dst, call.src, call.bytes, call.direction,
+                            stream),
             "copying in " + describe(fn, call));
       break;
     case cuda::Step::Kind::Collective:
       runCollective(call, stream);
+      break;
+    case cuda::Step::Kind::Host:
+      // In program order: after what the device did so far.
+      check(cudaStreamSynchronize(stream), "waiting for " + describe(fn, call));
+      runOnHost(program, storage, fn.body[call.instrs.at(0)], rng);
       break;
     }
     if (!debugging)
@@ -1184,11 +1280,11 @@ void CudaBackend::runCollective(const Call &call, cudaStream_t on) {
     comm.countSent(CollectiveKind::AllToAll, sent);
 }
 
-void CudaBackend::run(const Program &program, const Function &fn, Storage &,
-                      const RngContext &rng) {
+void CudaBackend::run(const Program &program, const Function &fn,
+                      Storage &storage, const RngContext &rng) {
   if (program.buffers.size() != buffers.size())
     throw Error("CUDA: the backend was set up for another program");
-  FunctionState &state = prepare(fn);
+  FunctionState &state = prepare(program, fn, storage);
   rngSeed = rng.seed;
   rngOffset = rng.offset;
   // What NCCL's collectives of this call send (Communicator::traffic's
@@ -1201,7 +1297,7 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
                      sentBytes(call.collective, call.group->rank()));
   uploadAttentionRng(stream);
   if (!options.graphs || profile || state.hostWork) {
-    runEager(program, state, fn, !options.graphs || profile);
+    runEager(program, state, fn, storage, rng, !options.graphs || profile);
     if (state.hostWork && options.graphs && !profile)
       checkStatus("@" + fn.name);
     return;
@@ -1215,13 +1311,22 @@ void CudaBackend::run(const Program &program, const Function &fn, Storage &,
   state.launched = true;
   state.seed = rngSeed;
   state.offset = rngOffset;
+  state.host.begin(program, fn, storage, rng);
   check(cudaGraphLaunch(state.exec, stream), "launching @" + fn.name);
-  checkStatus("@" + fn.name);
+  try {
+    checkStatus("@" + fn.name);
+  } catch (...) {
+    state.host.rethrow(); // a failed host update explains what followed
+    throw;
+  }
+  state.host.rethrow();
 }
 
 void CudaBackend::upload(Storage &storage, const std::vector<int> &ids) {
   for (int id : ids) {
     const Buffer &b = buffers.at(size_t(id));
+    if (b.host) // ZeRO-Offload: it lives in `storage` itself
+      continue;
     check(cudaMemcpyAsync(addresses[size_t(id)], storage.data(id), b.bytes(),
                           cudaMemcpyHostToDevice, stream),
           "uploading '" + b.name + "'");
@@ -1231,6 +1336,8 @@ void CudaBackend::upload(Storage &storage, const std::vector<int> &ids) {
 void CudaBackend::download(Storage &storage, const std::vector<int> &ids) {
   for (int id : ids) {
     const Buffer &b = buffers.at(size_t(id));
+    if (b.host)
+      continue;
     check(cudaMemcpyAsync(storage.data(id), addresses[size_t(id)], b.bytes(),
                           cudaMemcpyDeviceToHost, stream),
           "downloading '" + b.name + "'");

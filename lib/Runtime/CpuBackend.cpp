@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CommThread.h"
+#include "LaneShuffle.h"
 #include "Common/CommonCpu.h"
 
 #include "dsc/Program/InstrCheck.h"
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <map>
 #include <omp.h>
+#include <optional>
 #include <xmmintrin.h>
 
 namespace dsc::rt {
@@ -64,6 +66,7 @@ public:
     shareCoresWithLocalRanks(comm);
     cpu::configureBlasThreads();
     flushSubnormalsToZero();
+    laneShuffle = laneShuffleSeed();
   }
   const char *name() const override { return "cpu"; }
 
@@ -83,6 +86,15 @@ public:
            const RngContext &rng) override {
     prepare(program);
     runningFunction = fn.name;
+    if (laneShuffle) {
+      // A fresh order per call (LaneShuffle.h); none without host steps.
+      const std::vector<size_t> order =
+          shuffledLaneOrder(program, fn, *laneShuffle + shuffledCalls++);
+      for (size_t i : order)
+        execute(program, storage, fn.body[i], rng);
+      if (!order.empty())
+        return;
+    }
     // overlap_comm: the collectives on a communication thread; the NVMe
     // swap file's reads and writes on an I/O thread (not while profiling,
     // whose times would then overlap).
@@ -134,6 +146,9 @@ private:
   /// ZeRO-Infinity: swap_in and swap_out, in program order, beside the
   /// compute (the same hazard tracking as the collectives').
   std::unique_ptr<CommThread> ioThread;
+  /// DSC_CPU_LANE_SHUFFLE's seed, and the calls run with it so far.
+  std::optional<uint64_t> laneShuffle;
+  uint64_t shuffledCalls = 0;
 };
 
 /// The collectives overlap_comm runs beside the compute: the bulk
@@ -212,6 +227,14 @@ void CpuBackend::execute(const Program &P, Storage &S, const Instr &I,
 }
 
 void CpuBackend::dispatch(cpu::Exec &e) {
+  if (opInfo(e.I.op).kernels == KernelFamily::Collective)
+    return runCollective(e);
+  cpu::runKernels(e);
+}
+
+} // namespace
+
+void cpu::runKernels(cpu::Exec &e) {
   switch (opInfo(e.I.op).kernels) {
   case KernelFamily::Elementwise:
     return cpu::runElementwise(e);
@@ -226,7 +249,7 @@ void CpuBackend::dispatch(cpu::Exec &e) {
   case KernelFamily::Gemm:
     return cpu::runGemm(e);
   case KernelFamily::Collective:
-    return runCollective(e);
+    break;
   case KernelFamily::Compression:
     return cpu::runCompression(e);
   case KernelFamily::Gated:
@@ -240,6 +263,8 @@ void CpuBackend::dispatch(cpu::Exec &e) {
   }
   throw Error("invalid kernel family of " + std::string(opcodeName(e.I.op)));
 }
+
+namespace {
 
 /// How comms_logger names a collective, the kind that sets its bus
 /// bandwidth, and its message in multiples of the instruction's bytes (the
@@ -363,6 +388,17 @@ int64_t CpuBackend::exchange(cpu::Exec &e, Communicator &group,
 }
 
 } // namespace
+
+void runOnHost(const Program &P, Storage &S, const Instr &I,
+               const RngContext &rng) {
+  const InstrDims d = checkInstr(P, I);
+  if (opInfo(I.op).kernels == KernelFamily::Collective)
+    throw Error(std::string(opcodeName(I.op)) +
+                ": a collective does not run on the host alone");
+  cpu::Exec e(P, S, I, d, rng);
+  cpu::runKernels(e);
+  e.commit();
+}
 
 std::unique_ptr<Backend> createCpuBackend(Communicator &comm) {
   return std::make_unique<CpuBackend>(comm);

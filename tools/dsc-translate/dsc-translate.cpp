@@ -21,6 +21,7 @@
 
 #include "dsc/Codegen/CudaEmitter.h"
 #include "dsc/Codegen/LowerToProgram.h"
+#include "dsc/Codegen/StepLanes.h"
 #include "dsc/Program/MemoryPlan.h"
 #include "dsc/Codegen/Nvrtc.h"
 #include "dsc/Codegen/TorchExtension.h"
@@ -70,7 +71,9 @@ const char *kUsage =
     "                       before them (the backend's DSC_CUDA_EPILOGUES=1)\n"
     "  --sm=NN              the target's compute capability (default 90)\n"
     "  --list-collectives   print every collective step: its function and\n"
-    "                       instruction, mesh axis and group, what it moves\n";
+    "                       instruction, mesh axis and group, what it moves\n"
+    "  --list-lanes         ZeRO-Offload: per function with host steps, its\n"
+    "                       lanes and every step's waits on other lanes\n";
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -172,8 +175,51 @@ void writeExtension(const std::string &dir,
     writeFile(dir + "/" + f.name, f.text);
 }
 
+/// "#12 to_host": a step by its first instruction.
+std::string stepName(const dsc::rt::Function &fn, const dsc::cuda::Step &step) {
+  const size_t i = step.instrs.at(0);
+  return "#" + std::to_string(i) + " " + dsc::rt::opcodeName(fn.body[i].op);
+}
+
+/// --list-lanes: each function whose steps leave the device lane, its
+/// lanes' sizes, and every step that waits on another lane.
+void printLanes(const dsc::rt::Program &program,
+                const dsc::cuda::Module &module) {
+  using dsc::cuda::Lane;
+  for (const auto &[name, steps] : module.steps) {
+    const dsc::rt::Function &fn = program.function(name);
+    const dsc::cuda::StepLanes lanes =
+        dsc::cuda::scheduleLanes(program, fn, steps);
+    if (!lanes.offDevice())
+      continue;
+    size_t count[dsc::cuda::kLaneCount] = {}, waits = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      ++count[size_t(lanes.lane[k])];
+      waits += lanes.waits[k].size();
+    }
+    std::cout << "dsc-translate: lanes of @" << name << ":";
+    for (int l = 0; l < dsc::cuda::kLaneCount; ++l)
+      std::cout << (l ? ", " : " ") << count[l] << " "
+                << dsc::cuda::laneName(Lane(l));
+    std::cout << "; " << waits << " waits across lanes\n";
+    for (size_t k = 0; k < steps.size(); ++k) {
+      if (lanes.lane[k] == Lane::Device && lanes.waits[k].empty())
+        continue;
+      std::cout << "@" << name << " " << stepName(fn, steps[k]) << " ["
+                << dsc::cuda::laneName(lanes.lane[k]) << "]";
+      const char *separator = " after ";
+      for (size_t w : lanes.waits[k]) {
+        std::cout << separator << stepName(fn, steps[w]) << " ["
+                  << dsc::cuda::laneName(lanes.lane[w]) << "]";
+        separator = ", ";
+      }
+      std::cout << "\n";
+    }
+  }
+}
+
 int run(int argc, char **argv) {
-  bool emit = false, torch = false, listCollectives = false;
+  bool emit = false, torch = false, listCollectives = false, listLanes = false;
   std::string input, output, check;
   dsc::cuda::EmitOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -199,6 +245,8 @@ int run(int argc, char **argv) {
       options.geluEpilogues = true;
     else if (arg == "--list-collectives")
       listCollectives = true;
+    else if (arg == "--list-lanes")
+      listLanes = true;
     else if (arg.rfind("--sm=", 0) == 0) {
       const std::string v = arg.substr(5);
       if (v.size() != 2 || !std::isdigit(v[0]) || !std::isdigit(v[1]) ||
@@ -321,6 +369,8 @@ int run(int argc, char **argv) {
         if (step.kind == dsc::cuda::Step::Kind::Collective)
           std::cout << "@" << fn << " #" << step.instrs.at(0) << ": "
                     << step.collective.describe() << "\n";
+  if (listLanes)
+    printLanes(program, module);
   if (torch)
     std::cout << "dsc-translate: torch extension in " << output << " ("
               << extension.size() << " files)\n";

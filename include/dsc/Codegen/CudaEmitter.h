@@ -38,7 +38,8 @@ const char *storageCType(Storage s);
 
 /// Where each buffer lives in the device arena: a planned Program's offsets
 /// and arena (Program::arenaBytes), else the buffers packed at 256-byte
-/// boundaries in id order.
+/// boundaries in id order. Host buffers (Buffer::host) are not in it
+/// (offset 0).
 struct DeviceLayout {
   std::vector<size_t> offsets; ///< per Program buffer
   size_t arenaBytes = 0;
@@ -159,6 +160,13 @@ struct Step {
     /// `collective` on its mesh axis's group, from args[0] to args[1]
     /// (send: args[0] only; recv: args[1] only, args[0] empty)
     Collective,
+    /// ZeRO-Offload: args[1] <- args[0] between the memories, device to
+    /// host (to_host) or host to device (to_device), same storage.
+    HostCopy,
+    /// ZeRO-Offload: instruction instrs[0], placed on the host (Instr::
+    /// host: an update, a swap of ZeRO-Infinity's file), run by the CPU
+    /// backend's kernels over the host buffers.
+    Host,
   };
   Kind kind;
   std::vector<size_t> instrs; ///< indices into Function::body

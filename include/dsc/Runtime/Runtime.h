@@ -234,6 +234,13 @@ public:
 /// OpenBLAS for GEMMs, OpenMP elsewhere.
 std::unique_ptr<Backend> createCpuBackend(Communicator &comm);
 
+/// Runs one instruction with the CPU backend's kernels over `storage`:
+/// what another backend does with an instruction placed on the host
+/// (Instr::host, ZeRO-Offload's updates and swaps). Not a collective.
+/// Throws Error as the CPU backend would.
+void runOnHost(const Program &program, Storage &storage, const Instr &instr,
+               const RngContext &rng);
+
 /// Fills every Param buffer per its init rule from a seeded Philox stream
 /// (normal via Box-Muller), zeroes every other persistent buffer. A ZeRO
 /// shard (Buffer::wholeShape) or tensor slice (Buffer::sliceDim) gets world

@@ -268,6 +268,9 @@ void runMoe(Exec &e);
 int64_t runExpertExchange(Exec &e, Communicator &group);
 void runGemm(Exec &e);
 void runQuantized(Exec &e);
+/// Executes `e.I` with its family's kernels (not a collective's:
+/// CpuBackend runs those over its groups). In lib/Runtime/CpuBackend.cpp.
+void runKernels(Exec &e);
 
 } // namespace dsc::rt::cpu
 

@@ -345,12 +345,10 @@ void emitElementwise(KernelSpec &s, const rt::InstrDims &d) {
     return emitConvert(s, d);
   case ElementwiseOpcode::ToHost:
   case ElementwiseOpcode::ToDevice:
-    s.fail("copies between host and device memory (ZeRO-Offload) are not "
-           "supported by the CUDA backend");
   case ElementwiseOpcode::SwapIn:
   case ElementwiseOpcode::SwapOut:
-    s.fail("the NVMe swap file (ZeRO-Infinity) is not supported by the CUDA "
-           "backend");
+    s.fail("internal: ZeRO-Offload's copies and swaps are the backend's "
+           "host steps (Step::Kind::HostCopy, Host), not kernels");
   }
   s.fail("internal: not an elementwise opcode");
 }
