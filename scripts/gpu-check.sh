@@ -52,6 +52,12 @@
 #                   DSC_CUDA_ATTENTION forced
 #   sparse-attention  bench/gpu_attention.py at 4k, 8k and 16k tokens: dsc's
 #                   Fixed block-sparse and dense kernels against SDPA
+#   check-cuda-offload, -offload-params, -offload-nvme  ZeRO-Offload (stage
+#                   2; stage 3 with offload_param; the state on NVMe) on GPT-2
+#                   tiny: check-cuda, graph vs kernel-by-kernel weights
+#                   (identical), CUDA vs CPU losses (1e-3)
+#   bench-offload   GPT-2 124M bf16 ZeRO-2 tokens/s without offload, with
+#                   CPU and NVMe offload (offload.json)
 #   bench-moe       bench/bench_moe.py --backend cuda: a Mixtral (8 experts
 #                   of 1024, top-2, width 512) against a dense LLaMA of the
 #                   same active parameters, tokens/s on the GPU
@@ -83,6 +89,8 @@
 #           bench-moe bench-llama
 #           sparse-attention ncu-attention ctest-gpu
 #   distributed  libraries devices nccl dist-*
+#   offload libraries devices check-cuda-offload* dist-zero2-offload
+#           bench-offload
 # Each step has a time cap, so the whole run ends within
 # $DSC_GPU_CHECK_SECONDS (default 570); $DSC_GPU_BENCH_ARGS is added to the
 # benchmark's arguments (e.g. "--max-batch 32 --steps 15"; later ones win).
@@ -93,7 +101,8 @@
 #   bench.json      the benchmark's results (when it ran); bench-llama.json
 #                   the LLaMA benchmark's
 #   attention.json, attention-registers.json, sparse-attention.json  the
-#                   attention benchmarks' (when they ran)
+#                   attention benchmarks' (when they ran); offload.json
+#                   bench-offload's
 # The environment carries on: DSC_CUDA_ATTENTION=registers ./gpu-check.sh
 # OUT bench runs the benchmark with the register-resident forward.
 # Exits 0 when no step failed or timed out (skips are not failures).
@@ -114,6 +123,8 @@ if ((${#selected[@]} == 1)); then
                      bench-moe bench-llama sparse-attention ncu-attention
                      ctest-gpu) ;;
     distributed) selected=(libraries devices nccl 'dist-*') ;;
+    offload) selected=(libraries devices 'check-cuda-offload*' dist-zero2-offload
+                       bench-offload) ;;
   esac
 fi
 [ -x "$here/bin/dsc-run" ] ||
@@ -437,6 +448,93 @@ sys.exit(0 if worst <= 1e-3 else 1)
 PY
 }
 
+# offload_check NAME EDIT: ZeRO-Offload on the GPU, GPT-2 tiny fp32 with
+# examples/ds_config.json (no warm-up) edited by the Python statement EDIT
+# on its dict c. check-cuda compares every instruction (the host updates,
+# copies and swaps too) with the CPU; 5 training steps as a CUDA graph (the
+# lanes of StepLanes.h overlapping) and kernel by kernel in program order
+# (DSC_CUDA_GRAPHS=0) must save identical weights, as must the same config
+# without offload (else the GPU is not deterministic here and the first
+# comparison says nothing; both are printed); the CUDA losses are within
+# 1e-3 relative of the CPU's. GEMM algorithms untimed (the heuristic's
+# first) so that both runs use the same.
+offload_check() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  local name=$1 edit=$2 mode plain result=0
+  mkdir -p "$work/nvme-$name"
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.pop('scheduler'); nvme=sys.argv[3]; $edit; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$examples/ds_config.json" "$work/$name.json" "$work/nvme-$name" || return 1
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); z=c['zero_optimization']; z.pop('offload_optimizer'); z.pop('offload_param', None); json.dump(c, open(sys.argv[2], 'w'))" \
+    "$work/$name.json" "$work/$name-plain.json" || return 1
+  check_cuda gpt2-tiny "$work/$name.json" || return 1
+  for plain in "" -plain; do
+    for mode in graph eager; do
+      env DSC_CUDA_GEMM_TIMING=0 $([ $mode = eager ] && echo DSC_CUDA_GRAPHS=0) \
+        "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-tiny.json" \
+        --config "$work/$name$plain.json" --data "$work/data.txt" --steps 5 \
+        --log-json "$work/$name$plain-$mode.jsonl" \
+        --save "$work/$name$plain-$mode.safetensors" > "$work/$name$plain-$mode.out" 2>&1 ||
+        { cat "$work/$name$plain-$mode.out"; echo "FAIL: $name$plain ($mode)"; return 1; }
+    done
+    if cmp -s "$work/$name$plain-graph.safetensors" "$work/$name$plain-eager.safetensors"; then
+      echo "${name}${plain:- (offloaded)}: graph and kernel-by-kernel weights identical"
+    else
+      echo "${name}${plain:- (offloaded)}: graph and kernel-by-kernel weights DIFFER"
+      [ -z "$plain" ] && result=1
+    fi
+  done
+  "$bin/dsc-run" train --backend cpu --model "$examples/gpt2-tiny.json" \
+    --config "$work/$name.json" --data "$work/data.txt" --steps 5 \
+    --log-json "$work/$name-cpu.jsonl" > /dev/null 2>&1 || { echo "FAIL: cpu"; return 1; }
+  python3 - "$work/$name-cpu.jsonl" "$work/$name-graph.jsonl" <<'PY' || result=1
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
+cpu, cuda = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda))
+print("cpu ", cpu)
+print("cuda", cuda)
+print(f"largest relative difference {worst:.3g}")
+sys.exit(0 if len(cpu) == len(cuda) == 5 and worst <= 1e-3 else 1)
+PY
+  return $result
+}
+
+# bench_offload: GPT-2 124M, seq 1024, bf16, micro-batch 16, 4 micro-batches
+# a step, ZeRO-2 on one GPU: tokens/s of steps 2-5 without offload, with
+# the optimizer offloaded to the CPU and to NVMe (a folder of the work
+# directory), and the offloaded step time over the plain one (the overlap
+# target: <= 1.3x); results in offload.json.
+bench_offload() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  gpt2_small_run 16 400000 # 6 steps of 4 x 16 x 1024 tokens
+  local variant
+  mkdir -p "$work/bench-nvme"
+  for variant in plain cpu nvme; do
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['gradient_accumulation_steps']=4; z={'stage': 2}; v=sys.argv[3]; z.update({} if v=='plain' else {'offload_optimizer': {'device': v, 'nvme_path': sys.argv[4], 'pin_memory': True}}); c['zero_optimization']=z; json.dump(c, open(sys.argv[2], 'w'))" \
+      "$work/gpt2-small-16.json" "$work/offload-$variant.json" "$variant" "$work/bench-nvme" || return 1
+    "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-small.json" \
+      --config "$work/offload-$variant.json" --seq-len 1024 \
+      --data "$work/tokens-400000.txt" --steps 6 \
+      --log-json "$work/offload-$variant.jsonl" > "$work/offload-$variant.out" 2>&1 ||
+      { cat "$work/offload-$variant.out"; echo "FAIL: $variant"; return 1; }
+  done
+  python3 - "$work" "$results/offload.json" <<'PY'
+import json, sys
+work, out = sys.argv[1], sys.argv[2]
+rate = {}
+for v in ("plain", "cpu", "nvme"):
+    rows = [json.loads(l) for l in open(f"{work}/offload-{v}.jsonl")]
+    r = [x["tokens_per_s"] for x in rows if "tokens_per_s" in x][2:]
+    rate[v] = sum(r) / len(r)
+res = {"model": "gpt2-small", "seq": 1024, "micro_batch": 16, "accumulation": 4,
+       "tokens_per_s": rate,
+       "step_time_ratio": {v: rate["plain"] / rate[v] for v in ("cpu", "nvme")}}
+json.dump(res, open(out, "w"), indent=1)
+print(json.dumps(res))
+PY
+}
+
 # dist_train on examples/mixtral-tiny.json (4 experts, top-2).
 dist_train_moe() { DSC_DIST_MODEL=mixtral-tiny dist_train "$@"; }
 
@@ -451,7 +549,7 @@ export bin examples work results here gpu_ok
 export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogues dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
-  attention_forced sparse_attention bench
+  attention_forced sparse_attention bench offload_check bench_offload
 
 step libraries 30 bash -c 'cat "$1"; exit "$(cat "$2")"' _ "$work/libraries.out" "$work/libraries.rc"
 step devices 60 devices
@@ -549,6 +647,15 @@ step dist-expert-parallel 90 dist_train_moe expert-parallel \
   "c['moe'] = {'ep_size': 2}"
 step dist-expert-parallel-drop 90 dist_train_moe expert-parallel-drop \
   "c['moe'] = {'ep_size': 2, 'drop_tokens': True, 'capacity_factor': 0.75}"
+step check-cuda-offload 90 offload_check offload \
+  "c['zero_optimization'] = {'stage': 2, 'offload_optimizer': {'device': 'cpu'}}"
+step check-cuda-offload-params 90 offload_check offload-params \
+  "c['zero_optimization'] = {'stage': 3, 'offload_optimizer': {'device': 'cpu'}, 'offload_param': {'device': 'cpu'}}"
+step check-cuda-offload-nvme 90 offload_check offload-nvme \
+  "c['zero_optimization'] = {'stage': 2, 'offload_optimizer': {'device': 'nvme', 'nvme_path': nvme}}"
+step dist-zero2-offload 90 dist_train zero2-offload \
+  "c['zero_optimization'] = {'stage': 2, 'offload_optimizer': {'device': 'cpu'}}"
+step bench-offload 150 bench_offload
 step bench-moe 90 bench_moe
 step bench-llama 200 bench_llama
 step bench "$budget" bench
