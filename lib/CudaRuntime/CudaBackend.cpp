@@ -1232,7 +1232,8 @@ void CudaBackend::runEager(const Program &program, const FunctionState &state,
     case cuda::Step::Kind::Host:
       // In program order: after what the device did so far.
       check(cudaStreamSynchronize(stream), "waiting for " + describe(fn, call));
-      runOnHost(program, storage, fn.body[call.instrs.at(0)], rng);
+      runOnHost(program, storage, fn.body[call.instrs.at(0)], rng,
+                comm.localSize());
       break;
     }
     if (!debugging)
@@ -1311,7 +1312,7 @@ void CudaBackend::run(const Program &program, const Function &fn,
   state.launched = true;
   state.seed = rngSeed;
   state.offset = rngOffset;
-  state.host.begin(program, fn, storage, rng);
+  state.host.begin(program, fn, storage, rng, comm.localSize());
   check(cudaGraphLaunch(state.exec, stream), "launching @" + fn.name);
   try {
     checkStatus("@" + fn.name);

@@ -54,7 +54,8 @@ void HostInstructions::node(void *task) {
 }
 
 void HostInstructions::begin(const Program &p, const Function &f, Storage &s,
-                             const RngContext &r) {
+                             const RngContext &r, int ranksOnNode) {
+  localRanks = ranksOnNode;
   program = &p;
   fn = &f;
   storage = &s;
@@ -68,7 +69,7 @@ void HostInstructions::run(size_t instr) {
     return;
   std::string why;
   try {
-    runOnHost(*program, *storage, fn->body[instr], rng);
+    runOnHost(*program, *storage, fn->body[instr], rng, localRanks);
     return;
   } catch (const std::exception &e) {
     why = e.what();

@@ -52,7 +52,7 @@ public:
   static void node(void *task);
   /// Before launching a graph with host nodes: what they run on.
   void begin(const Program &program, const Function &fn, Storage &storage,
-             const RngContext &rng);
+             const RngContext &rng, int localRanks);
   /// Throws the first failure since begin(), naming its instruction.
   void rethrow();
 
@@ -67,6 +67,7 @@ private:
   const Function *fn = nullptr;
   Storage *storage = nullptr;
   RngContext rng;
+  int localRanks = 1;
   std::atomic<bool> failed{false};
   std::mutex mutex;
   std::string failure;

@@ -51,10 +51,10 @@ void flushSubnormalsToZero() {
 /// otherwise, each rank takes its share (torchrun sets OMP_NUM_THREADS=1
 /// for the same reason). Threads that outnumber the cores spin against each
 /// other and slow every rank down many times.
-void shareCoresWithLocalRanks(const Communicator &comm) {
-  if (comm.localSize() <= 1 || std::getenv("OMP_NUM_THREADS"))
+void shareCoresWithLocalRanks(int localRanks) {
+  if (localRanks <= 1 || std::getenv("OMP_NUM_THREADS"))
     return;
-  omp_set_num_threads(std::max(1, omp_get_num_procs() / comm.localSize()));
+  omp_set_num_threads(std::max(1, omp_get_num_procs() / localRanks));
 }
 
 class CpuBackend final : public Backend {
@@ -63,7 +63,7 @@ public:
       : comm(comm),
         profile(profileRequested() ? std::make_unique<OpcodeProfile>("cpu")
                                    : nullptr) {
-    shareCoresWithLocalRanks(comm);
+    shareCoresWithLocalRanks(comm.localSize());
     cpu::configureBlasThreads();
     flushSubnormalsToZero();
     laneShuffle = laneShuffleSeed();
@@ -390,7 +390,15 @@ int64_t CpuBackend::exchange(cpu::Exec &e, Communicator &group,
 } // namespace
 
 void runOnHost(const Program &P, Storage &S, const Instr &I,
-               const RngContext &rng) {
+               const RngContext &rng, int localRanks) {
+  // Another backend's thread (a CUDA host node's): OpenMP's thread count
+  // and MXCSR are per thread, so it is set up here once.
+  thread_local bool setUp = false;
+  if (!setUp) {
+    shareCoresWithLocalRanks(localRanks);
+    flushSubnormalsToZero();
+    setUp = true;
+  }
   const InstrDims d = checkInstr(P, I);
   if (opInfo(I.op).kernels == KernelFamily::Collective)
     throw Error(std::string(opcodeName(I.op)) +

@@ -237,9 +237,12 @@ std::unique_ptr<Backend> createCpuBackend(Communicator &comm);
 /// Runs one instruction with the CPU backend's kernels over `storage`:
 /// what another backend does with an instruction placed on the host
 /// (Instr::host, ZeRO-Offload's updates and swaps). Not a collective.
+/// The first call on a thread sets it up as the CPU backend sets up its
+/// own (subnormals flushed to zero in it and its OpenMP threads, which
+/// take their share of the node's cores among `localRanks` ranks).
 /// Throws Error as the CPU backend would.
 void runOnHost(const Program &program, Storage &storage, const Instr &instr,
-               const RngContext &rng);
+               const RngContext &rng, int localRanks);
 
 /// Fills every Param buffer per its init rule from a seeded Philox stream
 /// (normal via Box-Muller), zeroes every other persistent buffer. A ZeRO
