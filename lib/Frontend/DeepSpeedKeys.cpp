@@ -457,7 +457,8 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"autotuning.num_tuning_micro_batch_sizes", "int", "3", N, nullptr, kOff},
     {"aio", "object", "{}", N, nullptr,
      "tunes DeepSpeed's libaio queue for ZeRO-Infinity; dsc reads and "
-     "writes its swap file with pread/pwrite"},
+     "writes its swap file with O_DIRECT pread/pwrite in 1 MiB requests, "
+     "one at a time"},
     {"aio.block_size", "int", "1048576", N, nullptr, "libaio tuning"},
     {"aio.queue_depth", "int", "8", N, nullptr, "libaio tuning"},
     {"aio.thread_count", "int", "1", N, nullptr, "libaio tuning"},
