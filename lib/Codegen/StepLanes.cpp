@@ -46,12 +46,30 @@ const char *laneName(Lane lane) {
     return "swap";
   case Lane::ToDevice:
     return "to-device";
+  case Lane::Comm:
+    return "comm";
   }
   return "?";
 }
 
-Lane laneOf(const rt::Function &fn, const Step &step) {
+Lane laneOf(const rt::Function &fn, const Step &step, bool overlapComm) {
   switch (step.kind) {
+  case Step::Kind::Collective: {
+    // Not the steps on the launcher scratch (the vocabulary-parallel
+    // loss's statistics, which the device's kernels share).
+    if (!overlapComm || step.scratchOffset >= 0)
+      return Lane::Device;
+    switch (fn.body[step.instrs.at(0)].op) {
+    case rt::Opcode::AllReduce:
+    case rt::Opcode::ReduceScatter:
+    case rt::Opcode::AllGather:
+    case rt::Opcode::AllToAll:
+    case rt::Opcode::Broadcast:
+      return Lane::Comm;
+    default:
+      return Lane::Device;
+    }
+  }
   case Step::Kind::HostCopy:
     return fn.body[step.instrs.at(0)].op == rt::Opcode::ToHost ? Lane::ToHost
                                                                : Lane::ToDevice;
@@ -73,8 +91,9 @@ bool StepLanes::offDevice() const {
 StepLanes scheduleLanes(const rt::Program &P, const rt::Function &fn,
                         const std::vector<Step> &steps) {
   StepLanes s;
+  const bool overlapComm = P.metaInt("overlap_comm", 0, 0) != 0;
   for (const Step &step : steps)
-    s.lane.push_back(laneOf(fn, step));
+    s.lane.push_back(laneOf(fn, step, overlapComm));
   s.waits.resize(steps.size());
   if (!s.offDevice()) // one lane: program order is the only order
     return s;

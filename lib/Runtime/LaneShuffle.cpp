@@ -26,10 +26,13 @@ std::vector<size_t> shuffledLaneOrder(const Program &program,
   std::vector<cuda::Step> steps(fn.body.size());
   for (size_t i = 0; i < fn.body.size(); ++i) {
     const Instr &I = fn.body[i];
-    steps[i].kind = I.host ? cuda::Step::Kind::Host
-                    : I.op == Opcode::ToHost || I.op == Opcode::ToDevice
-                        ? cuda::Step::Kind::HostCopy
-                        : cuda::Step::Kind::Kernel;
+    steps[i].kind =
+        I.host ? cuda::Step::Kind::Host
+        : I.op == Opcode::ToHost || I.op == Opcode::ToDevice
+            ? cuda::Step::Kind::HostCopy
+        : opInfo(I.op).kernels == KernelFamily::Collective
+            ? cuda::Step::Kind::Collective
+            : cuda::Step::Kind::Kernel;
     steps[i].instrs = {i};
   }
   const cuda::StepLanes lanes = cuda::scheduleLanes(program, fn, steps);

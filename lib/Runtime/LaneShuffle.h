@@ -1,8 +1,9 @@
 //===- LaneShuffle.h - Adversarial orders of the CUDA lanes -----*- C++ -*-===//
 //
 // DSC_CPU_LANE_SHUFFLE=SEED: the CPU backend runs each function that has
-// ZeRO-Offload's host steps in a seeded random order that the CUDA
-// backend's lanes allow (include/dsc/Codegen/StepLanes.h: each lane in
+// steps off the device lane (ZeRO-Offload's host steps, overlap_comm's
+// collectives) in a seeded random order that the CUDA backend's lanes
+// allow (include/dsc/Codegen/StepLanes.h: each lane in
 // program order, each step after the steps it waits for), instead of in
 // program order. Training must stay bit-identical under every seed: a
 // missing wait shows up as a different result on the CPU, where no GPU is

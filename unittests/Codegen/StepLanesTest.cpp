@@ -146,4 +146,33 @@ TEST(StepLanes, ASwapFileWriteAndAHostArenaReadAtOneOffsetDoNotConflict) {
   EXPECT_EQ(l.waits[upd], Waits{}); // memories differ
 }
 
+TEST(StepLanes, OverlapCommPutsBulkCollectivesOnTheCommLane) {
+  for (bool overlap : {false, true}) {
+    Fixture f;
+    if (overlap)
+      f.program.meta["overlap_comm"] = int64_t(1);
+    const int shard = f.buffer(0), full = f.buffer(64), grad = f.buffer(128),
+              other = f.buffer(192);
+    const size_t gather =
+        f.step(Step::Kind::Collective, Opcode::AllGather, {shard}, {full});
+    const size_t compute = f.device({other}, {other});
+    const size_t use = f.device({full}, {grad});
+    const size_t reduce =
+        f.step(Step::Kind::Collective, Opcode::ReduceScatter, {grad}, {shard});
+    const size_t statistics =
+        f.step(Step::Kind::Collective, Opcode::AllReduce, {other}, {other});
+    f.steps[statistics].scratchOffset = 0; // on the launcher scratch
+    const StepLanes l = f.lanes();
+    const Lane comm = overlap ? Lane::Comm : Lane::Device;
+    EXPECT_EQ(l.lane[gather], comm);
+    EXPECT_EQ(l.lane[reduce], comm);
+    EXPECT_EQ(l.lane[statistics], Lane::Device);
+    if (!overlap)
+      continue;
+    EXPECT_EQ(l.waits[compute], Waits{}); // overlaps the gather
+    EXPECT_EQ(l.waits[use], Waits{gather});
+    EXPECT_EQ(l.waits[reduce], Waits{use});
+  }
+}
+
 } // namespace
