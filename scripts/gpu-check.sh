@@ -648,7 +648,7 @@ step dist-expert-parallel 90 dist_train_moe expert-parallel \
 step dist-expert-parallel-drop 90 dist_train_moe expert-parallel-drop \
   "c['moe'] = {'ep_size': 2, 'drop_tokens': True, 'capacity_factor': 0.75}"
 step check-cuda-offload 90 offload_check offload \
-  "c['zero_optimization'] = {'stage': 2, 'offload_optimizer': {'device': 'cpu'}}"
+  "c['zero_optimization'] = {'stage': 2, 'overlap_comm': True, 'offload_optimizer': {'device': 'cpu'}}"
 step check-cuda-offload-params 90 offload_check offload-params \
   "c['zero_optimization'] = {'stage': 3, 'offload_optimizer': {'device': 'cpu'}, 'offload_param': {'device': 'cpu'}}"
 step check-cuda-offload-nvme 90 offload_check offload-nvme \
