@@ -1048,6 +1048,10 @@ FunctionState &CudaBackend::prepare(const Program &program,
       state.offloaded = true;
       break;
     }
+    // Host buffers outside a page-locked arena (an unplanned program's,
+    // check-cuda's kernel check): pageable copies, so call by call.
+    if (state.offloaded && storage.hostArenaBytes() == 0)
+      state.hostWork = true;
     const cuda::Lane lane = lanes.lane[k];
     if (!skip) {
       call.lane = lane;

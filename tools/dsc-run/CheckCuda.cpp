@@ -35,8 +35,13 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
   bool ok = true;
   const uint64_t seed = uint64_t(unplanned.metaInt("seed", 42));
   {
-    const rt::Program p =
-        rt::withInstructionFunctions(unplanned, {"micro_step", "apply_step"});
+    // Every buffer on its own, but ZeRO-Infinity's swap file needs the
+    // plan's offsets in it.
+    const bool swapFile = std::any_of(
+        unplanned.buffers.begin(), unplanned.buffers.end(),
+        [](const rt::Buffer &b) { return b.nvme; });
+    const rt::Program p = rt::withInstructionFunctions(
+        swapFile ? planned : unplanned, {"micro_step", "apply_step"});
     auto cpu = rt::createCpuBackend(*comm);
     auto gpu = rt::createCudaBackend(p, *comm, checkCudaOptions());
     // The GPU gets each instruction's operands from the CPU's storage.
