@@ -138,6 +138,13 @@ private:
   void writeHeader();
 
   const rt::Program &P;
+  /// Per buffer: the instructions of the function being emitted that read
+  /// or write it, ascending (indexUses), and the number of functions that
+  /// use it: lookups instead of scans of the program per candidate.
+  std::vector<std::vector<size_t>> uses;
+  std::vector<int> functionsUsing;
+  std::vector<int> indexed; ///< the buffers with entries in `uses`
+  void indexUses(const rt::Function &fn);
   const EmitOptions &options;
   Module M;
   std::map<std::string, int> launcherByKey;
@@ -158,10 +165,10 @@ std::optional<size_t> Emitter::accumulatingAdd(const rt::Function &fn,
   if (out.role != rt::BufferRole::Temp || out.dtype != Storage::F32)
     return std::nullopt;
   std::optional<size_t> add;
-  for (size_t j = i + 1; j < fn.body.size(); ++j) {
+  for (size_t j : uses[size_t(dw)]) {
     const rt::Instr &J = fn.body[j];
     const bool reads = std::count(J.inputs.begin(), J.inputs.end(), dw) > 0;
-    if (!reads)
+    if (j <= i || !reads)
       continue;
     if (add || J.op != rt::Opcode::Add || J.inputs.size() != 2 ||
         J.outputs.size() != 1)
@@ -176,25 +183,35 @@ std::optional<size_t> Emitter::accumulatingAdd(const rt::Function &fn,
   if (acc == dw || A.outputs[0] != acc || accBuf.dtype != Storage::F32 ||
       accBuf.numElements() != out.numElements())
     return std::nullopt;
-  for (size_t j = i; j < *add; ++j) {
-    const rt::Instr &J = fn.body[j];
-    for (const std::vector<int> *ids : {&J.inputs, &J.outputs})
-      if (std::count(ids->begin(), ids->end(), acc))
-        return std::nullopt;
-  }
+  // Nothing from the GEMM to the Add touches the accumulator.
+  const std::vector<size_t> &a = uses[size_t(acc)];
+  auto first = std::lower_bound(a.begin(), a.end(), i);
+  if (first != a.end() && *first < *add)
+    return std::nullopt;
   return add;
 }
 
 bool Emitter::usedOutside(const rt::Function &fn, int id) const {
-  for (const auto &[name, other] : P.functions) {
-    if (&other == &fn)
-      continue;
-    for (const rt::Instr &J : other.body)
-      for (const std::vector<int> *ids : {&J.inputs, &J.outputs})
-        if (std::count(ids->begin(), ids->end(), id))
-          return true;
-  }
-  return false;
+  (void)fn; // `uses` is its index
+  return functionsUsing[size_t(id)] > (uses[size_t(id)].empty() ? 0 : 1);
+}
+
+void Emitter::indexUses(const rt::Function &fn) {
+  // Only the previous function's entries are cleared: check-cuda's
+  // programs have a function per instruction.
+  uses.resize(P.buffers.size());
+  for (int id : indexed)
+    uses[size_t(id)].clear();
+  indexed.clear();
+  for (size_t i = 0; i < fn.body.size(); ++i)
+    for (const std::vector<int> *ids : {&fn.body[i].inputs, &fn.body[i].outputs})
+      for (int id : *ids) {
+        std::vector<size_t> &u = uses[size_t(id)];
+        if (u.empty())
+          indexed.push_back(id);
+        if (u.empty() || u.back() != i)
+          u.push_back(i);
+      }
 }
 
 std::map<size_t, size_t> Emitter::geluEpilogues(const rt::Function &fn) const {
@@ -228,7 +245,9 @@ std::map<size_t, size_t> Emitter::geluEpilogues(const rt::Function &fn) const {
       continue;
     std::map<size_t, size_t> pairs{{i, i + 1}};
     bool ok = true;
-    for (size_t j = 0; j < fn.body.size() && ok; ++j) {
+    for (size_t j : uses[size_t(h)]) {
+      if (!ok)
+        break;
       const rt::Instr &J = fn.body[j];
       const bool reads = std::count(J.inputs.begin(), J.inputs.end(), h) > 0;
       const bool writes = std::count(J.outputs.begin(), J.outputs.end(), h) > 0;
@@ -242,21 +261,23 @@ std::map<size_t, size_t> Emitter::geluEpilogues(const rt::Function &fn) const {
       if (!ok)
         break;
       const int dy = J.inputs[0];
-      size_t k = j;
-      while (k > 0 && !std::count(fn.body[k - 1].outputs.begin(),
-                                  fn.body[k - 1].outputs.end(), dy))
-        --k;
-      ok = k > 0 && fn.body[k - 1].op == rt::Opcode::LinearGradInput &&
+      // dy's last writer before j (k), which must be the only other
+      // instruction that touches it.
+      const std::vector<size_t> &dyUses = uses[size_t(dy)];
+      std::optional<size_t> writer;
+      for (size_t m : dyUses)
+        if (m < j && std::count(fn.body[m].outputs.begin(),
+                                fn.body[m].outputs.end(), dy))
+          writer = m;
+      ok = writer && fn.body[*writer].op == rt::Opcode::LinearGradInput &&
            temp(dy) && dtype(J.outputs[1]) == Storage::F32 &&
            dtype(J.outputs[0]) == dtype(dy);
       if (!ok)
         break;
-      const rt::Instr &G = fn.body[--k];
-      for (size_t m = 0; m < fn.body.size() && ok; ++m)
-        if (m != j && m != k)
-          for (const std::vector<int> *ids :
-               {&fn.body[m].inputs, &fn.body[m].outputs})
-            ok = ok && !std::count(ids->begin(), ids->end(), dy);
+      const size_t k = *writer;
+      const rt::Instr &G = fn.body[k];
+      for (size_t m : dyUses)
+        ok = ok && (m == j || m == k);
       // The GEMM moves down to j: nothing between may write the bytes it
       // reads (the memory plan reuses bytes), nor h or the bias. A weight
       // gradient there that accumulates with beta = 1 writes its
@@ -505,6 +526,7 @@ void Emitter::emitVocabParallel(const rt::Instr &I, size_t i,
 }
 
 void Emitter::emitFunction(const rt::Function &fn) {
+  indexUses(fn);
   std::vector<Step> &steps = M.steps[fn.name];
   std::set<size_t> absorbed; ///< what GEMMs perform (accumulatingAdd, epilogues)
   const std::map<size_t, size_t> gelu = geluEpilogues(fn);
@@ -848,6 +870,12 @@ Module Emitter::run() {
         if (!whyNotCudnn(spec, rt::checkInstr(P, I), withCudnn).empty())
           cudnnRefused.insert(lseOf(I));
       }
+  functionsUsing.assign(P.buffers.size(), 0);
+  for (const auto &[name, fn] : P.functions) {
+    indexUses(fn);
+    for (int id : indexed)
+      ++functionsUsing[size_t(id)];
+  }
   for (const auto &[name, fn] : P.functions)
     emitFunction(fn);
   writeSource();
