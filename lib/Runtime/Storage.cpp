@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
 
 namespace dsc::rt {
 
@@ -19,7 +20,10 @@ namespace {
 void freeAligned(char *p) { std::free(p); }
 } // namespace
 
-Storage::~Storage() = default;
+Storage::~Storage() {
+  for (const auto &[p, bytes] : mappings)
+    munmap(p, bytes);
+}
 
 Storage::Storage(const Program &program) {
   for (const Buffer &b : program.buffers) {
@@ -65,15 +69,18 @@ Storage::Storage(const Program &program) {
                     (b.host ? "host arena" : "arena") +
                     " or not 64-byte aligned");
     }
+    // Zero pages that cost memory only once touched: with the CUDA
+    // backend this arena mirrors the device's, and the driver moves only
+    // the parameters, inputs and what it reads back through it.
     auto allocateArena = [&](size_t bytes, const char *what) {
-      size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-      char *p = static_cast<char *>(std::aligned_alloc(64, padded));
-      if (!p)
+      const size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+      void *p = mmap(nullptr, padded, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED)
         throw Error("out of memory allocating the " + std::to_string(bytes) +
                     "-byte " + what);
-      std::memset(p, 0, padded);
-      owned.emplace_back(p, &freeAligned);
-      return p;
+      mappings.emplace_back(static_cast<char *>(p), padded);
+      return static_cast<char *>(p);
     };
     arena = allocateArena(arenaSize, "arena");
     char *hostArena =

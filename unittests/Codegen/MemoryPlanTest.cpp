@@ -17,6 +17,8 @@
 
 #include <cstring>
 #include <random>
+#include <cstdio>
+#include <unistd.h>
 
 using namespace dsc;
 using namespace dsc::rt;
@@ -469,4 +471,36 @@ TEST(MemoryPlanRuntime, StorageRejectsAPlanOutsideTheArena) {
   plan(p);
   p.buffers[3].offset += 4; // misaligned
   EXPECT_THROW(Storage s(p), Error);
+}
+
+namespace {
+/// Resident bytes of this process (/proc/self/statm).
+size_t residentBytes() {
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (!f || std::fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    ADD_FAILURE() << "cannot read /proc/self/statm";
+  if (f)
+    std::fclose(f);
+  return size_t(resident) * size_t(sysconf(_SC_PAGESIZE));
+}
+} // namespace
+
+// The CUDA backend's driver keeps a Storage that mirrors the device arena
+// but touches few of its bytes: the arena costs host memory only where it
+// is used, and reads as zeros.
+TEST(MemoryPlan, TheArenaCostsHostMemoryOnlyWhereTouched) {
+  Program p;
+  const int big = addBuffer(p, {64 << 20}, BufferRole::Output); // 256 MiB
+  const int small = addBuffer(p, {16}, BufferRole::Param);
+  plan(p);
+  const size_t before = residentBytes();
+  Storage s(p);
+  EXPECT_LT(residentBytes() - before, size_t(32) << 20);
+  const float *x = s.f32(big);
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_EQ(x[(64 << 20) - 1], 0.0f);
+  EXPECT_EQ(s.f32(small)[15], 0.0f);
+  std::memset(s.data(big), 1, size_t(256) << 20);
+  EXPECT_GT(residentBytes() - before, size_t(200) << 20);
 }

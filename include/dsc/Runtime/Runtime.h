@@ -11,6 +11,7 @@
 #include "dsc/Program/Program.h"
 
 #include <iterator>
+#include <utility>
 #include <memory>
 
 namespace dsc::rt {
@@ -181,6 +182,9 @@ public:
 private:
   void noteUse(int buffer);
   std::vector<std::unique_ptr<char[], void (*)(char *)>> owned;
+  /// A planned program's arenas: anonymous mappings, zero pages until
+  /// touched (a device backend's driver touches few of the arena's).
+  std::vector<std::pair<char *, size_t>> mappings;
   std::vector<void *> ptrs;
   std::vector<size_t> sizes;
   std::vector<bool> host; ///< per buffer: Buffer::host
