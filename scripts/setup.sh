@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   nlohmann-json3-dev libopenblas-dev libgtest-dev
-  libopenmpi-dev openmpi-bin iproute2
+  libopenmpi-dev openmpi-bin iproute2 liburing-dev
   python3-torch python3-numpy
 )
 . scripts/install-packages.sh

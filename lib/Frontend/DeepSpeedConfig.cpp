@@ -428,6 +428,8 @@ TrainConfig parseTrainConfigText(const std::string &text,
       parseFlopsProfiler(c, v, t);
     else if (k == "comms_logger")
       parseCommsLogger(c, v, t);
+    else if (k == "aio")
+      parseAio(c, v, t.aio);
     else if (k == "csv_monitor")
       parseMonitor(c, k, v, t.csvMonitor);
     else if (k == "tensorboard")
@@ -567,6 +569,10 @@ TrainConfig parseTrainConfigText(const std::string &text,
            " with optimizer Adafactor: its factored second moment and update "
            "RMS need whole parameters, which ZeRO shards across ranks");
   checkOffloadCombination(c, t);
+  if (j.contains("aio") && t.offloadNvmePath.empty())
+    c.note("aio: it tunes ZeRO-Infinity's swap file; without "
+           "zero_optimization.offload_optimizer device \"nvme\" there is "
+           "none, so it has no effect");
   if (t.optimizer.type == OptimizerType::Adafactor &&
       t.optimizer.relativeStep && t.scheduler.type != SchedulerType::None)
     c.fail("scheduler with optimizer Adafactor and relative_step true: "

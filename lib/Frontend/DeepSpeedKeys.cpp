@@ -455,16 +455,25 @@ const std::vector<DeepSpeedKey> kKeys = {
     {"autotuning.min_train_micro_batch_size_per_gpu", "int", "1", N, nullptr,
      kOff},
     {"autotuning.num_tuning_micro_batch_sizes", "int", "3", N, nullptr, kOff},
-    {"aio", "object", "{}", N, nullptr,
-     "tunes DeepSpeed's libaio queue for ZeRO-Infinity; dsc reads and "
-     "writes its swap file with O_DIRECT pread/pwrite in 1 MiB requests, "
-     "one at a time"},
-    {"aio.block_size", "int", "1048576", N, nullptr, "libaio tuning"},
-    {"aio.queue_depth", "int", "8", N, nullptr, "libaio tuning"},
-    {"aio.thread_count", "int", "1", N, nullptr, "libaio tuning"},
-    {"aio.intra_op_parallelism", "int", "1", N, nullptr, "libaio tuning"},
-    {"aio.single_submit", "bool", "false", N, nullptr, "libaio tuning"},
-    {"aio.overlap_events", "bool", "true", N, nullptr, "libaio tuning"},
+    {"aio", "object", "{}", I, nullptr,
+     "how ZeRO-Infinity's swap file is read and written: O_DIRECT requests "
+     "on io_uring rings (pread/pwrite threads where the kernel refuses "
+     "io_uring), each through an aligned staging slot"},
+    {"aio.block_size", "int", "1048576", I, nullptr,
+     "bytes per request, a multiple of 4096 (at most 256 MiB)"},
+    {"aio.queue_depth", "int", "8", I, nullptr,
+     "requests in flight per thread (1 with pread/pwrite); each thread "
+     "stages queue_depth x block_size bytes of host memory"},
+    {"aio.thread_count", "int", "1", I, nullptr,
+     "threads that split each transfer into contiguous shares (DeepSpeed's "
+     "old name of intra_op_parallelism)"},
+    {"aio.intra_op_parallelism", "int", "1", I, nullptr,
+     "threads that split each transfer into contiguous shares"},
+    {"aio.single_submit", "bool", "false", I, nullptr,
+     "submit each request on its own instead of a queue's worth at once"},
+    {"aio.overlap_events", "bool", "true", I, nullptr,
+     "submit the next request as soon as one completes; false: a whole "
+     "queue completes first"},
     {"aio.use_gds", "bool", "false", N, nullptr,
      "GPUDirect Storage for DeepSpeed's NVMe reads"},
     {"nebula", "object", "{}", U, kEnabledFalse, "Nebula checkpointing", true},

@@ -84,6 +84,48 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
   t.offloadOptimizer = true;
 }
 
+void parseAio(const Ctx &c, const json &sec, TrainConfig::Aio &aio) {
+  if (sec.is_null())
+    return;
+  c.object("aio", sec);
+  c.checkKeys("aio", sec,
+              {"block_size", "queue_depth", "thread_count",
+               "intra_op_parallelism", "single_submit", "overlap_events",
+               "use_gds"});
+  // O_DIRECT moves whole 4 KiB blocks; each thread stages queue_depth
+  // requests of block_size bytes, so the bounds keep that memory sane.
+  if (auto it = sec.find("block_size"); it != sec.end()) {
+    aio.blockSize = c.integer("aio.block_size", *it, 4096, int64_t(1) << 28,
+                              "a multiple of 4096 in [4096, 268435456]");
+    if (aio.blockSize % 4096 != 0)
+      c.bad("aio.block_size", *it, "a multiple of 4096 in [4096, 268435456]");
+  }
+  if (auto it = sec.find("queue_depth"); it != sec.end())
+    aio.queueDepth =
+        c.integer("aio.queue_depth", *it, 1, 4096, "an integer in [1, 4096]");
+  // DeepSpeed renamed thread_count to intra_op_parallelism; both mean the
+  // threads that split each transfer.
+  bool threadsGiven = false;
+  for (const char *key : {"thread_count", "intra_op_parallelism"})
+    if (auto it = sec.find(key); it != sec.end() && !it->is_null()) {
+      const std::string p = std::string("aio.") + key;
+      const int64_t v = c.integer(p, *it, 1, 256, "an integer in [1, 256]");
+      if (threadsGiven && v != aio.threads)
+        c.fail("aio.thread_count and aio.intra_op_parallelism are one "
+               "setting under DeepSpeed's old and new names; they differ (" +
+               std::to_string(aio.threads) + " and " + std::to_string(v) +
+               "): give one");
+      threadsGiven = true;
+      aio.threads = v;
+    }
+  if (auto it = sec.find("single_submit"); it != sec.end())
+    aio.singleSubmit = c.boolean("aio.single_submit", *it);
+  if (auto it = sec.find("overlap_events"); it != sec.end())
+    aio.overlapEvents = c.boolean("aio.overlap_events", *it);
+  if (auto it = sec.find("use_gds"); it != sec.end())
+    c.boolean("aio.use_gds", *it);
+}
+
 void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
   const std::string p = "zero_optimization.offload_param";
   const std::string device =

@@ -47,9 +47,17 @@ Storage::Storage(const Program &program) {
                   "' outside the " + std::to_string(program.nvmeBytes) +
                   "-byte swap file");
   }
-  if (anyNvme)
+  if (anyNvme) {
+    // DeepSpeed's aio section, as the driver recorded it (-dsc-offload-nvme).
+    AioOptions aio;
+    aio.blockSize = program.metaInt("aio_block_size", aio.blockSize, 4096);
+    aio.queueDepth = program.metaInt("aio_queue_depth", aio.queueDepth, 1);
+    aio.threads = program.metaInt("aio_threads", aio.threads, 1);
+    aio.singleSubmit = program.metaInt("aio_single_submit", 0, 0) != 0;
+    aio.overlapEvents = program.metaInt("aio_overlap_events", 1, 0) != 0;
     swap = std::make_unique<SwapFile>(program.metaString("nvme_path"),
-                                      program.nvmeBytes);
+                                      program.nvmeBytes, aio);
+  }
   if (program.arenaBytes >= 0) {
     // One arena per memory; the plan (lib/Program/MemoryPlan.cpp) placed
     // every buffer.

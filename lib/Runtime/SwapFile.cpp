@@ -22,11 +22,10 @@ namespace {
   throw Error("nvme_path '" + dir + "': " + what + ": " + std::strerror(err));
 }
 
-void freeStaging(char *p) { std::free(p); }
-
 } // namespace
 
-SwapFile::SwapFile(const std::string &dir, int64_t bytes)
+SwapFile::SwapFile(const std::string &dir, int64_t bytes,
+                   const AioOptions &aio)
     : dir(dir), size((bytes + kAlignment - 1) / kAlignment * kAlignment) {
   std::string path = dir + "/dsc-swap-XXXXXX";
   fd = mkstemp(path.data());
@@ -57,13 +56,13 @@ SwapFile::SwapFile(const std::string &dir, int64_t bytes)
   // allows it (the mapping is unaffected: O_DIRECT applies to read/write).
   const int flags = fcntl(fd, F_GETFL);
   if (flags >= 0 && fcntl(fd, F_SETFL, flags | O_DIRECT) == 0) {
-    void *buffer = nullptr;
-    if (posix_memalign(&buffer, size_t(kAlignment), size_t(kRequestBytes)) ==
-        0) {
-      staging = {static_cast<char *>(buffer), &freeStaging};
-      return;
+    try {
+      io = std::make_unique<SwapIo>(fd, aio, "nvme_path '" + dir + "'");
+    } catch (...) {
+      release();
+      throw;
     }
-    fcntl(fd, F_SETFL, flags);
+    return;
   }
   std::fprintf(stderr,
                "dsc: nvme_path '%s' does not allow O_DIRECT (%s); the swap "
@@ -72,48 +71,40 @@ SwapFile::SwapFile(const std::string &dir, int64_t bytes)
 }
 
 SwapFile::~SwapFile() {
+  io.reset();
+  release();
+}
+
+void SwapFile::release() {
   if (base)
     munmap(base, size_t(size));
   if (fd >= 0)
     close(fd);
+  base = nullptr;
+  fd = -1;
 }
 
 void SwapFile::transfer(bool out, int64_t offset, char *data,
                         int64_t bytes) const {
   const char *what = out ? "writing the swap file" : "reading the swap file";
-  const bool viaStaging = staging && offset % kAlignment == 0;
-  std::unique_lock<std::mutex> lock(stagingInUse, std::defer_lock);
-  if (viaStaging)
-    lock.lock();
-  else if (staging)
-    fail(dir, std::string(what) + " at offset " + std::to_string(offset) +
-                  " (not a multiple of 4096)",
-         EINVAL);
-  while (bytes > 0) {
-    // One request: `n` bytes of data, `whole` with the block's padding.
-    const int64_t n = viaStaging ? std::min(bytes, kRequestBytes) : bytes;
-    const int64_t whole =
-        viaStaging ? (n + kAlignment - 1) / kAlignment * kAlignment : n;
-    char *io = viaStaging ? staging.get() : data;
-    if (viaStaging && out) {
-      std::memcpy(io, data, size_t(n));
-      std::memset(io + n, 0, size_t(whole - n)); // up to the next tensor
-    }
-    for (int64_t done = 0; done < whole;) {
-      const ssize_t k =
-          out ? pwrite(fd, io + done, size_t(whole - done), off_t(offset + done))
-              : pread(fd, io + done, size_t(whole - done), off_t(offset + done));
-      if (k < 0 && errno == EINTR)
-        continue;
-      if (k <= 0)
-        fail(dir, what, k < 0 ? errno : EIO);
-      done += k;
-    }
-    if (viaStaging && !out)
-      std::memcpy(data, io, size_t(n));
-    data += n;
-    offset += n;
-    bytes -= n;
+  if (io) {
+    if (offset % kAlignment != 0)
+      fail(dir, std::string(what) + " at offset " + std::to_string(offset) +
+                    " (not a multiple of 4096)",
+           EINVAL);
+    io->transfer(out, offset, data, bytes);
+    return;
+  }
+  // Through the page cache: any offset, straight to and from `data`.
+  for (int64_t done = 0; done < bytes;) {
+    const ssize_t k =
+        out ? pwrite(fd, data + done, size_t(bytes - done), off_t(offset + done))
+            : pread(fd, data + done, size_t(bytes - done), off_t(offset + done));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      fail(dir, what, k < 0 ? errno : EIO);
+    done += k;
   }
 }
 

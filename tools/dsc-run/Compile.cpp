@@ -319,10 +319,20 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   if (par.expert > 1)
     (*module)->setAttr(mlir::dsc::kMeshExpertAttrName,
                        b.getI64IntegerAttr(par.expert));
-  // ZeRO-Infinity: the swap file's directory (-dsc-offload-nvme).
-  if (!train.offloadNvmePath.empty())
+  // ZeRO-Infinity: the swap file's directory (-dsc-offload-nvme) and the
+  // aio section's request queues (read by the runtime's SwapIo).
+  if (!train.offloadNvmePath.empty()) {
     (*module)->setAttr(mlir::dsc::kNvmePathAttrName,
                        b.getStringAttr(train.offloadNvmePath));
+    const TrainConfig::Aio &aio = train.aio;
+    for (auto [name, value] :
+         {std::pair{"dsc.aio_block_size", aio.blockSize},
+          std::pair{"dsc.aio_queue_depth", aio.queueDepth},
+          std::pair{"dsc.aio_threads", aio.threads},
+          std::pair{"dsc.aio_single_submit", int64_t(aio.singleSubmit)},
+          std::pair{"dsc.aio_overlap_events", int64_t(aio.overlapEvents)}})
+      (*module)->setAttr(name, b.getI64IntegerAttr(value));
+  }
   if (par.pipeline > 1)
     (*module)->setAttr("dsc.pipeline_schedule",
                        b.getStringAttr(par.schedule));

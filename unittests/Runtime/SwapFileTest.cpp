@@ -1,9 +1,12 @@
 //===- SwapFileTest.cpp - ZeRO-Infinity's swap file -----------------------===//
 //
 // The swap file round-trips tensors of every length at the plan's 4 KiB
-// offsets, its two views (the step's direct transfers, checkpoints'
-// mapping) agree, and direct writes leave no page cache behind (mincore on
-// the file's mapping), which buffered writes would.
+// offsets with every shape of request queue (aio's block size, queue
+// depth, threads, single submits, overlapped events; io_uring and blocking
+// calls), its two views (the step's direct transfers, checkpoints'
+// mapping) agree, direct writes leave no page cache behind (mincore on
+// the file's mapping), which buffered writes would, and a failed request
+// leaves the queues usable.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,12 +15,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
+using dsc::rt::AioOptions;
 using dsc::rt::SwapFile;
+using dsc::rt::SwapIo;
 
 namespace {
 
@@ -45,19 +51,58 @@ std::vector<char> pattern(int64_t bytes, int salt) {
   return v;
 }
 
-TEST(SwapFile, RoundTripsEveryLengthAndAgreesWithTheMapping) {
-  const int64_t lengths[] = {1, 100, 4096, 4097, SwapFile::kRequestBytes + 12};
-  int64_t offsets[5], cursor = 0;
-  for (int i = 0; i < 5; ++i) {
-    offsets[i] = cursor;
-    cursor += (lengths[i] + 4095) / 4096 * 4096;
+/// Sets DSC_SWAP_IO for one scope.
+struct SwapIoEnv {
+  explicit SwapIoEnv(const char *v) {
+    if (v)
+      setenv("DSC_SWAP_IO", v, 1);
   }
-  SwapFile f(scratchDir(), cursor);
-  for (int i = 0; i < 5; ++i) {
+  ~SwapIoEnv() { unsetenv("DSC_SWAP_IO"); }
+};
+
+struct Queues {
+  const char *name;
+  AioOptions aio;
+  const char *env; ///< DSC_SWAP_IO
+};
+
+AioOptions aio(int64_t block, int64_t depth, int64_t threads, bool single,
+               bool overlap) {
+  AioOptions a;
+  a.blockSize = block;
+  a.queueDepth = depth;
+  a.threads = threads;
+  a.singleSubmit = single;
+  a.overlapEvents = overlap;
+  return a;
+}
+
+class SwapQueues : public ::testing::TestWithParam<Queues> {};
+
+TEST_P(SwapQueues, RoundTripEveryLengthAndAgreeWithTheMapping) {
+  SwapIoEnv env(GetParam().env);
+  const int64_t block = GetParam().aio.blockSize;
+  // Within a block, whole blocks, and runs split unevenly over threads.
+  const int64_t lengths[] = {1,         100,           4096,
+                             4097,      block + 12,    7 * block - 5,
+                             3 * block, (1 << 20) + 12};
+  const int n = int(std::size(lengths));
+  std::vector<int64_t> offsets;
+  int64_t cursor = 0;
+  for (int64_t l : lengths) {
+    offsets.push_back(cursor);
+    cursor += (l + 4095) / 4096 * 4096;
+  }
+  SwapFile f(scratchDir(), cursor, GetParam().aio);
+  if (GetParam().env) {
+    EXPECT_TRUE(!f.direct() ||
+                f.queues()->engine() == SwapIo::Engine::BlockingCalls);
+  }
+  for (int i = 0; i < n; ++i) {
     std::vector<char> v = pattern(lengths[i], i);
     f.write(offsets[i], v.data(), lengths[i]);
   }
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < n; ++i) {
     std::vector<char> want = pattern(lengths[i], i), got(want.size());
     f.read(offsets[i], got.data(), lengths[i]);
     EXPECT_EQ(got, want) << "length " << lengths[i];
@@ -65,10 +110,57 @@ TEST(SwapFile, RoundTripsEveryLengthAndAgreesWithTheMapping) {
         << "the mapping of length " << lengths[i];
   }
   // What a checkpoint writes through the mapping, the step reads.
-  std::memset(f.mapped() + offsets[3], 7, size_t(lengths[3]));
-  std::vector<char> got(static_cast<size_t>(lengths[3]));
-  f.read(offsets[3], got.data(), lengths[3]);
+  std::memset(f.mapped() + offsets[5], 7, size_t(lengths[5]));
+  std::vector<char> got(static_cast<size_t>(lengths[5]));
+  f.read(offsets[5], got.data(), lengths[5]);
   EXPECT_EQ(got, std::vector<char>(got.size(), 7));
+}
+
+TEST_P(SwapQueues, AFailedRequestIsAnErrorAndLeavesTheQueuesUsable) {
+  SwapIoEnv env(GetParam().env);
+  const int64_t bytes = 16 * GetParam().aio.blockSize;
+  SwapFile f(scratchDir(), bytes, GetParam().aio);
+  if (!f.direct())
+    GTEST_SKIP() << scratchDir() << " does not allow O_DIRECT";
+  // Reading past the end of the file: the last requests find nothing.
+  std::vector<char> big(size_t(2 * bytes));
+  try {
+    f.read(0, big.data(), 2 * bytes);
+    FAIL() << "no error";
+  } catch (const std::exception &e) {
+    EXPECT_NE(std::string(e.what()).find("reading the swap file"),
+              std::string::npos)
+        << e.what();
+  }
+  std::vector<char> v = pattern(bytes, 3), back(v.size());
+  f.write(0, v.data(), bytes);
+  f.read(0, back.data(), bytes);
+  EXPECT_EQ(back, v);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Aio, SwapQueues,
+    ::testing::Values(
+        Queues{"DeepSpeedDefaults", AioOptions(), nullptr},
+        Queues{"SmallBlocksThreeThreads", aio(8192, 3, 3, false, true),
+               nullptr},
+        Queues{"SingleSubmitsWholeQueues", aio(4096, 4, 2, true, false),
+               nullptr},
+        Queues{"BlockingCalls", aio(8192, 8, 3, false, true), "threads"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+TEST(SwapFile, AnUnknownEngineIsAnError) {
+  SwapIoEnv env("libaio");
+  try {
+    SwapFile f(scratchDir(), 8192);
+    if (!f.direct())
+      GTEST_SKIP() << scratchDir() << " does not allow O_DIRECT";
+    FAIL() << "no error";
+  } catch (const std::exception &e) {
+    EXPECT_NE(std::string(e.what()).find("DSC_SWAP_IO='libaio'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SwapFile, DirectWritesLeaveNoPageCache) {

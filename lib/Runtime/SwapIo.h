@@ -1,0 +1,95 @@
+//===- SwapIo.h - The request queues of ZeRO-Infinity's swap file -*- C++ -*-===//
+//
+// How a transfer between memory and the swap file (opened with O_DIRECT)
+// is cut into requests and kept in flight, with the knobs of DeepSpeed's
+// `aio` section: requests of `block_size` bytes, each through an aligned
+// staging slot; `intra_op_parallelism` (formerly `thread_count`) threads,
+// each moving a contiguous share of the transfer; `queue_depth` requests
+// in flight per thread on an io_uring ring; `single_submit` submits each
+// request on its own; `overlap_events` submits the next request as soon
+// as one completes (otherwise a whole queue of them completes first).
+//
+// Where the kernel refuses io_uring (old kernels, seccomp, the
+// io_uring_disabled sysctl), or DSC_SWAP_IO=threads asks for it, each
+// thread issues blocking pread/pwrite calls instead: one request in
+// flight per thread.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_SWAPIO_H
+#define DSC_RUNTIME_SWAPIO_H
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dsc::rt {
+
+/// DeepSpeed's `aio` section, as the compiled step records it.
+struct AioOptions {
+  int64_t blockSize = int64_t(1) << 20;
+  int64_t queueDepth = 8;
+  int64_t threads = 1;
+  bool singleSubmit = false;
+  bool overlapEvents = true;
+};
+
+class SwapIo {
+public:
+  enum class Engine { IoUring, BlockingCalls };
+
+  /// Queues on `fd` (opened with O_DIRECT); `what` names the file in
+  /// errors. Says on stderr, once, when io_uring is unavailable.
+  SwapIo(int fd, const AioOptions &options, std::string what);
+  ~SwapIo();
+  SwapIo(const SwapIo &) = delete;
+  SwapIo &operator=(const SwapIo &) = delete;
+
+  Engine engine() const { return kind; }
+  const AioOptions &options() const { return opts; }
+
+  /// Moves `bytes` between `data` and the file at `offset` (a multiple of
+  /// the 4096-byte alignment); a write pads its last request with zeros
+  /// up to the next multiple. One transfer at a time.
+  void transfer(bool write, int64_t offset, char *data, int64_t bytes);
+
+  static constexpr int64_t kAlignment = 4096;
+
+private:
+  struct Queue;
+  struct Share {
+    int64_t offset = 0;
+    char *data = nullptr;
+    int64_t bytes = 0;
+  };
+  void serve(size_t worker);
+  [[noreturn]] void fail(const std::string &action, int err) const;
+
+  int fd;
+  AioOptions opts;
+  std::string what;
+  Engine kind = Engine::IoUring;
+  /// One per thread; queue 0 is the calling thread's.
+  std::vector<std::unique_ptr<Queue>> queues;
+
+  // The helper threads of intra-op parallelism (queues 1..n-1).
+  std::vector<std::thread> workers;
+  std::mutex mutex;
+  std::condition_variable wake, finished;
+  std::vector<Share> shares;
+  bool writing = false;
+  uint64_t generation = 0;
+  size_t busy = 0;
+  bool stopping = false;
+  std::exception_ptr error;
+  std::mutex oneTransfer;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_SWAPIO_H
