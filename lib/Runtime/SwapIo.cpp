@@ -231,7 +231,7 @@ SwapIo::SwapIo(int fd, const AioOptions &options, std::string what)
                 std::to_string(opts.queueDepth) + ", threads " +
                 std::to_string(opts.threads) +
                 ": expected a multiple of 4096 and positive counts");
-  const bool blocking = blockingCallsAsked();
+  const bool blocking = opts.blockingCalls || blockingCallsAsked();
   for (int64_t t = 0; t < opts.threads; ++t) {
     queues.push_back(
         std::make_unique<Queue>(*this, !blocking && kind == Engine::IoUring));

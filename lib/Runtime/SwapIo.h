@@ -10,14 +10,16 @@
 // as one completes (otherwise a whole queue of them completes first).
 //
 // Where the kernel refuses io_uring (old kernels, seccomp, the
-// io_uring_disabled sysctl), or DSC_SWAP_IO=threads asks for it, each
-// thread issues blocking pread/pwrite calls instead: one request in
-// flight per thread.
+// io_uring_disabled sysctl), or AioOptions::blockingCalls or
+// DSC_SWAP_IO=threads asks for it, each thread issues blocking
+// pread/pwrite calls instead: one request in flight per thread.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DSC_RUNTIME_SWAPIO_H
 #define DSC_RUNTIME_SWAPIO_H
+
+#include "dsc/Runtime/SwapQueues.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -29,15 +31,6 @@
 #include <vector>
 
 namespace dsc::rt {
-
-/// DeepSpeed's `aio` section, as the compiled step records it.
-struct AioOptions {
-  int64_t blockSize = int64_t(1) << 20;
-  int64_t queueDepth = 8;
-  int64_t threads = 1;
-  bool singleSubmit = false;
-  bool overlapEvents = true;
-};
 
 class SwapIo {
 public:

@@ -26,6 +26,7 @@
 #include "Monitors.h"
 #include "Plan.h"
 #include "Ranks.h"
+#include "SwapBench.h"
 
 #include "dsc/Codegen/KernelCache.h"
 #include "dsc/Dialect/DscOps.h"
@@ -101,6 +102,9 @@ const char *kUsage =
     "  plan    --model M.json --config C.json --world-size N\n"
     "          [--gpus-per-node G] [--seq-len T]   a tensor x pipeline x data\n"
     "          job on paper: mesh, per-rank memory, communication, bubble\n"
+    "  swap-bench --config C.json [--mib N] [--transfer-mib N] [--repeats R]\n"
+    "          ZeRO-Infinity's swap file in its nvme_path: bandwidth with\n"
+    "          the aio section's queues against one request at a time\n"
     "  config-keys  DeepSpeed's config keys and what dsc does with each\n"
     "          (Markdown)\n"
     "  --print-config (train, estimate, compile, plan): print the training\n"
@@ -872,6 +876,23 @@ int cmdLayout(int argc, char **argv) {
   return 0;
 }
 
+/// The swap file's bandwidth with a config's aio queues (SwapBench.h).
+int cmdSwapBench(int argc, char **argv) {
+  Args args("swap-bench", argc, argv,
+            {"--config", "--mib", "--transfer-mib", "--repeats"});
+  args.noPositional();
+  const std::string path = args.get("--config");
+  const dsc::TrainConfig train = dsc::parseTrainConfig(path);
+  const int64_t mib = args.getInt("--mib", 256, 1);
+  // Held twice in memory (written and read back).
+  if (mib > 65536)
+    throw UsageError("dsc-run swap-bench: --mib " + std::to_string(mib) +
+                     " is more than 65536 (64 GiB)");
+  printSwapBench(train, mib, std::min(mib, args.getInt("--transfer-mib", 64, 1)),
+                 args.getInt("--repeats", 3, 1), std::cout);
+  return 0;
+}
+
 /// The DeepSpeed key table (DeepSpeedKey) as docs/config.md shows it.
 int cmdConfigKeys(int argc, char **argv) {
   Args args("config-keys", argc, argv, {});
@@ -1152,9 +1173,11 @@ int main(int argc, char **argv) {
       return cmdPlan(argc - 2, argv + 2);
     if (command == "config-keys")
       return cmdConfigKeys(argc - 2, argv + 2);
+    if (command == "swap-bench")
+      return cmdSwapBench(argc - 2, argv + 2);
     throw UsageError("dsc-run: unknown command '" + command +
                      "' (expected train, compile, estimate, inspect, demo, "
-                     "check-cuda, devices, layout, plan or config-keys)");
+                     "check-cuda, devices, layout, plan, swap-bench or config-keys)");
   } catch (const std::bad_alloc &) {
     std::cerr << errorPrefix() << "error: out of memory\n";
   } catch (const std::exception &e) {
