@@ -66,6 +66,8 @@ struct Queues {
   const char *env; ///< DSC_SWAP_IO
 };
 
+void PrintTo(const Queues &q, std::ostream *os) { *os << q.name; }
+
 AioOptions aio(int64_t block, int64_t depth, int64_t threads, bool single,
                bool overlap) {
   AioOptions a;
