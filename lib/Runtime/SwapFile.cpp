@@ -87,6 +87,15 @@ void SwapFile::release() {
 void SwapFile::transfer(bool out, int64_t offset, char *data,
                         int64_t bytes) const {
   const char *what = out ? "writing the swap file" : "reading the swap file";
+  // Never past the space reserved up front (direct transfers pad their
+  // last block to the alignment).
+  const int64_t end =
+      offset + (io ? (bytes + kAlignment - 1) / kAlignment * kAlignment : bytes);
+  if (offset < 0 || bytes < 0 || end > size)
+    fail(dir, std::string(what) + ": bytes [" + std::to_string(offset) + ", " +
+                  std::to_string(offset + bytes) + ") outside its " +
+                  std::to_string(size) + " bytes",
+         EINVAL);
   if (io) {
     if (offset % kAlignment != 0)
       fail(dir, std::string(what) + " at offset " + std::to_string(offset) +

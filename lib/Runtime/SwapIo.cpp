@@ -224,13 +224,18 @@ struct SwapIo::Queue {
 
 SwapIo::SwapIo(int fd, const AioOptions &options, std::string what)
     : fd(fd), opts(options), what(std::move(what)) {
+  // The config's bounds (OffloadConfig.cpp), checked again for a
+  // hand-edited step: a request's length must fit the kernel's largest
+  // read, a ring's depth io_uring's.
   if (opts.blockSize < kAlignment || opts.blockSize % kAlignment != 0 ||
-      opts.queueDepth < 1 || opts.threads < 1)
+      opts.blockSize > (int64_t(1) << 28) || opts.queueDepth < 1 ||
+      opts.queueDepth > 4096 || opts.threads < 1 || opts.threads > 256)
     throw Error(this->what + ": aio block_size " +
                 std::to_string(opts.blockSize) + ", queue_depth " +
                 std::to_string(opts.queueDepth) + ", threads " +
                 std::to_string(opts.threads) +
-                ": expected a multiple of 4096 and positive counts");
+                ": expected a multiple of 4096 up to 256 MiB, a depth in "
+                "[1, 4096] and [1, 256] threads");
   const bool blocking = opts.blockingCalls || blockingCallsAsked();
   for (int64_t t = 0; t < opts.threads; ++t) {
     queues.push_back(
@@ -248,11 +253,22 @@ SwapIo::SwapIo(int fd, const AioOptions &options, std::string what)
   if (blocking)
     kind = Engine::BlockingCalls;
   shares.resize(queues.size());
-  for (size_t w = 1; w < queues.size(); ++w)
-    workers.emplace_back([this, w] { serve(w); });
+  try {
+    for (size_t w = 1; w < queues.size(); ++w)
+      workers.emplace_back([this, w] { serve(w); });
+  } catch (...) {
+    // No destructor runs for a half-made SwapIo: stop what started.
+    stop();
+    throw;
+  }
 }
 
 SwapIo::~SwapIo() {
+  std::lock_guard<std::mutex> one(oneTransfer);
+  stop();
+}
+
+void SwapIo::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex);
     stopping = true;

@@ -61,6 +61,8 @@ private:
     int64_t bytes = 0;
   };
   void serve(size_t worker);
+  /// Stops and joins the helper threads.
+  void stop();
   [[noreturn]] void fail(const std::string &action, int err) const;
 
   int fd;

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fcntl.h>
 #include <iterator>
 #include <cstring>
 #include <sys/mman.h>
@@ -53,11 +54,15 @@ std::vector<char> pattern(int64_t bytes, int salt) {
 
 /// Sets DSC_SWAP_IO for one scope.
 struct SwapIoEnv {
-  explicit SwapIoEnv(const char *v) {
+  explicit SwapIoEnv(const char *v) : set(v != nullptr) {
     if (v)
       setenv("DSC_SWAP_IO", v, 1);
   }
-  ~SwapIoEnv() { unsetenv("DSC_SWAP_IO"); }
+  ~SwapIoEnv() {
+    if (set)
+      unsetenv("DSC_SWAP_IO");
+  }
+  bool set;
 };
 
 struct Queues {
@@ -121,23 +126,48 @@ TEST_P(SwapQueues, RoundTripEveryLengthAndAgreeWithTheMapping) {
 TEST_P(SwapQueues, AFailedRequestIsAnErrorAndLeavesTheQueuesUsable) {
   SwapIoEnv env(GetParam().env);
   const int64_t bytes = 16 * GetParam().aio.blockSize;
-  SwapFile f(scratchDir(), bytes, GetParam().aio);
-  if (!f.direct())
+  // The queues on a file of `bytes` (SwapFile itself refuses transfers
+  // past its end before any request).
+  std::string path = scratchDir() + "/dsc-swapio-XXXXXX";
+  const int fd = mkstemp(path.data());
+  ASSERT_GE(fd, 0);
+  unlink(path.c_str());
+  ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT) != 0) {
+    close(fd);
     GTEST_SKIP() << scratchDir() << " does not allow O_DIRECT";
-  // Reading past the end of the file: the last requests find nothing.
-  std::vector<char> big(size_t(2 * bytes));
+  }
+  {
+    SwapIo io(fd, GetParam().aio, "test file");
+    // Reading past the end: the last requests find nothing.
+    std::vector<char> big(size_t(2 * bytes));
+    try {
+      io.transfer(false, 0, big.data(), 2 * bytes);
+      ADD_FAILURE() << "no error";
+    } catch (const std::exception &e) {
+      EXPECT_NE(std::string(e.what()).find("reading the swap file"),
+                std::string::npos)
+          << e.what();
+    }
+    std::vector<char> v = pattern(bytes, 3), back(v.size());
+    io.transfer(true, 0, v.data(), bytes);
+    io.transfer(false, 0, back.data(), bytes);
+    EXPECT_EQ(back, v);
+  }
+  close(fd);
+}
+
+TEST(SwapFile, ATransferPastTheReservedSpaceIsAnError) {
+  SwapFile f(scratchDir(), 8192);
+  std::vector<char> v(8192 + 1);
   try {
-    f.read(0, big.data(), 2 * bytes);
+    f.write(0, v.data(), int64_t(v.size()));
     FAIL() << "no error";
   } catch (const std::exception &e) {
-    EXPECT_NE(std::string(e.what()).find("reading the swap file"),
+    EXPECT_NE(std::string(e.what()).find("outside its 8192 bytes"),
               std::string::npos)
         << e.what();
   }
-  std::vector<char> v = pattern(bytes, 3), back(v.size());
-  f.write(0, v.data(), bytes);
-  f.read(0, back.data(), bytes);
-  EXPECT_EQ(back, v);
 }
 
 INSTANTIATE_TEST_SUITE_P(
