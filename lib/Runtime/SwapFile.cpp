@@ -105,16 +105,8 @@ void SwapFile::transfer(bool out, int64_t offset, char *data,
     return;
   }
   // Through the page cache: any offset, straight to and from `data`.
-  for (int64_t done = 0; done < bytes;) {
-    const ssize_t k =
-        out ? pwrite(fd, data + done, size_t(bytes - done), off_t(offset + done))
-            : pread(fd, data + done, size_t(bytes - done), off_t(offset + done));
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      fail(dir, what, k < 0 ? errno : EIO);
-    done += k;
-  }
+  if (int err = SwapIo::blockingTransfer(fd, out, data, bytes, offset))
+    fail(dir, what, err);
 }
 
 void SwapFile::read(int64_t offset, void *dst, int64_t bytes) const {

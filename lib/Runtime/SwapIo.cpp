@@ -91,19 +91,10 @@ struct SwapIo::Queue {
     for (int64_t at = 0; at < share.bytes; at += io.opts.blockSize) {
       prepare(0, write, share.offset + at, share.data + at,
               std::min(io.opts.blockSize, share.bytes - at));
-      Request &r = requests[0];
-      while (r.done < r.whole) {
-        const ssize_t k =
-            write ? pwrite(io.fd, slot(0) + r.done, size_t(r.whole - r.done),
-                           off_t(r.fileOffset + r.done))
-                  : pread(io.fd, slot(0) + r.done, size_t(r.whole - r.done),
-                          off_t(r.fileOffset + r.done));
-        if (k < 0 && errno == EINTR)
-          continue;
-        if (k <= 0)
-          io.fail(write ? "writing" : "reading", k < 0 ? errno : EIO);
-        r.done += k;
-      }
+      const Request &r = requests[0];
+      if (int err = blockingTransfer(io.fd, write, slot(0), r.whole,
+                                     r.fileOffset))
+        io.fail(write ? "writing" : "reading", err);
       if (!write)
         std::memcpy(r.data, slot(0), size_t(r.bytes));
     }
@@ -276,6 +267,21 @@ void SwapIo::stop() {
   wake.notify_all();
   for (std::thread &t : workers)
     t.join();
+}
+
+int SwapIo::blockingTransfer(int fd, bool write, char *data, int64_t bytes,
+                             int64_t offset) {
+  for (int64_t done = 0; done < bytes;) {
+    const ssize_t k =
+        write ? pwrite(fd, data + done, size_t(bytes - done), off_t(offset + done))
+              : pread(fd, data + done, size_t(bytes - done), off_t(offset + done));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return k < 0 ? errno : EIO;
+    done += k;
+  }
+  return 0;
 }
 
 void SwapIo::fail(const std::string &action, int err) const {

@@ -53,6 +53,12 @@ public:
 
   static constexpr int64_t kAlignment = 4096;
 
+  /// Moves all `bytes` between `data` and `fd` at `offset` with blocking
+  /// pread/pwrite calls (retried on EINTR and short transfers); returns 0
+  /// or the errno that stopped it (EIO: the file ended).
+  static int blockingTransfer(int fd, bool write, char *data, int64_t bytes,
+                              int64_t offset);
+
 private:
   struct Queue;
   struct Share {
