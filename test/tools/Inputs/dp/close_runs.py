@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, __import__("os").path.join(
     __import__("os").path.dirname(__file__), "..", "..", "..", "reference"))
-import dsc_reference as R  # noqa: E402
+from safetensors_file import load_safetensors  # noqa: E402
 import numpy as np  # noqa: E402
 
 
@@ -35,7 +35,7 @@ if not a or [s for s, _, _ in a] != [s for s, _, _ in b]:
     sys.exit(f"steps differ: {a} vs {b}")
 worst_loss = max(abs(x[i] - y[i]) / abs(x[i])
                  for x, y in zip(a, b) for i in (1, 2))
-wa, wb = R.load_safetensors(ref_w), R.load_safetensors(run_w)
+wa, wb = load_safetensors(ref_w), load_safetensors(run_w)
 if sorted(wa) != sorted(wb):
     sys.exit(f"tensors differ: {sorted(wa)} vs {sorted(wb)}")
 worst_weight = max(
