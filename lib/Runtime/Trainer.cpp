@@ -458,9 +458,9 @@ Safetensors Trainer::inspectMicroStep(const TokenFile &data) {
   return out;
 }
 
-std::vector<int32_t> Trainer::generate(const std::vector<int32_t> &prompt,
-                                       int64_t maxNewTokens,
-                                       int32_t stopToken) {
+std::vector<std::vector<int32_t>>
+Trainer::generate(const std::vector<std::vector<int32_t>> &prompts,
+                  int64_t maxNewTokens, int32_t stopToken) {
   const Function &eval = prog.function("eval_step");
   const int idsBuf = buffer(BufferRole::Input, "input_ids");
   const int logitsBuf = buffer(BufferRole::Output, "logits");
@@ -469,20 +469,43 @@ std::vector<int32_t> Trainer::generate(const std::vector<int32_t> &prompt,
                 "the tensor axis (sample with a one-process step)");
   int32_t *ids = storage.i32(idsBuf);
   const float *logits = storage.f32(logitsBuf);
-  std::vector<int32_t> tokens = prompt;
-  for (int64_t n = 0; n < maxNewTokens && int64_t(tokens.size()) < T; ++n) {
-    // Row 0 holds the sequence; the causal mask makes the padding after it
-    // irrelevant to the logits at its last position.
-    std::fill(ids, ids + B * T, 0);
-    std::copy(tokens.begin(), tokens.end(), ids);
-    backend.upload(storage, {idsBuf});
-    backend.run(prog, eval, storage, RngContext{seed, 0});
-    backend.download(storage, {logitsBuf});
-    const float *row = logits + (tokens.size() - 1) * V;
-    int32_t next = int32_t(std::max_element(row, row + V) - row);
-    tokens.push_back(next);
-    if (next == stopToken)
-      break;
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  // B prompts at a time, one per row: the causal mask makes each row's
+  // logits at its last position depend on that row's tokens alone, and
+  // the zero padding after them on nothing.
+  for (size_t first = 0; first < prompts.size(); first += size_t(B)) {
+    const size_t rows = std::min(prompts.size() - first, size_t(B));
+    std::vector<std::vector<int32_t>> tokens(prompts.begin() + first,
+                                             prompts.begin() + first + rows);
+    std::vector<bool> done(rows, false);
+    for (size_t r = 0; r < rows; ++r) {
+      if (tokens[r].empty())
+        throw Error("generate: prompt " + std::to_string(first + r) +
+                    " is empty");
+      done[r] = int64_t(tokens[r].size()) >= T;
+    }
+    for (int64_t n = 0; n < maxNewTokens; ++n) {
+      if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
+        break;
+      std::fill(ids, ids + B * T, 0);
+      for (size_t r = 0; r < rows; ++r)
+        if (!done[r])
+          std::copy(tokens[r].begin(), tokens[r].end(), ids + r * T);
+      backend.upload(storage, {idsBuf});
+      backend.run(prog, eval, storage, RngContext{seed, 0});
+      backend.download(storage, {logitsBuf});
+      for (size_t r = 0; r < rows; ++r) {
+        if (done[r])
+          continue;
+        const float *row = logits + (r * T + tokens[r].size() - 1) * V;
+        const int32_t next = int32_t(std::max_element(row, row + V) - row);
+        tokens[r].push_back(next);
+        done[r] = next == stopToken || int64_t(tokens[r].size()) >= T;
+      }
+    }
+    for (size_t r = 0; r < rows; ++r)
+      out[first + r].assign(tokens[r].begin() + prompts[first + r].size(),
+                            tokens[r].end());
   }
-  return {tokens.begin() + prompt.size(), tokens.end()};
+  return out;
 }

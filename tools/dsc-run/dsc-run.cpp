@@ -1057,34 +1057,50 @@ int cmdDemo(int argc, char **argv) {
   auto endOfLine = [](const std::string &line) {
     return line.substr(line.rfind(' ') + 1) + "\n";
   };
+  struct HeldOut {
+    std::string prompt, expected, counting;
+  };
+  std::vector<HeldOut> lines;
+  std::vector<std::vector<int32_t>> prompts;
   std::string previous = endOfLine(held.substr(0, held.find('\n')));
-  int correct = 0, total = 0;
-  for (size_t pos = held.find('\n') + 1; pos < held.size(); ++total) {
+  for (size_t pos = held.find('\n') + 1; pos < held.size();) {
     size_t nl = held.find('\n', pos);
     std::string line = held.substr(pos, nl - pos);
     pos = nl + 1;
     // Prompt: the first two numbers and the space after them.
     size_t cut = line.find(' ', line.find(' ') + 1) + 1;
-    std::string prompt = line.substr(0, cut), expected = line.substr(cut);
+    HeldOut h{line.substr(0, cut), line.substr(cut), ""};
     // Lines end after a random count (3 to 8 numbers) the model cannot
     // know: a line is right when every number it writes continues the
     // count, up to the longest line's 6 more numbers or the line's end.
-    int last = std::stoi(prompt.substr(prompt.find(' ') + 1));
-    std::string counting;
+    int last = std::stoi(h.prompt.substr(h.prompt.find(' ') + 1));
     for (int k = 1; k <= 6; ++k)
-      counting += std::to_string(last + k) + " ";
+      h.counting += std::to_string(last + k) + " ";
+    prompts.push_back(bytesToTokens(previous + h.prompt));
+    previous = endOfLine(line);
+    lines.push_back(std::move(h));
+  }
+  size_t longest = 0;
+  for (const HeldOut &h : lines)
+    longest = std::max(longest, h.counting.size());
+  const std::vector<std::vector<int32_t>> continuations =
+      trainer.generate(prompts, int64_t(longest), '\n');
+  int correct = 0, total = 0;
+  for (size_t i = 0; i < lines.size(); ++i, ++total) {
+    const HeldOut &h = lines[i];
     std::string got;
-    for (int32_t t : trainer.generate(bytesToTokens(previous + prompt),
-                                      int64_t(counting.size()), '\n'))
+    for (int32_t t : continuations[i])
       if (t != '\n')
         got += char(t);
-    previous = endOfLine(line);
-    bool ok = !got.empty() && counting.compare(0, got.size(), got) == 0 &&
-              (got.size() == counting.size() || counting[got.size()] == ' ');
+    // The shared budget is the longest line's: cut each to its own.
+    got = got.substr(0, h.counting.size());
+    bool ok = !got.empty() && h.counting.compare(0, got.size(), got) == 0 &&
+              (got.size() == h.counting.size() ||
+               h.counting[got.size()] == ' ');
     correct += ok;
     if (total < 8)
-      std::cout << "  " << prompt << "| " << got
-                << (ok ? "   ok" : "   (expected " + expected + ")") << "\n";
+      std::cout << "  " << h.prompt << "| " << got
+                << (ok ? "   ok" : "   (expected " + h.expected + ")") << "\n";
   }
   std::cout << "lines counted correctly: "
             << correct << "/" << total << " (held out)\n";

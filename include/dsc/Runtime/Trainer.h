@@ -145,9 +145,13 @@ public:
   /// named buffers a reference test compares: input_ids, targets, logits,
   /// loss, and grad.<param> for every parameter.
   Safetensors inspectMicroStep(const TokenFile &data);
-  /// Greedy continuation of `prompt` by @eval_step (needs a causal model).
-  std::vector<int32_t> generate(const std::vector<int32_t> &prompt,
-                                int64_t maxNewTokens, int32_t stopToken);
+  /// Greedy continuations of `prompts` by @eval_step (needs a causal
+  /// model), one per prompt, each ending after `stopToken`, at
+  /// `maxNewTokens` or at the sequence length. The prompts share the
+  /// micro-batch's rows, so a batch of B costs what one prompt does.
+  std::vector<std::vector<int32_t>>
+  generate(const std::vector<std::vector<int32_t>> &prompts,
+           int64_t maxNewTokens, int32_t stopToken);
 
 private:
   /// What the driver of a pipeline stage moves, found once: the schedule,
