@@ -34,7 +34,12 @@ def main():
     p.add_argument("--nvme-path", default=None,
                    help="directory of the swap file (default: a scratch "
                         "directory next to the run's files)")
+    p.add_argument("--aio", default=None,
+                   help="the NVMe runs' aio section as JSON (default: "
+                        "DeepSpeed's defaults); `dsc-run swap-bench --tune` "
+                        "prints one for the drive")
     a = p.parse_args()
+    aio = json.loads(a.aio) if a.aio else None
     mpirun = shutil.which("mpirun")
     wd = tempfile.mkdtemp(prefix="dsc-offload-")
     model = os.path.join(wd, "model.json")
@@ -54,10 +59,12 @@ def main():
         if device == "nvme":
             zero["offload_optimizer"]["nvme_path"] = nvme
         cfg = os.path.join(wd, f"{tag}.json")
-        json.dump({"train_batch_size": batch, "gradient_clipping": 1.0,
-                   "optimizer": {"type": "AdamW", "params": {"weight_decay": 0.01}},
-                   "zero_optimization": zero, "dsc": {"seq_len": seq}},
-                  open(cfg, "w"))
+        body = {"train_batch_size": batch, "gradient_clipping": 1.0,
+                "optimizer": {"type": "AdamW", "params": {"weight_decay": 0.01}},
+                "zero_optimization": zero, "dsc": {"seq_len": seq}}
+        if device == "nvme" and aio:
+            body["aio"] = aio
+        json.dump(body, open(cfg, "w"))
         return cfg
 
     def run(cfg, tag):

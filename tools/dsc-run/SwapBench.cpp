@@ -7,21 +7,44 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 namespace dsc {
 
-void printSwapBench(const TrainConfig &train, int64_t mib, int64_t transferMib,
-                    int64_t repeats, std::ostream &os) {
+namespace {
+
+void requireSwapFile(const TrainConfig &train) {
   if (train.offloadNvmePath.empty())
     throw Error("swap-bench: the config has no swap file: it needs "
                 "zero_optimization.offload_optimizer device \"nvme\" with an "
                 "nvme_path");
-  rt::AioOptions configured;
-  configured.blockSize = train.aio.blockSize;
-  configured.queueDepth = train.aio.queueDepth;
-  configured.threads = train.aio.threads;
-  configured.singleSubmit = train.aio.singleSubmit;
-  configured.overlapEvents = train.aio.overlapEvents;
+}
+
+rt::AioOptions configuredQueues(const TrainConfig &train) {
+  rt::AioOptions aio;
+  aio.blockSize = train.aio.blockSize;
+  aio.queueDepth = train.aio.queueDepth;
+  aio.threads = train.aio.threads;
+  aio.singleSubmit = train.aio.singleSubmit;
+  aio.overlapEvents = train.aio.overlapEvents;
+  return aio;
+}
+
+std::string fileLine(const TrainConfig &train, const rt::SwapTimes &t,
+                     int64_t mib, int64_t transferMib) {
+  return "swap file in " + train.offloadNvmePath + " (" +
+         (t.direct ? "O_DIRECT"
+                   : "page cache: the file system refuses O_DIRECT") +
+         "): " + std::to_string(mib) + " MiB in transfers of " +
+         std::to_string(transferMib) + " MiB";
+}
+
+} // namespace
+
+void printSwapBench(const TrainConfig &train, int64_t mib, int64_t transferMib,
+                    int64_t repeats, std::ostream &os) {
+  requireSwapFile(train);
+  const rt::AioOptions configured = configuredQueues(train);
   rt::AioOptions peer;
   peer.blockSize = configured.blockSize;
   peer.queueDepth = 1;
@@ -43,11 +66,8 @@ void printSwapBench(const TrainConfig &train, int64_t mib, int64_t transferMib,
     }
   auto gbps = [&](double seconds) { return double(bytes) / seconds / 1e9; };
   char line[256];
-  os << "swap file in " << train.offloadNvmePath << " ("
-     << (best[0].direct ? "O_DIRECT" : "page cache: the file system refuses "
-                                       "O_DIRECT")
-     << "): " << mib << " MiB in transfers of " << transferMib
-     << " MiB, best of " << repeats << ", the two alternating\n";
+  os << fileLine(train, best[0], mib, transferMib) << ", best of " << repeats
+     << ", the two alternating\n";
   std::snprintf(line, sizeof line, "%-64s %10s %10s\n", "queues",
                 "write GB/s", "read GB/s");
   os << line;
@@ -66,6 +86,84 @@ void printSwapBench(const TrainConfig &train, int64_t mib, int64_t transferMib,
   std::snprintf(line, sizeof line, "%-64s %9.2fx %9.2fx\n", "ratio",
                 best[1].writeSeconds / best[0].writeSeconds,
                 best[1].readSeconds / best[0].readSeconds);
+  os << line;
+}
+
+void printSwapTune(const TrainConfig &train, int64_t mib, int64_t transferMib,
+                   int64_t repeats, std::ostream &os) {
+  requireSwapFile(train);
+  const rt::AioOptions configured = configuredQueues(train);
+  struct Shape {
+    rt::AioOptions aio;
+    rt::SwapTimes best;
+    double seconds() const { return best.writeSeconds + best.readSeconds; }
+  };
+  std::vector<Shape> shapes;
+  for (int64_t block : {128 << 10, 256 << 10, 512 << 10, 1 << 20})
+    for (int64_t depth : {4, 8, 16, 32})
+      for (int64_t threads : {1, 2}) {
+        Shape s;
+        s.aio.blockSize = block;
+        s.aio.queueDepth = depth;
+        s.aio.threads = threads;
+        shapes.push_back(s);
+      }
+  auto same = [](const rt::AioOptions &a, const rt::AioOptions &b) {
+    return a.blockSize == b.blockSize && a.queueDepth == b.queueDepth &&
+           a.threads == b.threads && a.singleSubmit == b.singleSubmit &&
+           a.overlapEvents == b.overlapEvents;
+  };
+  if (std::none_of(shapes.begin(), shapes.end(),
+                   [&](const Shape &s) { return same(s.aio, configured); }))
+    shapes.push_back(Shape{configured, {}});
+  const int64_t bytes = mib << 20, transfer = transferMib << 20;
+  // Whole sweeps repeated, the best of each shape kept: a disk's slow
+  // moments then fall on different shapes each time.
+  for (int64_t r = 0; r < repeats; ++r)
+    for (Shape &s : shapes) {
+      const rt::SwapTimes t =
+          rt::timeSwapQueues(train.offloadNvmePath, bytes, transfer, s.aio, 1);
+      if (r == 0) {
+        s.best = t;
+        continue;
+      }
+      s.best.writeSeconds = std::min(s.best.writeSeconds, t.writeSeconds);
+      s.best.readSeconds = std::min(s.best.readSeconds, t.readSeconds);
+    }
+  std::stable_sort(shapes.begin(), shapes.end(),
+                   [](const Shape &a, const Shape &b) {
+                     return a.seconds() < b.seconds();
+                   });
+  auto gbps = [&](double seconds) { return double(bytes) / seconds / 1e9; };
+  os << fileLine(train, shapes[0].best, mib, transferMib) << ", "
+     << shapes.size() << " queue shapes (" << shapes[0].best.engine
+     << "), best of " << repeats
+     << "; ranked by write + read, what an update swaps\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%10s %11s %7s %10s %10s %12s\n",
+                "block_size", "queue_depth", "threads", "write GB/s",
+                "read GB/s", "write+read s");
+  os << line;
+  const Shape *mine = nullptr;
+  for (const Shape &s : shapes) {
+    const bool isConfigured = same(s.aio, configured);
+    if (isConfigured)
+      mine = &s;
+    std::snprintf(line, sizeof line, "%10lld %11lld %7lld %10.3f %10.3f %12.4f%s\n",
+                  (long long)s.aio.blockSize, (long long)s.aio.queueDepth,
+                  (long long)s.aio.threads, gbps(s.best.writeSeconds),
+                  gbps(s.best.readSeconds), s.seconds(),
+                  isConfigured ? "  (the config's)" : "");
+    os << line;
+  }
+  const rt::AioOptions &best = shapes[0].aio;
+  os << "best: \"aio\": {\"block_size\": " << best.blockSize
+     << ", \"queue_depth\": " << best.queueDepth
+     << ", \"intra_op_parallelism\": " << best.threads
+     << ", \"single_submit\": false, \"overlap_events\": true}\n";
+  std::snprintf(line, sizeof line,
+                "the config's queues take %.2fx the best's write + read time\n",
+                mine->seconds() / shapes[0].seconds());
   os << line;
 }
 

@@ -22,6 +22,14 @@ namespace dsc {
 void printSwapBench(const TrainConfig &train, int64_t mib, int64_t transferMib,
                     int64_t repeats, std::ostream &os);
 
+/// `swap-bench --tune`, as DeepSpeed's ds_nvme_tune: writes and reads
+/// `mib` MiB through the swap file with each of 32 queue shapes (block_size
+/// 128 KiB to 1 MiB, queue_depth 4 to 32, 1 or 2 threads; whole sweeps
+/// `repeats` times, the best of each kept) and the config's own, ranks
+/// them by write + read time, and prints the fastest as an `aio` section.
+void printSwapTune(const TrainConfig &train, int64_t mib, int64_t transferMib,
+                   int64_t repeats, std::ostream &os);
+
 } // namespace dsc
 
 #endif // DSC_TOOLS_DSCRUN_SWAPBENCH_H

@@ -105,6 +105,8 @@ const char *kUsage =
     "  swap-bench --config C.json [--mib N] [--transfer-mib N] [--repeats R]\n"
     "          ZeRO-Infinity's swap file in its nvme_path: bandwidth with\n"
     "          the aio section's queues against one request at a time\n"
+    "          [--tune]   sweep 32 queue shapes and print the fastest\n"
+    "          as an aio section\n"
     "  config-keys  DeepSpeed's config keys and what dsc does with each\n"
     "          (Markdown)\n"
     "  --print-config (train, estimate, compile, plan): print the training\n"
@@ -879,7 +881,7 @@ int cmdLayout(int argc, char **argv) {
 /// The swap file's bandwidth with a config's aio queues (SwapBench.h).
 int cmdSwapBench(int argc, char **argv) {
   Args args("swap-bench", argc, argv,
-            {"--config", "--mib", "--transfer-mib", "--repeats"});
+            {"--config", "--mib", "--transfer-mib", "--repeats"}, {"--tune"});
   args.noPositional();
   const std::string path = args.get("--config");
   const dsc::TrainConfig train = dsc::parseTrainConfig(path);
@@ -888,8 +890,14 @@ int cmdSwapBench(int argc, char **argv) {
   if (mib > 65536)
     throw UsageError("dsc-run swap-bench: --mib " + std::to_string(mib) +
                      " is more than 65536 (64 GiB)");
-  printSwapBench(train, mib, std::min(mib, args.getInt("--transfer-mib", 64, 1)),
-                 args.getInt("--repeats", 3, 1), std::cout);
+  const int64_t transferMib =
+      std::min(mib, args.getInt("--transfer-mib", 64, 1));
+  if (args.has("--tune"))
+    printSwapTune(train, mib, transferMib, args.getInt("--repeats", 2, 1),
+                  std::cout);
+  else
+    printSwapBench(train, mib, transferMib, args.getInt("--repeats", 3, 1),
+                   std::cout);
   return 0;
 }
 
