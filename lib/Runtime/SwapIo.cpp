@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <unistd.h>
 
 namespace dsc::rt {
@@ -82,6 +84,10 @@ struct SwapIo::Queue {
   }
 
   void run(bool write, const Share &share) {
+    if (abandonedErr != 0)
+      io.fail(write ? "writing (the queue failed earlier)"
+                    : "reading (the queue failed earlier)",
+              abandonedErr);
     if (share.bytes > 0)
       hasRing ? runOnRing(write, share) : runBlocking(write, share);
   }
@@ -143,6 +149,10 @@ struct SwapIo::Queue {
       for (int wanted = io.opts.overlapEvents ? 1 : inFlight;
            wanted > 0 && inFlight > 0; --wanted) {
         const auto [s, res] = reap(inFlight);
+        if (s == kNoSlot) {
+          err = err ? err : -res;
+          break;
+        }
         Request &r = requests[s];
         if (res == -EINTR || res == -EAGAIN) {
           if (err == 0)
@@ -164,24 +174,41 @@ struct SwapIo::Queue {
         idle.push_back(s);
       }
     }
-    while (inFlight > 0)
+    while (inFlight > 0 && abandonedErr == 0)
       reap(inFlight);
     if (err != 0) {
       // Requests prepared but never submitted must not leak into the next
-      // transfer: start over with a fresh ring.
-      if (unsubmitted > 0) {
-        io_uring_queue_exit(&ring);
-        hasRing = io_uring_queue_init(unsigned(requests.size()), &ring, 0) == 0;
-      }
+      // transfer: start over with a fresh ring. (After a failed wait the
+      // queue is abandoned instead: requests it could not reap may still
+      // land in the staging slots.)
+      if (unsubmitted > 0 && abandonedErr == 0)
+        rebuildRing();
       io.fail(write ? "writing" : "reading", err);
     }
+  }
+
+  void rebuildRing() {
+    io_uring_queue_exit(&ring);
+    ringError = -io_uring_queue_init(unsigned(requests.size()), &ring, 0);
+    hasRing = ringError == 0;
+    if (!hasRing && io.kind.exchange(SwapIo::Engine::BlockingCalls) ==
+                        SwapIo::Engine::IoUring)
+      std::fprintf(stderr,
+                   "dsc: io_uring failed and cannot be set up again (%s): "
+                   "%s is read and written by blocking pread/pwrite from "
+                   "now on\n",
+                   std::strerror(ringError), io.what.c_str());
   }
 
   void submit(int &unsubmitted, int &inFlight, int &err) {
     while (unsubmitted > 0 && err == 0) {
       const int k = io_uring_submit(&ring);
-      if (k == -EINTR || k == -EAGAIN)
+      if (k == -EINTR)
         continue;
+      if (k == -EAGAIN) { // the kernel is short of resources: let it drain
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
+      }
       if (k < 0) {
         err = -k;
         break;
@@ -191,13 +218,20 @@ struct SwapIo::Queue {
     }
   }
 
+  /// The next completion: (slot, result). When the wait itself fails the
+  /// result is that error on no request (kNoSlot), and the queue is
+  /// abandoned: every later transfer fails with it, since requests it can
+  /// no longer reap may still write into its staging slots.
   std::pair<size_t, int> reap(int &inFlight) {
     io_uring_cqe *cqe = nullptr;
     int k;
     while ((k = io_uring_wait_cqe(&ring, &cqe)) == -EINTR) {
     }
-    if (k < 0)
-      io.fail("waiting for", -k);
+    if (k < 0) {
+      abandonedErr = -k;
+      inFlight = 0;
+      return {kNoSlot, k};
+    }
     const std::pair<size_t, int> done{size_t(io_uring_cqe_get_data64(cqe)),
                                       cqe->res};
     io_uring_cqe_seen(&ring, cqe);
@@ -208,8 +242,10 @@ struct SwapIo::Queue {
   SwapIo &io;
   std::unique_ptr<char, void (*)(char *)> staging{nullptr, nullptr};
   std::vector<Request> requests;
+  static constexpr size_t kNoSlot = ~size_t(0);
   io_uring ring{};
   bool hasRing = false;
+  int abandonedErr = 0; ///< why the ring's completions cannot be read
   int ringError = 0; ///< why the ring could not be made (errno)
 };
 

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -43,7 +44,9 @@ public:
   SwapIo(const SwapIo &) = delete;
   SwapIo &operator=(const SwapIo &) = delete;
 
-  Engine engine() const { return kind; }
+  /// What moves the bytes now: io_uring until a ring fails and cannot be
+  /// made again, then blocking calls (said once on stderr).
+  Engine engine() const { return kind.load(); }
   const AioOptions &options() const { return opts; }
 
   /// Moves `bytes` between `data` and the file at `offset` (a multiple of
@@ -74,7 +77,7 @@ private:
   int fd;
   AioOptions opts;
   std::string what;
-  Engine kind = Engine::IoUring;
+  std::atomic<Engine> kind{Engine::IoUring};
   /// One per thread; queue 0 is the calling thread's.
   std::vector<std::unique_ptr<Queue>> queues;
 
