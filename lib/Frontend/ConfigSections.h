@@ -72,7 +72,7 @@ void parseMonitor(const Ctx &c, const std::string &name, const json &sec,
 
 // OffloadConfig.cpp
 /// The `aio` section (the swap file's request queues).
-void parseAio(const Ctx &c, const json &sec, TrainConfig::Aio &aio);
+void parseAio(const Ctx &c, const json &sec, AioOptions &aio);
 /// zero_optimization.offload_optimizer (the section, or null).
 void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t);
 /// zero_optimization.cpu_offload, DeepSpeed's deprecated switch for it.

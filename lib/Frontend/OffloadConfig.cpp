@@ -84,7 +84,7 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
   t.offloadOptimizer = true;
 }
 
-void parseAio(const Ctx &c, const json &sec, TrainConfig::Aio &aio) {
+void parseAio(const Ctx &c, const json &sec, AioOptions &aio) {
   if (sec.is_null())
     return;
   c.object("aio", sec);

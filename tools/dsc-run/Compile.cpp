@@ -324,7 +324,7 @@ OwningOpRef<ModuleOp> dsc::compileStep(MLIRContext &ctx,
   if (!train.offloadNvmePath.empty()) {
     (*module)->setAttr(mlir::dsc::kNvmePathAttrName,
                        b.getStringAttr(train.offloadNvmePath));
-    const TrainConfig::Aio &aio = train.aio;
+    const AioOptions &aio = train.aio;
     for (auto [name, value] :
          {std::pair{"dsc.aio_block_size", aio.blockSize},
           std::pair{"dsc.aio_queue_depth", aio.queueDepth},

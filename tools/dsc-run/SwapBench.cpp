@@ -20,16 +20,6 @@ void requireSwapFile(const TrainConfig &train) {
                 "nvme_path");
 }
 
-rt::AioOptions configuredQueues(const TrainConfig &train) {
-  rt::AioOptions aio;
-  aio.blockSize = train.aio.blockSize;
-  aio.queueDepth = train.aio.queueDepth;
-  aio.threads = train.aio.threads;
-  aio.singleSubmit = train.aio.singleSubmit;
-  aio.overlapEvents = train.aio.overlapEvents;
-  return aio;
-}
-
 std::string fileLine(const TrainConfig &train, const rt::SwapTimes &t,
                      int64_t mib, int64_t transferMib) {
   return "swap file in " + train.offloadNvmePath + " (" +
@@ -44,8 +34,8 @@ std::string fileLine(const TrainConfig &train, const rt::SwapTimes &t,
 void printSwapBench(const TrainConfig &train, int64_t mib, int64_t transferMib,
                     int64_t repeats, std::ostream &os) {
   requireSwapFile(train);
-  const rt::AioOptions configured = configuredQueues(train);
-  rt::AioOptions peer;
+  const AioOptions &configured = train.aio;
+  AioOptions peer;
   peer.blockSize = configured.blockSize;
   peer.queueDepth = 1;
   peer.threads = 1;
@@ -92,9 +82,9 @@ void printSwapBench(const TrainConfig &train, int64_t mib, int64_t transferMib,
 void printSwapTune(const TrainConfig &train, int64_t mib, int64_t transferMib,
                    int64_t repeats, std::ostream &os) {
   requireSwapFile(train);
-  const rt::AioOptions configured = configuredQueues(train);
+  const AioOptions &configured = train.aio;
   struct Shape {
-    rt::AioOptions aio;
+    AioOptions aio;
     rt::SwapTimes best;
     double seconds() const { return best.writeSeconds + best.readSeconds; }
   };
@@ -108,7 +98,7 @@ void printSwapTune(const TrainConfig &train, int64_t mib, int64_t transferMib,
         s.aio.threads = threads;
         shapes.push_back(s);
       }
-  auto same = [](const rt::AioOptions &a, const rt::AioOptions &b) {
+  auto same = [](const AioOptions &a, const AioOptions &b) {
     return a.blockSize == b.blockSize && a.queueDepth == b.queueDepth &&
            a.threads == b.threads && a.singleSubmit == b.singleSubmit &&
            a.overlapEvents == b.overlapEvents;
@@ -156,7 +146,7 @@ void printSwapTune(const TrainConfig &train, int64_t mib, int64_t transferMib,
                   isConfigured ? "  (the config's)" : "");
     os << line;
   }
-  const rt::AioOptions &best = shapes[0].aio;
+  const AioOptions &best = shapes[0].aio;
   os << "best: \"aio\": {\"block_size\": " << best.blockSize
      << ", \"queue_depth\": " << best.queueDepth
      << ", \"intra_op_parallelism\": " << best.threads

@@ -10,6 +10,7 @@
 #ifndef DSC_FRONTEND_CONFIG_H
 #define DSC_FRONTEND_CONFIG_H
 
+#include "dsc/Support/AioOptions.h"
 #include "dsc/Support/Error.h"
 
 #include <cstdint>
@@ -381,14 +382,7 @@ struct TrainConfig {
   bool offloadParams = false;
   /// The `aio` section: how ZeRO-Infinity's swap file is read and written
   /// (lib/Runtime/SwapIo.h).
-  struct Aio {
-    int64_t blockSize = int64_t(1) << 20; ///< aio.block_size
-    int64_t queueDepth = 8;               ///< aio.queue_depth
-    /// aio.intra_op_parallelism (DeepSpeed's newer name of thread_count)
-    int64_t threads = 1;
-    bool singleSubmit = false; ///< aio.single_submit
-    bool overlapEvents = true; ///< aio.overlap_events
-  } aio;
+  AioOptions aio;
   /// zero_optimization.stage3_param_persistence_threshold (DeepSpeed's
   /// default 10^5): stage 3 keeps parameters of fewer elements whole.
   int64_t zeroPersistenceThreshold = 100000;

@@ -10,22 +10,15 @@
 #ifndef DSC_RUNTIME_SWAPQUEUES_H
 #define DSC_RUNTIME_SWAPQUEUES_H
 
+#include "dsc/Support/AioOptions.h"
+
 #include <cstdint>
 #include <string>
 
 namespace dsc::rt {
 
-/// DeepSpeed's `aio` section, as the compiled step records it.
-struct AioOptions {
-  int64_t blockSize = int64_t(1) << 20; ///< bytes per request
-  int64_t queueDepth = 8;               ///< requests in flight per thread
-  int64_t threads = 1;                  ///< threads splitting a transfer
-  bool singleSubmit = false; ///< submit requests one by one
-  bool overlapEvents = true; ///< refill as each request completes
-  /// Blocking pread/pwrite calls instead of io_uring (one request in
-  /// flight per thread); DSC_SWAP_IO=threads asks for it too.
-  bool blockingCalls = false;
-};
+/// DeepSpeed's `aio` section (dsc/Support/AioOptions.h).
+using dsc::AioOptions;
 
 /// What writing and then reading a swap file took.
 struct SwapTimes {
