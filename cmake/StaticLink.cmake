@@ -1,7 +1,8 @@
 # DSC_STATIC_LINK: dsc-run, dsc-translate and the tests carry MLIR, LLVM,
 # OpenBLAS, OpenMP and the C++ runtime inside them, so they run on a machine
 # that has only glibc, the NVIDIA driver and CUDA's runtime libraries (NVRTC
-# and cuBLASLt stay shared: the GPU node has its own, matching its driver).
+# stays shared and cuBLASLt is loaded at run time: the GPU node has its own,
+# matching its driver).
 #
 # Debian builds MLIR and LLVM as one shared library each; its exported
 # targets for the component archives (libMLIRIR.a, ...) still name the

@@ -11,10 +11,12 @@
 # and a python3 with a CUDA PyTorch; no LLVM/MLIR needed. The steps, in
 # order (name some to run only those):
 #
-#   libraries       where NVRTC and cuBLASLt are (LD_LIBRARY_PATH, the CUDA
-#                   toolkit, Python's nvidia packages); ldd of dsc-run; NCCL
+#   libraries       where NVRTC is (LD_LIBRARY_PATH, the CUDA toolkit,
+#                   Python's nvidia packages); ldd of dsc-run; cuBLASLt
+#                   (libcublasLt.so.13, for DSC_CUBLASLT_LIBRARY) and NCCL
 #                   (libnccl.so.2, for DSC_NCCL_LIBRARY)
-#   devices         dsc-run devices (the GPUs, the libcudnn found); nvidia-smi
+#   devices         dsc-run devices (the GPUs, the libcublasLt and libcudnn
+#                   found); nvidia-smi
 #   versions        driver, CUDA, cuDNN and torch versions
 #   cpu-smoke       3 CPU training steps of GPT-2 tiny: the binaries run
 #   nvrtc           GPT-2 tiny's bf16 kernels compile with this machine's
@@ -192,8 +194,9 @@ step() {
 }
 
 # --- the steps' work ------------------------------------------------------------
-# NVRTC and cuBLASLt for dsc-run: the dynamic loader's, else the CUDA
-# toolkit's, else those of Python's nvidia-* wheels (added to LD_LIBRARY_PATH).
+# NVRTC for dsc-run: the dynamic loader's, else the CUDA toolkit's, else
+# that of Python's nvidia-* wheels (added to LD_LIBRARY_PATH); cuBLASLt and
+# NCCL, which dsc-run loads at run time, likewise (DSC_*_LIBRARY).
 find_cuda_libraries() {
   local missing dirs=() d lib hit
   dirs=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
@@ -217,6 +220,22 @@ find_cuda_libraries() {
   if ldd "$bin/dsc-run" | grep -q "not found"; then
     echo "missing: $(ldd "$bin/dsc-run" | awk '/not found/ {print $1}' | tr '\n' ' ')(searched ${dirs[*]})"
     return 1
+  fi
+  # cuBLASLt is dlopen'ed when the CUDA backend starts (every CUDA step
+  # needs it): the loader's, else the toolkit's or Python's
+  # nvidia-cublas wheel's, handed over as DSC_CUBLASLT_LIBRARY.
+  if [ -n "${DSC_CUBLASLT_LIBRARY:-}" ]; then
+    echo "cuBLASLt: $DSC_CUBLASLT_LIBRARY (DSC_CUBLASLT_LIBRARY)"
+  elif ldconfig -p 2>/dev/null | grep 'libcublasLt\.so\.13 ' > /dev/null; then
+    echo "cuBLASLt: libcublasLt.so.13 through the loader"
+  else
+    hit=$(find "${dirs[@]}" -name 'libcublasLt.so.13' 2>/dev/null | head -1)
+    if [ -z "$hit" ]; then
+      echo "missing: libcublasLt.so.13, which the CUDA backend loads (searched ${dirs[*]})"
+      return 1
+    fi
+    export DSC_CUBLASLT_LIBRARY=$hit
+    echo "cuBLASLt: $hit"
   fi
   # NCCL is dlopen'ed by multi-rank CUDA jobs (and the nccl step): the
   # loader's, else the toolkit's or Python's nvidia-nccl wheel's.

@@ -22,6 +22,7 @@
 
 #include "CudaMeshGroups.h"
 #include "GemmTiming.h"
+#include "CublasLtLibrary.h"
 #include "HostSteps.h"
 #ifdef DSC_HAVE_CUDNN_FRONTEND
 #include "CudnnAttention.h"
@@ -1395,6 +1396,17 @@ std::string cudnnStatus() {
   return "not loaded: this dsc was built without the cuDNN frontend's "
          "headers (scripts/setup.sh fetches them)";
 #endif
+}
+
+std::string cublasLtStatus() {
+  try {
+    const CublasLtLibraryInfo &lib = loadCublasLt();
+    return "cuBLASLt " + std::to_string(lib.version / 10000) + "." +
+           std::to_string(lib.version / 100 % 100) + "." +
+           std::to_string(lib.version % 100) + " from " + lib.path;
+  } catch (const Error &e) {
+    return std::string("not loaded: ") + e.what();
+  }
 }
 
 std::unique_ptr<Backend> createCudaBackend(const Program &program,

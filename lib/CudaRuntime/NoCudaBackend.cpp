@@ -18,6 +18,9 @@ std::string cudaUnavailableReason() {
 std::vector<std::string> cudaDevices() { return {}; }
 
 std::string cudnnStatus() { return "not loaded: " + cudaUnavailableReason(); }
+std::string cublasLtStatus() {
+  return "not loaded: " + cudaUnavailableReason();
+}
 
 std::unique_ptr<Backend> createCudaBackend(const Program &, Communicator &,
                                            const CudaOptions &) {

@@ -66,6 +66,10 @@ struct SwapIo::Queue {
   ~Queue() {
     if (hasRing)
       io_uring_queue_exit(&ring);
+    // Requests an abandoned ring never reaped may still write into the
+    // staging slots after its file closes: never hand that memory back.
+    if (abandonedErr != 0)
+      (void)staging.release();
   }
 
   char *slot(size_t s) const {
@@ -191,13 +195,14 @@ struct SwapIo::Queue {
     io_uring_queue_exit(&ring);
     ringError = -io_uring_queue_init(unsigned(requests.size()), &ring, 0);
     hasRing = ringError == 0;
-    if (!hasRing && io.kind.exchange(SwapIo::Engine::BlockingCalls) ==
-                        SwapIo::Engine::IoUring)
+    if (!hasRing) {
+      io.kind = SwapIo::Engine::BlockingCalls;
       std::fprintf(stderr,
                    "dsc: io_uring failed and cannot be set up again (%s): "
-                   "%s is read and written by blocking pread/pwrite from "
+                   "a share of %s is moved by blocking pread/pwrite from "
                    "now on\n",
                    std::strerror(ringError), io.what.c_str());
+    }
   }
 
   void submit(int &unsubmitted, int &inFlight, int &err) {

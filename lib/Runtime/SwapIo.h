@@ -44,8 +44,9 @@ public:
   SwapIo(const SwapIo &) = delete;
   SwapIo &operator=(const SwapIo &) = delete;
 
-  /// What moves the bytes now: io_uring until a ring fails and cannot be
-  /// made again, then blocking calls (said once on stderr).
+  /// What moves the bytes now: io_uring, or blocking calls once any
+  /// thread's ring has failed and could not be made again (said on
+  /// stderr; the other threads keep their rings).
   Engine engine() const { return kind.load(); }
   const AioOptions &options() const { return opts; }
 

@@ -471,8 +471,9 @@ Trainer::generate(const std::vector<std::vector<int32_t>> &prompts,
   const float *logits = storage.f32(logitsBuf);
   std::vector<std::vector<int32_t>> out(prompts.size());
   // B prompts at a time, one per row: the causal mask makes each row's
-  // logits at its last position depend on that row's tokens alone, and
-  // the zero padding after them on nothing.
+  // logits at its last position depend on that row's tokens alone (but for
+  // experts' capacity limits, see Trainer.h), and the zero padding after
+  // them on nothing.
   for (size_t first = 0; first < prompts.size(); first += size_t(B)) {
     const size_t rows = std::min(prompts.size() - first, size_t(B));
     std::vector<std::vector<int32_t>> tokens(prompts.begin() + first,

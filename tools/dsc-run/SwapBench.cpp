@@ -143,14 +143,19 @@ void printSwapTune(const TrainConfig &train, int64_t mib, int64_t transferMib,
                   (long long)s.aio.blockSize, (long long)s.aio.queueDepth,
                   (long long)s.aio.threads, gbps(s.best.writeSeconds),
                   gbps(s.best.readSeconds), s.seconds(),
-                  isConfigured ? "  (the config's)" : "");
+                  !isConfigured ? ""
+                  : s.aio.singleSubmit || !s.aio.overlapEvents
+                      ? "  (the config's: single_submit or no overlap_events)"
+                      : "  (the config's)");
     os << line;
   }
   const AioOptions &best = shapes[0].aio;
   os << "best: \"aio\": {\"block_size\": " << best.blockSize
      << ", \"queue_depth\": " << best.queueDepth
      << ", \"intra_op_parallelism\": " << best.threads
-     << ", \"single_submit\": false, \"overlap_events\": true}\n";
+     << ", \"single_submit\": " << (best.singleSubmit ? "true" : "false")
+     << ", \"overlap_events\": " << (best.overlapEvents ? "true" : "false")
+     << "}\n";
   std::snprintf(line, sizeof line,
                 "the config's queues take %.2fx the best's write + read time\n",
                 mine->seconds() / shapes[0].seconds());

@@ -999,8 +999,10 @@ int cmdDevices(int argc, char **argv) {
   else
     for (const std::string &d : rt::cudaDevices())
       std::cout << "cuda: " << d << "\n";
-  if (rt::cudaBackendBuilt())
+  if (rt::cudaBackendBuilt()) {
+    std::cout << "cublaslt: " << rt::cublasLtStatus() << "\n";
     std::cout << "cudnn: " << rt::cudnnStatus() << "\n";
+  }
   return 0;
 }
 

@@ -51,6 +51,10 @@ std::vector<std::string> cudaDevices();
 /// from <path>", else "not loaded: <why>" (no GPU needed).
 std::string cudnnStatus();
 
+/// The libcublasLt the backend's GEMMs would use, loading it: "cuBLASLt
+/// <version> from <path>", else "not loaded: <why>" (no GPU needed).
+std::string cublasLtStatus();
+
 /// Compiles and sets up `program` for the GPU. The backend runs this
 /// program only. Throws Error with one line for any failure: no device,
 /// NVRTC (with the kernel and source line), cuBLASLt, out of memory.

@@ -148,7 +148,10 @@ public:
   /// Greedy continuations of `prompts` by @eval_step (needs a causal
   /// model), one per prompt, each ending after `stopToken`, at
   /// `maxNewTokens` or at the sequence length. The prompts share the
-  /// micro-batch's rows, so a batch of B costs what one prompt does.
+  /// micro-batch's rows, so a batch of B costs what one prompt does. Rows
+  /// are independent in a dense causal model; with mixture-of-experts
+  /// capacity limits, rows (and their zero padding) compete for experts,
+  /// as the padding of a single prompt did.
   std::vector<std::vector<int32_t>>
   generate(const std::vector<std::vector<int32_t>> &prompts,
            int64_t maxNewTokens, int32_t stopToken);
