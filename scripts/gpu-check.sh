@@ -197,6 +197,23 @@ step() {
 # NVRTC for dsc-run: the dynamic loader's, else the CUDA toolkit's, else
 # that of Python's nvidia-* wheels (added to LD_LIBRARY_PATH); cuBLASLt and
 # NCCL, which dsc-run loads at run time, likewise (DSC_*_LIBRARY).
+# A library dsc-run dlopen's: $VAR when set, else SONAME through the loader,
+# else the first in find_cuda_libraries' dirs (the toolkit's, Python's
+# nvidia-* wheels'), exported as VAR. Prints where; fails when none is found.
+locate_loaded_library() {
+  local label=$1 var=$2 soname=$3 hit
+  if [ -n "${!var:-}" ]; then
+    echo "$label: ${!var} ($var)"
+  elif ldconfig -p 2>/dev/null | grep -F "$soname " > /dev/null; then
+    echo "$label: $soname through the loader"
+  else
+    hit=$(find "${dirs[@]}" -name "$soname" 2>/dev/null | head -1)
+    [ -n "$hit" ] || return 1
+    export "$var=$hit"
+    echo "$label: $hit"
+  fi
+}
+
 find_cuda_libraries() {
   local missing dirs=() d lib hit
   dirs=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
@@ -221,37 +238,14 @@ find_cuda_libraries() {
     echo "missing: $(ldd "$bin/dsc-run" | awk '/not found/ {print $1}' | tr '\n' ' ')(searched ${dirs[*]})"
     return 1
   fi
-  # cuBLASLt is dlopen'ed when the CUDA backend starts (every CUDA step
-  # needs it): the loader's, else the toolkit's or Python's
-  # nvidia-cublas wheel's, handed over as DSC_CUBLASLT_LIBRARY.
-  if [ -n "${DSC_CUBLASLT_LIBRARY:-}" ]; then
-    echo "cuBLASLt: $DSC_CUBLASLT_LIBRARY (DSC_CUBLASLT_LIBRARY)"
-  elif ldconfig -p 2>/dev/null | grep 'libcublasLt\.so\.13 ' > /dev/null; then
-    echo "cuBLASLt: libcublasLt.so.13 through the loader"
-  else
-    hit=$(find "${dirs[@]}" -name 'libcublasLt.so.13' 2>/dev/null | head -1)
-    if [ -z "$hit" ]; then
-      echo "missing: libcublasLt.so.13, which the CUDA backend loads (searched ${dirs[*]})"
-      return 1
-    fi
-    export DSC_CUBLASLT_LIBRARY=$hit
-    echo "cuBLASLt: $hit"
-  fi
-  # NCCL is dlopen'ed by multi-rank CUDA jobs (and the nccl step): the
-  # loader's, else the toolkit's or Python's nvidia-nccl wheel's.
-  if [ -n "${DSC_NCCL_LIBRARY:-}" ]; then
-    echo "NCCL: $DSC_NCCL_LIBRARY (DSC_NCCL_LIBRARY)"
-  elif ldconfig -p 2>/dev/null | grep 'libnccl\.so\.2 ' > /dev/null; then
-    echo "NCCL: libnccl.so.2 through the loader"
-  else
-    hit=$(find "${dirs[@]}" -name 'libnccl.so.2' 2>/dev/null | head -1)
-    if [ -n "$hit" ]; then
-      export DSC_NCCL_LIBRARY=$hit
-      echo "NCCL: $hit"
-    else
-      echo "NCCL: no libnccl.so.2 (multi-rank CUDA jobs and the nccl step need one)"
-    fi
-  fi
+  # cuBLASLt (every CUDA step) and NCCL (multi-rank CUDA jobs and the nccl
+  # step) are dlopen'ed by dsc-run.
+  locate_loaded_library cuBLASLt DSC_CUBLASLT_LIBRARY libcublasLt.so.13 || {
+    echo "missing: libcublasLt.so.13, which the CUDA backend loads (searched ${dirs[*]})"
+    return 1
+  }
+  locate_loaded_library NCCL DSC_NCCL_LIBRARY libnccl.so.2 ||
+    echo "NCCL: no libnccl.so.2 (multi-rank CUDA jobs and the nccl step need one)"
   echo "dsc-run finds all its libraries"
 }
 
