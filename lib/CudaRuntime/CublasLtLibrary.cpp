@@ -1,6 +1,7 @@
 //===- CublasLtLibrary.cpp - cuBLASLt, loaded when the CUDA backend starts ===//
 
 #include "CublasLtLibrary.h"
+#include "VersionedLibrary.h"
 
 #include "dsc/Support/Error.h"
 
@@ -43,30 +44,13 @@ void *cublasLtSymbol(const char *name) {
 
 void *openCublasLt(const std::string &name, CublasLtLibraryInfo &info,
                    std::string &why) {
-  dlerror();
-  void *handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char *error = dlerror();
-    why = error ? error : "dlopen failed";
-    return nullptr;
-  }
-  auto getVersion =
-      reinterpret_cast<size_t (*)()>(dlsym(handle, "cublasLtGetVersion"));
-  Dl_info where{};
-  const bool located = getVersion &&
-                       dladdr(reinterpret_cast<void *>(getVersion), &where) &&
-                       where.dli_fname;
-  info.path = located ? where.dli_fname : name;
-  if (!getVersion) {
-    why = info.path + " has no cublasLtGetVersion: not cuBLASLt";
-  } else {
-    info.version = getVersion();
-    if (info.version / 10000 == CUBLAS_VER_MAJOR)
-      return handle;
-    why = info.path + " is cuBLASLt " + std::to_string(info.version) +
-          "; dsc was built for major version " +
-          std::to_string(CUBLAS_VER_MAJOR);
-  }
+  void *handle = openVersionedLibrary(name, "cublasLtGetVersion", "cuBLASLt",
+                                      info.path, info.version, why);
+  if (!handle || info.version / 10000 == CUBLAS_VER_MAJOR)
+    return handle;
+  why = info.path + " is cuBLASLt " + std::to_string(info.version) +
+        "; dsc was built for major version " +
+        std::to_string(CUBLAS_VER_MAJOR);
   dlclose(handle);
   return nullptr;
 }

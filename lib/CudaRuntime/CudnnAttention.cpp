@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudnnAttention.h"
+#include "VersionedLibrary.h"
 
 #include <cudnn_frontend.h>
 
@@ -150,30 +151,12 @@ std::string versionString(size_t version) {
 /// reason in `why`.
 void *openCudnn(const std::string &name, CudnnLibraryInfo &info,
                 std::string &why) {
-  dlerror();
-  void *handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char *error = dlerror();
-    why = error ? error : "dlopen failed";
-    return nullptr;
-  }
-  auto getVersion =
-      reinterpret_cast<size_t (*)()>(dlsym(handle, "cudnnGetVersion"));
-  // The file the loader picked, for the messages and the caller.
-  Dl_info where{};
-  const bool located = getVersion &&
-                       dladdr(reinterpret_cast<void *>(getVersion), &where) &&
-                       where.dli_fname;
-  info.path = located ? where.dli_fname : name;
-  if (!getVersion) {
-    why = info.path + " has no cudnnGetVersion: not cuDNN";
-  } else {
-    info.version = getVersion();
-    if (info.version >= 90000 && info.version < 100000)
-      return handle;
-    why = info.path + " is cuDNN " + versionString(info.version) +
-          "; cuDNN attention needs cuDNN 9";
-  }
+  void *handle = openVersionedLibrary(name, "cudnnGetVersion", "cuDNN",
+                                      info.path, info.version, why);
+  if (!handle || (info.version >= 90000 && info.version < 100000))
+    return handle;
+  why = info.path + " is cuDNN " + versionString(info.version) +
+        "; cuDNN attention needs cuDNN 9";
   dlclose(handle);
   return nullptr;
 }
