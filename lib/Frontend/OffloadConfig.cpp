@@ -66,7 +66,7 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
       c.bad(p + ".nvme_path", *it, "a path");
   }
   // Checked, no effect: the CPU backend's host store is ordinary memory
-  // (and the CUDA backend does not offload yet); the others tune NVMe.
+  // and the CUDA backend always page-locks it; the others tune NVMe.
   for (const char *key : {"pin_memory", "pipeline_read", "pipeline_write",
                           "fast_init"})
     if (auto it = sec.find(key); it != sec.end())

@@ -78,8 +78,9 @@ const char *kUsage =
     "  --sm=NN              the target's compute capability (default 90)\n"
     "  --list-collectives   print every collective step: its function and\n"
     "                       instruction, mesh axis and group, what it moves\n"
-    "  --list-lanes         ZeRO-Offload: per function with host steps, its\n"
-    "                       lanes and every step's waits on other lanes\n";
+    "  --list-lanes         ZeRO-Offload and overlap_comm: per function with\n"
+    "                       steps off the device lane, its lanes and every\n"
+    "                       step's waits on other lanes\n";
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
