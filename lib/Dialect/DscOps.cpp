@@ -839,6 +839,20 @@ CrossEntropyWithGradOp::getInPlaceOperand(unsigned result) {
   return std::nullopt;
 }
 
+// The elementwise updates: new_param over param (operand 0), each new state
+// over its state (Adam: exp_avg and exp_avg_sq, operands 2 and 3; SGD: the
+// momentum buffer, operand 2). Their kernels read an element before writing
+// it, on the CPU and CUDA backends alike.
+std::optional<unsigned> AdamOp::getInPlaceOperand(unsigned result) {
+  static constexpr unsigned kOperand[] = {0, 2, 3};
+  return result < 3 ? std::optional<unsigned>(kOperand[result]) : std::nullopt;
+}
+
+std::optional<unsigned> SgdOp::getInPlaceOperand(unsigned result) {
+  static constexpr unsigned kOperand[] = {0, 2};
+  return result < 2 ? std::optional<unsigned>(kOperand[result]) : std::nullopt;
+}
+
 //===----------------------------------------------------------------------===//
 // The device mesh and the collectives
 //===----------------------------------------------------------------------===//

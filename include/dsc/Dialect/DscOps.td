@@ -1896,7 +1896,8 @@ def Dsc_LrScheduleOp : Dsc_Op<"lr_schedule"> {
 }
 
 def Dsc_AdamOp : Dsc_Op<"adam", [Dsc_Optimizer,
-                                   AllTypesMatch<["param", "new_param"]>]> {
+                                   AllTypesMatch<["param", "new_param"]>,
+        DeclareOpInterfaceMethods<Dsc_InPlaceOpInterface>]> {
   let summary = "Adam / AdamW update with PyTorch semantics";
   // Shapes: OptimizerOpInterface.
   let hasVerifier = 0;
@@ -1905,7 +1906,10 @@ def Dsc_AdamOp : Dsc_Op<"adam", [Dsc_Optimizer,
     selects decoupled weight decay; otherwise decay is added to the gradient
     (L2). Bias correction divides by 1 - beta^step. With the optional `skip`
     operand (the fp16 overflow flag) non-zero, param and state pass through
-    unchanged (this and Lamb/Sgd).
+    unchanged (this and Lamb/Sgd). Each new value may be written over the
+    old one (InPlaceOpInterface: the update is elementwise), so an update
+    whose operands are temporaries, such as ZeRO-Infinity's reads from the
+    swap file, holds one copy of its state instead of two.
   }];
   let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
                        Dsc_FloatTensor:$exp_avg, Dsc_FloatTensor:$exp_avg_sq,
@@ -1936,8 +1940,13 @@ def Dsc_LambOp : Dsc_Op<"lamb", [Dsc_Optimizer,
 }
 
 def Dsc_SgdOp : Dsc_Op<"sgd", [Dsc_Optimizer,
-                                   AllTypesMatch<["param", "new_param"]>]> {
+                                   AllTypesMatch<["param", "new_param"]>,
+        DeclareOpInterfaceMethods<Dsc_InPlaceOpInterface>]> {
   let summary = "SGD with momentum, torch.optim.SGD semantics";
+  let description = [{
+    Elementwise, so each new value may be written over the old one
+    (InPlaceOpInterface), as dsc.adam's.
+  }];
   // Shapes: OptimizerOpInterface.
   let hasVerifier = 0;
   let arguments = (ins Dsc_FloatTensor:$param, Dsc_FloatTensor:$grad,
