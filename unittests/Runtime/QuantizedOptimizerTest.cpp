@@ -7,7 +7,9 @@
 
 #include "Optimizers/DynamicMap.h"
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 
 using namespace dsc::rt;
@@ -53,6 +55,56 @@ TEST(DynamicMap, QuantizesToTheNearestCode) {
   EXPECT_EQ(quantizeNearest(s.data(), -1e-9f, true), 126);
   EXPECT_EQ(quantizeNearest(s.data(), -1e-9f, false), 127);
   EXPECT_EQ(quantizeNearest(s.data(), 1e-9f, true), 127);
+}
+
+/// The nearest-code rule by its definition, one code at a time: the first
+/// code >= x among the first 255 (else the last), or its predecessor when
+/// that is at most as far; then the sign rule.
+static int nearestByScan(const std::array<float, 256> &code, float x,
+                         bool keepSign) {
+  int c = 255;
+  for (int j = 0; j < 255; ++j)
+    if (!(code[size_t(j)] < x)) {
+      c = j;
+      break;
+    }
+  if (c > 0 && x - code[size_t(c - 1)] <= code[size_t(c)] - x)
+    c = c - 1;
+  if (keepSign && std::signbit(code[size_t(c)]) != std::signbit(x))
+    c += x > 0.0f ? 1 : -1;
+  return c;
+}
+
+TEST(DynamicMap, SearchesMatchTheScanEverywhere) {
+  for (bool isSigned : {true, false}) {
+    const auto map = dynamicMap(isSigned);
+    std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 1e-30f, -1e-30f,
+                             std::nanf(""), 2.0f, -2.0f, INFINITY, -INFINITY};
+    uint32_t nanBits = 0x7F800001u; // a NaN in +inf's bucket
+    float payloadNan;
+    std::memcpy(&payloadNan, &nanBits, sizeof payloadNan);
+    xs.push_back(payloadNan);
+    for (int j = 0; j + 1 < 256; ++j) { // each code, its midpoints, and ulps
+      const float a = map[size_t(j)], b = map[size_t(j + 1)];
+      const float mid = a + (b - a) / 2;
+      for (float x : {a, mid, std::nextafter(mid, a), std::nextafter(mid, b),
+                      std::nextafter(a, b), std::nextafter(b, a)})
+        xs.push_back(x);
+    }
+    for (float x : uniform(4000, 11))
+      xs.push_back(x);
+    const dsc::optim::NearestCode nearest(map);
+    for (float x : xs)
+      for (bool keepSign : {true, false}) {
+        const uint8_t want = uint8_t(nearestByScan(map, x, keepSign));
+        ASSERT_EQ(quantizeNearest(map.data(), x, keepSign), want)
+            << "x " << x << (isSigned ? " signed" : " unsigned")
+            << (keepSign ? " keeping the sign" : "");
+        ASSERT_EQ(nearest(x, keepSign), want)
+            << "NearestCode, x " << x << (isSigned ? " signed" : " unsigned")
+            << (keepSign ? " keeping the sign" : "");
+      }
+  }
 }
 
 namespace {

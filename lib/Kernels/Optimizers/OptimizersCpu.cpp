@@ -201,6 +201,7 @@ void adam8bit(float *p, const float *g, uint8_t *q1, uint8_t *q2,
   const float decay = 1.0f - lr * wd;
   const float c2eps = c2 * eps;
   const float *code1 = signedMap().data(), *code2 = unsignedMap().data();
+  const NearestCode &nearest1 = signedNearest(), &nearest2 = unsignedNearest();
   const int64_t blocks = ceilDiv(n, kQuantBlock);
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -239,8 +240,8 @@ void adam8bit(float *p, const float *g, uint8_t *q1, uint8_t *q2,
         p[i] = pi;
       }
       // An all-zero block (absmax 0) stores the code of 0.
-      q1[i] = max1 > 0.0f ? quantizeNearest(code1, s1[j] / max1, true) : 127;
-      q2[i] = max2 > 0.0f ? quantizeNearest(code2, s2[j] / max2, false) : 0;
+      q1[i] = max1 > 0.0f ? nearest1(s1[j] / max1, true) : 127;
+      q2[i] = max2 > 0.0f ? nearest2(s2[j] / max2, false) : 0;
     }
   }
 }
