@@ -96,11 +96,14 @@ float trustRatio(double w2, double u2, double maxCoeff, double minCoeff) {
   return coeff;
 }
 
+/// The elements of one chunk of chunkedSums (and of Adafactor's sum).
+constexpr int64_t kSumChunk = 1 << 14;
+
 /// Sums fn(i) over [0, n) in double, in fixed chunks (so the result does not
 /// depend on the thread count); fn returns the two terms to sum.
 template <typename Fn>
 std::pair<double, double> chunkedSums(int64_t n, Fn fn) {
-  const int64_t cb = 1 << 14, chunks = std::max<int64_t>(1, ceilDiv(n, cb));
+  const int64_t cb = kSumChunk, chunks = std::max<int64_t>(1, ceilDiv(n, cb));
   std::vector<double> pa(size_t(chunks), 0.0), pb(size_t(chunks), 0.0);
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t c = 0; c < chunks; ++c) {
@@ -289,15 +292,27 @@ void adafactor(float *p, const float *g, float *row, float *col, float *v,
       }
       row[r] = row[r] * keep + take * float(sum / double(C));
     }
+    // Each column's sum over the rows in row order, kept for a block of
+    // columns at a time so the gradient is read along its rows (a column
+    // walk touches a cache line per element).
+    constexpr int64_t kColumns = 256;
+    const int64_t blocksPerMatrix = ceilDiv(C, kColumns);
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
-    for (int64_t bc = 0; bc < batch * C; ++bc) {
-      const int64_t b = bc / C, c = bc % C;
-      double sum = 0.0;
+    for (int64_t k = 0; k < batch * blocksPerMatrix; ++k) {
+      const int64_t b = k / blocksPerMatrix,
+                    c0 = (k % blocksPerMatrix) * kColumns,
+                    c1 = std::min(C, c0 + kColumns);
+      double sums[kColumns] = {};
       for (int64_t r = 0; r < R; ++r) {
-        const float gv = g[(b * R + r) * C + c] * gscale;
-        sum += double(gv * gv + eps1);
+        const float *gr = g + (b * R + r) * C;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float gv = gr[c] * gscale;
+          sums[c - c0] += double(gv * gv + eps1);
+        }
       }
-      col[bc] = col[bc] * keep + take * float(sum / double(R));
+      for (int64_t c = c0; c < c1; ++c)
+        col[b * C + c] =
+            col[b * C + c] * keep + take * float(sums[c - c0] / double(R));
     }
     rowFactor.resize(size_t(batch * R));
     colFactor.resize(size_t(batch * C));
@@ -318,18 +333,36 @@ void adafactor(float *p, const float *g, float *row, float *col, float *v,
       v[i] = v[i] * keep + take * (gv * gv + eps1);
     }
   }
-  auto update = [&](int64_t i) {
-    const float gv = g[i] * gscale;
-    if (!row)
-      return (1.0f / std::sqrt(v[i])) * gv;
-    const int64_t b = i / (R * C), r = (i / C) % R, c = i % C;
-    return rowFactor[size_t(b * R + r)] * colFactor[size_t(b * C + c)] * gv;
+  // The unscaled update of elements [i0, i1), fn(i, u) in index order; a
+  // factored parameter's row and column follow i without a division per
+  // element.
+  auto updates = [&](int64_t i0, int64_t i1, auto fn) {
+    if (!row) {
+      for (int64_t i = i0; i < i1; ++i)
+        fn(i, (1.0f / std::sqrt(v[i])) * (g[i] * gscale));
+      return;
+    }
+    int64_t rowIndex = i0 / C, c = i0 % C; // rowIndex = b * R + r
+    for (int64_t i = i0; i < i1; ++rowIndex, c = 0) {
+      const float rf = rowFactor[size_t(rowIndex)];
+      const float *cf = colFactor.data() + (rowIndex / R) * C;
+      for (const int64_t end = std::min(i1, i + (C - c)); i < end; ++i, ++c)
+        fn(i, rf * cf[c] * (g[i] * gscale));
+    }
   };
-  const double u2 = chunkedSums(n, [&](int64_t i) {
-                      const float u = update(i);
-                      return std::pair<double, double>(double(u) * double(u),
-                                                       0.0);
-                    }).first;
+  // Its sum of squares in chunkedSums' chunks and order.
+  const int64_t chunks = std::max<int64_t>(1, ceilDiv(n, kSumChunk));
+  std::vector<double> partial(size_t(chunks), 0.0);
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t k = 0; k < chunks; ++k) {
+    double sum = 0.0;
+    updates(k * kSumChunk, std::min(n, (k + 1) * kSumChunk),
+            [&](int64_t, float u) { sum += double(u) * double(u); });
+    partial[size_t(k)] = sum;
+  }
+  double u2 = 0.0;
+  for (double sum : partial)
+    u2 += sum;
   const double rmsU = n ? std::sqrt(u2) / std::sqrt(double(n)) : 0.0;
   const float divisor =
       std::max(float(rmsU) / float(hp.clipThreshold), 1.0f);
@@ -337,17 +370,18 @@ void adafactor(float *p, const float *g, float *row, float *col, float *v,
   const float decay = float(-hp.weightDecay * double(lrT));
   const bool decayed = hp.weightDecay != 0.0;
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    float u = (update(i) / divisor) * lrT;
-    if (m) {
-      m[i] = m[i] * b1 + oneMinusB1 * u;
-      u = m[i];
-    }
-    float pi = p[i];
-    if (decayed)
-      pi = pi + pi * decay;
-    p[i] = pi - u;
-  }
+  for (int64_t k = 0; k < chunks; ++k)
+    updates(k * kSumChunk, std::min(n, (k + 1) * kSumChunk), [&](int64_t i, float u) {
+      u = (u / divisor) * lrT;
+      if (m) {
+        m[i] = m[i] * b1 + oneMinusB1 * u;
+        u = m[i];
+      }
+      float pi = p[i];
+      if (decayed)
+        pi = pi + pi * decay;
+      p[i] = pi - u;
+    });
 }
 
 // DeepSpeed deepspeed/runtime/lr_schedules.py (WarmupLR, WarmupDecayLR,
