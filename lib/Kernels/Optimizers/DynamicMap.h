@@ -128,10 +128,10 @@ inline uint8_t quantizeNearest(const float *code, float x, bool keepSign) {
 }
 
 /// quantizeNearest's code for many values of one map, fast: a table over
-/// the top 14 bits of a float (sign, exponent, 5 mantissa bits) gives how
-/// many codes lie below the lowest value with those bits, and the search
-/// steps up from there (at most a few codes per bucket) instead of halving
-/// all 256 (a chain of 8 dependent loads that made the search most of
+/// the top 16 bits of a float (sign, exponent, 7 mantissa bits; 64 KiB)
+/// gives how many codes lie below the lowest value with those bits, and the
+/// search steps up from there (rarely more than one code per bucket)
+/// instead of halving all 256 (a chain of 8 dependent loads that made the search most of
 /// 8-bit Adam's CPU update). The same code as quantizeNearest for every x.
 class NearestCode {
 public:
@@ -165,7 +165,7 @@ public:
   }
 
 private:
-  static constexpr uint32_t kShift = 18, kBuckets = 1u << (32 - kShift);
+  static constexpr uint32_t kShift = 16, kBuckets = 1u << (32 - kShift);
   std::array<float, 256> code;
   std::array<uint8_t, kBuckets> start;
 };
