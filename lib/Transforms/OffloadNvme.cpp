@@ -91,7 +91,10 @@ private:
   }
 
   /// @apply_step: each host update reads its swap-file state one update
-  /// ahead; the new values go back through dsc.swap_out.
+  /// ahead, the first two at the function's start (their reads then run
+  /// beside the gradient copies, reductions and norm before the first
+  /// update, in host bytes the plan holds at the first update anyway); the
+  /// new values go back through dsc.swap_out.
   void swapUpdates(func::FuncOp apply) {
     SmallVector<OptimizerOpInterface> updates;
     apply.walk([&](OptimizerOpInterface u) {
@@ -99,8 +102,9 @@ private:
         updates.push_back(u);
     });
     DenseSet<StateAttr> swapped;
+    Operation *start = &apply.getBody().front().front();
     Operation *previous = nullptr;
-    for (OptimizerOpInterface update : updates) {
+    for (auto [k, update] : llvm::enumerate(updates)) {
       Operation *op = update.getOperation();
       const IntegerAttr group = groupOf(op);
       for (OpOperand &operand : op->getOpOperands()) {
@@ -109,7 +113,7 @@ private:
           continue;
         swapped.insert(apply.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
                                                          kStateAttrName));
-        swapIn(apply, operand, previous ? previous : op, group);
+        swapIn(apply, operand, k < 2 ? start : previous, group);
       }
       previous = op;
     }

@@ -12,10 +12,11 @@
 
 // The host updates' state (exp_avg, exp_avg_sq, master weights) moves to
 // the swap file (dsc.nvme on the arguments and results): each update reads
-// it through dsc.swap_in, issued before the previous update (here: the
-// second update's reads come before the first update, so they overlap it),
-// and returns it through dsc.swap_out, in the update's transfer group
-// ("h.1.w": group 2; "lm.b", outside layers: group 0).
+// it through dsc.swap_in, issued before the previous update (the first two
+// updates' at the function's start, ahead of the gradients' reductions and
+// copies, which their reads overlap), and returns it through dsc.swap_out,
+// in the update's transfer group ("h.1.w": group 2; "lm.b", outside
+// layers: group 0).
 // CHECK-LABEL: func.func @apply_step(
 // CHECK-SAME: %[[MW:[a-z0-9]+]]: tensor<22xf32> {dsc.host, dsc.nvme, dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<exp_avg, "h.1.w">}
 // CHECK-SAME: %[[MASTER:[a-z0-9]+]]: tensor<22xf32> {dsc.host, dsc.nvme, dsc.shard_of = array<i64: 8, 8>, dsc.state = #dsc.state<master, "h.1.w">}
@@ -27,6 +28,7 @@
 // CHECK: dsc.swap_in {{.*}} {dsc.host}
 // CHECK: dsc.swap_in {{.*}} {dsc.host}
 // CHECK: dsc.swap_in {{.*}} {dsc.host}
+// CHECK: dsc.reduce_scatter
 // CHECK: %[[NP:[a-z0-9_]+]], %[[NMW:[a-z0-9_]+]], %{{.*}} = dsc.adam %[[IM]], %{{.*}}, %[[IMW]],
 // CHECK: %[[OUT:.*]] = dsc.swap_out %[[NP]] {dsc.host, group = 2 : i64}
 // CHECK: dsc.swap_out

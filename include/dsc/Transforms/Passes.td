@@ -853,7 +853,11 @@ def DscOffloadNvme : Pass<"dsc-offload-nvme", "::mlir::ModuleOp"> {
     both in the update's transfer group. Each update's swap-ins are placed
     before the previous update, so the next group's state is read while
     the current one computes and at most two updates' states are in host
-    memory at once (the memory plan's double buffer).
+    memory at once (the memory plan's double buffer); the first two
+    updates' swap-ins are at the function's start, so their reads run
+    beside the gradient copies, reductions and norm that come before the
+    first update (the host bytes they take are held at the first update
+    anyway).
 
     With `params` (stage 3's `offload_param` device "nvme", after
     `-dsc-offload-optimizer params`) the host parameter shards go to the
