@@ -405,6 +405,32 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     else if (!(isa<BlockArgument>(v) && buffers.lookup(v) == target))
       copies.push_back({v, target});
   }
+  // The persistent buffers the function rewrites, by the op that writes
+  // their new value (null: the copies after the body).
+  DenseMap<int, Operation *> rewrittenBy;
+  for (auto [v, target] : inPlace)
+    rewrittenBy[target] = v.getDefiningOp();
+  for (auto [v, target] : copies)
+    rewrittenBy[target] = nullptr;
+  // Whether `result` may be written over argument `arg` (its only use is
+  // `op`): the function rewrites the argument's buffer after every use of
+  // `result`, so the old value is dead and the bytes free until then (an
+  // all-reduced gradient accumulator, zeroed after the updates).
+  auto overArgument = [&](Operation *op, Value result, BlockArgument arg) {
+    const int id = buffers.lookup(arg);
+    auto writer = rewrittenBy.find(id);
+    if (!arg.hasOneUse() || argsInBuffer.lookup(id).size() != 1 ||
+        writer == rewrittenBy.end() || arg.getType() != result.getType())
+      return false;
+    Operation *w = writer->second;
+    if (!w)
+      return true;
+    if (w == op || !op->isBeforeInBlock(w))
+      return false;
+    return llvm::all_of(result.getUsers(), [&](Operation *user) {
+      return user != w && user->isBeforeInBlock(w);
+    });
+  };
 
   for (Operation &op : body.without_terminator()) {
     FailureOr<rt::Instr> instr = lowerOp(&op);
@@ -432,9 +458,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
           id < 0 && m) {
         Value operand = op.getOperand(*m);
         const int operandId = buffers.lookup(operand);
-        if (operand.getDefiningOp() && operand.hasOneUse() &&
-            operand.getType() == result.getType() &&
-            program.buffers[size_t(operandId)].role == BufferRole::Temp)
+        auto arg = dyn_cast<BlockArgument>(operand);
+        if ((operand.getDefiningOp() && operand.hasOneUse() &&
+             operand.getType() == result.getType() &&
+             program.buffers[size_t(operandId)].role == BufferRole::Temp) ||
+            (arg && overArgument(&op, result, arg)))
           id = operandId;
       }
       if (id < 0) {

@@ -839,6 +839,10 @@ CrossEntropyWithGradOp::getInPlaceOperand(unsigned result) {
   return std::nullopt;
 }
 
+std::optional<unsigned> AllReduceOp::getInPlaceOperand(unsigned result) {
+  return result == 0 ? std::optional<unsigned>(0) : std::nullopt;
+}
+
 // The elementwise updates: new_param over param (operand 0), each new state
 // over its state (Adam: exp_avg and exp_avg_sq, operands 2 and 3; SGD: the
 // momentum buffer, operand 2). Their kernels read an element before writing

@@ -1266,11 +1266,15 @@ def Dsc_MoeBalanceLossGradOp : Dsc_Op<"moe_balance_loss_grad"> {
 class Dsc_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Dsc_EffectfulOp<mnemonic, !listconcat(traits, [Dsc_Collective])>;
 
-def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce"> {
+def Dsc_AllReduceOp : Dsc_CollectiveOp<"all_reduce",
+        [DeclareOpInterfaceMethods<Dsc_InPlaceOpInterface>]> {
   let summary = "Element-wise sum, mean or max of the group's tensors";
   let description = [{
     Every rank of the group gets the reduction of all of the group's
-    `input`s. With G = 1 this is the identity.
+    `input`s. With G = 1 this is the identity. The result may be written
+    over the input (InPlaceOpInterface): @apply_step reduces each gradient
+    accumulator in its own buffer, which it zeroes afterwards, instead of
+    into a gradient-sized temporary.
   }];
   let arguments = (ins Dsc_FloatTensor:$input,
                        DefaultValuedAttr<Dsc_ReduceKindAttr,
