@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ConfigSections.h"
+#include <filesystem>
 
 namespace dsc {
 namespace config_reader {
@@ -170,21 +171,38 @@ void parseCpuOffload(const Ctx &c, const json &v, TrainConfig &t) {
     t.offloadOptimizer = true;
 }
 
+/// Whether two nvme_path values name the same directory ("swap/" and
+/// "./swap" do), resolved as far as they exist.
+static bool sameDirectory(const std::string &a, const std::string &b) {
+  std::error_code ea, eb;
+  const std::filesystem::path x = std::filesystem::weakly_canonical(a, ea),
+                              y = std::filesystem::weakly_canonical(b, eb);
+  if (ea || eb)
+    return a == b;
+  // (With a trailing separator on both: "swap/" resolves to "swap/".)
+  return (x.lexically_normal() / "") == (y.lexically_normal() / "");
+}
+
 void checkOffloadCombination(const Ctx &c, const TrainConfig &t) {
   if (!t.offloadParamsNvmePath.empty() &&
-      t.offloadParamsNvmePath != t.offloadNvmePath)
+      (t.offloadNvmePath.empty() ||
+       !sameDirectory(t.offloadParamsNvmePath, t.offloadNvmePath)))
     c.fail("zero_optimization.offload_param.device \"nvme\" needs "
            "offload_optimizer.device \"nvme\" with the same nvme_path (one "
            "swap file per rank holds the parameter shards and the optimizer "
            "state the host update reads)");
   if (t.offloadParams && !t.offloadOptimizer)
-    c.fail("zero_optimization.offload_param (device cpu) without "
+    c.fail("zero_optimization.offload_param (device " +
+           std::string(t.offloadParamsNvmePath.empty() ? "cpu" : "nvme") +
+           ") without "
            "offload_optimizer is not supported: the offloaded parameter "
            "shards are the host update's master weights; set "
            "offload_optimizer.device \"cpu\" too");
   if (!t.offloadOptimizer)
     return;
-  const std::string what = "zero_optimization.offload_optimizer (device cpu)";
+  const std::string what =
+      "zero_optimization.offload_optimizer (device " +
+      std::string(t.offloadNvmePath.empty() ? "cpu" : "nvme") + ")";
   if (t.zeroStage == 0)
     c.fail(what + " needs zero_optimization.stage 1, 2 or 3 (DeepSpeed: "
            "\"valid for ZeRO stage 1, 2, 3\"); set a stage");

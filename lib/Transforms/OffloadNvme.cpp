@@ -45,9 +45,11 @@ struct OffloadNvmePass
       return signalPassFailure();
     }
     module->setAttr(kOffloadNvmeAttr, UnitAttr::get(&getContext()));
-    if (params && !hasHostParameters(apply)) {
-      module.emitError("dsc-offload-nvme: params, but no parameter shard is "
-                       "in host memory; run -dsc-offload-optimizer params");
+    // (The parameters may all be under the persistence threshold, whole on
+    // the device: then no shard is in host memory and none is swapped.)
+    if (params && !module->hasAttr(kOffloadParamsAttrName)) {
+      module.emitError("dsc-offload-nvme: params, but the parameter shards "
+                       "are not offloaded; run -dsc-offload-optimizer params");
       return signalPassFailure();
     }
     swapUpdates(apply);
@@ -66,15 +68,6 @@ private:
     auto state =
         fn.getArgAttrOfType<StateAttr>(arg.getArgNumber(), kStateAttrName);
     return state && (state.getKind() != StateKind::param || params);
-  }
-
-  bool hasHostParameters(func::FuncOp apply) {
-    return llvm::any_of(apply.getArguments(), [&](BlockArgument arg) {
-      auto state = apply.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
-                                                     kStateAttrName);
-      return state && state.getKind() == StateKind::param &&
-             apply.getArgAttr(arg.getArgNumber(), kHostAttrName);
-    });
   }
 
   /// Reads `operand` (a swap-file argument) through a dsc.swap_in in

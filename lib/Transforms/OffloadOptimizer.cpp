@@ -87,6 +87,7 @@ struct OffloadOptimizerPass
       }
       for (auto fn : module.getOps<func::FuncOp>())
         offloadParameterShards(fn, fn == apply);
+      module->setAttr(kOffloadParamsAttrName, UnitAttr::get(&getContext()));
     }
     module->setAttr(kOffloadOptimizerAttrName, UnitAttr::get(&getContext()));
     hostCopies.clear();

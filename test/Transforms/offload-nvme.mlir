@@ -2,7 +2,16 @@
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-offload-nvme -dsc-memory-report -o /dev/null | FileCheck %s --check-prefix=MEMORY
 // RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" -dsc-zero=stage=3 "-dsc-offload-optimizer=params=true" "-dsc-offload-nvme=params=true" | FileCheck %s --check-prefix=PARAMS
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=3 -dsc-offload-optimizer "-dsc-offload-nvme=params=true" 2>&1 | FileCheck %s --check-prefix=NOPARAMS
-// NOPARAMS: error: dsc-offload-nvme: params, but no parameter shard is in host memory; run -dsc-offload-optimizer params
+// NOPARAMS: error: dsc-offload-nvme: params, but the parameter shards are not offloaded; run -dsc-offload-optimizer params
+// Every parameter under stage 3's persistence threshold stays whole on the
+// device: no shard is in host memory, so params swaps none (the optimizer
+// state still goes to the swap file).
+// RUN: dsc-opt %s -dsc-autodiff "-dsc-build-train-step=optimizer=adamw" "-dsc-zero=stage=3 persistence-threshold=1000" "-dsc-offload-optimizer=params=true" "-dsc-offload-nvme=params=true" | FileCheck %s --check-prefix=PERSIST
+// PERSIST-LABEL: func.func @micro_step(
+// PERSIST-NOT: dsc.swap_in
+// PERSIST-LABEL: func.func @apply_step(
+// PERSIST: dsc.swap_in
+// PERSIST: dsc.adam
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=1 -dsc-offload-nvme 2>&1 | FileCheck %s --check-prefix=NOTOFFLOADED
 // RUN: not dsc-opt %s -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-offload-nvme -dsc-offload-nvme 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: sed 's/, dsc.nvme_path = "swap"//' %s | not dsc-opt -dsc-autodiff -dsc-build-train-step -dsc-zero=stage=1 -dsc-offload-optimizer -dsc-offload-nvme 2>&1 | FileCheck %s --check-prefix=NOPATH

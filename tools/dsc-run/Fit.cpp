@@ -11,7 +11,9 @@
 //   per-layer checkpointing (activation_checkpointing); then the same three
 //   with ZeRO-Offload of the optimizer (offload_optimizer cpu, at least
 //   ZeRO stage 1): the host update and the copies cost more than
-//   recomputing, and change nothing in the numbers.
+//   recomputing, and change nothing in the numbers. A config that offloads
+//   the optimizer already (to host memory or NVMe) keeps its offload and
+//   has no such extra candidates.
 // Each candidate is the user's config with those keys edited, re-read by
 // the config reader (so the printed ds_config is exactly what was planned)
 // and planned for every micro-batch that divides the user's samples per
@@ -33,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -45,26 +48,39 @@ int64_t parseByteSize(const std::string &text, const std::string &option) {
   static const struct {
     const char *suffix;
     double factor;
-  } units[] = {{"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
-               {"GB", 1e9},           {"MB", 1e6},        {"KB", 1e3},
-               {"G", 1073741824.0},   {"M", 1048576.0},   {"K", 1024.0},
-               {"B", 1.0},            {"", 1.0}};
+  } units[] = {{"TiB", 1099511627776.0}, {"GiB", 1073741824.0},
+               {"MiB", 1048576.0},       {"KiB", 1024.0},
+               {"TB", 1e12},             {"GB", 1e9},
+               {"MB", 1e6},              {"KB", 1e3},
+               {"T", 1099511627776.0},   {"G", 1073741824.0},
+               {"M", 1048576.0},         {"K", 1024.0},
+               {"B", 1.0},               {"", 1.0}};
+  auto fail = [&](const std::string &why) {
+    return Error(option + " " + text + ": " + why +
+                 "; expected a size such as 24GiB, 16GB, 512MiB or a byte "
+                 "count");
+  };
+  // A decimal number (digits, at most one point), then the unit.
+  size_t digits = 0, points = 0, i = 0;
+  for (; i < text.size() && (std::isdigit((unsigned char)text[i]) ||
+                             text[i] == '.');
+       ++i)
+    (text[i] == '.' ? points : digits) += 1;
+  if (digits == 0 || points > 1)
+    throw fail("not a number");
+  const std::string unit = text.substr(i);
   for (const auto &u : units) {
-    const std::string suffix = u.suffix;
-    if (text.size() <= suffix.size() ||
-        text.compare(text.size() - suffix.size(), suffix.size(), suffix) != 0)
+    if (unit != u.suffix)
       continue;
-    const std::string number = text.substr(0, text.size() - suffix.size());
-    char *end = nullptr;
-    const double value = std::strtod(number.c_str(), &end);
-    if (end && *end == '\0' && std::isfinite(value) && value > 0 &&
-        value * u.factor < 9.0e18)
-      return int64_t(value * u.factor);
-    break;
+    const double bytes = std::strtod(text.substr(0, i).c_str(), nullptr) *
+                         u.factor;
+    if (bytes >= 9.0e18)
+      throw fail("too large");
+    if (bytes < 1.0)
+      throw fail("less than one byte");
+    return int64_t(bytes);
   }
-  throw Error(option + " " + text +
-              ": expected a positive size such as 24GiB, 16GB, 512MiB or a "
-              "byte count");
+  throw fail("unknown unit '" + unit + "'");
 }
 
 namespace {
@@ -122,25 +138,47 @@ optimizerAlternatives(const nlohmann::json &config) {
   return out;
 }
 
+/// Whether the user's config offloads the optimizer already (to host
+/// memory or NVMe): then its own candidates are the offloaded ones.
+bool offloadsOptimizer(const nlohmann::json &user) {
+  const nlohmann::json *zero = user.contains("zero_optimization")
+                                   ? &user["zero_optimization"]
+                                   : nullptr;
+  if (!zero || !zero->is_object())
+    return false;
+  if (zero->contains("cpu_offload") && (*zero)["cpu_offload"] == true)
+    return true;
+  if (!zero->contains("offload_optimizer") ||
+      !(*zero)["offload_optimizer"].is_object())
+    return false;
+  const nlohmann::json &section = (*zero)["offload_optimizer"];
+  return section.contains("device") && section["device"].is_string() &&
+         section["device"] != "none";
+}
+
 std::vector<Candidate> candidates(const nlohmann::json &user,
                                   int64_t budget) {
   std::vector<Candidate> out;
+  const bool offloaded = offloadsOptimizer(user);
   for (const auto &[name, optimizer] : optimizerAlternatives(user)) {
     nlohmann::json configured = user;
     if (!optimizer.is_null())
       configured["optimizer"] = optimizer;
-    nlohmann::json offloaded = configured;
-    nlohmann::json &zero = offloaded["zero_optimization"];
-    if (!zero.is_object())
-      zero = nlohmann::json::object(); // absent, or a bare boolean
-    if (!zero.contains("stage") || !zero["stage"].is_number_integer() ||
-        zero["stage"].get<int64_t>() < 1)
-      zero["stage"] = 1;
-    zero["offload_optimizer"] = {{"device", "cpu"}};
-    zero.erase("cpu_offload");
-    for (const auto &[prefix, base] :
-         {std::pair<std::string, nlohmann::json>{"", configured},
-          {"offload + ", offloaded}}) {
+    std::vector<std::pair<std::string, nlohmann::json>> bases = {
+        {"", configured}};
+    if (!offloaded) {
+      nlohmann::json withOffload = configured;
+      nlohmann::json &zero = withOffload["zero_optimization"];
+      if (!zero.is_object())
+        zero = nlohmann::json::object(); // absent, or a bare boolean
+      if (!zero.contains("stage") || !zero["stage"].is_number_integer() ||
+          zero["stage"].get<int64_t>() < 1)
+        zero["stage"] = 1;
+      zero["offload_optimizer"] = {{"device", "cpu"}};
+      zero.erase("cpu_offload");
+      bases.push_back({"offload + ", withOffload});
+    }
+    for (const auto &[prefix, base] : bases) {
       out.push_back({name, prefix + "as configured", base});
       nlohmann::json budgeted = base;
       budgeted["dsc"]["remat"] = {{"policy", "budget"},

@@ -74,12 +74,15 @@ inline constexpr llvm::StringLiteral kMeshDataInnerAttrName =
     "dsc.mesh_data_inner";
 
 /// The module attributes recording that -dsc-zero sharded the step (its
-/// stage, i64) and that -dsc-offload-optimizer offloaded it (unit), and
-/// naming the directory of ZeRO-Infinity's swap file (string, set by the
-/// driver for -dsc-offload-nvme).
+/// stage, i64) and that -dsc-offload-optimizer offloaded it (unit) and,
+/// with `params`, the parameter shards (unit), and naming the directory of
+/// ZeRO-Infinity's swap file (string, set by the driver for
+/// -dsc-offload-nvme).
 inline constexpr llvm::StringLiteral kZeroStageAttrName = "dsc.zero_stage";
 inline constexpr llvm::StringLiteral kOffloadOptimizerAttrName =
     "dsc.offload_optimizer";
+inline constexpr llvm::StringLiteral kOffloadParamsAttrName =
+    "dsc.offload_params";
 inline constexpr llvm::StringLiteral kNvmePathAttrName = "dsc.nvme_path";
 /// The module attribute asking for expert parallelism (i64, the ranks of
 /// an expert-parallel group: the data_inner groups, so it equals

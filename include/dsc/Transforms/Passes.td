@@ -868,7 +868,9 @@ def DscOffloadNvme : Pass<"dsc-offload-nvme", "::mlir::ModuleOp"> {
 
     Refused: a step that `-dsc-offload-optimizer` did not offload, one
     offloaded to NVMe already, a module without `dsc.nvme_path`, `params`
-    without host parameter shards.
+    where `-dsc-offload-optimizer` did not offload the parameters (with
+    every parameter under stage 3's persistence threshold there is no
+    shard to swap, and nothing is refused).
   }];
   let options = [
     Option<"params", "params", "bool", "false",
