@@ -63,7 +63,8 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
       c.fail(p + ".nvme_path: device \"nvme\" needs the directory of the "
                  "swap file (a path on the NVMe drive)");
     t.offloadNvmePath = c.string(p + ".nvme_path", *it, "a path");
-    if (t.offloadNvmePath.empty())
+    if (t.offloadNvmePath.empty() ||
+        t.offloadNvmePath.find('\0') != std::string::npos) // (no file has one)
       c.bad(p + ".nvme_path", *it, "a path");
   }
   // Checked, no effect: the CPU backend's host store is ordinary memory
@@ -143,7 +144,8 @@ void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
       c.fail(p + ".nvme_path: device \"nvme\" needs the directory of the "
                  "swap file (a path on the NVMe drive)");
     t.offloadParamsNvmePath = c.string(p + ".nvme_path", *it, "a path");
-    if (t.offloadParamsNvmePath.empty())
+    if (t.offloadParamsNvmePath.empty() ||
+        t.offloadParamsNvmePath.find('\0') != std::string::npos) // (no file has one)
       c.bad(p + ".nvme_path", *it, "a path");
   }
   // Checked, no effect: pinning (see offload_optimizer) and NVMe's buffers.

@@ -218,7 +218,7 @@ void Trainer::loadAdapter(const std::string &path) {
     return path + ": tensor '" + name + "' is not a trainable parameter of "
            "this model and LoRA configuration";
   });
-  requireFiniteState(path);
+  requireValidState(path);
   uploadPersistent();
 }
 

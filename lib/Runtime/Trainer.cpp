@@ -296,13 +296,32 @@ void Trainer::zeroCompressionErrors() {
   backend.upload(storage, errors);
 }
 
-void Trainer::requireFiniteState(const std::string &source) {
+void Trainer::requireValidState(const std::string &source) {
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];
     if ((buf.role == BufferRole::Param || buf.role == BufferRole::OptState) &&
         !allFinite(buf.dtype, storage.data(int(id)), buf.bytes()))
       throw Error(source + ": tensor '" + buf.name +
                   "' holds NaN or infinite values");
+    // Second moments (Adam's, Adafactor's factors) and 8-bit Adam's block
+    // scales are never negative; a negative one trains to a NaN step later.
+    static const char *const kNonNegative[] = {
+        "exp_avg_sq/",     "exp_avg_sq_fresh/", "exp_avg_sq_row/",
+        "exp_avg_sq_col/", "exp_avg_absmax/",   "exp_avg_sq_absmax/"};
+    if (buf.role != BufferRole::OptState || buf.dtype != DType::F32 ||
+        std::none_of(std::begin(kNonNegative), std::end(kNonNegative),
+                     [&](const char *prefix) {
+                       return buf.name.rfind(prefix, 0) == 0;
+                     }))
+      continue;
+    const float *v = storage.f32(int(id));
+    for (int64_t i = 0, n = buf.numElements(); i < n; ++i)
+      if (v[i] < 0.0f)
+        throw Error(source + ": tensor '" + buf.name + "' holds " +
+                    std::to_string(v[i]) + " at element " +
+                    std::to_string(i) +
+                    "; a second moment or quantization scale is never "
+                    "negative");
   }
   // The fp16 loss scaler's state [scale, hysteresis used, good steps]:
   // scale 0 means "not set yet" (the initial scale); a negative one would

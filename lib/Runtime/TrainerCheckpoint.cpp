@@ -183,6 +183,6 @@ void Trainer::loadCheckpoint(const std::string &path) {
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::GradAcc)
       std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
-  requireFiniteState(path);
+  requireValidState(path);
   uploadPersistent();
 }

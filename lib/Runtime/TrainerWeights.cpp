@@ -134,7 +134,7 @@ void Trainer::loadWeights(const std::string &path) {
     storeWhole(bytesAs(found->dtype, found->bytes, buf.dtype), int(id));
   }
   initializeParameters(prog, storage, seed, comm.rank(), &uninitialized);
-  requireFiniteState(path);
+  requireValidState(path);
 
   // Hugging Face files may also hold the tied output weights under their own
   // names. dsc ties them, so such a tensor is accepted only if it is exactly

@@ -215,8 +215,9 @@ private:
   /// rank's shard of it, or the parameter shard itself at ZeRO-3).
   void deriveMasterWeights();
   /// Throws naming `source` and the tensor if a parameter or optimizer
-  /// state in host storage is NaN or infinite.
-  void requireFiniteState(const std::string &source);
+  /// state in host storage is NaN or infinite, or a second moment or 8-bit
+  /// scale is negative.
+  void requireValidState(const std::string &source);
   /// Where this step's non-finite loss began (TrainerDiagnosis.cpp): a
   /// parameter or optimizer state already NaN or infinite before the step
   /// (naming what made it), else, on the CPU backend without pipeline
