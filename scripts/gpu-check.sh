@@ -78,7 +78,7 @@
 #                   within 1e-3 relative (the one-rank CUDA-vs-CPU training
 #                   tolerance), the largest difference printed
 #
-# Two sets name the steps of one prepared command each (GPU time is rare):
+# Four sets name the steps of one prepared command each (GPU time is rare):
 #   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
 #           register and the tiles kernels against the CPU),
 #           check-cuda-epilogues (cuBLASLt's GELU epilogues against the
