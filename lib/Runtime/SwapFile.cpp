@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -64,10 +66,16 @@ SwapFile::SwapFile(const std::string &dir, int64_t bytes,
     }
     return;
   }
-  std::fprintf(stderr,
-               "dsc: nvme_path '%s' does not allow O_DIRECT (%s); the swap "
-               "file goes through the page cache\n",
-               dir.c_str(), std::strerror(errno));
+  // Said once per directory (swap-bench opens several swap files there).
+  static std::mutex notedLock;
+  static std::set<std::string> noted;
+  const int err = errno;
+  std::lock_guard<std::mutex> lock(notedLock);
+  if (noted.insert(dir).second)
+    std::fprintf(stderr,
+                 "dsc: nvme_path '%s' does not allow O_DIRECT (%s); the swap "
+                 "file goes through the page cache\n",
+                 dir.c_str(), std::strerror(err));
 }
 
 SwapFile::~SwapFile() {
