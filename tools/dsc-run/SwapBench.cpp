@@ -149,6 +149,10 @@ void printSwapTune(const TrainConfig &train, int64_t mib, int64_t transferMib,
                       : "  (the config's)");
     os << line;
   }
+  if (shapes[0].best.engine != "io_uring")
+    os << "note: the transfers were blocking pread/pwrite calls (DSC_SWAP_IO="
+          "threads, or a kernel without io_uring): queue_depth has no effect "
+          "there, so shapes that differ only in it differ by noise\n";
   const AioOptions &best = shapes[0].aio;
   os << "best: \"aio\": {\"block_size\": " << best.blockSize
      << ", \"queue_depth\": " << best.queueDepth
