@@ -406,12 +406,18 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
       copies.push_back({v, target});
   }
   // The persistent buffers the function rewrites, by the op that writes
-  // their new value (null: the copies after the body).
+  // their new value (null: the copies after the body), and those written
+  // more than once (a state returned twice), which no result may borrow.
   DenseMap<int, Operation *> rewrittenBy;
+  DenseSet<int> rewrittenTwice;
+  auto rewrites = [&](int target, Operation *writer) {
+    if (!rewrittenBy.try_emplace(target, writer).second)
+      rewrittenTwice.insert(target);
+  };
   for (auto [v, target] : inPlace)
-    rewrittenBy[target] = v.getDefiningOp();
+    rewrites(target, v.getDefiningOp());
   for (auto [v, target] : copies)
-    rewrittenBy[target] = nullptr;
+    rewrites(target, nullptr);
   // Whether `result` may be written over argument `arg` (its only use is
   // `op`): the function rewrites the argument's buffer after every use of
   // `result`, so the old value is dead and the bytes free until then (an
@@ -420,11 +426,14 @@ LogicalResult Lowering::lowerFunction(func::FuncOp fn) {
     const int id = buffers.lookup(arg);
     auto writer = rewrittenBy.find(id);
     if (!arg.hasOneUse() || argsInBuffer.lookup(id).size() != 1 ||
-        writer == rewrittenBy.end() || arg.getType() != result.getType())
+        writer == rewrittenBy.end() || rewrittenTwice.contains(id) ||
+        arg.getType() != result.getType())
       return false;
     Operation *w = writer->second;
-    if (!w)
-      return true;
+    if (!w) // the copies after the body: none may read the result
+      return llvm::none_of(result.getUsers(), [](Operation *user) {
+        return isa<func::ReturnOp>(user);
+      });
     if (w == op || !op->isBeforeInBlock(w))
       return false;
     return llvm::all_of(result.getUsers(), [&](Operation *user) {
