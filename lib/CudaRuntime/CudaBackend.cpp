@@ -23,6 +23,7 @@
 #include "CudaMeshGroups.h"
 #include "GemmTiming.h"
 #include "CublasLtLibrary.h"
+#include "VersionedLibrary.h"
 #include "HostSteps.h"
 #ifdef DSC_HAVE_CUDNN_FRONTEND
 #include "CudnnAttention.h"
@@ -1382,32 +1383,29 @@ std::vector<std::string> cudaDevices() {
   return lines;
 }
 
-std::string cudnnStatus() {
-#ifdef DSC_HAVE_CUDNN_FRONTEND
+/// "<name> <major.minor.patch> from <path>" of the library `load` loads,
+/// else "not loaded: <why>".
+template <typename Load>
+static std::string libraryStatus(const char *name, Load load) {
   try {
-    const CudnnLibraryInfo &lib = loadCudnn();
-    return "cuDNN " + std::to_string(lib.version / 10000) + "." +
-           std::to_string(lib.version / 100 % 100) + "." +
-           std::to_string(lib.version % 100) + " from " + lib.path;
+    const auto &lib = load();
+    return std::string(name) + " " + dottedVersion(lib.version) + " from " +
+           lib.path;
   } catch (const Error &e) {
     return std::string("not loaded: ") + e.what();
   }
+}
+
+std::string cudnnStatus() {
+#ifdef DSC_HAVE_CUDNN_FRONTEND
+  return libraryStatus("cuDNN", loadCudnn);
 #else
   return "not loaded: this dsc was built without the cuDNN frontend's "
          "headers (scripts/setup.sh fetches them)";
 #endif
 }
 
-std::string cublasLtStatus() {
-  try {
-    const CublasLtLibraryInfo &lib = loadCublasLt();
-    return "cuBLASLt " + std::to_string(lib.version / 10000) + "." +
-           std::to_string(lib.version / 100 % 100) + "." +
-           std::to_string(lib.version % 100) + " from " + lib.path;
-  } catch (const Error &e) {
-    return std::string("not loaded: ") + e.what();
-  }
-}
+std::string cublasLtStatus() { return libraryStatus("cuBLASLt", loadCublasLt); }
 
 std::unique_ptr<Backend> createCudaBackend(const Program &program,
                                            Communicator &comm,

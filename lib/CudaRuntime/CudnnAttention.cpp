@@ -142,9 +142,7 @@ std::string versionString(size_t version) {
     return std::to_string(version / 1000) + "." +
            std::to_string(version / 100 % 10) + "." +
            std::to_string(version % 100);
-  return std::to_string(version / 10000) + "." +
-         std::to_string(version / 100 % 100) + "." +
-         std::to_string(version % 100);
+  return dottedVersion(version);
 }
 
 /// Opens `name` and checks it is cuDNN 9; on failure returns null with the

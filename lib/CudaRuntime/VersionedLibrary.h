@@ -22,6 +22,14 @@ void *openVersionedLibrary(const std::string &name, const char *versionSymbol,
                            const std::string &what, std::string &path,
                            size_t &version, std::string &why);
 
+/// "major.minor.patch" of a version counted major * 10000 + minor * 100 +
+/// patch, as cuBLASLt and cuDNN 9 count theirs.
+inline std::string dottedVersion(size_t version) {
+  return std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
 } // namespace dsc::rt
 
 #endif // DSC_CUDARUNTIME_VERSIONEDLIBRARY_H
