@@ -105,12 +105,22 @@ inline const std::array<float, 256> &unsignedMap() {
   return map;
 }
 
+/// quantizeNearest's rule from `c`, the first code >= x among the first
+/// 255 (255 if none): the nearer of it and its predecessor, then the sign.
+inline uint8_t nearestFromAbove(const float *code, float x, bool keepSign,
+                                int c) {
+  if (c > 0 && x - code[c - 1] <= code[c] - x)
+    c = c - 1;
+  if (keepSign && std::signbit(code[c]) != std::signbit(x))
+    c += x > 0.0f ? 1 : -1;
+  return uint8_t(c);
+}
+
 /// The code of the nearest value to x (|x| <= 1) in an ascending map; a
 /// value halfway between two codes takes the lower. With `keepSign` (the
 /// signed momentum), a code whose sign bit differs from x's moves one step
 /// towards x, as bitsandbytes' kernel does after quantize_2D.
 inline uint8_t quantizeNearest(const float *code, float x, bool keepSign) {
-  // The first code >= x, then the nearer of it and its predecessor.
   int lo = 0, hi = 255;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
@@ -119,12 +129,7 @@ inline uint8_t quantizeNearest(const float *code, float x, bool keepSign) {
     else
       hi = mid;
   }
-  int c = lo;
-  if (c > 0 && x - code[c - 1] <= code[c] - x)
-    c = c - 1;
-  if (keepSign && std::signbit(code[c]) != std::signbit(x))
-    c += x > 0.0f ? 1 : -1;
-  return uint8_t(c);
+  return nearestFromAbove(code, x, keepSign, lo);
 }
 
 /// quantizeNearest's code for many values of one map, fast: a table over
@@ -157,11 +162,7 @@ public:
     int c = x == x ? start[bits >> kShift] : 0;
     while (c < 255 && code[size_t(c)] < x)
       ++c;
-    if (c > 0 && x - code[size_t(c - 1)] <= code[size_t(c)] - x)
-      c = c - 1;
-    if (keepSign && std::signbit(code[size_t(c)]) != std::signbit(x))
-      c += x > 0.0f ? 1 : -1;
-    return uint8_t(c);
+    return nearestFromAbove(code.data(), x, keepSign, c);
   }
 
 private:

@@ -96,23 +96,20 @@ float trustRatio(double w2, double u2, double maxCoeff, double minCoeff) {
   return coeff;
 }
 
-/// The elements of one chunk of chunkedSums (and of Adafactor's sum).
+/// The elements of one chunk of chunkedRangeSums.
 constexpr int64_t kSumChunk = 1 << 14;
 
-/// Sums fn(i) over [0, n) in double, in fixed chunks (so the result does not
-/// depend on the thread count); fn returns the two terms to sum.
-template <typename Fn>
-std::pair<double, double> chunkedSums(int64_t n, Fn fn) {
-  const int64_t cb = kSumChunk, chunks = std::max<int64_t>(1, ceilDiv(n, cb));
+/// Two sums over [0, n) in double, in fixed chunks of kSumChunk elements
+/// (so the result does not depend on the thread count): chunkFn(i0, i1)
+/// returns its chunk's two sums, accumulated in index order.
+template <typename ChunkFn>
+std::pair<double, double> chunkedRangeSums(int64_t n, ChunkFn chunkFn) {
+  const int64_t chunks = std::max<int64_t>(1, ceilDiv(n, kSumChunk));
   std::vector<double> pa(size_t(chunks), 0.0), pb(size_t(chunks), 0.0);
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t c = 0; c < chunks; ++c) {
-    double a = 0.0, b = 0.0;
-    for (int64_t i = c * cb; i < std::min(n, (c + 1) * cb); ++i) {
-      auto [x, y] = fn(i);
-      a += x;
-      b += y;
-    }
+    const auto [a, b] =
+        chunkFn(c * kSumChunk, std::min(n, (c + 1) * kSumChunk));
     pa[size_t(c)] = a;
     pb[size_t(c)] = b;
   }
@@ -122,6 +119,21 @@ std::pair<double, double> chunkedSums(int64_t n, Fn fn) {
     b += pb[size_t(c)];
   }
   return {a, b};
+}
+
+/// Sums fn(i) over [0, n) in chunkedRangeSums' chunks; fn returns the two
+/// terms to sum.
+template <typename Fn>
+std::pair<double, double> chunkedSums(int64_t n, Fn fn) {
+  return chunkedRangeSums(n, [&](int64_t i0, int64_t i1) {
+    double a = 0.0, b = 0.0;
+    for (int64_t i = i0; i < i1; ++i) {
+      auto [x, y] = fn(i);
+      a += x;
+      b += y;
+    }
+    return std::pair<double, double>(a, b);
+  });
 }
 
 /// Returns the trust ratio (lamb coefficient) that was applied.
@@ -350,38 +362,33 @@ void adafactor(float *p, const float *g, float *row, float *col, float *v,
         fn(i, rf * cf[c] * (g[i] * gscale));
     }
   };
-  // Its sum of squares in chunkedSums' chunks and order.
-  const int64_t chunks = std::max<int64_t>(1, ceilDiv(n, kSumChunk));
-  std::vector<double> partial(size_t(chunks), 0.0);
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t k = 0; k < chunks; ++k) {
-    double sum = 0.0;
-    updates(k * kSumChunk, std::min(n, (k + 1) * kSumChunk),
-            [&](int64_t, float u) { sum += double(u) * double(u); });
-    partial[size_t(k)] = sum;
-  }
-  double u2 = 0.0;
-  for (double sum : partial)
-    u2 += sum;
+  const double u2 = chunkedRangeSums(n, [&](int64_t i0, int64_t i1) {
+                      double sum = 0.0;
+                      updates(i0, i1, [&](int64_t, float u) {
+                        sum += double(u) * double(u);
+                      });
+                      return std::pair<double, double>(sum, 0.0);
+                    }).first;
   const double rmsU = n ? std::sqrt(u2) / std::sqrt(double(n)) : 0.0;
   const float divisor =
       std::max(float(rmsU) / float(hp.clipThreshold), 1.0f);
   const float b1 = float(hp.beta1), oneMinusB1 = float(1.0 - hp.beta1);
   const float decay = float(-hp.weightDecay * double(lrT));
   const bool decayed = hp.weightDecay != 0.0;
+  auto step = [&](int64_t i, float u) {
+    u = (u / divisor) * lrT;
+    if (m) {
+      m[i] = m[i] * b1 + oneMinusB1 * u;
+      u = m[i];
+    }
+    float pi = p[i];
+    if (decayed)
+      pi = pi + pi * decay;
+    p[i] = pi - u;
+  };
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t k = 0; k < chunks; ++k)
-    updates(k * kSumChunk, std::min(n, (k + 1) * kSumChunk), [&](int64_t i, float u) {
-      u = (u / divisor) * lrT;
-      if (m) {
-        m[i] = m[i] * b1 + oneMinusB1 * u;
-        u = m[i];
-      }
-      float pi = p[i];
-      if (decayed)
-        pi = pi + pi * decay;
-      p[i] = pi - u;
-    });
+  for (int64_t k = 0; k < ceilDiv(n, kSumChunk); ++k)
+    updates(k * kSumChunk, std::min(n, (k + 1) * kSumChunk), step);
 }
 
 // DeepSpeed deepspeed/runtime/lr_schedules.py (WarmupLR, WarmupDecayLR,
