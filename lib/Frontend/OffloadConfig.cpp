@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ConfigSections.h"
+
 #include <filesystem>
 
 namespace dsc {
@@ -32,6 +33,19 @@ std::string offloadDevice(const Ctx &c, const std::string &p, const json &sec) {
   if (device != "none" && device != "cpu" && device != "nvme")
     c.bad(p + ".device", *it, expected);
   return device;
+}
+
+/// The `nvme_path` of offload section `p` with device "nvme", which
+/// DeepSpeed requires: a non-empty path (no file name holds a NUL).
+std::string nvmePath(const Ctx &c, const std::string &p, const json &sec) {
+  auto it = sec.find("nvme_path");
+  if (it == sec.end() || it->is_null())
+    c.fail(p + ".nvme_path: device \"nvme\" needs the directory of the "
+               "swap file (a path on the NVMe drive)");
+  std::string path = c.string(p + ".nvme_path", *it, "a path");
+  if (path.empty() || path.find('\0') != std::string::npos)
+    c.bad(p + ".nvme_path", *it, "a path");
+  return path;
 }
 
 /// The device the offload section `p` (null, or an object of `keys`)
@@ -57,16 +71,8 @@ void parseOffloadOptimizer(const Ctx &c, const json &sec, TrainConfig &t) {
     return;
   // ZeRO-Infinity: the state in a swap file in nvme_path, which DeepSpeed
   // requires with device "nvme".
-  if (device == "nvme") {
-    auto it = sec.find("nvme_path");
-    if (it == sec.end() || it->is_null())
-      c.fail(p + ".nvme_path: device \"nvme\" needs the directory of the "
-                 "swap file (a path on the NVMe drive)");
-    t.offloadNvmePath = c.string(p + ".nvme_path", *it, "a path");
-    if (t.offloadNvmePath.empty() ||
-        t.offloadNvmePath.find('\0') != std::string::npos) // (no file has one)
-      c.bad(p + ".nvme_path", *it, "a path");
-  }
+  if (device == "nvme")
+    t.offloadNvmePath = nvmePath(c, p, sec);
   // Checked, no effect: the CPU backend's host store is ordinary memory
   // and the CUDA backend always page-locks it; the others tune NVMe.
   for (const char *key : {"pin_memory", "pipeline_read", "pipeline_write",
@@ -138,16 +144,8 @@ void parseOffloadParam(const Ctx &c, const json &sec, TrainConfig &t) {
     return;
   // ZeRO-Infinity's parameters: the optimizer's swap file holds them too
   // (checkOffloadCombination).
-  if (device == "nvme") {
-    auto it = sec.find("nvme_path");
-    if (it == sec.end() || it->is_null())
-      c.fail(p + ".nvme_path: device \"nvme\" needs the directory of the "
-                 "swap file (a path on the NVMe drive)");
-    t.offloadParamsNvmePath = c.string(p + ".nvme_path", *it, "a path");
-    if (t.offloadParamsNvmePath.empty() ||
-        t.offloadParamsNvmePath.find('\0') != std::string::npos) // (no file has one)
-      c.bad(p + ".nvme_path", *it, "a path");
-  }
+  if (device == "nvme")
+    t.offloadParamsNvmePath = nvmePath(c, p, sec);
   // Checked, no effect: pinning (see offload_optimizer) and NVMe's buffers.
   if (auto it = sec.find("pin_memory"); it != sec.end())
     c.boolean(p + ".pin_memory", *it);
