@@ -82,7 +82,9 @@
 #   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
 #           register and the tiles kernels against the CPU),
 #           check-cuda-epilogues (cuBLASLt's GELU epilogues against the
-#           CPU, DSC_CUDA_EPILOGUES=1), attention-cudnn,
+#           CPU, DSC_CUDA_EPILOGUES=gelu), check-cuda-bias-grad (its
+#           BGRADA/BGRADB bias gradients, DSC_CUDA_EPILOGUES=bgrad),
+#           attention-cudnn,
 #           attention-registers, bench (dsc's default choice: cuDNN where
 #           loaded), profile
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
@@ -117,7 +119,8 @@ selected=("$@")
 if ((${#selected[@]} == 1)); then
   case ${selected[0]} in
     perf) selected=(libraries devices versions 'check-cuda-attention-*'
-                    check-cuda-epilogues attention-cudnn attention-registers
+                    check-cuda-epilogues check-cuda-bias-grad
+                    attention-cudnn attention-registers
                     bench profile) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
                      check-cuda-sparse-unfused check-cuda-registers check-cuda-gemma2 check-cuda-phi
@@ -372,8 +375,17 @@ attention_forced() { # implementation
 # check-cuda with every 16-bit attention on implementation $1, at dropout
 # 0: GPT-2 tiny bf16, GPT-2 124M bf16 at seq 128.
 check_cuda_epilogues() {
-  DSC_CUDA_EPILOGUES=1 check_cuda gpt2-tiny "$work/bf16.json" &&
-    DSC_CUDA_EPILOGUES=1 check_cuda gpt2-small-nodrop "$work/bf16.json" --seq-len 128
+  DSC_CUDA_EPILOGUES=gelu check_cuda gpt2-tiny "$work/bf16.json" &&
+    DSC_CUDA_EPILOGUES=gelu check_cuda gpt2-small-nodrop "$work/bf16.json" --seq-len 128
+}
+
+# check-cuda with bias gradients from the weight-gradient GEMMs: GPT-2's
+# QKV bias (BGRADA: a [K, N] weight) and BERT's (BGRADB: [N, K]), then
+# both epilogue kinds at once.
+check_cuda_bias_grad() {
+  DSC_CUDA_EPILOGUES=bgrad check_cuda gpt2-tiny "$work/bf16.json" &&
+    DSC_CUDA_EPILOGUES=bgrad check_cuda bert-tiny "$examples/ds_config_bert.json" &&
+    DSC_CUDA_EPILOGUES=1 check_cuda gpt2-tiny "$work/bf16.json"
 }
 
 check_cuda_attention() {
@@ -634,6 +646,7 @@ for impl in cudnn registers tiles; do
 done
 # cuBLASLt's GELU epilogues (opt-in): is its GELU GPT-2's tanh form?
 step check-cuda-epilogues 120 check_cuda_epilogues
+step check-cuda-bias-grad 120 check_cuda_bias_grad
 
 step sanitizer 90 sanitizer
 step profile 90 profile

@@ -124,12 +124,28 @@ private:
   /// output, which the gradient's epilogue reads; so a Linear's output is
   /// fused only when every reader of it is absorbed this way.
   std::map<size_t, size_t> geluEpilogues(const rt::Function &fn) const;
+  /// Finds the bias-gradient epilogues of `fn` (EmitOptions::
+  /// biasGradEpilogues) into `biasGrads`: by LinearGradWeight index, the
+  /// ReduceTo that sums the GEMM's dy into an f32 [N] bias gradient. The
+  /// GEMM stays where it is and writes the bias gradient there, so nothing
+  /// may read it before, and when the ReduceTo came later nothing between
+  /// may touch its bytes; dy must hold the same values at both places.
+  void findBiasGradEpilogues(const rt::Function &fn);
+  /// Whether buffers `a` and `b` share bytes: the same buffer, or (in a
+  /// planned program) overlapping ranges of the arena.
+  bool overlap(int a, int b) const;
+  /// What the step at instruction `m` writes: its outputs, or the
+  /// accumulator of the Add it performs with beta = 1, and the bias
+  /// gradient of its bias-gradient epilogue.
+  std::vector<int> writesAt(const rt::Function &fn, size_t m) const;
   /// Whether buffer `id` appears in a function other than `fn`.
   bool usedOutside(const rt::Function &fn, int id) const;
   /// `accumulate`: the Add the GEMM performs (C = its accumulator);
   /// `gelu`: the BiasGelu or BiasGeluGrad it performs as its epilogue.
+  /// `biasGrad`: the ReduceTo whose bias gradient it writes.
   Step gemmStep(const rt::Instr &I, const rt::Instr *accumulate = nullptr,
-                const rt::Instr *gelu = nullptr);
+                const rt::Instr *gelu = nullptr,
+                const rt::Instr *biasGrad = nullptr);
   int addLauncher(KernelSpec &spec);
   /// A vocabulary-parallel instruction's phases (emitVocabPhase) and the
   /// group's all-reduces between them.
@@ -153,6 +169,8 @@ private:
   /// The statistics (lse buffers) of fused attentions whose forward or
   /// gradient cuDNN cannot run.
   std::set<int> cudnnRefused;
+  /// findBiasGradEpilogues of the function being emitted.
+  std::map<size_t, size_t> biasGrads;
 };
 
 std::optional<size_t> Emitter::accumulatingAdd(const rt::Function &fn,
@@ -223,17 +241,6 @@ std::map<size_t, size_t> Emitter::geluEpilogues(const rt::Function &fn) const {
            !usedOutside(fn, id);
   };
   auto dtype = [&](int id) { return P.buffers[size_t(id)].dtype; };
-  // Whether two buffers share bytes: the same buffer, or (in a planned
-  // program) overlapping ranges of the arena.
-  auto overlap = [&](int a, int b) {
-    if (a == b)
-      return true;
-    const rt::Buffer &x = P.buffers[size_t(a)], &y = P.buffers[size_t(b)];
-    if (P.arenaBytes < 0 || x.offset < 0 || y.offset < 0)
-      return false;
-    return x.offset < y.offset + int64_t(y.bytes()) &&
-           y.offset < x.offset + int64_t(x.bytes());
-  };
   for (size_t i = 0; i + 1 < fn.body.size(); ++i) {
     const rt::Instr &L = fn.body[i], &B = fn.body[i + 1];
     if (L.op != rt::Opcode::Linear || L.inputs.size() != 2 ||
@@ -279,17 +286,11 @@ std::map<size_t, size_t> Emitter::geluEpilogues(const rt::Function &fn) const {
       for (size_t m : dyUses)
         ok = ok && (m == j || m == k);
       // The GEMM moves down to j: nothing between may write the bytes it
-      // reads (the memory plan reuses bytes), nor h or the bias. A weight
-      // gradient there that accumulates with beta = 1 writes its
-      // accumulator, not its own output.
-      for (size_t m = k + 1; m < j && ok; ++m) {
-        std::vector<int> writes = fn.body[m].outputs;
-        if (std::optional<size_t> add = accumulatingAdd(fn, m))
-          writes = fn.body[*add].outputs;
-        for (int id : writes)
+      // reads (the memory plan reuses bytes), nor h or the bias.
+      for (size_t m = k + 1; m < j && ok; ++m)
+        for (int id : writesAt(fn, m))
           for (int read : {G.inputs[0], G.inputs[1], h, bias})
             ok = ok && !overlap(id, read);
-      }
       pairs[j] = k;
     }
     if (ok)
@@ -298,8 +299,83 @@ std::map<size_t, size_t> Emitter::geluEpilogues(const rt::Function &fn) const {
   return fused;
 }
 
+bool Emitter::overlap(int a, int b) const {
+  if (a == b)
+    return true;
+  const rt::Buffer &x = P.buffers[size_t(a)], &y = P.buffers[size_t(b)];
+  if (P.arenaBytes < 0 || x.offset < 0 || y.offset < 0)
+    return false;
+  return x.offset < y.offset + int64_t(y.bytes()) &&
+         y.offset < x.offset + int64_t(x.bytes());
+}
+
+std::vector<int> Emitter::writesAt(const rt::Function &fn, size_t m) const {
+  std::vector<int> writes = fn.body[m].outputs;
+  if (std::optional<size_t> add = accumulatingAdd(fn, m))
+    writes = fn.body[*add].outputs;
+  if (auto it = biasGrads.find(m); it != biasGrads.end())
+    writes.push_back(fn.body[it->second].outputs[0]);
+  return writes;
+}
+
+void Emitter::findBiasGradEpilogues(const rt::Function &fn) {
+  biasGrads.clear();
+  if (!options.biasGradEpilogues)
+    return;
+  for (size_t r = 0; r < fn.body.size(); ++r) {
+    const rt::Instr &R = fn.body[r];
+    if (R.op != rt::Opcode::ReduceTo)
+      continue;
+    const int dy = R.inputs[0], dbias = R.outputs[0];
+    const rt::Buffer &out = P.buffers[size_t(dbias)];
+    const rt::Buffer &in = P.buffers[size_t(dy)];
+    if (out.role != rt::BufferRole::Temp || usedOutside(fn, dbias) ||
+        out.dtype != Storage::F32 || out.shape.size() != 1 ||
+        in.shape.empty() || in.shape.back() != out.shape[0])
+      continue;
+    // The weight gradient whose dy this sums over every row.
+    std::optional<size_t> gemm;
+    for (size_t g : uses[size_t(dy)]) {
+      const rt::Instr &G = fn.body[g];
+      if (G.op == rt::Opcode::LinearGradWeight && G.inputs.size() == 2 &&
+          G.inputs[1] == dy && !biasGrads.count(g)) {
+        gemm = g;
+        break;
+      }
+    }
+    if (!gemm)
+      continue;
+    const size_t g = *gemm;
+    const rt::Instr &G = fn.body[g];
+    if (rt::checkInstr(P, G).N != out.shape[0])
+      continue;
+    // The bias gradient is first written at the GEMM: every other use of
+    // it reads it after the GEMM.
+    bool ok = true;
+    for (size_t m : uses[size_t(dbias)])
+      ok = ok && (m == r || (m > g && !std::count(fn.body[m].outputs.begin(),
+                                                  fn.body[m].outputs.end(),
+                                                  dbias)));
+    // dy holds the same values where the ReduceTo read it.
+    for (size_t m = std::min(g, r) + 1; m < std::max(g, r) && ok; ++m)
+      for (int id : writesAt(fn, m))
+        ok = ok && !overlap(id, dy);
+    // Written early (the ReduceTo came after the GEMM): its bytes must be
+    // free from the GEMM on, the GEMM's own operands included.
+    for (size_t m = g; m < r && ok; ++m) {
+      std::vector<int> touched = writesAt(fn, m);
+      touched.insert(touched.end(), fn.body[m].inputs.begin(),
+                     fn.body[m].inputs.end());
+      for (int id : touched)
+        ok = ok && !overlap(id, dbias);
+    }
+    if (ok)
+      biasGrads[g] = r;
+  }
+}
+
 Step Emitter::gemmStep(const rt::Instr &I, const rt::Instr *accumulate,
-                       const rt::Instr *gelu) {
+                       const rt::Instr *gelu, const rt::Instr *biasGrad) {
   KernelSpec s(P, I); // operand access and messages
   Gemm g;
   g.op = I.op;
@@ -404,6 +480,14 @@ Step Emitter::gemmStep(const rt::Instr &I, const rt::Instr *accumulate,
     g.biasType = P.buffers[size_t(gelu->outputs[1])].dtype;
     arg(gelu->outputs[1]);
     arg(gelu->inputs[1]);
+  }
+  if (biasGrad) {
+    // dy's sums over the rows: dy is A (a [N, K] weight) or B.
+    g.epilogue = d.transW ? GemmEpilogue::BiasGradFromA
+                          : GemmEpilogue::BiasGradFromB;
+    g.bias = true;
+    g.biasType = Storage::F32;
+    arg(biasGrad->outputs[0]);
   }
   if (gelu)
     g.auxType = P.buffers[size_t(step.args[4].buffers[0])].dtype;
@@ -529,6 +613,9 @@ void Emitter::emitFunction(const rt::Function &fn) {
   indexUses(fn);
   std::vector<Step> &steps = M.steps[fn.name];
   std::set<size_t> absorbed; ///< what GEMMs perform (accumulatingAdd, epilogues)
+  findBiasGradEpilogues(fn);
+  for (const auto &[gemm, reduce] : biasGrads)
+    absorbed.insert(reduce);
   const std::map<size_t, size_t> gelu = geluEpilogues(fn);
   for (const auto &[at, other] : gelu)
     absorbed.insert(other);
@@ -565,12 +652,17 @@ void Emitter::emitFunction(const rt::Function &fn) {
     switch (routeOf(I.op)) {
     case Route::Gemm: {
       const std::optional<size_t> add = accumulatingAdd(fn, i);
-      Step s = gemmStep(I, add ? &fn.body[*add] : nullptr);
+      const auto biasGrad = biasGrads.find(i);
+      const bool fusedBias = biasGrad != biasGrads.end();
+      Step s = gemmStep(I, add ? &fn.body[*add] : nullptr, nullptr,
+                        fusedBias ? &fn.body[biasGrad->second] : nullptr);
       s.instrs.push_back(i);
       if (add) {
         s.instrs.push_back(*add);
         absorbed.insert(*add);
       }
+      if (fusedBias)
+        s.instrs.push_back(biasGrad->second);
       steps.push_back(s);
       break;
     }
@@ -824,6 +916,10 @@ void Emitter::writeHeader() {
                ? ", epilogue GELU_AUX_BIAS (aux: x W + bias)"
            : g.epilogue == GemmEpilogue::DGeluBiasGrad
                ? ", epilogue DGELU_BGRAD (bias: the bias gradient)"
+           : g.epilogue == GemmEpilogue::BiasGradFromA
+               ? ", epilogue BGRADB (bias: the bias gradient, sums of dy)"
+           : g.epilogue == GemmEpilogue::BiasGradFromB
+               ? ", epilogue BGRADA (bias: the bias gradient, sums of dy)"
                : "")
        << " */\n";
   if (M.gemms.empty())
@@ -893,6 +989,27 @@ bool parseAttentionKernel(const std::string &name, AttentionKernel &kernel) {
       return true;
     }
   return false;
+}
+
+std::string parseEpilogues(const std::string &value, EmitOptions &options) {
+  options.geluEpilogues = options.biasGradEpilogues = false;
+  if (value.empty() || value == "0")
+    return "";
+  if (value == "1" || value == "all") {
+    options.geluEpilogues = options.biasGradEpilogues = true;
+    return "";
+  }
+  std::stringstream list(value);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (item == "gelu")
+      options.geluEpilogues = true;
+    else if (item == "bgrad")
+      options.biasGradEpilogues = true;
+    else
+      return "'" + item +
+             "' is not an epilogue (1, all, or a list of gelu and bgrad)";
+  }
+  return "";
 }
 
 const char *attentionKernelName(AttentionKernel kernel) {

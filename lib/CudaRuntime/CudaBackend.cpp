@@ -154,10 +154,9 @@ bool isExpertExchange(Opcode op) {
 }
 
 /// Whether `g`'s input bias differs in type from its output
-/// (GemmPlan::convertBias); a bias gradient (DGELU_BGRAD) is an output.
+/// (GemmPlan::convertBias); a bias gradient is an output.
 bool convertsBias(const cuda::Gemm &g) {
-  return g.bias && g.biasType != g.c &&
-         g.epilogue != cuda::GemmEpilogue::DGeluBiasGrad;
+  return g.bias && g.biasType != g.c && !cuda::writesBiasGradient(g.epilogue);
 }
 
 /// cuBLASLt's epilogue for `g`.
@@ -167,6 +166,11 @@ cublasLtEpilogue_t epilogueOf(const cuda::Gemm &g) {
     return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   case cuda::GemmEpilogue::DGeluBiasGrad:
     return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  // cuBLASLt's first operand is our B (GemmPlan).
+  case cuda::GemmEpilogue::BiasGradFromA:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  case cuda::GemmEpilogue::BiasGradFromB:
+    return CUBLASLT_EPILOGUE_BGRADA;
   case cuda::GemmEpilogue::Plain:
     break;
   }
@@ -537,7 +541,7 @@ void CudaBackend::planGemms() {
                   sizeof biasType),
               what);
     }
-    if (g.epilogue != cuda::GemmEpilogue::Plain) {
+    if (cuda::usesGeluAux(g.epilogue)) {
       // The aux matrix is laid out as the output: column-major rows = N.
       p.aux = true;
       const int64_t auxLd = g.N;
@@ -590,11 +594,14 @@ void CudaBackend::planGemms() {
     cublasLtMatmulPreferenceDestroy(pref);
     checkLt(st, what);
     if (found == 0)
-      throw Error("cuBLASLt: no algorithm for " + what +
-                  (g.epilogue != cuda::GemmEpilogue::Plain
-                       ? " with its GELU epilogue (DSC_CUDA_EPILOGUES=1); "
-                         "run without DSC_CUDA_EPILOGUES"
-                       : ""));
+      throw Error(
+          "cuBLASLt: no algorithm for " + what +
+          (g.epilogue == cuda::GemmEpilogue::Plain
+               ? std::string()
+               : std::string(" with its ") +
+                     (cuda::usesGeluAux(g.epilogue) ? "GELU" : "bias-gradient") +
+                     " epilogue (DSC_CUDA_EPILOGUES); run without "
+                     "DSC_CUDA_EPILOGUES"));
     candidates.resize(size_t(found));
     p.algo = candidates[size_t(chooseGemmAlgorithm(k, p, candidates, what))]
                  .algo;
@@ -712,10 +719,11 @@ cuda::EmitOptions CudaBackend::attentionOptions(const cudaDeviceProp &prop) {
   cuda::EmitOptions emit;
   emit.sm = prop.major * 10 + prop.minor;
   emit.cpuDropoutMasks = options.cpuDropoutMasks;
-  // GELU as cuBLASLt epilogues: opt-in until a GPU shows its GELU is the
-  // tanh form (check-cuda with DSC_CUDA_EPILOGUES=1).
+  // cuBLASLt epilogues: opt-in until a GPU shows that its GELU is the tanh
+  // form and its bias gradients match (check-cuda with DSC_CUDA_EPILOGUES).
   if (const char *e = std::getenv("DSC_CUDA_EPILOGUES"))
-    emit.geluEpilogues = std::string(e) == "1";
+    if (std::string problem = cuda::parseEpilogues(e, emit); !problem.empty())
+      throw Error("DSC_CUDA_EPILOGUES: " + problem);
   if (const char *name = std::getenv("DSC_CUDA_ATTENTION")) {
     if (!cuda::parseAttentionKernel(name, emit.attention))
       throw Error(std::string("DSC_CUDA_ATTENTION='") + name +

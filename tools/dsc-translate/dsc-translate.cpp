@@ -2,7 +2,7 @@
 //
 //   dsc-translate --emit-cuda STEP.mlir -o K.cu [--nvrtc-check=sm_80,sm_90]
 //                 [--nvrtc-fast-compile] [--attention-kernel=tiles|registers|cudnn] [--cudnn]
-//                 [--gelu-epilogues] [--sm=NN]
+//                 [--gelu-epilogues] [--bias-grad-epilogues] [--sm=NN]
 //   dsc-translate --emit-torch-extension STEP.mlir -o DIR [...]
 //
 // Lowers a step written by `dsc-run compile` (or dsc-opt) to the runtime
@@ -74,7 +74,11 @@ const char *kUsage =
     "                       dsc-run's CUDA backend\n"
     "  --gelu-epilogues     run a tanh-GELU MLP's bias + GELU and its\n"
     "                       gradient as cuBLASLt epilogues of the GEMMs\n"
-    "                       before them (the backend's DSC_CUDA_EPILOGUES=1)\n"
+    "                       before them (the backend's DSC_CUDA_EPILOGUES=gelu)\n"
+    "  --bias-grad-epilogues\n"
+    "                       compute a bias gradient that sums a weight\n"
+    "                       gradient GEMM's dy as that GEMM's BGRADA/BGRADB\n"
+    "                       epilogue (the backend's DSC_CUDA_EPILOGUES=bgrad)\n"
     "  --sm=NN              the target's compute capability (default 90)\n"
     "  --list-collectives   print every collective step: its function and\n"
     "                       instruction, mesh axis and group, what it moves\n"
@@ -253,6 +257,8 @@ int run(int argc, char **argv) {
       options.cudnn = true;
     else if (arg == "--gelu-epilogues")
       options.geluEpilogues = true;
+    else if (arg == "--bias-grad-epilogues")
+      options.biasGradEpilogues = true;
     else if (arg == "--list-collectives")
       listCollectives = true;
     else if (arg == "--list-lanes")

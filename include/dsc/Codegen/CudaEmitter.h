@@ -101,7 +101,27 @@ enum class GemmEpilogue {
   /// LinearGradInput + BiasGeluGrad: D = product * gelu'(aux) and the
   /// bias "pointer" the column sums of D, the bias gradient (DGELU_BGRAD).
   DGeluBiasGrad,
+  /// LinearGradWeight + the ReduceTo that sums its dy into the bias
+  /// gradient: the bias "pointer" gets bias[m] = sum_k op(A)[m, k] (dy is
+  /// A: a weight [N, K], dw = dy^T x). cuBLASLt's first operand is our B,
+  /// so this is its BGRADB.
+  BiasGradFromA,
+  /// The same with dy as B (a weight [K, N], dw = x^T dy): bias[n] =
+  /// sum_k op(B)[k, n], cuBLASLt's BGRADA.
+  BiasGradFromB,
 };
+
+/// Whether `e` writes a bias gradient into the bias pointer (rather than
+/// reading a bias).
+inline bool writesBiasGradient(GemmEpilogue e) {
+  return e == GemmEpilogue::DGeluBiasGrad || e == GemmEpilogue::BiasGradFromA ||
+         e == GemmEpilogue::BiasGradFromB;
+}
+
+/// Whether `e` is a GELU epilogue (an aux matrix: the pre-activation).
+inline bool usesGeluAux(GemmEpilogue e) {
+  return e == GemmEpilogue::GeluAuxBias || e == GemmEpilogue::DGeluBiasGrad;
+}
 
 struct Gemm {
   rt::Opcode op;
@@ -115,10 +135,10 @@ struct Gemm {
   bool accumulate = false;
   Storage a = Storage::F32, b = Storage::F32, c = Storage::F32,
           biasType = Storage::F32;
-  /// GELU epilogues (EmitOptions::geluEpilogues): the aux buffer is the
-  /// step's args[4], [M, N] row-major of `auxType`; the bias (args[3]) is
-  /// the input bias (GeluAuxBias) or the bias gradient it writes
-  /// (DGeluBiasGrad).
+  /// Epilogues (EmitOptions::geluEpilogues, biasGradEpilogues): the bias
+  /// (args[3]) is the input bias (GeluAuxBias) or the f32 bias gradient
+  /// it writes (writesBiasGradient); a GELU epilogue's aux buffer is the
+  /// step's args[4], [M, N] row-major of `auxType`.
   GemmEpilogue epilogue = GemmEpilogue::Plain;
   Storage auxType = Storage::F32;
   bool operator==(const Gemm &o) const;
@@ -244,7 +264,17 @@ struct EmitOptions {
   /// until a GPU has shown that cuBLASLt's GELU is the tanh form
   /// (DSC_CUDA_EPILOGUES=1, dsc-translate --gelu-epilogues).
   bool geluEpilogues = false;
+  /// A bias gradient that sums the dy of a weight-gradient GEMM runs as
+  /// that GEMM's BGRADA/BGRADB epilogue (GemmEpilogue::BiasGradFromA/B);
+  /// off by default until a GPU has run it (DSC_CUDA_EPILOGUES=bgrad,
+  /// dsc-translate --bias-grad-epilogues).
+  bool biasGradEpilogues = false;
 };
+
+/// Reads DSC_CUDA_EPILOGUES's value into `options`: "1" or "all" (every
+/// epilogue), or a comma-separated list of "gelu" and "bgrad"; "0" or ""
+/// none. Returns an error message naming a bad entry, or "".
+std::string parseEpilogues(const std::string &value, EmitOptions &options);
 
 /// Emits the module. Throws rt::Error("<opcode>: <why>") for an instruction
 /// it cannot emit (bad operands, an unsupported attribute value).
