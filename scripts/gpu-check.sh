@@ -646,7 +646,7 @@ for impl in cudnn registers tiles; do
 done
 # cuBLASLt's GELU epilogues (opt-in): is its GELU GPT-2's tanh form?
 step check-cuda-epilogues 120 check_cuda_epilogues
-step check-cuda-bias-grad 120 check_cuda_bias_grad
+step check-cuda-bias-grad 90 check_cuda_bias_grad
 
 step sanitizer 90 sanitizer
 step profile 90 profile
