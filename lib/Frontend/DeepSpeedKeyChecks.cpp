@@ -86,6 +86,9 @@ void checkKeyType(const Ctx &c, const std::string &p, const json &v,
   else if (type == "int")
     c.integer(p, v, std::numeric_limits<int64_t>::min(),
               std::numeric_limits<int64_t>::max(), "an integer");
+  else if (type == "int>=0")
+    c.integer(p, v, 0, std::numeric_limits<int64_t>::max(),
+              "a non-negative integer");
   else if (type == "number")
     c.number(p, v, [](double) { return true; }, "a number");
   else if (type == "string") {

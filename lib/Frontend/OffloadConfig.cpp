@@ -23,15 +23,22 @@ namespace config_reader {
 
 namespace {
 
-/// The `device` of an offload section: "none", "cpu" or "nvme".
+/// The `device` of an offload section: "none", "cpu" or "nvme", spelled
+/// as DeepSpeed's enum spells them (it refuses "CPU" and null), so a
+/// config dsc reads is one DeepSpeed reads too.
 std::string offloadDevice(const Ctx &c, const std::string &p, const json &sec) {
   auto it = sec.find("device");
-  if (it == sec.end() || it->is_null())
+  if (it == sec.end())
     return "none";
   const std::string expected = "\"none\", \"cpu\" or \"nvme\"";
-  std::string device = lower(c.string(p + ".device", *it, expected));
+  if (it->is_null())
+    c.bad(p + ".device", *it, expected + " (omit the key for \"none\")");
+  const std::string device = c.string(p + ".device", *it, expected);
   if (device != "none" && device != "cpu" && device != "nvme")
-    c.bad(p + ".device", *it, expected);
+    c.bad(p + ".device", *it,
+          expected + (lower(device) != device ? ", in lower case as DeepSpeed "
+                                                "accepts them"
+                                              : ""));
   return device;
 }
 

@@ -787,6 +787,31 @@ TEST(TrainConfig, UnimplementedSections) {
                               "pin_memory": "yes"}})")),
              "zero_optimization.offload_optimizer.pin_memory: \"yes\" is not "
              "allowed; expected true or false");
+  // The device as DeepSpeed's enum spells it: it refuses "CPU" and null.
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2,
+                              "offload_optimizer": {"device": "NVME",
+                              "nvme_path": "/local_nvme"}})")),
+             "zero_optimization.offload_optimizer.device: \"NVME\" is not "
+             "allowed; expected \"none\", \"cpu\" or \"nvme\", in lower case");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 2,
+                              "offload_optimizer": {"device": null}})")),
+             "zero_optimization.offload_optimizer.device: null is not "
+             "allowed; expected \"none\", \"cpu\" or \"nvme\" (omit the key");
+  const std::string gpu = trainError(ds(R"("zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "gpu"}})"));
+  EXPECT_HAS(gpu, "zero_optimization.offload_optimizer.device: \"gpu\" is not "
+                  "allowed; expected \"none\", \"cpu\" or \"nvme\"");
+  EXPECT_EQ(gpu.find("lower case"), std::string::npos) << gpu;
+  // Keys without effect keep DeepSpeed's ranges (pydantic's ge=0).
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 3,
+                              "sub_group_size": -1})")),
+             "zero_optimization.sub_group_size: -1 is not allowed; expected a "
+             "non-negative integer");
+  EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 3,
+                              "stage3_max_live_parameters": -5})")),
+             "zero_optimization.stage3_max_live_parameters: -5 is not allowed");
+  EXPECT_EQ(train(ds(R"("zero_optimization": {"stage": 3, "sub_group_size": 0,
+                        "stage3_max_reuse_distance": 0})")).zeroStage, 3);
   EXPECT_HAS(trainError(ds(R"("zero_optimization": {"stage": 1,
                               "overlap_comm": 1})")),
              "zero_optimization.overlap_comm");

@@ -562,7 +562,7 @@ enum class KeyTreatment {
 /// table in docs/config.md (dsc-run config-keys prints it).
 struct DeepSpeedKey {
   const char *path;      ///< "zero_optimization.overlap_comm"
-  const char *type;      ///< bool, int, number, string, object, list, any
+  const char *type;      ///< bool, int, int>=0, number, string, object, list, any
   const char *dsDefault; ///< DeepSpeed's default, as JSON ("" : none)
   KeyTreatment treatment;
   /// The values accepted: nullptr (any of `type`), "{enabled:false}" (a
