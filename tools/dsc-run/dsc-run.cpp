@@ -892,12 +892,16 @@ int cmdSwapBench(int argc, char **argv) {
                      " is more than 65536 (64 GiB)");
   const int64_t transferMib =
       std::min(mib, args.getInt("--transfer-mib", 64, 1));
-  if (args.has("--tune"))
-    printSwapTune(train, mib, transferMib, args.getInt("--repeats", 2, 1),
-                  std::cout);
+  const bool tune = args.has("--tune");
+  // Each repeat writes and reads --mib (tune: for every queue setting).
+  const int64_t repeats = args.getInt("--repeats", tune ? 2 : 3, 1);
+  if (repeats > 100)
+    throw UsageError("dsc-run swap-bench: --repeats " +
+                     std::to_string(repeats) + " is more than 100");
+  if (tune)
+    printSwapTune(train, mib, transferMib, repeats, std::cout);
   else
-    printSwapBench(train, mib, transferMib, args.getInt("--repeats", 3, 1),
-                   std::cout);
+    printSwapBench(train, mib, transferMib, repeats, std::cout);
   return 0;
 }
 
