@@ -11,6 +11,8 @@
 #include <map>
 #include <ostream>
 #include <set>
+#include <utility>
+#include <vector>
 
 namespace dsc::rt {
 
@@ -55,14 +57,16 @@ Program withInstructionFunctions(const Program &program,
   return split;
 }
 
-double relativeBufferError(const Buffer &buffer, const void *ref,
-                           const void *got) {
-  if (!isFloat(buffer.dtype))
-    return std::memcmp(ref, got, buffer.bytes()) == 0 ? 0.0 : INFINITY;
+namespace {
+
+/// relativeBufferError of `n` elements of `dtype` (`bytes` in all).
+double relativeError(DType dtype, int64_t n, size_t bytes, const void *ref,
+                     const void *got) {
+  if (!isFloat(dtype))
+    return std::memcmp(ref, got, bytes) == 0 ? 0.0 : INFINITY;
   double diff = 0, scale = 0;
-  for (int64_t i = 0, n = buffer.numElements(); i < n; ++i) {
-    const float a = floatAt(buffer.dtype, ref, i),
-                b = floatAt(buffer.dtype, got, i);
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = floatAt(dtype, ref, i), b = floatAt(dtype, got, i);
     if (std::isnan(a) != std::isnan(b))
       return INFINITY;
     if (!std::isnan(a)) {
@@ -71,6 +75,14 @@ double relativeBufferError(const Buffer &buffer, const void *ref,
     }
   }
   return diff == 0 ? 0.0 : diff / std::max(scale, 1e-30);
+}
+
+} // namespace
+
+double relativeBufferError(const Buffer &buffer, const void *ref,
+                           const void *got) {
+  return relativeError(buffer.dtype, buffer.numElements(), buffer.bytes(), ref,
+                       got);
 }
 
 bool compareInstructionByInstruction(const Program &program,
@@ -123,6 +135,56 @@ bool compareInstructionByInstruction(const Program &program,
     std::snprintf(line, sizeof line, "  %-28s %.3g\n", op.c_str(), err);
     os << line;
   }
+  return ok;
+}
+
+bool compareGradients(const Safetensors &reference,
+                      const Safetensors &candidate, double tolerance,
+                      std::ostream &os) {
+  std::vector<std::pair<double, std::string>> errors;
+  bool ok = true;
+  auto report = [&](const std::string &line) {
+    os << "FAIL " << line << "\n";
+    ok = false;
+  };
+  for (const auto &[name, ref] : reference.tensors) {
+    if (name != "loss" && name.rfind("grad.", 0) != 0)
+      continue;
+    auto it = candidate.tensors.find(name);
+    if (it == candidate.tensors.end()) {
+      report(name + ": missing from the candidate's micro-step");
+      continue;
+    }
+    const Tensor &got = it->second;
+    if (got.dtype != ref.dtype || got.shape != ref.shape) {
+      report(name + ": " + shapeStr(got.shape) + ":" + dtypeName(got.dtype) +
+             " where the reference has " + shapeStr(ref.shape) + ":" +
+             dtypeName(ref.dtype));
+      continue;
+    }
+    const double err = relativeError(ref.dtype, elementCount(ref.shape),
+                                     ref.bytes.size(), ref.bytes.data(),
+                                     got.bytes.data());
+    errors.emplace_back(err, name);
+    if (!(err <= tolerance)) {
+      char line[64];
+      std::snprintf(line, sizeof line, "%.3g", err);
+      report(name + " differs from the reference by " + line +
+             " (relative to its largest value; tolerance " +
+             std::to_string(tolerance) + ")");
+    }
+  }
+  std::sort(errors.rbegin(), errors.rend());
+  os << errors.size() << " tensors compared (the loss and every parameter's "
+     << "gradient); the worst:\n";
+  for (size_t i = 0; i < std::min<size_t>(5, errors.size()); ++i) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-48s %.3g\n",
+                  errors[i].second.c_str(), errors[i].first);
+    os << line;
+  }
+  if (errors.empty())
+    report("the reference's micro-step has no loss or gradients");
   return ok;
 }
 

@@ -3,7 +3,9 @@
 // The CPU backend is the reference: each CUDA kernel, run on the CPU's
 // values of its operands, must reproduce the buffers its CPU counterpart
 // writes (dropout and MLM masks bit for bit, hence the integer buffers'
-// exact comparison), and training must follow the CPU's losses.
+// exact comparison); a whole micro-step, fused as the backend runs it,
+// must give the CPU's gradients; and training must follow the CPU's
+// losses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,6 +64,19 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
       ok &= rt::compareInstructionByInstruction(p, fn, *cpu, cpuMem, *gpu,
                                                 gpuMem, rt::RngContext{seed, 0},
                                                 options.kernelTolerance, os);
+  }
+  {
+    auto cpu = rt::createCpuBackend(*comm);
+    auto gpu = rt::createCudaBackend(planned, *comm, checkCudaOptions());
+    rt::Trainer cpuRun(planned, *cpu, *comm, seed);
+    rt::Trainer gpuRun(planned, *gpu, *comm, seed);
+    cpuRun.initializeWeights();
+    gpuRun.initializeWeights();
+    os << "gradient check (one whole micro-step as each backend runs it, "
+          "its fusions included; the reference is the CPU):\n";
+    ok &= rt::compareGradients(cpuRun.inspectMicroStep(data),
+                               gpuRun.inspectMicroStep(data),
+                               options.gradientTolerance, os);
   }
   if (options.steps > 0) {
     auto cpu = rt::createCpuBackend(*comm);

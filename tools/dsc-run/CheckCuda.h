@@ -15,6 +15,9 @@ struct CudaCheckOptions {
   /// Largest allowed max|gpu - cpu| / max|cpu| of any buffer an instruction
   /// writes (integer buffers must be equal).
   double kernelTolerance = 1e-3;
+  /// Largest allowed max|gpu - cpu| / max|cpu| of the loss and of each
+  /// parameter's gradient after one whole micro-step.
+  double gradientTolerance = 1e-3;
   /// Largest allowed |gpu - cpu| / |cpu| of a step's loss.
   double lossTolerance = 1e-3;
   int64_t steps = 20;
@@ -24,9 +27,13 @@ struct CudaCheckOptions {
 /// program without a memory plan, so every buffer keeps its value),
 /// instruction by instruction, each on the CPU's values of its operands
 /// (rt::compareInstructionByInstruction): every buffer each instruction
-/// writes is compared. Training check: `options.steps` steps of `planned`
-/// on both; the losses are compared. Prints a report; returns whether
-/// everything was within tolerance.
+/// writes is compared. Gradient check: one whole @micro_step of `planned`
+/// on both, as each backend runs it (fusions across instructions
+/// included), from the same weights and batch; the loss and every
+/// parameter's gradient are compared (rt::compareGradients). Training
+/// check: `options.steps` steps of `planned` on both; the losses are
+/// compared. Prints a report; returns whether everything was within
+/// tolerance.
 bool checkCudaAgainstCpu(const rt::Program &unplanned,
                          const rt::Program &planned, const rt::TokenFile &data,
                          const CudaCheckOptions &options, std::ostream &os);

@@ -133,5 +133,62 @@ TEST(BackendCompare, RelativeErrorOfIntegerAndNaNBuffers) {
   EXPECT_TRUE(std::isinf(relativeBufferError(floats, f, n)));
 }
 
+Tensor floats(std::vector<float> v) {
+  Tensor t;
+  t.shape = {int64_t(v.size())};
+  t.bytes.resize(v.size() * sizeof(float));
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+TEST(BackendCompare, GradientsOfAWholeMicroStep) {
+  Safetensors ref;
+  ref.tensors["loss"] = floats({2.5f});
+  ref.tensors["grad.w"] = floats({1, -2, 4});
+  ref.tensors["grad.b"] = floats({0.5f, 0.25f});
+  ref.tensors["input_ids"] = floats({7, 8}); // not compared
+  Safetensors same = ref;
+  same.tensors["input_ids"] = floats({0, 0});
+  std::ostringstream os;
+  EXPECT_TRUE(compareGradients(ref, same, 0.0, os)) << os.str();
+  EXPECT_NE(os.str().find("3 tensors compared"), std::string::npos) << os.str();
+
+  // A bias gradient off by a fifth of its largest value: named, with the
+  // worst first in the list.
+  Safetensors wrong = ref;
+  wrong.tensors["grad.b"] = floats({0.4f, 0.25f});
+  std::ostringstream bad;
+  EXPECT_FALSE(compareGradients(ref, wrong, 1e-1, bad));
+  EXPECT_NE(bad.str().find("FAIL grad.b differs from the reference by 0.2 "),
+            std::string::npos)
+      << bad.str();
+  EXPECT_LT(bad.str().find("  grad.b "), bad.str().find("  grad.w "))
+      << bad.str();
+  EXPECT_TRUE(compareGradients(ref, wrong, 0.25, os));
+
+  // Missing, reshaped, NaN.
+  Safetensors missing = ref;
+  missing.tensors.erase("grad.w");
+  missing.tensors["grad.b"] = floats({0.5f, 0.25f, 0.0f});
+  missing.tensors["loss"] = floats({NAN});
+  std::ostringstream three;
+  EXPECT_FALSE(compareGradients(ref, missing, 1.0, three));
+  EXPECT_NE(three.str().find("FAIL grad.w: missing from the candidate's "
+                             "micro-step"),
+            std::string::npos)
+      << three.str();
+  EXPECT_NE(three.str().find("FAIL grad.b: [3]:f32 where the reference has "
+                             "[2]:f32"),
+            std::string::npos)
+      << three.str();
+  EXPECT_NE(three.str().find("FAIL loss differs from the reference by inf"),
+            std::string::npos)
+      << three.str();
+
+  // Nothing to compare is not a pass.
+  std::ostringstream none;
+  EXPECT_FALSE(compareGradients(Safetensors{}, Safetensors{}, 1.0, none));
+}
+
 } // namespace
 } // namespace dsc::rt

@@ -11,6 +11,7 @@
 #ifndef DSC_RUNTIME_BACKENDCOMPARE_H
 #define DSC_RUNTIME_BACKENDCOMPARE_H
 
+#include "dsc/Runtime/IO.h"
 #include "dsc/Runtime/Runtime.h"
 
 #include <iosfwd>
@@ -47,6 +48,19 @@ bool compareInstructionByInstruction(const Program &program,
                                      Backend &candidate, Storage &candMem,
                                      const RngContext &rng, double tolerance,
                                      std::ostream &os);
+
+/// One whole @micro_step of the candidate against the reference's
+/// (Trainer::inspectMicroStep of each, from the same weights and batch):
+/// the loss and every "grad.*" tensor, max|got - ref| / max|ref| each. The
+/// instruction-by-instruction check runs no fusion across instructions
+/// (GEMM epilogues, beta = 1 accumulation), and a warm-up schedule's first
+/// learning rates can leave the weights, so the losses, unchanged: this is
+/// what holds the step's gradients, as the backend really runs it, to the
+/// reference. Prints the worst few and every tensor over `tolerance` (or
+/// missing); returns whether all were within it.
+bool compareGradients(const Safetensors &reference,
+                      const Safetensors &candidate, double tolerance,
+                      std::ostream &os);
 
 } // namespace dsc::rt
 
