@@ -326,6 +326,8 @@ void Emitter::findBiasGradEpilogues(const rt::Function &fn) {
     const rt::Instr &R = fn.body[r];
     if (R.op != rt::Opcode::ReduceTo)
       continue;
+    if (R.host)
+      continue;
     const int dy = R.inputs[0], dbias = R.outputs[0];
     const rt::Buffer &out = P.buffers[size_t(dbias)];
     const rt::Buffer &in = P.buffers[size_t(dy)];
@@ -347,7 +349,10 @@ void Emitter::findBiasGradEpilogues(const rt::Function &fn) {
       continue;
     const size_t g = *gemm;
     const rt::Instr &G = fn.body[g];
-    if (rt::checkInstr(P, G).N != out.shape[0])
+    // cuBLASLt writes the bias gradient in the output's type: an f32 dw
+    // (what mixed precision keeps; an accumulating GEMM's C is f32 too).
+    if (G.host || rt::checkInstr(P, G).N != out.shape[0] ||
+        P.buffers[size_t(G.outputs[0])].dtype != Storage::F32)
       continue;
     // The bias gradient is first written at the GEMM: every other use of
     // it reads it after the GEMM.
@@ -893,7 +898,9 @@ void Emitter::writeHeader() {
     os << "/* " << L.summary << " */\n" << launcherSignature(L) << ";\n";
   os << "\n/* GEMMs for cuBLASLt, row-major: C[b] = alpha * op(A[b]) op(B[b])\n"
      << "   (+ bias[n] per row), f32 accumulation; types: 0 f32, 1 f16,\n"
-     << "   2 bf16. */\n"
+     << "   2 bf16. A row whose comment names a cuBLASLt epilogue runs it\n"
+     << "   instead: its bias is what that epilogue reads or writes (a bias\n"
+     << "   gradient: the sums of dy, of length N of the weight). */\n"
      << "typedef struct {\n  long long batch, m, n, k;\n"
      << "  int trans_a, trans_b;\n"
      << "  long long lda, ldb, ldc, stride_a, stride_b, stride_c;\n"
@@ -999,8 +1006,12 @@ std::string parseEpilogues(const std::string &value, EmitOptions &options) {
     options.geluEpilogues = options.biasGradEpilogues = true;
     return "";
   }
-  std::stringstream list(value);
-  for (std::string item; std::getline(list, item, ',');) {
+  for (size_t start = 0; start <= value.size();) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string::npos)
+      comma = value.size();
+    const std::string item = value.substr(start, comma - start);
+    start = comma + 1;
     if (item == "gelu")
       options.geluEpilogues = true;
     else if (item == "bgrad")

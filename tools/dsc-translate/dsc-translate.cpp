@@ -309,6 +309,10 @@ int run(int argc, char **argv) {
     throw Failure("the torch extension binds dsc's own kernels: cuDNN "
                   "attention (--cudnn, --attention-kernel=cudnn) runs in "
                   "dsc-run's CUDA backend only");
+  if (torch && (options.geluEpilogues || options.biasGradEpilogues))
+    throw Failure("the torch extension binds dsc's own kernels: cuBLASLt "
+                  "epilogues (--gelu-epilogues, --bias-grad-epilogues) run in "
+                  "dsc-run's CUDA backend only");
   std::string header = output;
   if (torch) {
     options.headerName = dsc::cuda::kTorchKernelsHeader;

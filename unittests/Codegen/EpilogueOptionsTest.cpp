@@ -59,8 +59,10 @@ TEST(EpilogueOptions, AnUnknownEntryIsNamed) {
             "'relu' is not an epilogue (1, all, or a list of gelu and bgrad)");
   EXPECT_EQ(parse("true").problem,
             "'true' is not an epilogue (1, all, or a list of gelu and bgrad)");
-  EXPECT_EQ(parse(",gelu").problem,
-            "'' is not an epilogue (1, all, or a list of gelu and bgrad)");
+  for (const char *value : {",gelu", "gelu,", "gelu,,bgrad"})
+    EXPECT_EQ(parse(value).problem,
+              "'' is not an epilogue (1, all, or a list of gelu and bgrad)")
+        << value;
 }
 
 } // namespace
