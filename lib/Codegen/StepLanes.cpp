@@ -59,16 +59,8 @@ Lane laneOf(const rt::Function &fn, const Step &step, bool overlapComm) {
     // loss's statistics, which the device's kernels share).
     if (!overlapComm || step.scratchOffset >= 0)
       return Lane::Device;
-    switch (fn.body[step.instrs.at(0)].op) {
-    case rt::Opcode::AllReduce:
-    case rt::Opcode::ReduceScatter:
-    case rt::Opcode::AllGather:
-    case rt::Opcode::AllToAll:
-    case rt::Opcode::Broadcast:
-      return Lane::Comm;
-    default:
-      return Lane::Device;
-    }
+    return rt::runsBesideCompute(fn.body[step.instrs.at(0)].op) ? Lane::Comm
+                                                                 : Lane::Device;
   }
   case Step::Kind::HostCopy:
     return fn.body[step.instrs.at(0)].op == rt::Opcode::ToHost ? Lane::ToHost

@@ -12,6 +12,10 @@
 // kernels such as GEMMs cannot run in place, and the runtime has no per-
 // opcode "may overwrite its input" fact yet. A Temp named by no instruction
 // (the lowering makes none) gets a slot of its own above all the others.
+// With overlap_comm, a collective that runs beside the compute
+// (rt::runsBesideCompute) keeps its inputs live until the next such
+// collective is issued: the transfer reads them after it is issued, and an
+// instruction reusing their bytes would have to wait for it.
 //
 // Transient outputs. An Output buffer that one function writes and no
 // other function names (@eval_step's logits, the gradient norm, a pipeline
@@ -111,6 +115,23 @@ std::vector<Interval> liveRanges(const Program &program,
       touch(id);
     for (int id : instr.outputs)
       touch(id);
+  }
+  // overlap_comm: a collective beside the compute reads its inputs after
+  // it is issued, so they stay live until the next such collective is
+  // issued (the end: none), and the compute fills the next bucket while
+  // this one travels (DeepSpeed's double buffer). Were the bytes reused at
+  // once, the next instruction to touch them would wait for the transfer.
+  if (program.metaInt("overlap_comm", 0, 0) != 0) {
+    int next = end;
+    for (int i = end; i >= 0; --i) {
+      const rt::Instr &instr = fn.body[size_t(i)];
+      if (!rt::runsBesideCompute(instr.op))
+        continue;
+      for (int id : instr.inputs)
+        if (auto it = index.find(id); it != index.end())
+          ranges[it->second].last = std::max(ranges[it->second].last, next);
+      next = i;
+    }
   }
   return ranges;
 }

@@ -131,6 +131,19 @@ const OpInfo &opInfo(Opcode op) {
   return table[size_t(op)];
 }
 
+bool runsBesideCompute(Opcode op) {
+  switch (op) {
+  case Opcode::AllReduce:
+  case Opcode::ReduceScatter:
+  case Opcode::AllGather:
+  case Opcode::AllToAll:
+  case Opcode::Broadcast:
+    return true;
+  default:
+    return false;
+  }
+}
+
 void detail::notInFamily(Opcode op, KernelFamily family) {
   throw Error(std::string("internal: opcode ") + opcodeName(op) +
               " is not in kernel family " + std::to_string(int(family)));

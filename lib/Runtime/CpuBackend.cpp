@@ -151,22 +151,6 @@ private:
   uint64_t shuffledCalls = 0;
 };
 
-/// The collectives overlap_comm runs beside the compute: the bulk
-/// transfers (the vocabulary-parallel ops, the norm, tensor slicing's
-/// reduce and pipeline transfers are waited for at once).
-bool runsBeside(Opcode op) {
-  switch (op) {
-  case Opcode::AllReduce:
-  case Opcode::ReduceScatter:
-  case Opcode::AllGather:
-  case Opcode::AllToAll:
-  case Opcode::Broadcast:
-    return true;
-  default:
-    return false;
-  }
-}
-
 void CpuBackend::runOverlapped(const Program &P, const Function &fn,
                                Storage &S, const RngContext &rng,
                                bool collectivesBeside) {
@@ -203,7 +187,7 @@ void CpuBackend::runOverlapped(const Program &P, const Function &fn,
       // the communicators are never used from two threads at once.
       commThread->submit([this, &P, &S, &I, rng] { execute(P, S, I, rng); },
                          std::move(reads), std::move(writes));
-      if (!runsBeside(I.op))
+      if (!runsBesideCompute(I.op))
         commThread->drain();
     }
     drainBoth();

@@ -94,6 +94,60 @@ TEST(MemoryPlan, DeadTempsAreReused) {
   EXPECT_EQ(p.arenaBytes, 256);
 }
 
+TEST(MemoryPlan, OverlappedCollectivesKeepTheirInputsUntilTheNext) {
+  // b0 = gelu(x); r0 = reduce_scatter(b0); t = gelu(x); u = gelu(t);
+  // b1 = gelu(u); r1 = reduce_scatter(b1); v = gelu(x); w = gelu(v).
+  // In program order b0 is dead after its collective and t takes its
+  // bytes; with overlap_comm the collective still reads b0 while the
+  // compute goes on, so b0 stays live until r1 is issued (then v may take
+  // it), and b1 until the function's end.
+  auto build = [](bool overlap, std::map<std::string, int> &ids) {
+    Program p;
+    int x = addBuffer(p, {16}, BufferRole::Input);
+    auto temp = [&](const char *name, int64_t n) {
+      return ids[name] = addBuffer(p, {n});
+    };
+    int b0 = temp("b0", 16), r0 = temp("r0", 8), t = temp("t", 16),
+        u = temp("u", 16), b1 = temp("b1", 16), r1 = temp("r1", 8),
+        v = temp("v", 16), w = temp("w", 16);
+    int y0 = addBuffer(p, {8}, BufferRole::GradAcc),
+        y1 = addBuffer(p, {8}, BufferRole::GradAcc),
+        y2 = addBuffer(p, {16}, BufferRole::GradAcc);
+    Function &f = p.functions["f"];
+    f.name = "f";
+    f.body = {instr(Opcode::Gelu, {x}, {b0}),
+              instr(Opcode::ReduceScatter, {b0}, {r0}),
+              instr(Opcode::Gelu, {x}, {t}),
+              instr(Opcode::Gelu, {t}, {u}),
+              instr(Opcode::Gelu, {u}, {b1}),
+              instr(Opcode::ReduceScatter, {b1}, {r1}),
+              instr(Opcode::Gelu, {x}, {v}),
+              instr(Opcode::Gelu, {v}, {w}),
+              instr(Opcode::Add, {r0, r1}, {y0}),
+              instr(Opcode::Add, {r0, r1}, {y1}),
+              instr(Opcode::Add, {w, x}, {y2})};
+    if (overlap)
+      p.meta["overlap_comm"] = int64_t(1);
+    plan(p);
+    return p;
+  };
+  auto shares = [](const Program &p, int a, int b) {
+    const Buffer &x = p.buffers[size_t(a)], &y = p.buffers[size_t(b)];
+    return x.offset < y.offset + int64_t(y.bytes()) &&
+           y.offset < x.offset + int64_t(x.bytes());
+  };
+  std::map<std::string, int> id;
+  const Program serial = build(false, id);
+  EXPECT_TRUE(shares(serial, id["b0"], id["t"]) ||
+              shares(serial, id["b0"], id["u"]))
+      << "program order reuses the bytes of the collective's input";
+  const Program overlapped = build(true, id);
+  for (const char *later : {"t", "u", "b1", "r1"})
+    EXPECT_FALSE(shares(overlapped, id["b0"], id[later])) << later;
+  for (const char *later : {"v", "w"})
+    EXPECT_FALSE(shares(overlapped, id["b1"], id[later])) << later;
+}
+
 TEST(MemoryPlan, OutputsNeverShareMemoryWithTheirInputs) {
   // t0 dies at the instruction that produces t1: still disjoint, because a
   // kernel (a GEMM, say) may read its input while writing its output.

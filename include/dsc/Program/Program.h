@@ -206,6 +206,12 @@ struct OpInfo {
 };
 
 const OpInfo &opInfo(Opcode op);
+
+/// The collectives overlap_comm runs beside the compute (CPU ranks: on the
+/// communication thread; CUDA: on the comm lane): the bulk transfers. The
+/// vocabulary-parallel ops, the norm, tensor slicing's reduce and the
+/// pipeline transfers are waited for where they stand.
+bool runsBesideCompute(Opcode op);
 /// Every opcode's row, in Opcode order.
 const std::vector<OpInfo> &allOps();
 
