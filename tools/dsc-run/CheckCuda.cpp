@@ -30,6 +30,25 @@ rt::CudaOptions checkCudaOptions() {
   return o;
 }
 
+namespace {
+
+/// `program` on the CPU and CUDA backends, from the same initial weights.
+struct TrainerPair {
+  TrainerPair(const rt::Program &program, rt::Communicator &comm,
+              uint64_t seed)
+      : cpuBackend(rt::createCpuBackend(comm)),
+        gpuBackend(rt::createCudaBackend(program, comm, checkCudaOptions())),
+        cpu(program, *cpuBackend, comm, seed),
+        gpu(program, *gpuBackend, comm, seed) {
+    cpu.initializeWeights();
+    gpu.initializeWeights();
+  }
+  std::unique_ptr<rt::Backend> cpuBackend, gpuBackend;
+  rt::Trainer cpu, gpu;
+};
+
+} // namespace
+
 bool checkCudaAgainstCpu(const rt::Program &unplanned,
                          const rt::Program &planned, const rt::TokenFile &data,
                          const CudaCheckOptions &options, std::ostream &os) {
@@ -66,25 +85,16 @@ bool checkCudaAgainstCpu(const rt::Program &unplanned,
                                                 options.kernelTolerance, os);
   }
   {
-    auto cpu = rt::createCpuBackend(*comm);
-    auto gpu = rt::createCudaBackend(planned, *comm, checkCudaOptions());
-    rt::Trainer cpuRun(planned, *cpu, *comm, seed);
-    rt::Trainer gpuRun(planned, *gpu, *comm, seed);
-    cpuRun.initializeWeights();
-    gpuRun.initializeWeights();
+    TrainerPair runs(planned, *comm, seed);
     os << "gradient check (one whole micro-step as each backend runs it, "
           "its fusions included; the reference is the CPU):\n";
-    ok &= rt::compareGradients(cpuRun.inspectMicroStep(data),
-                               gpuRun.inspectMicroStep(data),
+    ok &= rt::compareGradients(runs.cpu.inspectMicroStep(data),
+                               runs.gpu.inspectMicroStep(data),
                                options.gradientTolerance, os);
   }
   if (options.steps > 0) {
-    auto cpu = rt::createCpuBackend(*comm);
-    auto gpu = rt::createCudaBackend(planned, *comm, checkCudaOptions());
-    rt::Trainer cpuRun(planned, *cpu, *comm, seed);
-    rt::Trainer gpuRun(planned, *gpu, *comm, seed);
-    cpuRun.initializeWeights();
-    gpuRun.initializeWeights();
+    TrainerPair runs(planned, *comm, seed);
+    rt::Trainer &cpuRun = runs.cpu, &gpuRun = runs.gpu;
     os << "training check (" << options.steps
        << " steps):\n  step  cpu loss      cuda loss     relative diff\n";
     double worst = 0;
