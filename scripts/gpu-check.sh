@@ -16,16 +16,21 @@
 #                   (libcublasLt.so.13, for DSC_CUBLASLT_LIBRARY) and NCCL
 #                   (libnccl.so.2, for DSC_NCCL_LIBRARY)
 #   devices         dsc-run devices (the GPUs, the libcublasLt and libcudnn
-#                   found); nvidia-smi
+#                   found); nvidia-smi; fails where nvidia-smi lists a GPU
+#                   that dsc-run cannot use (every GPU step would skip)
 #   versions        driver, CUDA, cuDNN and torch versions
 #   cpu-smoke       3 CPU training steps of GPT-2 tiny: the binaries run
 #   nvrtc           GPT-2 tiny's bf16 kernels compile with this machine's
 #                   NVRTC and the bundled headers (no GPU needed)
 #   nccl            bin/DscNcclTests: NCCL loads, and a one-rank NCCL
 #                   communicator runs every collective dsc issues on the GPU
+#                   (a skipped test fails the step; one rank cannot tell a
+#                   sum from a mean or a max: that takes 2 GPUs)
 #   ctest-gpu       ctest -L gpu over the bundle (test/gpu/GpuTests.cmake):
 #                   the CUDA backend against the CPU, the torch extension
 #   check-cuda-*    dsc-run check-cuda, 2 steps, on each example model
+#                   (the example configs without their warm-up, so the
+#                   first update moves the weights)
 #                   (GPT-2/BERT tiny fp32 and bf16, GPT-2 124M bf16 at seq 128),
 #                   check-cuda --compression (the compressed optimizers'
 #                   kernels against the CPU), and GPT-2 tiny with
@@ -38,7 +43,8 @@
 #                   check-cuda-attention-{cudnn,registers,tiles}: each
 #                   attention implementation forced, at dropout 0 (cuDNN's
 #                   masks are its own), on GPT-2 tiny bf16 and GPT-2 124M
-#                   bf16 at seq 128
+#                   bf16 at seq 128; check-cuda-epilogues (GELU) and
+#                   check-cuda-bias-grad (BGRADA/BGRADB, DSC_CUDA_EPILOGUES)
 #   sanitizer       compute-sanitizer --tool memcheck over one CUDA training
 #                   step of GPT-2 tiny, kernel by kernel (skipped where the
 #                   machine's runtime does not support it)
@@ -46,7 +52,8 @@
 #                   GPT-2 124M, seq 1024, bf16, micro-batch 16
 #   ncu-attention   Nsight Compute over the fused attention's kernels (one
 #                   launch each, forward and backward, GPT-2 124M's shapes):
-#                   speed of light, memory, occupancy, warp stalls (skipped
+#                   speed of light, memory, occupancy, warp stalls, of the
+#                   register-resident kernels (cuDNN's are not dsc's; skipped
 #                   without ncu or hardware counters)
 #   attention       bench/gpu_attention.py: dsc's fused attention forward and
 #                   backward against PyTorch's SDPA, GPT-2 124M's shapes
@@ -74,12 +81,15 @@
 #                   (vocabulary-parallel embedding and loss), pipeline 2
 #                   (1F1B), 1-bit Adam, and a Mixtral (mixtral-tiny) with
 #                   expert parallelism 2 (the rows' exchanges), dropless and
-#                   with token dropping; losses
+#                   with token dropping; losses and gradient norms
 #                   within 1e-3 relative (the one-rank CUDA-vs-CPU training
 #                   tolerance), the largest difference printed
 #
-# Four sets name the steps of one prepared command each (GPU time is rare):
-#   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
+# Four sets name the steps of one prepared command each (GPU time is rare).
+# Steps run in the order above whatever the set; a selected step the time
+# budget leaves no room for counts as failed (run it in a second command):
+#   perf    libraries devices versions, check-cuda-gpt2-tiny (fp32: the
+#           tightest whole-step gradient check), check-cuda-attention-* (cuDNN, the
 #           register and the tiles kernels against the CPU),
 #           check-cuda-epilogues (cuBLASLt's GELU epilogues against the
 #           CPU, DSC_CUDA_EPILOGUES=gelu), check-cuda-bias-grad (its
@@ -118,7 +128,7 @@ shift
 selected=("$@")
 if ((${#selected[@]} == 1)); then
   case ${selected[0]} in
-    perf) selected=(libraries devices versions 'check-cuda-attention-*'
+    perf) selected=(libraries devices versions check-cuda-gpt2-tiny 'check-cuda-attention-*'
                     check-cuda-epilogues check-cuda-bias-grad
                     attention-cudnn attention-registers
                     bench profile) ;;
@@ -175,7 +185,9 @@ step() {
   ((cap > left)) && cap=$left
   local status rc start=$SECONDS out=$work/step.out
   if ((cap < 20)); then
-    status=skip
+    # A selected step the budget left no time for is a failure: the run
+    # did not deliver it (run the rest as a second command).
+    status=timeout
     echo "not run: the time budget (${budget} s) is spent" > "$out"
   else
     timeout --kill-after=10 "$cap" bash -c '"$@"' _ "$@" > "$out" 2>&1
@@ -255,12 +267,25 @@ find_cuda_libraries() {
 devices() {
   "$bin/dsc-run" devices || return 1
   if command -v nvidia-smi > /dev/null; then nvidia-smi || true; fi
-  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  if ((!gpu_ok)); then
+    # A GPU the driver lists that dsc cannot use fails (every GPU step
+    # would skip and the run would pass); no GPU at all is a skip.
+    if command -v nvidia-smi > /dev/null && nvidia-smi -L 2>/dev/null | grep -q "^GPU "; then
+      echo "FAIL: nvidia-smi lists a GPU that dsc-run cannot use"
+      return 1
+    fi
+    echo "skipped: no usable GPU"
+    return 77
+  fi
 }
 
 nccl() {
   ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
-  "$bin/DscNcclTests" --gtest_color=no
+  "$bin/DscNcclTests" --gtest_color=no | tee "$work/nccl.out" || return 1
+  if grep -q "^\[  SKIPPED \]" "$work/nccl.out"; then
+    echo "FAIL: NCCL tests skipped on a machine with a usable GPU"
+    return 1
+  fi
 }
 
 versions() {
@@ -375,17 +400,20 @@ attention_forced() { # implementation
 # check-cuda with every 16-bit attention on implementation $1, at dropout
 # 0: GPT-2 tiny bf16, GPT-2 124M bf16 at seq 128.
 check_cuda_epilogues() {
-  DSC_CUDA_EPILOGUES=gelu check_cuda gpt2-tiny "$work/bf16.json" &&
+  DSC_CUDA_EPILOGUES=gelu check_cuda gpt2-tiny "$work/ds_config.json" &&
+    DSC_CUDA_EPILOGUES=gelu check_cuda gpt2-tiny "$work/bf16.json" &&
     DSC_CUDA_EPILOGUES=gelu check_cuda gpt2-small-nodrop "$work/bf16.json" --seq-len 128
 }
 
-# check-cuda with bias gradients from the weight-gradient GEMMs: GPT-2's
-# QKV bias (BGRADA: a [K, N] weight) and BERT's (BGRADB: [N, K]), then
-# both epilogue kinds at once.
+# check-cuda with bias gradients from the weight-gradient GEMMs: GPT-2
+# with its attention unfused, fp32 (BGRADA: a [K, N] weight; the fused
+# attention's QKV gradient has no separate bias sum), BERT (BGRADB:
+# [N, K]), then both epilogue kinds at once, fp32 and bf16.
 check_cuda_bias_grad() {
-  DSC_CUDA_EPILOGUES=bgrad check_cuda gpt2-tiny "$work/bf16.json" &&
-    DSC_CUDA_EPILOGUES=bgrad check_cuda bert-tiny "$examples/ds_config_bert.json" &&
-    DSC_CUDA_EPILOGUES=1 check_cuda gpt2-tiny "$work/bf16.json"
+  DSC_CUDA_EPILOGUES=bgrad check_cuda gpt2-tiny "$work/attention-unfused.json" &&
+    DSC_CUDA_EPILOGUES=bgrad check_cuda bert-tiny "$work/ds_config_bert.json" &&
+    DSC_CUDA_EPILOGUES=1 check_cuda gpt2-tiny "$work/attention-unfused.json" &&
+    DSC_CUDA_EPILOGUES=1 check_cuda gpt2-tiny "$work/attention-unfused-bf16.json"
 }
 
 check_cuda_attention() {
@@ -401,7 +429,7 @@ ncu_attention() {
   gpt2_small_run 4 20000
   # Kernel by kernel (no graph), so ncu sees each launch; the first launch
   # of each attention kernel (forward; row dots, dK/dV and dQ backward).
-  DSC_CUDA_GRAPHS=0 under_tool ncu \
+  DSC_CUDA_GRAPHS=0 DSC_CUDA_ATTENTION=registers under_tool ncu \
     "ERR_NVGPUCTRPERM\|LibraryNotLoaded\|Failed to initialize the profiler" \
     "$ncu" --clock-control none --target-processes all \
     --kernel-id ::regex:dsc_Attention:1 \
@@ -409,7 +437,11 @@ ncu_attention() {
     --section Occupancy --section WarpStateStats --section LaunchStats \
     "$bin/dsc-run" train --backend cuda --model "$examples/gpt2-small.json" \
     --config "$work/gpt2-small-4.json" --seq-len 1024 \
-    --data "$work/tokens-20000.txt" --steps 1
+    --data "$work/tokens-20000.txt" --steps 1 || return 1
+  if grep -q "No kernels were profiled" "$work/ncu.out"; then
+    echo "FAIL: ncu profiled no dsc_Attention kernel"
+    return 1
+  fi
 }
 
 sparse_attention() {
@@ -461,13 +493,17 @@ dist_train() {
   cat "$work/$name-cuda.out"
   python3 - "$work/$name-cpu.jsonl" "$work/$name-cuda.jsonl" <<'PY'
 import json, sys
-def losses(path):
-    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
-cpu, cuda = losses(sys.argv[1]), losses(sys.argv[2])
-assert len(cpu) == len(cuda) == 5, (cpu, cuda)
-worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda))
-print("cpu ", cpu)
-print("cuda", cuda)
+# The losses, and the gradient norms: clipped AdamW's losses barely see a
+# gradient off by a constant factor (a sum where a mean was due).
+def series(path, key):
+    return [r[key] for r in map(json.loads, open(path)) if "loss" in r]
+worst = 0
+for key in ("loss", "grad_norm"):
+    cpu, cuda = series(sys.argv[1], key), series(sys.argv[2], key)
+    assert len(cpu) == len(cuda) == 5, (key, cpu, cuda)
+    print(f"{key} cpu ", cpu)
+    print(f"{key} cuda", cuda)
+    worst = max([worst] + [abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda)])
 print(f"largest relative difference {worst:.3g}")
 sys.exit(0 if worst <= 1e-3 else 1)
 PY
@@ -513,14 +549,17 @@ offload_check() {
     --log-json "$work/$name-cpu.jsonl" > /dev/null 2>&1 || { echo "FAIL: cpu"; return 1; }
   python3 - "$work/$name-cpu.jsonl" "$work/$name-graph.jsonl" <<'PY' || result=1
 import json, sys
-def losses(path):
-    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
-cpu, cuda = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda))
-print("cpu ", cpu)
-print("cuda", cuda)
+def series(path, key):
+    return [r[key] for r in map(json.loads, open(path)) if "loss" in r]
+worst, complete = 0, True
+for key in ("loss", "grad_norm"):
+    cpu, cuda = series(sys.argv[1], key), series(sys.argv[2], key)
+    complete = complete and len(cpu) == len(cuda) == 5
+    print(f"{key} cpu ", cpu)
+    print(f"{key} cuda", cuda)
+    worst = max([worst] + [abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda)])
 print(f"largest relative difference {worst:.3g}")
-sys.exit(0 if len(cpu) == len(cuda) == 5 and worst <= 1e-3 else 1)
+sys.exit(0 if complete and worst <= 1e-3 else 1)
 PY
   return $result
 }
@@ -571,7 +610,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogues dist_train dist_train_moe bench_moe bench_llama \
+export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogues check_cuda_bias_grad dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench offload_check bench_offload
@@ -586,22 +625,31 @@ for i in $(seq 1 6000); do echo "$i $((i + 1)) $((i + 2)) $((i + 3))"; done |
 step cpu-smoke 60 "$bin/dsc-run" train --backend cpu --model "$examples/gpt2-tiny.json" \
   --config "$examples/ds_config.json" --data "$work/data.txt" --steps 3
 
-sed 's/^{/{"bf16": {"enabled": true},/' "$examples/ds_config.json" > "$work/bf16.json"
+# No warm-up: WarmupLR from warmup_min_lr 0 leaves the weights where they
+# are for the first steps, so a short check would compare the losses of
+# the initial weights and never the update.
+for config in ds_config ds_config_bert; do
+  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c.pop("scheduler", None); json.dump(c, open(sys.argv[2], "w"), indent=1)' \
+    "$examples/$config.json" "$work/$config.json"
+done
+sed 's/^{/{"bf16": {"enabled": true},/' "$work/ds_config.json" > "$work/bf16.json"
 # DeepSpeed's Fixed layout over GPT-2 tiny's 64 tokens: 4 blocks of 16.
 sparse='"sparse_attention": {"mode": "fixed", "block": 16, "num_local_blocks": 2, "num_global_blocks": 1, "attention": "unidirectional"},'
-sed "s/^{/{$sparse/" "$examples/ds_config.json" > "$work/sparse.json"
+sed "s/^{/{$sparse/" "$work/ds_config.json" > "$work/sparse.json"
 sed "s/^{/{$sparse/" "$work/bf16.json" > "$work/sparse-bf16.json"
 # The same layout unfused (dsc.fusion.attention off): the masked softmax rows.
-python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c.setdefault("dsc", {}).setdefault("fusion", {})["attention"] = False; json.dump(c, open(sys.argv[2], "w"))' \
-  "$work/sparse.json" "$work/sparse-unfused.json"
+unfuse_attention='import json, sys; c = json.load(open(sys.argv[1])); c.setdefault("dsc", {}).setdefault("fusion", {})["attention"] = False; json.dump(c, open(sys.argv[2], "w"))'
+python3 -c "$unfuse_attention" "$work/sparse.json" "$work/sparse-unfused.json"
+# GPT-2 with its attention unfused: where the bias-gradient epilogues form.
+python3 -c "$unfuse_attention" "$work/ds_config.json" "$work/attention-unfused.json"
+python3 -c "$unfuse_attention" "$work/bf16.json" "$work/attention-unfused-bf16.json"
 step nvrtc 60 nvrtc
 
 step nccl 60 nccl
-step ctest-gpu 330 ctest_gpu
 
-step check-cuda-gpt2-tiny 60 check_cuda gpt2-tiny "$examples/ds_config.json"
+step check-cuda-gpt2-tiny 60 check_cuda gpt2-tiny "$work/ds_config.json"
 step check-cuda-gpt2-tiny-bf16 60 check_cuda gpt2-tiny "$work/bf16.json"
-step check-cuda-bert-tiny 60 check_cuda bert-tiny "$examples/ds_config_bert.json"
+step check-cuda-bert-tiny 60 check_cuda bert-tiny "$work/ds_config_bert.json"
 step check-cuda-gpt2-small-bf16 120 check_cuda gpt2-small "$work/bf16.json" --seq-len 128
 step check-cuda-compression 60 check_cuda_compression
 step check-cuda-sparse 60 check_cuda gpt2-tiny "$work/sparse.json"
@@ -631,13 +679,13 @@ ds.pop("scheduler")
 ds["moe"] = {"drop_tokens": True, "capacity_factor": 0.75, "min_capacity": 0}
 json.dump(ds, open(sys.argv[1] + "/moe-drop.json", "w"))
 PY
-step check-cuda-gemma2 60 check_cuda gemma2-tiny "$examples/ds_config.json"
-step check-cuda-phi 60 check_cuda phi-tiny "$examples/ds_config.json"
+step check-cuda-gemma2 60 check_cuda gemma2-tiny "$work/ds_config.json"
+step check-cuda-phi 60 check_cuda phi-tiny "$work/ds_config.json"
 # The mixture-of-experts kernels: Mixtral dropless and with token dropping,
 # Qwen2-MoE (unnormalised router, the shared expert's sigmoid gate).
-step check-cuda-mixtral 60 check_cuda mixtral-tiny "$examples/ds_config.json"
+step check-cuda-mixtral 60 check_cuda mixtral-tiny "$work/ds_config.json"
 step check-cuda-mixtral-drop 60 check_cuda mixtral-tiny "$work/moe-drop.json"
-step check-cuda-qwen2-moe 60 check_cuda qwen2-moe-tiny "$examples/ds_config.json"
+step check-cuda-qwen2-moe 60 check_cuda qwen2-moe-tiny "$work/ds_config.json"
 # GPT-2 124M without dropout: cuDNN's masks are its own.
 sed 's/"\(attn\|embd\|resid\)_pdrop": [0-9.]*/"\1_pdrop": 0.0/' \
   "$examples/gpt2-small.json" > "$work/gpt2-small-nodrop.json"
@@ -684,6 +732,8 @@ step dist-zero2-offload 90 dist_train zero2-offload \
 step bench-offload 150 bench_offload
 step bench-moe 90 bench_moe
 step bench-llama 200 bench_llama
+# Late: its tests (the GPU backend, the torch extension) passed before.
+step ctest-gpu 330 ctest_gpu
 step bench "$budget" bench
 
 manifest=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt" 2>/dev/null)

@@ -450,12 +450,14 @@ StepStats Trainer::trainStep(const TokenFile &data) {
   return stats;
 }
 
-Safetensors Trainer::inspectMicroStep(const TokenFile &data) {
+Safetensors Trainer::inspectMicroStep(const TokenFile &data,
+                                      int64_t repeats) {
   for (size_t id = 0; id < prog.buffers.size(); ++id)
     if (prog.buffers[id].role == BufferRole::GradAcc)
       std::memset(storage.data(int(id)), 0, prog.buffers[id].bytes());
   uploadPersistent();
-  runMicroStep(data, 0);
+  for (int64_t r = 0; r < repeats; ++r)
+    runMicroStep(data, 0);
   Safetensors out;
   for (size_t id = 0; id < prog.buffers.size(); ++id) {
     const Buffer &buf = prog.buffers[id];

@@ -141,10 +141,13 @@ public:
   /// or infinite (unless fp16 loss scaling skipped the update): the weights
   /// are poisoned and nothing should be saved.
   StepStats trainStep(const TokenFile &data);
-  /// Runs @micro_step once on (step, micro) = (current, 0) and returns the
-  /// named buffers a reference test compares: input_ids, targets, logits,
-  /// loss, and grad.<param> for every parameter.
-  Safetensors inspectMicroStep(const TokenFile &data);
+  /// Runs @micro_step on (step, micro) = (current, 0) from zeroed gradient
+  /// accumulators and returns the named buffers a reference test
+  /// compares: input_ids, targets, logits, loss, and grad.<param> for every
+  /// parameter. `repeats` > 1 runs it that many times on the same batch,
+  /// each adding into the accumulators the one before left (the gradients
+  /// are then `repeats` times one micro-step's).
+  Safetensors inspectMicroStep(const TokenFile &data, int64_t repeats = 1);
   /// Greedy continuations of `prompts` by @eval_step (needs a causal
   /// model), one per prompt, each ending after `stopToken`, at
   /// `maxNewTokens` or at the sequence length. The prompts share the
