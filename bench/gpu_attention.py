@@ -224,6 +224,13 @@ def main():
     if a.json:
         json.dump({"device": torch.cuda.get_device_name(), "batch": a.batch,
                    "results": results}, open(a.json, "w"), indent=1)
+    # A benchmark that could not run dsc measured nothing: fail, so that a
+    # prepared GPU run does not pass on SDPA's numbers alone.
+    failed = ["T=%d %s: %s" % (r["seq"], x, reason)
+              for r in results for x, reason in r["dsc_seconds"].items()
+              if not isinstance(reason, dict)]
+    if failed:
+        sys.exit("FAIL: dsc did not run: " + "; ".join(failed))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ CPU-only parts (FLOP count, peak table, batch search) and exits.
 import argparse
 import gc
 import json
+import math
 import os
 import subprocess
 import sys
@@ -195,6 +196,10 @@ def self_test():
             assert list(np.frombuffer(raw[1024:], dtype=dtype)) == [1, vocab - 1, 3]
     a = parse(["--systems", "eager,compile", "--steps", "5", "--warmup", "2"])
     assert a.systems == ["eager", "compile"]
+    assert dsc_problem({"losses": [10.98, 10.9]}) is None
+    assert dsc_problem({"unavailable": "no dsc-run"}) == "no dsc-run"
+    assert dsc_problem({"losses": [10.98, None]}).startswith("a loss is not finite")
+    assert dsc_problem({"losses": [10.9, 10.98]}).startswith("the loss did not fall")
     print("self-test ok: GPT-2 124M %d params, %.1f GFLOP/token at T=1024; "
           "Llama 3.2 1B %d params, %.1f GFLOP/token at T=2048"
           % (total, f / 1e9, total_l, flops_per_token(llama, 2048) / 1e9))
@@ -638,13 +643,32 @@ def main():
             "%.2fx" % (tps / ref) if ref else "-"))
     for system, r in res.items():
         if "losses" in r:
-            print("\n%s losses: %s" % (labels[system],
-                                       " ".join("%.3f" % x for x in r["losses"])))
+            print("\n%s losses: %s" % (labels[system], " ".join(
+                "%.3f" % x if isinstance(x, (int, float)) else str(x)
+                for x in r["losses"])))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": name, "torch": torch.__version__, "peak_tflops": peak,
                        "flops_per_token": fpt, "seq_len": a.seq_len, "steps": a.steps,
                        "warmup": a.warmup, "results": res}, f, indent=1)
+    if "dsc" in res:
+        problem = dsc_problem(res["dsc"])
+        if problem:
+            sys.exit("FAIL: dsc: " + problem)
+
+
+def dsc_problem(r):
+    """Why dsc's result is not a measurement of training, or None: it did
+    not run (a benchmark without dsc measured nothing), a loss is not
+    finite (null in its log), or the loss did not fall over the steps."""
+    if "unavailable" in r:
+        return r["unavailable"]
+    losses = r["losses"]
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in losses):
+        return "a loss is not finite: %s" % losses
+    if len(losses) > 1 and not losses[-1] < losses[0]:
+        return "the loss did not fall (%.4f -> %.4f)" % (losses[0], losses[-1])
+    return None
 
 
 if __name__ == "__main__":
