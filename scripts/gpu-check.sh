@@ -94,10 +94,13 @@
 #           check-cuda-epilogues (cuBLASLt's GELU epilogues against the
 #           CPU, DSC_CUDA_EPILOGUES=gelu), check-cuda-bias-grad (its
 #           BGRADA/BGRADB bias gradients, DSC_CUDA_EPILOGUES=bgrad),
+#           cudnn-dropout-curves (cuDNN's attention with its own dropout
+#           masks against the register kernels', loss curves),
 #           attention-cudnn,
 #           attention-registers, bench (dsc's default choice: cuDNN where
 #           loaded), profile
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
+#           check-cuda-sparse-registers check-cuda-tiles-dropout
 #           check-cuda-sparse-unfused check-cuda-registers check-cuda-gemma2 check-cuda-phi
 #           check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
 #           bench-moe bench-llama
@@ -129,10 +132,11 @@ selected=("$@")
 if ((${#selected[@]} == 1)); then
   case ${selected[0]} in
     perf) selected=(libraries devices versions check-cuda-gpt2-tiny 'check-cuda-attention-*'
-                    check-cuda-epilogues check-cuda-bias-grad
+                    check-cuda-epilogues check-cuda-bias-grad cudnn-dropout-curves
                     attention-cudnn attention-registers
                     bench profile) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
+                     check-cuda-sparse-registers check-cuda-tiles-dropout
                      check-cuda-sparse-unfused check-cuda-registers check-cuda-gemma2 check-cuda-phi
                      check-cuda-mixtral check-cuda-mixtral-drop check-cuda-qwen2-moe
                      bench-moe bench-llama sparse-attention ncu-attention
@@ -386,6 +390,39 @@ attention() { # [json name]
 
 # The register-resident attention forward (not yet run on a GPU before
 # this step first did) against the CPU, then its speed.
+# cuDNN's dropout masks are its own, so check-cuda (CPU masks) never runs
+# cuDNN with dropout, what bf16 training runs: the loss curves of GPT-2
+# 124M (dropout 0.1) at seq 128 with cuDNN and with the register kernels
+# (dsc's masks, which check-cuda-registers holds to the CPU) must agree:
+# the first loss within 2% (the same weights, other masks), the mean of
+# the last 10 of 30 within 5%.
+cudnn_dropout_curves() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  local impl
+  for impl in cudnn registers; do
+    DSC_CUDA_ATTENTION=$impl "$bin/dsc-run" train --backend cuda \
+      --model "$examples/gpt2-small.json" --config "$work/bf16.json" --seq-len 128 \
+      --data "$work/data.txt" --steps 30 --log-json "$work/curves-$impl.jsonl" \
+      > "$work/curves-$impl.out" 2>&1 ||
+      { cat "$work/curves-$impl.out"; echo "FAIL: $impl"; return 1; }
+  done
+  python3 - "$work/curves-cudnn.jsonl" "$work/curves-registers.jsonl" <<'PY'
+import json, math, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
+cudnn, registers = losses(sys.argv[1]), losses(sys.argv[2])
+print("cudnn    ", " ".join("%.3f" % x for x in cudnn))
+print("registers", " ".join("%.3f" % x for x in registers))
+assert len(cudnn) == len(registers) == 30, (len(cudnn), len(registers))
+assert all(math.isfinite(x) for x in cudnn + registers), "a loss is not finite"
+first = abs(cudnn[0] - registers[0]) / registers[0]
+tail = sum(cudnn[-10:]) / 10, sum(registers[-10:]) / 10
+last = abs(tail[0] - tail[1]) / tail[1]
+print(f"first loss {first:.3g} apart; mean of the last 10 {last:.3g} apart")
+sys.exit(0 if first <= 0.02 and last <= 0.05 else 1)
+PY
+}
+
 check_cuda_registers() {
   DSC_CUDA_ATTENTION=registers check_cuda gpt2-small "$work/bf16.json" --seq-len 128 &&
     DSC_CUDA_ATTENTION=registers check_cuda gpt2-tiny "$work/bf16.json"
@@ -610,7 +647,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogues check_cuda_bias_grad dist_train dist_train_moe bench_moe bench_llama \
+export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogues check_cuda_bias_grad cudnn_dropout_curves dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench offload_check bench_offload
@@ -640,6 +677,19 @@ sed "s/^{/{$sparse/" "$work/bf16.json" > "$work/sparse-bf16.json"
 # The same layout unfused (dsc.fusion.attention off): the masked softmax rows.
 unfuse_attention='import json, sys; c = json.load(open(sys.argv[1])); c.setdefault("dsc", {}).setdefault("fusion", {})["attention"] = False; json.dump(c, open(sys.argv[2], "w"))'
 python3 -c "$unfuse_attention" "$work/sparse.json" "$work/sparse-unfused.json"
+# GPT-2 tiny at 256 tokens, 64 wide heads, dropout: DeepSpeed's Fixed
+# layout in 64-token blocks, which the register kernels run.
+python3 - "$examples/gpt2-tiny.json" "$work/bf16.json" "$work" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m.update(n_positions=256, n_ctx=256, n_embd=256, n_head=4, attn_pdrop=0.1)
+json.dump(m, open(sys.argv[3] + "/gpt2-tiny-256.json", "w"))
+c = json.load(open(sys.argv[2]))
+c["sparse_attention"] = {"mode": "fixed", "block": 64, "num_local_blocks": 2,
+                         "num_global_blocks": 1, "attention": "unidirectional"}
+c.setdefault("dsc", {})["seq_len"] = 256
+json.dump(c, open(sys.argv[3] + "/sparse64-bf16.json", "w"))
+PY
 # GPT-2 with its attention unfused: where the bias-gradient epilogues form.
 python3 -c "$unfuse_attention" "$work/ds_config.json" "$work/attention-unfused.json"
 python3 -c "$unfuse_attention" "$work/bf16.json" "$work/attention-unfused-bf16.json"
@@ -656,6 +706,12 @@ step check-cuda-sparse 60 check_cuda gpt2-tiny "$work/sparse.json"
 step check-cuda-sparse-bf16 60 check_cuda gpt2-tiny "$work/sparse-bf16.json"
 step check-cuda-sparse-unfused 60 check_cuda gpt2-tiny "$work/sparse-unfused.json"
 step check-cuda-registers 120 check_cuda_registers
+# The register kernels over a block-sparse layout, and the tiles kernels
+# with dropout (the attention-* checks run at dropout 0).
+step check-cuda-sparse-registers 60 env DSC_CUDA_ATTENTION=registers \
+  bash -c 'check_cuda gpt2-tiny-256 "$work/sparse64-bf16.json"'
+step check-cuda-tiles-dropout 100 env DSC_CUDA_ATTENTION=tiles \
+  bash -c 'check_cuda gpt2-small "$work/bf16.json" --seq-len 128'
 # Gemma 2 (dsc.softcap on the scores and the logits) and Phi (partial rotary
 # through split/concat, parallel blocks): tiny models written here.
 python3 - "$work" "$examples/ds_config.json" <<'PY'
@@ -695,6 +751,7 @@ done
 # cuBLASLt's GELU epilogues (opt-in): is its GELU GPT-2's tanh form?
 step check-cuda-epilogues 120 check_cuda_epilogues
 step check-cuda-bias-grad 90 check_cuda_bias_grad
+step cudnn-dropout-curves 120 cudnn_dropout_curves
 
 step sanitizer 90 sanitizer
 step profile 90 profile
