@@ -4,7 +4,9 @@
 #
 #   BUNDLE/gpu-check.sh RESULTS_DIR [STEP...]
 #   BUNDLE/gpu-check.sh RESULTS_DIR perf      (one ~9-minute command)
-#   BUNDLE/gpu-check.sh RESULTS_DIR unrun     (the second)
+#   BUNDLE/gpu-check.sh RESULTS_DIR fusions   (a short second: the fused
+#                                             paths against the CPU)
+#   BUNDLE/gpu-check.sh RESULTS_DIR unrun     (what never ran)
 #
 # on a machine with an NVIDIA GPU and its driver, CUDA 13's NVRTC and
 # cuBLASLt (the toolkit's, or pip's nvidia-cuda-nvrtc / nvidia-cublas), CMake,
@@ -85,20 +87,20 @@
 #                   within 1e-3 relative (the one-rank CUDA-vs-CPU training
 #                   tolerance), the largest difference printed
 #
-# Four sets name the steps of one prepared command each (GPU time is rare).
+# Five sets name the steps of one prepared command each (GPU time is rare).
 # Steps run in the order above whatever the set; a selected step the time
 # budget leaves no room for counts as failed (run it in a second command):
-#   perf    libraries devices versions, check-cuda-gpt2-tiny (fp32: the
-#           tightest whole-step gradient check), check-cuda-attention-* (cuDNN, the
+#   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
 #           register and the tiles kernels against the CPU),
-#           check-cuda-epilogues (cuBLASLt's GELU epilogues against the
-#           CPU, DSC_CUDA_EPILOGUES=gelu), check-cuda-bias-grad (its
-#           BGRADA/BGRADB bias gradients, DSC_CUDA_EPILOGUES=bgrad),
-#           cudnn-dropout-curves (cuDNN's attention with its own dropout
-#           masks against the register kernels', loss curves),
-#           attention-cudnn,
-#           attention-registers, bench (dsc's default choice: cuDNN where
-#           loaded), profile
+#           attention-cudnn, attention-registers, bench (dsc's default
+#           choice: cuDNN where loaded), profile
+#   fusions libraries devices, check-cuda-gpt2-tiny (fp32: the tightest
+#           whole-step gradient check), check-cuda-epilogues (cuBLASLt's
+#           GELU epilogues against the CPU, DSC_CUDA_EPILOGUES=gelu),
+#           check-cuda-bias-grad (its BGRADA/BGRADB bias gradients,
+#           DSC_CUDA_EPILOGUES=bgrad), cudnn-dropout-curves (cuDNN's
+#           attention with its own dropout masks against the register
+#           kernels', loss curves)
 #   unrun   libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
 #           check-cuda-sparse-registers check-cuda-tiles-dropout
 #           check-cuda-sparse-unfused check-cuda-registers check-cuda-gemma2 check-cuda-phi
@@ -131,10 +133,10 @@ shift
 selected=("$@")
 if ((${#selected[@]} == 1)); then
   case ${selected[0]} in
-    perf) selected=(libraries devices versions check-cuda-gpt2-tiny 'check-cuda-attention-*'
-                    check-cuda-epilogues check-cuda-bias-grad cudnn-dropout-curves
-                    attention-cudnn attention-registers
-                    bench profile) ;;
+    perf) selected=(libraries devices versions 'check-cuda-attention-*'
+                    attention-cudnn attention-registers bench profile) ;;
+    fusions) selected=(libraries devices check-cuda-gpt2-tiny check-cuda-epilogues
+                       check-cuda-bias-grad cudnn-dropout-curves) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
                      check-cuda-sparse-registers check-cuda-tiles-dropout
                      check-cuda-sparse-unfused check-cuda-registers check-cuda-gemma2 check-cuda-phi
