@@ -94,7 +94,9 @@
 #           register and the tiles kernels against the CPU),
 #           attention-cudnn, attention-registers, bench (dsc's default
 #           choice: cuDNN where loaded), profile
-#   fusions libraries devices, check-cuda-gpt2-tiny (fp32: the tightest
+#   fusions libraries devices, check-cuda-epilogue-forms (check-cuda
+#           --epilogues: every epilogue on synthetic fp32 operands, 1e-5;
+#           tanh or erf GELU), check-cuda-gpt2-tiny (fp32: the tightest
 #           whole-step gradient check), check-cuda-epilogues (cuBLASLt's
 #           GELU epilogues against the CPU, DSC_CUDA_EPILOGUES=gelu),
 #           check-cuda-bias-grad (its BGRADA/BGRADB bias gradients,
@@ -135,7 +137,8 @@ if ((${#selected[@]} == 1)); then
   case ${selected[0]} in
     perf) selected=(libraries devices versions 'check-cuda-attention-*'
                     attention-cudnn attention-registers bench profile) ;;
-    fusions) selected=(libraries devices check-cuda-gpt2-tiny check-cuda-epilogues
+    fusions) selected=(libraries devices check-cuda-epilogue-forms check-cuda-gpt2-tiny
+                       check-cuda-epilogues
                        check-cuda-bias-grad cudnn-dropout-curves) ;;
     unrun) selected=(libraries devices nccl check-cuda-sparse check-cuda-sparse-bf16
                      check-cuda-sparse-registers check-cuda-tiles-dropout
@@ -323,6 +326,14 @@ nvrtc() {
   "$bin/dsc-run" compile --model "$examples/gpt2-tiny.json" --config "$work/bf16.json" \
     -o "$work/step.mlir" &&
     "$bin/dsc-translate" --emit-cuda "$work/step.mlir" -o "$work/k.cu" --nvrtc-check=sm_80,sm_90
+}
+
+# Every cuBLASLt epilogue dsc fuses on synthetic fp32 operands whose
+# pre-activations span [-4, 4], within 1e-5 of the CPU: GELU's erf form
+# would be 1e-4 off, so this says whether cuBLASLt's GELU is GPT-2's tanh.
+check_cuda_epilogue_forms() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  "$bin/dsc-run" check-cuda --epilogues
 }
 
 check_cuda_compression() {
@@ -649,7 +660,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogues check_cuda_bias_grad cudnn_dropout_curves dist_train dist_train_moe bench_moe bench_llama \
+export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogue_forms check_cuda_epilogues check_cuda_bias_grad cudnn_dropout_curves dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench offload_check bench_offload
@@ -751,6 +762,7 @@ for impl in cudnn registers tiles; do
   step "check-cuda-attention-$impl" 100 check_cuda_attention "$impl"
 done
 # cuBLASLt's GELU epilogues (opt-in): is its GELU GPT-2's tanh form?
+step check-cuda-epilogue-forms 60 check_cuda_epilogue_forms
 step check-cuda-epilogues 120 check_cuda_epilogues
 step check-cuda-bias-grad 90 check_cuda_bias_grad
 step cudnn-dropout-curves 120 cudnn_dropout_curves

@@ -52,6 +52,15 @@ rt::CudaOptions checkCudaOptions();
 /// matched.
 bool checkCompressionKernels(std::ostream &os);
 
+/// `check-cuda --epilogues` (CheckEpilogues.cpp): one fp32 function whose
+/// GEMMs take every cuBLASLt epilogue dsc fuses (bias + tanh GELU with its
+/// aux output, DGELU_BGRAD, BGRADA with beta = 1 accumulation, BGRADB),
+/// pre-activations over [-4, 4], run whole on the GPU with
+/// DSC_CUDA_EPILOGUES=all and on the CPU; every output within 1e-5 of the
+/// CPU's (GELU's erf form would be about 1e-4 off). Prints a report;
+/// returns whether all matched.
+bool checkEpilogues(std::ostream &os);
+
 } // namespace dsc
 
 #endif // DSC_TOOLS_DSCRUN_CHECKCUDA_H

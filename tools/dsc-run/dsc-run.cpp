@@ -97,6 +97,8 @@ const char *kUsage =
     "          training losses\n"
     "  check-cuda --compression   compressed optimizers' kernels vs\n"
     "          the CPU backend\n"
+    "  check-cuda --epilogues   cuBLASLt's GEMM epilogues (GELU, bias\n"
+    "          gradients, beta = 1) vs the CPU backend, fp32\n"
     "  devices  the GPUs the CUDA backend can use\n"
     "  layout  --config C.json --seq-len T --heads H [--format json|text]\n"
     "          the block-sparse attention layout of its sparse_attention\n"
@@ -951,11 +953,19 @@ int cmdCheckCuda(int argc, char **argv) {
   Args args("check-cuda", argc, argv,
             {"--model", "--config", "--data", "--seq-len", "--steps",
              "--kernel-tolerance", "--gradient-tolerance", "--loss-tolerance"},
-            {"--compression"});
+            {"--compression", "--epilogues"});
   args.noPositional();
-  if (args.has("--compression") && args.numOptions() > 1)
-    throw UsageError("dsc-run check-cuda: --compression checks the "
-                     "compression kernels alone; it takes no other option");
+  for (const char *alone : {"--compression", "--epilogues"})
+    if (args.has(alone) && args.numOptions() > 1)
+      throw UsageError(std::string("dsc-run check-cuda: ") + alone +
+                       " checks " +
+                       (alone == std::string("--compression")
+                            ? "the compression kernels"
+                            : "the cuBLASLt epilogues") +
+                       " alone; it takes no other option");
+  // (The epilogue check shows the fusions it needs before a GPU.)
+  if (args.has("--epilogues"))
+    return checkEpilogues(std::cout) ? 0 : 1;
   if (std::string why = rt::cudaUnavailableReason(); !why.empty())
     throw dsc::Error("check-cuda: " + why);
   if (args.has("--compression"))
