@@ -596,7 +596,8 @@ offload_check() {
   done
   "$bin/dsc-run" train --backend cpu --model "$examples/gpt2-tiny.json" \
     --config "$work/$name.json" --data "$work/data.txt" --steps 5 \
-    --log-json "$work/$name-cpu.jsonl" > /dev/null 2>&1 || { echo "FAIL: cpu"; return 1; }
+    --log-json "$work/$name-cpu.jsonl" > "$work/$name-cpu.out" 2>&1 ||
+    { cat "$work/$name-cpu.out"; echo "FAIL: cpu"; return 1; }
   python3 - "$work/$name-cpu.jsonl" "$work/$name-graph.jsonl" <<'PY' || result=1
 import json, sys
 def series(path, key):
@@ -636,16 +637,24 @@ bench_offload() {
   python3 - "$work" "$results/offload.json" <<'PY'
 import json, sys
 work, out = sys.argv[1], sys.argv[2]
-rate = {}
+rate, losses = {}, {}
 for v in ("plain", "cpu", "nvme"):
     rows = [json.loads(l) for l in open(f"{work}/offload-{v}.jsonl")]
     r = [x["tokens_per_s"] for x in rows if "tokens_per_s" in x][2:]
     rate[v] = sum(r) / len(r)
+    losses[v] = [x["loss"] for x in rows if "loss" in x]
+# The offloaded update is the same fp32 AdamW on the host: the losses must
+# follow the device run's (a speed without the same training is no result).
+worst = max(abs(a - b) / abs(a) for v in ("cpu", "nvme")
+            for a, b in zip(losses["plain"], losses[v]))
 res = {"model": "gpt2-small", "seq": 1024, "micro_batch": 16, "accumulation": 4,
        "tokens_per_s": rate,
-       "step_time_ratio": {v: rate["plain"] / rate[v] for v in ("cpu", "nvme")}}
+       "step_time_ratio": {v: rate["plain"] / rate[v] for v in ("cpu", "nvme")},
+       "losses": losses, "largest_loss_difference": worst}
 json.dump(res, open(out, "w"), indent=1)
 print(json.dumps(res))
+complete = all(len(l) == 6 for l in losses.values())
+sys.exit(0 if complete and worst <= 1e-3 else 1)
 PY
 }
 
