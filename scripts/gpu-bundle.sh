@@ -11,7 +11,8 @@
 #       machine with this one's shared libraries, not on a GPU machine
 #       (ctest gpu-bundle uses it: the static relink takes minutes)
 #
-# Builds dsc-run, dsc-translate and DscNcclTests (NCCL on one GPU) with
+# Builds dsc-run, dsc-translate, DscNcclTests (NCCL on one GPU) and, where
+# the cuDNN frontend was found, DscCudnnAttentionTests with
 # DSC_STATIC_LINK in $DSC_STATIC_BUILD (default build-static/),
 # strips them, and copies beside them the CUDA headers NVRTC needs
 # (lib/Kernels/Common/cuda-headers.txt), the GPU tests (test/gpu) with their
@@ -40,17 +41,24 @@ allowed='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libgcc_s|
 
 fail() { echo "gpu-bundle: $*" >&2; exit 1; }
 
+# DscCudnnAttentionTests (cuDNN's SDPA against a float64 attention, and
+# replayed from a CUDA graph) exists where the build found the cuDNN
+# frontend's headers; the bundle carries it then.
+tools=(dsc-run dsc-translate DscNcclTests)
 if [ -n "$from" ]; then
-  for tool in dsc-run dsc-translate DscNcclTests; do
+  for tool in "${tools[@]}"; do
     [ -x "$from/bin/$tool" ] || fail "$from/bin/$tool is not built (run scripts/setup.sh)"
   done
+  [ -x "$from/bin/DscCudnnAttentionTests" ] && tools+=(DscCudnnAttentionTests)
 else
   if [ ! -f "$static/build.ninja" ]; then
     cmake -G Ninja -S . -B "$static" -DCMAKE_BUILD_TYPE=Release \
       -DDSC_STATIC_LINK=ON \
       -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py >/dev/null
   fi
-  ninja -C "$static" dsc-run dsc-translate DscNcclTests
+  ninja -C "$static" -t targets all | grep -q '^DscCudnnAttentionTests:' &&
+    tools+=(DscCudnnAttentionTests)
+  ninja -C "$static" "${tools[@]}"
   grep -q '^DSC_STATIC_LINK:BOOL=ON' "$static/CMakeCache.txt" ||
     fail "$static is not a DSC_STATIC_LINK build (remove it and run again)"
 fi
@@ -68,7 +76,7 @@ case "$out" in
 esac
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/include/cuda" "$out/test" "$out/examples" "$out/bench"
-for tool in dsc-run dsc-translate DscNcclTests; do
+for tool in "${tools[@]}"; do
   strip -o "$out/bin/$tool" "$static/bin/$tool"
 done
 (cd "$cuda_include" && cp --parents $(grep -v '^#' "$root/lib/Kernels/Common/cuda-headers.txt") \

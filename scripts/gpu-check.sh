@@ -28,6 +28,9 @@
 #                   communicator runs every collective dsc issues on the GPU
 #                   (a skipped test fails the step; one rank cannot tell a
 #                   sum from a mean or a max: that takes 2 GPUs)
+#   cudnn-sdpa      bin/DscCudnnAttentionTests' GPU test: cuDNN's fused
+#                   attention forward and backward against a float64
+#                   attention, and replayed from a CUDA graph
 #   ctest-gpu       ctest -L gpu over the bundle (test/gpu/GpuTests.cmake):
 #                   the CUDA backend against the CPU, the torch extension
 #   check-cuda-*    dsc-run check-cuda, 2 steps, on each example model
@@ -90,7 +93,8 @@
 # Five sets name the steps of one prepared command each (GPU time is rare).
 # Steps run in the order above whatever the set; a selected step the time
 # budget leaves no room for counts as failed (run it in a second command):
-#   perf    libraries devices versions, check-cuda-attention-* (cuDNN, the
+#   perf    libraries devices versions, cudnn-sdpa (cuDNN's SDPA against
+#           float64, and from a CUDA graph), check-cuda-attention-* (cuDNN, the
 #           register and the tiles kernels against the CPU),
 #           attention-cudnn, attention-registers, bench (dsc's default
 #           choice: cuDNN where loaded), profile
@@ -135,7 +139,7 @@ shift
 selected=("$@")
 if ((${#selected[@]} == 1)); then
   case ${selected[0]} in
-    perf) selected=(libraries devices versions 'check-cuda-attention-*'
+    perf) selected=(libraries devices versions cudnn-sdpa 'check-cuda-attention-*'
                     attention-cudnn attention-registers bench profile) ;;
     fusions) selected=(libraries devices check-cuda-epilogue-forms check-cuda-gpt2-tiny
                        check-cuda-epilogues
@@ -285,6 +289,20 @@ devices() {
     fi
     echo "skipped: no usable GPU"
     return 77
+  fi
+}
+
+# cuDNN's SDPA graphs against a float64 attention, forward and backward,
+# and replayed from a CUDA graph (DscCudnnAttentionTests' GPU test).
+cudnn_sdpa() {
+  ((gpu_ok)) || { echo "skipped: no usable GPU"; return 77; }
+  [ -x "$bin/DscCudnnAttentionTests" ] ||
+    { echo "skipped: the bundle has no DscCudnnAttentionTests (built without the cuDNN frontend)"; return 77; }
+  "$bin/DscCudnnAttentionTests" --gtest_color=no --gtest_filter='CudnnSdpaGpu.*' |
+    tee "$work/cudnn-sdpa.out" || return 1
+  if grep -q "^\[  SKIPPED \]" "$work/cudnn-sdpa.out"; then
+    echo "FAIL: the cuDNN test skipped on a machine with a usable GPU"
+    return 1
   fi
 }
 
@@ -669,7 +687,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl ctest_gpu check_cuda check_cuda_epilogue_forms check_cuda_epilogues check_cuda_bias_grad cudnn_dropout_curves dist_train dist_train_moe bench_moe bench_llama \
+export -f devices versions nvrtc nccl cudnn_sdpa ctest_gpu check_cuda check_cuda_epilogue_forms check_cuda_epilogues check_cuda_bias_grad cudnn_dropout_curves dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench offload_check bench_offload
@@ -718,6 +736,7 @@ python3 -c "$unfuse_attention" "$work/bf16.json" "$work/attention-unfused-bf16.j
 step nvrtc 60 nvrtc
 
 step nccl 60 nccl
+step cudnn-sdpa 60 cudnn_sdpa
 
 step check-cuda-gpt2-tiny 60 check_cuda gpt2-tiny "$work/ds_config.json"
 step check-cuda-gpt2-tiny-bf16 60 check_cuda gpt2-tiny "$work/bf16.json"
