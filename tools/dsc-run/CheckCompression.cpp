@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CheckCuda.h"
+#include "HandProgram.h"
 
 #include "dsc/Runtime/BackendCompare.h"
 #include "dsc/Runtime/CudaBackend.h"
@@ -20,78 +21,44 @@
 
 namespace dsc {
 
-namespace {
-
-/// A program of the compression stages' kernels over Input and Output
-/// buffers (no memory plan: every buffer keeps its value).
-struct CompressionProgram {
-  rt::Program prog;
-  rt::Function fn;
-  std::vector<int> inputs;
-
-  int buffer(const std::string &name, std::vector<int64_t> shape,
-             bool output, rt::DType dtype = rt::DType::F32) {
-    rt::Buffer b;
-    b.name = name;
-    b.role = output ? rt::BufferRole::Output : rt::BufferRole::Input;
-    b.dtype = dtype;
-    b.shape = std::move(shape);
-    prog.buffers.push_back(b);
-    const int id = int(prog.buffers.size() - 1);
-    if (!output)
-      inputs.push_back(id);
-    return id;
-  }
-  void add(rt::Opcode op, std::vector<int> ins, std::vector<int> outs,
-           std::map<std::string, rt::AttrValue> attrs = {}) {
-    rt::Instr I;
-    I.op = op;
-    I.inputs = std::move(ins);
-    I.outputs = std::move(outs);
-    I.attrs = std::move(attrs);
-    fn.body.push_back(I);
-  }
-};
-
-} // namespace
 
 bool checkCompressionKernels(std::ostream &os) {
   // n not a multiple of 8 (the padding), P over one sum-of-squares chunk.
   const int64_t n = 20001, P = 20016, C = 4104;
-  CompressionProgram c;
+  HandProgram c;
   using rt::DType;
   using rt::Opcode;
-  const int avg = c.buffer("avg", {n}, false), g = c.buffer("g", {n}, false),
-            gscale = c.buffer("gscale", {1}, false),
-            m = c.buffer("m", {n}, true);
-  const int error = c.buffer("error", {P}, false),
-            signs = c.buffer("signs", {P / 8}, true, DType::U8),
-            scale = c.buffer("scale", {1}, true),
-            newError = c.buffer("new_error", {P}, true);
-  const int skip = c.buffer("skip", {1}, false),
-            keptSigns = c.buffer("skipped_signs", {P / 8}, true, DType::U8),
-            keptScale = c.buffer("skipped_scale", {1}, true),
-            keptError = c.buffer("kept_error", {P}, true);
+  const int avg = c.input("avg", {n}), g = c.input("g", {n}),
+            gscale = c.input("gscale", {1}),
+            m = c.output("m", {n});
+  const int error = c.input("error", {P}),
+            signs = c.output("signs", {P / 8}, DType::U8),
+            scale = c.output("scale", {1}),
+            newError = c.output("new_error", {P});
+  const int skip = c.input("skip", {1}),
+            keptSigns = c.output("skipped_signs", {P / 8}, DType::U8),
+            keptScale = c.output("skipped_scale", {1}),
+            keptError = c.output("kept_error", {P});
   const int chunkSigns =
-                c.buffer("chunk_signs", {2 * C / 8}, false, DType::U8),
-            chunkScales = c.buffer("chunk_scales", {2}, false),
-            mean = c.buffer("mean", {C}, true),
-            decoded = c.buffer("decoded", {2 * C}, true);
-  const int param = c.buffer("param", {n}, false),
-            variance = c.buffer("variance", {n}, false),
-            lr = c.buffer("lr", {1}, false),
-            newParam = c.buffer("new_param", {n}, true),
-            newM = c.buffer("new_m", {n}, true),
-            padded = c.buffer("padded", {P}, true);
-  const int accumulator = c.buffer("accumulator", {n}, false),
-            localParam = c.buffer("local_param", {n}, true),
-            localM = c.buffer("local_m", {n}, true),
-            localU = c.buffer("local_u", {n}, true),
-            start = c.buffer("start_param", {n}, true),
-            scaled = c.buffer("scaled", {n}, true),
-            lrSum = c.buffer("lr_sum", {1}, false),
-            syncParam = c.buffer("sync_param", {n}, true),
-            syncM = c.buffer("sync_m", {n}, true);
+                c.input("chunk_signs", {2 * C / 8}, DType::U8),
+            chunkScales = c.input("chunk_scales", {2}),
+            mean = c.output("mean", {C}),
+            decoded = c.output("decoded", {2 * C});
+  const int param = c.input("param", {n}),
+            variance = c.input("variance", {n}),
+            lr = c.input("lr", {1}),
+            newParam = c.output("new_param", {n}),
+            newM = c.output("new_m", {n}),
+            padded = c.output("padded", {P});
+  const int accumulator = c.input("accumulator", {n}),
+            localParam = c.output("local_param", {n}),
+            localM = c.output("local_m", {n}),
+            localU = c.output("local_u", {n}),
+            start = c.output("start_param", {n}),
+            scaled = c.output("scaled", {n}),
+            lrSum = c.input("lr_sum", {1}),
+            syncParam = c.output("sync_param", {n}),
+            syncM = c.output("sync_m", {n});
   c.fn.name = "compression";
   c.add(Opcode::EmaUpdate, {avg, g, gscale}, {m}, {{"beta", 0.9}});
   c.add(Opcode::OnebitCompress, {m, error}, {signs, scale, newError});
@@ -109,22 +76,20 @@ bool checkCompressionKernels(std::ostream &os) {
         {start, scaled}, {{"eps", 1e-8}});
   c.add(Opcode::ZeroOneSync, {param, m, variance, lrSum}, {syncParam, syncM},
         {{"eps", 1e-8}});
-  c.prog.functions[c.fn.name] = c.fn;
+  c.finish("lamb");
   // 1-bit LAMB's kernels reduce (trust ratios, norms, the factor's
   // maximum): their sums run in another order than the CPU's.
-  const int coeff = c.buffer("coeff", {1}, false),
-            newCoeff = c.buffer("new_coeff", {1}, true),
-            scaleA = c.buffer("scale_a", {1}, true),
-            scaleB = c.buffer("scale_b", {1}, true),
-            scaled2 = c.buffer("scaled_m", {n}, true),
-            fresh = c.buffer("fresh", {n}, false),
-            lambParam = c.buffer("lamb_param", {n}, true),
-            lambM = c.buffer("lamb_m", {n}, true),
-            lambFresh = c.buffer("lamb_fresh", {n}, true),
-            lastFactor = c.buffer("last_factor", {1}, false),
-            newLastFactor = c.buffer("new_last_factor", {1}, true);
-  c.fn = {};
-  c.fn.name = "lamb";
+  const int coeff = c.input("coeff", {1}),
+            newCoeff = c.output("new_coeff", {1}),
+            scaleA = c.output("scale_a", {1}),
+            scaleB = c.output("scale_b", {1}),
+            scaled2 = c.output("scaled_m", {n}),
+            fresh = c.input("fresh", {n}),
+            lambParam = c.output("lamb_param", {n}),
+            lambM = c.output("lamb_m", {n}),
+            lambFresh = c.output("lamb_fresh", {n}),
+            lastFactor = c.input("last_factor", {1}),
+            newLastFactor = c.output("new_last_factor", {1});
   c.add(Opcode::LambCoeffEma, {param, avg, variance, coeff}, {newCoeff},
         {{"eps", 1e-8},
          {"weight_decay", 0.01},
@@ -143,7 +108,7 @@ bool checkCompressionKernels(std::ostream &os) {
          {"factor_max", 4.0},
          {"factor_min", 0.5},
          {"factor_threshold", 0.1}});
-  c.prog.functions[c.fn.name] = c.fn;
+  c.finish();
   const rt::Program p =
       rt::withInstructionFunctions(c.prog, {"compression", "lamb"});
 

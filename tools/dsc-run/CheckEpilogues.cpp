@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CheckCuda.h"
+#include "HandProgram.h"
 
 #include "dsc/Codegen/CudaEmitter.h"
 #include "dsc/Runtime/BackendCompare.h"
@@ -29,56 +30,11 @@
 
 namespace dsc {
 
-namespace {
-
-/// The function's buffers and instructions (no memory plan: every buffer
-/// keeps its value).
-struct EpilogueProgram {
-  rt::Program prog;
-  rt::Function fn;
-  std::vector<int> inputs, outputs;
-
-  int buffer(const std::string &name, std::vector<int64_t> shape,
-             rt::BufferRole role) {
-    rt::Buffer b;
-    b.name = name;
-    b.role = role;
-    b.dtype = rt::DType::F32;
-    b.shape = std::move(shape);
-    prog.buffers.push_back(b);
-    const int id = int(prog.buffers.size() - 1);
-    if (role == rt::BufferRole::Input)
-      inputs.push_back(id);
-    else if (role == rt::BufferRole::Output)
-      outputs.push_back(id);
-    return id;
-  }
-  int input(const std::string &name, std::vector<int64_t> shape) {
-    return buffer(name, std::move(shape), rt::BufferRole::Input);
-  }
-  int output(const std::string &name, std::vector<int64_t> shape) {
-    return buffer(name, std::move(shape), rt::BufferRole::Output);
-  }
-  int temp(const std::string &name, std::vector<int64_t> shape) {
-    return buffer(name, std::move(shape), rt::BufferRole::Temp);
-  }
-  void add(rt::Opcode op, std::vector<int> ins, std::vector<int> outs,
-           std::map<std::string, rt::AttrValue> attrs = {}) {
-    rt::Instr I;
-    I.op = op;
-    I.inputs = std::move(ins);
-    I.outputs = std::move(outs);
-    I.attrs = std::move(attrs);
-    fn.body.push_back(I);
-  }
-};
-
-} // namespace
 
 bool checkEpilogues(std::ostream &os) {
   const int64_t M = 96, K = 16, N = 40, P = 24, Q = 32;
   using rt::Opcode;
-  EpilogueProgram e;
+  HandProgram e;
   e.fn.name = "epilogues";
   // y = gelu_tanh(x w + b): GELU_AUX_BIAS, h the aux output.
   const int x = e.input("x", {M, K}), w = e.input("w", {K, N}),
@@ -110,7 +66,7 @@ bool checkEpilogues(std::ostream &os) {
         {{"transpose_w", int64_t(1)}});
   e.add(Opcode::ReduceTo, {dz3}, {sums3});
   e.add(Opcode::Add, {sums3, zeros3}, {db3});
-  e.prog.functions[e.fn.name] = e.fn;
+  e.finish();
   const rt::Program &p = e.prog;
 
   // What the backend will emit: every epilogue must be formed, or this
