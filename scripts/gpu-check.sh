@@ -337,6 +337,12 @@ ctest_gpu() {
   tests=$(ctest --test-dir "$work/ctest" -N -L gpu | sed -n 's/^Total Tests: //p')
   skipped=$(grep -c "\*\*\*Skipped" "$work/ctest.out" || true)
   if ((skipped == tests)); then echo "all $tests GPU tests skipped"; return 77; fi
+  # The torch extension may skip where torch finds no CUDA toolkit; the
+  # backend's own tests must run where dsc-run sees a GPU.
+  if ((gpu_ok)) && grep -q "gpu-backend .*\*\*\*Skipped" "$work/ctest.out"; then
+    echo "FAIL: gpu-backend skipped on a machine with a usable GPU"
+    return 1
+  fi
   echo "ctest -L gpu: $tests tests, $skipped skipped, none failed"
 }
 
