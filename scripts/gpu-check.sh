@@ -546,6 +546,27 @@ bench() {
     --json "$results/bench.json" ${DSC_GPU_BENCH_ARGS:-}
 }
 
+# compare_with_cpu CPU.jsonl CUDA.jsonl: the 5 steps' losses and gradient
+# norms of a CUDA run within 1e-3 relative of the CPU run's (clipped
+# AdamW's losses barely see a gradient off by a constant factor, a sum
+# where a mean was due; the norms do).
+compare_with_cpu() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def series(path, key):
+    return [r[key] for r in map(json.loads, open(path)) if "loss" in r]
+worst, complete = 0, True
+for key in ("loss", "grad_norm"):
+    cpu, cuda = series(sys.argv[1], key), series(sys.argv[2], key)
+    complete = complete and len(cpu) == len(cuda) == 5
+    print(f"{key} cpu ", cpu)
+    print(f"{key} cuda", cuda)
+    worst = max([worst] + [abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda)])
+print(f"largest relative difference {worst:.3g}")
+sys.exit(0 if complete and worst <= 1e-3 else 1)
+PY
+}
+
 # dist_train NAME CONFIG_JSON_EDIT [ENV...]: 5 steps of GPT-2 tiny on 2 CPU
 # ranks and on 2 CUDA ranks sharing the GPU, the config being
 # examples/ds_config.json without its scheduler and with the python dict
@@ -565,22 +586,7 @@ dist_train() {
       { cat "$work/$name-$backend.out"; echo "FAIL: $backend ranks"; return 1; }
   done
   cat "$work/$name-cuda.out"
-  python3 - "$work/$name-cpu.jsonl" "$work/$name-cuda.jsonl" <<'PY'
-import json, sys
-# The losses, and the gradient norms: clipped AdamW's losses barely see a
-# gradient off by a constant factor (a sum where a mean was due).
-def series(path, key):
-    return [r[key] for r in map(json.loads, open(path)) if "loss" in r]
-worst = 0
-for key in ("loss", "grad_norm"):
-    cpu, cuda = series(sys.argv[1], key), series(sys.argv[2], key)
-    assert len(cpu) == len(cuda) == 5, (key, cpu, cuda)
-    print(f"{key} cpu ", cpu)
-    print(f"{key} cuda", cuda)
-    worst = max([worst] + [abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda)])
-print(f"largest relative difference {worst:.3g}")
-sys.exit(0 if worst <= 1e-3 else 1)
-PY
+  compare_with_cpu "$work/$name-cpu.jsonl" "$work/$name-cuda.jsonl"
 }
 
 # offload_check NAME EDIT: ZeRO-Offload on the GPU, GPT-2 tiny fp32 with
@@ -622,20 +628,7 @@ offload_check() {
     --config "$work/$name.json" --data "$work/data.txt" --steps 5 \
     --log-json "$work/$name-cpu.jsonl" > "$work/$name-cpu.out" 2>&1 ||
     { cat "$work/$name-cpu.out"; echo "FAIL: cpu"; return 1; }
-  python3 - "$work/$name-cpu.jsonl" "$work/$name-graph.jsonl" <<'PY' || result=1
-import json, sys
-def series(path, key):
-    return [r[key] for r in map(json.loads, open(path)) if "loss" in r]
-worst, complete = 0, True
-for key in ("loss", "grad_norm"):
-    cpu, cuda = series(sys.argv[1], key), series(sys.argv[2], key)
-    complete = complete and len(cpu) == len(cuda) == 5
-    print(f"{key} cpu ", cpu)
-    print(f"{key} cuda", cuda)
-    worst = max([worst] + [abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, cuda)])
-print(f"largest relative difference {worst:.3g}")
-sys.exit(0 if complete and worst <= 1e-3 else 1)
-PY
+  compare_with_cpu "$work/$name-cpu.jsonl" "$work/$name-graph.jsonl" || result=1
   return $result
 }
 
@@ -693,7 +686,7 @@ echo $? > "$work/libraries.rc"
 gpu_ok=0
 "$bin/dsc-run" devices 2>/dev/null | grep -q unavailable || gpu_ok=1
 export bin examples work results here gpu_ok
-export -f devices versions nvrtc nccl cudnn_sdpa ctest_gpu check_cuda check_cuda_epilogue_forms check_cuda_epilogues check_cuda_bias_grad cudnn_dropout_curves dist_train dist_train_moe bench_moe bench_llama \
+export -f devices versions nvrtc nccl cudnn_sdpa ctest_gpu compare_with_cpu check_cuda check_cuda_epilogue_forms check_cuda_epilogues check_cuda_bias_grad cudnn_dropout_curves dist_train dist_train_moe bench_moe bench_llama \
   check_cuda_compression check_cuda_registers check_cuda_attention under_tool \
   gpt2_small_run sanitizer profile ncu_attention attention attention_registers \
   attention_forced sparse_attention bench offload_check bench_offload

@@ -324,9 +324,7 @@ void Emitter::findBiasGradEpilogues(const rt::Function &fn) {
     return;
   for (size_t r = 0; r < fn.body.size(); ++r) {
     const rt::Instr &R = fn.body[r];
-    if (R.op != rt::Opcode::ReduceTo)
-      continue;
-    if (R.host)
+    if (R.op != rt::Opcode::ReduceTo || R.host)
       continue;
     const int dy = R.inputs[0], dbias = R.outputs[0];
     const rt::Buffer &out = P.buffers[size_t(dbias)];

@@ -63,17 +63,23 @@ struct TrainerPair {
     const std::filesystem::path path =
         std::filesystem::temp_directory_path() /
         ("dsc-check-cuda-" + std::to_string(::getpid()) + ".safetensors");
-    cpu.saveWeights(path.string());
-    rt::Safetensors weights =
-        rt::Safetensors::read(path.string(), /*withU8=*/true); // 4-bit bases
-    uint64_t salt = 0;
-    for (auto &[name, tensor] : weights.tensors)
-      if (tensor.dtype == rt::DType::F32)
-        jitterIfConstant(reinterpret_cast<float *>(tensor.bytes.data()),
-                         int64_t(tensor.bytes.size() / sizeof(float)), ++salt);
-    weights.write(path.string());
-    cpu.loadWeights(path.string());
-    gpu.loadWeights(path.string());
+    try {
+      cpu.saveWeights(path.string());
+      rt::Safetensors weights = rt::Safetensors::read(
+          path.string(), /*withU8=*/true); // 4-bit bases
+      uint64_t salt = 0;
+      for (auto &[name, tensor] : weights.tensors)
+        if (tensor.dtype == rt::DType::F32)
+          jitterIfConstant(reinterpret_cast<float *>(tensor.bytes.data()),
+                           int64_t(tensor.bytes.size() / sizeof(float)),
+                           ++salt);
+      weights.write(path.string());
+      cpu.loadWeights(path.string());
+      gpu.loadWeights(path.string());
+    } catch (...) {
+      std::filesystem::remove(path); // no file left behind
+      throw;
+    }
     std::filesystem::remove(path);
   }
   std::unique_ptr<rt::Backend> cpuBackend, gpuBackend;
